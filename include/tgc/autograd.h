@@ -1,0 +1,25 @@
+/* libtgc — gradient mode.
+ *
+ * Grad mode is per thread and on by default; compiled variants are guarded on it.
+ * Backward rules, tgc_backward and the optimizers arrive with the autograd work; this
+ * header already carries the flags that guards and module signatures depend on. */
+#ifndef TGC_AUTOGRAD_H
+#define TGC_AUTOGRAD_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+TGC_API void tgc_requires_grad(tgc_tensor *t, int on);
+TGC_API int tgc_requires_grad_of(const tgc_tensor *t);
+/* Disable grad mode on this thread until the matching pop (nests). */
+TGC_API void tgc_no_grad_push(void);
+TGC_API void tgc_no_grad_pop(void);
+TGC_API int tgc_grad_enabled(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* libtgc — compiling model functions.
+ *
+ * tgc_compile wraps a model function. The first tgc_call traces it with symbolic tensors
+ * into a graph, compiles a variant for the backend and caches it under guards; later calls
+ * check the guards (a precomputed signature compare) and run the matching variant.
+ *
+ * Tracing rules: the function body runs once per compile, with traced tensors; its side
+ * effects (printf, counters, malloc) happen at trace time only. Reading a traced value
+ * (tgc_item_*) is a graph break: with cfg.fullgraph tgc_call fails with
+ * TGC_ERR_GRAPH_BREAK; otherwise that call, and later calls with the same guards, run
+ * eagerly and the reason is logged on the `recompiles` channel.
+ *
+ * Ownership: tgc_compile returns a tgc_fn freed with tgc_fn_free. tgc_call writes n_out new
+ * tensors into out[], owned by the caller's innermost scope. tgc_fn_explain returns a
+ * string freed with tgc_free.
+ *
+ * Threading: tgc_call on one tgc_fn is safe from many threads at once. */
+#ifndef TGC_COMPILE_H
+#define TGC_COMPILE_H
+
+#include "config.h"
+#include "module.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef tgc_status (*tgc_model_fn)(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                   tgc_tensor **out, int n_out);
+
+typedef struct tgc_fn tgc_fn;
+
+typedef struct tgc_stats {
+    uint64_t calls;
+    uint64_t cache_hits;
+    uint64_t compiles;        /* traces that produced a variant, the first included */
+    uint64_t recompiles;      /* compiles after the first */
+    uint64_t eager_fallbacks; /* calls that ran eagerly (limit reached or graph break) */
+    uint64_t graph_breaks;
+    int variants;
+    int cache_limit_hit; /* 1 once the function reached a cache limit */
+    double compile_seconds;    /* total */
+    double guard_ns_per_call;  /* mean guard-check time of cache hits */
+    int kernels_last_variant;  /* kernels (launches) of the most recent variant */
+    char last_recompile_reason[256];
+} tgc_stats;
+
+/* cfg may be NULL (defaults). Returns NULL with TGC_ERR_INVALID_ARG on a NULL fn or a bad
+ * config (limits < 1, unknown enum values, wrong struct_size). name is copied. */
+TGC_API tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg);
+TGC_API tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                            tgc_tensor **out, int n_out);
+TGC_API tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out);
+/* A report: variants, their guards, why each was compiled, hit counts, compile and guard
+ * times. Free with tgc_free. */
+TGC_API char *tgc_fn_explain(const tgc_fn *f);
+/* Writes the graph IR of variant i (0 = most recently hit) as text, or as DOT when dot is
+ * set. Free with tgc_free. NULL when there is no such variant. */
+TGC_API char *tgc_fn_graph(const tgc_fn *f, int variant, int dot);
+TGC_API void tgc_fn_free(tgc_fn *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

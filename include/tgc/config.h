@@ -1,0 +1,81 @@
+/* libtgc — compile configuration.
+ *
+ * Always start from tgc_config_default(), which fills the defaults and then applies the
+ * TGC_* environment variables (the only place the library reads them):
+ *   TGC_LOG=recompiles,guards,graph,dynamic,perf,all   log channels (to stderr, or cfg.log_fn)
+ *   TGC_BACKEND=auto|llvm|cuda|eager|interp
+ *   TGC_CACHE_SIZE_LIMIT=N, TGC_ACCUMULATED_CACHE_SIZE_LIMIT=N, TGC_DYNAMIC=auto|always|never
+ *   TGC_DUMP_DIR=dir (graph IR text and DOT per variant), TGC_CACHE_DIR=dir, TGC_NUM_THREADS=N
+ * The struct begins with struct_size so it can grow without breaking callers. */
+#ifndef TGC_CONFIG_H
+#define TGC_CONFIG_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tgc_backend_kind {
+    TGC_BACKEND_AUTO = 0, /* the best available: LLVM on CPU, CUDA on GPU, else interp */
+    TGC_BACKEND_LLVM,
+    TGC_BACKEND_CUDA,
+    TGC_BACKEND_EAGER,    /* no graph: every call runs the function eagerly */
+    TGC_BACKEND_INTERP    /* the reference interpreter over the graph IR */
+} tgc_backend_kind;
+
+typedef enum tgc_mode {
+    TGC_MODE_DEFAULT = 0,
+    TGC_MODE_REDUCE_OVERHEAD, /* CUDA graphs */
+    TGC_MODE_MAX_AUTOTUNE
+} tgc_mode;
+
+typedef enum tgc_on_cache_limit {
+    TGC_ON_LIMIT_FALLBACK_EAGER = 0, /* one warning, then eager for calls that miss */
+    TGC_ON_LIMIT_ERROR               /* tgc_call returns TGC_ERR_CACHE_LIMIT */
+} tgc_on_cache_limit;
+
+typedef enum tgc_dynamic {
+    TGC_DYNAMIC_AUTO = 0, /* static first; a size that changes becomes symbolic */
+    TGC_DYNAMIC_ALWAYS,   /* every size symbolic (0 and 1 stay specialized) */
+    TGC_DYNAMIC_NEVER     /* every size specialized, even tgc_mark_dynamic ones */
+} tgc_dynamic;
+
+/* Log channels (bit flags). */
+enum {
+    TGC_LOG_RECOMPILES = 1u << 0,
+    TGC_LOG_GUARDS = 1u << 1,
+    TGC_LOG_GRAPH = 1u << 2,
+    TGC_LOG_DYNAMIC = 1u << 3,
+    TGC_LOG_PERF = 1u << 4,
+    TGC_LOG_KERNELS = 1u << 5,
+    TGC_LOG_ALL = 0xffffu
+};
+
+/* Receives every message of an enabled channel, and every warning (channel 0). */
+typedef void (*tgc_log_fn)(unsigned channel, const char *message, void *user);
+
+typedef struct tgc_config {
+    size_t struct_size; /* sizeof(tgc_config), set by tgc_config_default */
+    tgc_backend_kind backend;
+    tgc_mode mode;
+    int cache_size_limit;             /* variants per function; default 8 */
+    int accumulated_cache_size_limit; /* variants per process; default 256 */
+    tgc_on_cache_limit on_cache_limit;
+    tgc_dynamic dynamic;
+    int guard_module_identity; /* guard on the module object itself, not its structure */
+    int fullgraph;             /* a graph break is TGC_ERR_GRAPH_BREAK, not an eager call */
+    const char *cache_dir;     /* persistent compile cache (NULL: none); copied */
+    const char *dump_dir;      /* per-variant IR dumps (NULL: none); copied */
+    int num_threads;           /* 0: all cores */
+    unsigned log;              /* TGC_LOG_* channels */
+    tgc_log_fn log_fn;         /* NULL: stderr */
+    void *log_user;
+} tgc_config;
+
+TGC_API tgc_config tgc_config_default(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,176 @@
+/* libtgc — forward tensor ops.
+ *
+ * Every op returns a new tensor in the calling thread's innermost scope, or NULL on error
+ * with tgc_last_error() naming the op and the offending shapes. An op given a NULL input
+ * returns NULL and keeps the first error, so a model function may check once at its end.
+ * Outside tgc_call the ops run eagerly; inside a trace they record graph nodes.
+ *
+ * Dims: negative dims count from the end (-1 is the last).
+ *
+ * Broadcasting (elementwise ops): shapes are aligned at the trailing dim; a dim of size 1
+ * stretches to the other's size; otherwise sizes must be equal (TGC_ERR_SHAPE).
+ *
+ * Dtype promotion (binary elementwise ops, where, cat, stack):
+ *   - same dtypes: that dtype;
+ *   - bool with anything: the other dtype;
+ *   - i32 with i64: i64;
+ *   - an integer with a float: the float dtype;
+ *   - f16 with bf16: f32; a float with a wider float: the wider (f16/bf16 < f32 < f64).
+ *   Scalar forms (tgc_add_scalar ...) keep the tensor's dtype, except that an integer or bool
+ *   tensor with a non-integral scalar becomes f32.
+ * Unary float math (exp, log, sqrt, rsqrt, tanh, sigmoid, gelu, silu, erf, softmax, mean,
+ * var, layer_norm ...) on integer or bool inputs computes in f32 and returns f32.
+ * div always returns a float dtype (true division). Comparisons return bool. argmax returns
+ * i64. sum of bool/i32 returns i64. Indices (embedding, gather, index_select, targets)
+ * must be i32 or i64.
+ * Half types (f16, bf16) are stored in 16 bits and computed in f32 by every backend. */
+#ifndef TGC_OPS_H
+#define TGC_OPS_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise, binary (broadcasting) ---- */
+TGC_API tgc_tensor *tgc_add(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_sub(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_mul(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_div(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_pow(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_maximum(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_minimum(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_eq(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_ne(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_lt(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_le(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_gt(tgc_tensor *a, tgc_tensor *b);
+TGC_API tgc_tensor *tgc_ge(tgc_tensor *a, tgc_tensor *b);
+/* cond ? a : b, all three broadcast together; cond must be bool. */
+TGC_API tgc_tensor *tgc_where(tgc_tensor *cond, tgc_tensor *a, tgc_tensor *b);
+
+/* ---- scalar forms: t op s ---- */
+TGC_API tgc_tensor *tgc_add_scalar(tgc_tensor *t, double s);
+TGC_API tgc_tensor *tgc_sub_scalar(tgc_tensor *t, double s);
+TGC_API tgc_tensor *tgc_mul_scalar(tgc_tensor *t, double s);
+TGC_API tgc_tensor *tgc_div_scalar(tgc_tensor *t, double s);
+TGC_API tgc_tensor *tgc_pow_scalar(tgc_tensor *t, double s);
+TGC_API tgc_tensor *tgc_clamp(tgc_tensor *t, double lo, double hi);
+
+/* ---- elementwise, unary ---- */
+TGC_API tgc_tensor *tgc_neg(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_abs(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_exp(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_log(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_sqrt(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_rsqrt(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_tanh(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_sigmoid(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_relu(tgc_tensor *t);
+/* gelu: exact (erf) form; gelu_tanh: the tanh approximation. */
+TGC_API tgc_tensor *tgc_gelu(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_gelu_tanh(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_silu(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_erf(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_cast(tgc_tensor *t, tgc_dtype dt);
+
+/* ---- reductions (dims: list of n dims; n = 0 reduces over all dims) ---- */
+TGC_API tgc_tensor *tgc_sum(tgc_tensor *t, const int *dims, int n, int keepdim);
+TGC_API tgc_tensor *tgc_mean(tgc_tensor *t, const int *dims, int n, int keepdim);
+TGC_API tgc_tensor *tgc_max(tgc_tensor *t, const int *dims, int n, int keepdim);
+/* Index of the first maximum along one dim (i64). */
+TGC_API tgc_tensor *tgc_argmax(tgc_tensor *t, int dim, int keepdim);
+/* correction: 0 = population variance, 1 = unbiased (Bessel). */
+TGC_API tgc_tensor *tgc_var(tgc_tensor *t, const int *dims, int n, int correction,
+                            int keepdim);
+TGC_API tgc_tensor *tgc_softmax(tgc_tensor *t, int dim);
+TGC_API tgc_tensor *tgc_log_softmax(tgc_tensor *t, int dim);
+
+/* ---- views and movement ---- */
+/* ONNX rules: 0 copies the input's dim at that position, one -1 is inferred. A view when
+ * the strides allow it, else a copy. */
+TGC_API tgc_tensor *tgc_reshape(tgc_tensor *t, const int64_t *shape, int ndim);
+TGC_API tgc_tensor *tgc_permute(tgc_tensor *t, const int *perm, int ndim);
+TGC_API tgc_tensor *tgc_transpose(tgc_tensor *t, int d0, int d1);
+/* Size -1 keeps a dim; new leading dims may be added; size-1 dims stretch (stride 0). */
+TGC_API tgc_tensor *tgc_expand(tgc_tensor *t, const int64_t *shape, int ndim);
+/* Removes dim if it has size 1 (dim = TGC_ALL_DIMS removes every size-1 dim). */
+#define TGC_ALL_DIMS (-1000)
+TGC_API tgc_tensor *tgc_squeeze(tgc_tensor *t, int dim);
+TGC_API tgc_tensor *tgc_unsqueeze(tgc_tensor *t, int dim);
+/* Elements start, start+step, ... below end along dim (python slice rules, step > 0,
+ * start/end clamped, negative start/end count from the end). */
+TGC_API tgc_tensor *tgc_slice(tgc_tensor *t, int dim, int64_t start, int64_t end,
+                              int64_t step);
+/* Merges dims start..end (inclusive) into one. */
+TGC_API tgc_tensor *tgc_flatten(tgc_tensor *t, int start_dim, int end_dim);
+/* A row-major copy, or t's own view when already contiguous. */
+TGC_API tgc_tensor *tgc_contiguous(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_cat(tgc_tensor *const *ts, int n, int dim);
+TGC_API tgc_tensor *tgc_stack(tgc_tensor *const *ts, int n, int dim);
+/* pads[2*i], pads[2*i+1] = before/after counts for the i-th LAST dim (PyTorch F.pad order),
+ * n_pairs <= ndim; constant value. */
+TGC_API tgc_tensor *tgc_pad(tgc_tensor *t, const int64_t *pads, int n_pairs, double value);
+
+/* ---- indexing ---- */
+/* weight [V, D], idx any shape of i32/i64 -> idx.shape + [D]. */
+TGC_API tgc_tensor *tgc_embedding(tgc_tensor *weight, tgc_tensor *idx);
+/* out[i][j] = t[idx[i][j]][j] (dim 0), idx has t's rank. */
+TGC_API tgc_tensor *tgc_gather(tgc_tensor *t, int dim, tgc_tensor *idx);
+/* idx 1-D: picks those positions of dim. */
+TGC_API tgc_tensor *tgc_index_select(tgc_tensor *t, int dim, tgc_tensor *idx);
+
+/* ---- linear algebra ---- */
+/* numpy matmul: 1-D operands are promoted and the added dim removed; batch dims broadcast. */
+TGC_API tgc_tensor *tgc_matmul(tgc_tensor *a, tgc_tensor *b);
+/* x [..., in] @ w[out, in]^T + bias[out] (bias may be NULL). */
+TGC_API tgc_tensor *tgc_linear(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias);
+
+/* ---- neural network ---- */
+/* x [N, C, H, W], w [O, C/groups, kh, kw], bias [O] or NULL. */
+TGC_API tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, int stride_h,
+                               int stride_w, int pad_h, int pad_w, int dil_h, int dil_w,
+                               int groups);
+/* Window k, stride s (0 means s = k), padding p (max pads with -inf), dilation 1. */
+TGC_API tgc_tensor *tgc_max_pool2d(tgc_tensor *x, int kh, int kw, int sh, int sw, int ph,
+                                   int pw);
+/* count_include_pad = 1 like PyTorch's default. */
+TGC_API tgc_tensor *tgc_avg_pool2d(tgc_tensor *x, int kh, int kw, int sh, int sw, int ph,
+                                   int pw);
+TGC_API tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w);
+/* x [N, C, ...]. training: normalizes with batch statistics and updates running_mean and
+ * running_var in place (momentum, unbiased variance); else uses the running stats. weight,
+ * bias may be NULL; running stats may be NULL only in training. */
+TGC_API tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean,
+                                   tgc_tensor *running_var, tgc_tensor *weight,
+                                   tgc_tensor *bias, int training, double momentum, double eps);
+/* Normalizes over the last n_norm dims; weight/bias (that shape) may be NULL. */
+TGC_API tgc_tensor *tgc_layer_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight,
+                                   tgc_tensor *bias, double eps);
+/* Zeroes each element with probability p and scales the rest by 1/(1-p), with bits from the
+ * process Philox4x32-10 stream: compiled code draws exactly the bits eager would. Identity
+ * when !training or p == 0. */
+TGC_API tgc_tensor *tgc_dropout(tgc_tensor *x, double p, int training);
+/* logits [N, C] (or [N, C, d...]), target i64/i32 class indices [N] (or [N, d...]);
+ * reduction: 0 none, 1 mean, 2 sum; ignore_index as in PyTorch; label_smoothing in [0,1]. */
+#define TGC_REDUCE_NONE 0
+#define TGC_REDUCE_MEAN 1
+#define TGC_REDUCE_SUM 2
+TGC_API tgc_tensor *tgc_cross_entropy(tgc_tensor *logits, tgc_tensor *target, int reduction,
+                                      int64_t ignore_index, double label_smoothing);
+/* logp [N, C] log-probabilities. */
+TGC_API tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction,
+                                 int64_t ignore_index);
+/* q [..., L, E], k [..., S, E], v [..., S, Ev]; mask NULL, bool (true = attend) or float
+ * (added to scores), broadcast to [..., L, S]; causal masks j > i; scale 0 means
+ * 1/sqrt(E); dropout_p applied to the attention weights (Philox stream, as tgc_dropout). */
+TGC_API tgc_tensor *tgc_scaled_dot_product_attention(tgc_tensor *q, tgc_tensor *k,
+                                                     tgc_tensor *v, tgc_tensor *mask,
+                                                     double dropout_p, int causal,
+                                                     double scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

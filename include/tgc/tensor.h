@@ -1,0 +1,148 @@
+/* libtgc — tensors, devices, dtypes, status codes and scopes.
+ *
+ * Ownership: every tensor belongs to exactly one scope (see tgc_scope_push). Ops create
+ * their results in the calling thread's innermost scope; tgc_scope_pop frees every tensor
+ * still owned by that scope. tgc_tensor_free frees one tensor early. A thread always has a
+ * root scope, freed at thread exit or by tgc_shutdown(). Views share storage with their
+ * base; storage lives as long as any tensor viewing it.
+ *
+ * Threading: a tensor may be read from many threads at once; writes need external
+ * synchronisation. Scopes are per thread.
+ *
+ * Errors: fallible calls return tgc_status, or NULL for calls that return a tensor.
+ * tgc_last_error() gives the calling thread's message for the most recent failure. */
+#ifndef TGC_TENSOR_H
+#define TGC_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TGC_API __attribute__((visibility("default")))
+#else
+#define TGC_API
+#endif
+
+#define TGC_MAX_DIMS 8
+
+typedef enum tgc_status {
+    TGC_OK = 0,
+    TGC_ERR_INVALID_ARG,
+    TGC_ERR_SHAPE,
+    TGC_ERR_DTYPE,
+    TGC_ERR_DEVICE,
+    TGC_ERR_OOM,
+    TGC_ERR_UNSUPPORTED,
+    TGC_ERR_COMPILE,
+    TGC_ERR_RUNTIME,
+    TGC_ERR_CACHE_LIMIT,
+    TGC_ERR_GRAPH_BREAK,
+    TGC_ERR_IO,
+    TGC_ERR_INTERNAL,
+    TGC_STATUS_COUNT
+} tgc_status;
+
+/* Name of a status ("TGC_ERR_SHAPE"); never NULL. */
+TGC_API const char *tgc_status_str(tgc_status s);
+/* The calling thread's message for its most recent error ("" when none). Valid until the
+ * next failing call on this thread. */
+TGC_API const char *tgc_last_error(void);
+/* The status of the calling thread's most recent error (TGC_OK when cleared). */
+TGC_API tgc_status tgc_last_status(void);
+/* Forget the calling thread's error, so that the next NULL from an op can be attributed. */
+TGC_API void tgc_clear_error(void);
+
+typedef enum tgc_dtype {
+    TGC_F32 = 0,
+    TGC_F16,
+    TGC_BF16,
+    TGC_I32,
+    TGC_I64,
+    TGC_BOOL,
+    TGC_F64,
+    TGC_DTYPE_COUNT
+} tgc_dtype;
+
+TGC_API const char *tgc_dtype_name(tgc_dtype dt);
+TGC_API size_t tgc_dtype_size(tgc_dtype dt);
+
+typedef enum tgc_device_type { TGC_DEVICE_CPU = 0, TGC_DEVICE_CUDA = 1 } tgc_device_type;
+typedef struct tgc_device {
+    tgc_device_type type;
+    int index;
+} tgc_device;
+
+TGC_API tgc_device tgc_cpu(void);
+TGC_API tgc_device tgc_cuda(int index);
+
+typedef struct tgc_tensor tgc_tensor;
+
+/* ---- scopes ---- */
+/* Open a scope on this thread: tensors created until the matching pop belong to it. */
+TGC_API void tgc_scope_push(void);
+/* Free every tensor still owned by the innermost scope and close it. Popping the root
+ * scope is an error (TGC_ERR_INVALID_ARG). */
+TGC_API tgc_status tgc_scope_pop(void);
+/* Move t into the enclosing scope, so it survives the next tgc_scope_pop(). */
+TGC_API tgc_status tgc_scope_keep(tgc_tensor *t);
+/* Free one tensor now (its storage survives while other views use it). NULL is a no-op. */
+TGC_API void tgc_tensor_free(tgc_tensor *t);
+/* Free this thread's root scope and library state. Safe to call more than once. */
+TGC_API void tgc_shutdown(void);
+
+/* ---- creation (results belong to the innermost scope) ---- */
+TGC_API tgc_tensor *tgc_empty(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
+TGC_API tgc_tensor *tgc_zeros(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
+TGC_API tgc_tensor *tgc_ones(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
+TGC_API tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt,
+                             tgc_device dev);
+/* 1-D [start, start+step, ...) below end. */
+TGC_API tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt,
+                               tgc_device dev);
+/* Copies nbytes = numel * dtype size from host memory `data` (row-major). */
+TGC_API tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape,
+                                  int ndim, tgc_dtype dt, tgc_device dev);
+/* Uniform [0,1) and standard normal from the library's Philox4x32-10 generator. */
+TGC_API tgc_tensor *tgc_rand(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
+TGC_API tgc_tensor *tgc_randn(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
+/* Seed the process-wide generator and reset its offset to 0. */
+TGC_API void tgc_manual_seed(uint64_t seed);
+
+/* ---- queries (on NULL: 0 / TGC_F32 / CPU, and an error is set) ---- */
+TGC_API int tgc_ndim(const tgc_tensor *t);
+/* Size of dim (negative counts from the end). Reading a dynamic dim while tracing
+ * specializes it (a guard is added and the `dynamic` log channel says so). */
+TGC_API int64_t tgc_size(const tgc_tensor *t, int dim);
+/* Copies ndim sizes into shape (at least TGC_MAX_DIMS entries); returns ndim. */
+TGC_API int tgc_shape(const tgc_tensor *t, int64_t *shape);
+TGC_API int64_t tgc_stride(const tgc_tensor *t, int dim);
+TGC_API tgc_dtype tgc_dtype_of(const tgc_tensor *t);
+TGC_API tgc_device tgc_device_of(const tgc_tensor *t);
+TGC_API int64_t tgc_numel(const tgc_tensor *t);
+TGC_API int tgc_is_contiguous(const tgc_tensor *t);
+
+/* ---- data movement ---- */
+TGC_API tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev);
+/* Copies the tensor's elements, row-major, into dst (nbytes must be numel * dtype size). */
+TGC_API tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes);
+/* Copies src into dst elementwise (same shape; dtypes may differ). Bumps dst's version. */
+TGC_API tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src);
+/* First element's value. While tracing, reading a traced tensor is a graph break. */
+TGC_API double tgc_item_f64(const tgc_tensor *t);
+TGC_API int64_t tgc_item_i64(const tgc_tensor *t);
+
+/* ---- dynamic shapes ---- */
+/* Ask tgc_compile to treat `dim` of this tensor as symbolic whenever it is an input. */
+TGC_API void tgc_mark_dynamic(tgc_tensor *t, int dim);
+
+/* Release memory returned by the library (e.g. tgc_fn_explain). */
+TGC_API void tgc_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

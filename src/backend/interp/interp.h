@@ -1,0 +1,42 @@
+/* The interp backend: plain C loops, the oracle every other path is tested against.
+ *
+ * Kernels take concrete (possibly strided, non-contiguous) input tensors and write a
+ * preallocated contiguous `out` whose dtype and shape come from shape inference. They
+ * never allocate outputs themselves and never fail on inputs that passed inference,
+ * except for data-dependent errors (an index out of range: TGC_ERR_INVALID_ARG with a
+ * message naming the op). */
+#ifndef TGC_BACKEND_INTERP_H
+#define TGC_BACKEND_INTERP_H
+
+#include "frontend/tensor_impl.h"
+#include "ir/op.h"
+
+/* Runs one op eagerly: allocates the result in the innermost scope (a view for view ops
+ * where the strides allow) and computes it. out_shape: the inferred concrete shape. */
+tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                           tgc_dtype out_dtype, const int64_t *out_shape, int out_ndim);
+
+/* Per-family kernels (k_*.c). Each handles the ops of its kinds. */
+/* BINARY, COMPARE, TERNARY, SCALAR, UNARY (CAST included) */
+tgc_status tgc_interp_pointwise(tgc_op op, tgc_tensor *const *in, int n_in,
+                                const tgc_attrs *a, tgc_tensor *out);
+/* REDUCE, NORM */
+tgc_status tgc_interp_reduce(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                             tgc_tensor *out);
+/* MOVE (cat, stack, pad), INDEX, and CONTIGUOUS / RESHAPE when a copy is needed: copies
+ * in[0]'s elements in row-major order into out. */
+tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in,
+                               const tgc_attrs *a, tgc_tensor *out);
+/* VIEW ops: fills strides/offset for a view of in with the given output shape; returns 0
+ * when no view is possible (reshape of a non-viewable layout: the caller copies). */
+int tgc_interp_view_geometry(tgc_op op, const tgc_tensor *in, const tgc_attrs *a,
+                             const int64_t *out_shape, int out_ndim, int64_t *strides,
+                             int64_t *offset);
+/* MATMUL, LINEAR, CONV2D */
+tgc_status tgc_interp_linalg(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                             tgc_tensor *out);
+/* POOL, NN (batch_norm, layer_norm), RANDOM (dropout), LOSS, ATTENTION */
+tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                         tgc_tensor *out);
+
+#endif

@@ -1,0 +1,86 @@
+/* The tensor object behind the opaque tgc_tensor, and helpers for kernels.
+ *
+ * A concrete tensor views a refcounted storage (offset and strides in elements). A traced
+ * tensor (t->trace != NULL) has no storage: it names value `value` of the trace's graph
+ * and its shape is symbolic (sshape); shape[] holds the trace-time hints. */
+#ifndef TGC_FRONTEND_TENSOR_IMPL_H
+#define TGC_FRONTEND_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ir/sym.h"
+#include "runtime/storage.h"
+#include "tgc/tensor.h"
+
+struct tgc_trace;
+struct tgc_scope;
+struct tgc_module;
+
+enum {
+    TGC_T_REQUIRES_GRAD = 1u << 0,
+    TGC_T_TRACE_CONST = 1u << 1, /* created while tracing: becomes a graph constant */
+    TGC_T_DEAD = 1u << 2,        /* freed by its owner; kept alive by other references */
+};
+
+struct tgc_tensor {
+    tgc_dtype dtype;
+    int ndim;
+    int64_t shape[TGC_MAX_DIMS];
+    int64_t strides[TGC_MAX_DIMS]; /* elements */
+    int64_t offset;                /* elements */
+    tgc_device device;
+    tgc_storage *storage; /* NULL for traced tensors */
+    uint32_t flags;
+    uint8_t dyn_mask; /* tgc_mark_dynamic bits */
+    uint64_t uid;     /* unique per tensor object, never reused */
+    int refs;         /* owner reference + variant references; freed at 0 */
+
+    /* tracing */
+    struct tgc_trace *trace;
+    int32_t value;
+    tgc_sdim sshape[TGC_MAX_DIMS];
+
+    /* ownership: a scope's doubly linked list, or a module */
+    struct tgc_scope *scope;
+    tgc_tensor *prev, *next;
+    struct tgc_module *module;
+};
+
+/* ---- creation (internal) ---- */
+/* A contiguous tensor with fresh storage, in the innermost scope. */
+tgc_tensor *tgc_tensor_new(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
+/* A view of base's storage with the given geometry, in the innermost scope. */
+tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape,
+                            const int64_t *strides, int ndim, int64_t offset);
+/* A tensor object with no owner (not in any scope); refs = 1. Free with tgc_tensor_unref. */
+tgc_tensor *tgc_tensor_alloc_unowned(void);
+void tgc_tensor_ref(tgc_tensor *t);
+void tgc_tensor_unref(tgc_tensor *t);
+/* Adds t to the innermost scope of this thread. */
+void tgc_scope_adopt(tgc_tensor *t);
+/* Removes t from its scope without freeing it (caller takes the owner reference). */
+void tgc_scope_release(tgc_tensor *t);
+
+/* ---- geometry ---- */
+int64_t tgc_shape_numel(const int64_t *shape, int ndim);
+void tgc_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
+int tgc_tensor_is_contiguous(const tgc_tensor *t);
+/* Element offset (from the storage start) of the i-th element in row-major order. */
+int64_t tgc_tensor_elem_offset(const tgc_tensor *t, int64_t linear);
+/* Normalizes dim against ndim (negative from the end); -1 when out of range. */
+int tgc_norm_dim(int dim, int ndim);
+
+/* ---- element access: values go through double (exact for every dtype's range used) ---- */
+static inline void *tgc_tensor_base(const tgc_tensor *t)
+{
+    return t->storage ? t->storage->data : 0;
+}
+double tgc_load(const void *base, tgc_dtype dt, int64_t off);
+void tgc_store(void *base, tgc_dtype dt, int64_t off, double v);
+float tgc_half_to_float(uint16_t h);
+uint16_t tgc_float_to_half(float f);
+float tgc_bf16_to_float(uint16_t h);
+uint16_t tgc_float_to_bf16(float f);
+
+#endif

@@ -1,0 +1,54 @@
+/* Graph IR: SSA nodes in topological order. Value ids are node indices; every node has one
+ * output with a dtype and a symbolic shape. Graph inputs are INPUT nodes (attrs say where
+ * the tensor comes from at call time). The graph owns its symbol table. */
+#ifndef TGC_IR_GRAPH_H
+#define TGC_IR_GRAPH_H
+
+#include "ir/op.h"
+#include "ir/sym.h"
+
+typedef struct tgc_vinfo {
+    tgc_dtype dtype;
+    int ndim;
+    tgc_sdim shape[TGC_MAX_DIMS];
+} tgc_vinfo;
+
+enum {
+    TGC_NODE_MUTATES = 1u << 0, /* the kernel writes one of its inputs: never removed */
+};
+
+typedef struct tgc_node {
+    tgc_op op;
+    int n_in;
+    int32_t *in; /* value ids, each < this node's id */
+    tgc_attrs attrs;
+    tgc_vinfo out;
+    uint32_t flags;
+} tgc_node;
+
+typedef struct tgc_graph {
+    tgc_node *nodes;
+    int n_nodes, cap;
+    int32_t *outputs;
+    int n_outputs;
+    tgc_symtab *syms;
+} tgc_graph;
+
+tgc_graph *tgc_graph_create(void);
+void tgc_graph_free(tgc_graph *g);
+/* Appends a node; returns its value id, or -1 on allocation failure (error set). */
+int32_t tgc_graph_add(tgc_graph *g, tgc_op op, const int32_t *in, int n_in,
+                      const tgc_attrs *a, const tgc_vinfo *out);
+tgc_status tgc_graph_set_outputs(tgc_graph *g, const int32_t *ids, int n);
+/* Checks SSA order, arity against ops.def, and that shape inference reproduces every
+ * node's dtype and shape. TGC_ERR_INTERNAL with a message naming the node otherwise. */
+tgc_status tgc_graph_verify(const tgc_graph *g);
+/* Text form, one node a line ("%3 = conv2d(%0, %1, %2) {stride=1,1 ...} : f32[s0, 32, 34, 34]").
+ * Caller frees. */
+char *tgc_graph_to_text(const tgc_graph *g);
+/* Graphviz DOT. Caller frees. */
+char *tgc_graph_to_dot(const tgc_graph *g);
+/* Formats a shape ("[s0, 3, 32, 32]") into buf. */
+int tgc_vinfo_format_shape(const tgc_symtab *t, const tgc_vinfo *v, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,71 @@
+/* Op identifiers, kinds and attributes, generated from ops.def. */
+#ifndef TGC_IR_OP_H
+#define TGC_IR_OP_H
+
+#include <stdint.h>
+
+#include "tgc/tensor.h"
+
+typedef enum tgc_op_kind {
+    TGC_KIND_SOURCE,
+    TGC_KIND_BINARY,
+    TGC_KIND_COMPARE,
+    TGC_KIND_TERNARY,
+    TGC_KIND_SCALAR,
+    TGC_KIND_UNARY,
+    TGC_KIND_REDUCE,
+    TGC_KIND_NORM,
+    TGC_KIND_VIEW,
+    TGC_KIND_MOVE,
+    TGC_KIND_INDEX,
+    TGC_KIND_MATMUL,
+    TGC_KIND_CONV,
+    TGC_KIND_POOL,
+    TGC_KIND_NN,
+    TGC_KIND_RANDOM,
+    TGC_KIND_LOSS,
+    TGC_KIND_ATTENTION
+} tgc_op_kind;
+
+typedef enum tgc_op {
+#define X(e, name, mn, mx, kind) TGC_OP_##e,
+#include "ops.def"
+#undef X
+    TGC_OP_COUNT
+} tgc_op;
+
+typedef struct tgc_op_info {
+    const char *name;
+    int min_inputs, max_inputs; /* max -1: variadic */
+    tgc_op_kind kind;
+} tgc_op_info;
+
+const tgc_op_info *tgc_op_info_of(tgc_op op);
+const char *tgc_op_name(tgc_op op);
+
+#define TGC_MAX_IATTR 20
+#define TGC_MAX_FATTR 4
+
+/* Attributes of one node; the layout per op is in ops.def. */
+typedef struct tgc_attrs {
+    int64_t i[TGC_MAX_IATTR];
+    double f[TGC_MAX_FATTR];
+    int ni, nf;
+    tgc_dtype dtype; /* CAST target */
+} tgc_attrs;
+
+/* INPUT bindings: where a graph input's tensor comes from at call time. */
+typedef enum tgc_bind_kind {
+    TGC_BIND_ARG = 0,  /* in[i] of tgc_call */
+    TGC_BIND_PARAM,    /* i-th tensor of the module tree (params and buffers, pre-order) */
+    TGC_BIND_CAPTURED, /* a tensor from outside the function, kept by the variant, guarded */
+    TGC_BIND_CONST     /* a tensor created during tracing, kept by the variant */
+} tgc_bind_kind;
+
+enum { TGC_BN_HAS_STATS = 1, TGC_BN_HAS_WEIGHT = 2, TGC_BN_HAS_BIAS = 4 };
+enum { TGC_LN_HAS_WEIGHT = 1, TGC_LN_HAS_BIAS = 2 };
+
+/* Ops whose kernel writes one of its inputs (batch_norm in training). */
+int tgc_op_mutates_inputs(tgc_op op, const struct tgc_attrs *a);
+
+#endif

@@ -1,0 +1,63 @@
+/* Symbolic dims: a dim is an int64 constant or a hash-consed expression over symbols.
+ *
+ * Encoding: tgc_sdim values above TGC_SDIM_EXPR_MAX are plain constants (negative
+ * constants are allowed as operands); values at or below it name expression nodes of one
+ * tgc_symtab. Expressions are simplified on construction (constants folded, operands of
+ * + and * ordered, nested constants merged), so equal expressions built the same way get
+ * the same handle.
+ *
+ * Every expression carries its hint: its value at trace time. Shape inference decides
+ * data-dependent questions with hints and records the decision as an assumption
+ * (a == b); the tracer turns assumptions into guards, so a variant is only reused where
+ * every assumption still holds.
+ *
+ * A NULL symtab is valid wherever all operands are constants (eager shape inference). */
+#ifndef TGC_IR_SYM_H
+#define TGC_IR_SYM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int64_t tgc_sdim;
+#define TGC_SDIM_EXPR_MAX (INT64_MIN + ((int64_t)1 << 40))
+#define TGC_SDIM_IS_CONST(d) ((d) > TGC_SDIM_EXPR_MAX)
+
+typedef struct tgc_symtab tgc_symtab;
+
+tgc_symtab *tgc_symtab_create(void);
+void tgc_symtab_free(tgc_symtab *t);
+
+/* A new symbol whose trace-time value is hint, bound at call time to dim `dim` of input
+ * `input` (tgc_call's in[input]). */
+tgc_sdim tgc_sym_new(tgc_symtab *t, int64_t hint, int input, int dim);
+int tgc_sym_count(const tgc_symtab *t);
+/* Origin of symbol k (0-based, in creation order). */
+void tgc_sym_origin(const tgc_symtab *t, int k, int *input, int *dim);
+/* The expression of symbol k. */
+tgc_sdim tgc_sym_symbol(const tgc_symtab *t, int k);
+
+tgc_sdim tgc_sym_add(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
+tgc_sdim tgc_sym_sub(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
+tgc_sdim tgc_sym_mul(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
+/* Floor division and ceil division; b must be positive at trace time. */
+tgc_sdim tgc_sym_floordiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
+tgc_sdim tgc_sym_ceildiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
+
+/* Trace-time value. */
+int64_t tgc_sym_hint(const tgc_symtab *t, tgc_sdim d);
+/* 1 when a and b are the same expression (or equal constants). */
+int tgc_sym_same(tgc_sdim a, tgc_sdim b);
+/* 1 when a == b is known or assumed (hints equal: the assumption is recorded); else 0. */
+int tgc_sym_unify(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
+/* Records the assumption d == hint(d) and returns the hint: specializes d. */
+int64_t tgc_sym_specialize(tgc_symtab *t, tgc_sdim d);
+
+int tgc_sym_n_assumptions(const tgc_symtab *t);
+void tgc_sym_assumption(const tgc_symtab *t, int k, tgc_sdim *a, tgc_sdim *b);
+
+/* Value of d given the symbols' values vals[0..count). */
+int64_t tgc_sym_eval(const tgc_symtab *t, tgc_sdim d, const int64_t *vals);
+/* Writes d as text ("s0", "(s0*128)", "64"). Returns the length written. */
+int tgc_sym_format(const tgc_symtab *t, tgc_sdim d, char *buf, size_t n);
+
+#endif
