@@ -1,0 +1,145 @@
+/* The interp backend: runs a graph node by node through the interp kernels, freeing each
+ * intermediate after its last use. */
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "backend/interp/interp.h"
+#include "support/error.h"
+
+typedef struct interp_plan {
+    int32_t *last_use; /* per node: the last node that reads it (n_nodes: an output) */
+    int kernels;
+} interp_plan;
+
+static int interp_supports(tgc_op op) { return op != TGC_OP_INPUT; }
+
+static tgc_status interp_compile(const tgc_graph *g, const tgc_config *cfg, void **artifact)
+{
+    (void)cfg;
+    interp_plan *p = calloc(1, sizeof *p);
+    if (p)
+        p->last_use = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof(int32_t));
+    if (!p || !p->last_use) {
+        free(p);
+        return tgc_set_error(TGC_ERR_OOM, "tgc interp: out of memory planning a graph");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        p->last_use[i] = -1;
+        if (g->nodes[i].op != TGC_OP_INPUT && tgc_op_info_of(g->nodes[i].op)->kind != TGC_KIND_VIEW)
+            p->kernels++;
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            p->last_use[g->nodes[i].in[k]] = i;
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        p->last_use[g->outputs[i]] = g->n_nodes;
+    *artifact = p;
+    return TGC_OK;
+}
+
+static tgc_tensor *bound_input(const tgc_node *nd, const tgc_exec_args *x)
+{
+    int64_t idx = nd->attrs.i[1];
+    switch ((tgc_bind_kind)nd->attrs.i[0]) {
+    case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
+    case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
+    case TGC_BIND_CAPTURED:
+    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx].t : NULL;
+    }
+    return NULL;
+}
+
+static tgc_tensor *run_node(const tgc_graph *g, const tgc_node *nd, tgc_tensor **vals,
+                            const int64_t *symvals)
+{
+    tgc_tensor *ins_buf[8];
+    tgc_tensor **ins = nd->n_in <= 8 ? ins_buf : malloc((size_t)nd->n_in * sizeof *ins);
+    if (!ins) {
+        tgc_set_error(TGC_ERR_OOM, "tgc interp: out of memory");
+        return NULL;
+    }
+    for (int k = 0; k < nd->n_in; k++)
+        ins[k] = vals[nd->in[k]];
+    int64_t shape[TGC_MAX_DIMS];
+    for (int d = 0; d < nd->out.ndim; d++)
+        shape[d] = tgc_sym_eval(g->syms, nd->out.shape[d], symvals);
+    tgc_tensor *r = tgc_interp_run(nd->op, ins, nd->n_in, &nd->attrs, nd->out.dtype, shape,
+                                   nd->out.ndim);
+    if (ins != ins_buf)
+        free(ins);
+    return r;
+}
+
+/* A caller-owned handle for output i: the value itself the first time it is handed out
+ * (when the run created it), else a fresh view of it. */
+static tgc_tensor *hand_out(tgc_tensor *t, int owned_by_run)
+{
+    if (owned_by_run)
+        return t;
+    return tgc_tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+}
+
+static tgc_status interp_run(void *artifact, const tgc_graph *g, const tgc_exec_args *x,
+                             tgc_tensor **outs)
+{
+    const interp_plan *p = artifact;
+    tgc_tensor **vals = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *vals);
+    unsigned char *given = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    tgc_status st = TGC_OK;
+    if (!vals || !given) {
+        free(vals);
+        free(given);
+        return tgc_set_error(TGC_ERR_OOM, "tgc interp: out of memory");
+    }
+    tgc_scope_push();
+    for (int i = 0; i < g->n_nodes && st == TGC_OK; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        vals[i] = nd->op == TGC_OP_INPUT ? bound_input(nd, x) : run_node(g, nd, vals, x->symvals);
+        if (!vals[i]) {
+            st = tgc_keep_error(TGC_ERR_INTERNAL, "tgc interp: node %%%d (%s) failed", i,
+                                tgc_op_name(nd->op));
+            break;
+        }
+        for (int k = 0; k < nd->n_in; k++) {
+            int32_t v = nd->in[k];
+            if (p->last_use[v] == i && g->nodes[v].op != TGC_OP_INPUT) {
+                tgc_tensor_free(vals[v]);
+                vals[v] = NULL;
+            }
+        }
+    }
+    for (int i = 0; i < g->n_outputs && st == TGC_OK; i++) {
+        int32_t v = g->outputs[i];
+        int owned = g->nodes[v].op != TGC_OP_INPUT && !given[v];
+        outs[i] = hand_out(vals[v], owned);
+        given[v] = 1;
+        if (!outs[i] || tgc_scope_keep(outs[i]) != TGC_OK)
+            st = tgc_keep_error(TGC_ERR_OOM, "tgc interp: out of memory");
+    }
+    if (st != TGC_OK)
+        for (int i = 0; i < g->n_outputs; i++)
+            outs[i] = NULL;
+    tgc_scope_pop();
+    free(vals);
+    free(given);
+    return st;
+}
+
+static int interp_kernel_count(const void *artifact)
+{
+    return ((const interp_plan *)artifact)->kernels;
+}
+
+static void interp_release(void *artifact)
+{
+    interp_plan *p = artifact;
+    if (p)
+        free(p->last_use);
+    free(p);
+}
+
+const tgc_backend *tgc_backend_interp(void)
+{
+    static const tgc_backend b = {"interp",        interp_supports,     interp_compile,
+                                  interp_run,      interp_kernel_count, interp_release};
+    return &b;
+}

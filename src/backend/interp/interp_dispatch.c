@@ -1,0 +1,59 @@
+/* Eager execution of one op through the interp kernels. */
+#include <assert.h>
+
+#include "backend/interp/interp.h"
+#include "support/error.h"
+
+typedef tgc_status (*kernel_fn)(tgc_op, tgc_tensor *const *, int, const tgc_attrs *,
+                                tgc_tensor *);
+
+/* Kernel family per op kind; the table below is generated from ops.def so a new op
+ * without a family fails to compile. */
+#define FAMILY_SOURCE NULL
+#define FAMILY_BINARY tgc_interp_pointwise
+#define FAMILY_COMPARE tgc_interp_pointwise
+#define FAMILY_TERNARY tgc_interp_pointwise
+#define FAMILY_SCALAR tgc_interp_pointwise
+#define FAMILY_UNARY tgc_interp_pointwise
+#define FAMILY_REDUCE tgc_interp_reduce
+#define FAMILY_NORM tgc_interp_reduce
+#define FAMILY_VIEW tgc_interp_movement
+#define FAMILY_MOVE tgc_interp_movement
+#define FAMILY_INDEX tgc_interp_movement
+#define FAMILY_MATMUL tgc_interp_linalg
+#define FAMILY_CONV tgc_interp_linalg
+#define FAMILY_POOL tgc_interp_nn
+#define FAMILY_NN tgc_interp_nn
+#define FAMILY_RANDOM tgc_interp_nn
+#define FAMILY_LOSS tgc_interp_nn
+#define FAMILY_ATTENTION tgc_interp_nn
+
+static const kernel_fn families[] = {
+#define X(e, name, mn, mx, kind) FAMILY_##kind,
+#include "ir/ops.def"
+#undef X
+};
+static_assert(sizeof(families) / sizeof(families[0]) == TGC_OP_COUNT,
+              "interp kernel table out of sync with ops.def");
+
+tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                           tgc_dtype out_dtype, const int64_t *out_shape, int out_ndim)
+{
+    if ((unsigned)op >= TGC_OP_COUNT || !families[op]) {
+        tgc_set_error(TGC_ERR_INTERNAL, "tgc interp: op %s cannot run eagerly", tgc_op_name(op));
+        return NULL;
+    }
+    if (tgc_op_info_of(op)->kind == TGC_KIND_VIEW && in[0]->dtype == out_dtype) {
+        int64_t strides[TGC_MAX_DIMS], offset = in[0]->offset;
+        if (tgc_interp_view_geometry(op, in[0], a, out_shape, out_ndim, strides, &offset))
+            return tgc_tensor_view(in[0], out_shape, strides, out_ndim, offset);
+    }
+    tgc_tensor *out = tgc_tensor_new(out_shape, out_ndim, out_dtype, in[0]->device);
+    if (!out)
+        return NULL;
+    if (families[op](op, in, n_in, a, out) != TGC_OK) {
+        tgc_tensor_free(out);
+        return NULL;
+    }
+    return out;
+}

@@ -1,0 +1,38 @@
+/* Grad mode (per thread) and the requires_grad flag. */
+#include "frontend/module_impl.h"
+#include "frontend/tensor_impl.h"
+#include "support/error.h"
+#include "tgc/autograd.h"
+
+static _Thread_local int no_grad_depth;
+
+void tgc_no_grad_push(void) { no_grad_depth++; }
+
+void tgc_no_grad_pop(void)
+{
+    if (no_grad_depth > 0)
+        no_grad_depth--;
+    else
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_no_grad_pop: no matching tgc_no_grad_push");
+}
+
+int tgc_grad_enabled(void) { return no_grad_depth == 0; }
+
+void tgc_requires_grad(tgc_tensor *t, int on)
+{
+    if (!t) {
+        tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_requires_grad: tensor is NULL");
+        return;
+    }
+    if (on)
+        t->flags |= TGC_T_REQUIRES_GRAD;
+    else
+        t->flags &= ~(uint32_t)TGC_T_REQUIRES_GRAD;
+    if (t->module)
+        tgc_module_invalidate(t->module);
+}
+
+int tgc_requires_grad_of(const tgc_tensor *t)
+{
+    return t && (t->flags & TGC_T_REQUIRES_GRAD) ? 1 : 0;
+}

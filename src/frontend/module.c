@@ -1,0 +1,362 @@
+/* Modules: named parameters, buffers and children, with a cached structure signature. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/module_impl.h"
+#include "frontend/tensor_impl.h"
+#include "support/error.h"
+#include "support/strbuf.h"
+#include "tgc/autograd.h"
+
+typedef struct mod_tensor {
+    char *name;
+    tgc_tensor *t;
+    int is_buffer;
+} mod_tensor;
+
+typedef struct mod_child {
+    char *name;
+    tgc_module *m;
+} mod_child;
+
+struct tgc_module {
+    char *name;
+    void *userdata;
+    int training;
+    mod_tensor *tensors;
+    int n_tensors, cap_tensors;
+    mod_child *children;
+    int n_children, cap_children;
+    tgc_module *parent;
+    /* caches, valid until a change below this module */
+    uint64_t sig;
+    int sig_valid;
+    tgc_tensor **flat;
+    int n_flat, flat_valid;
+};
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+tgc_module *tgc_module_create(const char *name, void *userdata)
+{
+    if (!name || !*name) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_create: name is NULL or empty");
+        return NULL;
+    }
+    tgc_module *m = calloc(1, sizeof *m);
+    if (m)
+        m->name = dup_str(name);
+    if (!m || !m->name) {
+        free(m);
+        tgc_set_error(TGC_ERR_OOM, "tgc_module_create: out of memory");
+        return NULL;
+    }
+    m->userdata = userdata;
+    m->training = 1;
+    return m;
+}
+
+void tgc_module_free(tgc_module *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_tensors; i++) {
+        free(m->tensors[i].name);
+        m->tensors[i].t->flags |= TGC_T_DEAD;
+        m->tensors[i].t->module = NULL;
+        tgc_tensor_unref(m->tensors[i].t);
+    }
+    for (int i = 0; i < m->n_children; i++) {
+        free(m->children[i].name);
+        m->children[i].m->parent = NULL;
+        tgc_module_free(m->children[i].m);
+    }
+    free(m->tensors);
+    free(m->children);
+    free(m->flat);
+    free(m->name);
+    free(m);
+}
+
+void tgc_module_invalidate(tgc_module *m)
+{
+    for (; m; m = m->parent)
+        m->sig_valid = m->flat_valid = 0;
+}
+
+static int name_taken(const tgc_module *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return 1;
+    for (int i = 0; i < m->n_children; i++)
+        if (strcmp(m->children[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+static int check_new_name(const tgc_module *m, const char *name, const char *fn)
+{
+    if (!m || !name || !*name) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is NULL or empty", fn, m ? "name" : "module");
+        return 0;
+    }
+    if (strchr(name, '.')) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: name '%s' contains '.' (dots join paths)", fn,
+                      name);
+        return 0;
+    }
+    if (name_taken(m, name)) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: module '%s' already has a member named '%s'",
+                      fn, m->name, name);
+        return 0;
+    }
+    return 1;
+}
+
+static tgc_tensor *add_tensor(tgc_module *m, const char *name, const tgc_tensor *init,
+                              int is_buffer, const char *fn)
+{
+    if (!check_new_name(m, name, fn))
+        return NULL;
+    if (!init) {
+        tgc_keep_error(TGC_ERR_INVALID_ARG, "%s: init tensor for '%s' is NULL", fn, name);
+        return NULL;
+    }
+    if (init->trace) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: init for '%s' is a traced tensor", fn, name);
+        return NULL;
+    }
+    if (m->n_tensors == m->cap_tensors) {
+        int cap = m->cap_tensors ? m->cap_tensors * 2 : 8;
+        mod_tensor *p = realloc(m->tensors, (size_t)cap * sizeof *p);
+        if (!p) {
+            tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+            return NULL;
+        }
+        m->tensors = p;
+        m->cap_tensors = cap;
+    }
+    tgc_tensor *t = tgc_tensor_new(init->shape, init->ndim, init->dtype, init->device);
+    char *nm = t ? dup_str(name) : NULL;
+    if (!nm) {
+        tgc_tensor_free(t);
+        tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+        return NULL;
+    }
+    tgc_copy_(t, init);
+    tgc_scope_release(t); /* the module owns it from now on */
+    t->flags &= ~(uint32_t)TGC_T_TRACE_CONST;
+    t->module = m;
+    if (!is_buffer)
+        t->flags |= TGC_T_REQUIRES_GRAD;
+    m->tensors[m->n_tensors++] = (mod_tensor){nm, t, is_buffer};
+    tgc_module_invalidate(m);
+    return t;
+}
+
+tgc_tensor *tgc_module_param(tgc_module *m, const char *name, const tgc_tensor *init)
+{
+    return add_tensor(m, name, init, 0, "tgc_module_param");
+}
+
+tgc_tensor *tgc_module_buffer(tgc_module *m, const char *name, const tgc_tensor *init)
+{
+    return add_tensor(m, name, init, 1, "tgc_module_buffer");
+}
+
+tgc_status tgc_module_child(tgc_module *parent, const char *name, tgc_module *child)
+{
+    if (!child)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_child: child is NULL");
+    if (!check_new_name(parent, name, "tgc_module_child"))
+        return tgc_last_status();
+    if (child->parent || child == parent)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_module_child: module '%s' already has a parent", child->name);
+    for (const tgc_module *a = parent; a; a = a->parent)
+        if (a == child)
+            return tgc_set_error(TGC_ERR_INVALID_ARG,
+                                 "tgc_module_child: '%s' is an ancestor of '%s'", child->name,
+                                 parent->name);
+    if (parent->n_children == parent->cap_children) {
+        int cap = parent->cap_children ? parent->cap_children * 2 : 4;
+        mod_child *p = realloc(parent->children, (size_t)cap * sizeof *p);
+        if (!p)
+            return tgc_set_error(TGC_ERR_OOM, "tgc_module_child: out of memory");
+        parent->children = p;
+        parent->cap_children = cap;
+    }
+    char *nm = dup_str(name);
+    if (!nm)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_module_child: out of memory");
+    parent->children[parent->n_children++] = (mod_child){nm, child};
+    child->parent = parent;
+    tgc_module_invalidate(parent);
+    return TGC_OK;
+}
+
+tgc_tensor *tgc_module_get(const tgc_module *m, const char *name)
+{
+    if (!m || !name)
+        return NULL;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return m->tensors[i].t;
+    return NULL;
+}
+
+tgc_module *tgc_module_get_child(const tgc_module *m, const char *name)
+{
+    if (!m || !name)
+        return NULL;
+    for (int i = 0; i < m->n_children; i++)
+        if (strcmp(m->children[i].name, name) == 0)
+            return m->children[i].m;
+    return NULL;
+}
+
+static int count_tensors(const tgc_module *m)
+{
+    int n = m->n_tensors;
+    for (int i = 0; i < m->n_children; i++)
+        n += count_tensors(m->children[i].m);
+    return n;
+}
+
+int tgc_module_num_tensors(const tgc_module *m) { return m ? count_tensors(m) : 0; }
+
+static void set_training(tgc_module *m, int on)
+{
+    m->training = on != 0;
+    for (int i = 0; i < m->n_children; i++)
+        set_training(m->children[i].m, on);
+    m->sig_valid = 0;
+}
+
+void tgc_module_train(tgc_module *m, int on)
+{
+    if (!m)
+        return;
+    set_training(m, on);
+    tgc_module_invalidate(m);
+}
+
+int tgc_module_is_training(const tgc_module *m) { return m ? m->training : 0; }
+
+tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
+{
+    if (!m)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
+    if (dev.type != TGC_DEVICE_CPU)
+        return tgc_set_error(TGC_ERR_DEVICE,
+                             "tgc_module_to: device cuda:%d is not available: this build has "
+                             "no CUDA backend yet",
+                             dev.index);
+    return TGC_OK;
+}
+
+void *tgc_module_userdata(const tgc_module *m) { return m ? m->userdata : NULL; }
+const char *tgc_module_name(const tgc_module *m) { return m ? m->name : NULL; }
+
+/* ---- flat list and signature ---- */
+
+static void flatten_into(const tgc_module *m, tgc_tensor **out, int *k)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        out[(*k)++] = m->tensors[i].t;
+    for (int i = 0; i < m->n_children; i++)
+        flatten_into(m->children[i].m, out, k);
+}
+
+tgc_tensor *const *tgc_module_flat(tgc_module *m, int *n)
+{
+    if (!m->flat_valid) {
+        int count = count_tensors(m);
+        tgc_tensor **p = realloc(m->flat, (size_t)(count ? count : 1) * sizeof *p);
+        if (!p) {
+            *n = 0;
+            return NULL;
+        }
+        m->flat = p;
+        m->n_flat = 0;
+        flatten_into(m, m->flat, &m->n_flat);
+        m->flat_valid = 1;
+    }
+    *n = m->n_flat;
+    return m->flat;
+}
+
+static void describe_into(const tgc_module *m, const char *path, tgc_strbuf *sb)
+{
+    tgc_sb_printf(sb, "%s.training = %s\n", path, m->training ? "true" : "false");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tgc_tensor *t = m->tensors[i].t;
+        char dims[200];
+        tgc_sb_printf(sb, "%s.%s: %s %s%s %s%s\n", path, m->tensors[i].name,
+                      m->tensors[i].is_buffer ? "buffer" : "param", tgc_dtype_name(t->dtype),
+                      tgc_format_dims(t->shape, t->ndim, dims, sizeof dims),
+                      t->device.type == TGC_DEVICE_CPU ? "cpu" : "cuda",
+                      (t->flags & TGC_T_REQUIRES_GRAD) ? " requires_grad" : "");
+    }
+    for (int i = 0; i < m->n_children; i++) {
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s.%s", path, m->children[i].name);
+        describe_into(m->children[i].m, sub, sb);
+    }
+}
+
+char *tgc_module_describe(const tgc_module *m)
+{
+    tgc_strbuf sb = {0};
+    describe_into(m, "self", &sb);
+    return tgc_sb_take(&sb);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t hash_tree(const tgc_module *m, uint64_t h)
+{
+    h = fnv(h, &m->training, sizeof m->training);
+    h = fnv(h, &m->n_tensors, sizeof m->n_tensors);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tgc_tensor *t = m->tensors[i].t;
+        int meta[5] = {(int)t->dtype, t->ndim, (int)t->device.type, t->device.index,
+                       (int)(t->flags & TGC_T_REQUIRES_GRAD) | (m->tensors[i].is_buffer << 4)};
+        h = fnv(h, m->tensors[i].name, strlen(m->tensors[i].name) + 1);
+        h = fnv(h, meta, sizeof meta);
+        h = fnv(h, t->shape, (size_t)t->ndim * sizeof(int64_t));
+    }
+    h = fnv(h, &m->n_children, sizeof m->n_children);
+    for (int i = 0; i < m->n_children; i++) {
+        h = fnv(h, m->children[i].name, strlen(m->children[i].name) + 1);
+        h = hash_tree(m->children[i].m, h);
+    }
+    return h;
+}
+
+uint64_t tgc_module_signature(const tgc_module *cm)
+{
+    if (!cm)
+        return 0;
+    tgc_module *m = (tgc_module *)cm; /* the cache is not part of the observable state */
+    if (!m->sig_valid) {
+        m->sig = hash_tree(m, 0xcbf29ce484222325ull);
+        m->sig_valid = 1;
+    }
+    return m->sig;
+}

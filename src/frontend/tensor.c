@@ -1,0 +1,614 @@
+/* Tensor objects: creation, geometry, queries, element access. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/tensor_impl.h"
+#include "frontend/trace.h"
+#include "frontend/module_impl.h"
+#include "runtime/philox.h"
+#include "support/error.h"
+#include "tgc/ops.h"
+
+static atomic_uint_fast64_t next_uid = 1;
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_table[] = {
+    {"f32", 4}, {"f16", 2}, {"bf16", 2}, {"i32", 4}, {"i64", 8}, {"bool", 1}, {"f64", 8},
+};
+_Static_assert(sizeof(dtype_table) / sizeof(dtype_table[0]) == TGC_DTYPE_COUNT,
+               "dtype table out of sync");
+
+const char *tgc_dtype_name(tgc_dtype dt)
+{
+    return (unsigned)dt < TGC_DTYPE_COUNT ? dtype_table[dt].name : "?";
+}
+
+size_t tgc_dtype_size(tgc_dtype dt)
+{
+    return (unsigned)dt < TGC_DTYPE_COUNT ? dtype_table[dt].size : 0;
+}
+
+tgc_device tgc_cpu(void) { return (tgc_device){TGC_DEVICE_CPU, 0}; }
+tgc_device tgc_cuda(int index) { return (tgc_device){TGC_DEVICE_CUDA, index}; }
+
+void tgc_free(void *p) { free(p); }
+
+/* ---- geometry ---- */
+
+int64_t tgc_shape_numel(const int64_t *shape, int ndim)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+void tgc_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i] > 1 ? shape[i] : 1;
+    }
+}
+
+int tgc_tensor_is_contiguous(const tgc_tensor *t)
+{
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 0)
+            return 1;
+        if (t->shape[i] != 1 && t->strides[i] != s)
+            return 0;
+        s *= t->shape[i];
+    }
+    return 1;
+}
+
+int64_t tgc_tensor_elem_offset(const tgc_tensor *t, int64_t linear)
+{
+    int64_t off = t->offset;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int64_t n = t->shape[i];
+        off += (linear % n) * t->strides[i];
+        linear /= n;
+    }
+    return off;
+}
+
+int tgc_norm_dim(int dim, int ndim)
+{
+    int d = dim < 0 ? dim + ndim : dim;
+    return (d < 0 || d >= (ndim ? ndim : 1)) ? -1 : d;
+}
+
+/* ---- half types ---- */
+
+float tgc_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: renormalize */
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t tgc_float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u) /* inf or nan */
+        return sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0);
+    if (absx >= 0x477ff000u) /* rounds to >= 65520: overflow */
+        return sign | 0x7c00;
+    if (absx < 0x38800000u) { /* below the smallest normal: subnormal or zero */
+        float a;
+        memcpy(&a, &absx, 4);
+        /* 2^24 scales the smallest subnormal to 1; nearbyint rounds to nearest even. */
+        return sign | (uint16_t)nearbyintf(a * 16777216.0f);
+    }
+    uint32_t mant_odd = (absx >> 13) & 1;
+    absx += 0xc8000fffu + mant_odd; /* rebias exponent and round to nearest even */
+    return sign | (uint16_t)(absx >> 13);
+}
+
+float tgc_bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t tgc_float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40);
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+double tgc_load(const void *base, tgc_dtype dt, int64_t off)
+{
+    switch (dt) {
+    case TGC_F32: return ((const float *)base)[off];
+    case TGC_F16: return tgc_half_to_float(((const uint16_t *)base)[off]);
+    case TGC_BF16: return tgc_bf16_to_float(((const uint16_t *)base)[off]);
+    case TGC_I32: return ((const int32_t *)base)[off];
+    case TGC_I64: return (double)((const int64_t *)base)[off];
+    case TGC_BOOL: return ((const uint8_t *)base)[off] != 0;
+    case TGC_F64: return ((const double *)base)[off];
+    case TGC_DTYPE_COUNT: break;
+    }
+    return 0;
+}
+
+/* Float to integer conversion saturates and maps NaN to 0, so no input is UB. */
+static int64_t to_i64(double v, double lo, double hi)
+{
+    if (v != v)
+        return 0;
+    if (v <= lo)
+        return (int64_t)lo;
+    if (v >= hi)
+        return (int64_t)hi;
+    return (int64_t)v;
+}
+
+void tgc_store(void *base, tgc_dtype dt, int64_t off, double v)
+{
+    switch (dt) {
+    case TGC_F32: ((float *)base)[off] = (float)v; break;
+    case TGC_F16: ((uint16_t *)base)[off] = tgc_float_to_half((float)v); break;
+    case TGC_BF16: ((uint16_t *)base)[off] = tgc_float_to_bf16((float)v); break;
+    case TGC_I32: ((int32_t *)base)[off] = (int32_t)to_i64(v, -2147483648.0, 2147483647.0); break;
+    case TGC_I64:
+        ((int64_t *)base)[off] = to_i64(v, -9223372036854775808.0, 9223372036854774784.0);
+        break;
+    case TGC_BOOL: ((uint8_t *)base)[off] = v != 0; break;
+    case TGC_F64: ((double *)base)[off] = v; break;
+    case TGC_DTYPE_COUNT: break;
+    }
+}
+
+/* ---- object lifetime ---- */
+
+tgc_tensor *tgc_tensor_alloc_unowned(void)
+{
+    tgc_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        tgc_set_error(TGC_ERR_OOM, "tgc: out of memory allocating a tensor");
+        return NULL;
+    }
+    t->uid = atomic_fetch_add(&next_uid, 1);
+    t->refs = 1;
+    t->value = -1;
+    t->device = tgc_cpu();
+    return t;
+}
+
+void tgc_tensor_ref(tgc_tensor *t) { __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED); }
+
+void tgc_tensor_unref(tgc_tensor *t)
+{
+    if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        tgc_storage_unref(t->storage);
+        free(t);
+    }
+}
+
+static int check_shape(const char *fn, const int64_t *shape, int ndim)
+{
+    if (ndim < 0 || ndim > TGC_MAX_DIMS) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: ndim %d is outside [0, %d]", fn, ndim,
+                      TGC_MAX_DIMS);
+        return 0;
+    }
+    if (ndim > 0 && !shape) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: shape is NULL with ndim %d", fn, ndim);
+        return 0;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            char b[160];
+            tgc_set_error(TGC_ERR_INVALID_ARG, "%s: negative size at dim %d in %s", fn, i,
+                          tgc_format_dims(shape, ndim, b, sizeof b));
+            return 0;
+        }
+    return 1;
+}
+
+static int check_dtype_device(const char *fn, tgc_dtype dt, tgc_device dev)
+{
+    if ((unsigned)dt >= TGC_DTYPE_COUNT) {
+        tgc_set_error(TGC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dt);
+        return 0;
+    }
+    if (dev.type != TGC_DEVICE_CPU) {
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "%s: device cuda:%d is not available: this build has no CUDA backend yet; "
+                      "use tgc_cpu()",
+                      fn, dev.index);
+        return 0;
+    }
+    return 1;
+}
+
+static tgc_tensor *new_tensor(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,
+                              tgc_device dev)
+{
+    if (!check_shape(fn, shape, ndim) || !check_dtype_device(fn, dt, dev))
+        return NULL;
+    tgc_tensor *t = tgc_tensor_alloc_unowned();
+    if (!t)
+        return NULL;
+    int64_t numel = tgc_shape_numel(shape, ndim);
+    t->storage = tgc_storage_new((size_t)numel * tgc_dtype_size(dt), dev);
+    if (!t->storage) {
+        free(t);
+        tgc_set_error(TGC_ERR_OOM, "%s: out of memory for %lld elements", fn, (long long)numel);
+        return NULL;
+    }
+    t->dtype = dt;
+    t->ndim = ndim;
+    t->device = dev;
+    for (int i = 0; i < ndim && i < TGC_MAX_DIMS; i++)
+        t->shape[i] = shape[i];
+    tgc_contiguous_strides(t->shape, ndim, t->strides);
+    /* Created while tracing: the value becomes a constant of the graph, not a capture. */
+    if (tgc_trace_current())
+        t->flags |= TGC_T_TRACE_CONST;
+    tgc_scope_adopt(t);
+    return t;
+}
+
+tgc_tensor *tgc_tensor_new(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
+{
+    return new_tensor("tgc", shape, ndim, dt, dev);
+}
+
+tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape,
+                            const int64_t *strides, int ndim, int64_t offset)
+{
+    tgc_tensor *t = tgc_tensor_alloc_unowned();
+    if (!t)
+        return NULL;
+    t->dtype = base->dtype;
+    t->device = base->device;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim && i < TGC_MAX_DIMS; i++) {
+        t->shape[i] = shape[i];
+        t->strides[i] = strides[i];
+    }
+    t->offset = offset;
+    t->storage = base->storage;
+    tgc_storage_ref(t->storage);
+    t->flags = base->flags & TGC_T_TRACE_CONST;
+    tgc_scope_adopt(t);
+    return t;
+}
+
+/* ---- creation API ---- */
+
+static void fill(tgc_tensor *t, double v)
+{
+    int64_t n = tgc_shape_numel(t->shape, t->ndim);
+    void *p = tgc_tensor_base(t);
+    if (v == 0) {
+        memset(p, 0, (size_t)n * tgc_dtype_size(t->dtype));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        tgc_store(p, t->dtype, i, v);
+}
+
+tgc_tensor *tgc_empty(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
+{
+    return new_tensor("tgc_empty", shape, ndim, dt, dev);
+}
+
+tgc_tensor *tgc_zeros(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
+{
+    tgc_tensor *t = new_tensor("tgc_zeros", shape, ndim, dt, dev);
+    if (t)
+        fill(t, 0);
+    return t;
+}
+
+tgc_tensor *tgc_ones(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
+{
+    tgc_tensor *t = new_tensor("tgc_ones", shape, ndim, dt, dev);
+    if (t)
+        fill(t, 1);
+    return t;
+}
+
+tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt,
+                     tgc_device dev)
+{
+    tgc_tensor *t = new_tensor("tgc_full", shape, ndim, dt, dev);
+    if (t)
+        fill(t, value);
+    return t;
+}
+
+tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_device dev)
+{
+    if (step == 0 || step != step || start != start || end != end) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_arange: step must be a nonzero number");
+        return NULL;
+    }
+    double n = ceil((end - start) / step);
+    if (n > 1e15) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_arange: %.0f elements is too many", n);
+        return NULL;
+    }
+    int64_t count = n > 0 ? (int64_t)n : 0;
+    tgc_tensor *t = new_tensor("tgc_arange", &count, 1, dt, dev);
+    if (!t)
+        return NULL;
+    for (int64_t i = 0; i < count; i++)
+        tgc_store(tgc_tensor_base(t), dt, i, start + (double)i * step);
+    return t;
+}
+
+tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape, int ndim,
+                          tgc_dtype dt, tgc_device dev)
+{
+    if (!check_shape("tgc_from_data", shape, ndim) ||
+        !check_dtype_device("tgc_from_data", dt, dev))
+        return NULL;
+    size_t want = (size_t)tgc_shape_numel(shape, ndim) * tgc_dtype_size(dt);
+    if (nbytes != want) {
+        char b[160];
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_from_data: nbytes is %zu but shape %s of %s needs %zu", nbytes,
+                      tgc_format_dims(shape, ndim, b, sizeof b), tgc_dtype_name(dt), want);
+        return NULL;
+    }
+    if (!data && want) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_from_data: data is NULL");
+        return NULL;
+    }
+    tgc_tensor *t = new_tensor("tgc_from_data", shape, ndim, dt, dev);
+    if (t && want)
+        memcpy(tgc_tensor_base(t), data, want);
+    return t;
+}
+
+static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,
+                                 tgc_device dev, int normal)
+{
+    tgc_tensor *t = new_tensor(fn, shape, ndim, dt, dev);
+    if (!t)
+        return NULL;
+    int64_t n = tgc_shape_numel(shape, ndim);
+    uint64_t seed = tgc_rng_current_seed(), base = tgc_rng_reserve((uint64_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t c = base + (uint64_t)i;
+        double v = normal ? tgc_philox_normal(seed, c) : tgc_philox_uniform(seed, c);
+        tgc_store(tgc_tensor_base(t), dt, i, v);
+    }
+    return t;
+}
+
+tgc_tensor *tgc_rand(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
+{
+    return random_tensor("tgc_rand", shape, ndim, dt, dev, 0);
+}
+
+tgc_tensor *tgc_randn(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
+{
+    return random_tensor("tgc_randn", shape, ndim, dt, dev, 1);
+}
+
+void tgc_manual_seed(uint64_t seed) { tgc_rng_seed(seed); }
+
+/* ---- queries ---- */
+
+static int null_query(const tgc_tensor *t, const char *fn)
+{
+    if (t)
+        return 0;
+    tgc_keep_error(TGC_ERR_INVALID_ARG, "%s: tensor is NULL", fn);
+    return 1;
+}
+
+int tgc_ndim(const tgc_tensor *t) { return null_query(t, "tgc_ndim") ? 0 : t->ndim; }
+
+int64_t tgc_size(const tgc_tensor *t, int dim)
+{
+    if (null_query(t, "tgc_size"))
+        return 0;
+    int d = tgc_norm_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_size: dim %d is out of range for rank %d", dim,
+                      t->ndim);
+        return 0;
+    }
+    if (t->trace && !TGC_SDIM_IS_CONST(t->sshape[d]))
+        return tgc_trace_read_size(t->trace, t, d);
+    return t->shape[d];
+}
+
+int tgc_shape(const tgc_tensor *t, int64_t *shape)
+{
+    if (null_query(t, "tgc_shape") || !shape)
+        return 0;
+    for (int i = 0; i < t->ndim; i++)
+        shape[i] = tgc_size(t, i);
+    return t->ndim;
+}
+
+int64_t tgc_stride(const tgc_tensor *t, int dim)
+{
+    if (null_query(t, "tgc_stride"))
+        return 0;
+    int d = tgc_norm_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_stride: dim %d is out of range for rank %d",
+                      dim, t->ndim);
+        return 0;
+    }
+    return t->strides[d];
+}
+
+tgc_dtype tgc_dtype_of(const tgc_tensor *t)
+{
+    return null_query(t, "tgc_dtype_of") ? TGC_F32 : t->dtype;
+}
+
+tgc_device tgc_device_of(const tgc_tensor *t)
+{
+    return null_query(t, "tgc_device_of") ? tgc_cpu() : t->device;
+}
+
+int64_t tgc_numel(const tgc_tensor *t)
+{
+    if (null_query(t, "tgc_numel"))
+        return 0;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= tgc_size(t, i);
+    return n;
+}
+
+int tgc_is_contiguous(const tgc_tensor *t)
+{
+    return null_query(t, "tgc_is_contiguous") ? 0 : tgc_tensor_is_contiguous(t);
+}
+
+/* ---- data movement ---- */
+
+static int traced_data_access(const tgc_tensor *t, const char *fn)
+{
+    if (!t->trace)
+        return 0;
+    tgc_trace_break(t->trace, "%s reads the data of a traced tensor", fn);
+    tgc_set_error(TGC_ERR_GRAPH_BREAK, "%s: reads the data of a traced tensor (graph break)", fn);
+    return 1;
+}
+
+tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev)
+{
+    if (null_query(t, "tgc_to") || !check_dtype_device("tgc_to", t->dtype, dev))
+        return NULL;
+    return tgc_contiguous(t);
+}
+
+static void copy_elements(tgc_tensor *dst, const tgc_tensor *src, void *dst_base,
+                          tgc_dtype dst_dt)
+{
+    int64_t n = tgc_shape_numel(src->shape, src->ndim);
+    const void *sb = tgc_tensor_base(src);
+    if (src->dtype == dst_dt && tgc_tensor_is_contiguous(src) &&
+        (!dst || tgc_tensor_is_contiguous(dst))) {
+        size_t es = tgc_dtype_size(dst_dt);
+        int64_t doff = dst ? dst->offset : 0;
+        memmove((char *)dst_base + doff * (int64_t)es, (const char *)sb + src->offset * (int64_t)es,
+                (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double v = tgc_load(sb, src->dtype, tgc_tensor_elem_offset(src, i));
+        tgc_store(dst_base, dst_dt, dst ? tgc_tensor_elem_offset(dst, i) : i, v);
+    }
+}
+
+tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
+{
+    if (!t)
+        return tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_copy_to_host: tensor is NULL");
+    if (traced_data_access(t, "tgc_copy_to_host"))
+        return TGC_ERR_GRAPH_BREAK;
+    size_t want = (size_t)tgc_shape_numel(t->shape, t->ndim) * tgc_dtype_size(t->dtype);
+    if (nbytes != want)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_copy_to_host: nbytes is %zu but the tensor holds %zu", nbytes,
+                             want);
+    if (want && !dst)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_copy_to_host: dst is NULL");
+    if (want)
+        copy_elements(NULL, t, dst, t->dtype);
+    return TGC_OK;
+}
+
+tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src)
+{
+    if (!dst || !src)
+        return tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_copy_: %s is NULL", dst ? "src" : "dst");
+    if (traced_data_access(dst, "tgc_copy_") || traced_data_access(src, "tgc_copy_"))
+        return TGC_ERR_GRAPH_BREAK;
+    if (dst->ndim != src->ndim ||
+        memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof(int64_t)) != 0) {
+        char a[160], b[160];
+        return tgc_set_error(TGC_ERR_SHAPE, "tgc_copy_: shapes differ: dst is %s, src is %s",
+                             tgc_format_dims(dst->shape, dst->ndim, a, sizeof a),
+                             tgc_format_dims(src->shape, src->ndim, b, sizeof b));
+    }
+    copy_elements(dst, src, tgc_tensor_base(dst), dst->dtype);
+    tgc_storage_bump(dst->storage);
+    return TGC_OK;
+}
+
+static double item(const tgc_tensor *t, const char *fn)
+{
+    if (null_query(t, fn))
+        return NAN;
+    if (t->trace)
+        return tgc_trace_read_value(t->trace, t, fn);
+    if (tgc_shape_numel(t->shape, t->ndim) < 1) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: tensor is empty", fn);
+        return NAN;
+    }
+    double v = tgc_load(tgc_tensor_base(t), t->dtype, t->offset);
+    tgc_trace *tr = tgc_trace_current();
+    if (tr)
+        tgc_trace_read_value(tr, t, fn);
+    return v;
+}
+
+double tgc_item_f64(const tgc_tensor *t) { return item(t, "tgc_item_f64"); }
+
+int64_t tgc_item_i64(const tgc_tensor *t)
+{
+    double v = item(t, "tgc_item_i64");
+    return v != v ? 0 : (int64_t)v;
+}
+
+void tgc_mark_dynamic(tgc_tensor *t, int dim)
+{
+    if (null_query(t, "tgc_mark_dynamic"))
+        return;
+    int d = tgc_norm_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_mark_dynamic: dim %d is out of range for rank %d", dim, t->ndim);
+        return;
+    }
+    t->dyn_mask |= (uint8_t)(1u << d);
+}

@@ -1,0 +1,172 @@
+/* The tracer: binds concrete tensors met during tracing and records reads of values. */
+#include "frontend/trace.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "support/log.h"
+
+static _Thread_local tgc_trace *current_trace;
+
+tgc_trace *tgc_trace_current(void) { return current_trace; }
+void tgc_trace_set_current(tgc_trace *tr) { current_trace = tr; }
+
+void tgc_trace_break(tgc_trace *tr, const char *fmt, ...)
+{
+    if (tr->broken)
+        return;
+    tr->broken = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tr->break_reason, sizeof tr->break_reason, fmt, ap);
+    va_end(ap);
+}
+
+static int32_t add_input(tgc_trace *tr, tgc_bind_kind kind, int index, const tgc_tensor *t)
+{
+    tgc_attrs a = {0};
+    a.i[0] = kind;
+    a.i[1] = index;
+    a.ni = 2;
+    tgc_vinfo v = {t->dtype, t->ndim, {0}};
+    for (int d = 0; d < t->ndim; d++)
+        v.shape[d] = t->shape[d];
+    return tgc_graph_add(tr->g, TGC_OP_INPUT, NULL, 0, &a, &v);
+}
+
+static int param_index(const tgc_trace *tr, const tgc_tensor *t)
+{
+    if (!t->module)
+        return -1;
+    for (int i = 0; i < tr->n_params; i++)
+        if (tr->params[i] == t)
+            return i;
+    return -1;
+}
+
+static int32_t bind_other(tgc_trace *tr, tgc_tensor *t)
+{
+    for (int i = 0; i < tr->n_bound; i++)
+        if (tr->bound[i].t == t)
+            return tr->bound[i].value;
+    if (tr->n_bound == tr->cap_bound) {
+        int cap = tr->cap_bound ? tr->cap_bound * 2 : 8;
+        tgc_trace_binding *p = realloc(tr->bound, (size_t)cap * sizeof *p);
+        if (!p) {
+            tgc_set_error(TGC_ERR_OOM, "tgc: out of memory while tracing");
+            return -1;
+        }
+        tr->bound = p;
+        tr->cap_bound = cap;
+    }
+    int is_const = (t->flags & TGC_T_TRACE_CONST) != 0;
+    int32_t v = add_input(tr, is_const ? TGC_BIND_CONST : TGC_BIND_CAPTURED, tr->n_bound, t);
+    if (v < 0)
+        return -1;
+    tgc_tensor_ref(t);
+    tr->bound[tr->n_bound++] =
+        (tgc_trace_binding){t, atomic_load(&t->storage->version), v, is_const};
+    return v;
+}
+
+int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
+{
+    int p = param_index(tr, t);
+    if (p < 0)
+        return bind_other(tr, t);
+    if (tr->param_value[p] < 0)
+        tr->param_value[p] = add_input(tr, TGC_BIND_PARAM, p, t);
+    return tr->param_value[p];
+}
+
+tgc_tensor *tgc_trace_tensor(tgc_trace *tr, int32_t value)
+{
+    tgc_tensor *t = tgc_tensor_alloc_unowned();
+    if (!t)
+        return NULL;
+    const tgc_vinfo *v = &tr->g->nodes[value].out;
+    t->dtype = v->dtype;
+    t->ndim = v->ndim;
+    for (int d = 0; d < v->ndim; d++) {
+        t->sshape[d] = v->shape[d];
+        t->shape[d] = tgc_sym_hint(tr->g->syms, v->shape[d]);
+    }
+    tgc_contiguous_strides(t->shape, t->ndim, t->strides);
+    t->trace = tr;
+    t->value = value;
+    tgc_scope_adopt(t);
+    return t;
+}
+
+static void add_value_guard(tgc_trace *tr, int input, double value)
+{
+    for (int i = 0; i < tr->n_value_guards; i++)
+        if (tr->value_guards[i].input == input)
+            return;
+    if (tr->n_value_guards == tr->cap_value_guards) {
+        int cap = tr->cap_value_guards ? tr->cap_value_guards * 2 : 4;
+        tgc_value_guard *p = realloc(tr->value_guards, (size_t)cap * sizeof *p);
+        if (!p) {
+            tgc_trace_break(tr, "out of memory recording a value guard");
+            return;
+        }
+        tr->value_guards = p;
+        tr->cap_value_guards = cap;
+    }
+    tr->value_guards[tr->n_value_guards++] = (tgc_value_guard){input, value};
+}
+
+double tgc_trace_read_value(tgc_trace *tr, const tgc_tensor *t, const char *what)
+{
+    if (!t->trace) { /* a concrete tensor read during tracing */
+        if (param_index(tr, t) >= 0) {
+            tgc_trace_break(tr, "%s reads the value of a module tensor", what);
+            return 0;
+        }
+        bind_other(tr, (tgc_tensor *)t); /* guarded by identity and version */
+        return 0;                        /* the caller already has the value */
+    }
+    const tgc_node *nd = &tr->g->nodes[t->value];
+    if (nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG) {
+        const tgc_tensor *arg = tr->args[nd->attrs.i[1]];
+        if (tgc_shape_numel(arg->shape, arg->ndim) < 1) {
+            tgc_trace_break(tr, "%s reads an empty input", what);
+            return 0;
+        }
+        double v = tgc_load(tgc_tensor_base(arg), arg->dtype, arg->offset);
+        add_value_guard(tr, (int)nd->attrs.i[1], v);
+        tgc_log_msg(tr->cfg, TGC_LOG_GUARDS,
+                "tgc: '%s': %s read input %lld while tracing; guarding on its value %g",
+                tr->fn_name, what, (long long)nd->attrs.i[1], v);
+        return v;
+    }
+    tgc_trace_break(tr, "%s reads the value of a traced tensor (%%%d = %s)", what, t->value,
+                    tgc_op_name(nd->op));
+    return 0;
+}
+
+int64_t tgc_trace_read_size(tgc_trace *tr, const tgc_tensor *t, int dim)
+{
+    char sym[128];
+    tgc_sym_format(tr->g->syms, t->sshape[dim], sym, sizeof sym);
+    int64_t v = tgc_sym_specialize(tr->g->syms, t->sshape[dim]);
+    tgc_log_msg(tr->cfg, TGC_LOG_DYNAMIC,
+            "tgc: '%s': tgc_size read dynamic dim %d (%s) while tracing; specializing it to "
+            "%lld, so other sizes recompile. Use reshape's 0/-1 rules instead of reading sizes.",
+            tr->fn_name, dim, sym, (long long)v);
+    return v;
+}
+
+void tgc_trace_release(tgc_trace *tr)
+{
+    for (int i = 0; i < tr->n_bound; i++)
+        tgc_tensor_unref(tr->bound[i].t);
+    free(tr->bound);
+    free(tr->value_guards);
+    free(tr->param_value);
+    tr->bound = NULL;
+    tr->value_guards = NULL;
+    tr->param_value = NULL;
+    tr->n_bound = tr->n_value_guards = 0;
+}

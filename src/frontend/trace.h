@@ -1,0 +1,64 @@
+/* The tracer: runs a model function once with traced tensors and records a graph.
+ *
+ * A trace is thread-local while active. Concrete tensors met during tracing become graph
+ * inputs: module tensors of `self` bound by position, tensors created during the trace as
+ * constants, anything else as a captured tensor guarded by identity and version. */
+#ifndef TGC_FRONTEND_TRACE_H
+#define TGC_FRONTEND_TRACE_H
+
+#include "frontend/tensor_impl.h"
+#include "ir/graph.h"
+#include "support/error.h"
+#include "tgc/compile.h"
+
+typedef struct tgc_trace_binding {
+    tgc_tensor *t;    /* referenced (tgc_tensor_ref) */
+    uint64_t version; /* storage version when bound */
+    int32_t value;    /* its INPUT node */
+    int is_const;     /* created during the trace (TGC_BIND_CONST) */
+} tgc_trace_binding;
+
+/* A value read at trace time from an input tensor (tgc_item_*): guarded by value. */
+typedef struct tgc_value_guard {
+    int input;
+    double value;
+} tgc_value_guard;
+
+typedef struct tgc_trace {
+    tgc_graph *g;
+    const tgc_config *cfg;
+    const char *fn_name;
+    tgc_module *self;
+    tgc_tensor **params; /* self's flat tensor list */
+    int n_params;
+    int32_t *param_value; /* value id per param, -1 until used */
+    tgc_tensor *const *args;
+    int n_args;
+    tgc_trace_binding *bound; /* CAPTURED and CONST inputs, by binding index */
+    int n_bound, cap_bound;
+    tgc_value_guard *value_guards;
+    int n_value_guards, cap_value_guards;
+    int broken;
+    char break_reason[256];
+} tgc_trace;
+
+/* The calling thread's active trace, or NULL. */
+tgc_trace *tgc_trace_current(void);
+void tgc_trace_set_current(tgc_trace *tr);
+
+/* Value id for a concrete tensor used by an op during tracing (binds it on first use);
+ * -1 on error (set). */
+int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t);
+/* A new traced tensor for value id, in the innermost scope. */
+tgc_tensor *tgc_trace_tensor(tgc_trace *tr, int32_t value);
+/* Marks the trace broken (first reason kept). */
+void tgc_trace_break(tgc_trace *tr, const char *fmt, ...) TGC_PRINTF(2, 3);
+/* Called by tgc_item_* on a traced tensor: specializes an input (value guard) or breaks.
+ * Returns the value to hand back to the function. */
+double tgc_trace_read_value(tgc_trace *tr, const tgc_tensor *t, const char *what);
+/* Called by tgc_size on a symbolic dim during tracing: specializes it and logs. */
+int64_t tgc_trace_read_size(tgc_trace *tr, const tgc_tensor *t, int dim);
+/* Releases the trace's references and memory (not the graph when taken). */
+void tgc_trace_release(tgc_trace *tr);
+
+#endif

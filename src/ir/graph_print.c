@@ -1,0 +1,87 @@
+/* Text and DOT forms of the graph IR. */
+#include <stdio.h>
+
+#include "ir/graph.h"
+#include "support/strbuf.h"
+
+static const char *bind_names[] = {"arg", "param", "captured", "const"};
+
+static void print_attrs(tgc_strbuf *sb, const tgc_node *nd)
+{
+    if (nd->op == TGC_OP_INPUT) {
+        int k = (int)nd->attrs.i[0];
+        tgc_sb_printf(sb, " {%s %lld}", (k >= 0 && k < 4) ? bind_names[k] : "?",
+                      (long long)nd->attrs.i[1]);
+        return;
+    }
+    if (nd->op == TGC_OP_CAST) {
+        tgc_sb_printf(sb, " {to=%s}", tgc_dtype_name(nd->attrs.dtype));
+        return;
+    }
+    if (nd->attrs.ni == 0 && nd->attrs.nf == 0)
+        return;
+    tgc_sb_puts(sb, " {");
+    for (int i = 0; i < nd->attrs.ni; i++)
+        tgc_sb_printf(sb, "%s%lld", i ? "," : "i=", (long long)nd->attrs.i[i]);
+    for (int i = 0; i < nd->attrs.nf; i++)
+        tgc_sb_printf(sb, "%s%g", i ? "," : (nd->attrs.ni ? " f=" : "f="), nd->attrs.f[i]);
+    tgc_sb_puts(sb, "}");
+}
+
+static void print_type(tgc_strbuf *sb, const tgc_graph *g, const tgc_vinfo *v)
+{
+    char shape[512];
+    tgc_vinfo_format_shape(g->syms, v, shape, sizeof shape);
+    tgc_sb_printf(sb, "%s%s", tgc_dtype_name(v->dtype), shape);
+}
+
+char *tgc_graph_to_text(const tgc_graph *g)
+{
+    tgc_strbuf sb = {0};
+    int n_syms = tgc_sym_count(g->syms);
+    if (n_syms) {
+        tgc_sb_puts(&sb, "symbols:");
+        for (int k = 0; k < n_syms; k++) {
+            int in, dim;
+            tgc_sym_origin(g->syms, k, &in, &dim);
+            tgc_sb_printf(&sb, " s%d=in%d.size(%d)", k, in, dim);
+        }
+        tgc_sb_puts(&sb, "\n");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        tgc_sb_printf(&sb, "%%%d = %s(", i, tgc_op_name(nd->op));
+        for (int k = 0; k < nd->n_in; k++)
+            tgc_sb_printf(&sb, "%s%%%d", k ? ", " : "", nd->in[k]);
+        tgc_sb_puts(&sb, ")");
+        print_attrs(&sb, nd);
+        tgc_sb_puts(&sb, " : ");
+        print_type(&sb, g, &nd->out);
+        tgc_sb_puts(&sb, (nd->flags & TGC_NODE_MUTATES) ? "  ; writes its inputs\n" : "\n");
+    }
+    tgc_sb_puts(&sb, "return");
+    for (int i = 0; i < g->n_outputs; i++)
+        tgc_sb_printf(&sb, "%s%%%d", i ? ", " : " ", g->outputs[i]);
+    tgc_sb_puts(&sb, "\n");
+    return tgc_sb_take(&sb);
+}
+
+char *tgc_graph_to_dot(const tgc_graph *g)
+{
+    tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, "digraph tgc {\n  node [shape=box, fontname=\"monospace\"];\n");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        tgc_sb_printf(&sb, "  n%d [label=\"%%%d %s\\n", i, i, tgc_op_name(nd->op));
+        print_type(&sb, g, &nd->out);
+        tgc_sb_printf(&sb, "\"%s];\n",
+                      nd->op == TGC_OP_INPUT ? ", style=filled, fillcolor=lightgrey" : "");
+        for (int k = 0; k < nd->n_in; k++)
+            tgc_sb_printf(&sb, "  n%d -> n%d;\n", nd->in[k], i);
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        tgc_sb_printf(&sb, "  out%d [shape=oval, label=\"out %d\"];\n  n%d -> out%d;\n", i, i,
+                      g->outputs[i], i);
+    tgc_sb_puts(&sb, "}\n");
+    return tgc_sb_take(&sb);
+}

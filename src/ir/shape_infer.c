@@ -1,0 +1,434 @@
+/* Shape and dtype inference: dispatch, shared helpers, dtype promotion, and the pointwise,
+ * reduction and random rules. Views, movement and indexing are in shape_infer_view.c;
+ * linear algebra and nn ops in shape_infer_nn.c. */
+#include <assert.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/shape_infer_impl.h"
+
+/* ---- dtypes ---- */
+
+int tgc_dtype_is_float(tgc_dtype dt)
+{
+    return dt == TGC_F32 || dt == TGC_F16 || dt == TGC_BF16 || dt == TGC_F64;
+}
+
+static int float_rank(tgc_dtype dt)
+{
+    return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1;
+}
+
+tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
+{
+    if (a == b || b == TGC_BOOL)
+        return a;
+    if (a == TGC_BOOL)
+        return b;
+    int fa = tgc_dtype_is_float(a), fb = tgc_dtype_is_float(b);
+    if (!fa && !fb)
+        return TGC_I64; /* i32 with i64 */
+    if (fa != fb)
+        return fa ? a : b;
+    if (float_rank(a) == float_rank(b))
+        return TGC_F32; /* f16 with bf16 */
+    return float_rank(a) > float_rank(b) ? a : b;
+}
+
+tgc_dtype si_float_of(tgc_dtype dt)
+{
+    return tgc_dtype_is_float(dt) ? dt : TGC_F32;
+}
+
+/* ---- messages ---- */
+
+tgc_status si_fail(si_ctx *c, tgc_status s, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tgc_set_error(s, "tgc_%s: %s", tgc_op_name(c->op), msg);
+}
+
+static char *next_buf(si_ctx *c)
+{
+    char *b = c->buf[c->next_buf];
+    c->next_buf = (c->next_buf + 1) % SI_NBUF;
+    return b;
+}
+
+const char *si_shape(si_ctx *c, const tgc_vinfo *v)
+{
+    char *b = next_buf(c);
+    tgc_vinfo_format_shape(c->syms, v, b, SI_BUFLEN);
+    return b;
+}
+
+const char *si_dims(si_ctx *c, const tgc_sdim *d, int n)
+{
+    tgc_vinfo v = {.dtype = TGC_F32, .ndim = n};
+    memcpy(v.shape, d, sizeof(tgc_sdim) * (size_t)n);
+    return si_shape(c, &v);
+}
+
+const char *si_dim(si_ctx *c, tgc_sdim d)
+{
+    char *b = next_buf(c);
+    tgc_sym_format(c->syms, d, b, SI_BUFLEN);
+    return b;
+}
+
+/* ---- dims ---- */
+
+int64_t si_hint(const si_ctx *c, tgc_sdim d)
+{
+    return TGC_SDIM_IS_CONST(d) ? d : tgc_sym_hint(c->syms, d);
+}
+
+int si_eq(si_ctx *c, tgc_sdim a, tgc_sdim b)
+{
+    if (tgc_sym_same(a, b))
+        return 1;
+    if ((TGC_SDIM_IS_CONST(a) && TGC_SDIM_IS_CONST(b)) || !c->syms)
+        return 0;
+    return tgc_sym_unify(c->syms, a, b);
+}
+
+static int broadcast_dim(si_ctx *c, tgc_sdim a, tgc_sdim b, tgc_sdim *r)
+{
+    if (tgc_sym_same(a, b) || b == 1) {
+        *r = a;
+        return 1;
+    }
+    if (a == 1) {
+        *r = b;
+        return 1;
+    }
+    if (!si_eq(c, a, b))
+        return 0;
+    *r = TGC_SDIM_IS_CONST(b) ? b : a; /* keep the more specific dim */
+    return 1;
+}
+
+int si_broadcast_dims(si_ctx *c, const tgc_sdim *x, int nx, const tgc_sdim *y, int ny,
+                      tgc_sdim *r, int *nr)
+{
+    int n = nx > ny ? nx : ny;
+    for (int k = 0; k < n; k++) {
+        int ix = nx - n + k, iy = ny - n + k;
+        if (ix < 0)
+            r[k] = y[iy];
+        else if (iy < 0)
+            r[k] = x[ix];
+        else if (!broadcast_dim(c, x[ix], y[iy], &r[k]))
+            return 0;
+    }
+    *nr = n;
+    return 1;
+}
+
+tgc_sdim si_prod(si_ctx *c, const tgc_sdim *d, int n)
+{
+    tgc_sdim p = 1;
+    for (int k = 0; k < n; k++)
+        p = tgc_sym_mul(c->syms, p, d[k]);
+    return p;
+}
+
+/* ---- checks ---- */
+
+tgc_status si_need_rank(si_ctx *c, int k, const char *name, int lo, int hi)
+{
+    int nd = c->in[k].ndim;
+    if (nd >= lo && nd <= hi)
+        return TGC_OK;
+    if (lo == hi)
+        return si_fail(c, TGC_ERR_SHAPE, "%s must have %d dims, got %s", name, lo,
+                       si_shape(c, &c->in[k]));
+    if (hi >= TGC_MAX_DIMS)
+        return si_fail(c, TGC_ERR_SHAPE, "%s must have at least %d dims, got %s", name, lo,
+                       si_shape(c, &c->in[k]));
+    return si_fail(c, TGC_ERR_SHAPE, "%s must have %d to %d dims, got %s", name, lo, hi,
+                   si_shape(c, &c->in[k]));
+}
+
+tgc_status si_need_index(si_ctx *c, int k, const char *name)
+{
+    tgc_dtype dt = c->in[k].dtype;
+    if (dt == TGC_I32 || dt == TGC_I64)
+        return TGC_OK;
+    return si_fail(c, TGC_ERR_DTYPE, "%s must be i32 or i64, got %s", name, tgc_dtype_name(dt));
+}
+
+tgc_status si_need_float(si_ctx *c, const int *idx, const char *const *names, int n)
+{
+    for (int k = 0; k < n; k++) {
+        tgc_dtype dt = c->in[idx[k]].dtype, d0 = c->in[idx[0]].dtype;
+        if (!tgc_dtype_is_float(dt))
+            return si_fail(c, TGC_ERR_DTYPE, "%s must be a float tensor, got %s", names[k],
+                           tgc_dtype_name(dt));
+        if (dt != d0)
+            return si_fail(c, TGC_ERR_DTYPE, "dtypes differ: %s is %s, %s is %s", names[0],
+                           tgc_dtype_name(d0), names[k], tgc_dtype_name(dt));
+    }
+    return TGC_OK;
+}
+
+tgc_status si_need_inputs(si_ctx *c, int want)
+{
+    if (c->n_in == want)
+        return TGC_OK;
+    return si_fail(c, TGC_ERR_INTERNAL, "node has %d inputs, its attributes say %d", c->n_in,
+                   want);
+}
+
+tgc_status si_need_dim(si_ctx *c, int64_t dim, int ndim)
+{
+    if ((dim >= 0 && dim < ndim) || (ndim == 0 && dim == 0))
+        return TGC_OK;
+    return si_fail(c, TGC_ERR_INVALID_ARG, "dim %lld is out of range for a %d-d tensor",
+                   (long long)dim, ndim);
+}
+
+tgc_status si_set_out(si_ctx *c, tgc_dtype dt, const tgc_sdim *d, int n)
+{
+    if (n > TGC_MAX_DIMS)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "the result would have %d dims (at most %d)", n,
+                       TGC_MAX_DIMS);
+    tgc_sdim tmp[TGC_MAX_DIMS] = {0}; /* d may alias out */
+    memcpy(tmp, d, sizeof(tgc_sdim) * (size_t)n);
+    c->out->dtype = dt;
+    c->out->ndim = n;
+    memcpy(c->out->shape, tmp, sizeof tmp);
+    return TGC_OK;
+}
+
+/* ---- pointwise ---- */
+
+/* Broadcasts in[0..n) together into out with dtype dt. */
+static tgc_status elementwise(si_ctx *c, int n, tgc_dtype dt)
+{
+    tgc_sdim r[TGC_MAX_DIMS];
+    int nr = c->in[0].ndim;
+    memcpy(r, c->in[0].shape, sizeof(tgc_sdim) * (size_t)nr);
+    for (int k = 1; k < n; k++) {
+        tgc_sdim prev[TGC_MAX_DIMS];
+        int np = nr;
+        memcpy(prev, r, sizeof(tgc_sdim) * (size_t)np);
+        if (!si_broadcast_dims(c, prev, np, c->in[k].shape, c->in[k].ndim, r, &nr)) {
+            if (n == 2)
+                return si_fail(c, TGC_ERR_SHAPE, "shapes %s and %s do not broadcast",
+                               si_shape(c, &c->in[0]), si_shape(c, &c->in[1]));
+            return si_fail(c, TGC_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
+                           si_shape(c, &c->in[0]), si_shape(c, &c->in[1]),
+                           si_shape(c, &c->in[2]));
+        }
+    }
+    return si_set_out(c, dt, r, nr);
+}
+
+tgc_status si_rule_SOURCE(si_ctx *c)
+{
+    return si_fail(c, TGC_ERR_INTERNAL, "graph inputs have no shape rule");
+}
+
+tgc_status si_rule_BINARY(si_ctx *c)
+{
+    tgc_dtype dt = tgc_promote(c->in[0].dtype, c->in[1].dtype);
+    if (c->op == TGC_OP_DIV)
+        dt = si_float_of(dt); /* true division */
+    return elementwise(c, 2, dt);
+}
+
+tgc_status si_rule_COMPARE(si_ctx *c)
+{
+    return elementwise(c, 2, TGC_BOOL);
+}
+
+tgc_status si_rule_TERNARY(si_ctx *c)
+{
+    if (c->in[0].dtype != TGC_BOOL)
+        return si_fail(c, TGC_ERR_DTYPE, "cond must be bool, got %s",
+                       tgc_dtype_name(c->in[0].dtype));
+    return elementwise(c, 3, tgc_promote(c->in[1].dtype, c->in[2].dtype));
+}
+
+static int is_integral(double s)
+{
+    return isfinite(s) && s == floor(s);
+}
+
+/* Does an integer or bool tensor need f32 for this op's scalars? Infinite clamp bounds
+ * mean "no bound" and keep the dtype. */
+static int scalar_needs_float(const si_ctx *c)
+{
+    const double *f = c->a->f;
+    switch (c->op) {
+    case TGC_OP_DIV_SCALAR:
+        return 1;
+    case TGC_OP_CLAMP:
+        return (!isinf(f[0]) && !is_integral(f[0])) || (!isinf(f[1]) && !is_integral(f[1]));
+    default:
+        return !is_integral(f[0]);
+    }
+}
+
+tgc_status si_rule_SCALAR(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    tgc_dtype dt = x->dtype;
+    if (!tgc_dtype_is_float(dt) && scalar_needs_float(c))
+        dt = TGC_F32;
+    return si_set_out(c, dt, x->shape, x->ndim);
+}
+
+static int is_float_math(tgc_op op)
+{
+    switch (op) {
+    case TGC_OP_EXP:
+    case TGC_OP_LOG:
+    case TGC_OP_SQRT:
+    case TGC_OP_RSQRT:
+    case TGC_OP_TANH:
+    case TGC_OP_SIGMOID:
+    case TGC_OP_GELU:
+    case TGC_OP_GELU_TANH:
+    case TGC_OP_SILU:
+    case TGC_OP_ERF:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+tgc_status si_rule_UNARY(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    tgc_dtype dt = x->dtype;
+    if (c->op == TGC_OP_CAST) {
+        dt = c->a->dtype;
+        if ((unsigned)dt >= TGC_DTYPE_COUNT)
+            return si_fail(c, TGC_ERR_INVALID_ARG, "unknown target dtype %d", (int)dt);
+    } else if (is_float_math(c->op)) {
+        dt = si_float_of(dt);
+    }
+    return si_set_out(c, dt, x->shape, x->ndim);
+}
+
+/* ---- reductions ---- */
+
+static tgc_dtype reduce_dtype(tgc_op op, tgc_dtype dt)
+{
+    switch (op) {
+    case TGC_OP_SUM:
+        return dt == TGC_BOOL || dt == TGC_I32 ? TGC_I64 : dt;
+    case TGC_OP_MEAN:
+    case TGC_OP_VAR:
+        return si_float_of(dt);
+    case TGC_OP_ARGMAX:
+        return TGC_I64;
+    default:
+        return dt;
+    }
+}
+
+/* The reduced dims as a bitmask (validated against the rank). */
+static tgc_status reduce_mask(si_ctx *c, uint64_t *mask)
+{
+    int nd = c->in[0].ndim;
+    int64_t m = c->a->i[0];
+    if (c->op == TGC_OP_ARGMAX) {
+        tgc_status s = si_need_dim(c, m, nd);
+        *mask = !s && nd ? (uint64_t)1 << m : 0;
+        return s;
+    }
+    if (m < 0 || (uint64_t)m >> nd)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "dims mask 0x%llx names dims beyond a %d-d tensor",
+                       (unsigned long long)m, nd);
+    if (c->op == TGC_OP_VAR && c->a->i[2] < 0)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "correction must be >= 0, got %lld",
+                       (long long)c->a->i[2]);
+    *mask = (uint64_t)m;
+    return TGC_OK;
+}
+
+tgc_status si_rule_REDUCE(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    uint64_t mask;
+    tgc_status s = reduce_mask(c, &mask);
+    if (s)
+        return s;
+    int keep = c->a->i[1] != 0, needs_elems = c->op == TGC_OP_MAX || c->op == TGC_OP_ARGMAX;
+    tgc_sdim r[TGC_MAX_DIMS];
+    int nr = 0;
+    for (int k = 0; k < x->ndim; k++) {
+        if (!(mask >> k & 1))
+            r[nr++] = x->shape[k];
+        else if (needs_elems && si_hint(c, x->shape[k]) == 0)
+            return si_fail(c, TGC_ERR_SHAPE, "cannot reduce over the empty dim %d of %s", k,
+                           si_shape(c, x));
+        else if (keep)
+            r[nr++] = 1;
+    }
+    return si_set_out(c, reduce_dtype(c->op, x->dtype), r, nr);
+}
+
+tgc_status si_rule_NORM(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    tgc_status s = si_need_dim(c, c->a->i[0], x->ndim);
+    return s ? s : si_set_out(c, si_float_of(x->dtype), x->shape, x->ndim);
+}
+
+tgc_status si_rule_RANDOM(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    double p = c->a->f[0];
+    if (!(p >= 0.0 && p <= 1.0))
+        return si_fail(c, TGC_ERR_INVALID_ARG, "p must be in [0, 1], got %g", p);
+    if (!tgc_dtype_is_float(x->dtype))
+        return si_fail(c, TGC_ERR_DTYPE, "x must be a float tensor, got %s",
+                       tgc_dtype_name(x->dtype));
+    return si_set_out(c, x->dtype, x->shape, x->ndim);
+}
+
+/* ---- dispatch ---- */
+
+typedef tgc_status (*si_rule)(si_ctx *c);
+
+static const si_rule rules[] = {
+#define X(e, nm, mn, mx, kind) si_rule_##kind,
+#include "ir/ops.def"
+#undef X
+};
+static_assert(sizeof(rules) / sizeof(rules[0]) == TGC_OP_COUNT, "shape rules out of sync");
+
+/* A malformed node (the caller's bug, not the user's): arity, ranks, dtypes in range. */
+static tgc_status check_node(si_ctx *c)
+{
+    const tgc_op_info *info = tgc_op_info_of(c->op);
+    if (!info)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_infer: unknown op %d", (int)c->op);
+    if (!c->a || !c->out || (c->n_in > 0 && !c->in) || c->n_in < info->min_inputs ||
+        (info->max_inputs >= 0 && c->n_in > info->max_inputs))
+        return si_fail(c, TGC_ERR_INTERNAL, "malformed node (%d inputs)", c->n_in);
+    for (int k = 0; k < c->n_in; k++)
+        if (c->in[k].ndim < 0 || c->in[k].ndim > TGC_MAX_DIMS ||
+            (unsigned)c->in[k].dtype >= TGC_DTYPE_COUNT)
+            return si_fail(c, TGC_ERR_INTERNAL, "input %d has rank %d, dtype %d", k,
+                           c->in[k].ndim, (int)c->in[k].dtype);
+    return TGC_OK;
+}
+
+tgc_status tgc_infer(tgc_op op, const tgc_vinfo *in, int n_in, const tgc_attrs *a,
+                     tgc_symtab *syms, tgc_vinfo *out)
+{
+    si_ctx c = {.op = op, .in = in, .n_in = n_in, .a = a, .syms = syms, .out = out};
+    tgc_status s = check_node(&c);
+    return s ? s : rules[op](&c);
+}

@@ -1,0 +1,77 @@
+/* Private to shape inference (shape_infer*.c): the per-call context, the helpers every rule
+ * shares, and one rule per op kind (the dispatch table is generated from ops.def). */
+#ifndef TGC_IR_SHAPE_INFER_IMPL_H
+#define TGC_IR_SHAPE_INFER_IMPL_H
+
+#include "ir/shape_infer.h"
+#include "support/error.h"
+
+#define SI_NBUF 6
+#define SI_BUFLEN 256
+
+typedef struct si_ctx {
+    tgc_op op;
+    const tgc_vinfo *in;
+    int n_in;
+    const tgc_attrs *a;
+    tgc_symtab *syms;
+    tgc_vinfo *out;
+    int next_buf; /* ring of text buffers for shapes in one message */
+    char buf[SI_NBUF][SI_BUFLEN];
+} si_ctx;
+
+/* Sets the error "tgc_<op>: <message>" and returns s. */
+tgc_status si_fail(si_ctx *c, tgc_status s, const char *fmt, ...) TGC_PRINTF(3, 4);
+/* Text of a shape / of dims / of one dim, valid until SI_NBUF more are formatted. */
+const char *si_shape(si_ctx *c, const tgc_vinfo *v);
+const char *si_dims(si_ctx *c, const tgc_sdim *d, int n);
+const char *si_dim(si_ctx *c, tgc_sdim d);
+
+/* Trace-time value of d. */
+int64_t si_hint(const si_ctx *c, tgc_sdim d);
+/* 1 when a == b is known, or assumed because the hints agree (recorded in syms). */
+int si_eq(si_ctx *c, tgc_sdim a, tgc_sdim b);
+/* Broadcasts x[0..nx) with y[0..ny) (aligned at the end) into r, *nr = max(nx, ny).
+ * Returns 0 when a pair of dims does not broadcast (no error set). */
+int si_broadcast_dims(si_ctx *c, const tgc_sdim *x, int nx, const tgc_sdim *y, int ny,
+                      tgc_sdim *r, int *nr);
+tgc_sdim si_prod(si_ctx *c, const tgc_sdim *d, int n);
+
+/* The float dtype an op computing in float returns for dt (ints and bool: f32). */
+tgc_dtype si_float_of(tgc_dtype dt);
+/* in[k] must have rank in [lo, hi] (TGC_ERR_SHAPE naming `name`). */
+tgc_status si_need_rank(si_ctx *c, int k, const char *name, int lo, int hi);
+/* in[k] must be i32 or i64 (TGC_ERR_DTYPE). */
+tgc_status si_need_index(si_ctx *c, int k, const char *name);
+/* in[idx[0..n)] must all be float and of one dtype (TGC_ERR_DTYPE naming both). */
+tgc_status si_need_float(si_ctx *c, const int *idx, const char *const *names, int n);
+/* n_in must be want (a malformed node: TGC_ERR_INTERNAL). */
+tgc_status si_need_inputs(si_ctx *c, int want);
+/* dim must be a valid axis of a rank-ndim tensor (a 0-d tensor accepts dim 0). */
+tgc_status si_need_dim(si_ctx *c, int64_t dim, int ndim);
+/* out = dtype, rank n, dims d */
+tgc_status si_set_out(si_ctx *c, tgc_dtype dt, const tgc_sdim *d, int n);
+
+/* One rule per op kind; each handles every op of its kind. */
+#define X_KIND(k) tgc_status si_rule_##k(si_ctx *c);
+X_KIND(SOURCE)
+X_KIND(BINARY)
+X_KIND(COMPARE)
+X_KIND(TERNARY)
+X_KIND(SCALAR)
+X_KIND(UNARY)
+X_KIND(REDUCE)
+X_KIND(NORM)
+X_KIND(VIEW)
+X_KIND(MOVE)
+X_KIND(INDEX)
+X_KIND(MATMUL)
+X_KIND(CONV)
+X_KIND(POOL)
+X_KIND(NN)
+X_KIND(RANDOM)
+X_KIND(LOSS)
+X_KIND(ATTENTION)
+#undef X_KIND
+
+#endif

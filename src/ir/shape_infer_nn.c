@@ -1,0 +1,433 @@
+/* Shape inference for linear algebra (matmul, linear), convolution and pooling, the
+ * normalizations, losses and attention. Their float operands must share one float dtype. */
+#include <math.h>
+#include <string.h>
+
+#include "ir/shape_infer_impl.h"
+#include "tgc/ops.h"
+
+/* ---- linear algebra ---- */
+
+static tgc_status infer_matmul(si_ctx *c)
+{
+    const tgc_vinfo *a = &c->in[0], *b = &c->in[1];
+    static const int idx[] = {0, 1};
+    static const char *const names[] = {"a", "b"};
+    tgc_status s = si_need_float(c, idx, names, 2);
+    if (!s)
+        s = si_need_rank(c, 0, "a", 1, TGC_MAX_DIMS);
+    if (!s)
+        s = si_need_rank(c, 1, "b", 1, TGC_MAX_DIMS);
+    if (s)
+        return s;
+    /* 1-d operands act as a row (a) or a column (b) that is dropped from the result */
+    int a1 = a->ndim == 1, b1 = b->ndim == 1, na = a1 ? 0 : a->ndim - 2, nb = b1 ? 0 : b->ndim - 2;
+    tgc_sdim ka = a->shape[a->ndim - 1], kb = b->shape[b1 ? 0 : b->ndim - 2];
+    if (!si_eq(c, ka, kb))
+        return si_fail(c, TGC_ERR_SHAPE, "inner dims differ: a is %s, b is %s", si_shape(c, a),
+                       si_shape(c, b));
+    tgc_sdim r[TGC_MAX_DIMS];
+    int nr;
+    if (!si_broadcast_dims(c, a->shape, na, b->shape, nb, r, &nr))
+        return si_fail(c, TGC_ERR_SHAPE, "batch dims do not broadcast: a is %s, b is %s",
+                       si_shape(c, a), si_shape(c, b));
+    if (!a1)
+        r[nr++] = a->shape[a->ndim - 2];
+    if (!b1)
+        r[nr++] = b->shape[b->ndim - 1];
+    return si_set_out(c, a->dtype, r, nr);
+}
+
+static tgc_status infer_linear(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0], *w = &c->in[1];
+    static const int idx[] = {0, 1, 2};
+    static const char *const names[] = {"x", "weight", "bias"};
+    int has_bias = c->n_in == 3;
+    tgc_status s = si_need_float(c, idx, names, c->n_in);
+    if (!s)
+        s = si_need_rank(c, 0, "x", 1, TGC_MAX_DIMS);
+    if (!s)
+        s = si_need_rank(c, 1, "weight", 2, 2);
+    if (!s && has_bias)
+        s = si_need_rank(c, 2, "bias", 1, 1);
+    if (s)
+        return s;
+    if (!si_eq(c, x->shape[x->ndim - 1], w->shape[1]))
+        return si_fail(c, TGC_ERR_SHAPE, "in features differ: x is %s, weight is %s",
+                       si_shape(c, x), si_shape(c, w));
+    if (has_bias && !si_eq(c, c->in[2].shape[0], w->shape[0]))
+        return si_fail(c, TGC_ERR_SHAPE, "bias is %s but weight is %s",
+                       si_shape(c, &c->in[2]), si_shape(c, w));
+    tgc_sdim r[TGC_MAX_DIMS];
+    memcpy(r, x->shape, sizeof r);
+    r[x->ndim - 1] = w->shape[0];
+    return si_set_out(c, x->dtype, r, x->ndim);
+}
+
+tgc_status si_rule_MATMUL(si_ctx *c)
+{
+    return c->op == TGC_OP_MATMUL ? infer_matmul(c) : infer_linear(c);
+}
+
+/* ---- convolution and pooling ---- */
+
+/* A sliding window over n positions: out = (n + 2*pad - (dil*(k-1) + 1)) // stride + 1,
+ * which must be at least 1. */
+typedef struct window {
+    tgc_sdim k;
+    int64_t stride, pad, dil;
+} window;
+
+static tgc_status window_out(si_ctx *c, tgc_sdim n, window w, const char *axis, tgc_sdim *out)
+{
+    tgc_symtab *t = c->syms;
+    tgc_sdim span = tgc_sym_add(t, tgc_sym_mul(t, w.dil, tgc_sym_sub(t, w.k, 1)), 1);
+    tgc_sdim room = tgc_sym_sub(t, tgc_sym_add(t, n, 2 * w.pad), span);
+    if (si_hint(c, room) < 0)
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "the %s window (%s with dilation %lld) is larger than the padded input "
+                       "(%s + 2*%lld) of x %s",
+                       axis, si_dim(c, w.k), (long long)w.dil, si_dim(c, n), (long long)w.pad,
+                       si_shape(c, &c->in[0]));
+    *out = tgc_sym_add(t, tgc_sym_floordiv(t, room, w.stride), 1);
+    return TGC_OK;
+}
+
+/* Every attribute i[lo..hi) must be >= min. */
+static tgc_status attrs_at_least(si_ctx *c, int lo, int hi, int64_t min, const char *what)
+{
+    for (int k = lo; k < hi; k++)
+        if (c->a->i[k] < min)
+            return si_fail(c, TGC_ERR_INVALID_ARG, "%s must be >= %lld, got %lld", what,
+                           (long long)min, (long long)c->a->i[k]);
+    return TGC_OK;
+}
+
+static tgc_status conv_attrs(si_ctx *c)
+{
+    tgc_status s = attrs_at_least(c, 0, 2, 1, "stride");
+    if (!s)
+        s = attrs_at_least(c, 2, 4, 0, "padding");
+    if (!s)
+        s = attrs_at_least(c, 4, 6, 1, "dilation");
+    if (!s)
+        s = attrs_at_least(c, 6, 7, 1, "groups");
+    return s;
+}
+
+static tgc_status conv_channels(si_ctx *c, int64_t g)
+{
+    const tgc_vinfo *x = &c->in[0], *w = &c->in[1];
+    if (si_hint(c, x->shape[1]) % g || si_hint(c, w->shape[0]) % g)
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "groups (%lld) must divide the channels of x %s and weight %s",
+                       (long long)g, si_shape(c, x), si_shape(c, w));
+    if (!si_eq(c, tgc_sym_mul(c->syms, w->shape[1], g), x->shape[1]))
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "weight %s expects %s*%lld input channels, x is %s", si_shape(c, w),
+                       si_dim(c, w->shape[1]), (long long)g, si_shape(c, x));
+    if (c->n_in == 3 && (c->in[2].ndim != 1 || !si_eq(c, c->in[2].shape[0], w->shape[0])))
+        return si_fail(c, TGC_ERR_SHAPE, "bias is %s but weight is %s",
+                       si_shape(c, &c->in[2]), si_shape(c, w));
+    return TGC_OK;
+}
+
+tgc_status si_rule_CONV(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0], *w = &c->in[1];
+    const int64_t *i = c->a->i;
+    static const int idx[] = {0, 1, 2};
+    static const char *const names[] = {"x", "weight", "bias"};
+    tgc_status s = conv_attrs(c);
+    if (!s)
+        s = si_need_float(c, idx, names, c->n_in);
+    if (!s)
+        s = si_need_rank(c, 0, "x", 4, 4);
+    if (!s)
+        s = si_need_rank(c, 1, "weight", 4, 4);
+    if (!s)
+        s = conv_channels(c, i[6]);
+    tgc_sdim r[4] = {x->shape[0], w->shape[0]};
+    if (!s)
+        s = window_out(c, x->shape[2], (window){w->shape[2], i[0], i[2], i[4]}, "height", &r[2]);
+    if (!s)
+        s = window_out(c, x->shape[3], (window){w->shape[3], i[1], i[3], i[5]}, "width", &r[3]);
+    return s ? s : si_set_out(c, x->dtype, r, 4);
+}
+
+static tgc_status pool_attrs(si_ctx *c)
+{
+    const int64_t *i = c->a->i;
+    tgc_status s = attrs_at_least(c, 0, 2, 1, "kernel size");
+    if (!s)
+        s = attrs_at_least(c, 2, 4, 1, "stride");
+    if (!s)
+        s = attrs_at_least(c, 4, 6, 0, "padding");
+    if (!s && (2 * i[4] > i[0] || 2 * i[5] > i[1]))
+        return si_fail(c, TGC_ERR_INVALID_ARG,
+                       "padding (%lld, %lld) must be at most half the kernel (%lld, %lld)",
+                       (long long)i[4], (long long)i[5], (long long)i[0], (long long)i[1]);
+    return s;
+}
+
+static tgc_status adaptive_sizes(si_ctx *c, tgc_sdim *r)
+{
+    const tgc_vinfo *x = &c->in[0];
+    const int64_t *i = c->a->i;
+    tgc_status s = attrs_at_least(c, 0, 2, 1, "output size");
+    if (!s && (si_hint(c, x->shape[x->ndim - 2]) < 1 || si_hint(c, x->shape[x->ndim - 1]) < 1))
+        return si_fail(c, TGC_ERR_SHAPE, "x %s has an empty spatial dim", si_shape(c, x));
+    r[0] = i[0];
+    r[1] = i[1];
+    return s;
+}
+
+tgc_status si_rule_POOL(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    const int64_t *i = c->a->i;
+    static const int idx[] = {0};
+    static const char *const names[] = {"x"};
+    tgc_status s = si_need_float(c, idx, names, 1);
+    if (!s)
+        s = si_need_rank(c, 0, "x", 3, 4);
+    if (s)
+        return s;
+    tgc_sdim r[4];
+    int h = x->ndim - 2;
+    memcpy(r, x->shape, sizeof r);
+    if (c->op == TGC_OP_ADAPTIVE_AVG_POOL2D)
+        s = adaptive_sizes(c, r + h);
+    else if (!(s = pool_attrs(c)) &&
+             !(s = window_out(c, x->shape[h], (window){i[0], i[2], i[4], 1}, "height", &r[h])))
+        s = window_out(c, x->shape[h + 1], (window){i[1], i[3], i[5], 1}, "width", &r[h + 1]);
+    return s ? s : si_set_out(c, x->dtype, r, x->ndim);
+}
+
+/* ---- normalization ---- */
+
+static int popcount(int64_t bits)
+{
+    int n = 0;
+    for (; bits; bits &= bits - 1)
+        n++;
+    return n;
+}
+
+static tgc_status need_eps(si_ctx *c, double eps)
+{
+    if (eps >= 0.0 && isfinite(eps))
+        return TGC_OK;
+    return si_fail(c, TGC_ERR_INVALID_ARG, "eps must be finite and >= 0, got %g", eps);
+}
+
+/* in[k] is a per-channel vector: shape [C], x's dtype. */
+static tgc_status channel_vector(si_ctx *c, int k, const char *name, tgc_sdim ch)
+{
+    const tgc_vinfo *v = &c->in[k];
+    if (v->ndim != 1 || !si_eq(c, v->shape[0], ch))
+        return si_fail(c, TGC_ERR_SHAPE, "%s is %s but x %s has %s channels", name,
+                       si_shape(c, v), si_shape(c, &c->in[0]), si_dim(c, ch));
+    int idx[2] = {0, k};
+    const char *names[2] = {"x", name};
+    return si_need_float(c, idx, names, 2);
+}
+
+static tgc_status bn_attrs(si_ctx *c, int64_t has)
+{
+    double momentum = c->a->f[0];
+    tgc_status s = si_need_inputs(c, 1 + 2 * !!(has & TGC_BN_HAS_STATS) +
+                                         !!(has & TGC_BN_HAS_WEIGHT) + !!(has & TGC_BN_HAS_BIAS));
+    if (s)
+        return s;
+    if (!c->a->i[0] && !(has & TGC_BN_HAS_STATS))
+        return si_fail(c, TGC_ERR_INVALID_ARG,
+                       "running_mean and running_var are required when not training");
+    if (!(momentum >= 0.0 && momentum <= 1.0))
+        return si_fail(c, TGC_ERR_INVALID_ARG, "momentum must be in [0, 1], got %g", momentum);
+    return need_eps(c, c->a->f[1]);
+}
+
+static tgc_status infer_batch_norm(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    int64_t has = c->a->i[1];
+    static const int idx[] = {0};
+    static const char *const names[] = {"x"};
+    tgc_status s = bn_attrs(c, has);
+    if (!s)
+        s = si_need_float(c, idx, names, 1);
+    if (!s)
+        s = si_need_rank(c, 0, "x", 2, TGC_MAX_DIMS);
+    if (s)
+        return s;
+    static const struct { int bit; const char *name; } opt[] = {
+        {TGC_BN_HAS_STATS, "running_mean"}, {TGC_BN_HAS_STATS, "running_var"},
+        {TGC_BN_HAS_WEIGHT, "weight"}, {TGC_BN_HAS_BIAS, "bias"}};
+    for (int k = 0, in = 1; k < 4 && !s; k++)
+        if (has & opt[k].bit)
+            s = channel_vector(c, in++, opt[k].name, x->shape[1]);
+    if (s)
+        return s;
+    tgc_sdim per_channel = tgc_sym_mul(c->syms, x->shape[0], si_prod(c, x->shape + 2, x->ndim - 2));
+    if (c->a->i[0] && si_hint(c, per_channel) <= 1)
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "training needs more than 1 value per channel, x is %s", si_shape(c, x));
+    return si_set_out(c, x->dtype, x->shape, x->ndim);
+}
+
+/* weight / bias of layer_norm: the normalized shape, the result's float dtype. */
+static tgc_status ln_param(si_ctx *c, int k, const char *name, int64_t n_norm, tgc_dtype dt)
+{
+    const tgc_vinfo *x = &c->in[0], *p = &c->in[k];
+    int ok = p->ndim == n_norm;
+    for (int d = 0; ok && d < n_norm; d++)
+        ok = si_eq(c, p->shape[d], x->shape[x->ndim - n_norm + d]);
+    if (!ok)
+        return si_fail(c, TGC_ERR_SHAPE, "%s is %s but the last %lld dims of x are %s", name,
+                       si_shape(c, p), (long long)n_norm,
+                       si_dims(c, x->shape + x->ndim - n_norm, (int)n_norm));
+    if (p->dtype != dt)
+        return si_fail(c, TGC_ERR_DTYPE, "dtypes differ: x computes in %s, %s is %s",
+                       tgc_dtype_name(dt), name, tgc_dtype_name(p->dtype));
+    return TGC_OK;
+}
+
+static tgc_status infer_layer_norm(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    int64_t n_norm = c->a->i[0], has = c->a->i[1];
+    tgc_dtype dt = si_float_of(x->dtype);
+    tgc_status s = si_need_inputs(c, 1 + popcount(has & (TGC_LN_HAS_WEIGHT | TGC_LN_HAS_BIAS)));
+    if (!s)
+        s = need_eps(c, c->a->f[0]);
+    if (s)
+        return s;
+    if (n_norm < 1 || n_norm > x->ndim)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "n_norm must be in [1, %d] for x %s, got %lld",
+                       x->ndim, si_shape(c, x), (long long)n_norm);
+    int in = 1;
+    if (has & TGC_LN_HAS_WEIGHT)
+        s = ln_param(c, in++, "weight", n_norm, dt);
+    if (!s && (has & TGC_LN_HAS_BIAS))
+        s = ln_param(c, in, "bias", n_norm, dt);
+    return s ? s : si_set_out(c, dt, x->shape, x->ndim);
+}
+
+tgc_status si_rule_NN(si_ctx *c)
+{
+    return c->op == TGC_OP_BATCH_NORM ? infer_batch_norm(c) : infer_layer_norm(c);
+}
+
+/* ---- losses ---- */
+
+static tgc_status loss_attrs(si_ctx *c)
+{
+    int64_t red = c->a->i[0];
+    if (red != TGC_REDUCE_NONE && red != TGC_REDUCE_MEAN && red != TGC_REDUCE_SUM)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "reduction must be 0 (none), 1 (mean) or 2 (sum), "
+                       "got %lld", (long long)red);
+    double ls = c->a->f[0];
+    if (c->op == TGC_OP_CROSS_ENTROPY && !(ls >= 0.0 && ls <= 1.0))
+        return si_fail(c, TGC_ERR_INVALID_ARG, "label_smoothing must be in [0, 1], got %g", ls);
+    return TGC_OK;
+}
+
+tgc_status si_rule_LOSS(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0], *t = &c->in[1];
+    const char *xname = c->op == TGC_OP_CROSS_ENTROPY ? "logits" : "logp";
+    const int idx[] = {0};
+    const char *const names[] = {xname};
+    tgc_status s = loss_attrs(c);
+    if (!s)
+        s = si_need_float(c, idx, names, 1);
+    if (!s)
+        s = si_need_index(c, 1, "target");
+    if (!s)
+        s = si_need_rank(c, 0, xname, 1, TGC_MAX_DIMS);
+    if (s)
+        return s;
+    /* classes are dim 1 ([N, C, d...]), or dim 0 of an unbatched [C] */
+    tgc_sdim want[TGC_MAX_DIMS];
+    int nw = 0, cls = x->ndim == 1 ? 0 : 1;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != cls)
+            want[nw++] = x->shape[d];
+    int ok = t->ndim == nw;
+    for (int d = 0; ok && d < nw; d++)
+        ok = si_eq(c, t->shape[d], want[d]);
+    if (!ok)
+        return si_fail(c, TGC_ERR_SHAPE, "target is %s but %s %s needs target %s", si_shape(c, t),
+                       xname, si_shape(c, x), si_dims(c, want, nw));
+    return si_set_out(c, x->dtype, want, c->a->i[0] == TGC_REDUCE_NONE ? nw : 0);
+}
+
+/* ---- attention ---- */
+
+static tgc_status sdpa_attrs(si_ctx *c)
+{
+    double p = c->a->f[0], scale = c->a->f[1];
+    tgc_status s = si_need_inputs(c, 3 + (c->a->i[1] != 0));
+    if (s)
+        return s;
+    if (!(p >= 0.0 && p <= 1.0))
+        return si_fail(c, TGC_ERR_INVALID_ARG, "dropout_p must be in [0, 1], got %g", p);
+    if (!isfinite(scale) || scale == 0.0)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "scale must be finite and nonzero, got %g",
+                       scale);
+    return TGC_OK;
+}
+
+/* The mask must broadcast to [..., L, S] without growing it. */
+static tgc_status sdpa_mask(si_ctx *c, const tgc_sdim *scores, int ns)
+{
+    const tgc_vinfo *m = &c->in[3];
+    if (m->dtype != TGC_BOOL && m->dtype != c->in[0].dtype)
+        return si_fail(c, TGC_ERR_DTYPE, "mask must be bool or q's dtype %s, got %s",
+                       tgc_dtype_name(c->in[0].dtype), tgc_dtype_name(m->dtype));
+    int ok = m->ndim <= ns;
+    for (int d = 0; ok && d < m->ndim; d++) {
+        tgc_sdim md = m->shape[m->ndim - 1 - d], sd = scores[ns - 1 - d];
+        ok = md == 1 || si_eq(c, md, sd);
+    }
+    if (!ok)
+        return si_fail(c, TGC_ERR_SHAPE, "mask %s does not broadcast to the scores %s",
+                       si_shape(c, m), si_dims(c, scores, ns));
+    return TGC_OK;
+}
+
+tgc_status si_rule_ATTENTION(si_ctx *c)
+{
+    const tgc_vinfo *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
+    static const int idx[] = {0, 1, 2};
+    static const char *const names[] = {"q", "k", "v"};
+    tgc_status s = sdpa_attrs(c);
+    for (int j = 0; j < 3 && !s; j++)
+        s = si_need_rank(c, j, names[j], 2, TGC_MAX_DIMS);
+    if (!s)
+        s = si_need_float(c, idx, names, 3);
+    if (s)
+        return s;
+    if (!si_eq(c, q->shape[q->ndim - 1], k->shape[k->ndim - 1]))
+        return si_fail(c, TGC_ERR_SHAPE, "q and k head dims differ: q is %s, k is %s",
+                       si_shape(c, q), si_shape(c, k));
+    if (!si_eq(c, k->shape[k->ndim - 2], v->shape[v->ndim - 2]))
+        return si_fail(c, TGC_ERR_SHAPE, "k and v sequence lengths differ: k is %s, v is %s",
+                       si_shape(c, k), si_shape(c, v));
+    tgc_sdim qk[TGC_MAX_DIMS], r[TGC_MAX_DIMS];
+    int nqk, nr;
+    if (!si_broadcast_dims(c, q->shape, q->ndim - 2, k->shape, k->ndim - 2, qk, &nqk) ||
+        !si_broadcast_dims(c, qk, nqk, v->shape, v->ndim - 2, r, &nr))
+        return si_fail(c, TGC_ERR_SHAPE, "batch dims do not broadcast: q is %s, k is %s, v is %s",
+                       si_shape(c, q), si_shape(c, k), si_shape(c, v));
+    r[nr] = q->shape[q->ndim - 2];
+    if (c->a->i[1]) {
+        r[nr + 1] = k->shape[k->ndim - 2]; /* the scores [..., L, S] */
+        if ((s = sdpa_mask(c, r, nr + 2)))
+            return s;
+    }
+    r[nr + 1] = v->shape[v->ndim - 1];
+    return si_set_out(c, q->dtype, r, nr + 2);
+}

@@ -1,0 +1,68 @@
+/* The graph verifier: structure, arity and re-inferred types. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph.h"
+#include "ir/shape_infer.h"
+#include "support/error.h"
+
+static int same_vinfo(const tgc_vinfo *a, const tgc_vinfo *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (!tgc_sym_same(a->shape[i], b->shape[i]))
+            return 0;
+    return 1;
+}
+
+static tgc_status check_node(const tgc_graph *g, int i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    const tgc_op_info *info = tgc_op_info_of(nd->op);
+    if (!info)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d has unknown op %d", i,
+                             (int)nd->op);
+    if (nd->n_in < info->min_inputs || (info->max_inputs >= 0 && nd->n_in > info->max_inputs))
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d (%s) has %d inputs", i,
+                             info->name, nd->n_in);
+    for (int k = 0; k < nd->n_in; k++)
+        if (nd->in[k] < 0 || nd->in[k] >= i)
+            return tgc_set_error(TGC_ERR_INTERNAL,
+                                 "tgc verify: node %%%d (%s) uses %%%d, which is not defined "
+                                 "before it",
+                                 i, info->name, nd->in[k]);
+    if (nd->op == TGC_OP_INPUT)
+        return TGC_OK;
+    tgc_vinfo *in = malloc((size_t)nd->n_in * sizeof *in);
+    if (!in)
+        return tgc_set_error(TGC_ERR_OOM, "tgc verify: out of memory");
+    for (int k = 0; k < nd->n_in; k++)
+        in[k] = g->nodes[nd->in[k]].out;
+    tgc_vinfo out;
+    tgc_status st = tgc_infer(nd->op, in, nd->n_in, &nd->attrs, g->syms, &out);
+    free(in);
+    if (st != TGC_OK)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d (%s) fails inference: %s",
+                             i, info->name, tgc_last_error());
+    if (!same_vinfo(&out, &nd->out))
+        return tgc_set_error(TGC_ERR_INTERNAL,
+                             "tgc verify: node %%%d (%s) records a type that inference does "
+                             "not reproduce",
+                             i, info->name);
+    return TGC_OK;
+}
+
+tgc_status tgc_graph_verify(const tgc_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        tgc_status st = check_node(g, i);
+        if (st != TGC_OK)
+            return st;
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] < 0 || g->outputs[i] >= g->n_nodes)
+            return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: output %d names %%%d", i,
+                                 g->outputs[i]);
+    return TGC_OK;
+}

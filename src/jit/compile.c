@@ -1,0 +1,316 @@
+/* tgc_compile / tgc_call: guard check, variant cache, recompiles, limits, fallback. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "frontend/module_impl.h"
+#include "jit/jit.h"
+#include "support/log.h"
+
+/* Variants alive in this process, for accumulated_cache_size_limit. */
+static atomic_int process_variants;
+
+static char *dup_opt(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg)
+{
+    tgc_config def = tgc_config_default();
+    if (!cfg)
+        cfg = &def;
+    if (!fn) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_compile: fn is NULL");
+        return NULL;
+    }
+    if (tgc_config_check(cfg) != TGC_OK)
+        return NULL;
+    tgc_fn *f = calloc(1, sizeof *f);
+    if (!f) {
+        tgc_set_error(TGC_ERR_OOM, "tgc_compile: out of memory");
+        return NULL;
+    }
+    f->fn = fn;
+    f->cfg = *cfg;
+    f->name = dup_opt(name && *name ? name : "forward");
+    f->cfg.cache_dir = dup_opt(cfg->cache_dir);
+    f->cfg.dump_dir = dup_opt(cfg->dump_dir);
+    f->backend = tgc_backend_interp();
+    if (!f->name || (cfg->cache_dir && !f->cfg.cache_dir) || (cfg->dump_dir && !f->cfg.dump_dir) ||
+        pthread_mutex_init(&f->lock, NULL) != 0) {
+        free(f->name);
+        free((char *)f->cfg.cache_dir);
+        free((char *)f->cfg.dump_dir);
+        free(f);
+        tgc_set_error(TGC_ERR_OOM, "tgc_compile: out of memory");
+        return NULL;
+    }
+    return f;
+}
+
+void tgc_fn_free(tgc_fn *f)
+{
+    if (!f)
+        return;
+    while (f->variants) {
+        tgc_variant *v = f->variants;
+        f->variants = v->next;
+        tgc_variant_free(f, v);
+        atomic_fetch_sub(&process_variants, 1);
+    }
+    pthread_mutex_destroy(&f->lock);
+    free(f->seen);
+    free(f->seen_ndim);
+    free(f->dynamic_dims);
+    free(f->name);
+    free((char *)f->cfg.cache_dir);
+    free((char *)f->cfg.dump_dir);
+    free(f);
+}
+
+static tgc_status check_call(const tgc_fn *f, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    if (!f)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_call: fn is NULL");
+    if (n_in < 0 || n_out < 0 || (n_in > 0 && !in) || (n_out > 0 && !out))
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_call: '%s' needs in[] with n_in >= 0 and out[] with n_out >= 0 "
+                             "(got n_in %d, n_out %d)",
+                             f->name, n_in, n_out);
+    for (int i = 0; i < n_out; i++)
+        out[i] = NULL;
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i])
+            return tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_call: '%s' in[%d] is NULL", f->name, i);
+        if (in[i]->trace && in[i]->trace != tgc_trace_current())
+            return tgc_set_error(TGC_ERR_INVALID_ARG,
+                                 "tgc_call: '%s' in[%d] is a traced tensor that escaped its trace",
+                                 f->name, i);
+    }
+    return TGC_OK;
+}
+
+/* Runs the function eagerly in its own scope and hands fresh output handles to the caller. */
+static tgc_status run_eager(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                            tgc_tensor **out, int n_out)
+{
+    tgc_scope_push();
+    tgc_status st = f->fn(self, in, n_in, out, n_out);
+    for (int i = 0; i < n_out && st == TGC_OK; i++) {
+        if (!out[i]) {
+            st = tgc_keep_error(TGC_ERR_INVALID_ARG,
+                                "tgc_call: '%s' returned TGC_OK but left out[%d] NULL", f->name, i);
+            break;
+        }
+        tgc_tensor *t = out[i];
+        out[i] = tgc_tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+        if (!out[i] || tgc_scope_keep(out[i]) != TGC_OK)
+            st = tgc_keep_error(TGC_ERR_OOM, "tgc_call: out of memory");
+    }
+    if (st != TGC_OK)
+        for (int i = 0; i < n_out; i++)
+            out[i] = NULL;
+    tgc_scope_pop();
+    return st;
+}
+
+static tgc_status run_variant(tgc_fn *f, const tgc_variant *v, tgc_module *self,
+                              tgc_tensor *const *in, int n_in, tgc_tensor **out, int n_out,
+                              const int64_t *symvals)
+{
+    if (v->is_eager)
+        return run_eager(f, self, in, n_in, out, n_out);
+    tgc_exec_args x = {in, n_in, NULL, 0, NULL, 0, symvals};
+    if (self)
+        x.params = tgc_module_flat(self, &x.n_params);
+    tgc_trace_binding *bound = NULL;
+    if (v->guards.n_captured) {
+        bound = malloc((size_t)v->guards.n_captured * sizeof *bound);
+        if (!bound)
+            return tgc_set_error(TGC_ERR_OOM, "tgc_call: out of memory");
+        for (int i = 0; i < v->guards.n_captured; i++)
+            bound[i] = (tgc_trace_binding){v->guards.captured[i].t, 0, -1, 0};
+    }
+    x.bound = bound;
+    x.n_bound = v->guards.n_captured;
+    (void)n_out;
+    tgc_status st = f->backend->run(v->artifact, v->graph, &x, out);
+    free(bound);
+    return st;
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
+}
+
+/* The cache lookup (under the lock): the matching variant moved to the front, or NULL. */
+static tgc_variant *lookup(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                           int n_out, int64_t *symvals)
+{
+    /* Timing every call would cost as much as the check; sample the first hits, then 1 in 16. */
+    int sample = f->guard_samples < 16 || (f->stats.calls & 15) == 0;
+    double t0 = sample ? now_ns() : 0;
+    tgc_variant *prev = NULL, *v = f->variants;
+    for (; v; prev = v, v = v->next)
+        if ((v->is_eager || v->graph->n_outputs == n_out) &&
+            tgc_guards_check(&v->guards, self, in, n_in, symvals))
+            break;
+    if (v && prev) { /* most recently hit first */
+        prev->next = v->next;
+        v->next = f->variants;
+        f->variants = v;
+    }
+    if (sample && v) {
+        f->guard_ns_sum += now_ns() - t0;
+        f->guard_samples++;
+    }
+    return v;
+}
+
+static void miss_reason(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                        int n_out, char *buf, size_t n)
+{
+    const tgc_variant *v = f->variants;
+    if (!v)
+        snprintf(buf, n, "first call");
+    else if (!v->is_eager && v->graph->n_outputs != n_out)
+        snprintf(buf, n, "number of outputs changed: expected %d, got %d", v->graph->n_outputs,
+                 n_out);
+    else
+        tgc_guards_explain(&v->guards, self, in, n_in, buf, n);
+}
+
+/* At a cache limit: warn once and run eagerly, or fail in ERROR mode. */
+static tgc_status limit_reached(tgc_fn *f, const char *which, int limit, const char *reason)
+{
+    f->stats.cache_limit_hit = 1;
+    if (f->cfg.on_cache_limit == TGC_ON_LIMIT_ERROR)
+        return tgc_set_error(TGC_ERR_CACHE_LIMIT,
+                             "tgc_call: '%s' hit %s (%d); last reason: %s. Raise the limit, mark "
+                             "dims dynamic, or see tgc_fn_explain().",
+                             f->name, which, limit, reason);
+    if (!f->limit_warned) {
+        f->limit_warned = 1;
+        tgc_log_msg(&f->cfg, 0,
+                "tgc: '%s' hit %s (%d); last reason: %s; running eagerly from now on. Raise "
+                "cfg.%s, mark dims dynamic, or see tgc_fn_explain().",
+                f->name, which, limit, reason, which);
+    }
+    f->stats.eager_fallbacks++;
+    return TGC_OK;
+}
+
+static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                               int n_out, tgc_variant **hit, int *eager)
+{
+    char reason[256];
+    miss_reason(f, self, in, n_in, n_out, reason, sizeof reason);
+    if (f->variants) {
+        snprintf(f->stats.last_recompile_reason, sizeof f->stats.last_recompile_reason, "%s",
+                 reason);
+        if (f->n_variants >= f->cfg.cache_size_limit) {
+            *eager = 1;
+            return limit_reached(f, "cache_size_limit", f->cfg.cache_size_limit, reason);
+        }
+    }
+    if (atomic_load(&process_variants) >= f->cfg.accumulated_cache_size_limit) {
+        *eager = 1;
+        return limit_reached(f, "accumulated_cache_size_limit",
+                             f->cfg.accumulated_cache_size_limit, reason);
+    }
+    if (f->variants)
+        tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES, "tgc: recompiling '%s' (variant %d of %d): %s",
+                f->name, f->n_variants + 1, f->cfg.cache_size_limit, reason);
+    tgc_variant *v;
+    tgc_status st = tgc_variant_compile(f, self, in, n_in, n_out, &v);
+    if (st != TGC_OK)
+        return st;
+    v->id = ++f->n_variants;
+    snprintf(v->reason, sizeof v->reason, "%s", reason);
+    v->next = f->variants;
+    f->variants = v;
+    atomic_fetch_add(&process_variants, 1);
+    f->stats.compiles++;
+    f->stats.recompiles += v->id > 1;
+    f->stats.compile_seconds += v->compile_seconds;
+    f->stats.variants = f->n_variants;
+    f->stats.kernels_last_variant = v->is_eager ? 0 : f->backend->kernel_count(v->artifact);
+    if (v->is_eager) {
+        f->stats.graph_breaks++;
+        tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES,
+                "tgc: graph break in '%s': %s; calls like this one run eagerly (set "
+                "cfg.fullgraph to make this an error)",
+                f->name, v->break_reason);
+    } else {
+        tgc_log_msg(&f->cfg, TGC_LOG_PERF, "tgc: compiled '%s' variant %d in %.2f ms (%d nodes)",
+                f->name, v->id, 1e3 * v->compile_seconds, v->graph->n_nodes);
+    }
+    *hit = v;
+    return TGC_OK;
+}
+
+tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                    tgc_tensor **out, int n_out)
+{
+    tgc_status st = check_call(f, in, n_in, out, n_out);
+    if (st != TGC_OK)
+        return st;
+    if (tgc_trace_current()) /* called from a traced function: inline into that trace */
+        return f->fn(self, in, n_in, out, n_out);
+    if (f->cfg.backend == TGC_BACKEND_EAGER) {
+        pthread_mutex_lock(&f->lock);
+        f->stats.calls++;
+        pthread_mutex_unlock(&f->lock);
+        return run_eager(f, self, in, n_in, out, n_out);
+    }
+    int64_t symvals[TGC_GUARD_MAX_SYMS];
+    int eager = 0;
+    pthread_mutex_lock(&f->lock);
+    f->stats.calls++;
+    tgc_variant *v = lookup(f, self, in, n_in, n_out, symvals);
+    if (v) {
+        f->stats.cache_hits++;
+        v->hits++;
+    } else {
+        st = compile_miss(f, self, in, n_in, n_out, &v, &eager);
+        if (st == TGC_OK && v && !v->is_eager && !tgc_guards_check(&v->guards, self, in, n_in, symvals))
+            st = tgc_set_error(TGC_ERR_INTERNAL,
+                               "tgc_call: '%s' variant %d does not accept the inputs it was "
+                               "traced with",
+                               f->name, v->id);
+    }
+    if (v && v->is_eager)
+        f->stats.eager_fallbacks++;
+    pthread_mutex_unlock(&f->lock);
+    if (st != TGC_OK)
+        return st;
+    if (eager)
+        return run_eager(f, self, in, n_in, out, n_out);
+    return run_variant(f, v, self, in, n_in, out, n_out, symvals);
+}
+
+tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out)
+{
+    if (!f || !out)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_stats: %s is NULL", f ? "out" : "fn");
+    tgc_fn *m = (tgc_fn *)f; /* the lock guards the counters, not the object's meaning */
+    pthread_mutex_lock(&m->lock);
+    *out = f->stats;
+    out->variants = f->n_variants;
+    out->guard_ns_per_call = f->guard_samples ? f->guard_ns_sum / (double)f->guard_samples : 0;
+    pthread_mutex_unlock(&m->lock);
+    return TGC_OK;
+}

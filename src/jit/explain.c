@@ -1,0 +1,68 @@
+/* tgc_fn_explain and tgc_fn_graph: what a compiled function holds and why. */
+#include "jit/jit.h"
+
+char *tgc_fn_explain(const tgc_fn *cf)
+{
+    if (!cf) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_explain: fn is NULL");
+        return NULL;
+    }
+    tgc_fn *f = (tgc_fn *)cf;
+    tgc_stats s;
+    tgc_fn_stats(f, &s);
+    tgc_strbuf sb = {0};
+    pthread_mutex_lock(&f->lock);
+    tgc_sb_printf(&sb,
+                  "tgc_fn '%s' (backend %s): %llu calls, %llu cache hits, %llu compiles "
+                  "(%llu recompiles), %llu eager calls, %llu graph breaks\n",
+                  f->name, f->backend->name, (unsigned long long)s.calls,
+                  (unsigned long long)s.cache_hits, (unsigned long long)s.compiles,
+                  (unsigned long long)s.recompiles, (unsigned long long)s.eager_fallbacks,
+                  (unsigned long long)s.graph_breaks);
+    tgc_sb_printf(&sb,
+                  "  %d of cache_size_limit %d variants%s; compile time %.2f ms in all; guard "
+                  "check %.0f ns per call\n",
+                  f->n_variants, f->cfg.cache_size_limit,
+                  s.cache_limit_hit ? " (limit reached: calls that miss run eagerly)" : "",
+                  1e3 * s.compile_seconds, s.guard_ns_per_call);
+    static const char *const dyn[] = {"auto", "always", "never"};
+    tgc_sb_printf(&sb, "  dynamic = %s\n", dyn[f->cfg.dynamic]);
+    for (const tgc_variant *v = f->variants; v; v = v->next) {
+        tgc_sb_printf(&sb, "variant %d%s: compiled because: %s\n", v->id,
+                      v == f->variants ? " (most recently hit)" : "", v->reason);
+        if (v->is_eager)
+            tgc_sb_printf(&sb, "  runs eagerly: graph break: %s\n", v->break_reason);
+        else
+            tgc_sb_printf(&sb, "  %d graph nodes, %d kernels\n", v->graph->n_nodes,
+                          f->backend->kernel_count(v->artifact));
+        tgc_sb_printf(&sb, "  hits %llu, compile %.2f ms\n  guards:\n",
+                      (unsigned long long)v->hits, 1e3 * v->compile_seconds);
+        tgc_guards_describe(&v->guards, &sb);
+    }
+    pthread_mutex_unlock(&f->lock);
+    char *text = tgc_sb_take(&sb);
+    if (!text)
+        tgc_set_error(TGC_ERR_OOM, "tgc_fn_explain: out of memory");
+    return text;
+}
+
+char *tgc_fn_graph(const tgc_fn *cf, int variant, int dot)
+{
+    if (!cf) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_graph: fn is NULL");
+        return NULL;
+    }
+    tgc_fn *f = (tgc_fn *)cf;
+    char *text = NULL;
+    pthread_mutex_lock(&f->lock);
+    const tgc_variant *v = f->variants;
+    for (int i = 0; v && i < variant; i++)
+        v = v->next;
+    if (v && !v->is_eager && variant >= 0)
+        text = dot ? tgc_graph_to_dot(v->graph) : tgc_graph_to_text(v->graph);
+    pthread_mutex_unlock(&f->lock);
+    if (!text)
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_graph: '%s' has no compiled variant %d",
+                      f->name, variant);
+    return text;
+}

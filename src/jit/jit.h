@@ -1,0 +1,49 @@
+/* tgc_fn internals: the variant cache behind tgc_compile / tgc_call. */
+#ifndef TGC_JIT_JIT_H
+#define TGC_JIT_JIT_H
+
+#include <pthread.h>
+
+#include "backend/backend.h"
+#include "jit/guard.h"
+#include "tgc/compile.h"
+
+typedef struct tgc_variant {
+    int id;       /* 1-based, in compile order */
+    int is_eager; /* the trace hit a graph break: calls matching these guards run eagerly */
+    tgc_guards guards;
+    tgc_graph *graph;
+    void *artifact;
+    char reason[256]; /* why it was compiled */
+    char break_reason[256];
+    uint64_t hits;
+    double compile_seconds;
+    struct tgc_variant *next; /* most recently hit first */
+} tgc_variant;
+
+struct tgc_fn {
+    tgc_model_fn fn;
+    char *name;
+    tgc_config cfg; /* strings owned */
+    const tgc_backend *backend;
+    pthread_mutex_t lock;
+    tgc_variant *variants;
+    int n_variants;
+    int limit_warned;
+    /* automatic dynamic: sizes seen per input dim at earlier compiles */
+    int n_seen;
+    int64_t (*seen)[TGC_MAX_DIMS];
+    int *seen_ndim;
+    uint8_t *dynamic_dims; /* per input: dims that changed, symbolic from now on */
+    tgc_stats stats;
+    double guard_ns_sum;
+    uint64_t guard_samples;
+};
+
+tgc_status tgc_config_check(const tgc_config *c);
+/* Traces f for these inputs and builds a variant (not yet linked into the cache). */
+tgc_status tgc_variant_compile(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                               int n_out, tgc_variant **out);
+void tgc_variant_free(const tgc_fn *f, tgc_variant *v);
+
+#endif
