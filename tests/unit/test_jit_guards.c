@@ -1,0 +1,749 @@
+/* Guards and the variant cache: every guard kind recompiles exactly once with the right
+ * reason; modules of one structure share variants; limits, ERROR mode, graph breaks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tgc/tgc.h"
+
+/* ---- log capture ---- */
+static char last_log[1024];
+static int n_warnings, n_recompile_logs, n_dynamic_logs, n_log_lines;
+
+static void capture(unsigned channel, const char *msg, void *user)
+{
+    (void)user;
+    snprintf(last_log, sizeof last_log, "%s", msg);
+    n_log_lines++;
+    n_warnings += channel == 0;
+    n_recompile_logs += channel == TGC_LOG_RECOMPILES;
+    n_dynamic_logs += channel == TGC_LOG_DYNAMIC;
+}
+
+static tgc_config test_config(void)
+{
+    tgc_config c = tgc_config_default();
+    c.log = TGC_LOG_RECOMPILES | TGC_LOG_DYNAMIC;
+    c.log_fn = capture;
+    n_warnings = n_recompile_logs = n_dynamic_logs = n_log_lines = 0;
+    last_log[0] = 0;
+    return c;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    tgc_scope_push();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tgc_scope_pop();
+    return 0;
+}
+
+static tgc_tensor *filled(int64_t a, int64_t b, double v)
+{
+    int64_t s[2] = {a, b};
+    return tgc_full(s, 2, v, TGC_F32, tgc_cpu());
+}
+
+static tgc_stats stats_of(const tgc_fn *f)
+{
+    tgc_stats s;
+    assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
+    return s;
+}
+
+static tgc_status call1(tgc_fn *f, tgc_module *m, tgc_tensor *x, tgc_tensor **y)
+{
+    return tgc_call(f, m, &x, 1, y, 1);
+}
+
+/* ---- model functions ---- */
+static tgc_status add_one(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                          int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_add_scalar(in[0], 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_status linear_fwd(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)n_in, (void)n_out;
+    out[0] = tgc_linear(in[0], tgc_module_get(self, "w"), tgc_module_get(self, "b"));
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_module *linear_module(double wv)
+{
+    tgc_module *m = tgc_module_create("lin", NULL);
+    tgc_scope_push();
+    tgc_module_param(m, "w", filled(3, 4, wv));
+    int64_t bs[1] = {3};
+    tgc_module_param(m, "b", tgc_full(bs, 1, 0.5, TGC_F32, tgc_cpu()));
+    tgc_scope_pop();
+    return m;
+}
+
+static void assert_first_is(tgc_tensor *t, double v)
+{
+    assert_non_null(t);
+    assert_true(tgc_item_f64(t) == v);
+}
+
+/* ---- tests ---- */
+
+static void cache_hit_reuses_the_variant(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "add_one", &c);
+    tgc_tensor *y;
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(call1(f, NULL, filled(2, 3, i), &y), TGC_OK);
+        assert_first_is(y, i + 1.0);
+    }
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.calls, 5);
+    assert_int_equal(s.compiles, 1);
+    assert_int_equal(s.cache_hits, 4);
+    assert_int_equal(s.recompiles, 0);
+    assert_int_equal(n_recompile_logs, 0);
+    tgc_fn_free(f);
+}
+
+/* Calls f with x0, then x1, and asserts exactly one recompile whose reason contains want. */
+static void expect_one_recompile(tgc_fn *f, tgc_module *m0, tgc_tensor *x0, tgc_module *m1,
+                                 tgc_tensor *x1, const char *want)
+{
+    tgc_tensor *y;
+    assert_int_equal(call1(f, m0, x0, &y), TGC_OK);
+    assert_int_equal(call1(f, m1, x1, &y), TGC_OK);
+    assert_int_equal(call1(f, m1, x1, &y), TGC_OK);
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_int_equal(s.recompiles, 1);
+    assert_int_equal(n_recompile_logs, 1);
+    if (!strstr(s.last_recompile_reason, want))
+        fail_msg("reason '%s' lacks '%s'", s.last_recompile_reason, want);
+    assert_non_null(strstr(last_log, "tgc: recompiling 'guarded' (variant 2 of 8): "));
+}
+
+static void dtype_change_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "guarded", &c);
+    tgc_tensor *x = filled(2, 3, 1);
+    expect_one_recompile(f, NULL, x, NULL, tgc_cast(x, TGC_F16),
+                         "input 0 dtype changed: expected f32, got f16");
+    tgc_fn_free(f);
+}
+
+static void rank_change_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "guarded", &c);
+    int64_t s3[3] = {2, 3, 1};
+    expect_one_recompile(f, NULL, filled(2, 3, 1), NULL,
+                         tgc_ones(s3, 3, TGC_F32, tgc_cpu()),
+                         "input 0 rank changed: expected 2, got 3");
+    tgc_fn_free(f);
+}
+
+static void size_change_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_NEVER;
+    tgc_fn *f = tgc_compile(add_one, "guarded", &c);
+    expect_one_recompile(f, NULL, filled(2, 3, 1), NULL, filled(2, 5, 1),
+                         "input 0 size mismatch at dim 1: expected 3, got 5");
+    tgc_fn_free(f);
+}
+
+static void contiguity_change_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "guarded", &c);
+    tgc_tensor *x = filled(3, 3, 1);
+    expect_one_recompile(f, NULL, x, NULL, tgc_transpose(x, 0, 1),
+                         "input 0 layout changed: expected contiguous, got strided");
+    tgc_fn_free(f);
+}
+
+static void training_flag_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(linear_fwd, "guarded", &c);
+    tgc_module *m = linear_module(1.0);
+    tgc_tensor *x = filled(2, 4, 1);
+    tgc_tensor *y;
+    assert_int_equal(call1(f, m, x, &y), TGC_OK);
+    tgc_module_train(m, 0);
+    assert_int_equal(call1(f, m, x, &y), TGC_OK);
+    assert_int_equal(call1(f, m, x, &y), TGC_OK);
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_string_equal(s.last_recompile_reason, "self.training changed (true -> false)");
+    tgc_module_train(m, 1); /* back to the first variant: a hit, no compile */
+    assert_int_equal(call1(f, m, x, &y), TGC_OK);
+    assert_int_equal(stats_of(f).compiles, 2);
+    assert_first_is(y, 4.5);
+    tgc_module_free(m);
+    tgc_fn_free(f);
+}
+
+static void module_structure_change_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(linear_fwd, "guarded", &c);
+    tgc_module *m0 = linear_module(1.0), *m1 = linear_module(1.0);
+    int64_t s1[1] = {3};
+    tgc_module_buffer(m1, "extra", tgc_zeros(s1, 1, TGC_F32, tgc_cpu()));
+    expect_one_recompile(f, m0, filled(2, 4, 1), m1, filled(2, 4, 1), "self structure changed");
+    tgc_module_free(m0);
+    tgc_module_free(m1);
+    tgc_fn_free(f);
+}
+
+static void requires_grad_change_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(linear_fwd, "guarded", &c);
+    tgc_module *m0 = linear_module(1.0), *m1 = linear_module(1.0);
+    tgc_requires_grad(tgc_module_get(m1, "w"), 0);
+    expect_one_recompile(f, m0, filled(2, 4, 1), m1, filled(2, 4, 1), "self.w");
+    tgc_module_free(m0);
+    tgc_module_free(m1);
+    tgc_fn_free(f);
+}
+
+static void grad_mode_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "guarded", &c);
+    tgc_tensor *y, *x = filled(2, 2, 1);
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    tgc_no_grad_push();
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    tgc_no_grad_pop();
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_string_equal(s.last_recompile_reason, "grad mode changed (enabled -> disabled)");
+    tgc_fn_free(f);
+}
+
+static void two_modules_of_one_structure_share_a_variant(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(linear_fwd, "shared", &c);
+    tgc_module *m0 = linear_module(1.0), *m1 = linear_module(2.0);
+    tgc_tensor *y, *x = filled(2, 4, 1);
+    assert_int_equal(call1(f, m0, x, &y), TGC_OK);
+    assert_first_is(y, 4.5);
+    assert_int_equal(call1(f, m1, x, &y), TGC_OK);
+    assert_first_is(y, 8.5); /* m1's own parameters, bound by position */
+    assert_int_equal(stats_of(f).compiles, 1);
+    assert_int_equal(n_recompile_logs, 0);
+    tgc_module_free(m0);
+    tgc_module_free(m1);
+    tgc_fn_free(f);
+}
+
+static void module_identity_guard_when_asked(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.guard_module_identity = 1;
+    tgc_fn *f = tgc_compile(linear_fwd, "guarded", &c);
+    tgc_module *m0 = linear_module(1.0), *m1 = linear_module(2.0);
+    expect_one_recompile(f, m0, filled(2, 4, 1), m1, filled(2, 4, 1),
+                         "self is a different module object");
+    tgc_module_free(m0);
+    tgc_module_free(m1);
+    tgc_fn_free(f);
+}
+
+static double scale_value = 2.0;
+static tgc_tensor *captured_scale;
+
+static tgc_status uses_capture(tgc_module *self, tgc_tensor *const *in, int n_in,
+                               tgc_tensor **out, int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_mul(in[0], captured_scale);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void captured_tensor_write_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(uses_capture, "guarded", &c);
+    captured_scale = filled(1, 1, scale_value);
+    tgc_tensor *y, *x = filled(2, 2, 3);
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    assert_first_is(y, 6.0);
+    assert_int_equal(tgc_copy_(captured_scale, filled(1, 1, 5.0)), TGC_OK);
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    assert_first_is(y, 15.0);
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_non_null(strstr(s.last_recompile_reason, "captured tensor 0 was written in place"));
+    tgc_fn_free(f);
+}
+
+static void freed_captured_tensor_recompiles(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(uses_capture, "guarded", &c);
+    tgc_tensor *y, *x = filled(2, 2, 3);
+    captured_scale = filled(1, 1, 2.0);
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    tgc_tensor_free(captured_scale);
+    captured_scale = filled(1, 1, 4.0);
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    assert_first_is(y, 12.0);
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_string_equal(s.last_recompile_reason, "captured tensor 0 was freed");
+    tgc_fn_free(f);
+}
+
+static tgc_status reads_item(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    double k = tgc_item_f64(in[1]); /* a scalar input read at trace time: specialized */
+    out[0] = tgc_mul_scalar(in[0], k);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void item_value_guard_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(reads_item, "guarded", &c);
+    tgc_tensor *y, *x = filled(2, 2, 3);
+    tgc_tensor *in_a[2] = {x, filled(1, 1, 2)}, *in_b[2] = {x, filled(1, 1, 7)};
+    assert_int_equal(tgc_call(f, NULL, in_a, 2, &y, 1), TGC_OK);
+    assert_first_is(y, 6.0);
+    assert_int_equal(tgc_call(f, NULL, in_b, 2, &y, 1), TGC_OK);
+    assert_first_is(y, 21.0);
+    assert_int_equal(tgc_call(f, NULL, in_b, 2, &y, 1), TGC_OK);
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_string_equal(s.last_recompile_reason,
+                        "value of input 1 (read with tgc_item_*) changed: expected 2, got 7");
+    tgc_fn_free(f);
+}
+
+static void input_count_change_recompiles_once(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "guarded", &c);
+    tgc_tensor *y, *x = filled(2, 2, 1);
+    tgc_tensor *two[2] = {x, x};
+    assert_int_equal(tgc_call(f, NULL, &x, 1, &y, 1), TGC_OK);
+    assert_int_equal(tgc_call(f, NULL, two, 2, &y, 1), TGC_OK);
+    assert_string_equal(stats_of(f).last_recompile_reason,
+                        "number of inputs changed: expected 1, got 2");
+    tgc_fn_free(f);
+}
+
+static void cache_limit_warns_once_then_runs_eagerly(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_NEVER;
+    c.cache_size_limit = 2;
+    tgc_fn *f = tgc_compile(add_one, "limited", &c);
+    tgc_tensor *y;
+    for (int n = 2; n < 8; n++) {
+        assert_int_equal(call1(f, NULL, filled(n, 1, n), &y), TGC_OK);
+        assert_first_is(y, n + 1.0);
+        assert_int_equal(tgc_size(y, 0), n);
+    }
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_int_equal(s.variants, 2);
+    assert_int_equal(s.eager_fallbacks, 4);
+    assert_int_equal(s.cache_limit_hit, 1);
+    assert_int_equal(n_warnings, 1);
+    assert_string_equal(last_log,
+                        "tgc: 'limited' hit cache_size_limit (2); last reason: input 0 size "
+                        "mismatch at dim 0: expected 3, got 4; running eagerly from now on. Raise "
+                        "cfg.cache_size_limit, mark dims dynamic, or see tgc_fn_explain().");
+    /* shapes that have a variant still hit it */
+    assert_int_equal(call1(f, NULL, filled(2, 1, 0), &y), TGC_OK);
+    assert_int_equal(stats_of(f).cache_hits, 1);
+    tgc_fn_free(f);
+}
+
+static void cache_limit_error_mode_fails_with_status(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_NEVER;
+    c.cache_size_limit = 1;
+    c.on_cache_limit = TGC_ON_LIMIT_ERROR;
+    tgc_fn *f = tgc_compile(add_one, "strict", &c);
+    tgc_tensor *y;
+    assert_int_equal(call1(f, NULL, filled(2, 1, 0), &y), TGC_OK);
+    assert_int_equal(call1(f, NULL, filled(3, 1, 0), &y), TGC_ERR_CACHE_LIMIT);
+    assert_null(y);
+    assert_non_null(strstr(tgc_last_error(), "'strict' hit cache_size_limit (1)"));
+    assert_int_equal(n_warnings, 0);
+    tgc_fn_free(f);
+}
+
+static void accumulated_limit_counts_every_function(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.accumulated_cache_size_limit = 2;
+    tgc_fn *f1 = tgc_compile(add_one, "one", &c), *f2 = tgc_compile(add_one, "two", &c),
+           *f3 = tgc_compile(add_one, "three", &c);
+    tgc_tensor *y, *x = filled(2, 2, 1);
+    assert_int_equal(call1(f1, NULL, x, &y), TGC_OK);
+    assert_int_equal(call1(f2, NULL, x, &y), TGC_OK);
+    assert_int_equal(call1(f3, NULL, x, &y), TGC_OK);
+    assert_first_is(y, 2.0);
+    assert_int_equal(stats_of(f3).compiles, 0);
+    assert_int_equal(stats_of(f3).eager_fallbacks, 1);
+    assert_non_null(strstr(last_log, "hit accumulated_cache_size_limit (2)"));
+    tgc_fn_free(f1);
+    tgc_fn_free(f2);
+    tgc_fn_free(f3);
+}
+
+static void dynamic_auto_compiles_at_most_twice_for_ten_batch_sizes(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "sweep", &c);
+    tgc_tensor *y;
+    for (int i = 0; i < 10; i++) {
+        int64_t n = 8 + 5 * i;
+        assert_int_equal(call1(f, NULL, filled(n, 3, i), &y), TGC_OK);
+        assert_int_equal(tgc_size(y, 0), n);
+        assert_first_is(y, i + 1.0);
+    }
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 2);
+    assert_int_equal(n_dynamic_logs, 1);
+    char *g = tgc_fn_graph(f, 0, 0);
+    assert_non_null(strstr(g, "s0=in0.size(0)"));
+    tgc_free(g);
+    tgc_fn_free(f);
+}
+
+static void dynamic_always_compiles_once_and_never_compiles_per_size(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_ALWAYS;
+    c.cache_size_limit = 16;
+    tgc_fn *always = tgc_compile(add_one, "always", &c);
+    c.dynamic = TGC_DYNAMIC_NEVER;
+    tgc_fn *never = tgc_compile(add_one, "never", &c);
+    tgc_tensor *y;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(call1(always, NULL, filled(2 + i, 3 + i, 0), &y), TGC_OK);
+        assert_int_equal(call1(never, NULL, filled(2 + i, 3, 0), &y), TGC_OK);
+    }
+    assert_int_equal(stats_of(always).compiles, 1);
+    assert_int_equal(stats_of(never).compiles, 10);
+    tgc_fn_free(always);
+    tgc_fn_free(never);
+}
+
+static void sizes_zero_and_one_stay_specialized(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_ALWAYS;
+    tgc_fn *f = tgc_compile(add_one, "ones", &c);
+    tgc_tensor *y;
+    assert_int_equal(call1(f, NULL, filled(4, 3, 0), &y), TGC_OK);
+    assert_int_equal(call1(f, NULL, filled(1, 3, 0), &y), TGC_OK);
+    assert_int_equal(tgc_size(y, 0), 1);
+    assert_int_equal(stats_of(f).compiles, 2);
+    assert_non_null(strstr(stats_of(f).last_recompile_reason, "(0 and 1 are specialized)"));
+    tgc_fn_free(f);
+}
+
+static void mark_dynamic_makes_a_dim_symbolic_on_first_compile(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "marked", &c);
+    tgc_tensor *y;
+    for (int n = 2; n < 6; n++) {
+        tgc_tensor *x = filled(n, 3, 0);
+        tgc_mark_dynamic(x, 0);
+        assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    }
+    assert_int_equal(stats_of(f).compiles, 1);
+    tgc_fn_free(f);
+}
+
+static tgc_status reads_size(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_mul_scalar(in[0], (double)tgc_size(in[0], 0));
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void reading_a_dynamic_size_specializes_it_and_logs(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_ALWAYS;
+    tgc_fn *f = tgc_compile(reads_size, "sized", &c);
+    tgc_tensor *y;
+    assert_int_equal(call1(f, NULL, filled(4, 3, 1), &y), TGC_OK);
+    assert_first_is(y, 4.0);
+    assert_int_equal(n_dynamic_logs, 1);
+    assert_non_null(strstr(last_log, "specializing it to 4"));
+    assert_int_equal(call1(f, NULL, filled(5, 3, 1), &y), TGC_OK);
+    assert_first_is(y, 5.0); /* a new size recompiles instead of reusing the value 4 */
+    assert_int_equal(stats_of(f).compiles, 2);
+    assert_non_null(strstr(stats_of(f).last_recompile_reason, "no longer holds"));
+    tgc_fn_free(f);
+}
+
+static tgc_status broadcast_two(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                tgc_tensor **out, int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_add(in[0], in[1]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void dynamic_dims_equal_at_trace_are_guarded_equal(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_ALWAYS;
+    tgc_fn *f = tgc_compile(broadcast_two, "pair", &c);
+    tgc_tensor *y;
+    tgc_tensor *a[2] = {filled(4, 3, 1), filled(4, 3, 2)};
+    assert_int_equal(tgc_call(f, NULL, a, 2, &y, 1), TGC_OK);
+    tgc_tensor *b[2] = {filled(6, 3, 1), filled(6, 3, 2)};
+    assert_int_equal(tgc_call(f, NULL, b, 2, &y, 1), TGC_OK);
+    assert_first_is(y, 3.0);
+    assert_int_equal(stats_of(f).compiles, 1);
+    /* mismatched sizes: the guard rejects the variant and the trace reports the error */
+    tgc_tensor *bad[2] = {filled(6, 3, 1), filled(5, 3, 2)};
+    assert_int_equal(tgc_call(f, NULL, bad, 2, &y, 1), TGC_ERR_SHAPE);
+    assert_null(y);
+    tgc_fn_free(f);
+}
+
+static tgc_status breaks_graph(tgc_module *self, tgc_tensor *const *in, int n_in,
+                               tgc_tensor **out, int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    tgc_tensor *s = tgc_sum(in[0], NULL, 0, 0);
+    double total = tgc_item_f64(s); /* needs a computed value: a graph break */
+    out[0] = tgc_add_scalar(in[0], total);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void graph_break_runs_eagerly_and_is_logged(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(breaks_graph, "breaks", &c);
+    tgc_tensor *y;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(call1(f, NULL, filled(2, 2, 1), &y), TGC_OK);
+        assert_first_is(y, 5.0);
+    }
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 1); /* traced once; later calls go straight to eager */
+    assert_int_equal(s.graph_breaks, 1);
+    assert_int_equal(s.eager_fallbacks, 3);
+    assert_int_equal(n_recompile_logs, 1);
+    assert_non_null(strstr(last_log, "graph break in 'breaks'"));
+    assert_non_null(strstr(last_log, "reads the value of a traced tensor"));
+    tgc_fn_free(f);
+}
+
+static void graph_break_with_fullgraph_is_an_error(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.fullgraph = 1;
+    tgc_fn *f = tgc_compile(breaks_graph, "breaks", &c);
+    tgc_tensor *y;
+    assert_int_equal(call1(f, NULL, filled(2, 2, 1), &y), TGC_ERR_GRAPH_BREAK);
+    assert_null(y);
+    assert_non_null(strstr(tgc_last_error(), "graph break in 'breaks' and cfg.fullgraph is set"));
+    assert_int_equal(stats_of(f).variants, 0);
+    tgc_fn_free(f);
+}
+
+static tgc_status makes_constant(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                 tgc_tensor **out, int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    int64_t s[1] = {3};
+    tgc_tensor *k = tgc_full(s, 1, 10.0, TGC_F32, tgc_cpu()); /* a trace-time constant */
+    out[0] = tgc_add(in[0], k);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void tensors_created_while_tracing_are_constants(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(makes_constant, "consts", &c);
+    tgc_tensor *y;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(call1(f, NULL, filled(2, 3, i), &y), TGC_OK);
+        assert_first_is(y, 10.0 + i);
+    }
+    assert_int_equal(stats_of(f).compiles, 1);
+    tgc_fn_free(f);
+}
+
+static void explain_lists_variants_guards_and_reasons(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(linear_fwd, "explained", &c);
+    tgc_module *m = linear_module(1.0);
+    tgc_tensor *y, *x = filled(2, 4, 1);
+    assert_int_equal(call1(f, m, x, &y), TGC_OK);
+    tgc_module_train(m, 0);
+    assert_int_equal(call1(f, m, x, &y), TGC_OK);
+    char *r = tgc_fn_explain(f);
+    assert_non_null(r);
+    assert_non_null(strstr(r, "tgc_fn 'explained' (backend interp): 2 calls, 0 cache hits, 2 compiles"));
+    assert_non_null(strstr(r, "variant 2 (most recently hit): compiled because: self.training changed (true -> false)"));
+    assert_non_null(strstr(r, "variant 1: compiled because: first call"));
+    assert_non_null(strstr(r, "input 0: f32 [2, 4] contiguous cpu"));
+    tgc_free(r);
+    char *dot = tgc_fn_graph(f, 0, 1);
+    assert_non_null(strstr(dot, "digraph tgc"));
+    tgc_free(dot);
+    assert_null(tgc_fn_graph(f, 5, 0));
+    assert_int_equal(tgc_last_status(), TGC_ERR_INVALID_ARG);
+    tgc_module_free(m);
+    tgc_fn_free(f);
+}
+
+static void bad_calls_return_the_right_status(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(add_one, "bad", &c);
+    tgc_tensor *y, *none = NULL;
+    assert_int_equal(tgc_call(NULL, NULL, &none, 1, &y, 1), TGC_ERR_INVALID_ARG);
+    tgc_clear_error();
+    assert_int_equal(tgc_call(f, NULL, &none, 1, &y, 1), TGC_ERR_INVALID_ARG);
+    assert_string_equal(tgc_last_error(), "tgc_call: 'bad' in[0] is NULL");
+    assert_int_equal(tgc_call(f, NULL, NULL, 1, &y, 1), TGC_ERR_INVALID_ARG);
+    assert_int_equal(tgc_call(f, NULL, &none, -1, &y, 1), TGC_ERR_INVALID_ARG);
+    assert_null(tgc_compile(NULL, "x", &c));
+    assert_int_equal(tgc_last_status(), TGC_ERR_INVALID_ARG);
+    assert_int_equal(tgc_fn_stats(NULL, NULL), TGC_ERR_INVALID_ARG);
+    assert_null(tgc_fn_explain(NULL));
+    tgc_fn_free(f);
+}
+
+static tgc_status fails_shape(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                              int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_matmul(in[0], in[0]); /* [2, 3] @ [2, 3]: inner dims differ */
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void op_errors_while_tracing_reach_the_caller(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    tgc_fn *f = tgc_compile(fails_shape, "fails", &c);
+    tgc_tensor *y;
+    assert_int_equal(call1(f, NULL, filled(2, 3, 1), &y), TGC_ERR_SHAPE);
+    assert_null(y);
+    assert_non_null(strstr(tgc_last_error(), "tgc_matmul"));
+    assert_int_equal(stats_of(f).variants, 0);
+    tgc_fn_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(cache_hit_reuses_the_variant, setup, teardown),
+        cmocka_unit_test_setup_teardown(dtype_change_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(rank_change_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(size_change_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(contiguity_change_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(training_flag_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(module_structure_change_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(requires_grad_change_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(grad_mode_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(two_modules_of_one_structure_share_a_variant, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(module_identity_guard_when_asked, setup, teardown),
+        cmocka_unit_test_setup_teardown(captured_tensor_write_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(freed_captured_tensor_recompiles, setup, teardown),
+        cmocka_unit_test_setup_teardown(item_value_guard_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(input_count_change_recompiles_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(cache_limit_warns_once_then_runs_eagerly, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(cache_limit_error_mode_fails_with_status, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(accumulated_limit_counts_every_function, setup, teardown),
+        cmocka_unit_test_setup_teardown(dynamic_auto_compiles_at_most_twice_for_ten_batch_sizes,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(dynamic_always_compiles_once_and_never_compiles_per_size,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(sizes_zero_and_one_stay_specialized, setup, teardown),
+        cmocka_unit_test_setup_teardown(mark_dynamic_makes_a_dim_symbolic_on_first_compile,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(reading_a_dynamic_size_specializes_it_and_logs, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(dynamic_dims_equal_at_trace_are_guarded_equal, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(graph_break_runs_eagerly_and_is_logged, setup, teardown),
+        cmocka_unit_test_setup_teardown(graph_break_with_fullgraph_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(tensors_created_while_tracing_are_constants, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(explain_lists_variants_guards_and_reasons, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(bad_calls_return_the_right_status, setup, teardown),
+        cmocka_unit_test_setup_teardown(op_errors_while_tracing_reach_the_caller, setup,
+                                        teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tgc_shutdown();
+    return rc;
+}
