@@ -21,8 +21,8 @@ static int norm_dim(const char *fn, int dim, int ndim)
 {
     int d = tgc_norm_dim(dim, ndim > 0 ? ndim : 1);
     if (d < 0)
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: dim %d is out of range for a %d-d tensor", fn,
-                      dim, ndim);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: dim %d is out of range for a %d-d tensor", fn, dim,
+                      ndim);
     return d;
 }
 
@@ -30,8 +30,8 @@ static int norm_dim(const char *fn, int dim, int ndim)
 static int shape_arg(const char *fn, const int64_t *shape, int ndim, tgc_attrs *at)
 {
     if (ndim < 0 || ndim > TGC_MAX_DIMS || (ndim > 0 && !shape)) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: shape must have 0 to %d dims, got ndim = %d%s",
-                      fn, TGC_MAX_DIMS, ndim, ndim > 0 && !shape ? " with shape NULL" : "");
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: shape must have 0 to %d dims, got ndim = %d%s", fn,
+                      TGC_MAX_DIMS, ndim, ndim > 0 && !shape ? " with shape NULL" : "");
         return 0;
     }
     if (ndim > 0)
@@ -40,8 +40,8 @@ static int shape_arg(const char *fn, const int64_t *shape, int ndim, tgc_attrs *
     return 1;
 }
 
-static tgc_tensor *view_with_shape(tgc_op op, const char *fn, tgc_tensor *t,
-                                   const int64_t *shape, int ndim)
+static tgc_tensor *view_with_shape(tgc_op op, const char *fn, tgc_tensor *t, const int64_t *shape,
+                                   int ndim)
 {
     tgc_attrs at = tgc_attrs_none();
     if (t && !shape_arg(fn, shape, ndim, &at))
@@ -156,18 +156,15 @@ tgc_tensor *tgc_flatten(tgc_tensor *t, int start_dim, int end_dim)
     return tgc_apply(TGC_OP_FLATTEN, &t, 1, &at);
 }
 
-tgc_tensor *tgc_contiguous(tgc_tensor *t)
-{
-    return apply_plain(TGC_OP_CONTIGUOUS, &t, 1);
-}
+tgc_tensor *tgc_contiguous(tgc_tensor *t) { return apply_plain(TGC_OP_CONTIGUOUS, &t, 1); }
 
 /* ---- movement ---- */
 
 static tgc_tensor *join(tgc_op op, const char *fn, tgc_tensor *const *ts, int n, int dim)
 {
     if (!ts || n < 1) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: needs at least one tensor, got n = %d%s", fn,
-                      n, ts ? "" : " with ts NULL");
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: needs at least one tensor, got n = %d%s", fn, n,
+                      ts ? "" : " with ts NULL");
         return NULL;
     }
     return with_dim(op, fn, ts, n, dim, op == TGC_OP_STACK);

@@ -25,8 +25,8 @@ tgc_tensor *tgc_linear(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias)
 
 /* ---- convolution and pooling ---- */
 
-tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, int stride_h,
-                       int stride_w, int pad_h, int pad_w, int dil_h, int dil_w, int groups)
+tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, int stride_h, int stride_w,
+                       int pad_h, int pad_w, int dil_h, int dil_w, int groups)
 {
     tgc_tensor *in[3] = {x, w, bias};
     tgc_attrs at = tgc_attrs_none();
@@ -37,8 +37,7 @@ tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, int strid
     return tgc_apply(TGC_OP_CONV2D, in, bias ? 3 : 2, &at);
 }
 
-static tgc_tensor *pool(tgc_op op, tgc_tensor *x, int kh, int kw, int sh, int sw, int ph,
-                        int pw)
+static tgc_tensor *pool(tgc_op op, tgc_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw)
 {
     tgc_attrs at = tgc_attrs_none();
     const int v[6] = {kh, kw, sh ? sh : kh, sw ? sw : kw, ph, pw};
@@ -160,12 +159,10 @@ static tgc_tensor *loss(tgc_op op, tgc_tensor *x, tgc_tensor *target, int reduct
 tgc_tensor *tgc_cross_entropy(tgc_tensor *logits, tgc_tensor *target, int reduction,
                               int64_t ignore_index, double label_smoothing)
 {
-    return loss(TGC_OP_CROSS_ENTROPY, logits, target, reduction, ignore_index,
-                label_smoothing);
+    return loss(TGC_OP_CROSS_ENTROPY, logits, target, reduction, ignore_index, label_smoothing);
 }
 
-tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction,
-                         int64_t ignore_index)
+tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction, int64_t ignore_index)
 {
     return loss(TGC_OP_NLL_LOSS, logp, target, reduction, ignore_index, 0.0);
 }

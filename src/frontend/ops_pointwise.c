@@ -25,21 +25,12 @@ static tgc_tensor *unary(tgc_op op, tgc_tensor *t)
     return tgc_apply(op, &t, 1, &at);
 }
 
-#define BINARY_OP(name, OP)                                                                    \
-    tgc_tensor *tgc_##name(tgc_tensor *a, tgc_tensor *b)                                       \
-    {                                                                                          \
-        return binary(TGC_OP_##OP, a, b);                                                      \
-    }
-#define SCALAR_OP(name, OP)                                                                    \
-    tgc_tensor *tgc_##name(tgc_tensor *t, double s)                                            \
-    {                                                                                          \
-        return scalar(TGC_OP_##OP, t, s, 0.0);                                                 \
-    }
-#define UNARY_OP(name, OP)                                                                     \
-    tgc_tensor *tgc_##name(tgc_tensor *t)                                                      \
-    {                                                                                          \
-        return unary(TGC_OP_##OP, t);                                                          \
-    }
+#define BINARY_OP(name, OP)                                                                        \
+    tgc_tensor *tgc_##name(tgc_tensor *a, tgc_tensor *b) { return binary(TGC_OP_##OP, a, b); }
+#define SCALAR_OP(name, OP)                                                                        \
+    tgc_tensor *tgc_##name(tgc_tensor *t, double s) { return scalar(TGC_OP_##OP, t, s, 0.0); }
+#define UNARY_OP(name, OP)                                                                         \
+    tgc_tensor *tgc_##name(tgc_tensor *t) { return unary(TGC_OP_##OP, t); }
 
 BINARY_OP(add, ADD)
 BINARY_OP(sub, SUB)

@@ -9,8 +9,8 @@ static int norm_dim(const char *fn, int dim, int ndim)
 {
     int d = tgc_norm_dim(dim, ndim > 0 ? ndim : 1);
     if (d < 0)
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: dim %d is out of range for a %d-d tensor", fn,
-                      dim, ndim);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: dim %d is out of range for a %d-d tensor", fn, dim,
+                      ndim);
     return d;
 }
 

@@ -16,10 +16,7 @@ int tgc_dtype_is_float(tgc_dtype dt)
     return dt == TGC_F32 || dt == TGC_F16 || dt == TGC_BF16 || dt == TGC_F64;
 }
 
-static int float_rank(tgc_dtype dt)
-{
-    return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1;
-}
+static int float_rank(tgc_dtype dt) { return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1; }
 
 tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
 {
@@ -37,10 +34,7 @@ tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
     return float_rank(a) > float_rank(b) ? a : b;
 }
 
-tgc_dtype si_float_of(tgc_dtype dt)
-{
-    return tgc_dtype_is_float(dt) ? dt : TGC_F32;
-}
+tgc_dtype si_float_of(tgc_dtype dt) { return tgc_dtype_is_float(dt) ? dt : TGC_F32; }
 
 /* ---- messages ---- */
 
@@ -114,8 +108,8 @@ static int broadcast_dim(si_ctx *c, tgc_sdim a, tgc_sdim b, tgc_sdim *r)
     return 1;
 }
 
-int si_broadcast_dims(si_ctx *c, const tgc_sdim *x, int nx, const tgc_sdim *y, int ny,
-                      tgc_sdim *r, int *nr)
+int si_broadcast_dims(si_ctx *c, const tgc_sdim *x, int nx, const tgc_sdim *y, int ny, tgc_sdim *r,
+                      int *nr)
 {
     int n = nx > ny ? nx : ny;
     for (int k = 0; k < n; k++) {
@@ -182,8 +176,7 @@ tgc_status si_need_inputs(si_ctx *c, int want)
 {
     if (c->n_in == want)
         return TGC_OK;
-    return si_fail(c, TGC_ERR_INTERNAL, "node has %d inputs, its attributes say %d", c->n_in,
-                   want);
+    return si_fail(c, TGC_ERR_INTERNAL, "node has %d inputs, its attributes say %d", c->n_in, want);
 }
 
 tgc_status si_need_dim(si_ctx *c, int64_t dim, int ndim)
@@ -224,8 +217,7 @@ static tgc_status elementwise(si_ctx *c, int n, tgc_dtype dt)
                 return si_fail(c, TGC_ERR_SHAPE, "shapes %s and %s do not broadcast",
                                si_shape(c, &c->in[0]), si_shape(c, &c->in[1]));
             return si_fail(c, TGC_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
-                           si_shape(c, &c->in[0]), si_shape(c, &c->in[1]),
-                           si_shape(c, &c->in[2]));
+                           si_shape(c, &c->in[0]), si_shape(c, &c->in[1]), si_shape(c, &c->in[2]));
         }
     }
     return si_set_out(c, dt, r, nr);
@@ -244,10 +236,7 @@ tgc_status si_rule_BINARY(si_ctx *c)
     return elementwise(c, 2, dt);
 }
 
-tgc_status si_rule_COMPARE(si_ctx *c)
-{
-    return elementwise(c, 2, TGC_BOOL);
-}
+tgc_status si_rule_COMPARE(si_ctx *c) { return elementwise(c, 2, TGC_BOOL); }
 
 tgc_status si_rule_TERNARY(si_ctx *c)
 {
@@ -257,10 +246,7 @@ tgc_status si_rule_TERNARY(si_ctx *c)
     return elementwise(c, 3, tgc_promote(c->in[1].dtype, c->in[2].dtype));
 }
 
-static int is_integral(double s)
-{
-    return isfinite(s) && s == floor(s);
-}
+static int is_integral(double s) { return isfinite(s) && s == floor(s); }
 
 /* Does an integer or bool tensor need f32 for this op's scalars? Infinite clamp bounds
  * mean "no bound" and keep the dtype. */
@@ -268,12 +254,10 @@ static int scalar_needs_float(const si_ctx *c)
 {
     const double *f = c->a->f;
     switch (c->op) {
-    case TGC_OP_DIV_SCALAR:
-        return 1;
+    case TGC_OP_DIV_SCALAR: return 1;
     case TGC_OP_CLAMP:
         return (!isinf(f[0]) && !is_integral(f[0])) || (!isinf(f[1]) && !is_integral(f[1]));
-    default:
-        return !is_integral(f[0]);
+    default: return !is_integral(f[0]);
     }
 }
 
@@ -298,10 +282,8 @@ static int is_float_math(tgc_op op)
     case TGC_OP_GELU:
     case TGC_OP_GELU_TANH:
     case TGC_OP_SILU:
-    case TGC_OP_ERF:
-        return 1;
-    default:
-        return 0;
+    case TGC_OP_ERF: return 1;
+    default: return 0;
     }
 }
 
@@ -324,15 +306,11 @@ tgc_status si_rule_UNARY(si_ctx *c)
 static tgc_dtype reduce_dtype(tgc_op op, tgc_dtype dt)
 {
     switch (op) {
-    case TGC_OP_SUM:
-        return dt == TGC_BOOL || dt == TGC_I32 ? TGC_I64 : dt;
+    case TGC_OP_SUM: return dt == TGC_BOOL || dt == TGC_I32 ? TGC_I64 : dt;
     case TGC_OP_MEAN:
-    case TGC_OP_VAR:
-        return si_float_of(dt);
-    case TGC_OP_ARGMAX:
-        return TGC_I64;
-    default:
-        return dt;
+    case TGC_OP_VAR: return si_float_of(dt);
+    case TGC_OP_ARGMAX: return TGC_I64;
+    default: return dt;
     }
 }
 
@@ -420,13 +398,13 @@ static tgc_status check_node(si_ctx *c)
     for (int k = 0; k < c->n_in; k++)
         if (c->in[k].ndim < 0 || c->in[k].ndim > TGC_MAX_DIMS ||
             (unsigned)c->in[k].dtype >= TGC_DTYPE_COUNT)
-            return si_fail(c, TGC_ERR_INTERNAL, "input %d has rank %d, dtype %d", k,
-                           c->in[k].ndim, (int)c->in[k].dtype);
+            return si_fail(c, TGC_ERR_INTERNAL, "input %d has rank %d, dtype %d", k, c->in[k].ndim,
+                           (int)c->in[k].dtype);
     return TGC_OK;
 }
 
-tgc_status tgc_infer(tgc_op op, const tgc_vinfo *in, int n_in, const tgc_attrs *a,
-                     tgc_symtab *syms, tgc_vinfo *out)
+tgc_status tgc_infer(tgc_op op, const tgc_vinfo *in, int n_in, const tgc_attrs *a, tgc_symtab *syms,
+                     tgc_vinfo *out)
 {
     si_ctx c = {.op = op, .in = in, .n_in = n_in, .a = a, .syms = syms, .out = out};
     tgc_status s = check_node(&c);

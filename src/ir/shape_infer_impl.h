@@ -33,8 +33,8 @@ int64_t si_hint(const si_ctx *c, tgc_sdim d);
 int si_eq(si_ctx *c, tgc_sdim a, tgc_sdim b);
 /* Broadcasts x[0..nx) with y[0..ny) (aligned at the end) into r, *nr = max(nx, ny).
  * Returns 0 when a pair of dims does not broadcast (no error set). */
-int si_broadcast_dims(si_ctx *c, const tgc_sdim *x, int nx, const tgc_sdim *y, int ny,
-                      tgc_sdim *r, int *nr);
+int si_broadcast_dims(si_ctx *c, const tgc_sdim *x, int nx, const tgc_sdim *y, int ny, tgc_sdim *r,
+                      int *nr);
 tgc_sdim si_prod(si_ctx *c, const tgc_sdim *d, int n);
 
 /* The float dtype an op computing in float returns for dt (ints and bool: f32). */

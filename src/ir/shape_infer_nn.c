@@ -57,8 +57,8 @@ static tgc_status infer_linear(si_ctx *c)
         return si_fail(c, TGC_ERR_SHAPE, "in features differ: x is %s, weight is %s",
                        si_shape(c, x), si_shape(c, w));
     if (has_bias && !si_eq(c, c->in[2].shape[0], w->shape[0]))
-        return si_fail(c, TGC_ERR_SHAPE, "bias is %s but weight is %s",
-                       si_shape(c, &c->in[2]), si_shape(c, w));
+        return si_fail(c, TGC_ERR_SHAPE, "bias is %s but weight is %s", si_shape(c, &c->in[2]),
+                       si_shape(c, w));
     tgc_sdim r[TGC_MAX_DIMS];
     memcpy(r, x->shape, sizeof r);
     r[x->ndim - 1] = w->shape[0];
@@ -121,15 +121,14 @@ static tgc_status conv_channels(si_ctx *c, int64_t g)
     const tgc_vinfo *x = &c->in[0], *w = &c->in[1];
     if (si_hint(c, x->shape[1]) % g || si_hint(c, w->shape[0]) % g)
         return si_fail(c, TGC_ERR_SHAPE,
-                       "groups (%lld) must divide the channels of x %s and weight %s",
-                       (long long)g, si_shape(c, x), si_shape(c, w));
+                       "groups (%lld) must divide the channels of x %s and weight %s", (long long)g,
+                       si_shape(c, x), si_shape(c, w));
     if (!si_eq(c, tgc_sym_mul(c->syms, w->shape[1], g), x->shape[1]))
-        return si_fail(c, TGC_ERR_SHAPE,
-                       "weight %s expects %s*%lld input channels, x is %s", si_shape(c, w),
-                       si_dim(c, w->shape[1]), (long long)g, si_shape(c, x));
+        return si_fail(c, TGC_ERR_SHAPE, "weight %s expects %s*%lld input channels, x is %s",
+                       si_shape(c, w), si_dim(c, w->shape[1]), (long long)g, si_shape(c, x));
     if (c->n_in == 3 && (c->in[2].ndim != 1 || !si_eq(c, c->in[2].shape[0], w->shape[0])))
-        return si_fail(c, TGC_ERR_SHAPE, "bias is %s but weight is %s",
-                       si_shape(c, &c->in[2]), si_shape(c, w));
+        return si_fail(c, TGC_ERR_SHAPE, "bias is %s but weight is %s", si_shape(c, &c->in[2]),
+                       si_shape(c, w));
     return TGC_OK;
 }
 
@@ -227,8 +226,8 @@ static tgc_status channel_vector(si_ctx *c, int k, const char *name, tgc_sdim ch
 {
     const tgc_vinfo *v = &c->in[k];
     if (v->ndim != 1 || !si_eq(c, v->shape[0], ch))
-        return si_fail(c, TGC_ERR_SHAPE, "%s is %s but x %s has %s channels", name,
-                       si_shape(c, v), si_shape(c, &c->in[0]), si_dim(c, ch));
+        return si_fail(c, TGC_ERR_SHAPE, "%s is %s but x %s has %s channels", name, si_shape(c, v),
+                       si_shape(c, &c->in[0]), si_dim(c, ch));
     int idx[2] = {0, k};
     const char *names[2] = {"x", name};
     return si_need_float(c, idx, names, 2);
@@ -262,9 +261,13 @@ static tgc_status infer_batch_norm(si_ctx *c)
         s = si_need_rank(c, 0, "x", 2, TGC_MAX_DIMS);
     if (s)
         return s;
-    static const struct { int bit; const char *name; } opt[] = {
-        {TGC_BN_HAS_STATS, "running_mean"}, {TGC_BN_HAS_STATS, "running_var"},
-        {TGC_BN_HAS_WEIGHT, "weight"}, {TGC_BN_HAS_BIAS, "bias"}};
+    static const struct {
+        int bit;
+        const char *name;
+    } opt[] = {{TGC_BN_HAS_STATS, "running_mean"},
+               {TGC_BN_HAS_STATS, "running_var"},
+               {TGC_BN_HAS_WEIGHT, "weight"},
+               {TGC_BN_HAS_BIAS, "bias"}};
     for (int k = 0, in = 1; k < 4 && !s; k++)
         if (has & opt[k].bit)
             s = channel_vector(c, in++, opt[k].name, x->shape[1]);
@@ -272,8 +275,8 @@ static tgc_status infer_batch_norm(si_ctx *c)
         return s;
     tgc_sdim per_channel = tgc_sym_mul(c->syms, x->shape[0], si_prod(c, x->shape + 2, x->ndim - 2));
     if (c->a->i[0] && si_hint(c, per_channel) <= 1)
-        return si_fail(c, TGC_ERR_SHAPE,
-                       "training needs more than 1 value per channel, x is %s", si_shape(c, x));
+        return si_fail(c, TGC_ERR_SHAPE, "training needs more than 1 value per channel, x is %s",
+                       si_shape(c, x));
     return si_set_out(c, x->dtype, x->shape, x->ndim);
 }
 
@@ -326,8 +329,10 @@ static tgc_status loss_attrs(si_ctx *c)
 {
     int64_t red = c->a->i[0];
     if (red != TGC_REDUCE_NONE && red != TGC_REDUCE_MEAN && red != TGC_REDUCE_SUM)
-        return si_fail(c, TGC_ERR_INVALID_ARG, "reduction must be 0 (none), 1 (mean) or 2 (sum), "
-                       "got %lld", (long long)red);
+        return si_fail(c, TGC_ERR_INVALID_ARG,
+                       "reduction must be 0 (none), 1 (mean) or 2 (sum), "
+                       "got %lld",
+                       (long long)red);
     double ls = c->a->f[0];
     if (c->op == TGC_OP_CROSS_ENTROPY && !(ls >= 0.0 && ls <= 1.0))
         return si_fail(c, TGC_ERR_INVALID_ARG, "label_smoothing must be in [0, 1], got %g", ls);
@@ -375,8 +380,7 @@ static tgc_status sdpa_attrs(si_ctx *c)
     if (!(p >= 0.0 && p <= 1.0))
         return si_fail(c, TGC_ERR_INVALID_ARG, "dropout_p must be in [0, 1], got %g", p);
     if (!isfinite(scale) || scale == 0.0)
-        return si_fail(c, TGC_ERR_INVALID_ARG, "scale must be finite and nonzero, got %g",
-                       scale);
+        return si_fail(c, TGC_ERR_INVALID_ARG, "scale must be finite and nonzero, got %g", scale);
     return TGC_OK;
 }
 

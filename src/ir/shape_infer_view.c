@@ -49,8 +49,8 @@ static tgc_status reshape_mismatch(si_ctx *c)
     char target[SI_BUFLEN];
     tgc_format_dims(c->a->i, c->a->ni, target, sizeof target);
     return si_fail(c, TGC_ERR_SHAPE, "cannot reshape %s (%s elements) into %s",
-                   si_shape(c, &c->in[0]),
-                   si_dim(c, si_prod(c, c->in[0].shape, c->in[0].ndim)), target);
+                   si_shape(c, &c->in[0]), si_dim(c, si_prod(c, c->in[0].shape, c->in[0].ndim)),
+                   target);
 }
 
 /* Fills r from the target, leaving r[*infer_at] for the caller; collects the product of the
@@ -64,8 +64,8 @@ static tgc_status reshape_target(si_ctx *c, tgc_sdim *r, int *infer_at, factors 
         if (v == -1 && *infer_at >= 0)
             return si_fail(c, TGC_ERR_INVALID_ARG, "only one dim may be -1");
         if (v < -1)
-            return si_fail(c, TGC_ERR_INVALID_ARG, "invalid size %lld at position %d",
-                           (long long)v, k);
+            return si_fail(c, TGC_ERR_INVALID_ARG, "invalid size %lld at position %d", (long long)v,
+                           k);
         if (v == 0 && k >= x->ndim)
             return si_fail(c, TGC_ERR_INVALID_ARG,
                            "0 at position %d copies a dim that the input %s lacks", k,
@@ -85,8 +85,7 @@ static tgc_status infer_reshape(si_ctx *c)
     const tgc_vinfo *x = &c->in[0];
     int nd = c->a->ni, at;
     if (nd < 0 || nd > TGC_MAX_DIMS)
-        return si_fail(c, TGC_ERR_INVALID_ARG, "target has %d dims (at most %d)", nd,
-                       TGC_MAX_DIMS);
+        return si_fail(c, TGC_ERR_INVALID_ARG, "target has %d dims (at most %d)", nd, TGC_MAX_DIMS);
     tgc_sdim r[TGC_MAX_DIMS];
     factors have = {.k = 1}, known = {.k = 1};
     tgc_status s = reshape_target(c, r, &at, &known);
@@ -120,8 +119,8 @@ static tgc_status infer_permute(si_ctx *c)
     tgc_sdim r[TGC_MAX_DIMS];
     unsigned seen = 0;
     if (c->a->ni != x->ndim)
-        return si_fail(c, TGC_ERR_INVALID_ARG, "perm has %d entries for a %d-d tensor",
-                       c->a->ni, x->ndim);
+        return si_fail(c, TGC_ERR_INVALID_ARG, "perm has %d entries for a %d-d tensor", c->a->ni,
+                       x->ndim);
     for (int k = 0; k < x->ndim; k++) {
         int64_t p = c->a->i[k];
         if (p < 0 || p >= x->ndim || (seen >> p & 1))
@@ -139,14 +138,13 @@ static tgc_status infer_expand(si_ctx *c)
     int nd = c->a->ni, lead = nd - x->ndim;
     tgc_sdim r[TGC_MAX_DIMS];
     if (nd < x->ndim || nd > TGC_MAX_DIMS)
-        return si_fail(c, TGC_ERR_INVALID_ARG, "cannot expand %s to %d dims", si_shape(c, x),
-                       nd);
+        return si_fail(c, TGC_ERR_INVALID_ARG, "cannot expand %s to %d dims", si_shape(c, x), nd);
     for (int k = 0; k < nd; k++) {
         int64_t v = c->a->i[k];
         tgc_sdim d = k < lead ? 1 : x->shape[k - lead];
         if (v < -1 || (v == -1 && k < lead))
-            return si_fail(c, TGC_ERR_INVALID_ARG, "invalid size %lld at position %d",
-                           (long long)v, k);
+            return si_fail(c, TGC_ERR_INVALID_ARG, "invalid size %lld at position %d", (long long)v,
+                           k);
         if (v == -1)
             r[k] = d;
         else if (d == 1 || si_eq(c, d, v))
@@ -223,8 +221,7 @@ static tgc_status infer_slice(si_ctx *c)
     if (s)
         return s;
     if (i[3] < 1)
-        return si_fail(c, TGC_ERR_INVALID_ARG, "step must be positive, got %lld",
-                       (long long)i[3]);
+        return si_fail(c, TGC_ERR_INVALID_ARG, "step must be positive, got %lld", (long long)i[3]);
     memcpy(r, x->shape, sizeof r);
     r[i[0]] = slice_len(c, x->shape[i[0]], i[1], i[2], i[3]);
     return si_set_out(c, x->dtype, r, x->ndim);
@@ -253,24 +250,15 @@ tgc_status si_rule_VIEW(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
     switch (c->op) {
-    case TGC_OP_RESHAPE:
-        return infer_reshape(c);
-    case TGC_OP_PERMUTE:
-        return infer_permute(c);
-    case TGC_OP_EXPAND:
-        return infer_expand(c);
-    case TGC_OP_SQUEEZE:
-        return infer_squeeze(c);
-    case TGC_OP_UNSQUEEZE:
-        return infer_unsqueeze(c);
-    case TGC_OP_SLICE:
-        return infer_slice(c);
-    case TGC_OP_FLATTEN:
-        return infer_flatten(c);
-    case TGC_OP_CONTIGUOUS:
-        return si_set_out(c, x->dtype, x->shape, x->ndim);
-    default:
-        return si_fail(c, TGC_ERR_INTERNAL, "not a view op");
+    case TGC_OP_RESHAPE: return infer_reshape(c);
+    case TGC_OP_PERMUTE: return infer_permute(c);
+    case TGC_OP_EXPAND: return infer_expand(c);
+    case TGC_OP_SQUEEZE: return infer_squeeze(c);
+    case TGC_OP_UNSQUEEZE: return infer_unsqueeze(c);
+    case TGC_OP_SLICE: return infer_slice(c);
+    case TGC_OP_FLATTEN: return infer_flatten(c);
+    case TGC_OP_CONTIGUOUS: return si_set_out(c, x->dtype, x->shape, x->ndim);
+    default: return si_fail(c, TGC_ERR_INTERNAL, "not a view op");
     }
 }
 
@@ -351,14 +339,10 @@ static tgc_status infer_pad(si_ctx *c)
 tgc_status si_rule_MOVE(si_ctx *c)
 {
     switch (c->op) {
-    case TGC_OP_CAT:
-        return infer_cat(c);
-    case TGC_OP_STACK:
-        return infer_stack(c);
-    case TGC_OP_PAD:
-        return infer_pad(c);
-    default:
-        return si_fail(c, TGC_ERR_INTERNAL, "not a movement op");
+    case TGC_OP_CAT: return infer_cat(c);
+    case TGC_OP_STACK: return infer_stack(c);
+    case TGC_OP_PAD: return infer_pad(c);
+    default: return si_fail(c, TGC_ERR_INTERNAL, "not a movement op");
     }
 }
 
@@ -420,13 +404,9 @@ static tgc_status infer_index_select(si_ctx *c)
 tgc_status si_rule_INDEX(si_ctx *c)
 {
     switch (c->op) {
-    case TGC_OP_EMBEDDING:
-        return infer_embedding(c);
-    case TGC_OP_GATHER:
-        return infer_gather(c);
-    case TGC_OP_INDEX_SELECT:
-        return infer_index_select(c);
-    default:
-        return si_fail(c, TGC_ERR_INTERNAL, "not an indexing op");
+    case TGC_OP_EMBEDDING: return infer_embedding(c);
+    case TGC_OP_GATHER: return infer_gather(c);
+    case TGC_OP_INDEX_SELECT: return infer_index_select(c);
+    default: return si_fail(c, TGC_ERR_INTERNAL, "not an indexing op");
     }
 }

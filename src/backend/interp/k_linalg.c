@@ -67,17 +67,9 @@ static const float *f32_ptr(const tgc_tensor *t)
     return (const float *)tgc_tensor_base(t) + t->offset;
 }
 
-/* Copies t's elements into dst in row-major order (dst holds numel floats). */
-static void gather_f32(const tgc_tensor *t, float *dst)
+static tgc_status oom(const char *what)
 {
-    int64_t n = numel_of(t);
-    const float *base = (const float *)tgc_tensor_base(t);
-    if (tgc_tensor_is_contiguous(t)) {
-        memcpy(dst, base + t->offset, (size_t)n * sizeof(float));
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = base[tgc_tensor_elem_offset(t, i)];
+    return tgc_set_error(TGC_ERR_OOM, "tgc_interp_linalg: out of memory for %s scratch", what);
 }
 
 /* A contiguous f32 copy of t, or t's own data when it already is contiguous. *owned is
@@ -90,20 +82,15 @@ static tgc_status contiguous_f32(const tgc_tensor *t, const float **data, float 
         return TGC_OK;
     }
     int64_t n = numel_of(t);
-    float *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    const float *base = (const float *)tgc_tensor_base(t);
+    float *buf = malloc((size_t)n * sizeof(float));
     if (!buf)
-        return tgc_set_error(TGC_ERR_OOM,
-                             "tgc_interp_linalg: out of memory copying a %lld-element input",
-                             (long long)n);
-    gather_f32(t, buf);
+        return oom("input copy");
+    for (int64_t i = 0; i < n; i++)
+        buf[i] = base[tgc_tensor_elem_offset(t, i)];
     *owned = buf;
     *data = buf;
     return TGC_OK;
-}
-
-static tgc_status oom(const char *what)
-{
-    return tgc_set_error(TGC_ERR_OOM, "tgc_interp_linalg: out of memory for %s scratch", what);
 }
 
 static int all_f32(tgc_tensor *const *in, int n_in, const tgc_tensor *out)

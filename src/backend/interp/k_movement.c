@@ -13,19 +13,20 @@
  * the only data-dependent errors (TGC_ERR_INVALID_ARG naming the op, the index and its
  * position); shape disagreements that inference should have caught are TGC_ERR_INTERNAL
  * and never turn into out-of-bounds accesses. */
-#include <inttypes.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "backend/interp/interp.h"
 #include "support/error.h"
 #include "tgc/ops.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 /* Exported for the eager core (tgc_copy_, tgc_copy_to_host, tgc_to) and other kernels.
  * dst/src point at element 0 of their buffers; offsets and strides are in elements. */
 void tgc_interp_copy_strided(void *dst, tgc_dtype ddt, int64_t doff, const int64_t *dstrides,
-                             const void *src, tgc_dtype sdt, int64_t soff,
-                             const int64_t *sstrides, const int64_t *shape, int ndim);
+                             const void *src, tgc_dtype sdt, int64_t soff, const int64_t *sstrides,
+                             const int64_t *shape, int ndim);
 /* Copies src's elements into dst in row-major order: same shape (any strides on both), or
  * same numel with different shapes. Overlapping storage is handled through a temporary.
  * Does not bump dst's version (the caller does). */
@@ -83,11 +84,6 @@ static int dense(const int64_t *shape, const int64_t *st, int nd)
         want *= shape[d];
     }
     return 1;
-}
-
-static const char *dims_str(const int64_t *shape, int nd, char *buf, size_t n)
-{
-    return tgc_format_dims(shape, nd, buf, n);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -203,8 +199,8 @@ static int squeeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
     return 1;
 }
 
-static int unsqueeze_geometry(const tgc_tensor *in, const tgc_attrs *a,
-                              const int64_t *out_shape, int out_ndim, int64_t *strides)
+static int unsqueeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int64_t *out_shape,
+                              int out_ndim, int64_t *strides)
 {
     int at = norm_axis(a->i[0], out_ndim);
     if (at < 0 || out_ndim != in->ndim + 1 || out_shape[at] != 1)
@@ -257,26 +253,18 @@ int tgc_interp_view_geometry(tgc_op op, const tgc_tensor *in, const tgc_attrs *a
     switch (op) {
     case TGC_OP_RESHAPE:
     case TGC_OP_FLATTEN:
-        return reshape_strides(in->shape, in->strides, in->ndim, out_shape, out_ndim,
-                               strides);
+        return reshape_strides(in->shape, in->strides, in->ndim, out_shape, out_ndim, strides);
     case TGC_OP_CONTIGUOUS:
-        if (!same_shape(in->shape, in->ndim, out_shape, out_ndim) ||
-            !tgc_tensor_is_contiguous(in))
+        if (!same_shape(in->shape, in->ndim, out_shape, out_ndim) || !tgc_tensor_is_contiguous(in))
             return 0;
         memcpy(strides, in->strides, sizeof(int64_t) * (size_t)out_ndim);
         return 1;
-    case TGC_OP_PERMUTE:
-        return permute_geometry(in, a, out_shape, out_ndim, strides);
-    case TGC_OP_EXPAND:
-        return expand_geometry(in, out_shape, out_ndim, strides);
-    case TGC_OP_SQUEEZE:
-        return squeeze_geometry(in, a, out_shape, out_ndim, strides);
-    case TGC_OP_UNSQUEEZE:
-        return unsqueeze_geometry(in, a, out_shape, out_ndim, strides);
-    case TGC_OP_SLICE:
-        return slice_geometry(in, a, out_shape, out_ndim, strides, offset);
-    default:
-        return 0;
+    case TGC_OP_PERMUTE: return permute_geometry(in, a, out_shape, out_ndim, strides);
+    case TGC_OP_EXPAND: return expand_geometry(in, out_shape, out_ndim, strides);
+    case TGC_OP_SQUEEZE: return squeeze_geometry(in, a, out_shape, out_ndim, strides);
+    case TGC_OP_UNSQUEEZE: return unsqueeze_geometry(in, a, out_shape, out_ndim, strides);
+    case TGC_OP_SLICE: return slice_geometry(in, a, out_shape, out_ndim, strides, offset);
+    default: return 0;
     }
 }
 
@@ -293,16 +281,15 @@ typedef struct copy_run {
     char *dbase;
     const char *sbase;
     tgc_dtype ddt, sdt;
-    size_t esz;         /* element size (same-dtype modes) */
-    int64_t n;          /* elements along the inner dim */
+    size_t esz; /* element size (same-dtype modes) */
+    int64_t n;  /* elements along the inner dim */
     int64_t dstep, sstep;
-    int64_t rows;       /* RUN_TILE: second dim, stride 1 in src, drow in dst */
+    int64_t rows; /* RUN_TILE: second dim, stride 1 in src, drow in dst */
     int64_t drow;
 } copy_run;
 
-static inline __attribute__((always_inline)) void strided_run(char *d, int64_t ds,
-                                                              const char *s, int64_t ss,
-                                                              int64_t n, size_t esz)
+static inline __attribute__((always_inline)) void strided_run(char *d, int64_t ds, const char *s,
+                                                              int64_t ss, int64_t n, size_t esz)
 {
     for (int64_t i = 0; i < n; i++)
         memcpy(d + i * ds, s + i * ss, esz);
@@ -310,9 +297,8 @@ static inline __attribute__((always_inline)) void strided_run(char *d, int64_t d
 
 /* dst row r, col c at d + r*drow + c*esz; src row r, col c at s + r*esz + c*scol. Tiles keep
  * the strided reads of a transpose inside a few cache lines. */
-static inline __attribute__((always_inline)) void tile_run(char *d, int64_t drow, const char *s,
-                                                           int64_t scol, int64_t rows,
-                                                           int64_t cols, size_t esz)
+static inline __attribute__((always_inline)) void
+tile_run(char *d, int64_t drow, const char *s, int64_t scol, int64_t rows, int64_t cols, size_t esz)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += TILE) {
         int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows;
@@ -425,15 +411,21 @@ static void drop_dim(int64_t *sh, int64_t *ds, int64_t *ss, int n, int k)
 }
 
 void tgc_interp_copy_strided(void *dst, tgc_dtype ddt, int64_t doff, const int64_t *dstrides,
-                             const void *src, tgc_dtype sdt, int64_t soff,
-                             const int64_t *sstrides, const int64_t *shape, int ndim)
+                             const void *src, tgc_dtype sdt, int64_t soff, const int64_t *sstrides,
+                             const int64_t *shape, int ndim)
 {
     int64_t sh[TGC_MAX_DIMS], ds[TGC_MAX_DIMS], ss[TGC_MAX_DIMS];
     int n = coalesce(shape, dstrides, sstrides, ndim, sh, ds, ss);
     if (n < 0)
         return;
-    copy_run r = {.dbase = dst, .sbase = src, .ddt = ddt, .sdt = sdt, .esz = tgc_dtype_size(ddt),
-                  .n = 1, .dstep = 1, .sstep = 1};
+    copy_run r = {.dbase = dst,
+                  .sbase = src,
+                  .ddt = ddt,
+                  .sdt = sdt,
+                  .esz = tgc_dtype_size(ddt),
+                  .n = 1,
+                  .dstep = 1,
+                  .sstep = 1};
     if (n > 0) {
         r.n = sh[n - 1];
         r.dstep = ds[n - 1];
@@ -462,56 +454,78 @@ void tgc_interp_copy_strided(void *dst, tgc_dtype ddt, int64_t doff, const int64
     copy_outer(&r, n, sh, ds, ss, doff, soff);
 }
 
-static int64_t extent_lo(const tgc_tensor *t)
+/* One side of a copy: a buffer and where its elements are. */
+typedef struct layout {
+    void *base;
+    tgc_dtype dt;
+    int64_t off;
+    int nd;
+    const int64_t *shape, *st;
+} layout;
+
+static layout layout_of(const tgc_tensor *t)
 {
-    int64_t lo = t->offset;
-    for (int d = 0; d < t->ndim; d++)
-        if (t->strides[d] < 0)
-            lo += (t->shape[d] - 1) * t->strides[d];
-    return lo * (int64_t)tgc_dtype_size(t->dtype);
+    return (layout){tgc_tensor_base(t), t->dtype, t->offset, t->ndim, t->shape, t->strides};
 }
 
-static int64_t extent_hi(const tgc_tensor *t)
+static void copy_same_shape(layout d, layout s)
 {
-    int64_t hi = t->offset;
-    for (int d = 0; d < t->ndim; d++)
-        if (t->strides[d] > 0)
-            hi += (t->shape[d] - 1) * t->strides[d];
-    return (hi + 1) * (int64_t)tgc_dtype_size(t->dtype);
+    tgc_interp_copy_strided(d.base, d.dt, d.off, d.st, s.base, s.dt, s.off, s.st, s.shape, s.nd);
 }
 
-/* Row-major element copy between two geometries of equal numel (shapes may differ). */
-static tgc_status copy_geometry(void *dbase, tgc_dtype ddt, int64_t doff, const int64_t *dsh,
-                                const int64_t *dst, int dnd, const void *sbase, tgc_dtype sdt,
-                                int64_t soff, const int64_t *ssh, const int64_t *sst, int snd)
+/* Row-major element copy between two layouts of equal numel whose shapes may differ; fn
+ * names the caller in an out-of-memory message. */
+static tgc_status copy_layout(const char *fn, layout d, layout s)
 {
     int64_t cst[TGC_MAX_DIMS];
-    if (same_shape(dsh, dnd, ssh, snd)) {
-        tgc_interp_copy_strided(dbase, ddt, doff, dst, sbase, sdt, soff, sst, ssh, snd);
+    if (same_shape(d.shape, d.nd, s.shape, s.nd)) {
+        copy_same_shape(d, s);
         return TGC_OK;
     }
-    if (dense(dsh, dst, dnd)) {
-        row_major(ssh, snd, cst);
-        tgc_interp_copy_strided(dbase, ddt, doff, cst, sbase, sdt, soff, sst, ssh, snd);
+    /* A dense side can take the other side's shape with row-major strides. */
+    if (dense(d.shape, d.st, d.nd)) {
+        row_major(s.shape, s.nd, cst);
+        copy_same_shape((layout){d.base, d.dt, d.off, s.nd, s.shape, cst}, s);
         return TGC_OK;
     }
-    if (dense(ssh, sst, snd)) {
-        row_major(dsh, dnd, cst);
-        tgc_interp_copy_strided(dbase, ddt, doff, dst, sbase, sdt, soff, cst, dsh, dnd);
+    if (dense(s.shape, s.st, s.nd)) {
+        row_major(d.shape, d.nd, cst);
+        copy_same_shape(d, (layout){s.base, s.dt, s.off, d.nd, d.shape, cst});
         return TGC_OK;
     }
-    /* Both strided with different shapes: through a dense temporary of src's dtype. */
-    int64_t n = numel_of(ssh, snd);
-    void *tmp = malloc((size_t)n * tgc_dtype_size(sdt));
+    /* Both strided: through a dense temporary in the source's dtype. */
+    int64_t n = numel_of(s.shape, s.nd);
+    void *tmp = malloc((size_t)n * tgc_dtype_size(s.dt));
     if (!tmp)
-        return tgc_set_error(TGC_ERR_OOM, "tgc_copy: out of memory for a %" PRId64
-                             "-element temporary", n);
-    row_major(ssh, snd, cst);
-    tgc_interp_copy_strided(tmp, sdt, 0, cst, sbase, sdt, soff, sst, ssh, snd);
-    row_major(dsh, dnd, cst);
-    tgc_interp_copy_strided(dbase, ddt, doff, dst, tmp, sdt, 0, cst, dsh, dnd);
+        return tgc_set_error(TGC_ERR_OOM, "%s: out of memory for a %" PRId64 "-element temporary",
+                             fn, n);
+    row_major(s.shape, s.nd, cst);
+    copy_same_shape((layout){tmp, s.dt, 0, s.nd, s.shape, cst}, s);
+    tgc_status st = copy_layout(fn, d, (layout){tmp, s.dt, 0, s.nd, s.shape, cst});
     free(tmp);
-    return TGC_OK;
+    return st;
+}
+
+/* Storage byte range [lo, hi) that t's elements occupy (t not empty). */
+static void byte_extent(const tgc_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t a = t->offset, b = t->offset, es = (int64_t)tgc_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t span = (t->shape[d] - 1) * t->strides[d];
+        if (span < 0)
+            a += span;
+        else
+            b += span;
+    }
+    *lo = a * es;
+    *hi = (b + 1) * es;
+}
+
+static int same_layout(const tgc_tensor *a, const tgc_tensor *b)
+{
+    return a->dtype == b->dtype && a->offset == b->offset &&
+           same_shape(a->shape, a->ndim, b->shape, b->ndim) &&
+           !memcmp(a->strides, b->strides, sizeof(int64_t) * (size_t)a->ndim);
 }
 
 tgc_status tgc_interp_copy(tgc_tensor *dst, const tgc_tensor *src)
@@ -519,36 +533,33 @@ tgc_status tgc_interp_copy(tgc_tensor *dst, const tgc_tensor *src)
     char b1[96], b2[96];
     int64_t n = numel_of(src->shape, src->ndim);
     if (n != numel_of(dst->shape, dst->ndim))
-        return tgc_set_error(TGC_ERR_SHAPE, "tgc_copy: dst is %s but src is %s",
-                             dims_str(dst->shape, dst->ndim, b1, sizeof b1),
-                             dims_str(src->shape, src->ndim, b2, sizeof b2));
+        return tgc_set_error(TGC_ERR_SHAPE, "tgc_copy_: dst is %s but src is %s",
+                             tgc_format_dims(dst->shape, dst->ndim, b1, sizeof b1),
+                             tgc_format_dims(src->shape, src->ndim, b2, sizeof b2));
     if (n == 0)
         return TGC_OK;
-    const char *sbase = tgc_tensor_base(src);
-    char *dbase = tgc_tensor_base(dst);
-    if (!sbase || !dbase)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_copy: a tensor without host storage");
-    if (sbase != dbase || extent_hi(src) <= extent_lo(dst) || extent_hi(dst) <= extent_lo(src))
-        return copy_geometry(dbase, dst->dtype, dst->offset, dst->shape, dst->strides,
-                             dst->ndim, sbase, src->dtype, src->offset, src->shape,
-                             src->strides, src->ndim);
-    if (src->dtype == dst->dtype && src->offset == dst->offset &&
-        same_shape(src->shape, src->ndim, dst->shape, dst->ndim) &&
-        !memcmp(src->strides, dst->strides, sizeof(int64_t) * (size_t)src->ndim))
+    layout d = layout_of(dst), s = layout_of(src);
+    if (!d.base || !s.base)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_copy_: a tensor without host storage");
+    int64_t dlo, dhi, slo, shi;
+    byte_extent(dst, &dlo, &dhi);
+    byte_extent(src, &slo, &shi);
+    if (d.base != s.base || shi <= dlo || dhi <= slo)
+        return copy_layout("tgc_copy_", d, s);
+    if (same_layout(dst, src))
         return TGC_OK; /* copying a tensor onto itself */
     /* Overlapping storage: snapshot the source first. */
     int64_t cst[TGC_MAX_DIMS];
     void *tmp = malloc((size_t)n * tgc_dtype_size(src->dtype));
     if (!tmp)
-        return tgc_set_error(TGC_ERR_OOM, "tgc_copy: out of memory for a %" PRId64
-                             "-element temporary", n);
+        return tgc_set_error(TGC_ERR_OOM,
+                             "tgc_copy_: out of memory for a %" PRId64 "-element temporary", n);
     row_major(src->shape, src->ndim, cst);
-    tgc_interp_copy_strided(tmp, src->dtype, 0, cst, sbase, src->dtype, src->offset,
-                            src->strides, src->shape, src->ndim);
-    tgc_status s = copy_geometry(dbase, dst->dtype, dst->offset, dst->shape, dst->strides,
-                                 dst->ndim, tmp, src->dtype, 0, src->shape, cst, src->ndim);
+    layout snap = {tmp, s.dt, 0, s.nd, s.shape, cst};
+    copy_same_shape(snap, s);
+    tgc_status st = copy_layout("tgc_copy_", d, snap);
     free(tmp);
-    return s;
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -560,8 +571,8 @@ static tgc_status shape_mismatch(tgc_op op, const char *what, const tgc_tensor *
 {
     char b1[96], b2[96];
     return tgc_set_error(TGC_ERR_INTERNAL, "tgc_%s: %s %s does not fit output %s", tgc_op_name(op),
-                         what, dims_str(t->shape, t->ndim, b1, sizeof b1),
-                         dims_str(out->shape, out->ndim, b2, sizeof b2));
+                         what, tgc_format_dims(t->shape, t->ndim, b1, sizeof b1),
+                         tgc_format_dims(out->shape, out->ndim, b2, sizeof b2));
 }
 
 /* Copies src (its own geometry) into out's region at doff with strides dst. */
@@ -572,37 +583,35 @@ static void copy_into(tgc_tensor *out, int64_t doff, const int64_t *dst, const t
                             src->dtype, soff, src->strides, shape, nd);
 }
 
-static tgc_status view_copy(tgc_op op, const tgc_tensor *in, const tgc_attrs *a,
-                            tgc_tensor *out)
+static tgc_status view_copy(tgc_op op, const tgc_tensor *in, const tgc_attrs *a, tgc_tensor *out)
 {
     int64_t st[TGC_MAX_DIMS], off, ost[TGC_MAX_DIMS];
     row_major(out->shape, out->ndim, ost);
     if (tgc_interp_view_geometry(op, in, a, out->shape, out->ndim, st, &off)) {
         tgc_interp_copy_strided(tgc_tensor_base(out), out->dtype, out->offset, ost,
-                                tgc_tensor_base(in), in->dtype, off, st, out->shape,
-                                out->ndim);
+                                tgc_tensor_base(in), in->dtype, off, st, out->shape, out->ndim);
         return TGC_OK;
     }
     if ((op != TGC_OP_RESHAPE && op != TGC_OP_FLATTEN && op != TGC_OP_CONTIGUOUS) ||
         numel_of(in->shape, in->ndim) != numel_of(out->shape, out->ndim))
         return shape_mismatch(op, "input", in, out);
-    return copy_geometry(tgc_tensor_base(out), out->dtype, out->offset, out->shape, ost,
-                         out->ndim, tgc_tensor_base(in), in->dtype, in->offset, in->shape,
-                         in->strides, in->ndim);
+    char fn[48];
+    snprintf(fn, sizeof fn, "tgc_%s", tgc_op_name(op));
+    layout d = layout_of(out);
+    d.st = ost;
+    return copy_layout(fn, d, layout_of(in));
 }
 
-static tgc_status cat_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a,
-                             tgc_tensor *out)
+static tgc_status cat_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     int64_t ost[TGC_MAX_DIMS], total = 0;
     int dim = norm_axis(a->i[0], out->ndim);
     if (dim < 0)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_cat: dim %" PRId64 " out of range",
-                             a->i[0]);
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_cat: dim %" PRId64 " out of range", a->i[0]);
     for (int k = 0; k < n_in; k++) {
         const tgc_tensor *t = in[k];
         if (numel_of(t->shape, t->ndim) == 0)
-            continue; /* empty pieces (legacy [0] ones included) add nothing */
+            continue; /* empty pieces add nothing */
         if (t->ndim != out->ndim)
             return shape_mismatch(TGC_OP_CAT, "piece", t, out);
         for (int d = 0; d < out->ndim; d++)
@@ -611,8 +620,10 @@ static tgc_status cat_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a
         total += t->shape[dim];
     }
     if (numel_of(out->shape, out->ndim) > 0 && total != out->shape[dim])
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_cat: pieces add up to %" PRId64
-                             " along dim %d, output has %" PRId64, total, dim, out->shape[dim]);
+        return tgc_set_error(TGC_ERR_INTERNAL,
+                             "tgc_cat: pieces add up to %" PRId64
+                             " along dim %d, output has %" PRId64,
+                             total, dim, out->shape[dim]);
     row_major(out->shape, out->ndim, ost);
     int64_t at = 0;
     for (int k = 0; k < n_in; k++) {
@@ -625,14 +636,13 @@ static tgc_status cat_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     return TGC_OK;
 }
 
-static tgc_status stack_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a,
-                               tgc_tensor *out)
+static tgc_status stack_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     int64_t ost[TGC_MAX_DIMS], pst[TGC_MAX_DIMS];
     int dim = norm_axis(a->i[0], out->ndim);
     if (dim < 0 || out->shape[dim] != n_in)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_stack: dim %" PRId64
-                             " does not hold %d pieces", a->i[0], n_in);
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_stack: dim %" PRId64 " does not hold %d pieces",
+                             a->i[0], n_in);
     row_major(out->shape, out->ndim, ost);
     for (int d = 0, k = 0; d < out->ndim; d++)
         if (d != dim)
@@ -682,8 +692,8 @@ static tgc_status pad_kernel(const tgc_tensor *in, const tgc_attrs *a, tgc_tenso
     int nd = in->ndim;
     int64_t pairs = a->i[0];
     if (pairs < 0 || pairs > nd || out->ndim != nd)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_pad: %" PRId64 " pairs for a %d-d input",
-                             pairs, nd);
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_pad: %" PRId64 " pairs for a %d-d input", pairs,
+                             nd);
     for (int k = 0; k < pairs; k++) {
         before[nd - 1 - k] = a->i[1 + 2 * k];
         after[nd - 1 - k] = a->i[2 + 2 * k];
@@ -740,8 +750,8 @@ static tgc_status read_indices(tgc_op op, const tgc_tensor *idx, int64_t limit, 
         return TGC_OK;
     if (idx->dtype == TGC_I64) {
         row_major(idx->shape, idx->ndim, ost);
-        tgc_interp_copy_strided(ids, TGC_I64, 0, ost, tgc_tensor_base(idx), TGC_I64,
-                                idx->offset, idx->strides, idx->shape, idx->ndim);
+        tgc_interp_copy_strided(ids, TGC_I64, 0, ost, tgc_tensor_base(idx), TGC_I64, idx->offset,
+                                idx->strides, idx->shape, idx->ndim);
     } else {
         const int64_t *ist = idx->strides;
         int64_t pos[TGC_MAX_DIMS] = {0}, off = idx->offset;
@@ -779,9 +789,9 @@ static void select_slices(const tgc_tensor *t, int dim, const int64_t *ids, int6
     row_major(shape, nd, ost);
     shape[dim] = 1;
     for (int64_t j = 0; j < n; j++)
-        tgc_interp_copy_strided(tgc_tensor_base(out), out->dtype, out->offset + j * ost[dim],
-                                ost, tgc_tensor_base(t), t->dtype,
-                                t->offset + ids[j] * tst[dim], tst, shape, nd);
+        tgc_interp_copy_strided(tgc_tensor_base(out), out->dtype, out->offset + j * ost[dim], ost,
+                                tgc_tensor_base(t), t->dtype, t->offset + ids[j] * tst[dim], tst,
+                                shape, nd);
 }
 
 static tgc_status select_kernel(tgc_op op, const tgc_tensor *t, int dim, const tgc_tensor *idx,
@@ -804,6 +814,18 @@ static tgc_status select_kernel(tgc_op op, const tgc_tensor *t, int dim, const t
     return s;
 }
 
+/* One element of a same-dtype copy; the switch keeps the common sizes as plain moves. */
+static inline void copy_elem(char *d, const char *s, size_t esz)
+{
+    switch (esz) {
+    case 1: memcpy(d, s, 1); return;
+    case 2: memcpy(d, s, 2); return;
+    case 4: memcpy(d, s, 4); return;
+    case 8: memcpy(d, s, 8); return;
+    default: memcpy(d, s, esz); return;
+    }
+}
+
 static tgc_status gather_kernel(const tgc_tensor *t, const tgc_attrs *a, const tgc_tensor *idx,
                                 tgc_tensor *out)
 {
@@ -816,8 +838,8 @@ static tgc_status gather_kernel(const tgc_tensor *t, const tgc_attrs *a, const t
         if (d != dim && idx->shape[d] > t->shape[d])
             return tgc_set_error(TGC_ERR_SHAPE,
                                  "tgc_gather: index %s is larger than input %s at dim %d",
-                                 dims_str(idx->shape, nd, b1, sizeof b1),
-                                 dims_str(t->shape, nd, b2, sizeof b2), d);
+                                 tgc_format_dims(idx->shape, nd, b1, sizeof b1),
+                                 tgc_format_dims(t->shape, nd, b2, sizeof b2), d);
     int64_t n = numel_of(idx->shape, nd);
     int64_t limit = nd ? t->shape[dim] : 1, tdim = nd ? t->strides[dim] : 0;
     int64_t pos[TGC_MAX_DIMS] = {0}, ioff = idx->offset, toff = t->offset;
@@ -831,7 +853,7 @@ static tgc_status gather_kernel(const tgc_tensor *t, const tgc_attrs *a, const t
             return index_error(TGC_OP_GATHER, v, limit, p);
         int64_t src = toff + v * tdim, dst = out->offset + p;
         if (same)
-            memcpy(obase + dst * (int64_t)esz, tbase + src * (int64_t)esz, esz);
+            copy_elem(obase + dst * (int64_t)esz, tbase + src * (int64_t)esz, esz);
         else
             tgc_store(obase, out->dtype, dst, tgc_load(tbase, t->dtype, src));
         for (int k = nd - 1; k >= 0; k--) {
@@ -852,8 +874,10 @@ static tgc_status check_host(tgc_op op, const tgc_tensor *t)
 {
     if (tgc_tensor_base(t) || numel_of(t->shape, t->ndim) == 0)
         return TGC_OK;
-    return tgc_set_error(TGC_ERR_INTERNAL, "tgc_%s: a tensor without host storage reached "
-                         "the interp backend", tgc_op_name(op));
+    return tgc_set_error(TGC_ERR_INTERNAL,
+                         "tgc_%s: a tensor without host storage reached "
+                         "the interp backend",
+                         tgc_op_name(op));
 }
 
 tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
@@ -861,8 +885,8 @@ tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in, const
 {
     const tgc_op_info *info = tgc_op_info_of(op);
     if (!info || n_in < info->min_inputs || (info->max_inputs >= 0 && n_in > info->max_inputs))
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_movement: op %d with %d inputs",
-                             (int)op, n_in);
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_movement: op %d with %d inputs", (int)op,
+                             n_in);
     for (int k = 0; k < n_in; k++) {
         if (!in[k])
             return tgc_set_error(TGC_ERR_INTERNAL, "tgc_%s: input %d is NULL", tgc_op_name(op), k);
@@ -881,14 +905,10 @@ tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in, const
     case TGC_OP_UNSQUEEZE:
     case TGC_OP_SLICE:
     case TGC_OP_FLATTEN:
-    case TGC_OP_CONTIGUOUS:
-        return view_copy(op, in[0], a, out);
-    case TGC_OP_CAT:
-        return cat_kernel(in, n_in, a, out);
-    case TGC_OP_STACK:
-        return stack_kernel(in, n_in, a, out);
-    case TGC_OP_PAD:
-        return pad_kernel(in[0], a, out);
+    case TGC_OP_CONTIGUOUS: return view_copy(op, in[0], a, out);
+    case TGC_OP_CAT: return cat_kernel(in, n_in, a, out);
+    case TGC_OP_STACK: return stack_kernel(in, n_in, a, out);
+    case TGC_OP_PAD: return pad_kernel(in[0], a, out);
     case TGC_OP_EMBEDDING:
         if (in[0]->ndim != 2)
             return shape_mismatch(op, "weight", in[0], out);
@@ -899,8 +919,7 @@ tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in, const
             return shape_mismatch(op, "index", in[1], out);
         return select_kernel(op, in[0], dim, in[1], out);
     }
-    case TGC_OP_GATHER:
-        return gather_kernel(in[0], a, in[1], out);
+    case TGC_OP_GATHER: return gather_kernel(in[0], a, in[1], out);
     default:
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_movement: '%s' is not a movement op",
                              tgc_op_name(op));
