@@ -6,10 +6,10 @@
 #include <math.h>
 #include <stdatomic.h>
 
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
+#define PHILOX_M0     0xD2511F53u
+#define PHILOX_M1     0xCD9E8D57u
+#define PHILOX_W0     0x9E3779B9u
+#define PHILOX_W1     0xBB67AE85u
 #define PHILOX_ROUNDS 10
 
 /* The stream's seed before any tgc_rng_seed call. */

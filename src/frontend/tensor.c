@@ -6,6 +6,7 @@
 
 #include "frontend/tensor_impl.h"
 #include "frontend/trace.h"
+#include "backend/interp/interp.h"
 #include "frontend/module_impl.h"
 #include "runtime/philox.h"
 #include "support/error.h"
@@ -520,25 +521,6 @@ tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev)
     return tgc_contiguous(t);
 }
 
-static void copy_elements(tgc_tensor *dst, const tgc_tensor *src, void *dst_base,
-                          tgc_dtype dst_dt)
-{
-    int64_t n = tgc_shape_numel(src->shape, src->ndim);
-    const void *sb = tgc_tensor_base(src);
-    if (src->dtype == dst_dt && tgc_tensor_is_contiguous(src) &&
-        (!dst || tgc_tensor_is_contiguous(dst))) {
-        size_t es = tgc_dtype_size(dst_dt);
-        int64_t doff = dst ? dst->offset : 0;
-        memmove((char *)dst_base + doff * (int64_t)es, (const char *)sb + src->offset * (int64_t)es,
-                (size_t)n * es);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        double v = tgc_load(sb, src->dtype, tgc_tensor_elem_offset(src, i));
-        tgc_store(dst_base, dst_dt, dst ? tgc_tensor_elem_offset(dst, i) : i, v);
-    }
-}
-
 tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
 {
     if (!t)
@@ -552,8 +534,12 @@ tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
                              want);
     if (want && !dst)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_copy_to_host: dst is NULL");
-    if (want)
-        copy_elements(NULL, t, dst, t->dtype);
+    if (want) {
+        int64_t strides[TGC_MAX_DIMS];
+        tgc_contiguous_strides(t->shape, t->ndim, strides);
+        tgc_interp_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype,
+                                t->offset, t->strides, t->shape, t->ndim);
+    }
     return TGC_OK;
 }
 
@@ -570,7 +556,9 @@ tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src)
                              tgc_format_dims(dst->shape, dst->ndim, a, sizeof a),
                              tgc_format_dims(src->shape, src->ndim, b, sizeof b));
     }
-    copy_elements(dst, src, tgc_tensor_base(dst), dst->dtype);
+    tgc_status st = tgc_interp_copy(dst, src);
+    if (st != TGC_OK)
+        return st;
     tgc_storage_bump(dst->storage);
     return TGC_OK;
 }

@@ -55,7 +55,8 @@ tgc_status tgc_guards_build(tgc_guards *g, tgc_trace *tr, tgc_module *self,
                                               tr->bound[i].is_const};
     g->n_captured = tr->n_bound;
     tr->n_bound = 0; /* the guards own those references now */
-    memcpy(g->values, tr->value_guards, (size_t)tr->n_value_guards * sizeof *g->values);
+    if (tr->n_value_guards)
+        memcpy(g->values, tr->value_guards, (size_t)tr->n_value_guards * sizeof *g->values);
     g->n_values = tr->n_value_guards;
     return TGC_OK;
 }

@@ -22,16 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Exported for the eager core (tgc_copy_, tgc_copy_to_host, tgc_to) and other kernels.
- * dst/src point at element 0 of their buffers; offsets and strides are in elements. */
-void tgc_interp_copy_strided(void *dst, tgc_dtype ddt, int64_t doff, const int64_t *dstrides,
-                             const void *src, tgc_dtype sdt, int64_t soff, const int64_t *sstrides,
-                             const int64_t *shape, int ndim);
-/* Copies src's elements into dst in row-major order: same shape (any strides on both), or
- * same numel with different shapes. Overlapping storage is handled through a temporary.
- * Does not bump dst's version (the caller does). */
-tgc_status tgc_interp_copy(tgc_tensor *dst, const tgc_tensor *src);
-
 #define TILE 32
 
 /* ------------------------------------------------------------------------------------ */

@@ -5,42 +5,33 @@
  * widened on load and rounded on store by the shared element helpers. Random ops draw from
  * the process Philox stream exactly as runtime/philox.h describes, so compiled code can
  * reproduce their bits. */
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "backend/interp/interp.h"
 #include "runtime/philox.h"
 #include "support/error.h"
 #include "tgc/ops.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- element access ---- */
 
 static inline double ld(const void *base, tgc_dtype dt, int64_t off)
 {
     switch (dt) {
-    case TGC_F32:
-        return ((const float *)base)[off];
-    case TGC_F64:
-        return ((const double *)base)[off];
-    default:
-        return tgc_load(base, dt, off);
+    case TGC_F32: return ((const float *)base)[off];
+    case TGC_F64: return ((const double *)base)[off];
+    default: return tgc_load(base, dt, off);
     }
 }
 
 static inline void st(void *base, tgc_dtype dt, int64_t off, double v)
 {
     switch (dt) {
-    case TGC_F32:
-        ((float *)base)[off] = (float)v;
-        break;
-    case TGC_F64:
-        ((double *)base)[off] = v;
-        break;
-    default:
-        tgc_store(base, dt, off, v);
-        break;
+    case TGC_F32: ((float *)base)[off] = (float)v; break;
+    case TGC_F64: ((double *)base)[off] = v; break;
+    default: tgc_store(base, dt, off, v); break;
     }
 }
 
@@ -154,15 +145,9 @@ static void gather_i64(const tgc_tensor *t, int64_t start, int64_t n, int64_t *d
         for (int64_t j = 0; j < r; j++) {
             int64_t o = off + j * s;
             switch (t->dtype) {
-            case TGC_I64:
-                dst[k + j] = ((const int64_t *)base)[o];
-                break;
-            case TGC_I32:
-                dst[k + j] = ((const int32_t *)base)[o];
-                break;
-            default:
-                dst[k + j] = (int64_t)tgc_load(base, t->dtype, o);
-                break;
+            case TGC_I64: dst[k + j] = ((const int64_t *)base)[o]; break;
+            case TGC_I32: dst[k + j] = ((const int32_t *)base)[o]; break;
+            default: dst[k + j] = (int64_t)tgc_load(base, t->dtype, o); break;
             }
         }
         k += r;
@@ -299,8 +284,7 @@ static tgc_status pool2d(tgc_op op, const tgc_tensor *x, const tgc_attrs *a, tgc
 
 /* ---- batch_norm: x [N, C, ...] ---- */
 
-static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a,
-                             tgc_tensor *out)
+static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     const tgc_tensor *x = in[0];
     const int training = a->i[0] != 0;
@@ -386,8 +370,7 @@ static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
 
 /* ---- layer_norm over the last n_norm dims ---- */
 
-static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a,
-                             tgc_tensor *out)
+static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     const tgc_tensor *x = in[0];
     const int n_norm = (int)a->i[0];
@@ -654,8 +637,7 @@ static tgc_status sdpa(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_
                 for (int64_t j = 0; j < S; j++) {
                     double wj = w[j] / sum;
                     if (p > 0)
-                        wj *= tgc_philox_uniform(seed, row0 + (uint64_t)j) >= p ? keep_scale
-                                                                                : 0.0;
+                        wj *= tgc_philox_uniform(seed, row0 + (uint64_t)j) >= p ? keep_scale : 0.0;
                     const int64_t vr = vo + j * vsl;
                     for (int64_t c = 0; c < Ev; c++)
                         acc[c] += wj * ld(vb, v->dtype, vr + c * vse);
@@ -678,8 +660,8 @@ tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_a
 {
     const tgc_op_info *info = tgc_op_info_of(op);
     if (!info || n_in < info->min_inputs || (info->max_inputs >= 0 && n_in > info->max_inputs))
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_nn: %s given %d inputs",
-                             tgc_op_name(op), n_in);
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_nn: %s given %d inputs", tgc_op_name(op),
+                             n_in);
     switch (op) {
     case TGC_OP_MAX_POOL2D:
     case TGC_OP_AVG_POOL2D:
@@ -689,8 +671,7 @@ tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_a
     case TGC_OP_DROPOUT:
     case TGC_OP_CROSS_ENTROPY:
     case TGC_OP_NLL_LOSS:
-    case TGC_OP_SDPA:
-        break;
+    case TGC_OP_SDPA: break;
     default:
         return tgc_set_error(TGC_ERR_INTERNAL,
                              "tgc_interp_nn: %s is not a pool, nn, random, loss or attention op",
@@ -704,18 +685,12 @@ tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_a
     switch (op) {
     case TGC_OP_MAX_POOL2D:
     case TGC_OP_AVG_POOL2D:
-    case TGC_OP_ADAPTIVE_AVG_POOL2D:
-        return pool2d(op, in[0], a, out);
-    case TGC_OP_BATCH_NORM:
-        return batch_norm(in, n_in, a, out);
-    case TGC_OP_LAYER_NORM:
-        return layer_norm(in, n_in, a, out);
-    case TGC_OP_DROPOUT:
-        return dropout(in[0], a, out);
+    case TGC_OP_ADAPTIVE_AVG_POOL2D: return pool2d(op, in[0], a, out);
+    case TGC_OP_BATCH_NORM: return batch_norm(in, n_in, a, out);
+    case TGC_OP_LAYER_NORM: return layer_norm(in, n_in, a, out);
+    case TGC_OP_DROPOUT: return dropout(in[0], a, out);
     case TGC_OP_CROSS_ENTROPY:
-    case TGC_OP_NLL_LOSS:
-        return loss(op, in, a, out);
-    default:
-        return sdpa(in, n_in, a, out);
+    case TGC_OP_NLL_LOSS: return loss(op, in, a, out);
+    default: return sdpa(in, n_in, a, out);
     }
 }
