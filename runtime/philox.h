@@ -13,7 +13,8 @@ void tgc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t ou
 uint32_t tgc_philox_bits(uint64_t seed, uint64_t counter);
 /* Uniform in [0, 1) with 24 random bits. */
 float tgc_philox_uniform(uint64_t seed, uint64_t counter);
-/* Standard normal from two counters (Box-Muller on counter and counter | 1<<63). */
+/* Standard normal from two counters (Box-Muller on counter and counter | 1<<63):
+ * sqrt(-2 ln(1 - u1)) * cos(2 pi u2) in double, rounded to float once. */
 float tgc_philox_normal(uint64_t seed, uint64_t counter);
 
 /* The process stream: tgc_rng_seed resets the offset to 0. tgc_rng_reserve(n) returns the

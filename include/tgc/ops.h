@@ -23,6 +23,8 @@
  * div always returns a float dtype (true division). Comparisons return bool. argmax returns
  * i64. sum of bool/i32 returns i64. Indices (embedding, gather, index_select, targets)
  * must be i32 or i64.
+ * matmul, linear, conv2d, pools, batch_norm, layer_norm and attention need float operands
+ * of one dtype (TGC_ERR_DTYPE otherwise); cast first for mixed precision.
  * Half types (f16, bf16) are stored in 16 bits and computed in f32 by every backend. */
 #ifndef TGC_OPS_H
 #define TGC_OPS_H
@@ -159,12 +161,14 @@ TGC_API tgc_tensor *tgc_dropout(tgc_tensor *x, double p, int training);
 #define TGC_REDUCE_SUM 2
 TGC_API tgc_tensor *tgc_cross_entropy(tgc_tensor *logits, tgc_tensor *target, int reduction,
                                       int64_t ignore_index, double label_smoothing);
-/* logp [N, C] log-probabilities. */
+/* logp [N, C] (or [N, C, d...], or unbatched [C]) log-probabilities. */
 TGC_API tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction,
                                  int64_t ignore_index);
 /* q [..., L, E], k [..., S, E], v [..., S, Ev]; mask NULL, bool (true = attend) or float
  * (added to scores), broadcast to [..., L, S]; causal masks j > i; scale 0 means
- * 1/sqrt(E); dropout_p applied to the attention weights (Philox stream, as tgc_dropout). */
+ * 1/sqrt(E); dropout_p applied to the attention weights (Philox stream, as tgc_dropout:
+ * one counter per element of the row-major [batch..., L, S] weights). A row whose every
+ * position is masked out gives zeros (as PyTorch's math path does), not NaN. */
 TGC_API tgc_tensor *tgc_scaled_dot_product_attention(tgc_tensor *q, tgc_tensor *k,
                                                      tgc_tensor *v, tgc_tensor *mask,
                                                      double dropout_p, int causal,

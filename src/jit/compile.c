@@ -258,6 +258,15 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
         tgc_log_msg(&f->cfg, TGC_LOG_PERF, "tgc: compiled '%s' variant %d in %.2f ms (%d nodes)",
                 f->name, v->id, 1e3 * v->compile_seconds, v->graph->n_nodes);
     }
+    if (f->cfg.log & TGC_LOG_GUARDS) {
+        tgc_strbuf sb = {0};
+        tgc_guards_describe(&v->guards, &sb);
+        char *text = tgc_sb_take(&sb);
+        if (text)
+            tgc_log_msg(&f->cfg, TGC_LOG_GUARDS, "tgc: guards of '%s' variant %d:\n%s", f->name,
+                        v->id, text);
+        free(text);
+    }
     *hit = v;
     return TGC_OK;
 }
