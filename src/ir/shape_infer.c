@@ -83,6 +83,13 @@ int64_t si_hint(const si_ctx *c, tgc_sdim d)
     return TGC_SDIM_IS_CONST(d) ? d : tgc_sym_hint(c->syms, d);
 }
 
+int si_ge(si_ctx *c, tgc_sdim d, int64_t bound)
+{
+    if (TGC_SDIM_IS_CONST(d) || !c->syms)
+        return TGC_SDIM_IS_CONST(d) && d >= bound;
+    return tgc_sym_assume_ge(c->syms, d, bound);
+}
+
 int si_eq(si_ctx *c, tgc_sdim a, tgc_sdim b)
 {
     if (tgc_sym_same(a, b))

@@ -84,7 +84,7 @@ static tgc_status window_out(si_ctx *c, tgc_sdim n, window w, const char *axis, 
     tgc_symtab *t = c->syms;
     tgc_sdim span = tgc_sym_add(t, tgc_sym_mul(t, w.dil, tgc_sym_sub(t, w.k, 1)), 1);
     tgc_sdim room = tgc_sym_sub(t, tgc_sym_add(t, n, 2 * w.pad), span);
-    if (si_hint(c, room) < 0)
+    if (!si_ge(c, room, 0))
         return si_fail(c, TGC_ERR_SHAPE,
                        "the %s window (%s with dilation %lld) is larger than the padded input "
                        "(%s + 2*%lld) of x %s",
@@ -175,7 +175,7 @@ static tgc_status adaptive_sizes(si_ctx *c, tgc_sdim *r)
     const tgc_vinfo *x = &c->in[0];
     const int64_t *i = c->a->i;
     tgc_status s = attrs_at_least(c, 0, 2, 1, "output size");
-    if (!s && (si_hint(c, x->shape[x->ndim - 2]) < 1 || si_hint(c, x->shape[x->ndim - 1]) < 1))
+    if (!s && (!si_ge(c, x->shape[x->ndim - 2], 1) || !si_ge(c, x->shape[x->ndim - 1], 1)))
         return si_fail(c, TGC_ERR_SHAPE, "x %s has an empty spatial dim", si_shape(c, x));
     r[0] = i[0];
     r[1] = i[1];
@@ -274,7 +274,7 @@ static tgc_status infer_batch_norm(si_ctx *c)
     if (s)
         return s;
     tgc_sdim per_channel = tgc_sym_mul(c->syms, x->shape[0], si_prod(c, x->shape + 2, x->ndim - 2));
-    if (c->a->i[0] && si_hint(c, per_channel) <= 1)
+    if (c->a->i[0] && !si_ge(c, per_channel, 2))
         return si_fail(c, TGC_ERR_SHAPE, "training needs more than 1 value per channel, x is %s",
                        si_shape(c, x));
     return si_set_out(c, x->dtype, x->shape, x->ndim);

@@ -329,7 +329,7 @@ static tgc_status infer_pad(si_ctx *c)
         int d = x->ndim - 1 - k;
         tgc_sdim before = c->a->i[1 + 2 * k], after = c->a->i[2 + 2 * k];
         r[d] = tgc_sym_add(c->syms, tgc_sym_add(c->syms, r[d], before), after);
-        if (si_hint(c, r[d]) < 0)
+        if (!si_ge(c, r[d], 0))
             return si_fail(c, TGC_ERR_SHAPE, "pads %lld, %lld make dim %d of %s negative",
                            (long long)before, (long long)after, d, si_shape(c, x));
     }
@@ -373,7 +373,7 @@ static tgc_status infer_gather(si_ctx *c)
         return s;
     int ok = idx->ndim == x->ndim;
     for (int d = 0; ok && d < x->ndim; d++)
-        ok = d == dim || si_hint(c, idx->shape[d]) <= si_hint(c, x->shape[d]);
+        ok = d == dim || si_ge(c, tgc_sym_sub(c->syms, x->shape[d], idx->shape[d]), 0);
     if (!ok)
         return si_fail(c, TGC_ERR_SHAPE,
                        "idx %s must have t's rank and no larger dims than t %s outside dim "

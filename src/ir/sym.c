@@ -26,7 +26,10 @@ struct tgc_symtab {
     int table_cap;
     sym_origin *syms;
     int n_syms, cap_syms;
-    tgc_sdim (*assume)[2];
+    struct assumption {
+        tgc_sdim a, b;
+        tgc_assume_kind kind;
+    } *assume;
     int n_assume, cap_assume;
 };
 
@@ -241,17 +244,17 @@ tgc_sdim tgc_sym_ceildiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 
 int tgc_sym_same(tgc_sdim a, tgc_sdim b) { return a == b; }
 
-static void add_assumption(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
+static void add_assumption(tgc_symtab *t, tgc_sdim a, tgc_sdim b, tgc_assume_kind kind)
 {
-    for (int k = 0; k < t->n_assume; k++)
-        if ((t->assume[k][0] == a && t->assume[k][1] == b) ||
-            (t->assume[k][0] == b && t->assume[k][1] == a))
+    for (int k = 0; k < t->n_assume; k++) {
+        const struct assumption *x = &t->assume[k];
+        if (x->kind == kind && ((x->a == a && x->b == b) ||
+                                (kind == TGC_ASSUME_EQ && x->a == b && x->b == a)))
             return;
+    }
     if (!grow((void **)&t->assume, &t->cap_assume, t->n_assume + 1, sizeof *t->assume))
         return;
-    t->assume[t->n_assume][0] = a;
-    t->assume[t->n_assume][1] = b;
-    t->n_assume++;
+    t->assume[t->n_assume++] = (struct assumption){a, b, kind};
 }
 
 int tgc_sym_unify(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
@@ -262,7 +265,7 @@ int tgc_sym_unify(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
         return 0;
     if (tgc_sym_hint(t, a) != tgc_sym_hint(t, b))
         return 0;
-    add_assumption(t, a, b);
+    add_assumption(t, a, b, TGC_ASSUME_EQ);
     return 1;
 }
 
@@ -271,16 +274,33 @@ int64_t tgc_sym_specialize(tgc_symtab *t, tgc_sdim d)
     if (TGC_SDIM_IS_CONST(d))
         return d;
     int64_t h = get(t, d)->hint;
-    add_assumption(t, d, h);
+    add_assumption(t, d, h, TGC_ASSUME_EQ);
     return h;
+}
+
+int tgc_sym_assume_ge(tgc_symtab *t, tgc_sdim a, int64_t bound)
+{
+    if (TGC_SDIM_IS_CONST(a))
+        return a >= bound;
+    if (tgc_sym_hint(t, a) < bound)
+        return 0;
+    add_assumption(t, a, bound, TGC_ASSUME_GE);
+    return 1;
 }
 
 int tgc_sym_n_assumptions(const tgc_symtab *t) { return t ? t->n_assume : 0; }
 
-void tgc_sym_assumption(const tgc_symtab *t, int k, tgc_sdim *a, tgc_sdim *b)
+tgc_assume_kind tgc_sym_assumption(const tgc_symtab *t, int k, tgc_sdim *a, tgc_sdim *b)
 {
-    *a = t->assume[k][0];
-    *b = t->assume[k][1];
+    *a = t->assume[k].a;
+    *b = t->assume[k].b;
+    return t->assume[k].kind;
+}
+
+int tgc_sym_assumption_holds(const tgc_symtab *t, int k, const int64_t *vals)
+{
+    int64_t a = tgc_sym_eval(t, t->assume[k].a, vals), b = tgc_sym_eval(t, t->assume[k].b, vals);
+    return t->assume[k].kind == TGC_ASSUME_EQ ? a == b : a >= b;
 }
 
 int64_t tgc_sym_eval(const tgc_symtab *t, tgc_sdim d, const int64_t *vals)

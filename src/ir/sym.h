@@ -52,8 +52,16 @@ int tgc_sym_unify(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
 /* Records the assumption d == hint(d) and returns the hint: specializes d. */
 int64_t tgc_sym_specialize(tgc_symtab *t, tgc_sdim d);
 
+/* 1 when a >= bound is known or assumed (hint satisfies it: the assumption is recorded);
+ * else 0. Used where a size must stay non-negative or positive (window fits, pads). */
+int tgc_sym_assume_ge(tgc_symtab *t, tgc_sdim a, int64_t bound);
+
+typedef enum { TGC_ASSUME_EQ, TGC_ASSUME_GE } tgc_assume_kind;
 int tgc_sym_n_assumptions(const tgc_symtab *t);
-void tgc_sym_assumption(const tgc_symtab *t, int k, tgc_sdim *a, tgc_sdim *b);
+/* Assumption k: a == b, or a >= b (b a constant). Returns its kind. */
+tgc_assume_kind tgc_sym_assumption(const tgc_symtab *t, int k, tgc_sdim *a, tgc_sdim *b);
+/* 1 when assumption k holds for these symbol values. */
+int tgc_sym_assumption_holds(const tgc_symtab *t, int k, const int64_t *vals);
 
 /* Value of d given the symbols' values vals[0..count). */
 int64_t tgc_sym_eval(const tgc_symtab *t, tgc_sdim d, const int64_t *vals);

@@ -114,12 +114,9 @@ static int value_ok(const tgc_value_guard *v, tgc_tensor *const *in)
 
 static int assumptions_ok(const tgc_guards *g, const int64_t *symvals)
 {
-    for (int k = 0; k < tgc_sym_n_assumptions(g->syms); k++) {
-        tgc_sdim a, b;
-        tgc_sym_assumption(g->syms, k, &a, &b);
-        if (tgc_sym_eval(g->syms, a, symvals) != tgc_sym_eval(g->syms, b, symvals))
+    for (int k = 0; k < tgc_sym_n_assumptions(g->syms); k++)
+        if (!tgc_sym_assumption_holds(g->syms, k, symvals))
             return 0;
-    }
     return 1;
 }
 
@@ -259,17 +256,17 @@ void tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tensor *const
     for (int i = 1; i < n_in; i++)
         check_input(&g->in[i], in[i], symvals);
     for (int k = 0; k < tgc_sym_n_assumptions(g->syms); k++) {
+        if (tgc_sym_assumption_holds(g->syms, k, symvals))
+            continue;
         tgc_sdim a, b;
-        tgc_sym_assumption(g->syms, k, &a, &b);
-        int64_t va = tgc_sym_eval(g->syms, a, symvals), vb = tgc_sym_eval(g->syms, b, symvals);
-        if (va != vb) {
-            char sa[128], sb[128];
-            tgc_sym_format(g->syms, a, sa, sizeof sa);
-            tgc_sym_format(g->syms, b, sb, sizeof sb);
-            snprintf(buf, n, "shape relation %s == %s no longer holds (%lld vs %lld)", sa, sb,
-                     (long long)va, (long long)vb);
-            return;
-        }
+        const char *rel = tgc_sym_assumption(g->syms, k, &a, &b) == TGC_ASSUME_EQ ? "==" : ">=";
+        char sa[128], sb[128];
+        tgc_sym_format(g->syms, a, sa, sizeof sa);
+        tgc_sym_format(g->syms, b, sb, sizeof sb);
+        snprintf(buf, n, "shape relation %s %s %s no longer holds (%lld vs %lld)", sa, rel, sb,
+                 (long long)tgc_sym_eval(g->syms, a, symvals),
+                 (long long)tgc_sym_eval(g->syms, b, symvals));
+        return;
     }
     snprintf(buf, n, "no guard failed");
 }
@@ -296,10 +293,10 @@ void tgc_guards_describe(const tgc_guards *g, tgc_strbuf *sb)
     for (int k = 0; k < tgc_sym_n_assumptions(g->syms); k++) {
         tgc_sdim a, b;
         char sa[128], sbuf[128];
-        tgc_sym_assumption(g->syms, k, &a, &b);
+        int eq = tgc_sym_assumption(g->syms, k, &a, &b) == TGC_ASSUME_EQ;
         tgc_sym_format(g->syms, a, sa, sizeof sa);
         tgc_sym_format(g->syms, b, sbuf, sizeof sbuf);
-        tgc_sb_printf(sb, "    %s == %s\n", sa, sbuf);
+        tgc_sb_printf(sb, "    %s %s %s\n", sa, eq ? "==" : ">=", sbuf);
     }
     if (g->has_module)
         tgc_sb_printf(sb, "    self: structure signature %016llx%s\n",

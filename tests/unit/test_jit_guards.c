@@ -564,6 +564,39 @@ static void dynamic_dims_equal_at_trace_are_guarded_equal(void **state)
     tgc_fn_free(f);
 }
 
+static tgc_status pools(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                        int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_max_pool2d(in[0], 3, 3, 1, 1, 0, 0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void dynamic_window_fit_is_guarded(void **state)
+{
+    (void)state;
+    tgc_config c = test_config();
+    c.dynamic = TGC_DYNAMIC_ALWAYS;
+    tgc_fn *f = tgc_compile(pools, "pools", &c);
+    int64_t big[4] = {1, 1, 8, 9}, fits[4] = {1, 1, 3, 5}, small[4] = {1, 1, 2, 5};
+    tgc_tensor *y, *x = tgc_ones(big, 4, TGC_F32, tgc_cpu());
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    assert_int_equal(tgc_size(y, 2), 6);
+    x = tgc_ones(fits, 4, TGC_F32, tgc_cpu());
+    assert_int_equal(call1(f, NULL, x, &y), TGC_OK);
+    assert_int_equal(tgc_size(y, 2), 1);
+    assert_int_equal(stats_of(f).compiles, 1);
+    /* a 2-high input no longer fits the window: the variant's guard rejects it and the
+     * retrace reports the shape error */
+    x = tgc_ones(small, 4, TGC_F32, tgc_cpu());
+    assert_int_equal(call1(f, NULL, x, &y), TGC_ERR_SHAPE);
+    assert_non_null(strstr(tgc_last_error(), "tgc_max_pool2d"));
+    char *r = tgc_fn_explain(f);
+    assert_non_null(strstr(r, ">= 0"));
+    tgc_free(r);
+    tgc_fn_free(f);
+}
+
 static tgc_status breaks_graph(tgc_module *self, tgc_tensor *const *in, int n_in,
                                tgc_tensor **out, int n_out)
 {
@@ -733,6 +766,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(dynamic_dims_equal_at_trace_are_guarded_equal, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(dynamic_window_fit_is_guarded, setup, teardown),
         cmocka_unit_test_setup_teardown(graph_break_runs_eagerly_and_is_logged, setup, teardown),
         cmocka_unit_test_setup_teardown(graph_break_with_fullgraph_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(tensors_created_while_tracing_are_constants, setup,
