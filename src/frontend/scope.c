@@ -1,4 +1,5 @@
 /* Per-thread scopes: every tensor a user sees belongs to exactly one. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "frontend/tensor_impl.h"
@@ -13,10 +14,25 @@ typedef struct tgc_scope {
 static _Thread_local tgc_scope root_scope;
 static _Thread_local tgc_scope *innermost;
 
+/* A thread-specific key whose destructor frees the thread's scopes when it exits. */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void on_thread_exit(void *unused)
+{
+    (void)unused;
+    tgc_shutdown();
+}
+
+static void make_exit_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
+
 static tgc_scope *current(void)
 {
-    if (!innermost)
+    if (!innermost) {
         innermost = &root_scope;
+        pthread_once(&exit_once, make_exit_key);
+        pthread_setspecific(exit_key, &root_scope);
+    }
     return innermost;
 }
 

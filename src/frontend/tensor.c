@@ -6,7 +6,9 @@
 
 #include "frontend/tensor_impl.h"
 #include "frontend/trace.h"
+#include "ir/shape_infer.h"
 #include "backend/interp/interp.h"
+#include "frontend/apply.h"
 #include "frontend/module_impl.h"
 #include "runtime/philox.h"
 #include "support/error.h"
@@ -233,13 +235,22 @@ static int check_shape(const char *fn, const int64_t *shape, int ndim)
         tgc_set_error(TGC_ERR_INVALID_ARG, "%s: shape is NULL with ndim %d", fn, ndim);
         return 0;
     }
-    for (int i = 0; i < ndim; i++)
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        char b[160];
         if (shape[i] < 0) {
-            char b[160];
             tgc_set_error(TGC_ERR_INVALID_ARG, "%s: negative size at dim %d in %s", fn, i,
                           tgc_format_dims(shape, ndim, b, sizeof b));
             return 0;
         }
+        /* 2^56 elements bound numel * element size (8 bytes at most) below 2^59 */
+        if (shape[i] && numel > ((int64_t)1 << 56) / shape[i]) {
+            tgc_set_error(TGC_ERR_INVALID_ARG, "%s: shape %s has too many elements", fn,
+                          tgc_format_dims(shape, ndim, b, sizeof b));
+            return 0;
+        }
+        numel *= shape[i];
+    }
     return 1;
 }
 
@@ -319,7 +330,7 @@ static void fill(tgc_tensor *t, double v)
 {
     int64_t n = tgc_shape_numel(t->shape, t->ndim);
     void *p = tgc_tensor_base(t);
-    if (v == 0) {
+    if (v == 0 && !signbit(v)) {
         memset(p, 0, (size_t)n * tgc_dtype_size(t->dtype));
         return;
     }
@@ -401,20 +412,26 @@ tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape,
     return t;
 }
 
+/* Through tgc_apply, so that inside a traced function the draw is a graph node that runs
+ * on every call (and advances the stream like eager code), not a trace-time constant. */
 static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,
                                  tgc_device dev, int normal)
 {
-    tgc_tensor *t = new_tensor(fn, shape, ndim, dt, dev);
-    if (!t)
+    if (!check_shape(fn, shape, ndim) || !check_dtype_device(fn, dt, dev))
         return NULL;
-    int64_t n = tgc_shape_numel(shape, ndim);
-    uint64_t seed = tgc_rng_current_seed(), base = tgc_rng_reserve((uint64_t)n);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t c = base + (uint64_t)i;
-        double v = normal ? tgc_philox_normal(seed, c) : tgc_philox_uniform(seed, c);
-        tgc_store(tgc_tensor_base(t), dt, i, v);
+    if (!tgc_dtype_is_float(dt)) {
+        tgc_set_error(TGC_ERR_DTYPE, "%s: random tensors must be a float dtype, got %s", fn,
+                      tgc_dtype_name(dt));
+        return NULL;
     }
-    return t;
+    tgc_attrs a = {0};
+    for (int d = 0; d < ndim; d++)
+        a.i[d] = shape[d];
+    a.ni = ndim;
+    a.dtype = dt;
+    a.f[0] = normal;
+    a.nf = 1;
+    return tgc_apply(TGC_OP_RAND, NULL, 0, &a);
 }
 
 tgc_tensor *tgc_rand(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
@@ -585,7 +602,14 @@ double tgc_item_f64(const tgc_tensor *t) { return item(t, "tgc_item_f64"); }
 int64_t tgc_item_i64(const tgc_tensor *t)
 {
     double v = item(t, "tgc_item_i64");
-    return v != v ? 0 : (int64_t)v;
+    /* integers beyond 2^53 do not survive the trip through double: read them directly */
+    if (t && !t->trace && t->storage && tgc_shape_numel(t->shape, t->ndim) > 0) {
+        if (t->dtype == TGC_I64)
+            return ((const int64_t *)tgc_tensor_base(t))[t->offset];
+        if (t->dtype == TGC_I32)
+            return ((const int32_t *)tgc_tensor_base(t))[t->offset];
+    }
+    return v != v ? 0 : v >= 9223372036854775807.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;
 }
 
 void tgc_mark_dynamic(tgc_tensor *t, int dim)

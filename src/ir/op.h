@@ -23,6 +23,7 @@ typedef enum tgc_op_kind {
     TGC_KIND_POOL,
     TGC_KIND_NN,
     TGC_KIND_RANDOM,
+    TGC_KIND_CREATE,
     TGC_KIND_LOSS,
     TGC_KIND_ATTENTION
 } tgc_op_kind;
@@ -51,7 +52,7 @@ typedef struct tgc_attrs {
     int64_t i[TGC_MAX_IATTR];
     double f[TGC_MAX_FATTR];
     int ni, nf;
-    tgc_dtype dtype; /* CAST target */
+    tgc_dtype dtype; /* CAST target, RAND dtype */
 } tgc_attrs;
 
 /* INPUT bindings: where a graph input's tensor comes from at call time. */

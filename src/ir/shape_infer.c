@@ -382,6 +382,24 @@ tgc_status si_rule_RANDOM(si_ctx *c)
     return si_set_out(c, x->dtype, x->shape, x->ndim);
 }
 
+tgc_status si_rule_CREATE(si_ctx *c)
+{
+    const tgc_attrs *a = c->a;
+    tgc_sdim r[TGC_MAX_DIMS];
+    if (a->ni < 0 || a->ni > TGC_MAX_DIMS || (unsigned)a->dtype >= TGC_DTYPE_COUNT)
+        return si_fail(c, TGC_ERR_INTERNAL, "malformed creation node");
+    if (!tgc_dtype_is_float(a->dtype))
+        return si_fail(c, TGC_ERR_DTYPE, "random tensors must be a float dtype, got %s",
+                       tgc_dtype_name(a->dtype));
+    for (int d = 0; d < a->ni; d++) {
+        if (a->i[d] < 0)
+            return si_fail(c, TGC_ERR_INVALID_ARG, "negative size %lld at dim %d",
+                           (long long)a->i[d], d);
+        r[d] = a->i[d];
+    }
+    return si_set_out(c, a->dtype, r, a->ni);
+}
+
 /* ---- dispatch ---- */
 
 typedef tgc_status (*si_rule)(si_ctx *c);

@@ -195,14 +195,41 @@ static int64_t clamp_bound(int64_t v, int64_t n)
     return v > n ? n : v;
 }
 
-/* Length of the slice start:end:step of a dim of size len. A symbolic dim stays symbolic
- * for the whole dim (start 0, end "to the end"); any other bound depends on where it falls
- * within the dim, so the dim is specialized to its trace-time size. */
+/* A slice bound on a symbolic dim, python rules: v counts from the start (v >= 0) or from
+ * the end (v < 0) and clamps to [0, len]. Which case applies is decided at trace time and
+ * recorded as a guard, so the result stays symbolic. */
+static int symbolic_bound(si_ctx *c, tgc_sdim len, int64_t v, tgc_sdim *out)
+{
+    tgc_symtab *t = c->syms;
+    if (v >= SLICE_TO_END || v == 0) {
+        *out = v ? len : 0;
+        return 1;
+    }
+    tgc_sdim pos = v >= 0 ? v : tgc_sym_add(t, len, v); /* before clamping */
+    if (v < 0 && tgc_sym_hint(t, pos) < 0) {            /* clamps to 0 while len <= -v */
+        *out = 0;
+        return si_ge(c, tgc_sym_sub(t, 0, pos), 0);
+    }
+    if (v >= 0 && tgc_sym_hint(t, len) < v) { /* clamps to len while len <= v */
+        *out = len;
+        return si_ge(c, tgc_sym_sub(t, v, len), 0);
+    }
+    *out = pos;
+    return si_ge(c, v >= 0 ? tgc_sym_sub(t, len, v) : pos, 0);
+}
+
+/* Length of the slice start:end:step of a dim of size len (python rules). On a symbolic
+ * dim the length stays symbolic while both bounds fall inside the dim and the slice is
+ * non-empty at trace time (each recorded as a guard); otherwise the dim is specialized. */
 static tgc_sdim slice_len(si_ctx *c, tgc_sdim len, int64_t start, int64_t end, int64_t step)
 {
     if (!TGC_SDIM_IS_CONST(len)) {
-        if (start == 0 && end >= SLICE_TO_END)
-            return step == 1 ? len : tgc_sym_ceildiv(c->syms, len, step);
+        tgc_sdim s, e;
+        if (symbolic_bound(c, len, start, &s) && symbolic_bound(c, len, end, &e)) {
+            tgc_sdim count = tgc_sym_sub(c->syms, e, s);
+            if (si_ge(c, count, 1))
+                return tgc_sym_ceildiv(c->syms, count, step);
+        }
         len = tgc_sym_specialize(c->syms, len);
     }
     start = clamp_bound(start, len);

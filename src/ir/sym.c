@@ -278,10 +278,34 @@ int64_t tgc_sym_specialize(tgc_symtab *t, tgc_sdim d)
     return h;
 }
 
+/* A lower bound of d that holds for every binding (symbols cover sizes >= 2), or
+ * INT64_MIN when none is known cheaply. */
+static int64_t lower_bound(const tgc_symtab *t, tgc_sdim d)
+{
+    if (TGC_SDIM_IS_CONST(d))
+        return d;
+    const expr *e = get(t, d);
+    int64_t a, b;
+    switch (e->op) {
+    case E_SYM: return 2;
+    case E_ADD:
+        a = lower_bound(t, e->a);
+        b = lower_bound(t, e->b);
+        return a == INT64_MIN || b == INT64_MIN ? INT64_MIN : a + b;
+    case E_MUL:
+        a = lower_bound(t, e->a);
+        b = lower_bound(t, e->b);
+        return a >= 0 && b >= 0 ? a * b : INT64_MIN;
+    default: return INT64_MIN;
+    }
+}
+
 int tgc_sym_assume_ge(tgc_symtab *t, tgc_sdim a, int64_t bound)
 {
     if (TGC_SDIM_IS_CONST(a))
         return a >= bound;
+    if (lower_bound(t, a) >= bound) /* holds for every binding: no guard needed */
+        return 1;
     if (tgc_sym_hint(t, a) < bound)
         return 0;
     add_assumption(t, a, bound, TGC_ASSUME_GE);

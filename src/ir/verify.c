@@ -1,4 +1,5 @@
 /* The graph verifier: structure, arity and re-inferred types. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,10 @@ static tgc_status check_node(const tgc_graph *g, int i)
     if (nd->n_in < info->min_inputs || (info->max_inputs >= 0 && nd->n_in > info->max_inputs))
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d (%s) has %d inputs", i,
                              info->name, nd->n_in);
+    if (nd->out.ndim < 0 || nd->out.ndim > TGC_MAX_DIMS ||
+        (unsigned)nd->out.dtype >= TGC_DTYPE_COUNT)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d (%s) has rank %d, dtype %d",
+                             i, info->name, nd->out.ndim, (int)nd->out.dtype);
     for (int k = 0; k < nd->n_in; k++)
         if (nd->in[k] < 0 || nd->in[k] >= i)
             return tgc_set_error(TGC_ERR_INTERNAL,
@@ -42,9 +47,12 @@ static tgc_status check_node(const tgc_graph *g, int i)
     tgc_vinfo out;
     tgc_status st = tgc_infer(nd->op, in, nd->n_in, &nd->attrs, g->syms, &out);
     free(in);
-    if (st != TGC_OK)
+    if (st != TGC_OK) {
+        char why[512]; /* copied: the message is rewritten below */
+        snprintf(why, sizeof why, "%s", tgc_last_error());
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d (%s) fails inference: %s",
-                             i, info->name, tgc_last_error());
+                             i, info->name, why);
+    }
     if (!same_vinfo(&out, &nd->out))
         return tgc_set_error(TGC_ERR_INTERNAL,
                              "tgc verify: node %%%d (%s) records a type that inference does "

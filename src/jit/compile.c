@@ -235,10 +235,10 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
         tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES, "tgc: recompiling '%s' (variant %d of %d): %s",
                 f->name, f->n_variants + 1, f->cfg.cache_size_limit, reason);
     tgc_variant *v;
-    tgc_status st = tgc_variant_compile(f, self, in, n_in, n_out, &v);
+    tgc_status st = tgc_variant_compile(f, f->n_variants + 1, self, in, n_in, n_out, &v);
     if (st != TGC_OK)
         return st;
-    v->id = ++f->n_variants;
+    f->n_variants++;
     snprintf(v->reason, sizeof v->reason, "%s", reason);
     v->next = f->variants;
     f->variants = v;

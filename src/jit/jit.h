@@ -41,9 +41,9 @@ struct tgc_fn {
 };
 
 tgc_status tgc_config_check(const tgc_config *c);
-/* Traces f for these inputs and builds a variant (not yet linked into the cache). */
-tgc_status tgc_variant_compile(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
-                               int n_out, tgc_variant **out);
+/* Traces f for these inputs and builds variant number id (not yet linked into the cache). */
+tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in,
+                               int n_in, int n_out, tgc_variant **out);
 void tgc_variant_free(const tgc_fn *f, tgc_variant *v);
 
 #endif

@@ -173,8 +173,8 @@ static tgc_status finish_graph(tgc_fn *f, tgc_variant *v, const int32_t *out_ids
     return st;
 }
 
-tgc_status tgc_variant_compile(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
-                               int n_out, tgc_variant **out)
+tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in,
+                               int n_in, int n_out, tgc_variant **out)
 {
     double t0 = now_seconds();
     if (f->cfg.dynamic == TGC_DYNAMIC_AUTO)
@@ -185,6 +185,7 @@ tgc_status tgc_variant_compile(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
     tr.g = v && out_ids ? tgc_graph_create() : NULL;
     tgc_status st = tr.g ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling");
     if (st == TGC_OK) {
+        v->id = id;
         tr.cfg = &f->cfg;
         tr.fn_name = f->name;
         tr.self = self;

@@ -435,6 +435,35 @@ static void test_softmax_of_a_0d_tensor_is_one(void **state)
     expect_values(tgc_log_softmax(s, -1), TGC_F32, NULL, 0, VALS(0), 0);
 }
 
+/* Short rows are kept on the stack, long ones streamed; both give the formula's values. */
+static void test_softmax_rows_of_any_length_match_the_formula(void **state)
+{
+    (void)state;
+    static const int64_t lens[] = {5, 1024, 1025, 3000};
+    for (int k = 0; k < (int)(sizeof lens / sizeof lens[0]); k++) {
+        const int64_t n = lens[k];
+        double *x = malloc(sizeof(double) * (size_t)n), *soft = malloc(sizeof(double) * (size_t)n);
+        double *logp = malloc(sizeof(double) * (size_t)n), mx = -INFINITY, sum = 0;
+        assert_true(x && soft && logp);
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = 20 * sin(0.37 * (double)i);
+            mx = x[i] > mx ? x[i] : mx;
+        }
+        for (int64_t i = 0; i < n; i++)
+            sum += exp(x[i] - mx);
+        for (int64_t i = 0; i < n; i++) {
+            soft[i] = exp(x[i] - mx) / sum;
+            logp[i] = x[i] - mx - log(sum);
+        }
+        tgc_tensor *t = tgc_transpose(tensor(x, SHAPE(n, 1), 2, TGC_F64), 0, 1);
+        expect_values(tgc_softmax(t, 1), TGC_F64, SHAPE(1, n), 2, soft, 1e-12);
+        expect_values(tgc_log_softmax(t, -1), TGC_F64, SHAPE(1, n), 2, logp, 1e-12);
+        free(x);
+        free(soft);
+        free(logp);
+    }
+}
+
 /* Rows longer than the kernel's block size. */
 static void test_long_rows_cross_block_boundaries(void **state)
 {
@@ -522,6 +551,7 @@ int main(void)
         T(test_softmax_of_a_row_of_minus_infinity_is_nan),
         T(test_softmax_of_integers_is_f32_and_of_half_is_half),
         T(test_softmax_of_a_0d_tensor_is_one),
+        T(test_softmax_rows_of_any_length_match_the_formula),
         T(test_long_rows_cross_block_boundaries),
         T(test_bad_dims_fail_with_invalid_arg),
         T(test_null_input_returns_null_and_keeps_the_first_error),

@@ -14,6 +14,12 @@
  *            fresh modules: one compile, one cache hit, no graph break, no eager fallback.
  *   dynamic: cfg.dynamic = TGC_DYNAMIC_ALWAYS, D = 6 then D = 9; each compared to eager and
  *            the function must have compiled exactly once.
+ *   auto:    cfg.dynamic = TGC_DYNAMIC_AUTO, D = 5, 6, 9: a static compile, one recompile
+ *            with the changed dims symbolic, then a cache hit.
+ *
+ * Random streams: besides the per-case reseeding, three calls in a row without reseeding
+ * must draw the same bits eagerly and compiled (the trace consumes nothing from the Philox
+ * stream and each compiled call advances it exactly as much as an eager call).
  *
  * Coverage: every case names the public op functions it calls; the list of public ops is
  * checked against the declarations in include/tgc/ops.h, every public op must have a case,
@@ -23,6 +29,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
 #include <cmocka.h>
 
 #include <math.h>
@@ -37,7 +44,7 @@
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 enum { TE_EXACT = 0, TE_REL = 1 };
-#define TE_RTOL 1e-5
+#define TE_RTOL     1e-5
 #define TE_STATIC_D 5
 static const int64_t te_dynamic_d[2] = {6, 9};
 
@@ -49,16 +56,16 @@ static tgc_status te_status(const tgc_tensor *t)
 }
 
 /* ---- the model functions, one per case ---- */
-#define TE_CASE(id, ops, tol, specs, ...)                                                      \
-    static tgc_status te_fn_##id(tgc_module *self, tgc_tensor *const *in, int n_in,            \
-                                 tgc_tensor **out, int n_out)                                  \
-    {                                                                                          \
-        (void)self;                                                                            \
-        (void)in;                                                                              \
-        (void)n_in;                                                                            \
-        (void)n_out;                                                                           \
-        out[0] = (__VA_ARGS__);                                                                \
-        return te_status(out[0]);                                                              \
+#define TE_CASE(id, ops, tol, specs, ...)                                                          \
+    static tgc_status te_fn_##id(tgc_module *self, tgc_tensor *const *in, int n_in,                \
+                                 tgc_tensor **out, int n_out)                                      \
+    {                                                                                              \
+        (void)self;                                                                                \
+        (void)in;                                                                                  \
+        (void)n_in;                                                                                \
+        (void)n_out;                                                                               \
+        out[0] = (__VA_ARGS__);                                                                    \
+        return te_status(out[0]);                                                                  \
     }
 #include "trace_eager_cases.h"
 #undef TE_CASE
@@ -79,18 +86,40 @@ static const te_case te_cases[] = {
 
 /* Every public op of include/tgc/ops.h (checked against the header below). */
 static const char *const te_public_ops[] = {
-    "tgc_add", "tgc_sub", "tgc_mul", "tgc_div", "tgc_pow", "tgc_maximum", "tgc_minimum",
-    "tgc_eq", "tgc_ne", "tgc_lt", "tgc_le", "tgc_gt", "tgc_ge", "tgc_where",
-    "tgc_add_scalar", "tgc_sub_scalar", "tgc_mul_scalar", "tgc_div_scalar", "tgc_pow_scalar",
-    "tgc_clamp", "tgc_neg", "tgc_abs", "tgc_exp", "tgc_log", "tgc_sqrt", "tgc_rsqrt",
-    "tgc_tanh", "tgc_sigmoid", "tgc_relu", "tgc_gelu", "tgc_gelu_tanh", "tgc_silu", "tgc_erf",
-    "tgc_cast", "tgc_sum", "tgc_mean", "tgc_max", "tgc_argmax", "tgc_var", "tgc_softmax",
-    "tgc_log_softmax", "tgc_reshape", "tgc_permute", "tgc_transpose", "tgc_expand",
-    "tgc_squeeze", "tgc_unsqueeze", "tgc_slice", "tgc_flatten", "tgc_contiguous", "tgc_cat",
-    "tgc_stack", "tgc_pad", "tgc_embedding", "tgc_gather", "tgc_index_select", "tgc_matmul",
-    "tgc_linear", "tgc_conv2d", "tgc_max_pool2d", "tgc_avg_pool2d", "tgc_adaptive_avg_pool2d",
-    "tgc_batch_norm", "tgc_layer_norm", "tgc_dropout", "tgc_cross_entropy", "tgc_nll_loss",
-    "tgc_scaled_dot_product_attention",
+    "tgc_add",         "tgc_sub",
+    "tgc_mul",         "tgc_div",
+    "tgc_pow",         "tgc_maximum",
+    "tgc_minimum",     "tgc_eq",
+    "tgc_ne",          "tgc_lt",
+    "tgc_le",          "tgc_gt",
+    "tgc_ge",          "tgc_where",
+    "tgc_add_scalar",  "tgc_sub_scalar",
+    "tgc_mul_scalar",  "tgc_div_scalar",
+    "tgc_pow_scalar",  "tgc_clamp",
+    "tgc_neg",         "tgc_abs",
+    "tgc_exp",         "tgc_log",
+    "tgc_sqrt",        "tgc_rsqrt",
+    "tgc_tanh",        "tgc_sigmoid",
+    "tgc_relu",        "tgc_gelu",
+    "tgc_gelu_tanh",   "tgc_silu",
+    "tgc_erf",         "tgc_cast",
+    "tgc_sum",         "tgc_mean",
+    "tgc_max",         "tgc_argmax",
+    "tgc_var",         "tgc_softmax",
+    "tgc_log_softmax", "tgc_reshape",
+    "tgc_permute",     "tgc_transpose",
+    "tgc_expand",      "tgc_squeeze",
+    "tgc_unsqueeze",   "tgc_slice",
+    "tgc_flatten",     "tgc_contiguous",
+    "tgc_cat",         "tgc_stack",
+    "tgc_pad",         "tgc_embedding",
+    "tgc_gather",      "tgc_index_select",
+    "tgc_matmul",      "tgc_linear",
+    "tgc_conv2d",      "tgc_max_pool2d",
+    "tgc_avg_pool2d",  "tgc_adaptive_avg_pool2d",
+    "tgc_batch_norm",  "tgc_layer_norm",
+    "tgc_dropout",     "tgc_cross_entropy",
+    "tgc_nll_loss",    "tgc_scaled_dot_product_attention",
 };
 
 /* Ops of ops.def seen in the graph of a compiled variant. */
@@ -98,11 +127,11 @@ static int te_graph_op_seen[TGC_OP_COUNT];
 
 /* ---- input specs (grammar in trace_eager_cases.h) ---- */
 
-#define TE_MAX_INPUTS 8
+#define TE_MAX_INPUTS 12
 
 typedef struct te_input {
-    int role;   /* 0 argument, 1 module parameter, 2 module buffer */
-    char kind;  /* n u p h g d b q m v i j */
+    int role;  /* 0 argument, 1 module parameter, 2 module buffer */
+    char kind; /* n u p h g d b q m v i j */
     int64_t range;
     int range_is_d;
     char layout; /* 0, 'T', 'S', 'E' */
@@ -115,7 +144,7 @@ typedef struct te_variant {
     int n;
     te_input in[TE_MAX_INPUTS];
     int has_d;
-    char text[160];
+    char text[256];
 } te_variant;
 
 static int te_parse_int(const char **p, int64_t *v, int *is_d)
@@ -198,9 +227,7 @@ static uint64_t te_next(uint64_t *s)
 static tgc_tensor *te_host_ints(char kind, int64_t range, const int64_t *shape, int nd,
                                 uint64_t *rng)
 {
-    tgc_dtype dt = kind == 'b'                   ? TGC_BOOL
-                   : kind == 'm' || kind == 'i'  ? TGC_I64
-                                                 : TGC_I32;
+    tgc_dtype dt = kind == 'b' ? TGC_BOOL : kind == 'm' || kind == 'i' ? TGC_I64 : TGC_I32;
     int64_t n = 1;
     for (int d = 0; d < nd; d++)
         n *= shape[d];
@@ -225,8 +252,7 @@ static tgc_tensor *te_host_ints(char kind, int64_t range, const int64_t *shape, 
     return t;
 }
 
-static tgc_tensor *te_fill(char kind, int64_t range, const int64_t *shape, int nd,
-                           uint64_t *rng)
+static tgc_tensor *te_fill(char kind, int64_t range, const int64_t *shape, int nd, uint64_t *rng)
 {
     switch (kind) {
     case 'n': return tgc_randn(shape, nd, TGC_F32, tgc_cpu());
@@ -454,16 +480,18 @@ static int te_note_graph_ops(const tgc_fn *f)
     return 1;
 }
 
-static void te_check_stats(te_ctx *x, const tgc_fn *f, uint64_t calls, uint64_t hits)
+static void te_check_stats(te_ctx *x, const tgc_fn *f, uint64_t compiles, uint64_t calls,
+                           uint64_t hits)
 {
     tgc_stats s;
     if (tgc_fn_stats(f, &s) != TGC_OK) {
         te_fail(x, "tgc_fn_stats failed: %s", tgc_last_error());
         return;
     }
-    if (s.compiles != 1 || s.recompiles != 0)
-        te_fail(x, "compiled %llu times (expected once); last recompile reason: %s",
-                (unsigned long long)s.compiles, s.last_recompile_reason);
+    if (s.compiles != compiles || s.recompiles != compiles - 1)
+        te_fail(x, "compiled %llu times (expected %llu); last recompile reason: %s",
+                (unsigned long long)s.compiles, (unsigned long long)compiles,
+                s.last_recompile_reason);
     if (s.graph_breaks || s.eager_fallbacks)
         te_fail(x, "%llu graph breaks, %llu eager fallbacks (expected none)",
                 (unsigned long long)s.graph_breaks, (unsigned long long)s.eager_fallbacks);
@@ -500,7 +528,7 @@ static void te_run_case(void **state)
         assert_non_null(f);
         te_run(&x, case_i, f, 0);
         te_run(&x, case_i, f, 1);
-        te_check_stats(&x, f, 2, 1);
+        te_check_stats(&x, f, 1, 2, 1);
         tgc_fn_free(f);
 
         /* dynamic: every size symbolic, two sizes of D, one compile */
@@ -515,7 +543,22 @@ static void te_run_case(void **state)
             x.D = te_dynamic_d[k];
             te_run(&x, case_i, f, k);
         }
-        te_check_stats(&x, f, N_OF(te_dynamic_d), N_OF(te_dynamic_d) - 1);
+        te_check_stats(&x, f, 1, N_OF(te_dynamic_d), N_OF(te_dynamic_d) - 1);
+        tgc_fn_free(f);
+
+        /* automatic: static at D = 5, one recompile with the changed dims symbolic at the
+         * first new size, then a cache hit at the next */
+        cfg.dynamic = TGC_DYNAMIC_AUTO;
+        x.pass = "auto-dynamic";
+        f = tgc_compile(c->fn, c->name, &cfg);
+        assert_non_null(f);
+        x.D = TE_STATIC_D;
+        te_run(&x, case_i, f, 0);
+        for (int k = 0; k < N_OF(te_dynamic_d); k++) {
+            x.D = te_dynamic_d[k];
+            te_run(&x, case_i, f, k + 1);
+        }
+        te_check_stats(&x, f, 2, N_OF(te_dynamic_d) + 1, N_OF(te_dynamic_d) - 1);
         tgc_fn_free(f);
     }
     if (n_dynamic == 0) {
@@ -589,8 +632,8 @@ static void test_public_ops_covered(void **state)
                     found = 1;
                 }
             if (!found) {
-                print_message("case %s names %.*s, not a public op\n", te_cases[i].name,
-                              (int)len, p);
+                print_message("case %s names %.*s, not a public op\n", te_cases[i].name, (int)len,
+                              p);
                 missing++;
             }
             p += len;
@@ -630,15 +673,14 @@ static void test_graph_ops_covered(void **state)
 /* Batch norm in training, spelled out: from equal module copies, one eager call and one
  * compiled call update the running stats identically, and as the formula says:
  * new = (1 - momentum) * old + momentum * batch statistic (variance unbiased). */
-static tgc_status te_bn_forward(tgc_module *self, tgc_tensor *const *in, int n_in,
-                                tgc_tensor **out, int n_out)
+static tgc_status te_bn_forward(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
 {
     (void)n_in;
     (void)n_out;
     out[0] = tgc_batch_norm(in[0], tgc_module_get(self, "running_mean"),
                             tgc_module_get(self, "running_var"), tgc_module_get(self, "weight"),
-                            tgc_module_get(self, "bias"), tgc_module_is_training(self), 0.25,
-                            1e-5);
+                            tgc_module_get(self, "bias"), tgc_module_is_training(self), 0.25, 1e-5);
     return te_status(out[0]);
 }
 
@@ -706,22 +748,91 @@ static void test_batch_norm_running_stats(void **state)
     assert_int_equal(x.failures, 0);
 }
 
+/* ---- the Philox stream across calls, without reseeding between them ---- */
+
+static tgc_status te_random_ops(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
+{
+    (void)self;
+    (void)n_in;
+    (void)n_out;
+    out[0] = tgc_add(tgc_dropout(in[0], 0.5, 1),
+                     tgc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.3, 0, 0.0));
+    return te_status(out[0]);
+}
+
+/* tgc_rand / tgc_randn called inside the model function: fresh numbers on every call. */
+static tgc_status te_random_create(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                   tgc_tensor **out, int n_out)
+{
+    (void)self;
+    (void)n_in;
+    (void)n_out;
+    out[0] = tgc_add(tgc_mul(in[0], tgc_rand(SHAPE(1, 6), 2, TGC_F32, tgc_cpu())),
+                     tgc_randn(SHAPE(4, 6), 2, TGC_F32, tgc_cpu()));
+    return te_status(out[0]);
+}
+
+/* Three eager calls and three compiled calls, each trio from the same seed. */
+static void te_stream_check(const char *name, tgc_model_fn fn)
+{
+    enum { CALLS = 3 };
+    te_case c = {name, "", TE_EXACT, "", fn};
+    te_ctx x = {&c, NULL, 0, "stream", 4, 0};
+    tgc_scope_push();
+    tgc_manual_seed(11);
+    tgc_tensor *in = tgc_transpose(tgc_randn(SHAPE(6, 4), 2, TGC_F32, tgc_cpu()), 0, 1);
+    tgc_tensor *eo[CALLS], *co[CALLS];
+    tgc_fn *f = tgc_compile(fn, name, NULL);
+    assert_non_null(f);
+    tgc_manual_seed(12);
+    for (int k = 0; k < CALLS; k++)
+        assert_int_equal(fn(NULL, &in, 1, &eo[k], 1), TGC_OK);
+    tgc_manual_seed(12);
+    for (int k = 0; k < CALLS; k++)
+        assert_int_equal(tgc_call(f, NULL, &in, 1, &co[k], 1), TGC_OK);
+    for (int k = 0; k < CALLS; k++) {
+        char what[32];
+        snprintf(what, sizeof what, "call %d", k);
+        te_compare(&x, what, eo[k], co[k], TE_REL);
+    }
+    te_check_stats(&x, f, 1, CALLS, CALLS - 1);
+    tgc_scope_pop();
+    tgc_fn_free(f);
+    assert_int_equal(x.failures, 0);
+}
+
+static void test_random_stream_dropout(void **state)
+{
+    (void)state;
+    te_stream_check("random_stream_dropout", te_random_ops);
+}
+
+static void test_random_stream_rand_in_fn(void **state)
+{
+    (void)state;
+    te_stream_check("random_stream_rand_in_fn", te_random_create);
+}
+
 int main(void)
 {
-    enum { N_EXTRA = 3 };
+    enum { N_EXTRA = 5 };
     struct CMUnitTest *tests = calloc((size_t)N_OF(te_cases) + N_EXTRA, sizeof *tests);
     if (!tests)
         return 1;
     int n = 0;
-    tests[n++] = (struct CMUnitTest){"public_ops_covered", test_public_ops_covered, NULL, NULL,
-                                     NULL};
+    tests[n++] =
+        (struct CMUnitTest){"public_ops_covered", test_public_ops_covered, NULL, NULL, NULL};
     for (int i = 0; i < N_OF(te_cases); i++)
-        tests[n++] = (struct CMUnitTest){te_cases[i].name, te_run_case, NULL, NULL,
-                                         (void *)&te_cases[i]};
+        tests[n++] =
+            (struct CMUnitTest){te_cases[i].name, te_run_case, NULL, NULL, (void *)&te_cases[i]};
     tests[n++] = (struct CMUnitTest){"batch_norm_running_stats", test_batch_norm_running_stats,
                                      NULL, NULL, NULL};
-    tests[n++] = (struct CMUnitTest){"graph_ops_covered", test_graph_ops_covered, NULL, NULL,
-                                     NULL};
+    tests[n++] =
+        (struct CMUnitTest){"random_stream_dropout", test_random_stream_dropout, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"random_stream_rand_in_fn", test_random_stream_rand_in_fn,
+                                     NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"graph_ops_covered", test_graph_ops_covered, NULL, NULL, NULL};
     int rc = _cmocka_run_group_tests("trace_eager", tests, (size_t)n, NULL, NULL);
     free(tests);
     tgc_shutdown();

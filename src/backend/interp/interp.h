@@ -45,6 +45,9 @@ tgc_status tgc_interp_copy(tgc_tensor *dst, const tgc_tensor *src);
 /* MATMUL, LINEAR, CONV2D */
 tgc_status tgc_interp_linalg(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                              tgc_tensor *out);
+/* CREATE (rand): fills out from the Philox stream */
+tgc_status tgc_interp_create(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                             tgc_tensor *out);
 /* POOL, NN (batch_norm, layer_norm), RANDOM (dropout), LOSS, ATTENTION */
 tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                          tgc_tensor *out);

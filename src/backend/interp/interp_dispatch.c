@@ -25,6 +25,7 @@ typedef tgc_status (*kernel_fn)(tgc_op, tgc_tensor *const *, int, const tgc_attr
 #define FAMILY_POOL tgc_interp_nn
 #define FAMILY_NN tgc_interp_nn
 #define FAMILY_RANDOM tgc_interp_nn
+#define FAMILY_CREATE tgc_interp_create
 #define FAMILY_LOSS tgc_interp_nn
 #define FAMILY_ATTENTION tgc_interp_nn
 
@@ -48,7 +49,8 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
         if (tgc_interp_view_geometry(op, in[0], a, out_shape, out_ndim, strides, &offset))
             return tgc_tensor_view(in[0], out_shape, strides, out_ndim, offset);
     }
-    tgc_tensor *out = tgc_tensor_new(out_shape, out_ndim, out_dtype, in[0]->device);
+    tgc_tensor *out = tgc_tensor_new(out_shape, out_ndim, out_dtype,
+                                     n_in ? in[0]->device : tgc_cpu());
     if (!out)
         return NULL;
     if (families[op](op, in, n_in, a, out) != TGC_OK) {

@@ -148,18 +148,6 @@ static double pw_unary(tgc_op op, double x)
     }
 }
 
-/* x, y, z: the inputs in order (unused ones are ignored). */
-static double pw_eval(const pw_call *c, double x, double y, double z)
-{
-    switch (c->kind) {
-    case TGC_KIND_BINARY: return pw_binary(c->op, x, y);
-    case TGC_KIND_COMPARE: return pw_compare(c->op, x, y);
-    case TGC_KIND_TERNARY: return x != 0 ? y : z;
-    case TGC_KIND_SCALAR: return pw_scalar(c->op, x, c->a);
-    default: return pw_unary(c->op, x);
-    }
-}
-
 /* The int path's math; unsigned arithmetic wraps instead of overflowing. */
 static int64_t pw_eval_int(const pw_call *c, int64_t x, int64_t y, int64_t z)
 {
@@ -191,7 +179,8 @@ static int64_t pw_eval_int(const pw_call *c, int64_t x, int64_t y, int64_t z)
     }
 }
 
-/* ---- element access (f16, bf16 and bool encodings belong to tensor.c) ---- */
+/* ---- element access (the same conversions as tgc_load / tgc_store, inlined per row;
+ * kept identical to k_reduce.c's) ---- */
 
 static void load_f64(const void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
                      double *dst)
@@ -202,6 +191,14 @@ static void load_f64(const void *base, tgc_dtype dt, int64_t off, int64_t st, in
         break;
     case TGC_F64:
         for (int64_t i = 0; i < n; i++) dst[i] = ((const double *)base)[off + i * st];
+        break;
+    case TGC_F16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = tgc_half_to_float(((const uint16_t *)base)[off + i * st]);
+        break;
+    case TGC_BF16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = tgc_bf16_to_float(((const uint16_t *)base)[off + i * st]);
         break;
     case TGC_I32:
         for (int64_t i = 0; i < n; i++) dst[i] = ((const int32_t *)base)[off + i * st];
@@ -225,12 +222,16 @@ static void load_i64(const void *base, tgc_dtype dt, int64_t off, int64_t st, in
     case TGC_I64:
         for (int64_t i = 0; i < n; i++) dst[i] = ((const int64_t *)base)[off + i * st];
         break;
-    default: /* bool: 0 or 1, exact through double */
+    case TGC_BOOL:
+        for (int64_t i = 0; i < n; i++) dst[i] = ((const uint8_t *)base)[off + i * st] != 0;
+        break;
+    default: /* only integer dtypes take the int path */
         for (int64_t i = 0; i < n; i++) dst[i] = (int64_t)tgc_load(base, dt, off + i * st);
         break;
     }
 }
 
+/* Float to integer stores go through tgc_store, which saturates and maps NaN to 0. */
 static void store_f64(void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
                       const double *src)
 {
@@ -240,6 +241,17 @@ static void store_f64(void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t
         break;
     case TGC_F64:
         for (int64_t i = 0; i < n; i++) ((double *)base)[off + i * st] = src[i];
+        break;
+    case TGC_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)base)[off + i * st] = tgc_float_to_half((float)src[i]);
+        break;
+    case TGC_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)base)[off + i * st] = tgc_float_to_bf16((float)src[i]);
+        break;
+    case TGC_BOOL:
+        for (int64_t i = 0; i < n; i++) ((uint8_t *)base)[off + i * st] = src[i] != 0;
         break;
     default:
         for (int64_t i = 0; i < n; i++) tgc_store(base, dt, off + i * st, src[i]);
@@ -257,8 +269,11 @@ static void store_i64(void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t
     case TGC_I64:
         for (int64_t i = 0; i < n; i++) ((int64_t *)base)[off + i * st] = src[i];
         break;
-    default: /* bool */
-        for (int64_t i = 0; i < n; i++) tgc_store(base, dt, off + i * st, src[i] != 0);
+    case TGC_BOOL:
+        for (int64_t i = 0; i < n; i++) ((uint8_t *)base)[off + i * st] = src[i] != 0;
+        break;
+    default: /* only integer dtypes take the int path */
+        for (int64_t i = 0; i < n; i++) tgc_store(base, dt, off + i * st, (double)src[i]);
         break;
     }
 }
@@ -289,6 +304,30 @@ static int64_t block_len(int64_t n, int64_t s)
     return n - s < PW_BLOCK ? n - s : PW_BLOCK;
 }
 
+/* One block of the double path; the kind is switched on once per block, not per element. */
+static void eval_double(const pw_call *c, const double *x, const double *y, const double *z,
+                        double *r, int64_t m)
+{
+    const tgc_op op = c->op;
+    switch (c->kind) {
+    case TGC_KIND_BINARY:
+        for (int64_t i = 0; i < m; i++) r[i] = pw_binary(op, x[i], y[i]);
+        break;
+    case TGC_KIND_COMPARE:
+        for (int64_t i = 0; i < m; i++) r[i] = pw_compare(op, x[i], y[i]);
+        break;
+    case TGC_KIND_TERNARY:
+        for (int64_t i = 0; i < m; i++) r[i] = x[i] != 0 ? y[i] : z[i];
+        break;
+    case TGC_KIND_SCALAR:
+        for (int64_t i = 0; i < m; i++) r[i] = pw_scalar(op, x[i], c->a);
+        break;
+    default:
+        for (int64_t i = 0; i < m; i++) r[i] = pw_unary(op, x[i]);
+        break;
+    }
+}
+
 static void row_double(const pw_call *c, const int64_t *off, int64_t n)
 {
     const int last = c->ndim - 1, nin = c->nops - 1;
@@ -302,7 +341,7 @@ static void row_double(const pw_call *c, const int64_t *off, int64_t n)
             load_f64(c->base[k], c->dt[k], off[k] + s * st, st, m, v[k - 1]);
             round_to(v[k - 1], m, c->dt[k], c->cast_dt[k]);
         }
-        for (int64_t i = 0; i < m; i++) r[i] = pw_eval(c, x[i], y[i], z[i]);
+        eval_double(c, x, y, z, r, m);
         store_f64(c->base[0], c->dt[0], off[0] + s * c->st[0][last], c->st[0][last], m, r);
     }
 }
@@ -332,6 +371,24 @@ static const float *f32_operand(const float *p, int64_t st, int64_t m, float *bu
     return buf;
 }
 
+/* The f32 ops without a float loop of their own go through the double math, exactly as on
+ * the double path. */
+static void f32_math(const pw_call *c, const float *x, const float *y, float *o, int64_t m)
+{
+    const tgc_op op = c->op;
+    switch (c->kind) {
+    case TGC_KIND_BINARY:
+        for (int64_t i = 0; i < m; i++) o[i] = (float)pw_binary(op, x[i], y[i]);
+        break;
+    case TGC_KIND_SCALAR:
+        for (int64_t i = 0; i < m; i++) o[i] = (float)pw_scalar(op, x[i], c->a);
+        break;
+    default:
+        for (int64_t i = 0; i < m; i++) o[i] = (float)pw_unary(op, x[i]);
+        break;
+    }
+}
+
 /* One block of the f32 path. The simple ops get their own loop so they vectorize; the rest
  * call the shared double math. */
 static PW_VECTORIZE void f32_eval(const pw_call *c, const float *x, const float *y,
@@ -351,40 +408,41 @@ static PW_VECTORIZE void f32_eval(const pw_call *c, const float *x, const float 
     case TGC_OP_DIV_SCALAR: for (int64_t i = 0; i < m; i++) o[i] = (float)(x[i] / s); break;
     case TGC_OP_CLAMP:
         for (int64_t i = 0; i < m; i++) o[i] = (float)pw_clamp(x[i], s, hi);
-        if (clamp_bounds_nan(c->a)) for (int64_t i = 0; i < m; i++) o[i] = NAN;
+        if (clamp_bounds_nan(c->a))
+            for (int64_t i = 0; i < m; i++) o[i] = NAN;
         break;
     case TGC_OP_NEG: for (int64_t i = 0; i < m; i++) o[i] = -x[i]; break;
     case TGC_OP_ABS: for (int64_t i = 0; i < m; i++) o[i] = fabsf(x[i]); break;
     case TGC_OP_RELU: for (int64_t i = 0; i < m; i++) o[i] = x[i] < 0 ? 0.0f : x[i]; break;
     case TGC_OP_CAST: memcpy(o, x, (size_t)m * sizeof *o); break;
-    default:
-        for (int64_t i = 0; i < m; i++) o[i] = (float)pw_eval(c, x[i], y[i], 0.0);
-        break;
+    default: f32_math(c, x, y, o, m); break;
     }
 }
 
 static void row_f32(const pw_call *c, const int64_t *off, int64_t n)
 {
     const int last = c->ndim - 1;
-    const int64_t sx = c->st[1][last], sy = c->nops > 2 ? c->st[2][last] : sx;
+    const int binary = c->nops > 2;
+    const int64_t sx = c->st[1][last], sy = binary ? c->st[2][last] : 0;
     const float *px = (const float *)c->base[1] + off[1];
-    const float *py = c->nops > 2 ? (const float *)c->base[2] + off[2] : px;
+    const float *py = binary ? (const float *)c->base[2] + off[2] : px;
     float *po = (float *)c->base[0] + off[0];
     float bx[PW_BLOCK], by[PW_BLOCK];
     for (int64_t s = 0; s < n; s += PW_BLOCK) {
         int64_t m = block_len(n, s);
         const float *x = f32_operand(px + s * sx, sx, m, bx);
-        const float *y = f32_operand(py + s * sy, sy, m, by);
+        const float *y = binary ? f32_operand(py + s * sy, sy, m, by) : x;
         f32_eval(c, x, y, po + s, m);
     }
 }
 
 /* ---- picking a path ---- */
 
-static int all_dtypes(const pw_call *c, int from, int want_float)
+/* Integer or bool operands, out included. */
+static int all_integer(const pw_call *c)
 {
-    for (int k = from; k < c->nops; k++)
-        if (tgc_dtype_is_float(c->dt[k]) != want_float) return 0;
+    for (int k = 0; k < c->nops; k++)
+        if (tgc_dtype_is_float(c->dt[k])) return 0;
     return 1;
 }
 
@@ -411,9 +469,13 @@ static int64_t sat_i64(double v)
     return (int64_t)v;
 }
 
-static int int_path_ok(pw_call *c)
+/* The int path takes integer/bool operands with an integer/bool result, for the ops whose
+ * integer result is exact (div and pow go through double), and scalar forms only with
+ * scalars it can hold as integers, which it stores in c->si. */
+static int prepare_int_path(pw_call *c)
 {
-    if (!all_dtypes(c, 0, 0)) return 0;
+    const double lo = c->a->f[0], hi = c->a->f[1];
+    if (!all_integer(c)) return 0;
     switch (c->op) {
     case TGC_OP_DIV:
     case TGC_OP_POW:
@@ -422,22 +484,25 @@ static int int_path_ok(pw_call *c)
     case TGC_OP_ADD_SCALAR:
     case TGC_OP_SUB_SCALAR:
     case TGC_OP_MUL_SCALAR:
-        c->si[0] = (int64_t)c->a->f[0];
-        return is_int_scalar(c->a->f[0]);
+        if (!is_int_scalar(lo)) return 0;
+        c->si[0] = (int64_t)lo;
+        return 1;
     case TGC_OP_CLAMP:
+        if (isnan(lo) || isnan(hi)) return 0;
         /* An integer is >= lo iff it is >= ceil(lo), and <= hi iff <= floor(hi). */
-        c->si[0] = sat_i64(ceil(c->a->f[0]));
-        c->si[1] = sat_i64(floor(c->a->f[1]));
-        return !isnan(c->a->f[0]) && !isnan(c->a->f[1]);
-    default: return c->kind != TGC_KIND_UNARY || c->op == TGC_OP_CAST || c->op == TGC_OP_NEG ||
-                    c->op == TGC_OP_ABS || c->op == TGC_OP_RELU;
+        c->si[0] = sat_i64(ceil(lo));
+        c->si[1] = sat_i64(floor(hi));
+        return 1;
+    default:
+        return c->kind != TGC_KIND_UNARY || c->op == TGC_OP_CAST || c->op == TGC_OP_NEG ||
+               c->op == TGC_OP_ABS || c->op == TGC_OP_RELU;
     }
 }
 
 static pw_row_fn pick_row(pw_call *c)
 {
     if (f32_path_ok(c)) return row_f32;
-    if (int_path_ok(c)) return row_int;
+    if (prepare_int_path(c)) return row_int;
     return row_double;
 }
 

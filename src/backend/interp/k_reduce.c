@@ -6,9 +6,8 @@
  * order, a block at a time, and folded into an accumulator: double for floats, int64 for
  * integer sums, max and argmax (exact beyond 2^53; sums wrap like PyTorch's). var makes two
  * passes (mean, then squared deviations) because that stays accurate where the one-pass
- * formula cancels. softmax and log_softmax subtract the row's max before exp and make three
- * passes over each row (max, sum of exp, write), so they need no scratch memory however
- * long the row is. */
+ * formula cancels. softmax and log_softmax subtract the row's max before exp; a long row
+ * is streamed in three passes (max, sum of exp, write), so no row needs heap memory. */
 #include <math.h>
 #include <string.h>
 
@@ -16,7 +15,8 @@
 #include "ir/shape_infer.h"
 #include "support/error.h"
 
-#define RED_BLOCK 256 /* elements loaded per step */
+#define RED_BLOCK 256          /* elements loaded per step */
+#define SOFTMAX_ROW_CACHE 1024 /* softmax rows up to this long are kept on the stack */
 
 /* The input's dims, split. Output strides follow the kept dims: contiguous over the kept
  * dims for reductions, or over the input's full shape for softmax (out is input-shaped). */
@@ -42,7 +42,8 @@ typedef struct red_call {
 /* Folds n values (f or i, whichever the call loads) into an accumulator. */
 typedef void (*red_fold_fn)(void *acc, const double *f, const int64_t *i, int64_t n);
 
-/* ---- element access (f16, bf16 and bool encodings belong to tensor.c) ---- */
+/* ---- element access (the same conversions as tgc_load / tgc_store, inlined per row;
+ * kept identical to k_pointwise.c's) ---- */
 
 static void load_f64(const void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
                      double *dst)
@@ -53,6 +54,14 @@ static void load_f64(const void *base, tgc_dtype dt, int64_t off, int64_t st, in
         break;
     case TGC_F64:
         for (int64_t i = 0; i < n; i++) dst[i] = ((const double *)base)[off + i * st];
+        break;
+    case TGC_F16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = tgc_half_to_float(((const uint16_t *)base)[off + i * st]);
+        break;
+    case TGC_BF16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = tgc_bf16_to_float(((const uint16_t *)base)[off + i * st]);
         break;
     case TGC_I32:
         for (int64_t i = 0; i < n; i++) dst[i] = ((const int32_t *)base)[off + i * st];
@@ -76,12 +85,16 @@ static void load_i64(const void *base, tgc_dtype dt, int64_t off, int64_t st, in
     case TGC_I64:
         for (int64_t i = 0; i < n; i++) dst[i] = ((const int64_t *)base)[off + i * st];
         break;
-    default: /* bool: 0 or 1, exact through double */
+    case TGC_BOOL:
+        for (int64_t i = 0; i < n; i++) dst[i] = ((const uint8_t *)base)[off + i * st] != 0;
+        break;
+    default: /* only integer dtypes take the int path */
         for (int64_t i = 0; i < n; i++) dst[i] = (int64_t)tgc_load(base, dt, off + i * st);
         break;
     }
 }
 
+/* Float to integer stores go through tgc_store, which saturates and maps NaN to 0. */
 static void store_f64(void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
                       const double *src)
 {
@@ -91,6 +104,17 @@ static void store_f64(void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t
         break;
     case TGC_F64:
         for (int64_t i = 0; i < n; i++) ((double *)base)[off + i * st] = src[i];
+        break;
+    case TGC_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)base)[off + i * st] = tgc_float_to_half((float)src[i]);
+        break;
+    case TGC_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)base)[off + i * st] = tgc_float_to_bf16((float)src[i]);
+        break;
+    case TGC_BOOL:
+        for (int64_t i = 0; i < n; i++) ((uint8_t *)base)[off + i * st] = src[i] != 0;
         break;
     default:
         for (int64_t i = 0; i < n; i++) tgc_store(base, dt, off + i * st, src[i]);
@@ -193,41 +217,53 @@ static red_acc acc_new(double ref)
     return a;
 }
 
+/* The folds accumulate in locals: f may alias the accumulator's doubles as far as the
+ * compiler knows, which would force a store per element. */
 static void fold_sum(void *acc, const double *f, const int64_t *iv, int64_t n)
 {
     red_acc *a = acc;
-    for (int64_t k = 0; k < n; k++) {
-        if (f)
-            a->sum += f[k];
-        else /* wraps like PyTorch's int64 sum instead of overflowing */
-            a->isum = (int64_t)((uint64_t)a->isum + (uint64_t)iv[k]);
+    if (f) {
+        double s = a->sum;
+        for (int64_t k = 0; k < n; k++) s += f[k];
+        a->sum = s;
+        return;
     }
+    uint64_t s = (uint64_t)a->isum; /* wraps like PyTorch's int64 sum instead of overflowing */
+    for (int64_t k = 0; k < n; k++) s += (uint64_t)iv[k];
+    a->isum = (int64_t)s;
 }
 
 /* NaN wins: once max is NaN no value compares greater and it stays. */
 static void fold_max(void *acc, const double *f, const int64_t *iv, int64_t n)
 {
     red_acc *a = acc;
-    for (int64_t k = 0; k < n; k++) {
-        if (f)
-            a->max = f[k] > a->max || isnan(f[k]) ? f[k] : a->max;
-        else
-            a->imax = iv[k] > a->imax ? iv[k] : a->imax;
+    if (f) {
+        double m = a->max;
+        for (int64_t k = 0; k < n; k++) m = f[k] > m || isnan(f[k]) ? f[k] : m;
+        a->max = m;
+        return;
     }
+    int64_t m = a->imax;
+    for (int64_t k = 0; k < n; k++) m = iv[k] > m ? iv[k] : m;
+    a->imax = m;
 }
 
 static void fold_sq_dev(void *acc, const double *f, const int64_t *iv, int64_t n)
 {
     red_acc *a = acc;
+    double s = a->sum;
     (void)iv; /* var always loads doubles */
-    for (int64_t k = 0; k < n; k++) a->sum += (f[k] - a->ref) * (f[k] - a->ref);
+    for (int64_t k = 0; k < n; k++) s += (f[k] - a->ref) * (f[k] - a->ref);
+    a->sum = s;
 }
 
 static void fold_exp_sum(void *acc, const double *f, const int64_t *iv, int64_t n)
 {
     red_acc *a = acc;
+    double s = a->sum;
     (void)iv; /* softmax always loads doubles */
-    for (int64_t k = 0; k < n; k++) a->sum += exp(f[k] - a->ref);
+    for (int64_t k = 0; k < n; k++) s += exp(f[k] - a->ref);
+    a->sum = s;
 }
 
 /* First maximum; the first NaN counts as the maximum, as in PyTorch. */
@@ -256,8 +292,10 @@ static void reduce_one(const red_call *c, int64_t xoff, int64_t ooff)
     switch (c->op) {
     case TGC_OP_SUM:
         visit(c, xoff, fold_sum, &a);
-        if (c->as_int) store_int(c->obase, c->odt, ooff, a.isum);
-        else store_f64(c->obase, c->odt, ooff, 1, 1, &a.sum);
+        if (c->as_int)
+            store_int(c->obase, c->odt, ooff, a.isum);
+        else
+            store_f64(c->obase, c->odt, ooff, 1, 1, &a.sum);
         break;
     case TGC_OP_MEAN: /* an empty mean is 0/0 = NaN, as in PyTorch */
         visit(c, xoff, fold_sum, &a);
@@ -266,8 +304,10 @@ static void reduce_one(const red_call *c, int64_t xoff, int64_t ooff)
         break;
     case TGC_OP_MAX:
         visit(c, xoff, fold_max, &a);
-        if (c->as_int) store_int(c->obase, c->odt, ooff, a.imax);
-        else store_f64(c->obase, c->odt, ooff, 1, 1, &a.max);
+        if (c->as_int)
+            store_int(c->obase, c->odt, ooff, a.imax);
+        else
+            store_f64(c->obase, c->odt, ooff, 1, 1, &a.max);
         break;
     case TGC_OP_VAR: {
         visit(c, xoff, fold_sum, &a);
@@ -286,8 +326,28 @@ static void reduce_one(const red_call *c, int64_t xoff, int64_t ooff)
     }
 }
 
-/* One row of softmax or log_softmax; the row is the single reduced dim. */
-static void softmax_row(const red_call *c, int64_t xoff, int64_t ooff)
+/* softmax and log_softmax, one row (the single reduced dim) at a time. A row up to
+ * SOFTMAX_ROW_CACHE long is loaded once and each element exp'd once; a longer row is
+ * streamed in three passes instead. Both do the same arithmetic in the same order. */
+static void softmax_row_cached(const red_call *c, int64_t xoff, int64_t ooff)
+{
+    const int64_t n = c->g.count;
+    const int soft = c->op == TGC_OP_SOFTMAX;
+    double v[SOFTMAX_ROW_CACHE], sum = 0;
+    red_acc mx = acc_new(0);
+    load_f64(c->xbase, c->xdt, xoff, c->g.red_xst[0], n, v);
+    fold_max(&mx, v, NULL, n);
+    for (int64_t k = 0; k < n; k++) {
+        double e = exp(v[k] - mx.max);
+        sum += e;
+        v[k] = soft ? e : v[k] - mx.max;
+    }
+    const double log_sum = log(sum);
+    for (int64_t k = 0; k < n; k++) v[k] = soft ? v[k] / sum : v[k] - log_sum;
+    store_f64(c->obase, c->odt, ooff, c->g.row_ost, n, v);
+}
+
+static void softmax_row_streamed(const red_call *c, int64_t xoff, int64_t ooff)
 {
     red_acc mx = acc_new(0);
     visit(c, xoff, fold_max, &mx);
@@ -412,8 +472,10 @@ tgc_status tgc_interp_reduce(tgc_op op, tgc_tensor *const *in, int n_in, const t
     walk_init(&w, c.g.n_keep, c.g.keep_shape, c.g.keep_xst, c.g.keep_ost, in[0]->offset,
               out->offset);
     do {
-        if (norm)
-            softmax_row(&c, w.off[0], w.off[1]);
+        if (norm && c.g.count <= SOFTMAX_ROW_CACHE)
+            softmax_row_cached(&c, w.off[0], w.off[1]);
+        else if (norm)
+            softmax_row_streamed(&c, w.off[0], w.off[1]);
         else
             reduce_one(&c, w.off[0], w.off[1]);
     } while (walk_next(&w));

@@ -1,0 +1,335 @@
+/* tgc_config_default (defaults, then the TGC_* environment) and the configurations that
+ * tgc_compile accepts or rejects, with their exact statuses and messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/jit.h"
+#include "tgc/compile.h"
+#include "tgc/config.h"
+
+static const char *const env_vars[] = {
+    "TGC_LOG",       "TGC_BACKEND",  "TGC_CACHE_SIZE_LIMIT", "TGC_ACCUMULATED_CACHE_SIZE_LIMIT",
+    "TGC_DYNAMIC",   "TGC_DUMP_DIR", "TGC_CACHE_DIR",        "TGC_NUM_THREADS",
+};
+
+static void clear_env(void)
+{
+    for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++)
+        unsetenv(env_vars[i]);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    clear_env();
+    tgc_clear_error();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    clear_env();
+    return 0;
+}
+
+static void check_error(tgc_status got, tgc_status want, const char *text)
+{
+    assert_int_equal(got, want);
+    assert_int_equal(tgc_last_status(), want);
+    if (!strstr(tgc_last_error(), text))
+        fail_msg("error message \"%s\" lacks \"%s\"", tgc_last_error(), text);
+}
+
+static tgc_status model(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                        int n_out)
+{
+    (void)self;
+    (void)in;
+    (void)n_in;
+    (void)out;
+    (void)n_out;
+    return TGC_OK;
+}
+
+/* tgc_compile with cfg must fail with want and a message containing text. */
+static void check_rejected(const tgc_config *cfg, tgc_status want, const char *text)
+{
+    tgc_clear_error();
+    tgc_fn *f = tgc_compile(model, "m", cfg);
+    if (f) {
+        tgc_fn_free(f);
+        fail_msg("tgc_compile accepted a config that should give %s (%s)", tgc_status_str(want),
+                 text);
+    }
+    check_error(tgc_last_status(), want, text);
+}
+
+static void check_accepted(const tgc_config *cfg)
+{
+    tgc_clear_error();
+    tgc_fn *f = tgc_compile(model, "m", cfg);
+    if (!f)
+        fail_msg("tgc_compile rejected a valid config: %s", tgc_last_error());
+    tgc_stats st;
+    assert_int_equal(tgc_fn_stats(f, &st), TGC_OK);
+    assert_int_equal(st.calls, 0);
+    assert_int_equal(st.variants, 0);
+    tgc_fn_free(f);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    tgc_config c = tgc_config_default();
+    assert_int_equal(c.struct_size, sizeof(tgc_config));
+    assert_int_equal(c.backend, TGC_BACKEND_AUTO);
+    assert_int_equal(c.mode, TGC_MODE_DEFAULT);
+    assert_int_equal(c.cache_size_limit, 8);
+    assert_int_equal(c.accumulated_cache_size_limit, 256);
+    assert_int_equal(c.on_cache_limit, TGC_ON_LIMIT_FALLBACK_EAGER);
+    assert_int_equal(c.dynamic, TGC_DYNAMIC_AUTO);
+    assert_int_equal(c.guard_module_identity, 0);
+    assert_int_equal(c.fullgraph, 0);
+    assert_null(c.cache_dir);
+    assert_null(c.dump_dir);
+    assert_int_equal(c.num_threads, 0);
+    assert_int_equal(c.log, 0);
+    assert_null(c.log_fn);
+    assert_null(c.log_user);
+    /* the defaults compile */
+    check_accepted(&c);
+    check_accepted(NULL);
+}
+
+static void test_env_parsing(void **state)
+{
+    (void)state;
+    setenv("TGC_LOG", "recompiles,guards", 1);
+    setenv("TGC_CACHE_SIZE_LIMIT", "3", 1);
+    setenv("TGC_ACCUMULATED_CACHE_SIZE_LIMIT", "40", 1);
+    setenv("TGC_DYNAMIC", "never", 1);
+    setenv("TGC_BACKEND", "interp", 1);
+    setenv("TGC_NUM_THREADS", "4", 1);
+    setenv("TGC_CACHE_DIR", "/tmp/tgc-cache", 1);
+    setenv("TGC_DUMP_DIR", "/tmp/tgc-dump", 1);
+    tgc_config c = tgc_config_default();
+    assert_int_equal(c.struct_size, sizeof(tgc_config));
+    assert_int_equal(c.log, TGC_LOG_RECOMPILES | TGC_LOG_GUARDS);
+    assert_int_equal(c.cache_size_limit, 3);
+    assert_int_equal(c.accumulated_cache_size_limit, 40);
+    assert_int_equal(c.dynamic, TGC_DYNAMIC_NEVER);
+    assert_int_equal(c.backend, TGC_BACKEND_INTERP);
+    assert_int_equal(c.num_threads, 4);
+    assert_non_null(c.cache_dir);
+    assert_string_equal(c.cache_dir, "/tmp/tgc-cache");
+    assert_non_null(c.dump_dir);
+    assert_string_equal(c.dump_dir, "/tmp/tgc-dump");
+    /* untouched by the environment */
+    assert_int_equal(c.mode, TGC_MODE_DEFAULT);
+    assert_int_equal(c.on_cache_limit, TGC_ON_LIMIT_FALLBACK_EAGER);
+    check_accepted(&c);
+
+    /* unsetting brings the defaults back */
+    clear_env();
+    c = tgc_config_default();
+    assert_int_equal(c.log, 0);
+    assert_int_equal(c.cache_size_limit, 8);
+    assert_int_equal(c.dynamic, TGC_DYNAMIC_AUTO);
+    assert_int_equal(c.backend, TGC_BACKEND_AUTO);
+    assert_null(c.cache_dir);
+}
+
+static void test_env_log_channels(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec;
+        unsigned bits;
+    } cases[] = {
+        {"recompiles", TGC_LOG_RECOMPILES},
+        {"guards", TGC_LOG_GUARDS},
+        {"graph", TGC_LOG_GRAPH},
+        {"dynamic", TGC_LOG_DYNAMIC},
+        {"perf", TGC_LOG_PERF},
+        {"kernels", TGC_LOG_KERNELS},
+        {"all", TGC_LOG_ALL},
+        {"recompiles,guards,graph,kernels,perf",
+         TGC_LOG_RECOMPILES | TGC_LOG_GUARDS | TGC_LOG_GRAPH | TGC_LOG_KERNELS | TGC_LOG_PERF},
+        {"graph,nonsense,dynamic", TGC_LOG_GRAPH | TGC_LOG_DYNAMIC}, /* unknown names ignored */
+        {"guardsx", 0}, /* whole names only */
+        {"", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("TGC_LOG", cases[i].spec, 1);
+        tgc_config c = tgc_config_default();
+        if (c.log != cases[i].bits)
+            fail_msg("TGC_LOG=%s gave 0x%x, want 0x%x", cases[i].spec, c.log, cases[i].bits);
+    }
+}
+
+static void test_env_choices(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *v;
+        tgc_backend_kind b;
+    } backends[] = {{"auto", TGC_BACKEND_AUTO},   {"llvm", TGC_BACKEND_LLVM},
+                    {"cuda", TGC_BACKEND_CUDA},   {"eager", TGC_BACKEND_EAGER},
+                    {"interp", TGC_BACKEND_INTERP}, {"INTERP", TGC_BACKEND_INTERP},
+                    {"Eager", TGC_BACKEND_EAGER}};
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        setenv("TGC_BACKEND", backends[i].v, 1);
+        assert_int_equal(tgc_config_default().backend, backends[i].b);
+    }
+    static const struct {
+        const char *v;
+        tgc_dynamic d;
+    } dyn[] = {{"auto", TGC_DYNAMIC_AUTO}, {"always", TGC_DYNAMIC_ALWAYS}, {"never", TGC_DYNAMIC_NEVER},
+               {"ALWAYS", TGC_DYNAMIC_ALWAYS}};
+    for (size_t i = 0; i < sizeof dyn / sizeof dyn[0]; i++) {
+        setenv("TGC_DYNAMIC", dyn[i].v, 1);
+        assert_int_equal(tgc_config_default().dynamic, dyn[i].d);
+    }
+    /* values that are not understood leave the default */
+    setenv("TGC_BACKEND", "tpu", 1);
+    setenv("TGC_DYNAMIC", "sometimes", 1);
+    setenv("TGC_CACHE_SIZE_LIMIT", "12abc", 1);
+    setenv("TGC_ACCUMULATED_CACHE_SIZE_LIMIT", "-5", 1);
+    setenv("TGC_NUM_THREADS", "many", 1);
+    tgc_config c = tgc_config_default();
+    assert_int_equal(c.backend, TGC_BACKEND_AUTO);
+    assert_int_equal(c.dynamic, TGC_DYNAMIC_AUTO);
+    assert_int_equal(c.cache_size_limit, 8);
+    assert_int_equal(c.accumulated_cache_size_limit, 256);
+    assert_int_equal(c.num_threads, 0);
+    /* an environment-selected backend the build lacks is reported by tgc_compile */
+    setenv("TGC_BACKEND", "llvm", 1);
+    check_rejected(NULL, TGC_ERR_UNSUPPORTED, "LLVM");
+}
+
+static void test_compile_rejects_bad_configs(void **state)
+{
+    (void)state;
+    const tgc_config good = tgc_config_default();
+    tgc_config c;
+
+    tgc_clear_error();
+    assert_null(tgc_compile(NULL, "m", &good));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_compile: fn is NULL");
+    tgc_clear_error();
+    assert_null(tgc_compile(NULL, "m", NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "fn is NULL");
+
+    c = good;
+    c.struct_size = sizeof(tgc_config) - 8;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "struct_size");
+    c.struct_size = 0;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "start from tgc_config_default()");
+    c.struct_size = sizeof(tgc_config) + 8;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "struct_size");
+
+    c = good;
+    c.cache_size_limit = 0;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "cache_size_limit (0)");
+    c.cache_size_limit = -3;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "cache_size_limit (-3)");
+    c = good;
+    c.accumulated_cache_size_limit = 0;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "accumulated_cache_size_limit (0)");
+
+    c = good;
+    c.backend = (tgc_backend_kind)5;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "unknown backend");
+    c.backend = (tgc_backend_kind)-1;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "unknown");
+    c = good;
+    c.mode = (tgc_mode)3;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "mode");
+    c = good;
+    c.on_cache_limit = (tgc_on_cache_limit)2;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "on_cache_limit");
+    c = good;
+    c.dynamic = (tgc_dynamic)3;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "dynamic");
+
+    c = good;
+    c.num_threads = -1;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "num_threads is -1");
+
+    c = good;
+    c.backend = TGC_BACKEND_LLVM;
+    check_rejected(&c, TGC_ERR_UNSUPPORTED, "LLVM backend is not available");
+    c.backend = TGC_BACKEND_CUDA;
+    check_rejected(&c, TGC_ERR_UNSUPPORTED, "CUDA backend is not available");
+}
+
+static void test_compile_accepts_valid_configs(void **state)
+{
+    (void)state;
+    const tgc_config good = tgc_config_default();
+    tgc_config c;
+    const tgc_backend_kind backends[] = {TGC_BACKEND_AUTO, TGC_BACKEND_EAGER, TGC_BACKEND_INTERP};
+    for (size_t i = 0; i < 3; i++) {
+        c = good;
+        c.backend = backends[i];
+        check_accepted(&c);
+    }
+    c = good;
+    c.mode = TGC_MODE_MAX_AUTOTUNE;
+    c.on_cache_limit = TGC_ON_LIMIT_ERROR;
+    c.dynamic = TGC_DYNAMIC_ALWAYS;
+    c.cache_size_limit = 1;
+    c.accumulated_cache_size_limit = 1;
+    c.num_threads = 3;
+    c.guard_module_identity = 1;
+    c.fullgraph = 1;
+    c.log = TGC_LOG_ALL;
+    check_accepted(&c);
+
+    /* a NULL or empty name gets a default; strings are copied */
+    char dir[32] = "/tmp/some-cache";
+    c = good;
+    c.cache_dir = dir;
+    c.dump_dir = dir;
+    tgc_fn *f = tgc_compile(model, NULL, &c);
+    assert_non_null(f);
+    assert_non_null(f->name);
+    assert_true(f->name[0] != 0);
+    assert_ptr_not_equal(f->cfg.cache_dir, dir);
+    assert_ptr_not_equal(f->cfg.dump_dir, dir);
+    dir[0] = 'X';
+    assert_string_equal(f->cfg.cache_dir, "/tmp/some-cache");
+    assert_string_equal(f->cfg.dump_dir, "/tmp/some-cache");
+    tgc_fn_free(f);
+    f = tgc_compile(model, "", NULL);
+    assert_non_null(f);
+    assert_true(f->name[0] != 0);
+    tgc_fn_free(f);
+    /* the name is copied */
+    char name[16] = "my_forward";
+    f = tgc_compile(model, name, NULL);
+    name[0] = 'X';
+    assert_string_equal(f->name, "my_forward");
+    tgc_fn_free(f);
+    tgc_fn_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_parsing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_log_channels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_choices, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compile_rejects_bad_configs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compile_accepts_valid_configs, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

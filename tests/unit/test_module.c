@@ -1,0 +1,586 @@
+/* Modules (tgc/module.h): creation, parameters, buffers, children, lookup, training flag,
+ * userdata, devices; bad names and bad trees with their exact statuses; the structure
+ * signature (equal for equal structures, different after any structural change, restored
+ * when the change is undone); the pre-order flat list (internal tgc_module_flat); the
+ * tgc_module_describe text; freeing whole trees (checked by ASan/LSan). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/module_impl.h"
+#include "frontend/tensor_impl.h"
+#include "tgc/autograd.h"
+#include "tgc/module.h"
+#include "tgc/ops.h"
+#include "tgc/tensor.h"
+
+static int setup(void **state)
+{
+    (void)state;
+    tgc_clear_error();
+    tgc_scope_push();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return tgc_scope_pop() == TGC_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tgc_shutdown();
+    return 0;
+}
+
+static void check_error(tgc_status got, tgc_status want, const char *text)
+{
+    assert_int_equal(got, want);
+    assert_int_equal(tgc_last_status(), want);
+    if (!strstr(tgc_last_error(), text))
+        fail_msg("error message \"%s\" lacks \"%s\"", tgc_last_error(), text);
+}
+
+static tgc_tensor *full(const int64_t *shape, int nd, double v, tgc_dtype dt)
+{
+    tgc_tensor *t = tgc_full(shape, nd, v, dt, tgc_cpu());
+    assert_non_null(t);
+    return t;
+}
+
+#define SHAPE(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8)
+
+/* ---- a small model, built with variations ---- */
+
+typedef struct variant {
+    int64_t w_cols;        /* fc1.weight is [4, w_cols] */
+    const char *bias_name; /* fc1's bias */
+    tgc_dtype dtype;       /* of fc1.weight */
+    int bias_first;        /* add fc1.bias before fc1.weight */
+    int bias_as_buffer;
+    const char *child_name; /* of fc2 */
+} variant;
+
+static const variant base_v = {3, "bias", TGC_F32, 0, 0, "fc2"};
+
+/* net { scale(param [1]), fc1 { weight [4, w], bias [4] }, bn { running_mean (buffer [4]) },
+ *       fc2 { weight [2, 4] } } */
+static tgc_module *build(variant v, void *ud)
+{
+    tgc_module *net = tgc_module_create("net", ud);
+    tgc_module *fc1 = tgc_module_create("fc1", NULL);
+    tgc_module *bn = tgc_module_create("bn", NULL);
+    tgc_module *fc2 = tgc_module_create("fc2", NULL);
+    assert_non_null(net);
+    assert_non_null(fc1);
+    assert_non_null(bn);
+    assert_non_null(fc2);
+    assert_non_null(tgc_module_param(net, "scale", full(SHAPE(1), 2.0, TGC_F32)));
+    tgc_tensor *w = full(SHAPE(4, v.w_cols), 0.5, v.dtype);
+    tgc_tensor *b = full(SHAPE(4), 0.0, TGC_F32);
+    if (v.bias_first)
+        assert_non_null(v.bias_as_buffer ? tgc_module_buffer(fc1, v.bias_name, b)
+                                         : tgc_module_param(fc1, v.bias_name, b));
+    assert_non_null(tgc_module_param(fc1, "weight", w));
+    if (!v.bias_first)
+        assert_non_null(v.bias_as_buffer ? tgc_module_buffer(fc1, v.bias_name, b)
+                                         : tgc_module_param(fc1, v.bias_name, b));
+    assert_non_null(tgc_module_buffer(bn, "running_mean", full(SHAPE(4), 0.0, TGC_F32)));
+    assert_non_null(tgc_module_param(fc2, "weight", full(SHAPE(2, 4), 1.0, TGC_F32)));
+    assert_int_equal(tgc_module_child(net, "fc1", fc1), TGC_OK);
+    assert_int_equal(tgc_module_child(net, "bn", bn), TGC_OK);
+    assert_int_equal(tgc_module_child(net, v.child_name, fc2), TGC_OK);
+    return net;
+}
+
+/* ---- basics ---- */
+
+static void test_create(void **state)
+{
+    (void)state;
+    int ud = 7;
+    tgc_module *m = tgc_module_create("encoder", &ud);
+    assert_non_null(m);
+    assert_string_equal(tgc_module_name(m), "encoder");
+    assert_ptr_equal(tgc_module_userdata(m), &ud);
+    assert_true(tgc_module_is_training(m)); /* new modules train */
+    assert_int_equal(tgc_module_num_tensors(m), 0);
+    assert_null(tgc_module_get(m, "x"));
+    assert_null(tgc_module_get_child(m, "x"));
+    tgc_module_free(m);
+
+    /* the name is copied */
+    char name[8] = "tmp";
+    tgc_module *c = tgc_module_create(name, NULL);
+    name[0] = 'X';
+    assert_string_equal(tgc_module_name(c), "tmp");
+    assert_null(tgc_module_userdata(c));
+    tgc_module_free(c);
+    assert_int_equal(tgc_last_status(), TGC_OK);
+
+    assert_null(tgc_module_create(NULL, NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_create: name is NULL or empty");
+    tgc_clear_error();
+    assert_null(tgc_module_create("", &ud));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_create");
+
+    /* NULL module queries are harmless */
+    assert_null(tgc_module_name(NULL));
+    assert_null(tgc_module_userdata(NULL));
+    assert_int_equal(tgc_module_is_training(NULL), 0);
+    assert_int_equal(tgc_module_num_tensors(NULL), 0);
+    assert_null(tgc_module_get(NULL, "w"));
+    assert_null(tgc_module_get_child(NULL, "c"));
+    tgc_module_train(NULL, 1);
+    tgc_module_free(NULL);
+}
+
+static void test_param_and_buffer(void **state)
+{
+    (void)state;
+    tgc_module *m = tgc_module_create("lin", NULL);
+    const float wv[] = {1, 2, 3, 4, 5, 6};
+    tgc_tensor *init = tgc_from_data(wv, sizeof wv, SHAPE(2, 3), TGC_F32, tgc_cpu());
+    tgc_tensor *w = tgc_module_param(m, "weight", init);
+    assert_non_null(w);
+    assert_ptr_not_equal(w, init); /* a copy owned by the module */
+    assert_int_equal(tgc_ndim(w), 2);
+    assert_int_equal(tgc_size(w, 0), 2);
+    assert_int_equal(tgc_size(w, 1), 3);
+    assert_int_equal(tgc_dtype_of(w), TGC_F32);
+    assert_true(tgc_requires_grad_of(w));
+    float out[6];
+    assert_int_equal(tgc_copy_to_host(w, out, sizeof out), TGC_OK);
+    assert_memory_equal(out, wv, sizeof wv);
+    /* independent of init afterwards, and of the scope that owned init */
+    assert_int_equal(tgc_copy_(init, tgc_zeros(SHAPE(2, 3), TGC_F32, tgc_cpu())), TGC_OK);
+    tgc_tensor_free(init);
+    assert_int_equal(tgc_copy_to_host(w, out, sizeof out), TGC_OK);
+    assert_memory_equal(out, wv, sizeof wv);
+
+    /* a non-contiguous init of another dtype keeps its dtype and logical values */
+    tgc_tensor *i2 = tgc_from_data(wv, sizeof wv, SHAPE(2, 3), TGC_F32, tgc_cpu());
+    tgc_tensor *h = tgc_cast(tgc_transpose(i2, 0, 1), TGC_F16);
+    assert_non_null(h);
+    tgc_tensor *rm = tgc_module_buffer(m, "running", tgc_transpose(i2, 0, 1));
+    tgc_tensor *hb = tgc_module_buffer(m, "half", h);
+    assert_non_null(rm);
+    assert_non_null(hb);
+    assert_false(tgc_requires_grad_of(rm));
+    assert_int_equal(tgc_dtype_of(hb), TGC_F16);
+    assert_int_equal(tgc_size(rm, 0), 3);
+    assert_true(tgc_is_contiguous(rm));
+    assert_int_equal(tgc_copy_to_host(rm, out, sizeof out), TGC_OK);
+    const float want_t[] = {1, 4, 2, 5, 3, 6};
+    assert_memory_equal(out, want_t, sizeof want_t);
+
+    assert_ptr_equal(tgc_module_get(m, "weight"), w);
+    assert_ptr_equal(tgc_module_get(m, "running"), rm);
+    assert_ptr_equal(tgc_module_get(m, "half"), hb);
+    assert_null(tgc_module_get(m, "bias"));
+    assert_null(tgc_module_get(m, NULL));
+    assert_int_equal(tgc_module_num_tensors(m), 3);
+    assert_int_equal(tgc_last_status(), TGC_OK); /* lookups that miss set no error */
+
+    /* module tensors do not belong to a scope: a pop leaves them alone */
+    tgc_scope_push();
+    tgc_tensor *p = tgc_module_param(m, "inner", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu()));
+    assert_non_null(p);
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+    assert_true(tgc_item_f64(p) == 1.0);
+    assert_int_equal(tgc_module_num_tensors(m), 4);
+    tgc_module_free(m);
+}
+
+static void test_param_bad_args(void **state)
+{
+    (void)state;
+    tgc_module *m = tgc_module_create("m", NULL);
+    tgc_tensor *x = tgc_ones(SHAPE(3), TGC_F32, tgc_cpu());
+    assert_non_null(tgc_module_param(m, "w", x));
+    assert_null(tgc_module_param(m, "w", x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_param: module 'm' already has a member named 'w'");
+    assert_null(tgc_module_buffer(m, "w", x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_buffer: module 'm' already has a member named 'w'");
+    assert_null(tgc_module_param(m, "a.b", x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_param: name 'a.b' contains '.'");
+    assert_null(tgc_module_buffer(m, ".", x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "contains '.'");
+    assert_null(tgc_module_param(m, "", x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_param: name is NULL or empty");
+    assert_null(tgc_module_param(m, NULL, x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "name is NULL or empty");
+    assert_null(tgc_module_param(NULL, "v", x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_param: module is NULL");
+    tgc_clear_error();
+    assert_null(tgc_module_param(m, "v", NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_param: init tensor for 'v' is NULL");
+    /* a name taken by a child */
+    tgc_module *c = tgc_module_create("c", NULL);
+    assert_int_equal(tgc_module_child(m, "sub", c), TGC_OK);
+    assert_null(tgc_module_buffer(m, "sub", x));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "already has a member named 'sub'");
+    /* nothing was added by the failures */
+    assert_int_equal(tgc_module_num_tensors(m), 1);
+    assert_null(tgc_module_get(m, "v"));
+    assert_null(tgc_module_get(m, "a.b"));
+    tgc_module_free(m);
+}
+
+static void test_children(void **state)
+{
+    (void)state;
+    tgc_module *root = tgc_module_create("root", NULL);
+    tgc_module *a = tgc_module_create("block", NULL);
+    tgc_module *b = tgc_module_create("block", NULL); /* module names need not be unique */
+    tgc_module *leaf = tgc_module_create("leaf", NULL);
+    assert_int_equal(tgc_module_child(root, "0", a), TGC_OK);
+    assert_int_equal(tgc_module_child(root, "1", b), TGC_OK);
+    assert_int_equal(tgc_module_child(a, "leaf", leaf), TGC_OK);
+    assert_ptr_equal(tgc_module_get_child(root, "0"), a);
+    assert_ptr_equal(tgc_module_get_child(root, "1"), b);
+    assert_null(tgc_module_get_child(root, "leaf")); /* local names only */
+    assert_ptr_equal(tgc_module_get_child(a, "leaf"), leaf);
+    assert_null(tgc_module_get(root, "0")); /* children are not tensors */
+    assert_non_null(tgc_module_param(leaf, "w", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu())));
+    assert_non_null(tgc_module_buffer(b, "r", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu())));
+    assert_non_null(tgc_module_param(root, "p", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu())));
+    assert_int_equal(tgc_module_num_tensors(root), 3);
+    assert_int_equal(tgc_module_num_tensors(a), 1);
+    assert_int_equal(tgc_module_num_tensors(leaf), 1);
+    assert_int_equal(tgc_last_status(), TGC_OK);
+    tgc_module_free(root); /* frees a, b and leaf (LSan) */
+}
+
+static void test_child_errors(void **state)
+{
+    (void)state;
+    tgc_module *p1 = tgc_module_create("p1", NULL);
+    tgc_module *p2 = tgc_module_create("p2", NULL);
+    tgc_module *c = tgc_module_create("c", NULL);
+    tgc_module *gc = tgc_module_create("gc", NULL);
+    assert_int_equal(tgc_module_child(p1, "c", c), TGC_OK);
+    assert_int_equal(tgc_module_child(c, "gc", gc), TGC_OK);
+
+    /* a child with a parent already */
+    check_error(tgc_module_child(p2, "c", c), TGC_ERR_INVALID_ARG,
+                "tgc_module_child: module 'c' already has a parent");
+    check_error(tgc_module_child(p1, "again", c), TGC_ERR_INVALID_ARG, "already has a parent");
+    /* itself */
+    check_error(tgc_module_child(p2, "me", p2), TGC_ERR_INVALID_ARG, "tgc_module_child");
+    /* cycles: p1 under its own grandchild, or under its child */
+    check_error(tgc_module_child(gc, "p1", p1), TGC_ERR_INVALID_ARG,
+                "tgc_module_child: 'p1' is an ancestor of 'gc'");
+    check_error(tgc_module_child(c, "p1", p1), TGC_ERR_INVALID_ARG, "ancestor");
+    /* names */
+    tgc_module *d = tgc_module_create("d", NULL);
+    check_error(tgc_module_child(p1, "c", d), TGC_ERR_INVALID_ARG,
+                "tgc_module_child: module 'p1' already has a member named 'c'");
+    check_error(tgc_module_child(p1, "x.y", d), TGC_ERR_INVALID_ARG,
+                "tgc_module_child: name 'x.y' contains '.'");
+    check_error(tgc_module_child(p1, "", d), TGC_ERR_INVALID_ARG, "name is NULL or empty");
+    check_error(tgc_module_child(p1, NULL, d), TGC_ERR_INVALID_ARG, "name is NULL or empty");
+    check_error(tgc_module_child(NULL, "d", d), TGC_ERR_INVALID_ARG, "module is NULL");
+    check_error(tgc_module_child(p1, "d", NULL), TGC_ERR_INVALID_ARG,
+                "tgc_module_child: child is NULL");
+    /* a parameter name is taken for children too */
+    assert_non_null(tgc_module_param(p2, "w", tgc_ones(SHAPE(1), TGC_F32, tgc_cpu())));
+    check_error(tgc_module_child(p2, "w", d), TGC_ERR_INVALID_ARG, "already has a member named 'w'");
+
+    /* the failures changed nothing: d is still a root, p2 has no child, the tree is intact */
+    assert_null(tgc_module_get_child(p2, "c"));
+    assert_null(tgc_module_get_child(p2, "me"));
+    assert_null(tgc_module_get_child(gc, "p1"));
+    assert_null(tgc_module_get_child(p1, "again"));
+    assert_ptr_equal(tgc_module_get_child(p1, "c"), c);
+    assert_int_equal(tgc_module_child(p2, "d", d), TGC_OK);
+    tgc_module_free(p1); /* frees c and gc */
+    tgc_module_free(p2); /* frees d */
+}
+
+static void test_training(void **state)
+{
+    (void)state;
+    tgc_module *net = build(base_v, NULL);
+    tgc_module *fc1 = tgc_module_get_child(net, "fc1"), *bn = tgc_module_get_child(net, "bn");
+    assert_true(tgc_module_is_training(net));
+    assert_true(tgc_module_is_training(fc1));
+    tgc_module_train(net, 0);
+    assert_false(tgc_module_is_training(net));
+    assert_false(tgc_module_is_training(fc1));
+    assert_false(tgc_module_is_training(bn));
+    tgc_module_train(bn, 1); /* only the subtree */
+    assert_true(tgc_module_is_training(bn));
+    assert_false(tgc_module_is_training(net));
+    assert_false(tgc_module_is_training(fc1));
+    tgc_module_train(net, 5); /* any nonzero is on */
+    assert_int_equal(tgc_module_is_training(net), 1);
+    assert_int_equal(tgc_module_is_training(fc1), 1);
+    tgc_module_free(net);
+}
+
+static void test_module_to(void **state)
+{
+    (void)state;
+    tgc_module *net = build(base_v, NULL);
+    assert_int_equal(tgc_module_to(net, tgc_cpu()), TGC_OK);
+    check_error(tgc_module_to(net, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_module_to: device cuda:0");
+    check_error(tgc_module_to(net, tgc_cuda(2)), TGC_ERR_DEVICE, "cuda:2");
+    check_error(tgc_module_to(NULL, tgc_cpu()), TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
+    /* the failed move left the tensors on the CPU */
+    tgc_tensor *w = tgc_module_get(tgc_module_get_child(net, "fc1"), "weight");
+    assert_int_equal(tgc_device_of(w).type, TGC_DEVICE_CPU);
+    tgc_module_free(net);
+}
+
+/* ---- structure signature ---- */
+
+static uint64_t sig_of(variant v)
+{
+    tgc_module *m = build(v, NULL);
+    uint64_t s = tgc_module_signature(m);
+    tgc_module_free(m);
+    return s;
+}
+
+static void test_signature_equal_for_equal_structure(void **state)
+{
+    (void)state;
+    int u1, u2;
+    tgc_module *a = build(base_v, &u1), *b = build(base_v, &u2);
+    assert_int_not_equal(tgc_module_signature(a), 0);
+    assert_true(tgc_module_signature(a) == tgc_module_signature(b));
+    /* values are not structure */
+    tgc_tensor *w = tgc_module_get(tgc_module_get_child(a, "fc1"), "weight");
+    assert_int_equal(tgc_copy_(w, tgc_full(SHAPE(4, 3), 9.0, TGC_F32, tgc_cpu())), TGC_OK);
+    assert_true(tgc_module_signature(a) == tgc_module_signature(b));
+    /* stable across calls */
+    assert_true(tgc_module_signature(a) == tgc_module_signature(a));
+    tgc_module_free(a);
+    tgc_module_free(b);
+    assert_int_equal(tgc_module_signature(NULL), 0);
+}
+
+static void test_signature_changes_with_structure(void **state)
+{
+    (void)state;
+    uint64_t s0 = sig_of(base_v);
+    assert_true(sig_of(base_v) == s0);
+    variant v;
+    v = base_v;
+    v.w_cols = 5; /* shape */
+    assert_true(sig_of(v) != s0);
+    v = base_v;
+    v.bias_name = "b"; /* tensor name */
+    assert_true(sig_of(v) != s0);
+    v = base_v;
+    v.dtype = TGC_F16; /* dtype */
+    assert_true(sig_of(v) != s0);
+    v = base_v;
+    v.bias_first = 1; /* position: parameters bind by position */
+    assert_true(sig_of(v) != s0);
+    v = base_v;
+    v.bias_as_buffer = 1; /* parameter vs buffer */
+    assert_true(sig_of(v) != s0);
+    v = base_v;
+    v.child_name = "head"; /* child name */
+    assert_true(sig_of(v) != s0);
+}
+
+static void test_signature_tracks_changes_in_place(void **state)
+{
+    (void)state;
+    tgc_module *net = build(base_v, NULL);
+    tgc_module *fc1 = tgc_module_get_child(net, "fc1"), *bn = tgc_module_get_child(net, "bn");
+    const uint64_t s0 = tgc_module_signature(net);
+
+    /* training, whole tree and one child; restored when it flips back */
+    tgc_module_train(net, 0);
+    uint64_t s_eval = tgc_module_signature(net);
+    assert_true(s_eval != s0);
+    tgc_module_train(net, 1);
+    assert_true(tgc_module_signature(net) == s0);
+    tgc_module_train(bn, 0);
+    uint64_t s_bn = tgc_module_signature(net);
+    assert_true(s_bn != s0);
+    assert_true(s_bn != s_eval);
+    tgc_module_train(bn, 1);
+    assert_true(tgc_module_signature(net) == s0);
+
+    /* requires_grad of a nested parameter */
+    tgc_tensor *w = tgc_module_get(fc1, "weight");
+    uint64_t s_fc1 = tgc_module_signature(fc1);
+    tgc_requires_grad(w, 0);
+    assert_true(tgc_module_signature(net) != s0);
+    assert_true(tgc_module_signature(fc1) != s_fc1);
+    tgc_requires_grad(w, 1);
+    assert_true(tgc_module_signature(net) == s0);
+    assert_true(tgc_module_signature(fc1) == s_fc1);
+
+    /* a tensor added to a child after it was attached */
+    assert_non_null(tgc_module_buffer(bn, "running_var", tgc_ones(SHAPE(4), TGC_F32, tgc_cpu())));
+    uint64_t s_added = tgc_module_signature(net);
+    assert_true(s_added != s0);
+    /* a child attached deep in the tree */
+    tgc_module *extra = tgc_module_create("extra", NULL);
+    assert_int_equal(tgc_module_child(bn, "extra", extra), TGC_OK);
+    assert_true(tgc_module_signature(net) != s_added);
+    tgc_module_free(net);
+}
+
+/* ---- flat list and describe ---- */
+
+static void test_flat_is_preorder(void **state)
+{
+    (void)state;
+    /* root { r0, A { a0, a1, AA { aa0 } }, r1, B { b0 } }: own tensors first, in insertion
+     * order (r1 was added after A was attached), then each child's in attach order. */
+    tgc_module *root = tgc_module_create("root", NULL);
+    tgc_module *A = tgc_module_create("A", NULL), *AA = tgc_module_create("AA", NULL);
+    tgc_module *B = tgc_module_create("B", NULL);
+    tgc_tensor *x = tgc_ones(SHAPE(1), TGC_F32, tgc_cpu());
+    tgc_tensor *r0 = tgc_module_param(root, "r0", x);
+    assert_int_equal(tgc_module_child(root, "A", A), TGC_OK);
+    tgc_tensor *a0 = tgc_module_param(A, "a0", x);
+    tgc_tensor *a1 = tgc_module_buffer(A, "a1", x);
+    assert_int_equal(tgc_module_child(A, "AA", AA), TGC_OK);
+    tgc_tensor *aa0 = tgc_module_param(AA, "aa0", x);
+    tgc_tensor *r1 = tgc_module_buffer(root, "r1", x);
+    assert_int_equal(tgc_module_child(root, "B", B), TGC_OK);
+    tgc_tensor *b0 = tgc_module_param(B, "b0", x);
+
+    int n = -1;
+    tgc_tensor *const *flat = tgc_module_flat(root, &n);
+    assert_non_null(flat);
+    assert_int_equal(n, 6);
+    tgc_tensor *want[] = {r0, r1, a0, a1, aa0, b0};
+    for (int i = 0; i < 6; i++)
+        assert_ptr_equal(flat[i], want[i]);
+    assert_int_equal(tgc_module_num_tensors(root), 6);
+
+    /* a subtree's flat list is its own pre-order */
+    tgc_tensor *const *fa = tgc_module_flat(A, &n);
+    assert_int_equal(n, 3);
+    assert_ptr_equal(fa[0], a0);
+    assert_ptr_equal(fa[1], a1);
+    assert_ptr_equal(fa[2], aa0);
+
+    /* the cached list follows later additions anywhere in the tree */
+    tgc_tensor *aa1 = tgc_module_param(AA, "aa1", x);
+    flat = tgc_module_flat(root, &n);
+    assert_int_equal(n, 7);
+    tgc_tensor *want2[] = {r0, r1, a0, a1, aa0, aa1, b0};
+    for (int i = 0; i < 7; i++)
+        assert_ptr_equal(flat[i], want2[i]);
+    tgc_module *C = tgc_module_create("C", NULL);
+    tgc_tensor *c0 = tgc_module_param(C, "c0", x);
+    assert_int_equal(tgc_module_child(AA, "C", C), TGC_OK);
+    flat = tgc_module_flat(root, &n);
+    assert_int_equal(n, 8);
+    assert_ptr_equal(flat[6], c0);
+    assert_ptr_equal(flat[7], b0);
+
+    /* an empty tree */
+    tgc_module *e = tgc_module_create("e", NULL);
+    n = -1;
+    tgc_module_flat(e, &n);
+    assert_int_equal(n, 0);
+    tgc_module_free(e);
+    tgc_module_free(root);
+}
+
+static void test_describe(void **state)
+{
+    (void)state;
+    tgc_module *net = build(base_v, NULL);
+    tgc_module_train(tgc_module_get_child(net, "bn"), 0);
+    tgc_requires_grad(tgc_module_get(net, "scale"), 0);
+    char *text = tgc_module_describe(net);
+    assert_non_null(text);
+    assert_string_equal(text, "self.training = true\n"
+                              "self.scale: param f32[1] cpu\n"
+                              "self.fc1.training = true\n"
+                              "self.fc1.weight: param f32[4, 3] cpu requires_grad\n"
+                              "self.fc1.bias: param f32[4] cpu requires_grad\n"
+                              "self.bn.training = false\n"
+                              "self.bn.running_mean: buffer f32[4] cpu\n"
+                              "self.fc2.training = true\n"
+                              "self.fc2.weight: param f32[2, 4] cpu requires_grad\n");
+    free(text);
+
+    tgc_module *h = tgc_module_create("h", NULL);
+    assert_non_null(tgc_module_buffer(h, "s", tgc_zeros(NULL, 0, TGC_BF16, tgc_cpu())));
+    text = tgc_module_describe(h);
+    assert_string_equal(text, "self.training = true\nself.s: buffer bf16[] cpu\n");
+    free(text);
+    tgc_module_free(h);
+    tgc_module_free(net);
+}
+
+/* A big tree built and freed: LSan reports anything left behind. */
+static void test_free_whole_tree(void **state)
+{
+    (void)state;
+    tgc_module *root = tgc_module_create("root", NULL);
+    tgc_tensor *x = tgc_ones(SHAPE(8, 8), TGC_F32, tgc_cpu());
+    for (int i = 0; i < 20; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "layer%d", i);
+        tgc_module *l = tgc_module_create(name, NULL);
+        for (int j = 0; j < 12; j++) { /* more than the initial capacities */
+            snprintf(name, sizeof name, "w%d", j);
+            assert_non_null(j % 2 ? tgc_module_param(l, name, x) : tgc_module_buffer(l, name, x));
+        }
+        for (int j = 0; j < 6; j++) {
+            snprintf(name, sizeof name, "sub%d", j);
+            tgc_module *s = tgc_module_create(name, NULL);
+            assert_non_null(tgc_module_param(s, "w", x));
+            assert_int_equal(tgc_module_child(l, name, s), TGC_OK);
+        }
+        snprintf(name, sizeof name, "%d", i);
+        assert_int_equal(tgc_module_child(root, name, l), TGC_OK);
+    }
+    assert_int_equal(tgc_module_num_tensors(root), 20 * (12 + 6));
+    int n;
+    tgc_module_flat(root, &n);
+    assert_int_equal(n, 20 * 18);
+    (void)tgc_module_signature(root);
+    char *d = tgc_module_describe(root);
+    assert_non_null(d);
+    free(d);
+    tgc_module_free(root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_param_and_buffer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_param_bad_args, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_children, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_child_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_training, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_module_to, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signature_equal_for_equal_structure, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_signature_changes_with_structure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signature_tracks_changes_in_place, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_flat_is_preorder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_describe, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_free_whole_tree, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, group_teardown);
+}
