@@ -64,10 +64,8 @@ tgc_module *tgc_module_create(const char *name, void *userdata)
     return m;
 }
 
-void tgc_module_free(tgc_module *m)
+static void free_tree(tgc_module *m)
 {
-    if (!m)
-        return;
     for (int i = 0; i < m->n_tensors; i++) {
         free(m->tensors[i].name);
         m->tensors[i].t->flags |= TGC_T_DEAD;
@@ -76,14 +74,26 @@ void tgc_module_free(tgc_module *m)
     }
     for (int i = 0; i < m->n_children; i++) {
         free(m->children[i].name);
-        m->children[i].m->parent = NULL;
-        tgc_module_free(m->children[i].m);
+        free_tree(m->children[i].m);
     }
     free(m->tensors);
     free(m->children);
     free(m->flat);
     free(m->name);
     free(m);
+}
+
+void tgc_module_free(tgc_module *m)
+{
+    if (!m)
+        return;
+    if (m->parent) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_module_free: '%s' is a child of '%s'; free the root module instead",
+                      m->name, m->parent->name);
+        return;
+    }
+    free_tree(m);
 }
 
 void tgc_module_invalidate(tgc_module *m)

@@ -345,25 +345,46 @@ int64_t tgc_sym_eval(const tgc_symtab *t, tgc_sdim d, const int64_t *vals)
     return 0;
 }
 
+/* Appends one short piece at buf + *len (snprintf semantics: what does not fit is cut, the
+ * buffer stays terminated, and *len counts the full length). */
+static void put(char *buf, size_t n, size_t *len, const char *fmt, long long v)
+{
+    char piece[32];
+    int k = snprintf(piece, sizeof piece, fmt, v);
+    if (*len < n)
+        snprintf(buf + *len, n - *len, "%s", piece);
+    *len += (size_t)(k > 0 ? k : 0);
+}
+
+static void format_into(const tgc_symtab *t, tgc_sdim d, char *buf, size_t n, size_t *len)
+{
+    if (TGC_SDIM_IS_CONST(d)) {
+        put(buf, n, len, "%lld", (long long)d);
+        return;
+    }
+    const expr *e = get(t, d);
+    if (e->op == E_SYM) {
+        put(buf, n, len, "s%lld", e->sym);
+        return;
+    }
+    static const char *const open[] = {"", "(", "", "(", "ceil("};
+    put(buf, n, len, open[e->op], 0);
+    format_into(t, e->a, buf, n, len);
+    if (e->op == E_ADD && TGC_SDIM_IS_CONST(e->b) && e->b < 0) {
+        put(buf, n, len, " - %lld)", -(long long)e->b);
+        return;
+    }
+    static const char *const mid[] = {"", " + ", "*", " // ", " / "};
+    put(buf, n, len, mid[e->op], 0);
+    format_into(t, e->b, buf, n, len);
+    put(buf, n, len, e->op == E_MUL ? "" : ")", 0);
+}
+
 int tgc_sym_format(const tgc_symtab *t, tgc_sdim d, char *buf, size_t n)
 {
-    if (TGC_SDIM_IS_CONST(d))
-        return snprintf(buf, n, "%lld", (long long)d);
-    const expr *e = get(t, d);
-    if (e->op == E_SYM)
-        return snprintf(buf, n, "s%d", e->sym);
-    char a[128], b[128];
-    tgc_sym_format(t, e->a, a, sizeof a);
-    tgc_sym_format(t, e->b, b, sizeof b);
-    switch (e->op) {
-    case E_ADD:
-        if (TGC_SDIM_IS_CONST(e->b) && e->b < 0)
-            return snprintf(buf, n, "(%s - %lld)", a, -(long long)e->b);
-        return snprintf(buf, n, "(%s + %s)", a, b);
-    case E_MUL: return snprintf(buf, n, "%s*%s", a, b);
-    case E_FDIV: return snprintf(buf, n, "(%s // %s)", a, b);
-    case E_CDIV: return snprintf(buf, n, "ceil(%s / %s)", a, b);
-    case E_SYM: break;
-    }
-    return 0;
+    size_t len = 0;
+    if (n)
+        buf[0] = 0;
+    format_into(t, d, buf, n, &len);
+    return (int)len;
 }

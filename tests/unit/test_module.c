@@ -563,6 +563,27 @@ static void test_free_whole_tree(void **state)
     tgc_module_free(root);
 }
 
+/* Freeing a module that still has a parent is refused (like tgc_tensor_free on a module's
+ * tensor): the parent owns it, and freeing it here would leave the parent pointing at freed
+ * memory. The parent's tgc_module_free still frees it exactly once. */
+static void test_free_attached_child_is_refused(void **state)
+{
+    (void)state;
+    tgc_module *p = tgc_module_create("p", NULL);
+    tgc_module *c = tgc_module_create("c", NULL);
+    assert_non_null(tgc_module_param(c, "w", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu())));
+    assert_int_equal(tgc_module_child(p, "c", c), TGC_OK);
+    tgc_clear_error();
+    tgc_module_free(c);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_free");
+    /* still attached and usable */
+    assert_ptr_equal(tgc_module_get_child(p, "c"), c);
+    assert_string_equal(tgc_module_name(c), "c");
+    assert_true(tgc_item_f64(tgc_module_get(c, "w")) == 1.0);
+    assert_int_equal(tgc_module_num_tensors(p), 1);
+    tgc_module_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -581,6 +602,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flat_is_preorder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_describe, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_whole_tree, setup, teardown),
+        /* last: before the fix, the double free aborts the ASan build */
+        cmocka_unit_test_setup_teardown(test_free_attached_child_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

@@ -218,6 +218,20 @@ static void test_free_early_then_pop(void **state)
     assert_int_equal(storage_refs(base), 1);
     assert_int_equal(tgc_scope_pop(), TGC_OK);
     assert_int_equal(storage_refs(base), 1);
+
+    /* a tensor of an outer scope freed from inside an inner one */
+    tgc_scope_push();
+    tgc_tensor *outer = view_of(base);
+    tgc_tensor *outer2 = view_of(base);
+    tgc_scope_push();
+    view_of(base);
+    tgc_tensor_free(outer);
+    assert_int_equal(storage_refs(base), 3);
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+    assert_int_equal(storage_refs(base), 2);
+    assert_true(tgc_item_f64(outer2) == 1.0);
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+    assert_int_equal(storage_refs(base), 1);
     assert_int_equal(tgc_last_status(), TGC_OK);
 }
 
@@ -394,6 +408,35 @@ static void test_thread_root_scope_freed_at_exit(void **state)
     assert_int_equal(storage_refs(base), 1);
 }
 
+static void *unbalanced_worker(void *p)
+{
+    thread_arg *a = p;
+    /* scopes left open at thread exit are freed with the root scope */
+    tgc_slice(a->base, 0, 0, 2, 1);
+    tgc_scope_push();
+    tgc_slice(a->base, 0, 0, 2, 1);
+    tgc_scope_push();
+    tgc_tensor *v = tgc_slice(a->base, 0, 1, 3, 1);
+    a->ok = v != NULL;
+    a->refs_inside = atomic_load(&a->base->storage->refs);
+    return NULL;
+}
+
+static void test_thread_open_scopes_freed_at_exit(void **state)
+{
+    (void)state;
+    tgc_tensor *base = ones(4);
+    for (int round = 0; round < 3; round++) {
+        thread_arg a = {base, 0, TGC_OK, 0};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, unbalanced_worker, &a), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_true(a.ok);
+        assert_int_equal(a.refs_inside, 4);
+        assert_int_equal(storage_refs(base), 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +455,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scopes_are_per_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_root_scope_freed_at_exit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thread_open_scopes_freed_at_exit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ir/sym.h"
@@ -307,6 +308,41 @@ static void test_format(void **state)
     assert_string_equal(small, "(s0");
 }
 
+/* Long expressions are written in full: nested operands are not cut at a fixed length
+ * (graph text is also what the persistent cache key hashes). */
+static void test_format_long_expression(void **state)
+{
+    (void)state;
+    tgc_sdim s[2] = {tgc_sym_new(T, 100, 0, 2), tgc_sym_new(T, 80, 0, 3)};
+    tgc_sdim e[2];
+    for (int k = 0; k < 2; k++) {
+        tgc_sdim x = s[k];
+        tgc_sdim t = tgc_sym_add(T, tgc_sym_floordiv(T, tgc_sym_add(T, x, 3), 2),
+                                 tgc_sym_floordiv(T, tgc_sym_mul(T, x, 5), 3));
+        t = tgc_sym_add(T, t, tgc_sym_ceildiv(T, tgc_sym_mul(T, x, 7), 4));
+        e[k] = tgc_sym_add(T, t, tgc_sym_floordiv(T, tgc_sym_mul(T, x, 9), 8));
+    }
+    char t0[512], t1[512], prod[1024], want[1100], got[1100];
+    tgc_sym_format(T, e[0], t0, sizeof t0);
+    tgc_sym_format(T, e[1], t1, sizeof t1);
+    assert_true(strlen(t0) < 120 && strlen(t1) < 120);
+    tgc_sdim p = tgc_sym_mul(T, e[0], e[1]);
+    tgc_sym_format(T, p, prod, sizeof prod);
+    assert_true(strlen(prod) > 130); /* longer than any fixed 128-byte operand buffer */
+    assert_non_null(strstr(prod, t0));
+    assert_non_null(strstr(prod, t1));
+    snprintf(want, sizeof want, "(%s + 1)", prod);
+    int n = tgc_sym_format(T, tgc_sym_add(T, p, 1), got, sizeof got);
+    assert_string_equal(got, want);
+    assert_int_equal(n, (int)strlen(want));
+    snprintf(want, sizeof want, "(%s // %s)", prod, prod);
+    tgc_sym_format(T, tgc_sym_floordiv(T, p, tgc_sym_add(T, p, 0)), got, sizeof got);
+    assert_string_equal(got, "1"); /* p // p */
+    snprintf(want, sizeof want, "(%s // s0)", prod);
+    tgc_sym_format(T, tgc_sym_floordiv(T, p, s[0]), got, sizeof got);
+    assert_string_equal(got, want);
+}
+
 /* ---- many expressions: the interning table grows and keeps every handle ---- */
 
 static void test_many_expressions(void **state)
@@ -343,6 +379,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_specialize, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_format_long_expression, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_expressions, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -872,9 +872,20 @@ static void test_views_geometry(void **state)
     assert_false(tgc_is_contiguous(c1));
     tgc_tensor *r1 = tgc_slice(tt, 1, 0, 1, 1); /* [[0], [1], [2]]: stride 1 along dim 0 */
     assert_true(tgc_is_contiguous(r1));
-    float got[3];
-    assert_int_equal(tgc_copy_to_host(r1, got, sizeof got), TGC_OK);
+    float got[12];
+    assert_int_equal(tgc_copy_to_host(r1, got, 3 * sizeof(float)), TGC_OK);
     assert_true(got[0] == 0 && got[1] == 1 && got[2] == 2);
+    /* an expanded dim has stride 0 and is not contiguous */
+    const int64_t to[] = {4, 3};
+    tgc_tensor *e = tgc_expand(row, to, 2);
+    assert_non_null(e);
+    assert_int_equal(tgc_stride(e, 0), 0);
+    assert_int_equal(tgc_stride(e, 1), 1);
+    assert_false(tgc_is_contiguous(e));
+    assert_int_equal(tgc_numel(e), 12);
+    assert_int_equal(tgc_copy_to_host(e, got, sizeof got), TGC_OK);
+    for (int i = 0; i < 12; i++)
+        assert_true(got[i] == (float)(3 + i % 3));
 }
 
 /* ---- errors of the creation functions ---- */
@@ -1081,6 +1092,38 @@ static void test_copy_(void **state)
     check_error(tgc_copy_(dst, NULL), TGC_ERR_INVALID_ARG, "tgc_copy_: src is NULL");
 }
 
+/* Source and destination views of one storage: the result is what src held before. */
+static void test_copy_overlapping(void **state)
+{
+    (void)state;
+    const int64_t sq[] = {2, 2};
+    const float v[] = {0, 1, 2, 3};
+    tgc_tensor *a = from_f32(v, sq, 2);
+    assert_int_equal(tgc_copy_(a, tgc_transpose(a, 0, 1)), TGC_OK);
+    float out[6];
+    assert_int_equal(tgc_copy_to_host(a, out, 4 * sizeof(float)), TGC_OK);
+    assert_true(out[0] == 0 && out[1] == 2 && out[2] == 1 && out[3] == 3);
+
+    /* shifted by one element, both directions */
+    tgc_tensor *x = tgc_arange(0, 6, 1, TGC_F32, tgc_cpu());
+    assert_int_equal(tgc_copy_(tgc_slice(x, 0, 1, 6, 1), tgc_slice(x, 0, 0, 5, 1)), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(x, out, sizeof out), TGC_OK);
+    const float right[] = {0, 0, 1, 2, 3, 4};
+    assert_memory_equal(out, right, sizeof right);
+    tgc_tensor *y = tgc_arange(0, 6, 1, TGC_F32, tgc_cpu());
+    assert_int_equal(tgc_copy_(tgc_slice(y, 0, 0, 5, 1), tgc_slice(y, 0, 1, 6, 1)), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(y, out, sizeof out), TGC_OK);
+    const float left[] = {1, 2, 3, 4, 5, 5};
+    assert_memory_equal(out, left, sizeof left);
+
+    /* onto itself: unchanged, still a write */
+    uint64_t v0 = atomic_load(&y->storage->version);
+    assert_int_equal(tgc_copy_(y, y), TGC_OK);
+    assert_int_equal(atomic_load(&y->storage->version), v0 + 1);
+    assert_int_equal(tgc_copy_to_host(y, out, sizeof out), TGC_OK);
+    assert_memory_equal(out, left, sizeof left);
+}
+
 static void test_item(void **state)
 {
     (void)state;
@@ -1119,6 +1162,15 @@ static void test_item_i64_exact(void **state)
         if (got != vals[k])
             fail_msg("tgc_item_i64 of i64 %lld gave %lld", (long long)vals[k], (long long)got);
     }
+    const int32_t imin = INT32_MIN;
+    assert_int_equal(tgc_item_i64(tgc_from_data(&imin, 4, &one, 1, TGC_I32, tgc_cpu())),
+                     INT32_MIN);
+    /* floats beyond the int64 range saturate, NaN is 0: no undefined conversion */
+    assert_int_equal(tgc_item_i64(tgc_full(&one, 1, 1e30, TGC_F32, tgc_cpu())), INT64_MAX);
+    assert_int_equal(tgc_item_i64(tgc_full(&one, 1, -INFINITY, TGC_F64, tgc_cpu())), INT64_MIN);
+    assert_int_equal(tgc_item_i64(tgc_full(&one, 1, NAN, TGC_F16, tgc_cpu())), 0);
+    assert_int_equal(tgc_item_i64(tgc_full(&one, 1, -1e19, TGC_F64, tgc_cpu())), INT64_MIN);
+    assert_int_equal(tgc_last_status(), TGC_OK);
 }
 
 static void test_to_cpu(void **state)
@@ -1211,6 +1263,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_copy_to_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_i64_copies_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_copy_overlapping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_item, setup, teardown),
         cmocka_unit_test_setup_teardown(test_item_i64_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_to_cpu, setup, teardown),

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "backend/interp/interp.h"
+#include "backend/interp/interp_rows.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
 
@@ -179,104 +180,7 @@ static int64_t pw_eval_int(const pw_call *c, int64_t x, int64_t y, int64_t z)
     }
 }
 
-/* ---- element access (the same conversions as tgc_load / tgc_store, inlined per row;
- * kept identical to k_reduce.c's) ---- */
-
-static void load_f64(const void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
-                     double *dst)
-{
-    switch (dt) {
-    case TGC_F32:
-        for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)base)[off + i * st];
-        break;
-    case TGC_F64:
-        for (int64_t i = 0; i < n; i++) dst[i] = ((const double *)base)[off + i * st];
-        break;
-    case TGC_F16:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = tgc_half_to_float(((const uint16_t *)base)[off + i * st]);
-        break;
-    case TGC_BF16:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = tgc_bf16_to_float(((const uint16_t *)base)[off + i * st]);
-        break;
-    case TGC_I32:
-        for (int64_t i = 0; i < n; i++) dst[i] = ((const int32_t *)base)[off + i * st];
-        break;
-    case TGC_I64:
-        for (int64_t i = 0; i < n; i++) dst[i] = (double)((const int64_t *)base)[off + i * st];
-        break;
-    default:
-        for (int64_t i = 0; i < n; i++) dst[i] = tgc_load(base, dt, off + i * st);
-        break;
-    }
-}
-
-static void load_i64(const void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
-                     int64_t *dst)
-{
-    switch (dt) {
-    case TGC_I32:
-        for (int64_t i = 0; i < n; i++) dst[i] = ((const int32_t *)base)[off + i * st];
-        break;
-    case TGC_I64:
-        for (int64_t i = 0; i < n; i++) dst[i] = ((const int64_t *)base)[off + i * st];
-        break;
-    case TGC_BOOL:
-        for (int64_t i = 0; i < n; i++) dst[i] = ((const uint8_t *)base)[off + i * st] != 0;
-        break;
-    default: /* only integer dtypes take the int path */
-        for (int64_t i = 0; i < n; i++) dst[i] = (int64_t)tgc_load(base, dt, off + i * st);
-        break;
-    }
-}
-
-/* Float to integer stores go through tgc_store, which saturates and maps NaN to 0. */
-static void store_f64(void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
-                      const double *src)
-{
-    switch (dt) {
-    case TGC_F32:
-        for (int64_t i = 0; i < n; i++) ((float *)base)[off + i * st] = (float)src[i];
-        break;
-    case TGC_F64:
-        for (int64_t i = 0; i < n; i++) ((double *)base)[off + i * st] = src[i];
-        break;
-    case TGC_F16:
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)base)[off + i * st] = tgc_float_to_half((float)src[i]);
-        break;
-    case TGC_BF16:
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)base)[off + i * st] = tgc_float_to_bf16((float)src[i]);
-        break;
-    case TGC_BOOL:
-        for (int64_t i = 0; i < n; i++) ((uint8_t *)base)[off + i * st] = src[i] != 0;
-        break;
-    default:
-        for (int64_t i = 0; i < n; i++) tgc_store(base, dt, off + i * st, src[i]);
-        break;
-    }
-}
-
-static void store_i64(void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
-                      const int64_t *src)
-{
-    switch (dt) {
-    case TGC_I32: /* wraps like a C cast, as PyTorch's int32 arithmetic does */
-        for (int64_t i = 0; i < n; i++) ((int32_t *)base)[off + i * st] = (int32_t)src[i];
-        break;
-    case TGC_I64:
-        for (int64_t i = 0; i < n; i++) ((int64_t *)base)[off + i * st] = src[i];
-        break;
-    case TGC_BOOL:
-        for (int64_t i = 0; i < n; i++) ((uint8_t *)base)[off + i * st] = src[i] != 0;
-        break;
-    default: /* only integer dtypes take the int path */
-        for (int64_t i = 0; i < n; i++) tgc_store(base, dt, off + i * st, (double)src[i]);
-        break;
-    }
-}
+/* ---- element access (the row loads and stores are in interp_rows.h) ---- */
 
 /* Rounds loaded values to dt's precision: the cast to the common dtype that happens before
  * the math. f64 and integer targets need none (their inputs are already exact there). */
