@@ -475,8 +475,12 @@ int64_t tgc_size(const tgc_tensor *t, int dim)
 
 int tgc_shape(const tgc_tensor *t, int64_t *shape)
 {
-    if (null_query(t, "tgc_shape") || !shape)
+    if (null_query(t, "tgc_shape"))
         return 0;
+    if (!shape) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_shape: shape is NULL");
+        return 0;
+    }
     for (int i = 0; i < t->ndim; i++)
         shape[i] = tgc_size(t, i);
     return t->ndim;

@@ -65,7 +65,8 @@ int tgc_sym_assumption_holds(const tgc_symtab *t, int k, const int64_t *vals);
 
 /* Value of d given the symbols' values vals[0..count). */
 int64_t tgc_sym_eval(const tgc_symtab *t, tgc_sdim d, const int64_t *vals);
-/* Writes d as text ("s0", "(s0*128)", "64"). Returns the length written. */
+/* Writes d as text ("s0", "s0*128", "(s0 - 2)", "64") with snprintf semantics: returns the
+ * full length, even when buf was too short. */
 int tgc_sym_format(const tgc_symtab *t, tgc_sdim d, char *buf, size_t n);
 
 #endif
