@@ -2,75 +2,25 @@
  * transpose, expand, squeeze, unsqueeze, slice, flatten, contiguous, cat, stack, pad,
  * embedding, gather, index_select. Each test checks values and geometry (strides, and
  * whether the result shares its input's storage), plus the error paths' status and message. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/interp/interp.h"
-#include "backend/interp/interp.h"
 #include "frontend/tensor_impl.h"
+#include "op_test_util.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
 
-#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
 /* ---- helpers ---- */
-
-static tgc_tensor *from_f64(const double *v, const int64_t *shape, int nd, tgc_dtype dt)
-{
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++)
-        n *= shape[d];
-    size_t es = tgc_dtype_size(dt);
-    unsigned char *buf = malloc((size_t)(n ? n : 1) * es);
-    assert_non_null(buf);
-    for (int64_t i = 0; i < n; i++)
-        tgc_store(buf, dt, i, v[i]);
-    tgc_tensor *t = tgc_from_data(buf, (size_t)n * es, shape, nd, dt, tgc_cpu());
-    free(buf);
-    assert_non_null(t);
-    return t;
-}
-
-/* A tensor of the given shape holding 0, 1, 2, ... in row-major order. */
-static tgc_tensor *iota(const int64_t *shape, int nd, tgc_dtype dt)
-{
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++)
-        n *= shape[d];
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (double)i;
-    tgc_tensor *t = from_f64(v, shape, nd, dt);
-    free(v);
-    return t;
-}
 
 static tgc_tensor *ints(const int64_t *v, const int64_t *shape, int nd, tgc_dtype dt)
 {
     double d[64];
-    int64_t n = 1;
-    for (int k = 0; k < nd; k++)
-        n *= shape[k];
+    int64_t n = numel_of(shape, nd);
     assert_true(n <= 64);
     for (int64_t i = 0; i < n; i++)
         d[i] = (double)v[i];
-    return from_f64(d, shape, nd, dt);
-}
-
-static void expect_shape(const tgc_tensor *t, const int64_t *shape, int nd)
-{
-    int64_t got[TGC_MAX_DIMS];
-    assert_non_null(t);
-    assert_int_equal(tgc_shape(t, got), nd);
-    for (int d = 0; d < nd; d++)
-        assert_int_equal(got[d], shape[d]);
+    return from_doubles(d, shape, nd, dt);
 }
 
 static void expect_strides(const tgc_tensor *t, const int64_t *strides, int nd)
@@ -78,24 +28,6 @@ static void expect_strides(const tgc_tensor *t, const int64_t *strides, int nd)
     assert_int_equal(tgc_ndim(t), nd);
     for (int d = 0; d < nd; d++)
         assert_int_equal(tgc_stride(t, d), strides[d]);
-}
-
-/* Reads t in row-major order through tgc_copy_to_host and compares with want. */
-static void expect_values(const tgc_tensor *t, const double *want, int64_t n)
-{
-    assert_non_null(t);
-    assert_int_equal(tgc_numel(t), n);
-    tgc_dtype dt = tgc_dtype_of(t);
-    size_t es = tgc_dtype_size(dt);
-    unsigned char *buf = malloc((size_t)(n ? n : 1) * es);
-    assert_non_null(buf);
-    assert_int_equal(tgc_copy_to_host(t, buf, (size_t)n * es), TGC_OK);
-    for (int64_t i = 0; i < n; i++) {
-        double got = tgc_load(buf, dt, i);
-        if (got != want[i])
-            fail_msg("element %lld: got %g, want %g", (long long)i, got, want[i]);
-    }
-    free(buf);
 }
 
 /* 1 when writing through `view` changes `base`: they share storage. Restores nothing, so
@@ -110,36 +42,6 @@ static int shares_storage(tgc_tensor *view, const tgc_tensor *base)
     assert_int_equal(tgc_copy_(view, marker), TGC_OK);
     double after = tgc_item_f64(base);
     return before != after;
-}
-
-static void expect_error(const void *result, tgc_status st, const char *msg_part)
-{
-    assert_null(result);
-    assert_int_equal(tgc_last_status(), st);
-    if (!strstr(tgc_last_error(), msg_part))
-        fail_msg("error \"%s\" lacks \"%s\"", tgc_last_error(), msg_part);
-    tgc_clear_error();
-}
-
-static int scope_setup(void **state)
-{
-    (void)state;
-    tgc_clear_error();
-    tgc_scope_push();
-    return 0;
-}
-
-static int scope_teardown(void **state)
-{
-    (void)state;
-    return tgc_scope_pop() == TGC_OK ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tgc_shutdown();
-    return 0;
 }
 
 /* ---- reshape ---- */
@@ -163,13 +65,13 @@ static void test_reshape_zero_copies_dim_and_minus_one_is_inferred(void **state)
     double want[24];
     for (int i = 0; i < 24; i++)
         want[i] = i;
-    expect_values(a, want, 24);
-    expect_values(b, want, 24);
+    expect_elements(a, want, 24);
+    expect_elements(b, want, 24);
 
     const int64_t t3[] = {1, 24, 1};
     tgc_tensor *c = tgc_reshape(x, t3, 3);
     expect_shape(c, t3, 3);
-    expect_values(c, want, 24);
+    expect_elements(c, want, 24);
 }
 
 static void test_reshape_of_contiguous_is_a_view(void **state)
@@ -199,7 +101,7 @@ static void test_reshape_of_transposed_copies(void **state)
         for (int j = 0; j < 3; j++)
             for (int k = 0; k < 2; k++)
                 want[i * 6 + j * 2 + k] = k * 12 + j * 4 + i;
-    expect_values(flat, want, 24);
+    expect_elements(flat, want, 24);
     assert_false(shares_storage(flat, x));
 }
 
@@ -218,12 +120,12 @@ static void test_reshape_of_sliced_input_views_when_chunks_allow(void **state)
     expect_shape(v, t1, 2);
     expect_strides(v, (const int64_t[]){4, 1}, 2);
     const double want[] = {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21};
-    expect_values(v, want, 12);
+    expect_elements(v, want, 12);
 
     const int64_t t2[] = {12};
     tgc_tensor *c = tgc_reshape(sl, t2, 1);
     expect_strides(c, (const int64_t[]){1}, 1);
-    expect_values(c, want, 12);
+    expect_elements(c, want, 12);
     assert_false(shares_storage(c, x));
     assert_true(shares_storage(v, x));
 }
@@ -287,7 +189,7 @@ static void test_permute_and_transpose_swap_strides(void **state)
         for (int j = 0; j < 2; j++)
             for (int k = 0; k < 3; k++)
                 want[i * 6 + j * 3 + k] = j * 12 + k * 4 + i;
-    expect_values(p, want, 24);
+    expect_elements(p, want, 24);
 
     tgc_tensor *t = tgc_transpose(x, -1, 0);
     expect_shape(t, (const int64_t[]){4, 3, 2}, 3);
@@ -317,11 +219,11 @@ static void test_expand_stretches_with_stride_zero(void **state)
     double want[24];
     for (int i = 0; i < 24; i++)
         want[i] = (i / 4) % 3;
-    expect_values(e, want, 24);
+    expect_elements(e, want, 24);
 
     tgc_tensor *c = tgc_contiguous(e);
     expect_strides(c, (const int64_t[]){12, 4, 1}, 3);
-    expect_values(c, want, 24);
+    expect_elements(c, want, 24);
 
     const int64_t one[] = {1};
     tgc_tensor *o = iota(one, 1, TGC_F32);
@@ -343,13 +245,13 @@ static void test_squeeze_removes_size_one_dims(void **state)
     tgc_tensor *all = tgc_squeeze(x, TGC_ALL_DIMS);
     expect_shape(all, (const int64_t[]){3, 2}, 2);
     expect_strides(all, (const int64_t[]){2, 1}, 2);
-    expect_values(all, want, 6);
+    expect_elements(all, want, 6);
 
     tgc_tensor *first = tgc_squeeze(x, 0);
     expect_shape(first, (const int64_t[]){3, 1, 2}, 3);
     tgc_tensor *neg = tgc_squeeze(x, -2);
     expect_shape(neg, (const int64_t[]){1, 3, 2}, 3);
-    expect_values(neg, want, 6);
+    expect_elements(neg, want, 6);
     /* a dim that is not of size 1 stays */
     tgc_tensor *keep = tgc_squeeze(x, 1);
     expect_shape(keep, s, 4);
@@ -378,7 +280,7 @@ static void test_unsqueeze_inserts_size_one_dim(void **state)
     double want[24];
     for (int i = 0; i < 24; i++)
         want[i] = i;
-    expect_values(last, want, 24);
+    expect_elements(last, want, 24);
     expect_error(tgc_unsqueeze(x, 5), TGC_ERR_INVALID_ARG, "tgc_unsqueeze");
 }
 
@@ -393,23 +295,23 @@ static void test_slice_follows_python_rules(void **state)
     tgc_tensor *a = tgc_slice(x, 0, -7, -1, 2); /* 3, 5, 7 */
     expect_shape(a, (const int64_t[]){3}, 1);
     expect_strides(a, (const int64_t[]){2}, 1);
-    expect_values(a, (const double[]){3, 5, 7}, 3);
+    expect_elements(a, (const double[]){3, 5, 7}, 3);
 
     tgc_tensor *b = tgc_slice(x, -1, 2, 100, 3); /* 2, 5, 8 */
-    expect_values(b, (const double[]){2, 5, 8}, 3);
+    expect_elements(b, (const double[]){2, 5, 8}, 3);
 
     tgc_tensor *c = tgc_slice(x, 0, -100, 2, 1);
-    expect_values(c, (const double[]){0, 1}, 2);
+    expect_elements(c, (const double[]){0, 1}, 2);
 
     tgc_tensor *empty = tgc_slice(x, 0, 8, 3, 1);
     expect_shape(empty, (const int64_t[]){0}, 1);
 
     tgc_tensor *to_end = tgc_slice(x, 0, 7, INT64_MAX, 1);
-    expect_values(to_end, (const double[]){7, 8, 9}, 3);
+    expect_elements(to_end, (const double[]){7, 8, 9}, 3);
 
     /* a slice of a slice composes offsets and steps */
     tgc_tensor *ss = tgc_slice(b, 0, 1, 3, 1);
-    expect_values(ss, (const double[]){5, 8}, 2);
+    expect_elements(ss, (const double[]){5, 8}, 2);
     expect_strides(ss, (const int64_t[]){3}, 1);
 
     expect_error(tgc_slice(x, 0, 0, 5, 0), TGC_ERR_INVALID_ARG, "tgc_slice");
@@ -425,11 +327,11 @@ static void test_slice_inner_dim_shares_storage(void **state)
     expect_shape(m, (const int64_t[]){2, 2, 4}, 3);
     expect_strides(m, (const int64_t[]){12, 4, 1}, 3);
     const double want[] = {4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19, 20, 21, 22, 23};
-    expect_values(m, want, 16);
+    expect_elements(m, want, 16);
 
     tgc_tensor *odd = tgc_slice(x, 2, 1, 4, 2); /* columns 1 and 3 */
     expect_strides(odd, (const int64_t[]){12, 4, 2}, 3);
-    expect_values(odd, (const double[]){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23}, 12);
+    expect_elements(odd, (const double[]){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23}, 12);
 
     /* x[0] = 0 is not in the slice: check sharing through an element that is */
     tgc_tensor *first = tgc_slice(x, 0, 0, 1, 1);
@@ -458,7 +360,7 @@ static void test_flatten_views_contiguous_and_copies_otherwise(void **state)
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 3; j++)
                 want[b * 12 + i * 3 + j] = b * 12 + j * 4 + i;
-    expect_values(g, want, 24);
+    expect_elements(g, want, 24);
 
     /* merging only dim 0 (outer, stride 12) of the transposed tensor is still a view */
     tgc_tensor *h = tgc_flatten(xt, 0, 0);
@@ -487,7 +389,7 @@ static void test_contiguous_returns_view_or_row_major_copy(void **state)
     expect_strides(c, (const int64_t[]){3, 1}, 2);
     assert_true(tgc_is_contiguous(c));
     assert_int_equal(tgc_dtype_of(c), TGC_BF16);
-    expect_values(c, (const double[]){0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}, 12);
+    expect_elements(c, (const double[]){0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}, 12);
 
     assert_false(shares_storage(c, x));
     assert_true(shares_storage(same, x));
@@ -507,7 +409,7 @@ static void test_large_transposed_copy(void **state)
         for (int i = 0; i < 50; i++)
             for (int j = 0; j < 37; j++)
                 want[i * 37 + j] = dts[k] == TGC_BOOL ? (j * 50 + i != 0) : j * 50 + i;
-        expect_values(c, want, 37 * 50);
+        expect_elements(c, want, 37 * 50);
         free(want);
     }
 }
@@ -525,30 +427,30 @@ static void test_cat_promotes_dtypes_and_skips_empty_pieces(void **state)
     tgc_tensor *c = tgc_cat(parts, 4, 1);
     expect_shape(c, (const int64_t[]){2, 4}, 2);
     assert_int_equal(tgc_dtype_of(c), TGC_F32);
-    expect_values(c, (const double[]){0, 1, 7, 0, 2, 3, 8, 1}, 8);
+    expect_elements(c, (const double[]){0, 1, 7, 0, 2, 3, 8, 1}, 8);
 
     tgc_tensor *e64 = iota((const int64_t[]){0, 2}, 2, TGC_I64);
     tgc_tensor *rows = tgc_cat((tgc_tensor *[]){e64, a, tgc_transpose(a, 0, 1)}, 3, -2);
     expect_shape(rows, (const int64_t[]){4, 2}, 2);
     assert_int_equal(tgc_dtype_of(rows), TGC_F32);
-    expect_values(rows, (const double[]){0, 1, 2, 3, 0, 2, 1, 3}, 8);
+    expect_elements(rows, (const double[]){0, 1, 2, 3, 0, 2, 1, 3}, 8);
 
     tgc_tensor *b64 = ints((const int64_t[]){5, 6}, (const int64_t[]){2, 1}, 2, TGC_I64);
     tgc_tensor *i64 = tgc_cat((tgc_tensor *[]){b, b64}, 2, 0);
     assert_int_equal(tgc_dtype_of(i64), TGC_I64);
-    expect_values(i64, (const double[]){7, 8, 5, 6}, 4);
+    expect_elements(i64, (const double[]){7, 8, 5, 6}, 4);
 
     tgc_tensor *flags = ints((const int64_t[]){1, 0}, (const int64_t[]){2}, 1, TGC_BOOL);
     tgc_tensor *four = ints((const int64_t[]){4}, (const int64_t[]){1}, 1, TGC_I32);
     tgc_tensor *bools = tgc_cat((tgc_tensor *[]){flags, four}, 2, 0);
     assert_int_equal(tgc_dtype_of(bools), TGC_I32);
-    expect_values(bools, (const double[]){1, 0, 4}, 3);
+    expect_elements(bools, (const double[]){1, 0, 4}, 3);
 
     tgc_tensor *none = tgc_cat((tgc_tensor *[]){e, e}, 2, 1);
     expect_shape(none, (const int64_t[]){2, 0}, 2);
 
     tgc_tensor *one = tgc_cat(&a, 1, 0);
-    expect_values(one, (const double[]){0, 1, 2, 3}, 4);
+    expect_elements(one, (const double[]){0, 1, 2, 3}, 4);
     assert_false(shares_storage(one, a));
 
     tgc_tensor *wide = iota((const int64_t[]){3, 3}, 2, TGC_F32);
@@ -565,15 +467,15 @@ static void test_stack_adds_a_dim(void **state)
     tgc_tensor *s0 = tgc_stack((tgc_tensor *[]){a, b}, 2, 0);
     expect_shape(s0, (const int64_t[]){2, 2, 3}, 3);
     assert_int_equal(tgc_dtype_of(s0), TGC_F32);
-    expect_values(s0, (const double[]){0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15}, 12);
+    expect_elements(s0, (const double[]){0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15}, 12);
 
     tgc_tensor *s2 = tgc_stack((tgc_tensor *[]){a, b}, 2, -1);
     expect_shape(s2, (const int64_t[]){2, 3, 2}, 3);
-    expect_values(s2, (const double[]){0, 10, 1, 11, 2, 12, 3, 13, 4, 14, 5, 15}, 12);
+    expect_elements(s2, (const double[]){0, 10, 1, 11, 2, 12, 3, 13, 4, 14, 5, 15}, 12);
 
     tgc_tensor *s1 = tgc_stack((tgc_tensor *[]){tgc_transpose(a, 0, 1), a}, 1, 1);
     expect_shape(s1, (const int64_t[]){3, 1, 2}, 3);
-    expect_values(s1, (const double[]){0, 3, 1, 4, 2, 5}, 6);
+    expect_elements(s1, (const double[]){0, 3, 1, 4, 2, 5}, 6);
 
     tgc_tensor *e = iota((const int64_t[]){0, 3}, 2, TGC_F32);
     tgc_tensor *se = tgc_stack((tgc_tensor *[]){e, e, e}, 3, 1);
@@ -592,26 +494,26 @@ static void test_pad_constant_and_negative_crop(void **state)
 
     tgc_tensor *p = tgc_pad(x, (const int64_t[]){1, 2}, 1, 9.0);
     expect_shape(p, (const int64_t[]){2, 6}, 2);
-    expect_values(p, (const double[]){9, 0, 1, 2, 9, 9, 9, 3, 4, 5, 9, 9}, 12);
+    expect_elements(p, (const double[]){9, 0, 1, 2, 9, 9, 9, 3, 4, 5, 9, 9}, 12);
 
     tgc_tensor *q = tgc_pad(x, (const int64_t[]){0, 1, 1, 0}, 2, 0.0);
     expect_shape(q, (const int64_t[]){3, 4}, 2);
-    expect_values(q, (const double[]){0, 0, 0, 0, 0, 1, 2, 0, 3, 4, 5, 0}, 12);
+    expect_elements(q, (const double[]){0, 0, 0, 0, 0, 1, 2, 0, 3, 4, 5, 0}, 12);
 
     tgc_tensor *crop = tgc_pad(x, (const int64_t[]){-1, 1}, 1, -1.5);
     expect_shape(crop, (const int64_t[]){2, 3}, 2);
-    expect_values(crop, (const double[]){1, 2, -1.5, 4, 5, -1.5}, 6);
+    expect_elements(crop, (const double[]){1, 2, -1.5, 4, 5, -1.5}, 6);
 
     tgc_tensor *both = tgc_pad(x, (const int64_t[]){-1, -1, 1, -1}, 2, 7.0);
     expect_shape(both, (const int64_t[]){2, 1}, 2);
-    expect_values(both, (const double[]){7, 1}, 2);
+    expect_elements(both, (const double[]){7, 1}, 2);
 
     tgc_tensor *gone = tgc_pad(x, (const int64_t[]){-3, 0}, 1, 1.0);
     expect_shape(gone, (const int64_t[]){2, 0}, 2);
 
     /* padding past a fully cropped region leaves only the value */
     tgc_tensor *only = tgc_pad(x, (const int64_t[]){-3, 2}, 1, 4.0);
-    expect_values(only, (const double[]){4, 4, 4, 4}, 4);
+    expect_elements(only, (const double[]){4, 4, 4, 4}, 4);
 
     expect_error(tgc_pad(x, (const int64_t[]){-2, -2}, 1, 0.0), TGC_ERR_SHAPE, "tgc_pad");
     expect_error(tgc_pad(x, (const int64_t[]){0, 0, 0, 0, 0, 0}, 3, 0.0), TGC_ERR_INVALID_ARG,
@@ -626,10 +528,10 @@ static void test_pad_integer_and_transposed_input(void **state)
     tgc_tensor *p = tgc_pad(xt, (const int64_t[]){1, 0, 0, 1}, 2, 7.0);
     expect_shape(p, (const int64_t[]){4, 3}, 2);
     assert_int_equal(tgc_dtype_of(p), TGC_I32);
-    expect_values(p, (const double[]){7, 0, 3, 7, 1, 4, 7, 2, 5, 7, 7, 7}, 12);
+    expect_elements(p, (const double[]){7, 0, 3, 7, 1, 4, 7, 2, 5, 7, 7, 7}, 12);
 
     tgc_tensor *z = tgc_pad(x, (const int64_t[]){0, 0}, 1, 3.0);
-    expect_values(z, (const double[]){0, 1, 2, 3, 4, 5}, 6);
+    expect_elements(z, (const double[]){0, 1, 2, 3, 4, 5}, 6);
 }
 
 /* ---- embedding, gather, index_select ---- */
@@ -643,18 +545,18 @@ static void test_embedding_picks_rows(void **state)
     expect_shape(e, (const int64_t[]){2, 2, 3}, 3);
     assert_int_equal(tgc_dtype_of(e), TGC_F32);
     const double want[] = {12, 13, 14, 0, 1, 2, 6, 7, 8, 6, 7, 8};
-    expect_values(e, want, 12);
+    expect_elements(e, want, 12);
 
     /* i32 indices, transposed (non-contiguous) indices and weight */
     tgc_tensor *i32 = ints((const int64_t[]){4, 2, 0, 2}, (const int64_t[]){2, 2}, 2, TGC_I32);
     tgc_tensor *e2 = tgc_embedding(w, tgc_transpose(i32, 0, 1));
-    expect_values(e2, want, 12);
+    expect_elements(e2, want, 12);
 
     tgc_tensor *wt = tgc_transpose(iota((const int64_t[]){3, 5}, 2, TGC_F16), 0, 1);
     tgc_tensor *e3 =
         tgc_embedding(wt, ints((const int64_t[]){1, 4}, (const int64_t[]){2}, 1, TGC_I64));
     assert_int_equal(tgc_dtype_of(e3), TGC_F16);
-    expect_values(e3, (const double[]){1, 6, 11, 4, 9, 14}, 6);
+    expect_elements(e3, (const double[]){1, 6, 11, 4, 9, 14}, 6);
 
     tgc_tensor *none = tgc_embedding(w, iota((const int64_t[]){0}, 1, TGC_I64));
     expect_shape(none, (const int64_t[]){0, 3}, 2);
@@ -702,17 +604,17 @@ static void test_gather_along_each_dim(void **state)
         ints((const int64_t[]){2, 0, 1, 2, 0, 0, 0, 1}, (const int64_t[]){2, 4}, 2, TGC_I64);
     tgc_tensor *g0 = tgc_gather(t, 0, i0);
     expect_shape(g0, (const int64_t[]){2, 4}, 2);
-    expect_values(g0, (const double[]){8, 1, 6, 11, 0, 1, 2, 7}, 8);
+    expect_elements(g0, (const double[]){8, 1, 6, 11, 0, 1, 2, 7}, 8);
 
     tgc_tensor *i1 = ints((const int64_t[]){3, 0, 1, 1, 2, 3}, (const int64_t[]){3, 2}, 2, TGC_I32);
     tgc_tensor *g1 = tgc_gather(t, -1, i1);
-    expect_values(g1, (const double[]){3, 0, 5, 5, 10, 11}, 6);
+    expect_elements(g1, (const double[]){3, 0, 5, 5, 10, 11}, 6);
 
     /* smaller index than input along the other dim, transposed input */
     tgc_tensor *tt = tgc_transpose(t, 0, 1); /* [4, 3], tt[i][j] = 4j + i */
     tgc_tensor *i2 = ints((const int64_t[]){2, 0}, (const int64_t[]){1, 2}, 2, TGC_I64);
     tgc_tensor *g2 = tgc_gather(tt, 0, i2);
-    expect_values(g2, (const double[]){2, 4}, 2);
+    expect_elements(g2, (const double[]){2, 4}, 2);
 
     tgc_tensor *bad = ints((const int64_t[]){0, 1, 2, 4}, (const int64_t[]){2, 2}, 2, TGC_I64);
     assert_null(tgc_gather(t, 1, bad));
@@ -733,12 +635,12 @@ static void test_index_select_picks_positions(void **state)
     tgc_tensor *idx = ints((const int64_t[]){3, 0, 3}, (const int64_t[]){3}, 1, TGC_I32);
     tgc_tensor *c = tgc_index_select(t, 1, idx);
     expect_shape(c, (const int64_t[]){3, 3}, 2);
-    expect_values(c, (const double[]){3, 0, 3, 7, 4, 7, 11, 8, 11}, 9);
+    expect_elements(c, (const double[]){3, 0, 3, 7, 4, 7, 11, 8, 11}, 9);
 
     tgc_tensor *r = tgc_index_select(
         tgc_transpose(t, 0, 1), 0, ints((const int64_t[]){1, 1}, (const int64_t[]){2}, 1, TGC_I64));
     expect_shape(r, (const int64_t[]){2, 3}, 2);
-    expect_values(r, (const double[]){1, 5, 9, 1, 5, 9}, 6);
+    expect_elements(r, (const double[]){1, 5, 9, 1, 5, 9}, 6);
 
     tgc_tensor *e = tgc_index_select(t, 0, iota((const int64_t[]){0}, 1, TGC_I64));
     expect_shape(e, (const int64_t[]){0, 4}, 2);
@@ -914,14 +816,14 @@ static void test_interp_copy_handles_overlap_and_reshaped_layouts(void **state)
     tgc_tensor *x = iota((const int64_t[]){6}, 1, TGC_I32);
     tgc_tensor *hi = tgc_slice(x, 0, 1, 6, 1), *lo = tgc_slice(x, 0, 0, 5, 1);
     assert_int_equal(tgc_interp_copy(hi, lo), TGC_OK);
-    expect_values(x, (const double[]){0, 0, 1, 2, 3, 4}, 6);
+    expect_elements(x, (const double[]){0, 0, 1, 2, 3, 4}, 6);
     assert_int_equal(tgc_interp_copy(x, x), TGC_OK);
-    expect_values(x, (const double[]){0, 0, 1, 2, 3, 4}, 6);
+    expect_elements(x, (const double[]){0, 0, 1, 2, 3, 4}, 6);
 
     /* in place transpose of a square tensor */
     tgc_tensor *m = iota((const int64_t[]){3, 3}, 2, TGC_F32);
     assert_int_equal(tgc_interp_copy(m, tgc_transpose(m, 0, 1)), TGC_OK);
-    expect_values(m, (const double[]){0, 3, 6, 1, 4, 7, 2, 5, 8}, 9);
+    expect_elements(m, (const double[]){0, 3, 6, 1, 4, 7, 2, 5, 8}, 9);
 
     /* both sides strided with different shapes: element order is row-major on each side */
     tgc_tensor *a = iota((const int64_t[]){4, 3}, 2, TGC_F32);
@@ -929,7 +831,7 @@ static void test_interp_copy_handles_overlap_and_reshaped_layouts(void **state)
     tgc_tensor *bt = tgc_transpose(b, 0, 1);   /* [2, 4], bt[i][j] = b[j][i] */
     tgc_tensor *a2 = tgc_slice(a, 1, 0, 2, 1); /* 0 1 3 4 6 7 9 10 */
     assert_int_equal(tgc_interp_copy(bt, a2), TGC_OK);
-    expect_values(b, (const double[]){0, 6, 1, 7, 3, 9, 4, 10}, 8);
+    expect_elements(b, (const double[]){0, 6, 1, 7, 3, 9, 4, 10}, 8);
 
     assert_int_equal(tgc_interp_copy(a, x), TGC_ERR_SHAPE);
     tgc_clear_error();

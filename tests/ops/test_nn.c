@@ -3,16 +3,8 @@
  * hand-worked cases and numpy goldens (golden_nn.h, from gen_golden_nn.py, whose references
  * were checked against PyTorch 2.11 with its --check-torch mode); strided inputs; the Philox
  * stream contract of the random ops; and the errors a user sees. */
-/* cmocka.h needs these first */
-/* clang-format off */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-/* clang-format on */
-
 #include "frontend/tensor_impl.h"
+#include "op_test_util.h"
 #include "ops/golden_nn.h"
 #include "runtime/philox.h"
 #include "tgc/tgc.h"
@@ -24,34 +16,11 @@
 
 /* ---- helpers ---- */
 
-static int64_t count(const int64_t *shape, int nd)
-{
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++)
-        n *= shape[i];
-    return n;
-}
-
-/* A contiguous tensor of dtype dt holding the values (converted by the library's codec). */
-static tgc_tensor *make(const float *v, const int64_t *shape, int nd, tgc_dtype dt)
-{
-    int64_t n = count(shape, nd);
-    size_t es = tgc_dtype_size(dt);
-    unsigned char *buf = malloc((size_t)n * es + 1);
-    assert_non_null(buf);
-    for (int64_t i = 0; i < n; i++)
-        tgc_store(buf, dt, i, v[i]);
-    tgc_tensor *t = tgc_from_data(buf, (size_t)n * es, shape, nd, dt, tgc_cpu());
-    free(buf);
-    assert_non_null(t);
-    return t;
-}
-
 /* A copy of n elements of size es with the last two dims swapped; swapped gets its shape. */
 static void *swap_last2(const void *src, size_t es, const int64_t *shape, int nd, int64_t *swapped)
 {
     assert_true(nd >= 2);
-    const int64_t H = shape[nd - 2], W = shape[nd - 1], n = count(shape, nd);
+    const int64_t H = shape[nd - 2], W = shape[nd - 1], n = numel_of(shape, nd);
     memcpy(swapped, shape, (size_t)nd * sizeof *shape);
     swapped[nd - 2] = W;
     swapped[nd - 1] = H;
@@ -75,46 +44,40 @@ static tgc_tensor *transposed(tgc_tensor *base)
     return t;
 }
 
-/* The same values as make(), as a strided view of storage laid out with the last two dims
+/* The same values as from_floats(), as a strided view of storage laid out with the last two dims
  * swapped. */
 static tgc_tensor *make_strided(const float *v, const int64_t *shape, int nd, tgc_dtype dt)
 {
     int64_t swapped[TGC_MAX_DIMS];
     float *buf = swap_last2(v, sizeof *v, shape, nd, swapped);
-    tgc_tensor *base = make(buf, swapped, nd, dt);
+    tgc_tensor *base = from_floats(buf, swapped, nd, dt);
     free(buf);
     return transposed(base);
-}
-
-static tgc_tensor *make_i64(const int64_t *v, const int64_t *shape, int nd)
-{
-    tgc_tensor *t =
-        tgc_from_data(v, (size_t)count(shape, nd) * sizeof *v, shape, nd, TGC_I64, tgc_cpu());
-    assert_non_null(t);
-    return t;
 }
 
 static tgc_tensor *make_i64_strided(const int64_t *v, const int64_t *shape, int nd)
 {
     int64_t swapped[TGC_MAX_DIMS];
     int64_t *buf = swap_last2(v, sizeof *v, shape, nd, swapped);
-    tgc_tensor *base = make_i64(buf, swapped, nd);
+    tgc_tensor *base = i64s(buf, swapped, nd);
     free(buf);
     return transposed(base);
 }
 
 static tgc_tensor *make_bool(const uint8_t *v, const int64_t *shape, int nd)
 {
-    tgc_tensor *t = tgc_from_data(v, (size_t)count(shape, nd), shape, nd, TGC_BOOL, tgc_cpu());
+    tgc_tensor *t = tgc_from_data(v, (size_t)numel_of(shape, nd), shape, nd, TGC_BOOL, tgc_cpu());
     assert_non_null(t);
     return t;
 }
 
-#define GOLDEN(name)        make(golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM, TGC_F32)
-#define GOLDEN_AS(name, dt) make(golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM, dt)
+#define GOLDEN(name)                                                                               \
+    from_floats(golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM, TGC_F32)
+#define GOLDEN_AS(name, dt)                                                                        \
+    from_floats(golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM, dt)
 #define GOLDEN_STRIDED(name)                                                                       \
     make_strided(golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM, TGC_F32)
-#define GOLDEN_I64(name) make_i64(golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM)
+#define GOLDEN_I64(name) i64s(golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM)
 
 /* The values of an f32 tensor, row-major; caller frees. */
 static float *values(const tgc_tensor *t)
@@ -128,45 +91,9 @@ static float *values(const tgc_tensor *t)
     return buf;
 }
 
-static void expect_shape(const tgc_tensor *t, const int64_t *shape, int nd)
-{
-    int64_t got[TGC_MAX_DIMS];
-    assert_non_null(t);
-    assert_int_equal(tgc_shape(t, got), nd);
-    for (int i = 0; i < nd; i++)
-        assert_int_equal(got[i], shape[i]);
-}
-
-/* Shape, f32 dtype and every value within tol * (1 + |want|); NaN matches NaN. */
-static void expect_values(const tgc_tensor *t, const float *want, const int64_t *shape, int nd,
-                          double tol)
-{
-    expect_shape(t, shape, nd);
-    float *got = values(t);
-    for (int64_t i = 0; i < count(shape, nd); i++) {
-        if (isnan(want[i])) {
-            if (!isnan(got[i]))
-                fail_msg("element %lld: got %.9g, want NaN", (long long)i, got[i]);
-        } else if (!(fabs((double)got[i] - want[i]) <= tol * (1.0 + fabs(want[i])))) {
-            fail_msg("element %lld: got %.9g, want %.9g", (long long)i, got[i], want[i]);
-        }
-    }
-    free(got);
-}
-
 #define TOL 2e-6
 #define EXPECT_GOLDEN(t, name, tol)                                                                \
-    expect_values(t, golden_##name, golden_##name##_SHAPE, golden_##name##_NDIM, tol)
-
-/* A NULL result with this status and a message that contains `needle`. */
-static void expect_error(const tgc_tensor *r, tgc_status s, const char *needle)
-{
-    assert_null(r);
-    assert_int_equal(tgc_last_status(), s);
-    if (!strstr(tgc_last_error(), needle))
-        fail_msg("message \"%s\" lacks \"%s\"", tgc_last_error(), needle);
-    tgc_clear_error();
-}
+    expect_allclose(t, TGC_F32, golden_##name##_SHAPE, golden_##name##_NDIM, golden_##name, tol)
 
 static tgc_tensor *as_f32(tgc_tensor *t)
 {
@@ -178,21 +105,6 @@ static tgc_tensor *as_f32(tgc_tensor *t)
 static uint64_t version_of(const tgc_tensor *t)
 {
     return atomic_load(&t->storage->version);
-}
-
-/* Every test runs in its own scope, so the scope pop frees what it made. */
-static int scope_in(void **state)
-{
-    (void)state;
-    tgc_scope_push();
-    tgc_clear_error();
-    return 0;
-}
-
-static int scope_out(void **state)
-{
-    (void)state;
-    return tgc_scope_pop() == TGC_OK ? 0 : -1;
 }
 
 /* ---- pools ---- */
@@ -214,13 +126,15 @@ static void test_max_pool2d_hand_worked(void **state)
     const float x[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
     const int64_t xs[4] = {1, 1, 3, 3};
     const float want[9] = {4, 5, 5, 7, 8, 8, 7, 8, 8};
-    expect_values(tgc_max_pool2d(make(x, xs, 4, TGC_F32), 3, 3, 1, 1, 1, 1), want, xs, 4, 0);
+    expect_allclose(tgc_max_pool2d(from_floats(x, xs, 4, TGC_F32), 3, 3, 1, 1, 1, 1), TGC_F32, xs,
+                    4, want, 0);
 
     /* stride 0 means stride = kernel; a rank-3 [C, H, W] input */
     const float y[8] = {1, -2, 3, -4, -5, 6, -7, 8};
     const int64_t ys[3] = {2, 2, 2}, os[3] = {2, 1, 1};
     const float want2[2] = {3, 8};
-    expect_values(tgc_max_pool2d(make(y, ys, 3, TGC_F32), 2, 2, 0, 0, 0, 0), want2, os, 3, 0);
+    expect_allclose(tgc_max_pool2d(from_floats(y, ys, 3, TGC_F32), 2, 2, 0, 0, 0, 0), TGC_F32, os,
+                    3, want2, 0);
 }
 
 static void test_max_pool2d_propagates_nan(void **state)
@@ -229,7 +143,8 @@ static void test_max_pool2d_propagates_nan(void **state)
     const float x[8] = {1, NAN, 3, -2, 5, 6, 7, 8};
     const int64_t xs[4] = {1, 1, 2, 4}, os[4] = {1, 1, 1, 2};
     const float want[2] = {NAN, 8};
-    expect_values(tgc_max_pool2d(make(x, xs, 4, TGC_F32), 2, 2, 2, 2, 0, 0), want, os, 4, 0);
+    expect_allclose(tgc_max_pool2d(from_floats(x, xs, 4, TGC_F32), 2, 2, 2, 2, 0, 0), TGC_F32, os,
+                    4, want, 0);
 }
 
 /* The seed CNN's pool: [64, 32, 34, 34], k 3, s 2, against a naive loop here. */
@@ -286,7 +201,8 @@ static void test_avg_pool2d_counts_padding(void **state)
     const float x[4] = {1, 1, 1, 1};
     const int64_t xs[4] = {1, 1, 2, 2}, os[4] = {1, 1, 3, 3};
     const float want[9] = {0.25f, 0.5f, 0.25f, 0.5f, 1, 0.5f, 0.25f, 0.5f, 0.25f};
-    expect_values(tgc_avg_pool2d(make(x, xs, 4, TGC_F32), 2, 2, 1, 1, 1, 1), want, os, 4, 0);
+    expect_allclose(tgc_avg_pool2d(from_floats(x, xs, 4, TGC_F32), 2, 2, 1, 1, 1, 1), TGC_F32, os,
+                    4, want, 0);
 }
 
 static void test_adaptive_avg_pool2d(void **state)
@@ -301,11 +217,13 @@ static void test_adaptive_avg_pool2d(void **state)
     const float x[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
     const int64_t xs[3] = {1, 3, 3}, os[3] = {1, 2, 2};
     const float want[4] = {2, 3, 5, 6};
-    expect_values(tgc_adaptive_avg_pool2d(make(x, xs, 3, TGC_F32), 2, 2), want, os, 3, 0);
+    expect_allclose(tgc_adaptive_avg_pool2d(from_floats(x, xs, 3, TGC_F32), 2, 2), TGC_F32, os, 3,
+                    want, 0);
     /* output larger than the input repeats elements */
     const int64_t os2[3] = {1, 4, 1};
     const float want2[4] = {1, 2.5f, 5.5f, 7};
-    expect_values(tgc_adaptive_avg_pool2d(make(x, xs, 3, TGC_F32), 4, 1), want2, os2, 3, 0);
+    expect_allclose(tgc_adaptive_avg_pool2d(from_floats(x, xs, 3, TGC_F32), 4, 1), TGC_F32, os2, 3,
+                    want2, 0);
 }
 
 static void test_pool_errors(void **state)
@@ -384,12 +302,12 @@ static void test_batch_norm_hand_worked(void **state)
     const int64_t xs[2] = {2, 2}, cs[1] = {2};
     tgc_tensor *rm = tgc_zeros(cs, 1, TGC_F32, tgc_cpu());
     tgc_tensor *rv = tgc_ones(cs, 1, TGC_F32, tgc_cpu());
-    tgc_tensor *y = tgc_batch_norm(make(x, xs, 2, TGC_F32), rm, rv, NULL, NULL, 1, 0.5, 0.0);
+    tgc_tensor *y = tgc_batch_norm(from_floats(x, xs, 2, TGC_F32), rm, rv, NULL, NULL, 1, 0.5, 0.0);
     const float want[4] = {-1, -1, 1, 1};
-    expect_values(y, want, xs, 2, 1e-6);
+    expect_allclose(y, TGC_F32, xs, 2, want, 1e-6);
     const float want_rm[2] = {1, 10}, want_rv[2] = {1.5f, 100.5f};
-    expect_values(rm, want_rm, cs, 1, 1e-6);
-    expect_values(rv, want_rv, cs, 1, 1e-6);
+    expect_allclose(rm, TGC_F32, cs, 1, want_rm, 1e-6);
+    expect_allclose(rv, TGC_F32, cs, 1, want_rv, 1e-6);
 }
 
 /* Running stats that are strided views are updated in place through the view. */
@@ -398,12 +316,13 @@ static void test_batch_norm_updates_strided_running_stats(void **state)
     (void)state;
     const float x[4] = {1, 10, 3, 30}, init[4] = {0, -7, 0, -7};
     const int64_t xs[2] = {2, 2}, bs[1] = {4}, cs[1] = {2};
-    tgc_tensor *base = make(init, bs, 1, TGC_F32);
+    tgc_tensor *base = from_floats(init, bs, 1, TGC_F32);
     tgc_tensor *rm = tgc_slice(base, 0, 0, 4, 2);
     tgc_tensor *rv = tgc_ones(cs, 1, TGC_F32, tgc_cpu());
-    assert_non_null(tgc_batch_norm(make(x, xs, 2, TGC_F32), rm, rv, NULL, NULL, 1, 0.5, 0.0));
+    assert_non_null(
+        tgc_batch_norm(from_floats(x, xs, 2, TGC_F32), rm, rv, NULL, NULL, 1, 0.5, 0.0));
     const float want[4] = {1, -7, 10, -7};
-    expect_values(base, want, bs, 1, 1e-6);
+    expect_allclose(base, TGC_F32, bs, 1, want, 1e-6);
 }
 
 static void test_batch_norm_errors(void **state)
@@ -424,7 +343,7 @@ static void test_batch_norm_errors(void **state)
         TGC_ERR_SHAPE, "more than 1 value per channel");
     /* a failed call leaves the running stats alone */
     const float z[3] = {0, 0, 0};
-    expect_values(rm, z, cs, 1, 0);
+    expect_allclose(rm, TGC_F32, cs, 1, z, 0);
 }
 
 /* ---- layer_norm ---- */
@@ -448,7 +367,8 @@ static void test_layer_norm_hand_worked(void **state)
     const double r = 1.0 / sqrt(1.25);
     const float want[4] = {(float)(-1.5 * r), (float)(-0.5 * r), (float)(0.5 * r),
                            (float)(1.5 * r)};
-    expect_values(tgc_layer_norm(make(x, xs, 2, TGC_F32), 1, NULL, NULL, 0.0), want, xs, 2, 1e-6);
+    expect_allclose(tgc_layer_norm(from_floats(x, xs, 2, TGC_F32), 1, NULL, NULL, 0.0), TGC_F32, xs,
+                    2, want, 1e-6);
 }
 
 static void test_layer_norm_f16(void **state)
@@ -536,7 +456,7 @@ static void test_dropout_edge_probabilities(void **state)
     tgc_tensor *x = GOLDEN(do_x);
     const int64_t *s = golden_do_x_SHAPE;
     float zeros[64] = {0};
-    expect_values(tgc_dropout(x, 1.0, 1), zeros, s, 2, 0);
+    expect_allclose(tgc_dropout(x, 1.0, 1), TGC_F32, s, 2, zeros, 0);
     /* p == 0 and eval mode are the identity and draw nothing */
     tgc_manual_seed(3);
     EXPECT_GOLDEN(tgc_dropout(x, 0.0, 1), do_x, 0);
@@ -586,9 +506,9 @@ static void test_cross_entropy_hand_worked(void **state)
     const float x[2] = {0, 0};
     const int64_t xs[2] = {1, 2}, ts[1] = {1}, t[1] = {1};
     const float want[1] = {(float)log(2.0)};
-    expect_values(
-        tgc_cross_entropy(make(x, xs, 2, TGC_F32), make_i64(t, ts, 1), TGC_REDUCE_MEAN, -100, 0.0),
-        want, NULL, 0, 1e-6);
+    expect_allclose(tgc_cross_entropy(from_floats(x, xs, 2, TGC_F32), i64s(t, ts, 1),
+                                      TGC_REDUCE_MEAN, -100, 0.0),
+                    TGC_F32, NULL, 0, want, 1e-6);
     /* unbatched logits [C] with a 0-d target; an i32 target */
     const float u[3] = {1, 2, 3};
     const int64_t us[1] = {3};
@@ -596,12 +516,14 @@ static void test_cross_entropy_hand_worked(void **state)
     tgc_tensor *tt = tgc_from_data(&t32, sizeof t32, NULL, 0, TGC_I32, tgc_cpu());
     const double lse = log(exp(1.0) + exp(2.0) + exp(3.0));
     const float want2[1] = {(float)(lse - 3.0)};
-    expect_values(tgc_cross_entropy(make(u, us, 1, TGC_F32), tt, TGC_REDUCE_NONE, -100, 0.0), want2,
-                  NULL, 0, 1e-6);
+    expect_allclose(
+        tgc_cross_entropy(from_floats(u, us, 1, TGC_F32), tt, TGC_REDUCE_NONE, -100, 0.0), TGC_F32,
+        NULL, 0, want2, 1e-6);
     /* full smoothing: the mean of -log_softmax over the classes */
     const float want3[1] = {(float)(lse - 2.0)};
-    expect_values(tgc_cross_entropy(make(u, us, 1, TGC_F32), tt, TGC_REDUCE_SUM, -100, 1.0), want3,
-                  NULL, 0, 1e-6);
+    expect_allclose(
+        tgc_cross_entropy(from_floats(u, us, 1, TGC_F32), tt, TGC_REDUCE_SUM, -100, 1.0), TGC_F32,
+        NULL, 0, want3, 1e-6);
 }
 
 /* mean over no targets is 0/0 = NaN, as in PyTorch; sum is 0 */
@@ -609,12 +531,12 @@ static void test_loss_all_ignored(void **state)
 {
     (void)state;
     const int64_t xs[2] = {2, 3}, ts[1] = {2}, t[2] = {-100, -100};
-    tgc_tensor *x = tgc_ones(xs, 2, TGC_F32, tgc_cpu()), *tg = make_i64(t, ts, 1);
+    tgc_tensor *x = tgc_ones(xs, 2, TGC_F32, tgc_cpu()), *tg = i64s(t, ts, 1);
     const float nan[1] = {NAN}, zero[2] = {0, 0};
-    expect_values(tgc_cross_entropy(x, tg, TGC_REDUCE_MEAN, -100, 0.1), nan, NULL, 0, 0);
-    expect_values(tgc_cross_entropy(x, tg, TGC_REDUCE_SUM, -100, 0.1), zero, NULL, 0, 0);
-    expect_values(tgc_nll_loss(x, tg, TGC_REDUCE_NONE, -100), zero, ts, 1, 0);
-    expect_values(tgc_nll_loss(x, tg, TGC_REDUCE_MEAN, -100), nan, NULL, 0, 0);
+    expect_allclose(tgc_cross_entropy(x, tg, TGC_REDUCE_MEAN, -100, 0.1), TGC_F32, NULL, 0, nan, 0);
+    expect_allclose(tgc_cross_entropy(x, tg, TGC_REDUCE_SUM, -100, 0.1), TGC_F32, NULL, 0, zero, 0);
+    expect_allclose(tgc_nll_loss(x, tg, TGC_REDUCE_NONE, -100), TGC_F32, ts, 1, zero, 0);
+    expect_allclose(tgc_nll_loss(x, tg, TGC_REDUCE_MEAN, -100), TGC_F32, NULL, 0, nan, 0);
 }
 
 static void test_nll_loss_golden(void **state)
@@ -635,20 +557,20 @@ static void test_loss_target_out_of_range(void **state)
     const int64_t xs[2] = {5, 10}, ts[1] = {5};
     const int64_t t[5] = {0, 1, 2, 12, 4}, neg[5] = {0, -5, 2, 3, 4};
     tgc_tensor *x = tgc_zeros(xs, 2, TGC_F32, tgc_cpu());
-    tgc_tensor *r = tgc_cross_entropy(x, make_i64(t, ts, 1), TGC_REDUCE_MEAN, -100, 0.0);
+    tgc_tensor *r = tgc_cross_entropy(x, i64s(t, ts, 1), TGC_REDUCE_MEAN, -100, 0.0);
     assert_null(r);
     assert_int_equal(tgc_last_status(), TGC_ERR_INVALID_ARG);
     assert_string_equal(tgc_last_error(),
                         "tgc_cross_entropy: target 12 out of range [0, 10) at position 3");
     tgc_clear_error();
-    r = tgc_nll_loss(x, make_i64(neg, ts, 1), TGC_REDUCE_NONE, -100);
+    r = tgc_nll_loss(x, i64s(neg, ts, 1), TGC_REDUCE_NONE, -100);
     assert_null(r);
     assert_int_equal(tgc_last_status(), TGC_ERR_INVALID_ARG);
     assert_string_equal(tgc_last_error(),
                         "tgc_nll_loss: target -5 out of range [0, 10) at position 1");
     tgc_clear_error();
     /* the same value is fine as the ignore_index */
-    assert_non_null(tgc_nll_loss(x, make_i64(neg, ts, 1), TGC_REDUCE_NONE, -5));
+    assert_non_null(tgc_nll_loss(x, i64s(neg, ts, 1), TGC_REDUCE_NONE, -5));
 }
 
 static void test_loss_shape_and_dtype_errors(void **state)
@@ -703,7 +625,8 @@ static void test_sdpa_broadcasts_batch_dims(void **state)
     tgc_tensor *ve = tgc_contiguous(tgc_expand(v, full_v, 4));
     tgc_tensor *want = tgc_scaled_dot_product_attention(q, ke, ve, NULL, 0.0, 1, 0.0);
     float *w = values(want);
-    expect_values(tgc_scaled_dot_product_attention(q, k, v, NULL, 0.0, 1, 0.0), w, os, 4, 0);
+    expect_allclose(tgc_scaled_dot_product_attention(q, k, v, NULL, 0.0, 1, 0.0), TGC_F32, os, 4, w,
+                    0);
     /* batch 0 of that equals the golden batch 0, whose k and v were the same */
     for (int64_t i = 0; i < 3 * 4 * 5; i++)
         assert_true(fabs(w[i] - golden_at_causal[i]) <= TOL * (1 + fabs(golden_at_causal[i])));
@@ -717,25 +640,27 @@ static void test_sdpa_hand_worked(void **state)
     const float q[1] = {1}, k[2] = {1, 1}, v[2] = {2, 6};
     const int64_t qs[3] = {1, 1, 1}, ks[3] = {1, 2, 1}, os[3] = {1, 1, 1};
     const float want[1] = {4};
-    expect_values(tgc_scaled_dot_product_attention(make(q, qs, 3, TGC_F32), make(k, ks, 3, TGC_F32),
-                                                   make(v, ks, 3, TGC_F32), NULL, 0.0, 0, 0.0),
-                  want, os, 3, 1e-6);
+    expect_allclose(tgc_scaled_dot_product_attention(
+                        from_floats(q, qs, 3, TGC_F32), from_floats(k, ks, 3, TGC_F32),
+                        from_floats(v, ks, 3, TGC_F32), NULL, 0.0, 0, 0.0),
+                    TGC_F32, os, 3, want, 1e-6);
     /* causal with L < S is aligned top-left: query i sees keys 0..i */
     const float ones[3] = {1, 1, 1}, v3[3] = {0, 1, 2};
     const int64_t q2[3] = {1, 2, 1}, k3[3] = {1, 3, 1}, o2[3] = {1, 2, 1};
     const float want2[2] = {0, 0.5f};
-    expect_values(tgc_scaled_dot_product_attention(make(ones, q2, 3, TGC_F32),
-                                                   make(ones, k3, 3, TGC_F32),
-                                                   make(v3, k3, 3, TGC_F32), NULL, 0.0, 1, 0.0),
-                  want2, o2, 3, 1e-6);
+    expect_allclose(tgc_scaled_dot_product_attention(
+                        from_floats(ones, q2, 3, TGC_F32), from_floats(ones, k3, 3, TGC_F32),
+                        from_floats(v3, k3, 3, TGC_F32), NULL, 0.0, 1, 0.0),
+                    TGC_F32, o2, 3, want2, 1e-6);
     /* an all -inf float mask row gives zeros, as PyTorch's math backend does */
     const float mask[3] = {-INFINITY, -INFINITY, -INFINITY};
     const int64_t ms[1] = {3}, o1[3] = {1, 2, 1};
     const float zero[2] = {0, 0};
-    expect_values(tgc_scaled_dot_product_attention(
-                      make(ones, q2, 3, TGC_F32), make(ones, k3, 3, TGC_F32),
-                      make(v3, k3, 3, TGC_F32), make(mask, ms, 1, TGC_F32), 0.0, 0, 0.0),
-                  zero, o1, 3, 0);
+    expect_allclose(tgc_scaled_dot_product_attention(
+                        from_floats(ones, q2, 3, TGC_F32), from_floats(ones, k3, 3, TGC_F32),
+                        from_floats(v3, k3, 3, TGC_F32), from_floats(mask, ms, 1, TGC_F32), 0.0, 0,
+                        0.0),
+                    TGC_F32, o1, 3, zero, 0);
 }
 
 /* Dropout on the attention weights [batch..., L, S]: weight e keeps iff
@@ -747,9 +672,9 @@ static void test_sdpa_dropout_follows_the_stream(void **state)
     const int64_t qs[3] = {1, 2, 2}, ks[3] = {1, 3, 2}, vs[3] = {1, 3, 1}, os[3] = {1, 2, 1};
     const double p = 0.5, scale = 0.7;
     tgc_manual_seed(77);
-    tgc_tensor *y =
-        tgc_scaled_dot_product_attention(make(q, qs, 3, TGC_F32), make(k, ks, 3, TGC_F32),
-                                         make(v, vs, 3, TGC_F32), NULL, p, 0, scale);
+    tgc_tensor *y = tgc_scaled_dot_product_attention(
+        from_floats(q, qs, 3, TGC_F32), from_floats(k, ks, 3, TGC_F32),
+        from_floats(v, vs, 3, TGC_F32), NULL, p, 0, scale);
     assert_true(tgc_rng_reserve(0) == 2 * 3);
     float want[2];
     for (int i = 0; i < 2; i++) {
@@ -766,13 +691,14 @@ static void test_sdpa_dropout_follows_the_stream(void **state)
         }
         want[i] = (float)acc;
     }
-    expect_values(y, want, os, 3, 1e-6);
+    expect_allclose(y, TGC_F32, os, 3, want, 1e-6);
 
     /* p == 1 drops every weight */
     const float zero[2] = {0, 0};
-    expect_values(tgc_scaled_dot_product_attention(make(q, qs, 3, TGC_F32), make(k, ks, 3, TGC_F32),
-                                                   make(v, vs, 3, TGC_F32), NULL, 1.0, 0, scale),
-                  zero, os, 3, 0);
+    expect_allclose(tgc_scaled_dot_product_attention(
+                        from_floats(q, qs, 3, TGC_F32), from_floats(k, ks, 3, TGC_F32),
+                        from_floats(v, vs, 3, TGC_F32), NULL, 1.0, 0, scale),
+                    TGC_F32, os, 3, zero, 0);
 }
 
 static void test_sdpa_errors(void **state)
@@ -799,14 +725,7 @@ static void test_sdpa_errors(void **state)
                  "dropout_p");
 }
 
-static int group_teardown(void **state)
-{
-    (void)state;
-    tgc_shutdown();
-    return 0;
-}
-
-#define T(f) cmocka_unit_test_setup_teardown(f, scope_in, scope_out)
+#define T(f) cmocka_unit_test_setup_teardown(f, scope_setup, scope_teardown)
 
 int main(void)
 {

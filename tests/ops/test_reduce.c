@@ -4,12 +4,6 @@
  * (sum of bool/i32 is i64, mean/var/softmax of integers is f32, argmax is i64), NaN
  * handling, accumulation precision, and the error paths' status and message. Reference
  * values are hand-worked or come from tests/ops/gen_golden_pointwise_reduce.py. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,167 +11,9 @@
 #include "backend/interp/interp.h"
 #include "frontend/tensor_impl.h"
 #include "golden_pointwise_reduce.h"
+#include "op_test_util.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
-
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-#define VALS(...) ((const double[]){__VA_ARGS__})
-
-/* ---- helpers ---- */
-
-static int64_t numel_of(const int64_t *shape, int nd)
-{
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++)
-        n *= shape[d];
-    return n;
-}
-
-/* A tensor of dtype dt holding v (converted as tgc_store converts). */
-static tgc_tensor *tensor(const double *v, const int64_t *shape, int nd, tgc_dtype dt)
-{
-    int64_t n = numel_of(shape, nd);
-    size_t es = tgc_dtype_size(dt);
-    unsigned char *buf = malloc((size_t)(n ? n : 1) * es);
-    assert_non_null(buf);
-    for (int64_t i = 0; i < n; i++)
-        tgc_store(buf, dt, i, v[i]);
-    tgc_tensor *t = tgc_from_data(buf, (size_t)n * es, shape, nd, dt, tgc_cpu());
-    free(buf);
-    assert_non_null(t);
-    return t;
-}
-
-static tgc_tensor *f32s(const float *v, const int64_t *shape, int nd)
-{
-    tgc_tensor *t = tgc_from_data(v, sizeof(float) * (size_t)numel_of(shape, nd), shape, nd,
-                                  TGC_F32, tgc_cpu());
-    assert_non_null(t);
-    return t;
-}
-
-static tgc_tensor *i64s(const int64_t *v, const int64_t *shape, int nd)
-{
-    tgc_tensor *t = tgc_from_data(v, sizeof(int64_t) * (size_t)numel_of(shape, nd), shape, nd,
-                                  TGC_I64, tgc_cpu());
-    assert_non_null(t);
-    return t;
-}
-
-/* A tensor of the given shape holding 0, 1, 2, ... in row-major order. */
-static tgc_tensor *iota(const int64_t *shape, int nd, tgc_dtype dt)
-{
-    int64_t n = numel_of(shape, nd);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (double)i;
-    tgc_tensor *t = tensor(v, shape, nd, dt);
-    free(v);
-    return t;
-}
-
-/* The elements of t in row-major order, as doubles (caller frees). */
-static double *values_of(const tgc_tensor *t)
-{
-    int64_t n = tgc_numel(t);
-    size_t es = tgc_dtype_size(tgc_dtype_of(t));
-    unsigned char *raw = malloc((size_t)(n ? n : 1) * es);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    assert_non_null(raw);
-    assert_non_null(v);
-    assert_int_equal(tgc_copy_to_host(t, raw, (size_t)n * es), TGC_OK);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = tgc_load(raw, tgc_dtype_of(t), i);
-    free(raw);
-    return v;
-}
-
-static int close_to(double got, double want, double tol)
-{
-    if (isnan(want))
-        return isnan(got);
-    if (isinf(want))
-        return got == want;
-    return fabs(got - want) <= tol * (1e-3 + fabs(want));
-}
-
-/* t has dtype dt, the given shape and values (relative tolerance tol; NaN matches NaN). */
-static void expect_values(const tgc_tensor *t, tgc_dtype dt, const int64_t *shape, int nd,
-                          const double *want, double tol)
-{
-    int64_t got_shape[TGC_MAX_DIMS];
-    if (!t)
-        fail_msg("op failed: %s", tgc_last_error());
-    assert_int_equal(tgc_dtype_of(t), dt);
-    assert_int_equal(tgc_shape(t, got_shape), nd);
-    for (int d = 0; d < nd; d++)
-        assert_int_equal(got_shape[d], shape[d]);
-    int64_t n = numel_of(shape, nd);
-    double *got = values_of(t);
-    for (int64_t i = 0; i < n; i++)
-        if (!close_to(got[i], want[i], tol)) {
-            double g = got[i];
-            free(got);
-            fail_msg("element %lld: got %.9g, want %.9g", (long long)i, g, want[i]);
-        }
-    free(got);
-}
-
-static void expect_f32(const tgc_tensor *t, const int64_t *shape, int nd, const float *want,
-                       double tol)
-{
-    int64_t n = numel_of(shape, nd);
-    double *w = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    assert_non_null(w);
-    for (int64_t i = 0; i < n; i++)
-        w[i] = want[i];
-    expect_values(t, TGC_F32, shape, nd, w, tol);
-    free(w);
-}
-
-/* Exact i64 contents, read without passing through double. */
-static void expect_i64_exact(const tgc_tensor *t, const int64_t *want, int64_t n)
-{
-    int64_t got[8];
-    assert_non_null(t);
-    assert_true(n <= 8);
-    assert_int_equal(tgc_dtype_of(t), TGC_I64);
-    assert_int_equal(tgc_numel(t), n);
-    assert_int_equal(tgc_copy_to_host(t, got, sizeof(int64_t) * (size_t)n), TGC_OK);
-    for (int64_t i = 0; i < n; i++)
-        assert_int_equal(got[i], want[i]);
-}
-
-static void expect_error(const tgc_tensor *result, tgc_status st, const char *msg_part)
-{
-    assert_null(result);
-    assert_int_equal(tgc_last_status(), st);
-    if (!strstr(tgc_last_error(), msg_part))
-        fail_msg("error \"%s\" lacks \"%s\"", tgc_last_error(), msg_part);
-    tgc_clear_error();
-}
-
-static int scope_setup(void **state)
-{
-    (void)state;
-    tgc_clear_error();
-    tgc_scope_push();
-    return 0;
-}
-
-static int scope_teardown(void **state)
-{
-    (void)state;
-    return tgc_scope_pop() == TGC_OK ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tgc_shutdown();
-    return 0;
-}
 
 /* ---- sum, mean, max, var, argmax ---- */
 
@@ -275,8 +111,8 @@ static void test_sum_of_bool_and_i32_is_i64_and_exact(void **state)
 {
     (void)state;
     const int64_t big = (int64_t)1 << 53;
-    tgc_tensor *b = tensor(VALS(1, 1, 0, 1), SHAPE(4), 1, TGC_BOOL);
-    tgc_tensor *i = tensor(VALS(2147483647, 2147483647, 2), SHAPE(3), 1, TGC_I32);
+    tgc_tensor *b = from_doubles(VALS(1, 1, 0, 1), SHAPE(4), 1, TGC_BOOL);
+    tgc_tensor *i = from_doubles(VALS(2147483647, 2147483647, 2), SHAPE(3), 1, TGC_I32);
     expect_values(tgc_sum(b, NULL, 0, 0), TGC_I64, NULL, 0, VALS(3), 0);
     expect_i64_exact(tgc_sum(i, NULL, 0, 0), (const int64_t[]){4294967296}, 1);
     tgc_tensor *l = i64s((const int64_t[]){big, 1, 1}, SHAPE(3), 1);
@@ -323,7 +159,7 @@ static void test_max_and_argmax_over_an_empty_dim_are_rejected(void **state)
 static void test_mean_and_var_of_integers_return_f32(void **state)
 {
     (void)state;
-    tgc_tensor *x = tensor(VALS(1, 2, 3, 4), SHAPE(2, 2), 2, TGC_I32);
+    tgc_tensor *x = from_doubles(VALS(1, 2, 3, 4), SHAPE(2, 2), 2, TGC_I32);
     expect_values(tgc_mean(x, NULL, 0, 0), TGC_F32, NULL, 0, VALS(2.5), 0);
     expect_values(tgc_mean(x, (const int[]){1}, 1, 0), TGC_F32, SHAPE(2), 1, VALS(1.5, 3.5), 0);
     expect_values(tgc_var(x, NULL, 0, 0, 0), TGC_F32, NULL, 0, VALS(1.25), 0);
@@ -336,9 +172,9 @@ static void test_max_propagates_nan_and_keeps_the_dtype(void **state)
     tgc_tensor *x = f32s((const float[]){1, NAN, 3, -INFINITY, -5, -7}, SHAPE(2, 3), 2);
     expect_values(tgc_max(x, (const int[]){1}, 1, 0), TGC_F32, SHAPE(2), 1, VALS(NAN, -5), 0);
     expect_values(tgc_max(x, (const int[]){0}, 1, 0), TGC_F32, SHAPE(3), 1, VALS(1, NAN, 3), 0);
-    tgc_tensor *h = tensor(VALS(-3, -1, -2), SHAPE(3), 1, TGC_BF16);
+    tgc_tensor *h = from_doubles(VALS(-3, -1, -2), SHAPE(3), 1, TGC_BF16);
     expect_values(tgc_max(h, NULL, 0, 0), TGC_BF16, NULL, 0, VALS(-1), 0);
-    tgc_tensor *b = tensor(VALS(0, 1, 0), SHAPE(3), 1, TGC_BOOL);
+    tgc_tensor *b = from_doubles(VALS(0, 1, 0), SHAPE(3), 1, TGC_BOOL);
     expect_values(tgc_max(b, NULL, 0, 0), TGC_BOOL, NULL, 0, VALS(1), 0);
 }
 
@@ -360,7 +196,7 @@ static void test_var_divides_by_count_minus_correction(void **state)
 static void test_var_is_accurate_for_a_large_mean(void **state)
 {
     (void)state;
-    tgc_tensor *x = tensor(VALS(1e8 + 1, 1e8 + 2, 1e8 + 3, 1e8 + 4), SHAPE(4), 1, TGC_F64);
+    tgc_tensor *x = from_doubles(VALS(1e8 + 1, 1e8 + 2, 1e8 + 3, 1e8 + 4), SHAPE(4), 1, TGC_F64);
     expect_values(tgc_var(x, NULL, 0, 0, 0), TGC_F64, NULL, 0, VALS(1.25), 1e-12);
 }
 
@@ -370,7 +206,7 @@ static void test_argmax_returns_the_first_maximum_as_i64(void **state)
     tgc_tensor *x = f32s((const float[]){3, 7, 7, 1, 9, 9, 0, 9}, SHAPE(2, 4), 2);
     expect_values(tgc_argmax(x, 1, 0), TGC_I64, SHAPE(2), 1, VALS(1, 0), 0);
     expect_values(tgc_argmax(x, 0, 1), TGC_I64, SHAPE(1, 4), 2, VALS(1, 1, 0, 1), 0);
-    tgc_tensor *i = tensor(VALS(-5, -2, -2), SHAPE(3), 1, TGC_I32);
+    tgc_tensor *i = from_doubles(VALS(-5, -2, -2), SHAPE(3), 1, TGC_I32);
     expect_values(tgc_argmax(i, -1, 0), TGC_I64, NULL, 0, VALS(1), 0);
 }
 
@@ -420,9 +256,9 @@ static void test_softmax_of_integers_is_f32_and_of_half_is_half(void **state)
 {
     (void)state;
     const double z = 1 + exp(1);
-    tgc_tensor *i = tensor(VALS(0, 1), SHAPE(2), 1, TGC_I64);
+    tgc_tensor *i = from_doubles(VALS(0, 1), SHAPE(2), 1, TGC_I64);
     expect_values(tgc_softmax(i, 0), TGC_F32, SHAPE(2), 1, VALS(1 / z, exp(1) / z), 1e-7);
-    tgc_tensor *h = tensor(VALS(0, 1), SHAPE(2), 1, TGC_F16);
+    tgc_tensor *h = from_doubles(VALS(0, 1), SHAPE(2), 1, TGC_F16);
     expect_values(tgc_softmax(h, 0), TGC_F16, SHAPE(2), 1, VALS(1 / z, exp(1) / z), 1e-3);
     expect_values(tgc_log_softmax(h, 0), TGC_F16, SHAPE(2), 1, VALS(-log(z), 1 - log(z)), 1e-3);
 }
@@ -455,7 +291,7 @@ static void test_softmax_rows_of_any_length_match_the_formula(void **state)
             soft[i] = exp(x[i] - mx) / sum;
             logp[i] = x[i] - mx - log(sum);
         }
-        tgc_tensor *t = tgc_transpose(tensor(x, SHAPE(n, 1), 2, TGC_F64), 0, 1);
+        tgc_tensor *t = tgc_transpose(from_doubles(x, SHAPE(n, 1), 2, TGC_F64), 0, 1);
         expect_values(tgc_softmax(t, 1), TGC_F64, SHAPE(1, n), 2, soft, 1e-12);
         expect_values(tgc_log_softmax(t, -1), TGC_F64, SHAPE(1, n), 2, logp, 1e-12);
         free(x);

@@ -25,13 +25,6 @@
  * checked against the declarations in include/tgc/ops.h, every public op must have a case,
  * and every op of src/ir/ops.def (except the graph source INPUT) must appear in the graph
  * of some compiled variant. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-/* cmocka needs the headers above first */
-#include <cmocka.h>
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +32,8 @@
 
 #include "frontend/tensor_impl.h"
 #include "ir/op.h"
+#include "op_test_util.h"
 #include "tgc/tgc.h"
-
-#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 enum { TE_EXACT = 0, TE_REL = 1 };
 #define TE_RTOL     1e-5
@@ -228,9 +220,7 @@ static tgc_tensor *te_host_ints(char kind, int64_t range, const int64_t *shape, 
                                 uint64_t *rng)
 {
     tgc_dtype dt = kind == 'b' ? TGC_BOOL : kind == 'm' || kind == 'i' ? TGC_I64 : TGC_I32;
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++)
-        n *= shape[d];
+    int64_t n = numel_of(shape, nd);
     size_t es = tgc_dtype_size(dt);
     unsigned char *buf = calloc((size_t)(n ? n : 1), es);
     if (!buf)
@@ -324,23 +314,6 @@ static void te_shape_str(const tgc_tensor *t, char *buf, size_t n)
         snprintf(buf + k, n - k, "]");
 }
 
-static double *te_values(const tgc_tensor *t)
-{
-    int64_t n = tgc_numel(t);
-    size_t es = tgc_dtype_size(tgc_dtype_of(t));
-    unsigned char *raw = malloc((size_t)(n ? n : 1) * es);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (!raw || !v || tgc_copy_to_host(t, raw, (size_t)n * es) != TGC_OK) {
-        free(raw);
-        free(v);
-        return NULL;
-    }
-    for (int64_t k = 0; k < n; k++)
-        v[k] = tgc_load(raw, tgc_dtype_of(t), k);
-    free(raw);
-    return v;
-}
-
 static int te_close(double a, double b, int tol)
 {
     if (a == b || (isnan(a) && isnan(b)))
@@ -366,7 +339,7 @@ static int te_compare(te_ctx *x, const char *what, const tgc_tensor *e, const tg
         te_fail(x, "%s: eager gives %s, compiled gives %s", what, se, sc);
         return 0;
     }
-    double *ve = te_values(e), *vc = te_values(c);
+    double *ve = try_values_of(e), *vc = try_values_of(c);
     int ok = ve && vc;
     if (!ok)
         te_fail(x, "%s: could not read values: %s", what, tgc_last_error());
