@@ -4,7 +4,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include "unit_test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +17,8 @@
 #include "tgc/config.h"
 
 static const char *const env_vars[] = {
-    "TGC_LOG",       "TGC_BACKEND",  "TGC_CACHE_SIZE_LIMIT", "TGC_ACCUMULATED_CACHE_SIZE_LIMIT",
-    "TGC_DYNAMIC",   "TGC_DUMP_DIR", "TGC_CACHE_DIR",        "TGC_NUM_THREADS",
+    "TGC_LOG",     "TGC_BACKEND",  "TGC_CACHE_SIZE_LIMIT", "TGC_ACCUMULATED_CACHE_SIZE_LIMIT",
+    "TGC_DYNAMIC", "TGC_DUMP_DIR", "TGC_CACHE_DIR",        "TGC_NUM_THREADS",
 };
 
 static void clear_env(void)
@@ -37,14 +40,6 @@ static int teardown(void **state)
     (void)state;
     clear_env();
     return 0;
-}
-
-static void check_error(tgc_status got, tgc_status want, const char *text)
-{
-    assert_int_equal(got, want);
-    assert_int_equal(tgc_last_status(), want);
-    if (!strstr(tgc_last_error(), text))
-        fail_msg("error message \"%s\" lacks \"%s\"", tgc_last_error(), text);
 }
 
 static tgc_status model(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
@@ -163,7 +158,7 @@ static void test_env_log_channels(void **state)
         {"recompiles,guards,graph,kernels,perf",
          TGC_LOG_RECOMPILES | TGC_LOG_GUARDS | TGC_LOG_GRAPH | TGC_LOG_KERNELS | TGC_LOG_PERF},
         {"graph,nonsense,dynamic", TGC_LOG_GRAPH | TGC_LOG_DYNAMIC}, /* unknown names ignored */
-        {"guardsx", 0}, /* whole names only */
+        {"guardsx", 0},                                              /* whole names only */
         {"", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -180,8 +175,8 @@ static void test_env_choices(void **state)
     static const struct {
         const char *v;
         tgc_backend_kind b;
-    } backends[] = {{"auto", TGC_BACKEND_AUTO},   {"llvm", TGC_BACKEND_LLVM},
-                    {"cuda", TGC_BACKEND_CUDA},   {"eager", TGC_BACKEND_EAGER},
+    } backends[] = {{"auto", TGC_BACKEND_AUTO},     {"llvm", TGC_BACKEND_LLVM},
+                    {"cuda", TGC_BACKEND_CUDA},     {"eager", TGC_BACKEND_EAGER},
                     {"interp", TGC_BACKEND_INTERP}, {"INTERP", TGC_BACKEND_INTERP},
                     {"Eager", TGC_BACKEND_EAGER}};
     for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
@@ -191,7 +186,9 @@ static void test_env_choices(void **state)
     static const struct {
         const char *v;
         tgc_dynamic d;
-    } dyn[] = {{"auto", TGC_DYNAMIC_AUTO}, {"always", TGC_DYNAMIC_ALWAYS}, {"never", TGC_DYNAMIC_NEVER},
+    } dyn[] = {{"auto", TGC_DYNAMIC_AUTO},
+               {"always", TGC_DYNAMIC_ALWAYS},
+               {"never", TGC_DYNAMIC_NEVER},
                {"ALWAYS", TGC_DYNAMIC_ALWAYS}};
     for (size_t i = 0; i < sizeof dyn / sizeof dyn[0]; i++) {
         setenv("TGC_DYNAMIC", dyn[i].v, 1);

@@ -5,7 +5,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include "unit_test_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,14 +36,6 @@ static int teardown(void **state)
     tgc_graph_free(g);
     g = NULL;
     return 0;
-}
-
-static void check_error(tgc_status got, tgc_status want, const char *text)
-{
-    assert_int_equal(got, want);
-    assert_int_equal(tgc_last_status(), want);
-    if (!strstr(tgc_last_error(), text))
-        fail_msg("error message \"%s\" lacks \"%s\"", tgc_last_error(), text);
 }
 
 static tgc_vinfo vi(tgc_dtype dt, int nd, tgc_sdim d0, tgc_sdim d1)
@@ -77,8 +72,7 @@ static void build_base(void)
     assert_int_equal(add_input(TGC_BIND_ARG, 1, vi(TGC_F32, 2, s0, 4)), 1);
     assert_int_equal(add_input(TGC_BIND_PARAM, 0, vi(TGC_F32, 2, 4, 8)), 2);
     assert_int_equal(add_node(TGC_OP_ADD, (int32_t[]){0, 1}, 2, NULL, vi(TGC_F32, 2, s0, 4)), 3);
-    assert_int_equal(add_node(TGC_OP_MATMUL, (int32_t[]){3, 2}, 2, NULL, vi(TGC_F32, 2, s0, 8)),
-                     4);
+    assert_int_equal(add_node(TGC_OP_MATMUL, (int32_t[]){3, 2}, 2, NULL, vi(TGC_F32, 2, s0, 8)), 4);
 }
 
 /* + %5 = sum(%4) {i=2,0} f32[s0]; %6 = mul_scalar(%5) {f=0.5} f32[s0];

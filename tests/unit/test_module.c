@@ -7,7 +7,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include "unit_test_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,35 +22,6 @@
 #include "tgc/module.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
-
-static int setup(void **state)
-{
-    (void)state;
-    tgc_clear_error();
-    tgc_scope_push();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tgc_scope_pop() == TGC_OK ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tgc_shutdown();
-    return 0;
-}
-
-static void check_error(tgc_status got, tgc_status want, const char *text)
-{
-    assert_int_equal(got, want);
-    assert_int_equal(tgc_last_status(), want);
-    if (!strstr(tgc_last_error(), text))
-        fail_msg("error message \"%s\" lacks \"%s\"", tgc_last_error(), text);
-}
 
 static tgc_tensor *full(const int64_t *shape, int nd, double v, tgc_dtype dt)
 {
@@ -297,7 +271,8 @@ static void test_child_errors(void **state)
                 "tgc_module_child: child is NULL");
     /* a parameter name is taken for children too */
     assert_non_null(tgc_module_param(p2, "w", tgc_ones(SHAPE(1), TGC_F32, tgc_cpu())));
-    check_error(tgc_module_child(p2, "w", d), TGC_ERR_INVALID_ARG, "already has a member named 'w'");
+    check_error(tgc_module_child(p2, "w", d), TGC_ERR_INVALID_ARG,
+                "already has a member named 'w'");
 
     /* the failures changed nothing: d is still a root, p2 has no child, the tree is intact */
     assert_null(tgc_module_get_child(p2, "c"));
@@ -338,7 +313,8 @@ static void test_module_to(void **state)
     assert_int_equal(tgc_module_to(net, tgc_cpu()), TGC_OK);
     check_error(tgc_module_to(net, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_module_to: device cuda:0");
     check_error(tgc_module_to(net, tgc_cuda(2)), TGC_ERR_DEVICE, "cuda:2");
-    check_error(tgc_module_to(NULL, tgc_cpu()), TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
+    check_error(tgc_module_to(NULL, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "tgc_module_to: module is NULL");
     /* the failed move left the tensors on the CPU */
     tgc_tensor *w = tgc_module_get(tgc_module_get_child(net, "fc1"), "weight");
     assert_int_equal(tgc_device_of(w).type, TGC_DEVICE_CPU);
@@ -587,23 +563,25 @@ static void test_free_attached_child_is_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_create, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_param_and_buffer, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_param_bad_args, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_children, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_child_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_training, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_module_to, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_signature_equal_for_equal_structure, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_signature_changes_with_structure, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_signature_tracks_changes_in_place, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_flat_is_preorder, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_describe, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_free_whole_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_param_and_buffer, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_param_bad_args, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_children, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_child_errors, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_training, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_module_to, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_signature_equal_for_equal_structure, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_signature_changes_with_structure, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_signature_tracks_changes_in_place, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_flat_is_preorder, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_describe, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_free_whole_tree, scoped_setup, scoped_teardown),
         /* last: before the fix, the double free aborts the ASan build */
-        cmocka_unit_test_setup_teardown(test_free_attached_child_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_free_attached_child_is_refused, scoped_setup,
+                                        scoped_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, group_teardown);
+    return cmocka_run_group_tests(tests, NULL, group_shutdown);
 }

@@ -9,7 +9,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include "unit_test_util.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -34,15 +37,10 @@ static int teardown(void **state)
     return 0;
 }
 
-static void check_error(tgc_status got, tgc_status want, const char *text)
+static int storage_refs(const tgc_tensor *t)
 {
-    assert_int_equal(got, want);
-    assert_int_equal(tgc_last_status(), want);
-    if (!strstr(tgc_last_error(), text))
-        fail_msg("error message \"%s\" lacks \"%s\"", tgc_last_error(), text);
+    return atomic_load(&t->storage->refs);
 }
-
-static int storage_refs(const tgc_tensor *t) { return atomic_load(&t->storage->refs); }
 
 /* A view of base, created in the innermost scope: holds one storage reference. */
 static tgc_tensor *view_of(tgc_tensor *base)
@@ -449,8 +447,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_free_early_then_pop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_null_is_noop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pop_root_scope, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_view_keeps_storage_after_base_freed, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_view_keeps_storage_after_base_freed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_view_of_param_outlives_module, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scopes_are_per_thread, setup, teardown),

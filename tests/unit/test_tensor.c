@@ -6,7 +6,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include "unit_test_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -24,43 +27,11 @@ __attribute__((visibility("default"), used)) const char *__asan_default_options(
     return "allocator_may_return_null=1";
 }
 
-#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static const tgc_dtype all_dtypes[] = {TGC_F32, TGC_F16, TGC_BF16, TGC_I32,
+static const tgc_dtype all_dtypes[] = {TGC_F32, TGC_F16,  TGC_BF16, TGC_I32,
                                        TGC_I64, TGC_BOOL, TGC_F64};
 static const tgc_dtype float_dtypes[] = {TGC_F32, TGC_F16, TGC_BF16, TGC_F64};
 
 /* ---- helpers ---- */
-
-static int setup(void **state)
-{
-    (void)state;
-    tgc_clear_error();
-    tgc_scope_push();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tgc_scope_pop() == TGC_OK ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tgc_shutdown();
-    return 0;
-}
-
-/* The call failed with `want`, tgc_last_status() agrees and the message contains text. */
-static void check_error(tgc_status got, tgc_status want, const char *text)
-{
-    assert_int_equal(got, want);
-    assert_int_equal(tgc_last_status(), want);
-    if (!strstr(tgc_last_error(), text))
-        fail_msg("error message \"%s\" lacks \"%s\"", tgc_last_error(), text);
-}
 
 /* A NULL result with `want` and a message containing text. */
 static void check_null(const tgc_tensor *t, tgc_status want, const char *text)
@@ -377,9 +348,9 @@ static void test_f16_known_values(void **state)
     assert_int_equal(full16(1.0, TGC_F16), 0x3c00);
     assert_int_equal(full16(-2.0, TGC_F16), 0xc000);
     assert_int_equal(full16(0.5, TGC_F16), 0x3800);
-    assert_int_equal(full16(65504.0, TGC_F16), 0x7bff);  /* largest finite */
-    assert_int_equal(full16(65519.0, TGC_F16), 0x7bff);  /* below the overflow threshold */
-    assert_int_equal(full16(65520.0, TGC_F16), 0x7c00);  /* rounds to inf */
+    assert_int_equal(full16(65504.0, TGC_F16), 0x7bff); /* largest finite */
+    assert_int_equal(full16(65519.0, TGC_F16), 0x7bff); /* below the overflow threshold */
+    assert_int_equal(full16(65520.0, TGC_F16), 0x7c00); /* rounds to inf */
     assert_int_equal(full16(-1e6, TGC_F16), 0xfc00);
     assert_int_equal(full16(INFINITY, TGC_F16), 0x7c00);
     assert_int_equal(full16(ldexp(1.0, -14), TGC_F16), 0x0400); /* smallest normal */
@@ -400,8 +371,7 @@ static void test_f16_known_values(void **state)
     /* reading back */
     const int64_t one = 1;
     const uint16_t pats[] = {0x7bff, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xfc00, 0x8000};
-    const double vals[] = {65504.0, sub_min, 1023 * sub_min, ldexp(1.0, -14), 1.0, -INFINITY,
-                           -0.0};
+    const double vals[] = {65504.0, sub_min, 1023 * sub_min, ldexp(1.0, -14), 1.0, -INFINITY, -0.0};
     for (int i = 0; i < N_OF(pats); i++) {
         tgc_tensor *t = tgc_from_data(&pats[i], 2, &one, 1, TGC_F16, tgc_cpu());
         assert_non_null(t);
@@ -419,8 +389,8 @@ static void test_bf16_known_values(void **state)
     assert_int_equal(full16(1.0, TGC_BF16), 0x3f80);
     assert_int_equal(full16(-2.0, TGC_BF16), 0xc000);
     assert_int_equal(full16(65504.0, TGC_BF16), 0x4780); /* 65536 is the nearest bf16 */
-    assert_int_equal(full16(1.0 + ldexp(1.0, -8), TGC_BF16), 0x3f80);      /* tie: to even */
-    assert_int_equal(full16(1.0 + 3 * ldexp(1.0, -8), TGC_BF16), 0x3f82);  /* tie: to even */
+    assert_int_equal(full16(1.0 + ldexp(1.0, -8), TGC_BF16), 0x3f80);     /* tie: to even */
+    assert_int_equal(full16(1.0 + 3 * ldexp(1.0, -8), TGC_BF16), 0x3f82); /* tie: to even */
     assert_int_equal(full16(1.0 + ldexp(1.0, -8) + ldexp(1.0, -20), TGC_BF16), 0x3f81);
     assert_int_equal(full16(1.0 + ldexp(1.0, -7), TGC_BF16), 0x3f81);
     assert_int_equal(full16(INFINITY, TGC_BF16), 0x7f80);
@@ -903,8 +873,7 @@ static void test_creation_bad_args(void **state)
                "tgc_zeros: ndim 9 is outside [0, 8]");
     check_null(tgc_ones(nine, -1, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
                "tgc_ones: ndim -1 is outside [0, 8]");
-    check_null(tgc_full(nine, 9, 1.0, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
-               "tgc_full: ndim 9");
+    check_null(tgc_full(nine, 9, 1.0, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG, "tgc_full: ndim 9");
     check_null(tgc_rand(nine, 9, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG, "tgc_rand: ndim 9");
     check_null(tgc_randn(nine, 9, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG, "tgc_randn: ndim 9");
     check_null(tgc_from_data(data, 4, nine, 9, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
@@ -945,7 +914,8 @@ static void test_cuda_device_unavailable(void **state)
     const int64_t shape[] = {2, 3};
     const float data[6] = {0};
     check_null(tgc_empty(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE, "cuda:0");
-    check_null(tgc_zeros(shape, 2, TGC_F32, tgc_cuda(1)), TGC_ERR_DEVICE, "tgc_zeros: device cuda:1");
+    check_null(tgc_zeros(shape, 2, TGC_F32, tgc_cuda(1)), TGC_ERR_DEVICE,
+               "tgc_zeros: device cuda:1");
     check_null(tgc_ones(shape, 2, TGC_F16, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_ones: device cuda:0");
     check_null(tgc_full(shape, 2, 1, TGC_F32, tgc_cuda(2)), TGC_ERR_DEVICE, "cuda:2");
     check_null(tgc_rand(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_rand: device cuda:0");
@@ -996,7 +966,8 @@ static void test_copy_to_host(void **state)
 static void test_i64_copies_exact(void **state)
 {
     (void)state;
-    const int64_t big[] = {(INT64_C(1) << 53) + 1, INT64_MAX, INT64_MIN + 1, -((INT64_C(1) << 60) + 3)};
+    const int64_t big[] = {(INT64_C(1) << 53) + 1, INT64_MAX, INT64_MIN + 1,
+                           -((INT64_C(1) << 60) + 3)};
     const int64_t shape[] = {2, 2};
     tgc_tensor *t = from_i64(big, shape, 2);
     tgc_tensor *tt = tgc_transpose(t, 0, 1); /* non-contiguous */
@@ -1155,7 +1126,8 @@ static void test_item_i64_exact(void **state)
 {
     (void)state;
     const int64_t one = 1;
-    const int64_t vals[] = {(INT64_C(1) << 53) + 1, INT64_MAX, INT64_MIN, -((INT64_C(1) << 62) + 1)};
+    const int64_t vals[] = {(INT64_C(1) << 53) + 1, INT64_MAX, INT64_MIN,
+                            -((INT64_C(1) << 62) + 1)};
     for (int k = 0; k < N_OF(vals); k++) {
         tgc_tensor *t = from_i64(&vals[k], &one, 1);
         int64_t got = tgc_item_i64(t);
@@ -1163,8 +1135,7 @@ static void test_item_i64_exact(void **state)
             fail_msg("tgc_item_i64 of i64 %lld gave %lld", (long long)vals[k], (long long)got);
     }
     const int32_t imin = INT32_MIN;
-    assert_int_equal(tgc_item_i64(tgc_from_data(&imin, 4, &one, 1, TGC_I32, tgc_cpu())),
-                     INT32_MIN);
+    assert_int_equal(tgc_item_i64(tgc_from_data(&imin, 4, &one, 1, TGC_I32, tgc_cpu())), INT32_MIN);
     /* floats beyond the int64 range saturate, NaN is 0: no undefined conversion */
     assert_int_equal(tgc_item_i64(tgc_full(&one, 1, 1e30, TGC_F32, tgc_cpu())), INT64_MAX);
     assert_int_equal(tgc_item_i64(tgc_full(&one, 1, -INFINITY, TGC_F64, tgc_cpu())), INT64_MIN);
@@ -1233,42 +1204,47 @@ static void test_huge_shapes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_status_str_every_status, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dtype_names_and_sizes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_last_error_clear, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_empty_every_dtype, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_empty_every_rank, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_zero_size_dims, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_zeros_every_dtype, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ones_every_dtype, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_full_every_dtype, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_f16_known_values, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bf16_known_values, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_full_negative_zero, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_f16_roundtrip_every_pattern, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bf16_roundtrip_every_pattern, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_arange, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_from_data_every_dtype, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rand_determinism, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rand_uniform_range_every_float_dtype, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_randn_moments, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rand_rejects_non_float_dtypes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_queries_bad_dims, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_queries_null, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_views_geometry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_creation_bad_args, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cuda_device_unavailable, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy_to_host, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_i64_copies_exact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy_, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy_overlapping, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_item, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_item_i64_exact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_to_cpu, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_str_every_status, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_dtype_names_and_sizes, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_devices, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_last_error_clear, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_every_dtype, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_every_rank, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_zero_size_dims, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_zeros_every_dtype, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_ones_every_dtype, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_full_every_dtype, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_f16_known_values, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_bf16_known_values, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_full_negative_zero, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_f16_roundtrip_every_pattern, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_bf16_roundtrip_every_pattern, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_arange, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_from_data_every_dtype, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_rand_determinism, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_rand_uniform_range_every_float_dtype, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_randn_moments, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_rand_rejects_non_float_dtypes, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_queries_bad_dims, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_queries_null, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_views_geometry, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_creation_bad_args, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_cuda_device_unavailable, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_copy_to_host, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_i64_copies_exact, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_copy_, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_copy_overlapping, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_item, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_item_i64_exact, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_to_cpu, scoped_setup, scoped_teardown),
         /* last: before the fix, UBSan stops the process on the overflow */
-        cmocka_unit_test_setup_teardown(test_huge_shapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_huge_shapes, scoped_setup, scoped_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, group_teardown);
+    return cmocka_run_group_tests(tests, NULL, group_shutdown);
 }
