@@ -11,7 +11,11 @@
  * Compiled functions bind parameters by their position in the module tree, not by pointer,
  * so two modules of one structure share compiled variants. The structure signature covers
  * names, shapes, dtypes, devices, requires_grad and training flags of the whole tree; it is
- * cached and recomputed only after a change. */
+ * recomputed at each change, so reading it (every tgc_call does) is one load.
+ *
+ * Threading: tgc_call may use one module from many threads at once (it only reads it);
+ * changing a module (adding members, tgc_module_train, tgc_requires_grad on a parameter)
+ * must not overlap calls that use it. */
 #ifndef TGC_MODULE_H
 #define TGC_MODULE_H
 

@@ -29,12 +29,13 @@ struct tgc_module {
     mod_child *children;
     int n_children, cap_children;
     tgc_module *parent;
-    /* caches, valid until a change below this module */
+    /* derived from the tree, recomputed at every change below this module */
     uint64_t sig;
-    int sig_valid;
     tgc_tensor **flat;
     int n_flat, flat_valid;
 };
+
+static void refresh(tgc_module *m);
 
 static char *dup_str(const char *s)
 {
@@ -61,6 +62,7 @@ tgc_module *tgc_module_create(const char *name, void *userdata)
     }
     m->userdata = userdata;
     m->training = 1;
+    refresh(m);
     return m;
 }
 
@@ -96,10 +98,12 @@ void tgc_module_free(tgc_module *m)
     free_tree(m);
 }
 
+/* Signatures and flat lists are recomputed at every change (changes are rare), so that
+ * tgc_call only reads them: concurrent calls on one module never write to it. */
 void tgc_module_invalidate(tgc_module *m)
 {
     for (; m; m = m->parent)
-        m->sig_valid = m->flat_valid = 0;
+        refresh(m);
 }
 
 static int name_taken(const tgc_module *m, const char *name)
@@ -249,7 +253,7 @@ static void set_training(tgc_module *m, int on)
     m->training = on != 0;
     for (int i = 0; i < m->n_children; i++)
         set_training(m->children[i].m, on);
-    m->sig_valid = 0;
+    refresh(m); /* after its children: a subtree's signature covers theirs */
 }
 
 void tgc_module_train(tgc_module *m, int on)
@@ -257,7 +261,7 @@ void tgc_module_train(tgc_module *m, int on)
     if (!m)
         return;
     set_training(m, on);
-    tgc_module_invalidate(m);
+    tgc_module_invalidate(m->parent);
 }
 
 int tgc_module_is_training(const tgc_module *m) { return m ? m->training : 0; }
@@ -287,22 +291,27 @@ static void flatten_into(const tgc_module *m, tgc_tensor **out, int *k)
         flatten_into(m->children[i].m, out, k);
 }
 
+static uint64_t hash_tree(const tgc_module *m, uint64_t h);
+
+static void refresh(tgc_module *m)
+{
+    m->sig = hash_tree(m, 0xcbf29ce484222325ull);
+    int count = count_tensors(m);
+    tgc_tensor **p = realloc(m->flat, (size_t)(count ? count : 1) * sizeof *p);
+    m->flat_valid = p != NULL;
+    if (!p)
+        return; /* retried by tgc_module_flat */
+    m->flat = p;
+    m->n_flat = 0;
+    flatten_into(m, m->flat, &m->n_flat);
+}
+
 tgc_tensor *const *tgc_module_flat(tgc_module *m, int *n)
 {
-    if (!m->flat_valid) {
-        int count = count_tensors(m);
-        tgc_tensor **p = realloc(m->flat, (size_t)(count ? count : 1) * sizeof *p);
-        if (!p) {
-            *n = 0;
-            return NULL;
-        }
-        m->flat = p;
-        m->n_flat = 0;
-        flatten_into(m, m->flat, &m->n_flat);
-        m->flat_valid = 1;
-    }
-    *n = m->n_flat;
-    return m->flat;
+    if (!m->flat_valid)
+        refresh(m);
+    *n = m->flat_valid ? m->n_flat : 0;
+    return m->flat_valid ? m->flat : NULL;
 }
 
 static void describe_into(const tgc_module *m, const char *path, tgc_strbuf *sb)
@@ -363,10 +372,5 @@ uint64_t tgc_module_signature(const tgc_module *cm)
 {
     if (!cm)
         return 0;
-    tgc_module *m = (tgc_module *)cm; /* the cache is not part of the observable state */
-    if (!m->sig_valid) {
-        m->sig = hash_tree(m, 0xcbf29ce484222325ull);
-        m->sig_valid = 1;
-    }
-    return m->sig;
+    return cm->sig;
 }

@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -691,6 +693,56 @@ static void explain_lists_variants_guards_and_reasons(void **state)
     tgc_fn_free(f);
 }
 
+static int n_graph_logs;
+static void count_graph_logs(unsigned channel, const char *msg, void *user)
+{
+    (void)user;
+    if (channel == TGC_LOG_GRAPH && strstr(msg, "tgc: graph of 'dumped' variant "))
+        n_graph_logs++;
+}
+
+static int file_has(const char *path, const char *text)
+{
+    char buf[4096] = {0};
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    return strstr(buf, text) != NULL;
+}
+
+static void graph_channel_and_dump_dir_show_each_variant(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tgc_dump_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tgc_config c = tgc_config_default();
+    c.log = TGC_LOG_GRAPH;
+    c.log_fn = count_graph_logs;
+    c.dump_dir = dir;
+    c.dynamic = TGC_DYNAMIC_NEVER;
+    n_graph_logs = 0;
+    tgc_fn *f = tgc_compile(add_one, "dumped", &c);
+    tgc_tensor *y;
+    assert_int_equal(call1(f, NULL, filled(2, 3, 0), &y), TGC_OK);
+    assert_int_equal(call1(f, NULL, filled(4, 3, 0), &y), TGC_OK);
+    assert_int_equal(n_graph_logs, 2);
+    char path[256];
+    for (int v = 1; v <= 2; v++) {
+        snprintf(path, sizeof path, "%s/dumped_v%d.graph.txt", dir, v);
+        assert_true(file_has(path, v == 1 ? "add_scalar(%0) {f=1} : f32[2, 3]"
+                                          : "add_scalar(%0) {f=1} : f32[4, 3]"));
+        remove(path);
+        snprintf(path, sizeof path, "%s/dumped_v%d.dot", dir, v);
+        assert_true(file_has(path, "digraph tgc"));
+        remove(path);
+    }
+    rmdir(dir);
+    tgc_fn_free(f);
+}
+
 static void bad_calls_return_the_right_status(void **state)
 {
     (void)state;
@@ -772,6 +824,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(tensors_created_while_tracing_are_constants, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(explain_lists_variants_guards_and_reasons, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(graph_channel_and_dump_dir_show_each_variant, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(bad_calls_return_the_right_status, setup, teardown),
         cmocka_unit_test_setup_teardown(op_errors_while_tracing_reach_the_caller, setup,
