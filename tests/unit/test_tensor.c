@@ -434,25 +434,36 @@ static void test_full_negative_zero(void **state)
     assert_true(d == 0.0 && signbit(d));
 }
 
+/* All 65536 patterns of a 16-bit float dtype, widened to f32 (wide) and narrowed back
+ * (back). The caller frees the three arrays. */
+static void roundtrip_every_pattern(tgc_dtype dt, uint16_t **pat, float **wide, uint16_t **back)
+{
+    const int64_t n = 65536;
+    *pat = malloc(n * sizeof **pat);
+    *back = malloc(n * sizeof **back);
+    *wide = malloc(n * sizeof **wide);
+    assert_non_null(*pat);
+    assert_non_null(*back);
+    assert_non_null(*wide);
+    for (int64_t i = 0; i < n; i++)
+        (*pat)[i] = (uint16_t)i;
+    tgc_tensor *h = tgc_from_data(*pat, n * 2, &n, 1, dt, tgc_cpu());
+    tgc_tensor *f = tgc_empty(&n, 1, TGC_F32, tgc_cpu());
+    tgc_tensor *h2 = tgc_empty(&n, 1, dt, tgc_cpu());
+    assert_int_equal(tgc_copy_(f, h), TGC_OK);
+    assert_int_equal(tgc_copy_(h2, f), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(f, *wide, n * 4), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(h2, *back, n * 2), TGC_OK);
+}
+
 /* Every f16 pattern -> f32 -> f16 is the identity (NaNs stay NaN), and f16 -> f32 is exact. */
 static void test_f16_roundtrip_every_pattern(void **state)
 {
     (void)state;
     const int64_t n = 65536;
-    uint16_t *pat = malloc(n * sizeof *pat), *back = malloc(n * sizeof *back);
-    float *wide = malloc(n * sizeof *wide);
-    assert_non_null(pat);
-    assert_non_null(back);
-    assert_non_null(wide);
-    for (int64_t i = 0; i < n; i++)
-        pat[i] = (uint16_t)i;
-    tgc_tensor *h = tgc_from_data(pat, n * 2, &n, 1, TGC_F16, tgc_cpu());
-    tgc_tensor *f = tgc_empty(&n, 1, TGC_F32, tgc_cpu());
-    tgc_tensor *h2 = tgc_empty(&n, 1, TGC_F16, tgc_cpu());
-    assert_int_equal(tgc_copy_(f, h), TGC_OK);
-    assert_int_equal(tgc_copy_(h2, f), TGC_OK);
-    assert_int_equal(tgc_copy_to_host(f, wide, n * 4), TGC_OK);
-    assert_int_equal(tgc_copy_to_host(h2, back, n * 2), TGC_OK);
+    uint16_t *pat, *back;
+    float *wide;
+    roundtrip_every_pattern(TGC_F16, &pat, &wide, &back);
     for (int64_t i = 0; i < n; i++) {
         int is_nan = (pat[i] & 0x7c00) == 0x7c00 && (pat[i] & 0x3ff);
         if (is_nan) {
@@ -480,20 +491,9 @@ static void test_bf16_roundtrip_every_pattern(void **state)
 {
     (void)state;
     const int64_t n = 65536;
-    uint16_t *pat = malloc(n * sizeof *pat), *back = malloc(n * sizeof *back);
-    float *wide = malloc(n * sizeof *wide);
-    assert_non_null(pat);
-    assert_non_null(back);
-    assert_non_null(wide);
-    for (int64_t i = 0; i < n; i++)
-        pat[i] = (uint16_t)i;
-    tgc_tensor *h = tgc_from_data(pat, n * 2, &n, 1, TGC_BF16, tgc_cpu());
-    tgc_tensor *f = tgc_empty(&n, 1, TGC_F32, tgc_cpu());
-    tgc_tensor *h2 = tgc_empty(&n, 1, TGC_BF16, tgc_cpu());
-    assert_int_equal(tgc_copy_(f, h), TGC_OK);
-    assert_int_equal(tgc_copy_(h2, f), TGC_OK);
-    assert_int_equal(tgc_copy_to_host(f, wide, n * 4), TGC_OK);
-    assert_int_equal(tgc_copy_to_host(h2, back, n * 2), TGC_OK);
+    uint16_t *pat, *back;
+    float *wide;
+    roundtrip_every_pattern(TGC_BF16, &pat, &wide, &back);
     for (int64_t i = 0; i < n; i++) {
         int is_nan = (pat[i] & 0x7f80) == 0x7f80 && (pat[i] & 0x7f);
         if (is_nan) {
