@@ -25,7 +25,9 @@
  * must be i32 or i64.
  * matmul, linear, conv2d, pools, batch_norm, layer_norm and attention need float operands
  * of one dtype (TGC_ERR_DTYPE otherwise); cast first for mixed precision.
- * Half types (f16, bf16) are stored in 16 bits and computed in f32 by every backend. */
+ * Half types (f16, bf16) are stored in 16 bits and computed at f32 precision or better (the
+ * interp oracle computes in double and rounds once; other backends agree within 1-2 ulp).
+ * Float to integer conversion saturates (NaN becomes 0); integer to narrower integer wraps. */
 #ifndef TGC_OPS_H
 #define TGC_OPS_H
 
