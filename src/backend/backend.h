@@ -6,7 +6,6 @@
 #ifndef TGC_BACKEND_BACKEND_H
 #define TGC_BACKEND_BACKEND_H
 
-#include "frontend/trace.h"
 #include "ir/graph.h"
 #include "tgc/config.h"
 
@@ -15,7 +14,7 @@ typedef struct tgc_exec_args {
     int n_args;
     tgc_tensor *const *params; /* TGC_BIND_PARAM: the module tree's flat list */
     int n_params;
-    const tgc_trace_binding *bound; /* TGC_BIND_CAPTURED and TGC_BIND_CONST */
+    tgc_tensor *const *bound; /* TGC_BIND_CAPTURED and TGC_BIND_CONST, by binding index */
     int n_bound;
     const int64_t *symvals; /* value of each symbol for this call */
 } tgc_exec_args;

@@ -130,23 +130,11 @@ static tgc_status run_variant(tgc_fn *f, const tgc_variant *v, tgc_module *self,
 {
     if (v->is_eager)
         return run_eager(f, self, in, n_in, out, n_out);
-    tgc_exec_args x = {in, n_in, NULL, 0, NULL, 0, symvals};
+    (void)n_out;
+    tgc_exec_args x = {in, n_in, NULL, 0, v->bound, v->guards.n_captured, symvals};
     if (self)
         x.params = tgc_module_flat(self, &x.n_params);
-    tgc_trace_binding *bound = NULL;
-    if (v->guards.n_captured) {
-        bound = malloc((size_t)v->guards.n_captured * sizeof *bound);
-        if (!bound)
-            return tgc_set_error(TGC_ERR_OOM, "tgc_call: out of memory");
-        for (int i = 0; i < v->guards.n_captured; i++)
-            bound[i] = (tgc_trace_binding){v->guards.captured[i].t, 0, -1, 0};
-    }
-    x.bound = bound;
-    x.n_bound = v->guards.n_captured;
-    (void)n_out;
-    tgc_status st = f->backend->run(v->artifact, v->graph, &x, out);
-    free(bound);
-    return st;
+    return f->backend->run(v->artifact, v->graph, &x, out);
 }
 
 static double now_ns(void)

@@ -252,8 +252,7 @@ void tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tensor *const
                      tgc_shape_numel(t->shape, t->ndim) ? tgc_load(tgc_tensor_base(t), t->dtype, t->offset) : 0.0);
             return;
         }
-    check_input(&g->in[0], in[0], symvals); /* bind symbols for the assumption report */
-    for (int i = 1; i < n_in; i++)
+    for (int i = 0; i < n_in; i++) /* binds the symbols for the assumption report */
         check_input(&g->in[i], in[i], symvals);
     for (int k = 0; k < tgc_sym_n_assumptions(g->syms); k++) {
         if (tgc_sym_assumption_holds(g->syms, k, symvals))

@@ -14,6 +14,7 @@ typedef struct tgc_variant {
     tgc_guards guards;
     tgc_graph *graph;
     void *artifact;
+    tgc_tensor **bound; /* the guards' captured and constant tensors, for tgc_exec_args */
     char reason[256]; /* why it was compiled */
     char break_reason[256];
     uint64_t hits;

@@ -213,6 +213,13 @@ tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *
         v->graph = tr.g;
         st = tgc_guards_build(&v->guards, &tr, self, in, n_in, f->cfg.guard_module_identity);
     }
+    if (st == TGC_OK && !v->is_eager) {
+        v->bound = malloc((size_t)(v->guards.n_captured ? v->guards.n_captured : 1) *
+                          sizeof *v->bound);
+        st = v->bound ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling");
+        for (int i = 0; st == TGC_OK && i < v->guards.n_captured; i++)
+            v->bound[i] = v->guards.captured[i].t;
+    }
     if (st == TGC_OK && !v->is_eager)
         st = finish_graph(f, v, out_ids, n_out);
     tgc_trace_release(&tr);
@@ -238,6 +245,7 @@ void tgc_variant_free(const tgc_fn *f, tgc_variant *v)
     if (v->artifact)
         f->backend->release(v->artifact);
     tgc_guards_free(&v->guards);
+    free(v->bound);
     tgc_graph_free(v->graph);
     free(v);
 }

@@ -43,7 +43,7 @@ static tgc_tensor *bound_input(const tgc_node *nd, const tgc_exec_args *x)
     case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
     case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
     case TGC_BIND_CAPTURED:
-    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx].t : NULL;
+    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx] : NULL;
     }
     return NULL;
 }
