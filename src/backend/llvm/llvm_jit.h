@@ -1,0 +1,78 @@
+/* The LLVM JIT underneath the LLVM backend: one ORC LLJIT per process, the host target, and
+ * "units" — one LLVM module each, built with the C API builder, verified, optimized with
+ * the default<O3> pipeline and added to the JIT under its own resource tracker, so freeing
+ * a unit's code removes exactly its functions.
+ *
+ * Target: the host CPU's name and features (LLVMGetHostCPUName/Features), so the same build
+ * emits AVX-512 code on an AVX-512 machine and AVX2 code on an AVX2-only one. The
+ * environment can override both for testing (TGC_LLVM_CPU=haswell, TGC_LLVM_FEATURES=...).
+ *
+ * Errors (verifier failures, LLVM diagnostics, JIT errors) become TGC_ERR_COMPILE with
+ * LLVM's message. Every LLVM object is disposed: on success the module belongs to the JIT,
+ * on failure tgc_llvm_unit_abort disposes it. Thread safety: units may be built and
+ * finished on several threads at once; each has its own LLVMContext. */
+#ifndef TGC_BACKEND_LLVM_JIT_H
+#define TGC_BACKEND_LLVM_JIT_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Orc.h>
+
+#include "tgc/tensor.h"
+
+typedef struct tgc_llvm_target {
+    char cpu[64];
+    char features[4096];
+    int vec_bits; /* widest profitable vector register: 512 (AVX-512), 256 (AVX2) or 128 */
+    int has_fma;
+} tgc_llvm_target;
+
+/* The host target (initializes LLVM's native target once). NULL when LLVM cannot target
+ * this machine (error set: TGC_ERR_COMPILE). */
+const tgc_llvm_target *tgc_llvm_host(void);
+
+typedef struct tgc_llvm_unit {
+    LLVMOrcThreadSafeContextRef tsc;
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    const tgc_llvm_target *target;
+    uint64_t id; /* process-unique: function names carry it, so units never collide */
+    /* common types of ctx */
+    LLVMTypeRef t_void, t_i1, t_i8, t_i16, t_i32, t_i64, t_f16, t_bf16, t_f32, t_f64, t_ptr;
+} tgc_llvm_unit;
+
+/* Starts a unit: a fresh context and a module with the host's triple and data layout. */
+tgc_status tgc_llvm_unit_begin(tgc_llvm_unit *u, const char *name);
+/* Disposes an unfinished unit (safe on a zeroed or already-consumed unit). */
+void tgc_llvm_unit_abort(tgc_llvm_unit *u);
+
+/* Writes "<base>_u<id>" into buf: the unit-unique symbol name of a function. */
+void tgc_llvm_unit_name(const tgc_llvm_unit *u, const char *base, char *buf, size_t n);
+
+/* Adds a function with external linkage and the target's attributes (target-cpu,
+ * target-features, vector-width hints, nounwind). */
+LLVMValueRef tgc_llvm_add_function(tgc_llvm_unit *u, const char *name, LLVMTypeRef fn_type);
+
+/* Declares (once) an LLVM intrinsic overloaded on the given types. */
+LLVMValueRef tgc_llvm_intrinsic(tgc_llvm_unit *u, const char *name, LLVMTypeRef *types,
+                                int n_types, LLVMTypeRef *fn_type);
+
+typedef struct tgc_llvm_code tgc_llvm_code;
+
+/* Verifies the module (LLVMVerifyModule), optimizes it (default<O3>) and adds it to the
+ * JIT. When ir_before / ir_after are non-NULL they receive the module's text before and
+ * after optimization (caller frees with free). The unit is consumed on success and on
+ * failure. */
+tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir_before,
+                                char **ir_after);
+/* Address of a function of the unit by its base name (as given to tgc_llvm_unit_name);
+ * NULL with TGC_ERR_COMPILE set when absent. */
+void *tgc_llvm_code_lookup(tgc_llvm_code *c, const char *base);
+/* Removes the unit's code from the JIT. NULL is fine. */
+void tgc_llvm_code_free(tgc_llvm_code *c);
+
+/* Verifies a module without consuming it: TGC_OK or TGC_ERR_COMPILE with the verifier's
+ * message. Used by tests on every kernel. */
+tgc_status tgc_llvm_verify(LLVMModuleRef m);
+
+#endif
