@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frontend/tensor_impl.h"
 #include "support/error.h"
 
 tgc_graph *tgc_graph_create(void)
@@ -28,6 +29,9 @@ void tgc_graph_free(tgc_graph *g)
         free(g->nodes[i].in);
     free(g->nodes);
     free(g->outputs);
+    for (int i = 0; i < g->n_consts; i++)
+        tgc_tensor_unref(g->consts[i]);
+    free(g->consts);
     tgc_symtab_free(g->syms);
     free(g);
 }
@@ -75,6 +79,43 @@ tgc_status tgc_graph_set_outputs(tgc_graph *g, const int32_t *ids, int n)
     free(g->outputs);
     g->outputs = p;
     g->n_outputs = n;
+    return TGC_OK;
+}
+
+int tgc_graph_add_const(tgc_graph *g, tgc_tensor *t)
+{
+    if (g->n_consts == g->cap_consts) {
+        int cap = g->cap_consts ? g->cap_consts * 2 : 8;
+        tgc_tensor **p = realloc(g->consts, (size_t)cap * sizeof *p);
+        if (!p) {
+            tgc_set_error(TGC_ERR_OOM, "tgc: out of memory adding a graph constant");
+            return -1;
+        }
+        g->consts = p;
+        g->cap_consts = cap;
+    }
+    tgc_tensor_ref(t);
+    g->consts[g->n_consts] = t;
+    return g->n_consts++;
+}
+
+tgc_status tgc_graph_import_consts(tgc_graph *g, tgc_tensor *const *bound, int n_bound)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        tgc_node *nd = &g->nodes[i];
+        if (nd->op != TGC_OP_INPUT || nd->attrs.i[0] != TGC_BIND_CONST)
+            continue;
+        int64_t idx = nd->attrs.i[1];
+        if (idx < 0 || idx >= n_bound || !bound[idx] || !bound[idx]->storage)
+            return tgc_set_error(TGC_ERR_INTERNAL,
+                                 "tgc_graph_import_consts: node %%%d names constant %lld of %d", i,
+                                 (long long)idx, n_bound);
+        int k = tgc_graph_add_const(g, bound[idx]);
+        if (k < 0)
+            return tgc_last_status();
+        nd->attrs.i[0] = TGC_BIND_FOLDED;
+        nd->attrs.i[1] = k;
+    }
     return TGC_OK;
 }
 

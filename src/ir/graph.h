@@ -32,6 +32,11 @@ typedef struct tgc_graph {
     int32_t *outputs;
     int n_outputs;
     tgc_symtab *syms;
+    /* Constants owned by the graph (one reference each), read by INPUT nodes bound
+     * TGC_BIND_FOLDED with i[1] = index: results of constant folding, and trace constants
+     * moved in by tgc_graph_import_consts. */
+    tgc_tensor **consts;
+    int n_consts, cap_consts;
 } tgc_graph;
 
 tgc_graph *tgc_graph_create(void);
@@ -40,6 +45,14 @@ void tgc_graph_free(tgc_graph *g);
 int32_t tgc_graph_add(tgc_graph *g, tgc_op op, const int32_t *in, int n_in,
                       const tgc_attrs *a, const tgc_vinfo *out);
 tgc_status tgc_graph_set_outputs(tgc_graph *g, const int32_t *ids, int n);
+/* Appends t to g->consts, taking a new reference (the caller keeps its own). Returns its
+ * index, or -1 on allocation failure (error set). */
+int tgc_graph_add_const(tgc_graph *g, tgc_tensor *t);
+/* Rebinds every INPUT bound TGC_BIND_CONST (index into bound[0..n_bound)) as
+ * TGC_BIND_FOLDED to a graph-owned reference of the same tensor, so the graph carries its
+ * trace constants and constant folding can read them. bound is the variant's bound list
+ * (tgc_exec_args.bound); the tensors must be concrete. */
+tgc_status tgc_graph_import_consts(tgc_graph *g, tgc_tensor *const *bound, int n_bound);
 /* Checks SSA order, arity against ops.def, and that shape inference reproduces every
  * node's dtype and shape. TGC_ERR_INTERNAL with a message naming the node otherwise. */
 tgc_status tgc_graph_verify(const tgc_graph *g);

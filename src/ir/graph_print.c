@@ -4,13 +4,13 @@
 #include "ir/graph.h"
 #include "support/strbuf.h"
 
-static const char *bind_names[] = {"arg", "param", "captured", "const"};
+static const char *bind_names[] = {"arg", "param", "captured", "const", "folded"};
 
 static void print_attrs(tgc_strbuf *sb, const tgc_node *nd)
 {
     if (nd->op == TGC_OP_INPUT) {
         int k = (int)nd->attrs.i[0];
-        tgc_sb_printf(sb, " {%s %lld}", (k >= 0 && k < 4) ? bind_names[k] : "?",
+        tgc_sb_printf(sb, " {%s %lld}", (k >= 0 && k < 5) ? bind_names[k] : "?",
                       (long long)nd->attrs.i[1]);
         return;
     }

@@ -5,33 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { E_SYM, E_ADD, E_MUL, E_FDIV, E_CDIV } expr_op;
-
-typedef struct expr {
-    expr_op op;
-    tgc_sdim a, b;
-    int64_t hint;
-    int sym; /* E_SYM: symbol index */
-} expr;
-
-typedef struct sym_origin {
-    int input, dim;
-    tgc_sdim handle;
-} sym_origin;
-
-struct tgc_symtab {
-    expr *exprs;
-    int n_exprs, cap_exprs;
-    int *table; /* open addressing: expr index + 1, 0 = empty */
-    int table_cap;
-    sym_origin *syms;
-    int n_syms, cap_syms;
-    struct assumption {
-        tgc_sdim a, b;
-        tgc_assume_kind kind;
-    } *assume;
-    int n_assume, cap_assume;
-};
+#include "ir/sym_impl.h"
 
 static int grow(void **p, int *cap, int need, size_t elem)
 {

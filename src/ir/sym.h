@@ -26,6 +26,9 @@ typedef struct tgc_symtab tgc_symtab;
 
 tgc_symtab *tgc_symtab_create(void);
 void tgc_symtab_free(tgc_symtab *t);
+/* A deep copy (every handle of t means the same expression in the copy); NULL on OOM.
+ * Free with tgc_symtab_free. */
+tgc_symtab *tgc_symtab_clone(const tgc_symtab *t);
 
 /* A new symbol whose trace-time value is hint, bound at call time to dim `dim` of input
  * `input` (tgc_call's in[input]). */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frontend/tensor_impl.h"
 #include "ir/graph.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
@@ -15,6 +16,23 @@ static int same_vinfo(const tgc_vinfo *a, const tgc_vinfo *b)
         if (!tgc_sym_same(a->shape[i], b->shape[i]))
             return 0;
     return 1;
+}
+
+/* A graph-owned constant must exist and match its node's type exactly. */
+static tgc_status check_folded(const tgc_graph *g, int i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    int64_t k = nd->attrs.i[1];
+    const tgc_tensor *t = k >= 0 && k < g->n_consts ? g->consts[k] : NULL;
+    int ok = t && t->dtype == nd->out.dtype && t->ndim == nd->out.ndim;
+    for (int d = 0; ok && d < t->ndim; d++)
+        ok = TGC_SDIM_IS_CONST(nd->out.shape[d]) && nd->out.shape[d] == t->shape[d];
+    if (!ok)
+        return tgc_set_error(TGC_ERR_INTERNAL,
+                             "tgc verify: node %%%d (input) names graph constant %lld of %d, "
+                             "which is missing or of another type",
+                             i, (long long)k, g->n_consts);
+    return TGC_OK;
 }
 
 static tgc_status check_node(const tgc_graph *g, int i)
@@ -38,7 +56,7 @@ static tgc_status check_node(const tgc_graph *g, int i)
                                  "before it",
                                  i, info->name, nd->in[k]);
     if (nd->op == TGC_OP_INPUT)
-        return TGC_OK;
+        return nd->attrs.i[0] == TGC_BIND_FOLDED ? check_folded(g, i) : TGC_OK;
     tgc_vinfo *in = malloc((size_t)nd->n_in * sizeof *in);
     if (!in)
         return tgc_set_error(TGC_ERR_OOM, "tgc verify: out of memory");

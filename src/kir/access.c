@@ -1,0 +1,147 @@
+/* View chains as affine accesses (see access.h). */
+#include "kir/access.h"
+
+#define SLICE_TO_END ((int64_t)1 << 62)
+
+int kir_is_view_op(tgc_op op)
+{
+    return tgc_op_info_of(op)->kind == TGC_KIND_VIEW && op != TGC_OP_CONTIGUOUS;
+}
+
+void kir_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides)
+{
+    tgc_sdim s = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s = tgc_sym_mul(t, s, v->shape[d]);
+    }
+}
+
+int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a,
+                       int b, tgc_sdim *merged)
+{
+    int inner = -1;
+    for (int d = b; d >= a; d--) {
+        if (kir_is_const(sizes[d], 1))
+            continue;
+        if (inner >= 0 &&
+            !kir_same(strides[d], tgc_sym_mul(t, strides[inner], sizes[inner])))
+            return 0;
+        inner = d;
+    }
+    /* the walked stride is the innermost non-1 dim's; all size 1: anything works */
+    if (merged) {
+        int last = -1;
+        for (int d = b; d >= a && last < 0; d--)
+            if (!kir_is_const(sizes[d], 1))
+                last = d;
+        *merged = last >= 0 ? strides[last] : 0;
+    }
+    return 1;
+}
+
+static tgc_sdim slice_start(tgc_symtab *t, tgc_sdim len, int64_t v)
+{
+    if (v == 0)
+        return 0;
+    if (v >= SLICE_TO_END)
+        return len;
+    if (v < 0) {
+        tgc_sdim pos = tgc_sym_add(t, len, v);
+        return tgc_sym_hint(t, pos) < 0 ? 0 : pos;
+    }
+    return tgc_sym_hint(t, len) < v ? len : v;
+}
+
+/* Reshape: pairs groups of input and output dims with equal products and rewrites the
+ * strides group by group. */
+static int reshape_view(tgc_symtab *t, const tgc_vinfo *in, const tgc_sdim *is,
+                        const tgc_vinfo *out, tgc_sdim *os)
+{
+    int i = 0, o = 0;
+    while (i < in->ndim || o < out->ndim) {
+        /* size-1 dims pair with nothing */
+        if (i < in->ndim && kir_is_const(in->shape[i], 1)) {
+            i++;
+            continue;
+        }
+        if (o < out->ndim && kir_is_const(out->shape[o], 1)) {
+            os[o++] = 0;
+            continue;
+        }
+        if (i >= in->ndim || o >= out->ndim)
+            return 0;
+        int i0 = i, o0 = o;
+        tgc_sdim pi = in->shape[i++], po = out->shape[o++];
+        while (!kir_same(pi, po)) {
+            int64_t hi = tgc_sym_hint(t, pi), ho = tgc_sym_hint(t, po);
+            if (hi < ho && i < in->ndim)
+                pi = tgc_sym_mul(t, pi, in->shape[i++]);
+            else if (ho < hi && o < out->ndim)
+                po = tgc_sym_mul(t, po, out->shape[o++]);
+            else
+                return 0;
+        }
+        tgc_sdim inner;
+        if (!kir_dims_mergeable(t, in->shape, is, i0, i - 1, &inner))
+            return 0;
+        tgc_sdim s = inner;
+        for (int d = o - 1; d >= o0; d--) {
+            os[d] = s;
+            s = tgc_sym_mul(t, s, out->shape[d]);
+        }
+    }
+    return 1;
+}
+
+int kir_view_of(const tgc_graph *g, int32_t v, kir_view *out)
+{
+    tgc_symtab *t = g->syms;
+    const tgc_node *nd = &g->nodes[v];
+    if (!kir_is_view_op(nd->op)) {
+        out->base = v;
+        out->off = 0;
+        kir_contiguous_strides(t, &nd->out, out->stride);
+        return 1;
+    }
+    kir_view src;
+    if (!kir_view_of(g, nd->in[0], &src))
+        return 0;
+    const tgc_vinfo *in = &g->nodes[nd->in[0]].out, *o = &nd->out;
+    const tgc_attrs *a = &nd->attrs;
+    out->base = src.base;
+    out->off = src.off;
+    switch (nd->op) {
+    case TGC_OP_PERMUTE:
+        for (int d = 0; d < o->ndim; d++)
+            out->stride[d] = src.stride[a->i[d]];
+        return 1;
+    case TGC_OP_EXPAND: {
+        int lead = o->ndim - in->ndim;
+        for (int d = 0; d < o->ndim; d++) {
+            int di = d - lead;
+            out->stride[d] = di < 0 || (kir_is_const(in->shape[di], 1) &&
+                                        !kir_is_const(o->shape[d], 1))
+                                 ? 0
+                                 : src.stride[di];
+        }
+        return 1;
+    }
+    case TGC_OP_SLICE: {
+        int dim = (int)a->i[0];
+        tgc_sdim start = slice_start(t, in->shape[dim], a->i[1]);
+        for (int d = 0; d < o->ndim; d++)
+            out->stride[d] = src.stride[d];
+        out->stride[dim] = tgc_sym_mul(t, src.stride[dim], a->i[3]);
+        out->off = tgc_sym_add(t, src.off, tgc_sym_mul(t, start, src.stride[dim]));
+        return 1;
+    }
+    case TGC_OP_RESHAPE:
+    case TGC_OP_SQUEEZE:
+    case TGC_OP_UNSQUEEZE:
+    case TGC_OP_FLATTEN:
+        /* all of these keep the row-major order: a reshape */
+        return reshape_view(t, in, src.stride, o, out->stride);
+    default: return 0;
+    }
+}

@@ -1,0 +1,569 @@
+/* Fused groups -> kernel IR (see lower.h, kir.h).
+ *
+ * A LOOP group's domain is its reduction input shape (or its pointwise shape): kept dims
+ * become outer vars, reduced dims inner vars (a pointwise group keeps only its last dim
+ * inner). Every value read from outside the group becomes a load whose access composes the
+ * view chain with broadcasting; values other groups read are stored at the phase that
+ * computes them. Adjacent vars that every access walks as one are then merged, so
+ * contiguous pointwise kernels run as one flat loop and broadcasts stay strided. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kir/access.h"
+#include "kir/lower.h"
+#include "support/error.h"
+
+#define KIR_CHUNK 16384
+
+typedef struct lctx {
+    const tgc_graph *g;
+    tgc_symtab *t;
+    const tgc_fusion *f;
+    const tgc_group *gr;
+    kir_kernel *k;
+    int32_t *val_of;
+    const uint8_t *mat;
+    int var_of_dim[TGC_MAX_DIMS];
+} lctx;
+
+static int is_reduce_op(tgc_op op)
+{
+    return op == TGC_OP_SUM || op == TGC_OP_MEAN || op == TGC_OP_MAX ||
+           op == TGC_OP_ADAPTIVE_AVG_POOL2D;
+}
+
+uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
+{
+    uint8_t *m = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    int32_t *base = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *base);
+    if (!m || !base) {
+        free(m);
+        free(base);
+        tgc_set_error(TGC_ERR_OOM, "tgc: out of memory lowering a graph");
+        return NULL;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        base[i] = kir_is_view_op(nd->op) ? base[nd->in[0]] : i;
+        if (kir_is_view_op(nd->op))
+            continue;
+        for (int k = 0; k < nd->n_in; k++) {
+            int32_t u = nd->in[k], b = base[u];
+            if (f->group_of[b] != f->group_of[i] || u != b || f->group_of[i] < 0)
+                m[b] = 1;
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        m[base[g->outputs[i]]] = 1;
+    free(base);
+    return m;
+}
+
+/* ---- template geometry ---- */
+
+typedef struct tpl_geo {
+    kir_template t;
+    int vlo[3], vhi[3]; /* output dims of the epilogue vars */
+    int32_t a_base, b_base;
+} tpl_geo;
+
+/* Strides of operand u's view broadcast (right-aligned) onto shape S. */
+static int broadcast_strides(const tgc_graph *g, int32_t u, const tgc_vinfo *S, int32_t *base,
+                             tgc_sdim *off, tgc_sdim *strides)
+{
+    kir_view vw;
+    if (!kir_view_of(g, u, &vw))
+        return 0;
+    const tgc_vinfo *U = &g->nodes[u].out;
+    int lead = S->ndim - U->ndim;
+    if (lead < 0)
+        return 0;
+    for (int j = 0; j < S->ndim; j++) {
+        int kk = j - lead;
+        strides[j] = kk < 0 || (kir_is_const(U->shape[kk], 1) && !kir_is_const(S->shape[j], 1))
+                         ? 0
+                         : vw.stride[kk];
+    }
+    *base = vw.base;
+    *off = vw.off;
+    return 1;
+}
+
+static int is_contiguous_view(const tgc_graph *g, int32_t u, int32_t *base)
+{
+    kir_view vw;
+    if (!kir_view_of(g, u, &vw) || !kir_is_const(vw.off, 0))
+        return 0;
+    tgc_sdim cs[TGC_MAX_DIMS];
+    const tgc_vinfo *U = &g->nodes[u].out;
+    kir_contiguous_strides(g->syms, U, cs);
+    for (int d = 0; d < U->ndim; d++)
+        if (!kir_is_const(U->shape[d], 1) && !kir_same(cs[d], vw.stride[d]))
+            return 0;
+    *base = vw.base;
+    return 1;
+}
+
+static int tpl_geometry(const tgc_graph *g, int32_t node, tpl_geo *geo)
+{
+    tgc_symtab *t = g->syms;
+    const tgc_node *nd = &g->nodes[node];
+    const tgc_vinfo *S = &nd->out;
+    memset(geo, 0, sizeof *geo);
+    kir_template *p = &geo->t;
+    p->op = nd->op;
+    p->attrs = nd->attrs;
+    if (S->dtype != TGC_F32)
+        return 0;
+    for (int k = 0; k < nd->n_in; k++)
+        if (g->nodes[nd->in[k]].out.dtype != TGC_F32)
+            return 0;
+    if (nd->op == TGC_OP_CONV2D) {
+        const tgc_vinfo *x = &g->nodes[nd->in[0]].out, *w = &g->nodes[nd->in[1]].out;
+        if (x->ndim != 4 || !is_contiguous_view(g, nd->in[0], &geo->a_base) ||
+            !is_contiguous_view(g, nd->in[1], &geo->b_base))
+            return 0;
+        p->cn = x->shape[0];
+        p->cc = x->shape[1];
+        p->ch = x->shape[2];
+        p->cw = x->shape[3];
+        p->co = w->shape[0];
+        p->kh = w->shape[2];
+        p->kw = w->shape[3];
+        p->oh = S->shape[2];
+        p->ow = S->shape[3];
+        geo->vlo[0] = geo->vhi[0] = 0;
+        geo->vlo[1] = geo->vhi[1] = 1;
+        geo->vlo[2] = 2;
+        geo->vhi[2] = 3;
+        return 1;
+    }
+    int r = S->ndim;
+    tgc_sdim sa[TGC_MAX_DIMS], sb[TGC_MAX_DIMS], sc[TGC_MAX_DIMS];
+    kir_contiguous_strides(t, S, sc);
+    if (nd->op == TGC_OP_LINEAR) {
+        const tgc_vinfo *x = &g->nodes[nd->in[0]].out, *w = &g->nodes[nd->in[1]].out;
+        kir_view vx, vw;
+        if (w->ndim != 2 || x->ndim < 1 || !kir_view_of(g, nd->in[0], &vx) ||
+            !kir_view_of(g, nd->in[1], &vw))
+            return 0;
+        tgc_sdim m_stride = 0;
+        if (x->ndim >= 2 && !kir_dims_mergeable(t, x->shape, vx.stride, 0, x->ndim - 2, &m_stride))
+            return 0;
+        p->batch = 1;
+        p->M = 1;
+        for (int d = 0; d < x->ndim - 1; d++)
+            p->M = tgc_sym_mul(t, p->M, x->shape[d]);
+        p->N = w->shape[0];
+        p->K = w->shape[1];
+        p->a_off = vx.off;
+        p->a_rs = m_stride;
+        p->a_cs = vx.stride[x->ndim - 1];
+        p->b_off = vw.off;
+        p->b_rs = vw.stride[1];
+        p->b_cs = vw.stride[0];
+        p->c_rs = p->N;
+        p->a_bs = p->b_bs = p->c_bs = 0;
+        geo->a_base = vx.base;
+        geo->b_base = vw.base;
+        geo->vlo[0] = 0;
+        geo->vhi[0] = -1; /* no batch dims */
+        geo->vlo[1] = 0;
+        geo->vhi[1] = r - 2;
+        geo->vlo[2] = geo->vhi[2] = r - 1;
+        return 1;
+    }
+    /* MATMUL: both operands at least 2-D */
+    const tgc_vinfo *A = &g->nodes[nd->in[0]].out, *B = &g->nodes[nd->in[1]].out;
+    if (A->ndim < 2 || B->ndim < 2 || r < 2)
+        return 0;
+    tgc_vinfo SA = *S, SB = *S;
+    SA.shape[r - 1] = A->shape[A->ndim - 1]; /* [..batch, M, K] */
+    SB.shape[r - 2] = B->shape[B->ndim - 2]; /* [..batch, K, N] */
+    tgc_sdim offa, offb;
+    if (!broadcast_strides(g, nd->in[0], &SA, &geo->a_base, &offa, sa) ||
+        !broadcast_strides(g, nd->in[1], &SB, &geo->b_base, &offb, sb))
+        return 0;
+    p->M = S->shape[r - 2];
+    p->N = S->shape[r - 1];
+    p->K = SA.shape[r - 1];
+    p->a_off = offa;
+    p->b_off = offb;
+    p->a_rs = sa[r - 2];
+    p->a_cs = sa[r - 1];
+    p->b_rs = sb[r - 2];
+    p->b_cs = sb[r - 1];
+    p->c_rs = sc[r - 2];
+    p->batch = 1;
+    for (int d = 0; d < r - 2; d++)
+        p->batch = tgc_sym_mul(t, p->batch, S->shape[d]);
+    p->a_bs = p->b_bs = p->c_bs = 0;
+    if (r > 2 && (!kir_dims_mergeable(t, S->shape, sa, 0, r - 3, &p->a_bs) ||
+                  !kir_dims_mergeable(t, S->shape, sb, 0, r - 3, &p->b_bs) ||
+                  !kir_dims_mergeable(t, S->shape, sc, 0, r - 3, &p->c_bs)))
+        return 0;
+    geo->vlo[0] = 0;
+    geo->vhi[0] = r - 3;
+    geo->vlo[1] = geo->vhi[1] = r - 2;
+    geo->vlo[2] = geo->vhi[2] = r - 1;
+    /* a weight shared by the whole batch: fold the batch into M (one big GEMM) */
+    if (r > 2 && kir_is_const(p->b_bs, 0) && kir_same(p->a_bs, tgc_sym_mul(t, p->M, p->a_rs)) &&
+        kir_same(p->c_bs, tgc_sym_mul(t, p->M, p->c_rs))) {
+        p->M = tgc_sym_mul(t, p->batch, p->M);
+        p->batch = 1;
+        p->a_bs = p->c_bs = 0;
+        geo->vhi[0] = -1;
+        geo->vlo[1] = 0;
+    }
+    return 1;
+}
+
+int kir_template_ok(const tgc_graph *g, int32_t node)
+{
+    tpl_geo geo;
+    return tpl_geometry(g, node, &geo);
+}
+
+/* Epilogue strides of operand u read at output shape S: one merged stride per var. */
+static int epilogue_access(const tgc_graph *g, const tpl_geo *geo, const tgc_vinfo *S, int32_t u,
+                           kir_access *acc, int32_t *base)
+{
+    tgc_sdim st[TGC_MAX_DIMS], off;
+    if (!broadcast_strides(g, u, S, base, &off, st))
+        return 0;
+    memset(acc, 0, sizeof *acc);
+    acc->off = off;
+    for (int v = 0; v < 3; v++)
+        if (geo->vhi[v] >= geo->vlo[v] &&
+            !kir_dims_mergeable(g->syms, S->shape, st, geo->vlo[v], geo->vhi[v], &acc->stride[v]))
+            return 0;
+    return 1;
+}
+
+int kir_epilogue_operand_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand)
+{
+    tpl_geo geo;
+    kir_access acc;
+    int32_t base;
+    if (!tpl_geometry(g, tpl, &geo))
+        return 0;
+    if (g->nodes[node].out.dtype != TGC_F32)
+        return 0;
+    return epilogue_access(g, &geo, &g->nodes[node].out, operand, &acc, &base);
+}
+
+/* ---- loop kernels ---- */
+
+/* Domain dim of each dim of a value of shape v in this group (full or row shaped). */
+static void node_dims(const lctx *c, const tgc_vinfo *v, int *dd)
+{
+    const tgc_vinfo *D = &c->gr->domain;
+    if (v->ndim == D->ndim) {
+        for (int j = 0; j < v->ndim; j++)
+            dd[j] = j;
+        return;
+    }
+    int j = 0;
+    for (int d = 0; d < D->ndim && j < v->ndim; d++)
+        if (!((c->gr->red_mask >> d) & 1))
+            dd[j++] = d;
+}
+
+static int32_t add_load(lctx *c, int32_t u, const tgc_vinfo *node_shape)
+{
+    tgc_sdim st[TGC_MAX_DIMS], off;
+    int32_t base;
+    int dd[TGC_MAX_DIMS];
+    if (!broadcast_strides(c->g, u, node_shape, &base, &off, st)) {
+        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: value %%%d is read through a view that "
+                      "is not affine", u);
+        return -1;
+    }
+    node_dims(c, node_shape, dd);
+    kir_load ld = {0};
+    ld.at.buf = kir_buf_of(c->k, base, c->g->nodes[base].out.dtype, 0);
+    ld.at.off = off;
+    for (int j = 0; j < node_shape->ndim; j++)
+        if (!kir_is_const(st[j], 0))
+            ld.at.stride[c->var_of_dim[dd[j]]] = st[j];
+    ld.dtype = c->g->nodes[base].out.dtype;
+    int32_t li = kir_add_load(c->k, &ld);
+    kir_val v = {.kind = KV_LOAD, .dtype = ld.dtype, .index = li};
+    return li < 0 ? -1 : kir_add_val(c->k, &v);
+}
+
+static int32_t operand(lctx *c, int32_t u, const tgc_vinfo *node_shape)
+{
+    if (c->f->group_of[u] == (int)(c->gr - c->f->groups) && c->val_of[u] >= 0)
+        return c->val_of[u];
+    return add_load(c, u, node_shape);
+}
+
+static int32_t add_op(lctx *c, const tgc_node *nd, const int32_t *ins)
+{
+    kir_val v = {.kind = KV_OP, .op = nd->op, .dtype = nd->out.dtype, .n_in = nd->n_in};
+    for (int k = 0; k < nd->n_in && k < 3; k++)
+        v.in[k] = ins[k];
+    v.f[0] = nd->attrs.f[0];
+    v.f[1] = nd->attrs.f[1];
+    return kir_add_val(c->k, &v);
+}
+
+static int32_t lower_reduce(lctx *c, int32_t i)
+{
+    const tgc_node *nd = &c->g->nodes[i];
+    const tgc_vinfo *D = &c->gr->domain;
+    int32_t x = nd->in[0];
+    int in_group = c->f->group_of[x] == c->f->group_of[i];
+    int32_t xv = operand(c, x, D);
+    if (xv < 0)
+        return -1;
+    kir_reduce r = {nd->op == TGC_OP_MAX ? KR_MAX : KR_SUM, xv,
+                    in_group ? c->f->level[x] : 0};
+    int32_t ri = kir_add_reduce(c->k, &r);
+    kir_val acc = {.kind = KV_ACC, .dtype = nd->out.dtype, .index = ri};
+    int32_t av = ri < 0 ? -1 : kir_add_val(c->k, &acc);
+    if (av < 0 || nd->op == TGC_OP_SUM || nd->op == TGC_OP_MAX)
+        return av;
+    tgc_sdim count = 1;
+    for (int d = 0; d < D->ndim; d++)
+        if ((c->gr->red_mask >> d) & 1)
+            count = tgc_sym_mul(c->t, count, D->shape[d]);
+    kir_val cnt = {.kind = KV_SIZE, .dtype = nd->out.dtype, .sdim = count};
+    int32_t cv = kir_add_val(c->k, &cnt);
+    kir_val div = {.kind = KV_OP, .op = TGC_OP_DIV, .dtype = nd->out.dtype, .n_in = 2,
+                   .in = {av, cv}};
+    return cv < 0 ? -1 : kir_add_val(c->k, &div);
+}
+
+static int add_store(lctx *c, int32_t i, int32_t val, int phase)
+{
+    const tgc_vinfo *v = &c->g->nodes[i].out;
+    tgc_sdim cs[TGC_MAX_DIMS];
+    int dd[TGC_MAX_DIMS];
+    kir_contiguous_strides(c->t, v, cs);
+    node_dims(c, v, dd);
+    kir_store s = {0};
+    s.at.buf = kir_buf_of(c->k, i, v->dtype, 1);
+    s.at.off = 0;
+    for (int j = 0; j < v->ndim; j++)
+        if (!kir_is_const(v->shape[j], 1))
+            s.at.stride[c->var_of_dim[dd[j]]] = cs[j];
+    s.val = val;
+    s.dtype = v->dtype;
+    s.phase = phase;
+    return kir_add_store(c->k, &s) >= 0;
+}
+
+/* Every access of k, as pointers to their stride arrays. */
+static int accesses(kir_kernel *k, kir_access **out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < k->n_loads && n < max; i++)
+        out[n++] = &k->loads[i].at;
+    for (int i = 0; i < k->n_stores && n < max; i++)
+        out[n++] = &k->stores[i].at;
+    return n;
+}
+
+static void drop_var(kir_kernel *k, int v)
+{
+    int nv = k->n_outer + k->n_inner;
+    kir_access *acc[512];
+    int na = accesses(k, acc, 512);
+    for (int a = 0; a < na; a++) {
+        memmove(&acc[a]->stride[v], &acc[a]->stride[v + 1], (size_t)(nv - v - 1) * sizeof(tgc_sdim));
+        acc[a]->stride[nv - 1] = 0;
+    }
+    memmove(&k->extent[v], &k->extent[v + 1], (size_t)(nv - v - 1) * sizeof(tgc_sdim));
+    if (v < k->n_outer)
+        k->n_outer--;
+    else
+        k->n_inner--;
+}
+
+/* Merges var v into var v+1 when every access walks them as one. */
+static int try_merge(kir_kernel *k, tgc_symtab *t, int v)
+{
+    kir_access *acc[512];
+    int na = accesses(k, acc, 512);
+    if (na >= 512)
+        return 0;
+    for (int a = 0; a < na; a++)
+        if (!kir_same(acc[a]->stride[v], tgc_sym_mul(t, acc[a]->stride[v + 1], k->extent[v + 1])))
+            return 0;
+    k->extent[v + 1] = tgc_sym_mul(t, k->extent[v], k->extent[v + 1]);
+    drop_var(k, v);
+    return 1;
+}
+
+static void collapse(kir_kernel *k, tgc_symtab *t)
+{
+    /* size-1 vars go first (keep one so a kernel always has a var) */
+    for (int v = k->n_outer + k->n_inner - 1; v >= 0; v--)
+        if (kir_is_const(k->extent[v], 1) && k->n_outer + k->n_inner > 1 &&
+            !(v >= k->n_outer && k->n_inner == 1))
+            drop_var(k, v);
+    for (int v = k->n_outer - 2; v >= 0; v--)
+        if (v + 1 < k->n_outer)
+            try_merge(k, t, v);
+    for (int v = k->n_outer + k->n_inner - 2; v >= k->n_outer; v--)
+        try_merge(k, t, v);
+}
+
+static tgc_status lower_loop(lctx *c)
+{
+    const tgc_group *gr = c->gr;
+    const tgc_vinfo *D = &gr->domain;
+    kir_kernel *k = c->k;
+    int pure = gr->anchor < 0;
+    uint32_t inner_mask = pure ? (D->ndim ? 1u << (D->ndim - 1) : 0) : gr->red_mask;
+    int nv = 0;
+    for (int d = 0; d < D->ndim; d++)
+        if (!((inner_mask >> d) & 1))
+            c->var_of_dim[d] = nv++;
+    k->n_outer = nv;
+    for (int d = 0; d < D->ndim; d++)
+        if ((inner_mask >> d) & 1)
+            c->var_of_dim[d] = nv++;
+    k->n_inner = nv - k->n_outer;
+    for (int d = 0; d < D->ndim; d++)
+        k->extent[c->var_of_dim[d]] = D->shape[d];
+    if (nv == 0) { /* a scalar: one inner iteration */
+        k->extent[0] = 1;
+        k->n_inner = 1;
+    }
+    int max_phase = 0;
+    for (int m = 0; m < gr->n_members; m++) {
+        int32_t i = gr->members[m];
+        const tgc_node *nd = &c->g->nodes[i];
+        int32_t v;
+        if (is_reduce_op(nd->op) && gr->anchor >= 0 && c->f->is_row[i] &&
+            c->g->nodes[nd->in[0]].out.ndim == D->ndim) {
+            v = lower_reduce(c, i);
+            if (v >= 0 && k->reduces[k->n_reduces - 1].phase > max_phase)
+                max_phase = k->reduces[k->n_reduces - 1].phase;
+        } else {
+            int32_t ins[3];
+            for (int j = 0; j < nd->n_in && j < 3; j++)
+                if ((ins[j] = operand(c, nd->in[j], &nd->out)) < 0)
+                    return tgc_keep_error(TGC_ERR_INTERNAL, "tgc lower: group %d",
+                                          (int)(gr - c->f->groups));
+            v = add_op(c, nd, ins);
+        }
+        if (v < 0)
+            return tgc_keep_error(TGC_ERR_INTERNAL, "tgc lower: group %d", (int)(gr - c->f->groups));
+        c->val_of[i] = v;
+        int row = !pure && c->f->is_row[i];
+        if (!row && c->f->level[i] > max_phase)
+            max_phase = c->f->level[i];
+    }
+    for (int m = 0; m < gr->n_members; m++) {
+        int32_t i = gr->members[m];
+        int row = !pure && c->f->is_row[i];
+        if (c->mat[i] && !add_store(c, i, c->val_of[i], row ? -1 : c->f->level[i]))
+            return tgc_keep_error(TGC_ERR_OOM, "tgc lower: out of memory");
+    }
+    k->n_phases = max_phase + 1;
+    collapse(k, c->t);
+    /* a pointwise domain may also merge across its last dim */
+    while (pure && k->n_outer > 0 && try_merge(k, c->t, k->n_outer - 1))
+        ;
+    if (pure && k->n_outer == 0 && k->n_inner == 1)
+        k->chunk = KIR_CHUNK;
+    return TGC_OK;
+}
+
+static tgc_status lower_template(lctx *c)
+{
+    const tgc_group *gr = c->gr;
+    const tgc_graph *g = c->g;
+    kir_kernel *k = c->k;
+    int32_t T = gr->anchor;
+    const tgc_node *tn = &g->nodes[T];
+    tpl_geo geo;
+    if (!tpl_geometry(g, T, &geo))
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: %%%d does not fit the %s template", T,
+                             tgc_op_name(tn->op));
+    k->kind = tn->op == TGC_OP_CONV2D ? KIR_CONV : KIR_GEMM;
+    k->tpl = geo.t;
+    k->tpl.a = kir_buf_of(k, geo.a_base, TGC_F32, 0);
+    k->tpl.b = kir_buf_of(k, geo.b_base, TGC_F32, 0);
+    k->tpl.out = kir_buf_of(k, gr->tip, TGC_F32, 1);
+    const tgc_vinfo *S = &tn->out;
+    kir_val acc = {.kind = KV_ACC, .dtype = TGC_F32, .index = 0};
+    int32_t v = kir_add_val(k, &acc);
+    if (v >= 0 && tn->n_in == 3) {
+        /* bias: per column for linear, per output channel (var m) for conv */
+        kir_load ld = {0};
+        kir_view vb;
+        if (!kir_view_of(g, tn->in[2], &vb))
+            return tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: bias view of %%%d", T);
+        ld.at.buf = kir_buf_of(k, vb.base, TGC_F32, 0);
+        ld.at.off = vb.off;
+        ld.at.stride[tn->op == TGC_OP_CONV2D ? 1 : 2] = vb.stride[0];
+        ld.dtype = TGC_F32;
+        int32_t li = kir_add_load(k, &ld);
+        kir_val lv = {.kind = KV_LOAD, .dtype = TGC_F32, .index = li};
+        int32_t bv = li < 0 ? -1 : kir_add_val(k, &lv);
+        kir_val add = {.kind = KV_OP, .op = TGC_OP_ADD, .dtype = TGC_F32, .n_in = 2, .in = {v, bv}};
+        v = bv < 0 ? -1 : kir_add_val(k, &add);
+    }
+    if (v < 0)
+        return tgc_keep_error(TGC_ERR_OOM, "tgc lower: out of memory");
+    c->val_of[T] = v;
+    for (int m = 1; m < gr->n_members; m++) {
+        int32_t i = gr->members[m];
+        const tgc_node *nd = &g->nodes[i];
+        int32_t ins[3];
+        for (int j = 0; j < nd->n_in && j < 3; j++) {
+            int32_t u = nd->in[j];
+            if (c->f->group_of[u] == c->f->group_of[i]) {
+                ins[j] = c->val_of[u];
+                continue;
+            }
+            kir_load ld = {0};
+            int32_t base;
+            if (!epilogue_access(g, &geo, S, u, &ld.at, &base))
+                return tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: epilogue operand %%%d", u);
+            ld.at.buf = kir_buf_of(k, base, g->nodes[base].out.dtype, 0);
+            ld.dtype = g->nodes[base].out.dtype;
+            int32_t li = kir_add_load(k, &ld);
+            kir_val lv = {.kind = KV_LOAD, .dtype = ld.dtype, .index = li};
+            ins[j] = li < 0 ? -1 : kir_add_val(k, &lv);
+            if (ins[j] < 0)
+                return tgc_keep_error(TGC_ERR_OOM, "tgc lower: out of memory");
+        }
+        if ((c->val_of[i] = add_op(c, nd, ins)) < 0)
+            return tgc_keep_error(TGC_ERR_OOM, "tgc lower: out of memory");
+    }
+    k->result = c->val_of[gr->tip];
+    return TGC_OK;
+}
+
+tgc_status kir_lower_group(const tgc_graph *g, const tgc_fusion *f, int gid,
+                           const uint8_t *materialized, kir_kernel **out)
+{
+    *out = NULL;
+    const tgc_group *gr = &f->groups[gid];
+    if (gr->kind == TGC_GROUP_OPAQUE)
+        return TGC_OK;
+    lctx c = {g, g->syms, f, gr, kir_kernel_new(KIR_LOOP), malloc((size_t)g->n_nodes * sizeof(int32_t)),
+              materialized, {0}};
+    if (!c.k || !c.val_of) {
+        kir_kernel_free(c.k);
+        free(c.val_of);
+        return tgc_set_error(TGC_ERR_OOM, "tgc lower: out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        c.val_of[i] = -1;
+    c.k->id = gid;
+    tgc_status st = gr->kind == TGC_GROUP_LOOP ? lower_loop(&c) : lower_template(&c);
+    free(c.val_of);
+    if (st != TGC_OK) {
+        kir_kernel_free(c.k);
+        return st;
+    }
+    *out = c.k;
+    return TGC_OK;
+}

@@ -1,0 +1,23 @@
+/* Lowering fused groups to kernel IR. */
+#ifndef TGC_KIR_LOWER_H
+#define TGC_KIR_LOWER_H
+
+#include "kir/kir.h"
+#include "passes/fuse.h"
+
+/* Per node: 1 when its value needs a buffer (read by another group, directly or through
+ * views, or a graph output). Caller frees; NULL on OOM. */
+uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f);
+
+/* 1 when matmul / linear / conv2d node `node` maps onto the GEMM or conv template: float32,
+ * operands whose views the template can stride through, batch dims that flatten. */
+int kir_template_ok(const tgc_graph *g, int32_t node);
+/* The fusion hook: 1 when `node` (of the template's output shape) reading `operand` can be
+ * part of template `tpl`'s epilogue. */
+int kir_epilogue_operand_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand);
+
+/* Builds the kernel of LOOP or TEMPLATE group gid. *out is NULL for an empty group. */
+tgc_status kir_lower_group(const tgc_graph *g, const tgc_fusion *f, int gid,
+                           const uint8_t *materialized, kir_kernel **out);
+
+#endif

@@ -1,0 +1,98 @@
+/* Graph-level optimization passes, run on a traced graph before fusion and lowering.
+ *
+ * Every pass rewrites the graph in place and leaves it verified-clean (tgc_graph_verify)
+ * and computing the same outputs under interp (up to per-dtype rounding where a
+ * decomposition rounds intermediates). A pass may rebuild g->nodes: nodes stay in
+ * topological order, value ids are renumbered and g->outputs follow. g->syms and
+ * g->consts stay with the graph (new constants are appended to g->consts). On failure a
+ * pass returns the status with the error set; the graph is then unchanged (a pass builds
+ * its new node array aside and swaps it in only when complete).
+ *
+ * Values that a TGC_NODE_MUTATES node writes (and views of them) are never folded,
+ * forwarded or merged: their contents change at that node, so node order matters there. */
+#ifndef TGC_PASSES_PASSES_H
+#define TGC_PASSES_PASSES_H
+
+#include "ir/graph.h"
+#include "tgc/config.h"
+
+/* A deep copy: nodes, outputs, the symbol table (every tgc_sdim of g stays valid in the
+ * copy) and new references to g's constants. NULL on OOM (error set). Free with
+ * tgc_graph_free. */
+tgc_graph *tgc_graph_clone(const tgc_graph *g);
+
+/* Rewrites composite ops into primitive pointwise and reduction ops: softmax,
+ * log_softmax, layer_norm, gelu, gelu_tanh, silu, batch_norm in eval with running stats,
+ * cross_entropy without label smoothing (log_softmax + nll_loss), var. f16/bf16 inputs
+ * compute in f32 and cast back once, as interp does in double. */
+tgc_status tgc_pass_decompose(tgc_graph *g);
+/* Evaluates, once, every node whose inputs are all constants (TGC_BIND_FOLDED inputs and
+ * earlier folded results) with the interp kernels and replaces it by a graph constant.
+ * Trace constants (TGC_BIND_CONST) count only after tgc_graph_import_consts. Never folds
+ * RAND, DROPOUT, mutating nodes, or results over 1 Mi elements. */
+tgc_status tgc_pass_fold_constants(tgc_graph *g);
+/* Exact algebraic identities (x*1, x/1, x-0, x+(-0), neg(neg x), cast or reshape or
+ * expand to the same type, identity permute, contiguous of a non-view, full slices),
+ * power-of-two mul_scalar chains merged, and view chains canonicalized (reshape of
+ * reshape, permute of permute, squeeze/unsqueeze/flatten with constant dims as reshape). */
+tgc_status tgc_pass_simplify(tgc_graph *g);
+/* Merges nodes with the same op, inputs, attributes (floats bitwise) and type. Never
+ * merges INPUT, RAND, DROPOUT or mutating nodes. */
+tgc_status tgc_pass_cse(tgc_graph *g);
+/* Removes nodes no output depends on, except mutating ones (and what they read), and
+ * drops graph constants no node reads any more. */
+tgc_status tgc_pass_dce(tgc_graph *g);
+/* decompose, fold, then simplify/cse/dce until nothing changes (at most a few rounds),
+ * then tgc_graph_verify. With the graph log channel on, logs the graph before and after
+ * through tgc_log_msg, naming the function `name`. Returns the first failing status. */
+tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name);
+
+/* ---- shared by the passes (rewrite.c) ---- */
+
+/* A rebuild of g: the passes walk g's nodes in order and, for each, either copy it
+ * (tgc_rw_copy), emit replacement nodes (tgc_rw_emit) or forward it to an existing new
+ * value (tgc_rw_forward). tgc_rw_finish swaps the new nodes into g; tgc_rw_abort drops
+ * them. The first error sticks in rw->st and makes later calls return -1. */
+typedef struct tgc_rewriter {
+    tgc_graph *g;   /* the graph being rewritten (its nodes are read until finish) */
+    tgc_graph next; /* the new node array; shares g->syms */
+    int32_t *map;   /* old value id -> new value id (-1: not yet / dropped) */
+    tgc_status st;
+    int changed; /* set by the pass when it rewrote something */
+} tgc_rewriter;
+
+tgc_status tgc_rw_begin(tgc_rewriter *rw, tgc_graph *g);
+/* Copies old node i with its inputs remapped; returns the new id. */
+int32_t tgc_rw_copy(tgc_rewriter *rw, int32_t i);
+/* Appends a node over new value ids, its type from shape inference; returns the new id. */
+int32_t tgc_rw_emit(tgc_rewriter *rw, tgc_op op, const int32_t *in, int n_in, const tgc_attrs *a);
+/* Appends a node with a given type (for INPUT nodes). */
+int32_t tgc_rw_emit_typed(tgc_rewriter *rw, tgc_op op, const int32_t *in, int n_in,
+                          const tgc_attrs *a, const tgc_vinfo *out);
+/* The new id of old value i. */
+static inline int32_t tgc_rw_new(const tgc_rewriter *rw, int32_t i)
+{
+    return rw->map[i];
+}
+/* The type of new value v. */
+static inline const tgc_vinfo *tgc_rw_type(const tgc_rewriter *rw, int32_t v)
+{
+    return &rw->next.nodes[v].out;
+}
+/* Undoes every node emitted since mark = rw->next.n_nodes and clears a pending error, so a
+ * pass can fall back to copying a node it failed to rewrite. */
+void tgc_rw_rollback(tgc_rewriter *rw, int mark);
+/* Replaces the nodes of g by the new ones and remaps the outputs. */
+tgc_status tgc_rw_finish(tgc_rewriter *rw);
+void tgc_rw_abort(tgc_rewriter *rw);
+
+/* Per value: 1 when a mutating node writes it or a view of it (so its contents at a node
+ * depend on node order). Caller frees; NULL on OOM (error set). */
+uint8_t *tgc_pass_mutated_values(const tgc_graph *g);
+/* 1 when the node draws random numbers at run time (rand, dropout, attention dropout):
+ * never folded or merged. */
+int tgc_node_is_random(const tgc_node *nd);
+/* 1 when two vinfos have the same dtype, rank and dims (tgc_sym_same). */
+int tgc_vinfo_same(const tgc_vinfo *a, const tgc_vinfo *b);
+
+#endif
