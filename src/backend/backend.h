@@ -22,8 +22,9 @@ typedef struct tgc_exec_args {
 typedef struct tgc_backend {
     const char *name;
     int (*supports_op)(tgc_op op);
-    /* The graph outlives the artifact. */
-    tgc_status (*compile)(const tgc_graph *g, const tgc_config *cfg, void **artifact);
+    /* The graph outlives the artifact; name is the function's, for logs and dumps. */
+    tgc_status (*compile)(const tgc_graph *g, const tgc_config *cfg, const char *name,
+                          void **artifact);
     /* Writes g->n_outputs new tensors into outs, owned by the caller's innermost scope. */
     tgc_status (*run)(void *artifact, const tgc_graph *g, const tgc_exec_args *x,
                       tgc_tensor **outs);
@@ -33,5 +34,8 @@ typedef struct tgc_backend {
 } tgc_backend;
 
 const tgc_backend *tgc_backend_interp(void);
+/* The backend a config asks for in this build: AUTO is LLVM when built with it, else interp.
+ * NULL with TGC_ERR_UNSUPPORTED set when the kind is not available. */
+const tgc_backend *tgc_backend_for(const tgc_config *cfg);
 
 #endif

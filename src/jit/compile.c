@@ -44,7 +44,7 @@ tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg)
     f->name = dup_opt(name && *name ? name : "forward");
     f->cfg.cache_dir = dup_opt(cfg->cache_dir);
     f->cfg.dump_dir = dup_opt(cfg->dump_dir);
-    f->backend = tgc_backend_interp();
+    f->backend = tgc_backend_for(cfg);
     if (!f->name || (cfg->cache_dir && !f->cfg.cache_dir) || (cfg->dump_dir && !f->cfg.dump_dir) ||
         pthread_mutex_init(&f->lock, NULL) != 0) {
         free(f->name);

@@ -69,10 +69,5 @@ tgc_status tgc_config_check(const tgc_config *c)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_compile: num_threads is %d; use 0 for all cores",
                              c->num_threads);
-    if (c->backend == TGC_BACKEND_CUDA || c->backend == TGC_BACKEND_LLVM)
-        return tgc_set_error(TGC_ERR_UNSUPPORTED,
-                             "tgc_compile: the %s backend is not available in this build; "
-                             "use TGC_BACKEND_AUTO (interp) or TGC_BACKEND_INTERP",
-                             c->backend == TGC_BACKEND_CUDA ? "CUDA" : "LLVM");
-    return TGC_OK;
+    return tgc_backend_for(c) ? TGC_OK : tgc_last_status();
 }

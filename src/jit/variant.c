@@ -167,7 +167,7 @@ static tgc_status finish_graph(tgc_fn *f, tgc_variant *v, const int32_t *out_ids
     if (st == TGC_OK)
         st = tgc_graph_verify(v->graph);
     if (st == TGC_OK)
-        st = f->backend->compile(v->graph, &f->cfg, &v->artifact);
+        st = f->backend->compile(v->graph, &f->cfg, f->name, &v->artifact);
     if (st == TGC_OK)
         dump_graph(f, v);
     return st;

@@ -75,12 +75,17 @@ static int reshape_view(tgc_symtab *t, const tgc_vinfo *in, const tgc_sdim *is,
         tgc_sdim pi = in->shape[i++], po = out->shape[o++];
         while (!kir_same(pi, po)) {
             int64_t hi = tgc_sym_hint(t, pi), ho = tgc_sym_hint(t, po);
-            if (hi < ho && i < in->ndim)
+            if (hi < ho && i < in->ndim) {
                 pi = tgc_sym_mul(t, pi, in->shape[i++]);
-            else if (ho < hi && o < out->ndim)
+            } else if (ho < hi && o < out->ndim) {
                 po = tgc_sym_mul(t, po, out->shape[o++]);
-            else
-                return 0;
+            } else {
+                /* equal at trace time but not provably equal (s0*s1 // 6 against s0):
+                 * the rest of both shapes has the same element count, so pair it whole */
+                i = in->ndim;
+                o = out->ndim;
+                break;
+            }
         }
         tgc_sdim inner;
         if (!kir_dims_mergeable(t, in->shape, is, i0, i - 1, &inner))

@@ -62,7 +62,7 @@ static void run_graph(const fx *x, const tgc_graph *g, tgc_tensor **in, int n_in
     tgc_exec_args a = {in, n_in, NULL, 0, x->v->bound, x->v->guards.n_captured, symvals};
     void *art = NULL;
     tgc_config cfg = tgc_config_default();
-    assert_int_equal(b->compile(g, &cfg, &art), TGC_OK);
+    assert_int_equal(b->compile(g, &cfg, "test", &art), TGC_OK);
     tgc_status st = b->run(art, g, &a, out);
     b->release(art);
     if (st != TGC_OK)

@@ -13,9 +13,11 @@ typedef struct interp_plan {
 
 static int interp_supports(tgc_op op) { return op != TGC_OP_INPUT; }
 
-static tgc_status interp_compile(const tgc_graph *g, const tgc_config *cfg, void **artifact)
+static tgc_status interp_compile(const tgc_graph *g, const tgc_config *cfg, const char *name,
+                                 void **artifact)
 {
     (void)cfg;
+    (void)name;
     interp_plan *p = calloc(1, sizeof *p);
     if (p)
         p->last_use = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof(int32_t));

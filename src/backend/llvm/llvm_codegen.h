@@ -1,0 +1,43 @@
+/* Kernel IR -> LLVM IR.
+ *
+ * A LOOP kernel becomes `void name(ptr bufs, ptr sizes, i64 lo, i64 hi)`: bufs[i] points at
+ * element 0 of kernel buffer i; sizes[j] is the value of size slot j (a symbolic extent,
+ * stride or offset, evaluated by the executor from the call's symbol values); [lo, hi) is
+ * the range of parallel rows this call handles (see tgc_llvm_loop_rows). The innermost
+ * inner dim runs as <VL x T> vectors with a lane mask for the tail; contiguous accesses are
+ * (masked) vector loads and stores, broadcasts are splats, other strides are gathers.
+ *
+ * A template epilogue is emitted inside the GEMM / conv micro-kernel through
+ * tgc_llvm_epilogue_emit, reading its operands through the same bufs / sizes pair, passed
+ * as the template's ep_args (a pointer to {bufs, sizes}). */
+#ifndef TGC_BACKEND_LLVM_CODEGEN_H
+#define TGC_BACKEND_LLVM_CODEGEN_H
+
+#include "backend/llvm/llvm_jit.h"
+#include "kir/kir.h"
+
+/* The symbolic dims a kernel reads at run time, in slot order. */
+typedef struct tgc_llvm_slots {
+    tgc_sdim *dims;
+    int n, cap;
+} tgc_llvm_slots;
+
+/* 1 when the LOOP codegen handles every value of node-level dtype/op combination. */
+int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in);
+
+/* Emits LOOP kernel k as function `name` (already unit-unique). Fills slots. */
+tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char *name,
+                              tgc_llvm_slots *slots);
+
+/* Collects the slots of a template kernel's epilogue (call before emitting the template). */
+tgc_status tgc_llvm_epilogue_slots(const kir_kernel *k, tgc_llvm_slots *slots);
+/* The epilogue of template kernel k applied to accumulator vector acc (see llvm_gemm.h for
+ * the position); slots as filled by tgc_llvm_epilogue_slots. */
+struct tgc_gemm_ep_pos;
+LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
+                                    const tgc_llvm_slots *slots, LLVMValueRef acc,
+                                    const struct tgc_gemm_ep_pos *pos);
+
+void tgc_llvm_slots_free(tgc_llvm_slots *s);
+
+#endif
