@@ -4,6 +4,9 @@
 #include <stdlib.h>
 
 #include "backend/interp/interp.h"
+#ifdef TGC_HAVE_LLVM
+#include "backend/llvm/llvm_eager.h"
+#endif
 #include "frontend/trace.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
@@ -44,6 +47,12 @@ static tgc_tensor *run_eager(tgc_op op, tgc_tensor *const *in, int n_in, const t
     tgc_vinfo out;
     if (tgc_infer(op, v, n_in, a, NULL, &out) != TGC_OK)
         return NULL;
+#ifdef TGC_HAVE_LLVM
+    int handled;
+    tgc_tensor *r = tgc_llvm_eager(op, in, n_in, a, &handled);
+    if (handled)
+        return r;
+#endif
     return tgc_interp_run(op, in, n_in, a, out.dtype, out.shape, out.ndim);
 }
 

@@ -1,0 +1,236 @@
+/* Eager ops on LLVM: each op compiles once per signature into native kernels and is cached
+ * for the life of the process; anything the backend would only hand back to interp stays
+ * on interp.
+ *
+ * A signature is the op, its attributes, input dtypes and ranks, and the pattern of sizes:
+ * which dims are 1 and which dims equal an earlier one. Every other size is a symbol, so a
+ * sweep over sequence lengths or batch sizes reuses one kernel. Shape inference may still
+ * have decided something from the first call's sizes (a window that fits); those decisions
+ * are the graph's assumptions, checked on every call: a call that breaks one runs on
+ * interp.
+ *
+ * The cache is never emptied: its entries stay reachable until the process exits, when
+ * LLVM's own teardown order makes releasing JIT code unsafe. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/llvm/llvm_backend.h"
+#include "backend/llvm/llvm_eager.h"
+#include "ir/shape_infer.h"
+#include "support/error.h"
+
+#define EAGER_MAX_IN 6
+
+typedef struct ekey {
+    tgc_op op;
+    int n_in;
+    tgc_dtype dt[EAGER_MAX_IN];
+    int8_t ndim[EAGER_MAX_IN];
+    /* per input dim: 0 for size 1, else 1 + the flat index of the first equal dim */
+    uint8_t cls[EAGER_MAX_IN][TGC_MAX_DIMS];
+    int64_t ai[TGC_MAX_IATTR];
+    double af[TGC_MAX_FATTR];
+    int ni, nf;
+    tgc_dtype adt;
+} ekey;
+
+typedef struct eentry {
+    ekey key;
+    uint64_t hash;
+    tgc_graph *g;
+    void *art; /* NULL: this signature runs on interp */
+    struct eentry *next;
+} eentry;
+
+#define EAGER_BUCKETS 1024
+static eentry *g_table[EAGER_BUCKETS];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_disabled = -1;
+static _Thread_local int t_force_interp;
+
+void tgc_llvm_eager_force_interp(int on)
+{
+    t_force_interp = on;
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void make_key(ekey *k, tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
+{
+    memset(k, 0, sizeof *k);
+    k->op = op;
+    k->n_in = n_in;
+    int64_t flat_size[EAGER_MAX_IN * TGC_MAX_DIMS];
+    int nflat = 0;
+    for (int i = 0; i < n_in; i++) {
+        k->dt[i] = in[i]->dtype;
+        k->ndim[i] = (int8_t)in[i]->ndim;
+        for (int d = 0; d < in[i]->ndim; d++) {
+            int64_t s = in[i]->shape[d];
+            int c = 0;
+            if (s != 1) {
+                c = nflat + 1;
+                for (int j = 0; j < nflat; j++)
+                    if (flat_size[j] == s) {
+                        c = j + 1;
+                        break;
+                    }
+            }
+            k->cls[i][d] = (uint8_t)c;
+            flat_size[nflat++] = s;
+        }
+    }
+    memcpy(k->ai, a->i, sizeof k->ai);
+    memcpy(k->af, a->f, sizeof k->af);
+    k->ni = a->ni;
+    k->nf = a->nf;
+    k->adt = a->dtype;
+}
+
+/* Ops worth a native kernel in eager mode: what the fuser turns into loop or template
+ * kernels (pointwise, reductions, norms, matmul, conv). */
+static int eager_candidate(tgc_op op)
+{
+    switch (tgc_op_info_of(op)->kind) {
+    case TGC_KIND_BINARY:
+    case TGC_KIND_COMPARE:
+    case TGC_KIND_TERNARY:
+    case TGC_KIND_SCALAR:
+    case TGC_KIND_UNARY:
+    case TGC_KIND_MATMUL:
+    case TGC_KIND_CONV: return 1;
+    case TGC_KIND_REDUCE: return op != TGC_OP_ARGMAX;
+    case TGC_KIND_NORM: return 1;
+    case TGC_KIND_NN: return op == TGC_OP_LAYER_NORM;
+    default: return 0;
+    }
+}
+
+static tgc_graph *build_graph(const ekey *k, tgc_op op, tgc_tensor *const *in, int n_in,
+                              const tgc_attrs *a)
+{
+    tgc_graph *g = tgc_graph_create();
+    if (!g)
+        return NULL;
+    tgc_sdim flat_sym[EAGER_MAX_IN * TGC_MAX_DIMS];
+    int nflat = 0;
+    int32_t ids[EAGER_MAX_IN];
+    tgc_vinfo v[EAGER_MAX_IN];
+    for (int i = 0; i < n_in; i++) {
+        v[i].dtype = in[i]->dtype;
+        v[i].ndim = in[i]->ndim;
+        for (int d = 0; d < in[i]->ndim; d++) {
+            int c = k->cls[i][d];
+            tgc_sdim s;
+            if (c == 0)
+                s = 1;
+            else if (c - 1 < nflat)
+                s = flat_sym[c - 1];
+            else
+                s = tgc_sym_new(g->syms, in[i]->shape[d], i, d);
+            flat_sym[nflat++] = s;
+            v[i].shape[d] = s;
+        }
+        tgc_attrs ia = {0};
+        ia.i[0] = TGC_BIND_ARG;
+        ia.i[1] = i;
+        ia.ni = 2;
+        ids[i] = tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &ia, &v[i]);
+    }
+    tgc_vinfo out;
+    int32_t id = -1;
+    if (tgc_infer(op, v, n_in, a, g->syms, &out) == TGC_OK)
+        id = tgc_graph_add(g, op, ids, n_in, a, &out);
+    if (id < 0 || tgc_graph_set_outputs(g, &id, 1) != TGC_OK) {
+        tgc_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static eentry *lookup_or_compile(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
+{
+    ekey k;
+    make_key(&k, op, in, n_in, a);
+    uint64_t h = hash_bytes(&k, sizeof k);
+    eentry **slot = &g_table[h % EAGER_BUCKETS];
+    for (eentry *e = *slot; e; e = e->next)
+        if (e->hash == h && memcmp(&e->key, &k, sizeof k) == 0)
+            return e;
+    eentry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->key = k;
+    e->hash = h;
+    /* a failed build or compile caches "use interp" for this signature */
+    tgc_status saved = tgc_last_status();
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", tgc_last_error());
+    e->g = build_graph(&k, op, in, n_in, a);
+    if (e->g) {
+        tgc_config cfg = tgc_config_default();
+        cfg.log = 0;
+        cfg.dump_dir = NULL;
+        char name[64];
+        snprintf(name, sizeof name, "eager_%s", tgc_op_name(op));
+        if (tgc_backend_llvm()->compile(e->g, &cfg, name, &e->art) != TGC_OK)
+            e->art = NULL;
+        else if (tgc_backend_llvm()->kernel_count(e->art) == 0) {
+            tgc_backend_llvm()->release(e->art);
+            e->art = NULL;
+        }
+    }
+    if (saved != TGC_OK)
+        tgc_set_error(saved, "%s", msg);
+    else
+        tgc_clear_error();
+    e->next = *slot;
+    *slot = e;
+    return e;
+}
+
+tgc_tensor *tgc_llvm_eager(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                           int *handled)
+{
+    *handled = 0;
+    if (g_disabled < 0) {
+        /* TGC_BACKEND=interp makes interp the engine of everything, eager ops included */
+        const char *e = getenv("TGC_EAGER"), *b = getenv("TGC_BACKEND");
+        g_disabled = (e && strcmp(e, "interp") == 0) || (b && strcmp(b, "interp") == 0);
+    }
+    if (g_disabled || t_force_interp || n_in < 1 || n_in > EAGER_MAX_IN || !eager_candidate(op))
+        return NULL;
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->device.type != TGC_DEVICE_CPU)
+            return NULL;
+    pthread_mutex_lock(&g_lock);
+    eentry *e = lookup_or_compile(op, in, n_in, a);
+    pthread_mutex_unlock(&g_lock);
+    if (!e || !e->art)
+        return NULL;
+    int64_t symvals[EAGER_MAX_IN * TGC_MAX_DIMS];
+    int ns = tgc_sym_count(e->g->syms);
+    for (int s = 0; s < ns; s++) {
+        int inp, dim;
+        tgc_sym_origin(e->g->syms, s, &inp, &dim);
+        symvals[s] = in[inp]->shape[dim];
+    }
+    for (int k = 0; k < tgc_sym_n_assumptions(e->g->syms); k++)
+        if (!tgc_sym_assumption_holds(e->g->syms, k, symvals))
+            return NULL;
+    tgc_exec_args x = {in, n_in, NULL, 0, NULL, 0, symvals};
+    tgc_tensor *out = NULL;
+    *handled = 1;
+    if (tgc_backend_llvm()->run(e->art, e->g, &x, &out) != TGC_OK)
+        return NULL;
+    return out;
+}
