@@ -16,6 +16,7 @@ deps:
 
 demo: all
 	./$(BUILD)/examples/seed_cnn
+	@echo "More: ./$(BUILD)/examples/resnet18 (ResNet18, compiled vs eager) and ./$(BUILD)/examples/bert (BERT-base, sequence-length sweep); --help lists their flags."
 
 test: test-release test-asan
 
@@ -33,6 +34,7 @@ test-asan: deps
 
 bench: all
 	./$(BUILD)/tests/bench/bench_cache_hit
+	./$(BUILD)/tests/bench/bench_models
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

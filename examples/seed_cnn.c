@@ -3,11 +3,13 @@
  *   Conv(3->32, k3, p2) - ReLU - MaxPool(3, s2) - Conv(32->64, k3, p2) - ReLU - MaxPool(3, s2)
  *   - Conv(64->128, k3, p2) - ReLU - AdaptiveAvgPool(8) - Flatten - Linear(8192 -> 10)
  *
- * on batches of 64 x 3 x 32 x 32. Run it with `make demo`. */
+ * on batches of 64 x 3 x 32 x 32. The model is in models/seed_cnn.h. Run it with `make demo`. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <tgc/tgc.h>
+
+#include "models/seed_cnn.h" /* the model: seed_cnn_create, seed_cnn_forward */
 
 #define CHECK(x)                                                                                \
     do {                                                                                        \
@@ -17,70 +19,6 @@
             exit(1);                                                                            \
         }                                                                                       \
     } while (0)
-
-/* PyTorch's default init: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
-static void add_uniform(tgc_module *m, const char *name, const int64_t *shape, int ndim,
-                        int64_t fan_in)
-{
-    tgc_scope_push();
-    double bound = 1.0 / sqrt((double)fan_in);
-    tgc_tensor *u = tgc_rand(shape, ndim, TGC_F32, tgc_cpu());
-    tgc_tensor *w = tgc_sub_scalar(tgc_mul_scalar(u, 2 * bound), bound);
-    if (!tgc_module_param(m, name, w)) {
-        fprintf(stderr, "tgc_module_param: %s\n", tgc_last_error());
-        exit(1);
-    }
-    tgc_scope_pop();
-}
-
-static tgc_module *conv_layer(tgc_module *parent, const char *name, int64_t cin, int64_t cout)
-{
-    tgc_module *m = tgc_module_create(name, NULL);
-    int64_t w[4] = {cout, cin, 3, 3}, b[1] = {cout};
-    add_uniform(m, "weight", w, 4, cin * 9);
-    add_uniform(m, "bias", b, 1, cin * 9);
-    CHECK(tgc_module_child(parent, name, m));
-    return m;
-}
-
-static tgc_module *seed_cnn_create(void)
-{
-    tgc_module *net = tgc_module_create("NeuralNetwork", NULL);
-    conv_layer(net, "conv1", 3, 32);
-    conv_layer(net, "conv2", 32, 64);
-    conv_layer(net, "conv3", 64, 128);
-    tgc_module *fc = tgc_module_create("fc", NULL);
-    int64_t w[2] = {10, 8192}, b[1] = {10};
-    add_uniform(fc, "weight", w, 2, 8192);
-    add_uniform(fc, "bias", b, 1, 8192);
-    CHECK(tgc_module_child(net, "fc", fc));
-    return net;
-}
-
-static tgc_tensor *conv_relu(tgc_module *self, const char *name, tgc_tensor *x)
-{
-    tgc_module *c = tgc_module_get_child(self, name);
-    return tgc_relu(tgc_conv2d(x, tgc_module_get(c, "weight"), tgc_module_get(c, "bias"), 1, 1,
-                               2, 2, 1, 1, 1));
-}
-
-/* The model: an ordinary C function of tgc ops. */
-static tgc_status seed_cnn_forward(tgc_module *self, tgc_tensor *const *in, int n_in,
-                                   tgc_tensor **out, int n_out)
-{
-    (void)n_in;
-    (void)n_out;
-    tgc_tensor *x = conv_relu(self, "conv1", in[0]);
-    x = tgc_max_pool2d(x, 3, 3, 2, 2, 0, 0);
-    x = conv_relu(self, "conv2", x);
-    x = tgc_max_pool2d(x, 3, 3, 2, 2, 0, 0);
-    x = conv_relu(self, "conv3", x);
-    x = tgc_adaptive_avg_pool2d(x, 8, 8);
-    x = tgc_flatten(x, 1, -1);
-    tgc_module *fc = tgc_module_get_child(self, "fc");
-    out[0] = tgc_linear(x, tgc_module_get(fc, "weight"), tgc_module_get(fc, "bias"));
-    return out[0] ? TGC_OK : tgc_last_status();
-}
 
 static void print_log(unsigned channel, const char *msg, void *user)
 {
@@ -122,6 +60,10 @@ int main(void)
 {
     tgc_manual_seed(1234);
     tgc_module *model = seed_cnn_create();
+    if (!model) {
+        fprintf(stderr, "seed_cnn_create: %s\n", tgc_last_error());
+        return 1;
+    }
     tgc_config cfg = tgc_config_default();
     cfg.log |= TGC_LOG_RECOMPILES | TGC_LOG_DYNAMIC;
     cfg.log_fn = print_log;
@@ -155,6 +97,10 @@ int main(void)
     printf("4. A second model instance of the same structure reuses variant 1 "
            "(parameters are bound by position, not identity):\n");
     tgc_module *model2 = seed_cnn_create();
+    if (!model2) {
+        fprintf(stderr, "seed_cnn_create: %s\n", tgc_last_error());
+        return 1;
+    }
     call1(fwd, model2, x);
     show_stats(fwd);
 
