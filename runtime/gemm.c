@@ -22,6 +22,8 @@
 typedef struct pack_bufs {
     float *a, *b;
     size_t na, nb; /* capacity in floats */
+    float *cols, *ctmp; /* batched small-image conv: im2col of all images, C before scatter */
+    size_t ncols, nctmp;
 } pack_bufs;
 
 static pthread_key_t g_buf_key;
@@ -35,6 +37,8 @@ static void bufs_free(void *p)
         return;
     free(t->a);
     free(t->b);
+    free(t->cols);
+    free(t->ctmp);
     free(t);
 }
 
@@ -101,6 +105,7 @@ typedef struct gemm_job {
     int64_t groups, mg, kg, cg, ohw;
     int64_t geom[TGC_CONV_GEOM_COUNT];
     void *ep_args;
+    int no_ep; /* the epilogue runs later (batched small-image conv) */
     atomic_int oom;
 } gemm_job;
 
@@ -154,7 +159,7 @@ static void run_region(const gemm_job *j, const gemm_item *it, int64_t m_lo, int
         do {
             int64_t kc = min64(j->kc, K - pc);
             int32_t flags = pc > 0 ? TGC_GEMM_UKR_ACCUM : 0;
-            tgc_gemm_ep_fn ep = pc + kc >= K ? k->ep : NULL;
+            tgc_gemm_ep_fn ep = pc + kc >= K && !j->no_ep ? k->ep : NULL;
             if (kc > 0) {
                 if (j->im2col)
                     k->conv_pack_b(it->b, j->geom, pc, kc, jc, nc, pb->b);
@@ -317,6 +322,91 @@ static int same_geometry(const tgc_conv_params *a, const tgc_conv_params *b)
     return memcmp(&x, &y, sizeof x) == 0;
 }
 
+/* Small images (deep layers: 4x4, 2x2, 1x1 outputs) give per-image GEMMs a handful of
+ * columns, far below the micro-tile's width. Batched instead: the im2col of every image
+ * side by side as one [K, n*OH*OW] matrix, one GEMM over all images into a [O, n*OH*OW]
+ * scratch, then a scatter into NCHW with the epilogue applied per image tile. */
+typedef struct small_conv {
+    const tgc_conv_params *p;
+    const tgc_gemm_kernel *k;
+    const float *x;
+    float *cols, *ctmp, *y;
+    int64_t oh, ow, K, cols_n;
+    void *ep_args;
+} small_conv;
+
+static void im2col_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    const small_conv *s = ctx;
+    const tgc_conv_params *p = s->p;
+    int64_t ohw = s->oh * s->ow;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t c = r / (p->kh * p->kw), kk = r % (p->kh * p->kw);
+        int64_t ki = kk / p->kw, kj = kk % p->kw;
+        float *dst = s->cols + r * s->cols_n;
+        for (int64_t n = 0; n < p->n; n++) {
+            const float *src = s->x + (n * p->c + c) * p->h * p->w;
+            for (int64_t oy = 0; oy < s->oh; oy++) {
+                int64_t iy = oy * p->stride_h - p->pad_h + ki * p->dil_h;
+                for (int64_t ox = 0; ox < s->ow; ox++) {
+                    int64_t ix = ox * p->stride_w - p->pad_w + kj * p->dil_w;
+                    int in = iy >= 0 && iy < p->h && ix >= 0 && ix < p->w;
+                    dst[n * ohw + oy * s->ow + ox] = in ? src[iy * p->w + ix] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+static void scatter_images(void *ctx, int64_t lo, int64_t hi)
+{
+    const small_conv *s = ctx;
+    const tgc_conv_params *p = s->p;
+    int64_t ohw = s->oh * s->ow;
+    for (int64_t n = lo; n < hi; n++) {
+        float *yn = s->y + n * p->o * ohw;
+        for (int64_t o = 0; o < p->o; o++)
+            memcpy(yn + o * ohw, s->ctmp + o * s->cols_n + n * ohw, (size_t)ohw * sizeof(float));
+        if (!s->k->ep)
+            continue;
+        for (int64_t m0 = 0; m0 < p->o; m0 += s->k->mr)
+            for (int64_t n0 = 0; n0 < ohw; n0 += s->k->nr)
+                s->k->ep(yn + m0 * ohw + n0, ohw, min64(s->k->mr, p->o - m0),
+                         min64(s->k->nr, ohw - n0), s->ep_args, n, m0, n0);
+    }
+}
+
+static tgc_status conv_small_images(gemm_job *j, const tgc_conv_params *p, int nthreads)
+{
+    small_conv s = {p, j->k, j->ca->x, NULL, NULL, j->ca->y, j->geom[TGC_CG_OH],
+                    j->geom[TGC_CG_OW], j->kg, p->n * j->ohw, j->ep_args};
+    pack_bufs *pb = bufs_get(0, 0);
+    if (!pb || !grow(&pb->cols, &pb->ncols, (size_t)(s.K * s.cols_n)) ||
+        !grow(&pb->ctmp, &pb->nctmp, (size_t)(p->o * s.cols_n)))
+        return tgc_set_error(TGC_ERR_OOM, "tgc_conv_run: cannot allocate im2col buffers");
+    s.cols = pb->cols;
+    s.ctmp = pb->ctmp;
+    int t = tgc_threads_resolve(nthreads);
+    tgc_parallel_for(s.K, 16, t, im2col_rows, &s);
+    gemm_job g = *j;
+    g.ca = NULL;
+    g.im2col = 0;
+    g.no_ep = 1;
+    g.items = 1;
+    g.m = p->o;
+    g.n = s.cols_n;
+    g.kdim = s.K;
+    tgc_gemm_args ga = {.batch = 1, .m = p->o, .n = s.cols_n, .k = s.K, .a = j->ca->w,
+                        .a_rs = s.K, .a_cs = 1, .b = s.cols, .b_rs = s.cols_n, .b_cs = 1,
+                        .c = s.ctmp, .c_rs = s.cols_n};
+    g.ga = &ga;
+    tgc_status st = run_job(&g, nthreads);
+    if (st != TGC_OK)
+        return st;
+    tgc_parallel_for(p->n, 1, t, scatter_images, &s);
+    return TGC_OK;
+}
+
 tgc_status tgc_conv_run(const tgc_gemm_kernel *k, const tgc_conv_args *a, int nthreads)
 {
     if (!k || !a || k->kind != TGC_GEMM_KIND_CONV || !k->ukr)
@@ -356,5 +446,7 @@ tgc_status tgc_conv_run(const tgc_gemm_kernel *k, const tgc_conv_args *a, int nt
         [TGC_CG_OW] = ow,
     };
     memcpy(j.geom, g, sizeof g);
+    if (p->groups == 1 && p->n > 1 && j.ohw < 64 && j.im2col)
+        return conv_small_images(&j, p, nthreads);
     return run_job(&j, nthreads);
 }

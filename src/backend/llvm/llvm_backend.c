@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "backend/interp/interp.h"
@@ -144,6 +145,50 @@ static tgc_status materialize_views(tgc_graph *g)
             return st;
     }
     return tgc_set_error(TGC_ERR_INTERNAL, "tgc llvm: views still not affine after copies");
+}
+
+/* Moves every node that depends only on parameters and constants (batch-norm scale and shift from the
+ * parameters, masks from constants) ahead of the rest, keeping order otherwise. Fusion
+ * lets a node join a group only when its other operands come from older groups, so this
+ * is what lets a conv's epilogue take a scale computed from parameters. */
+static tgc_status hoist_input_only(tgc_graph *g)
+{
+    size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    uint8_t *only = calloc(n, 1);
+    if (!only)
+        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+    int moved = 0, seen_other = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        /* parameters and constants qualify; the call's arguments (activations) do not */
+        int ok = !(nd->flags & TGC_NODE_MUTATES) && nd->op != TGC_OP_RAND &&
+                 nd->op != TGC_OP_DROPOUT &&
+                 !(nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG);
+        for (int k = 0; k < nd->n_in && ok; k++)
+            ok = only[nd->in[k]];
+        only[i] = (uint8_t)ok;
+        if (ok && seen_other)
+            moved = 1;
+        if (!ok)
+            seen_other = 1;
+    }
+    tgc_status st = TGC_OK;
+    if (moved) {
+        tgc_rewriter rw;
+        st = tgc_rw_begin(&rw, g);
+        for (int pass = 0; pass < 2 && st == TGC_OK; pass++)
+            for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++)
+                if (only[i] == (pass == 0))
+                    tgc_rw_copy(&rw, i);
+        if (st == TGC_OK && rw.st != TGC_OK) {
+            st = rw.st;
+            tgc_rw_abort(&rw);
+        } else if (st == TGC_OK) {
+            st = tgc_rw_finish(&rw);
+        }
+    }
+    free(only);
+    return st;
 }
 
 /* ---- compile ---- */
@@ -383,6 +428,8 @@ static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg
         st = tgc_passes_run(a->g, cfg, name);
     if (st == TGC_OK)
         st = materialize_views(a->g);
+    if (st == TGC_OK)
+        st = hoist_input_only(a->g);
     tgc_fusion fu = {0};
     uint8_t *mat = NULL;
     if (st == TGC_OK)
@@ -640,6 +687,19 @@ static int take_arena(run_ctx *r)
     return held;
 }
 
+/* TGC_PROFILE=1: one line per step and call on stderr (a debugging aid). */
+static void profile_line(const llvm_art *a, int si, const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const step *s = &a->steps[si];
+    fprintf(stderr, "tgc profile: step %d %s %.3f ms\n", si,
+            s->kind == STEP_LOOP       ? "loop"
+            : s->kind == STEP_TEMPLATE ? tgc_op_name(s->k->tpl.op)
+                                       : tgc_op_name(a->g->nodes[s->node].op),
+            (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6);
+}
+
 static tgc_status llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args *x,
                            tgc_tensor **outs)
 {
@@ -674,10 +734,18 @@ static tgc_status llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_a
     int held = st == TGC_OK ? take_arena(&r) : 0;
     void *bufs_small[64];
     int64_t sizes_small[256];
+    static int prof = -1;
+    if (prof < 0)
+        prof = getenv("TGC_PROFILE") != NULL;
     for (int si = 0; si < a->n_steps && st == TGC_OK; si++) {
         const step *s = &a->steps[si];
+        struct timespec t0;
+        if (prof)
+            clock_gettime(CLOCK_MONOTONIC, &t0);
         if (s->kind == STEP_OPAQUE) {
             st = run_opaque(&r, s);
+            if (prof)
+                profile_line(a, si, &t0);
             continue;
         }
         void **bufs = s->k->n_bufs <= 64 ? bufs_small : malloc((size_t)s->k->n_bufs * sizeof *bufs);
@@ -712,6 +780,8 @@ static tgc_status llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_a
             free(bufs);
         if (sizes != sizes_small)
             free(sizes);
+        if (prof)
+            profile_line(a, si, &t0);
     }
     for (int i = 0; i < g->n_outputs && st == TGC_OK; i++) {
         int32_t v = g->outputs[i];
