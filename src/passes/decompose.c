@@ -203,7 +203,7 @@ static int32_t variance(dc *c, const tgc_node *nd, int32_t x)
 }
 
 /* The replacement of node nd (inputs already remapped), or -2 when it stays as it is. */
-static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in)
+static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in, unsigned keep)
 {
     switch (nd->op) {
     case TGC_OP_SOFTMAX:
@@ -211,7 +211,10 @@ static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in)
     case TGC_OP_LAYER_NORM: return layer_norm(c, nd, in);
     case TGC_OP_GELU:
     case TGC_OP_GELU_TANH:
-    case TGC_OP_SILU: return activation(c, nd->op, in[0], nd->out.dtype);
+    case TGC_OP_SILU:
+        if (keep & TGC_DECOMPOSE_KEEP_ACTIVATIONS)
+            return -2;
+        return activation(c, nd->op, in[0], nd->out.dtype);
     case TGC_OP_BATCH_NORM:
         /* training writes the running stats: left to its kernel */
         if (nd->attrs.i[0] || !(nd->attrs.i[1] & TGC_BN_HAS_STATS) ||
@@ -228,6 +231,11 @@ static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in)
 
 tgc_status tgc_pass_decompose(tgc_graph *g)
 {
+    return tgc_pass_decompose_opts(g, 0);
+}
+
+tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep)
+{
     tgc_rewriter rw;
     if (tgc_rw_begin(&rw, g) != TGC_OK)
         return rw.st;
@@ -240,7 +248,7 @@ tgc_status tgc_pass_decompose(tgc_graph *g)
             for (int k = 0; k < nd->n_in; k++)
                 in[k] = tgc_rw_new(&rw, nd->in[k]);
             int mark = rw.next.n_nodes;
-            r = decompose_node(&c, nd, in);
+            r = decompose_node(&c, nd, in, keep);
             /* the rewrite must reproduce the node's type exactly, or it is not used */
             if (r >= 0 && !tgc_vinfo_same(tgc_rw_type(&rw, r), &nd->out))
                 r = -1;

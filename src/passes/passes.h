@@ -26,6 +26,9 @@ tgc_graph *tgc_graph_clone(const tgc_graph *g);
  * cross_entropy without label smoothing (log_softmax + nll_loss), var. f16/bf16 inputs
  * compute in f32 and cast back once, as interp does in double. */
 tgc_status tgc_pass_decompose(tgc_graph *g);
+/* What a backend computes natively and wants kept whole. */
+enum { TGC_DECOMPOSE_KEEP_ACTIVATIONS = 1u << 0 /* gelu, gelu_tanh, silu */ };
+tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep);
 /* Evaluates, once, every node whose inputs are all constants (TGC_BIND_FOLDED inputs and
  * earlier folded results) with the interp kernels and replaces it by a graph constant.
  * Trace constants (TGC_BIND_CONST) count only after tgc_graph_import_consts. Never folds
@@ -46,6 +49,9 @@ tgc_status tgc_pass_dce(tgc_graph *g);
  * then tgc_graph_verify. With the graph log channel on, logs the graph before and after
  * through tgc_log_msg, naming the function `name`. Returns the first failing status. */
 tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name);
+/* The same, with the decompositions a backend wants kept (TGC_DECOMPOSE_KEEP_*). */
+tgc_status tgc_passes_run_opts(tgc_graph *g, const tgc_config *cfg, const char *name,
+                               unsigned keep);
 
 /* ---- shared by the passes (rewrite.c) ---- */
 

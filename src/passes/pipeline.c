@@ -47,6 +47,12 @@ static void log_graph(const tgc_config *cfg, const tgc_graph *g, const char *nam
 
 tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name)
 {
+    return tgc_passes_run_opts(g, cfg, name, 0);
+}
+
+tgc_status tgc_passes_run_opts(tgc_graph *g, const tgc_config *cfg, const char *name,
+                               unsigned keep)
+{
     if (!g)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_passes_run: graph is NULL");
     /* the passes index by value id: an invalid graph would make them read out of bounds */
@@ -54,7 +60,7 @@ tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name)
     if (st != TGC_OK)
         return st;
     log_graph(cfg, g, name, "before");
-    st = tgc_pass_decompose(g);
+    st = tgc_pass_decompose_opts(g, keep);
     if (st == TGC_OK)
         st = tgc_pass_fold_constants(g);
     for (int round = 0; st == TGC_OK && round < PIPELINE_MAX_ROUNDS; round++) {

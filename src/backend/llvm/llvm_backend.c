@@ -111,20 +111,28 @@ static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
 static tgc_status materialize_views(tgc_graph *g)
 {
     for (int round = 0; round < 8; round++) {
-        int bad = -1;
-        for (int32_t i = 0; i < g->n_nodes && bad < 0; i++) {
+        /* a view fails on its own when its input's view is affine */
+        uint8_t *bad = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+        if (!bad)
+            return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+        int n_bad = 0;
+        for (int32_t i = 0; i < g->n_nodes; i++) {
             kir_view v;
-            if (kir_is_view_op(g->nodes[i].op) && !kir_view_of(g, i, &v))
-                bad = i;
+            const tgc_node *nd = &g->nodes[i];
+            if (kir_is_view_op(nd->op) && !kir_view_of(g, i, &v) &&
+                kir_view_of(g, nd->in[0], &v)) {
+                bad[i] = 1;
+                n_bad++;
+            }
         }
-        if (bad < 0)
+        if (!n_bad) {
+            free(bad);
             return TGC_OK;
+        }
         tgc_rewriter rw;
         tgc_status st = tgc_rw_begin(&rw, g);
-        if (st != TGC_OK)
-            return st;
-        for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++) {
-            if (i != bad) {
+        for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+            if (!bad[i]) {
                 tgc_rw_copy(&rw, i);
                 continue;
             }
@@ -136,15 +144,76 @@ static tgc_status materialize_views(tgc_graph *g)
             if (v >= 0)
                 rw.map[i] = v;
         }
-        if (rw.st != TGC_OK) {
-            tgc_status e = rw.st;
+        free(bad);
+        if (st == TGC_OK && rw.st != TGC_OK) {
+            st = rw.st;
             tgc_rw_abort(&rw);
-            return e;
+        } else if (st == TGC_OK) {
+            st = tgc_rw_finish(&rw);
         }
-        if ((st = tgc_rw_finish(&rw)) != TGC_OK)
+        if (st != TGC_OK)
             return st;
     }
-    return tgc_set_error(TGC_ERR_INTERNAL, "tgc llvm: views still not affine after copies");
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        kir_view v;
+        if (kir_is_view_op(g->nodes[i].op) && !kir_view_of(g, i, &v))
+            return tgc_set_error(TGC_ERR_INTERNAL,
+                                 "tgc llvm: view %%%d (%s) is still not affine after copies", i,
+                                 tgc_op_name(g->nodes[i].op));
+    }
+    return TGC_OK;
+}
+
+/* A matmul, linear or conv whose operands are views the template cannot stride through
+ * (attention's per-head q and k: batch dims that do not flatten into one stride) reads
+ * contiguous copies instead: one pass over the operand buys the packed GEMM. */
+static tgc_status contiguous_template_operands(tgc_graph *g)
+{
+    uint8_t *fix = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!fix)
+        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+    int n_fix = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
+        if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) || nd->out.dtype != TGC_F32 ||
+            kir_template_ok(g, i))
+            continue;
+        for (int k = 0; k < 2 && k < nd->n_in; k++)
+            if (kir_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
+                fix[i] = 1;
+        n_fix += fix[i];
+    }
+    tgc_status st = TGC_OK;
+    if (n_fix) {
+        tgc_rewriter rw;
+        st = tgc_rw_begin(&rw, g);
+        for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+            if (!fix[i]) {
+                tgc_rw_copy(&rw, i);
+                continue;
+            }
+            const tgc_node *nd = &g->nodes[i];
+            int32_t in[3];
+            tgc_attrs none = {0};
+            for (int k = 0; k < nd->n_in; k++) {
+                in[k] = tgc_rw_new(&rw, nd->in[k]);
+                if (k < 2 && kir_is_view_op(g->nodes[nd->in[k]].op))
+                    in[k] = tgc_rw_emit(&rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
+            }
+            int32_t v = tgc_rw_emit(&rw, nd->op, in, nd->n_in, &nd->attrs);
+            if (v >= 0)
+                rw.map[i] = v;
+        }
+        if (st == TGC_OK && rw.st != TGC_OK) {
+            st = rw.st;
+            tgc_rw_abort(&rw);
+        } else if (st == TGC_OK) {
+            st = tgc_rw_finish(&rw);
+        }
+    }
+    free(fix);
+    return st;
 }
 
 /* Moves every node that depends only on parameters and constants (batch-norm scale and shift from the
@@ -425,9 +494,11 @@ static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg
     a->g = tgc_graph_clone(src);
     tgc_status st = a->g ? TGC_OK : TGC_ERR_OOM;
     if (st == TGC_OK)
-        st = tgc_passes_run(a->g, cfg, name);
+        st = tgc_passes_run_opts(a->g, cfg, name, TGC_DECOMPOSE_KEEP_ACTIVATIONS);
     if (st == TGC_OK)
         st = materialize_views(a->g);
+    if (st == TGC_OK)
+        st = contiguous_template_operands(a->g);
     if (st == TGC_OK)
         st = hoist_input_only(a->g);
     tgc_fusion fu = {0};
