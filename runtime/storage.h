@@ -12,6 +12,7 @@
 typedef struct tgc_storage {
     void *data; /* 64-byte aligned */
     size_t nbytes;
+    size_t cap; /* bytes allocated (a reused block may be larger) */
     atomic_int refs;
     atomic_uint_fast64_t version; /* bumped by every in-place write */
     tgc_device device;
