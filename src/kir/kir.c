@@ -138,10 +138,20 @@ char *kir_kernel_to_text(const kir_kernel *k, const tgc_symtab *syms)
         const kir_val *v = &k->vals[i];
         tgc_sb_printf(&sb, "  v%d = ", i);
         switch (v->kind) {
-        case KV_LOAD:
+        case KV_LOAD: {
+            const kir_load *ld = &k->loads[v->index];
             tgc_sb_puts(&sb, "load ");
-            put_access(&sb, k, syms, &k->loads[v->index].at);
+            put_access(&sb, k, syms, &ld->at);
+            for (int g = 0; g < ld->n_guards; g++) {
+                tgc_sb_puts(&sb, g ? " and " : " if ");
+                put_access(&sb, k, syms, &ld->guard[g]);
+                tgc_sb_puts(&sb, " < ");
+                put_dim(&sb, syms, ld->bound[g]);
+            }
+            if (ld->n_guards)
+                tgc_sb_printf(&sb, " else %g", ld->fill);
             break;
+        }
         case KV_CONST: tgc_sb_printf(&sb, "const %g", v->cval); break;
         case KV_ACC: tgc_sb_printf(&sb, "acc%d", v->index); break;
         case KV_SIZE:

@@ -52,9 +52,17 @@ typedef struct kir_access {
     tgc_sdim stride[KIR_MAX_DIMS]; /* per domain dim (GEMM epilogue: batch, m, n) */
 } kir_access;
 
+/* A load may be guarded (a pooling window over padding): where some guard's index
+ * (off + sum stride * var) falls outside [0, bound), the load yields fill instead of
+ * reading memory. */
+#define KIR_MAX_GUARDS 2
 typedef struct kir_load {
     kir_access at;
     tgc_dtype dtype;
+    int n_guards;
+    kir_access guard[KIR_MAX_GUARDS];
+    tgc_sdim bound[KIR_MAX_GUARDS];
+    double fill;
 } kir_load;
 
 typedef enum { KR_SUM, KR_MAX, KR_MIN } kir_combiner;

@@ -6,6 +6,7 @@
  * view chain with broadcasting; values other groups read are stored at the phase that
  * computes them. Adjacent vars that every access walks as one are then merged, so
  * contiguous pointwise kernels run as one flat loop and broadcasts stay strided. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,6 +310,65 @@ static int32_t add_op(lctx *c, const tgc_node *nd, const int32_t *ins)
     return kir_add_val(c->k, &v);
 }
 
+/* A max / avg pool over the last two dims: one guarded load per window tap, combined in
+ * the DAG (taps outside the input read -inf for max, 0 for avg; avg divides by kh*kw,
+ * counting padding as PyTorch's default does). */
+static int32_t lower_window(lctx *c, int32_t i)
+{
+    const tgc_node *nd = &c->g->nodes[i];
+    const tgc_attrs *a = &nd->attrs;
+    const tgc_vinfo *X = &c->g->nodes[nd->in[0]].out, *O = &nd->out;
+    kir_view vw;
+    if (!kir_view_of(c->g, nd->in[0], &vw)) {
+        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: pool input %%%d is not affine", nd->in[0]);
+        return -1;
+    }
+    int r = O->ndim, is_max = nd->op == TGC_OP_MAX_POOL2D;
+    int64_t kh = a->i[0], kw = a->i[1], sh = a->i[2], sw = a->i[3], ph = a->i[4], pw = a->i[5];
+    int32_t buf = kir_buf_of(c->k, vw.base, c->g->nodes[vw.base].out.dtype, 0);
+    int vh = c->var_of_dim[r - 2], vwv = c->var_of_dim[r - 1];
+    int32_t acc = -1;
+    for (int64_t y = 0; y < kh; y++)
+        for (int64_t x = 0; x < kw; x++) {
+            kir_load ld = {0};
+            ld.at.buf = buf;
+            ld.dtype = c->g->nodes[vw.base].out.dtype;
+            tgc_sdim tap = tgc_sym_add(c->t, tgc_sym_mul(c->t, y - ph, vw.stride[r - 2]),
+                                       tgc_sym_mul(c->t, x - pw, vw.stride[r - 1]));
+            ld.at.off = tgc_sym_add(c->t, vw.off, tap);
+            for (int d = 0; d < r - 2; d++)
+                ld.at.stride[c->var_of_dim[d]] = vw.stride[d];
+            ld.at.stride[vh] = tgc_sym_mul(c->t, sh, vw.stride[r - 2]);
+            ld.at.stride[vwv] = tgc_sym_mul(c->t, sw, vw.stride[r - 1]);
+            ld.n_guards = 2;
+            ld.guard[0].off = y - ph;
+            ld.guard[0].stride[vh] = sh;
+            ld.bound[0] = X->shape[r - 2];
+            ld.guard[1].off = x - pw;
+            ld.guard[1].stride[vwv] = sw;
+            ld.bound[1] = X->shape[r - 1];
+            ld.fill = is_max ? -INFINITY : 0.0;
+            int32_t li = kir_add_load(c->k, &ld);
+            kir_val lv = {.kind = KV_LOAD, .dtype = ld.dtype, .index = li};
+            int32_t v = li < 0 ? -1 : kir_add_val(c->k, &lv);
+            if (v < 0)
+                return -1;
+            if (acc < 0) {
+                acc = v;
+                continue;
+            }
+            kir_val comb = {.kind = KV_OP, .op = is_max ? TGC_OP_MAXIMUM : TGC_OP_ADD,
+                            .dtype = O->dtype, .n_in = 2, .in = {v, acc}};
+            if ((acc = kir_add_val(c->k, &comb)) < 0)
+                return -1;
+        }
+    if (is_max)
+        return acc;
+    kir_val div = {.kind = KV_OP, .op = TGC_OP_DIV_SCALAR, .dtype = O->dtype, .n_in = 1,
+                   .in = {acc}, .f = {(double)(kh * kw), 0}};
+    return kir_add_val(c->k, &div);
+}
+
 static int32_t lower_reduce(lctx *c, int32_t i)
 {
     const tgc_node *nd = &c->g->nodes[i];
@@ -359,8 +419,11 @@ static int add_store(lctx *c, int32_t i, int32_t val, int phase)
 static int accesses(kir_kernel *k, kir_access **out, int max)
 {
     int n = 0;
-    for (int i = 0; i < k->n_loads && n < max; i++)
+    for (int i = 0; i < k->n_loads && n < max; i++) {
         out[n++] = &k->loads[i].at;
+        for (int g = 0; g < k->loads[i].n_guards && n < max; g++)
+            out[n++] = &k->loads[i].guard[g];
+    }
     for (int i = 0; i < k->n_stores && n < max; i++)
         out[n++] = &k->stores[i].at;
     return n;
@@ -438,8 +501,10 @@ static tgc_status lower_loop(lctx *c)
         int32_t i = gr->members[m];
         const tgc_node *nd = &c->g->nodes[i];
         int32_t v;
-        if (is_reduce_op(nd->op) && gr->anchor >= 0 && c->f->is_row[i] &&
-            c->g->nodes[nd->in[0]].out.ndim == D->ndim) {
+        if (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) {
+            v = lower_window(c, i);
+        } else if (is_reduce_op(nd->op) && gr->anchor >= 0 && c->f->is_row[i] &&
+                   c->g->nodes[nd->in[0]].out.ndim == D->ndim) {
             v = lower_reduce(c, i);
             if (v >= 0 && k->reduces[k->n_reduces - 1].phase > max_phase)
                 max_phase = k->reduces[k->n_reduces - 1].phase;

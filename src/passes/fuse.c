@@ -220,6 +220,12 @@ static tgc_status fuse_nodes(fuse_ctx *c)
         int gid = -2;
         if (cls == TGC_FUSE_FREE)
             continue;
+        if (cls == TGC_FUSE_WINDOW) {
+            /* starts a pointwise group over its output; consumers may join it */
+            if (new_group(c, TGC_GROUP_LOOP, i) < 0)
+                return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
+            continue;
+        }
         if (cls == TGC_FUSE_POINTWISE || cls == TGC_FUSE_REDUCE) {
             /* the newest producer group first: longest chains, fewest buffers */
             int tried[8], n_tried = 0;

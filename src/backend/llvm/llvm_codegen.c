@@ -152,8 +152,13 @@ static tgc_status collect_slots(const kir_kernel *k, tgc_llvm_slots *s)
     if (k->kind == KIR_LOOP)
         for (int d = 0; d < k->n_outer + k->n_inner; d++)
             ok &= slot_add(s, k->extent[d]);
-    for (int i = 0; i < k->n_loads; i++)
+    for (int i = 0; i < k->n_loads; i++) {
         ok &= collect_access(s, k, &k->loads[i].at);
+        for (int g = 0; g < k->loads[i].n_guards; g++) {
+            ok &= collect_access(s, k, &k->loads[i].guard[g]);
+            ok &= slot_add(s, k->loads[i].bound[g]);
+        }
+    }
     for (int i = 0; i < k->n_stores; i++)
         ok &= collect_access(s, k, &k->stores[i].at);
     for (int i = 0; i < k->n_vals; i++)
@@ -326,9 +331,68 @@ static LLVMValueRef all_true(cg *c)
     return LLVMConstAllOnes(LLVMVectorType(c->u->t_i1, (unsigned)c->vl));
 }
 
+/* Lanes (or the scalar) where every guard of ld holds; NULL when ld has none. */
+static LLVMValueRef guard_mask(cg *c, const kir_load *ld)
+{
+    LLVMValueRef m = NULL;
+    for (int g = 0; g < ld->n_guards; g++) {
+        const kir_access *ga = &ld->guard[g];
+        LLVMValueRef e = access_index(c, ga);
+        tgc_sdim vs = c->vec_var >= 0 ? ga->stride[c->vec_var] : 0;
+        if (c->vec_var >= 0) {
+            e = splat_val(c, e);
+            if (!(TGC_SDIM_IS_CONST(vs) && vs == 0))
+                e = LLVMBuildAdd(c->b, e,
+                                 LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
+        }
+        LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(e));
+        LLVMValueRef bound = c->vec_var >= 0 ? splat_val(c, dim_val(c, ld->bound[g]))
+                                             : dim_val(c, ld->bound[g]);
+        LLVMValueRef in = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, e, zero, ""),
+                                       LLVMBuildICmp(c->b, LLVMIntSLT, e, bound, ""), "");
+        m = m ? LLVMBuildAnd(c->b, m, in, "") : in;
+    }
+    return m;
+}
+
+static LLVMValueRef emit_guarded_load(cg *c, const kir_load *ld, LLVMValueRef gm)
+{
+    tgc_llvm_unit *u = c->u;
+    LLVMTypeRef mt = mem_type(u, ld->dtype);
+    LLVMValueRef base = c->buf_ptr[ld->at.buf];
+    LLVMValueRef idx = access_index(c, &ld->at);
+    unsigned align = (unsigned)tgc_dtype_size(ld->dtype);
+    LLVMValueRef fill = LLVMConstReal(mt, ld->fill);
+    if (c->vec_var < 0) {
+        /* element 0 of the buffer is always readable: load there, then select */
+        LLVMValueRef safe = LLVMBuildSelect(c->b, gm, idx, i64c(c, 0), "");
+        LLVMValueRef p = LLVMBuildGEP2(c->b, mt, base, &safe, 1, "");
+        LLVMValueRef l = LLVMBuildLoad2(c->b, mt, p, "");
+        LLVMSetAlignment(l, align);
+        return from_mem(c, LLVMBuildSelect(c->b, gm, l, fill, ""), ld->dtype);
+    }
+    tgc_sdim vs = ld->at.stride[c->vec_var];
+    LLVMValueRef mask = c->mask ? LLVMBuildAnd(c->b, c->mask, gm, "") : gm;
+    LLVMTypeRef vt = LLVMVectorType(mt, (unsigned)c->vl);
+    LLVMValueRef vidx = splat_val(c, idx);
+    if (!(TGC_SDIM_IS_CONST(vs) && vs == 0))
+        vidx = LLVMBuildAdd(c->b, vidx,
+                            LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
+    LLVMValueRef ptrs = LLVMBuildGEP2(c->b, mt, base, &vidx, 1, "");
+    LLVMTypeRef tys[2] = {vt, LLVMVectorType(u->t_ptr, (unsigned)c->vl)};
+    LLVMValueRef fills[MAX_VL];
+    for (int i = 0; i < c->vl; i++)
+        fills[i] = fill;
+    LLVMValueRef args[4] = {ptrs, LLVMConstInt(u->t_i32, align, 0), mask,
+                            LLVMConstVector(fills, (unsigned)c->vl)};
+    return from_mem(c, masked_intrinsic(c, "llvm.masked.gather", tys, 2, args, 4), ld->dtype);
+}
+
 static LLVMValueRef emit_load(cg *c, const kir_load *ld)
 {
     tgc_llvm_unit *u = c->u;
+    if (ld->n_guards)
+        return emit_guarded_load(c, ld, guard_mask(c, ld));
     LLVMTypeRef mt = mem_type(u, ld->dtype);
     LLVMValueRef base = c->buf_ptr[ld->at.buf];
     LLVMValueRef idx = access_index(c, &ld->at);
