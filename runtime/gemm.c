@@ -326,6 +326,10 @@ static int same_geometry(const tgc_conv_params *a, const tgc_conv_params *b)
  * columns, far below the micro-tile's width. Batched instead: the im2col of every image
  * side by side as one [K, n*OH*OW] matrix, one GEMM over all images into a [O, n*OH*OW]
  * scratch, then a scatter into NCHW with the epilogue applied per image tile. */
+#ifndef TGC_CONV_BATCH_BELOW
+#define TGC_CONV_BATCH_BELOW 64
+#endif
+
 typedef struct small_conv {
     const tgc_conv_params *p;
     const tgc_gemm_kernel *k;
@@ -446,7 +450,7 @@ tgc_status tgc_conv_run(const tgc_gemm_kernel *k, const tgc_conv_args *a, int nt
         [TGC_CG_OW] = ow,
     };
     memcpy(j.geom, g, sizeof g);
-    if (p->groups == 1 && p->n > 1 && j.ohw < 64 && j.im2col)
+    if (p->groups == 1 && p->n > 1 && j.ohw < TGC_CONV_BATCH_BELOW && j.im2col)
         return conv_small_images(&j, p, nthreads);
     return run_job(&j, nthreads);
 }
