@@ -276,6 +276,18 @@ static LLVMValueRef ep_emit(void *ctx, tgc_llvm_unit *u, LLVMValueRef acc, const
     return tgc_llvm_epilogue_emit(u, e->k, e->slots, acc, pos);
 }
 
+/* The conv's GEMM has M = output channels, often a multiple of 8 but not of the default
+ * 14-row micro-tile (64 = 4 x 14 + 8 wastes 9% of every pass): on AVX-512 such convs get
+ * an 8 x 32 tile (measured 398 vs 363 GFLOP/s on 64 -> 64, 32 x 32, 3 x 3, 2 threads). */
+static const tgc_gemm_config *conv_config(const tgc_llvm_unit *u, const kir_kernel *k)
+{
+    static const tgc_gemm_config mr8 = {.mr = 8};
+    tgc_sdim co = k->tpl.co;
+    if (u->target->vec_bits == 512 && TGC_SDIM_IS_CONST(co) && co % 14 != 0 && co % 8 == 0)
+        return &mr8;
+    return NULL;
+}
+
 static void art_free(llvm_art *a)
 {
     if (!a)
@@ -374,7 +386,7 @@ static tgc_status emit_steps(llvm_art *a, const tgc_fusion *fu, const uint8_t *m
             if (st == TGC_OK && s->k->kind == KIR_GEMM)
                 st = tgc_llvm_gemm_emit(&u, s->name, &ep, &s->gk);
             else if (st == TGC_OK)
-                st = tgc_llvm_conv_emit(&u, s->name, NULL, &ep, &s->gk);
+                st = tgc_llvm_conv_emit_cfg(&u, s->name, NULL, &ep, conv_config(&u, s->k), &s->gk);
         }
         a->n_steps++;
         a->kernels++;
