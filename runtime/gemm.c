@@ -24,6 +24,8 @@ typedef struct pack_bufs {
     size_t na, nb; /* capacity in floats */
     float *cols, *ctmp; /* batched small-image conv: im2col of all images, C before scatter */
     size_t ncols, nctmp;
+    float *wpack; /* conv weights packed once per call, shared by every image */
+    size_t nwpack;
 } pack_bufs;
 
 static pthread_key_t g_buf_key;
@@ -39,6 +41,7 @@ static void bufs_free(void *p)
     free(t->b);
     free(t->cols);
     free(t->ctmp);
+    free(t->wpack);
     free(t);
 }
 
@@ -93,6 +96,7 @@ typedef struct gemm_item {
     float *c;
     int64_t ldc;
     int64_t batch, m_off; /* what the epilogue sees */
+    int64_t group;
 } gemm_item;
 
 typedef struct gemm_job {
@@ -106,6 +110,8 @@ typedef struct gemm_job {
     int64_t geom[TGC_CONV_GEOM_COUNT];
     void *ep_args;
     int no_ep; /* the epilogue runs later (batched small-image conv) */
+    const float *apack; /* conv: A (the weights of group 0..) packed for every (pc, ic) */
+    int64_t mpad;       /* rows of apack per K block: m rounded up to MR */
     atomic_int oom;
 } gemm_job;
 
@@ -140,6 +146,7 @@ static void job_item(const gemm_job *j, int64_t idx, gemm_item *it)
         .ldc = j->ohw,
         .batch = n,
         .m_off = g * j->mg,
+        .group = g,
     };
 }
 
@@ -169,14 +176,17 @@ static void run_region(const gemm_job *j, const gemm_item *it, int64_t m_lo, int
             }
             for (int64_t ic = m_lo; ic < m_hi; ic += k->mc) {
                 int64_t mc = min64(k->mc, m_hi - ic);
-                if (kc > 0)
+                const float *ap = pb->a;
+                if (j->apack)
+                    ap = j->apack + it->group * j->mpad * K + pc * j->mpad + ic * kc;
+                else if (kc > 0)
                     k->pack_a(it->a + ic * it->a_rs + pc * it->a_cs, it->a_rs, it->a_cs, mc, kc,
                               pb->a);
                 for (int64_t jr = 0; jr < nc; jr += k->nr) {
                     for (int64_t ir = 0; ir < mc; ir += k->mr) {
                         float *c = it->c + (ic + ir) * it->ldc + jc + jr;
                         int64_t mr = min64(k->mr, mc - ir), nr = min64(k->nr, nc - jr);
-                        k->ukr(kc, pb->a + ir * kc, pb->b + jr * kc, c, it->ldc, mr, nr, flags);
+                        k->ukr(kc, ap + ir * kc, pb->b + jr * kc, c, it->ldc, mr, nr, flags);
                         if (ep) /* while the tile is still in L1 */
                             ep(c, it->ldc, mr, nr, j->ep_args, it->batch, it->m_off + ic + ir,
                                jc + jr);
@@ -213,15 +223,21 @@ static void run_tasks(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* Splits the work into tasks and runs them. */
-static tgc_status run_job(gemm_job *j, int nthreads)
+/* Equal KC blocks: 576 = 2 x 288 beats 256 + 256 + 64. */
+static void prepare_kc(gemm_job *j)
 {
     const tgc_gemm_kernel *k = j->k;
-    /* equal KC blocks: 576 = 2 x 288 beats 256 + 256 + 64 */
     int64_t nk = j->kdim > 0 ? (j->kdim + k->kc - 1) / k->kc : 1;
     j->kc = j->kdim > 0 ? ((j->kdim + nk - 1) / nk + 7) / 8 * 8 : 0;
     if (j->kc > k->kc)
         j->kc = k->kc;
+}
+
+/* Splits the work into tasks and runs them. */
+static tgc_status run_job(gemm_job *j, int nthreads)
+{
+    const tgc_gemm_kernel *k = j->k;
+    prepare_kc(j);
     int t = tgc_threads_resolve(nthreads);
     double flops = 2.0 * (double)j->items * (double)j->m * (double)j->n * (double)j->kdim;
     if (flops < 4e6) /* thread start-up costs more than it saves */
@@ -452,5 +468,23 @@ tgc_status tgc_conv_run(const tgc_gemm_kernel *k, const tgc_conv_args *a, int nt
     memcpy(j.geom, g, sizeof g);
     if (p->groups == 1 && p->n > 1 && j.ohw < TGC_CONV_BATCH_BELOW && j.im2col)
         return conv_small_images(&j, p, nthreads);
+    if (p->n > 1) {
+        /* every image multiplies the same weights: pack them once, not once per image */
+        prepare_kc(&j);
+        j.mpad = (j.m + k->mr - 1) / k->mr * k->mr;
+        pack_bufs *pb = bufs_get(0, 0);
+        size_t need = (size_t)(p->groups * j.mpad * (j.kdim > 0 ? j.kdim : 1));
+        if (pb && grow(&pb->wpack, &pb->nwpack, need)) {
+            for (int64_t g = 0; g < p->groups; g++)
+                for (int64_t pc = 0; pc < j.kdim; pc += j.kc) {
+                    int64_t kc = min64(j.kc, j.kdim - pc);
+                    for (int64_t ic = 0; ic < j.m; ic += k->mc)
+                        k->pack_a(a->w + g * j.mg * j.kg + ic * j.kg + pc, j.kg, 1,
+                                  min64(k->mc, j.m - ic), kc,
+                                  pb->wpack + g * j.mpad * j.kdim + pc * j.mpad + ic * kc);
+                }
+            j.apack = pb->wpack;
+        }
+    }
     return run_job(&j, nthreads);
 }
