@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps demo test test-release test-asan bench clean
+.PHONY: all deps demo test test-release test-asan bench bench-deps clean
 
 all: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -32,9 +32,16 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-bench: all
+bench-deps:
+	@./tests/bench/deps.sh
+
+# Benchmark-only packages (OpenBLAS, oneDNN) are installed first so CMake finds them.
+bench: bench-deps all
 	./$(BUILD)/tests/bench/bench_cache_hit
-	./$(BUILD)/tests/bench/bench_models
+	./$(BUILD)/tests/bench/bench_sgemm --threads 1,2
+	./$(BUILD)/tests/bench/bench_conv --threads 1,2
+	./$(BUILD)/tests/bench/bench_pointwise --threads 1,2
+	BUILD=$(BUILD) ./tests/bench/compare_models.sh 2
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
