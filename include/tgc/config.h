@@ -5,7 +5,11 @@
  *   TGC_LOG=recompiles,guards,graph,dynamic,perf,all   log channels (to stderr, or cfg.log_fn)
  *   TGC_BACKEND=auto|llvm|cuda|eager|interp
  *   TGC_CACHE_SIZE_LIMIT=N, TGC_ACCUMULATED_CACHE_SIZE_LIMIT=N, TGC_DYNAMIC=auto|always|never
- *   TGC_DUMP_DIR=dir (graph IR text and DOT per variant), TGC_CACHE_DIR=dir, TGC_NUM_THREADS=N
+ *   TGC_DUMP_DIR=dir (graph IR text and DOT per variant; with LLVM also kernel IR and LLVM IR
+ *   before and after O3), TGC_CACHE_DIR=dir, TGC_NUM_THREADS=N
+ * Read elsewhere (no config field): TGC_LLVM_CPU / TGC_LLVM_FEATURES (target override),
+ * TGC_EAGER=interp (eager ops stay on interp), TGC_STORAGE_CACHE_BYTES (cache of freed large
+ * buffers), TGC_PROFILE=1 (per-step times of compiled calls on stderr).
  * The struct begins with struct_size so it can grow without breaking callers. */
 #ifndef TGC_CONFIG_H
 #define TGC_CONFIG_H
@@ -17,7 +21,7 @@ extern "C" {
 #endif
 
 typedef enum tgc_backend_kind {
-    TGC_BACKEND_AUTO = 0, /* the best available: LLVM on CPU, CUDA on GPU, else interp */
+    TGC_BACKEND_AUTO = 0, /* the best available: LLVM on CPU (when built with LLVM), else interp */
     TGC_BACKEND_LLVM,
     TGC_BACKEND_CUDA,
     TGC_BACKEND_EAGER,    /* no graph: every call runs the function eagerly */
@@ -67,7 +71,7 @@ typedef struct tgc_config {
     int fullgraph;             /* a graph break is TGC_ERR_GRAPH_BREAK, not an eager call */
     const char *cache_dir;     /* persistent compile cache (NULL: none); copied */
     const char *dump_dir;      /* per-variant IR dumps (NULL: none); copied */
-    int num_threads;           /* 0: all cores */
+    int num_threads;           /* threads of compiled kernels; 0: all cores */
     unsigned log;              /* TGC_LOG_* channels */
     tgc_log_fn log_fn;         /* NULL: stderr */
     void *log_user;
