@@ -2,7 +2,7 @@
  *
  * Always start from tgc_config_default(), which fills the defaults and then applies the
  * TGC_* environment variables (the only place the library reads them):
- *   TGC_LOG=recompiles,guards,graph,dynamic,perf,all   log channels (to stderr, or cfg.log_fn)
+ *   TGC_LOG=recompiles,guards,graph,kernels,dynamic,perf,all   log channels (stderr or log_fn)
  *   TGC_BACKEND=auto|llvm|cuda|eager|interp
  *   TGC_CACHE_SIZE_LIMIT=N, TGC_ACCUMULATED_CACHE_SIZE_LIMIT=N, TGC_DYNAMIC=auto|always|never
  *   TGC_DUMP_DIR=dir (graph IR text and DOT per variant; with LLVM also kernel IR and LLVM IR
