@@ -331,6 +331,37 @@ static LLVMValueRef all_true(cg *c)
     return LLVMConstAllOnes(LLVMVectorType(c->u->t_i1, (unsigned)c->vl));
 }
 
+/* A masked load of lanes base[idx + stride*i] for stride 1 or 2, without a gather: stride 2
+ * (a stride-2 pool window, a strided slice) loads 2 VL contiguous elements, only the even
+ * ones enabled, and keeps the even lanes. Disabled lanes read as fill. */
+static LLVMValueRef strided_masked_load(cg *c, LLVMTypeRef mt, unsigned align, LLVMValueRef base,
+                                        LLVMValueRef idx, int stride, LLVMValueRef mask,
+                                        LLVMValueRef fill)
+{
+    tgc_llvm_unit *u = c->u;
+    int n = c->vl * stride;
+    LLVMTypeRef vt = LLVMVectorType(mt, (unsigned)n);
+    LLVMValueRef p = LLVMBuildGEP2(c->b, mt, base, &idx, 1, "");
+    LLVMValueRef m = mask, fills[2 * MAX_VL], sel[2 * MAX_VL];
+    if (stride == 2) {
+        for (int i = 0; i < n; i++)
+            sel[i] = LLVMConstInt(u->t_i32, (unsigned)(i % 2 ? c->vl : i / 2), 0);
+        LLVMValueRef off = LLVMConstNull(LLVMVectorType(u->t_i1, (unsigned)c->vl));
+        m = LLVMBuildShuffleVector(c->b, mask, off, LLVMConstVector(sel, (unsigned)n), "");
+    }
+    for (int i = 0; i < n; i++)
+        fills[i] = fill;
+    LLVMTypeRef tys[2] = {vt, u->t_ptr};
+    LLVMValueRef args[4] = {p, LLVMConstInt(u->t_i32, align, 0), m,
+                            LLVMConstVector(fills, (unsigned)n)};
+    LLVMValueRef r = masked_intrinsic(c, "llvm.masked.load", tys, 2, args, 4);
+    if (stride == 1)
+        return r;
+    for (int i = 0; i < c->vl; i++)
+        sel[i] = LLVMConstInt(u->t_i32, (unsigned)(2 * i), 0);
+    return LLVMBuildShuffleVector(c->b, r, LLVMGetUndef(vt), LLVMConstVector(sel, (unsigned)c->vl), "");
+}
+
 /* Lanes (or the scalar) where every guard of ld holds; NULL when ld has none. */
 static LLVMValueRef guard_mask(cg *c, const kir_load *ld)
 {
@@ -374,6 +405,9 @@ static LLVMValueRef emit_guarded_load(cg *c, const kir_load *ld, LLVMValueRef gm
     tgc_sdim vs = ld->at.stride[c->vec_var];
     LLVMValueRef mask = c->mask ? LLVMBuildAnd(c->b, c->mask, gm, "") : gm;
     LLVMTypeRef vt = LLVMVectorType(mt, (unsigned)c->vl);
+    if (TGC_SDIM_IS_CONST(vs) && (vs == 1 || vs == 2))
+        return from_mem(c, strided_masked_load(c, mt, align, base, idx, (int)vs, mask, fill),
+                        ld->dtype);
     LLVMValueRef vidx = splat_val(c, idx);
     if (!(TGC_SDIM_IS_CONST(vs) && vs == 0))
         vidx = LLVMBuildAdd(c->b, vidx,
@@ -418,6 +452,8 @@ static LLVMValueRef emit_load(cg *c, const kir_load *ld)
             LLVMValueRef args[4] = {p, LLVMConstInt(u->t_i32, align, 0), mask, LLVMGetUndef(vt)};
             r = masked_intrinsic(c, "llvm.masked.load", tys, 2, args, 4);
         }
+    } else if (TGC_SDIM_IS_CONST(vs) && vs == 2) {
+        r = strided_masked_load(c, mt, align, base, idx, 2, mask, LLVMGetUndef(mt));
     } else {
         LLVMValueRef vidx = LLVMBuildAdd(
             c->b, splat_val(c, idx),
