@@ -190,7 +190,11 @@ void tgc_store(void *base, tgc_dtype dt, int64_t off, double v)
     case TGC_BF16: ((uint16_t *)base)[off] = tgc_float_to_bf16((float)v); break;
     case TGC_I32: ((int32_t *)base)[off] = (int32_t)to_i64(v, -2147483648.0, 2147483647.0); break;
     case TGC_I64:
-        ((int64_t *)base)[off] = to_i64(v, -9223372036854775808.0, 9223372036854774784.0);
+        /* 2^63 and above saturate to INT64_MAX (the largest double below 2^63 converts
+         * exactly; INT64_MAX itself is not a double) */
+        ((int64_t *)base)[off] = v >= 9223372036854775808.0
+                                     ? INT64_MAX
+                                     : to_i64(v, -9223372036854775808.0, 9223372036854774784.0);
         break;
     case TGC_BOOL: ((uint8_t *)base)[off] = v != 0; break;
     case TGC_F64: ((double *)base)[off] = v; break;

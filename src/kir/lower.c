@@ -381,19 +381,24 @@ static int32_t lower_reduce(lctx *c, int32_t i)
     kir_reduce r = {nd->op == TGC_OP_MAX ? KR_MAX : KR_SUM, xv,
                     in_group ? c->f->level[x] : 0};
     int32_t ri = kir_add_reduce(c->k, &r);
-    kir_val acc = {.kind = KV_ACC, .dtype = nd->out.dtype, .index = ri};
+    int mean = nd->op != TGC_OP_SUM && nd->op != TGC_OP_MAX;
+    /* a mean divides the double accumulator and rounds once, to the output dtype */
+    tgc_dtype at = mean ? TGC_F64 : nd->out.dtype;
+    kir_val acc = {.kind = KV_ACC, .dtype = at, .index = ri};
     int32_t av = ri < 0 ? -1 : kir_add_val(c->k, &acc);
-    if (av < 0 || nd->op == TGC_OP_SUM || nd->op == TGC_OP_MAX)
+    if (av < 0 || !mean)
         return av;
     tgc_sdim count = 1;
     for (int d = 0; d < D->ndim; d++)
         if ((c->gr->red_mask >> d) & 1)
             count = tgc_sym_mul(c->t, count, D->shape[d]);
-    kir_val cnt = {.kind = KV_SIZE, .dtype = nd->out.dtype, .sdim = count};
+    kir_val cnt = {.kind = KV_SIZE, .dtype = at, .sdim = count};
     int32_t cv = kir_add_val(c->k, &cnt);
-    kir_val div = {.kind = KV_OP, .op = TGC_OP_DIV, .dtype = nd->out.dtype, .n_in = 2,
-                   .in = {av, cv}};
-    return cv < 0 ? -1 : kir_add_val(c->k, &div);
+    kir_val div = {.kind = KV_OP, .op = TGC_OP_DIV, .dtype = at, .n_in = 2, .in = {av, cv}};
+    int32_t dv = cv < 0 ? -1 : kir_add_val(c->k, &div);
+    kir_val cast = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = nd->out.dtype, .n_in = 1,
+                    .in = {dv}};
+    return dv < 0 ? -1 : kir_add_val(c->k, &cast);
 }
 
 static int add_store(lctx *c, int32_t i, int32_t val, int phase)

@@ -60,13 +60,16 @@ static LLVMTypeRef compute_type(const tgc_llvm_unit *u, tgc_dtype dt)
     }
 }
 
+/* bf16 is kept in memory as raw 16 bits: LLVM lowers fptrunc to bfloat to a libgcc call
+ * (__truncsfbf2) that CPUs without AVX512-BF16 and libgcc 12 do not have, so the
+ * conversions are integer arithmetic (round to nearest even, NaN kept quiet). */
 static LLVMTypeRef mem_type(const tgc_llvm_unit *u, tgc_dtype dt)
 {
     switch (dt) {
     case TGC_F64: return u->t_f64;
     case TGC_F32: return u->t_f32;
     case TGC_F16: return u->t_f16;
-    case TGC_BF16: return u->t_bf16;
+    case TGC_BF16: return u->t_i16;
     case TGC_BOOL: return u->t_i8;
     case TGC_I32: return u->t_i32;
     default: return u->t_i64;
@@ -224,6 +227,35 @@ static LLVMValueRef cst(cg *c, tgc_dtype dt, double v)
     return splat_val(c, s);
 }
 
+static LLVMValueRef ivec(cg *c, LLVMValueRef like_v, LLVMTypeRef t, long long k)
+{
+    LLVMValueRef s = LLVMConstInt(t, (unsigned long long)k, 1);
+    return LLVMGetTypeKind(LLVMTypeOf(like_v)) == LLVMVectorTypeKind ? splat_val(c, s) : s;
+}
+
+/* float -> the 16 bits of the nearest bf16 (ties to even; NaN stays a quiet NaN) */
+static LLVMValueRef f32_to_bf16_bits(cg *c, LLVMValueRef f)
+{
+    tgc_llvm_unit *u = c->u;
+    LLVMTypeRef it = like(f, u->t_i32);
+    LLVMValueRef b = LLVMBuildBitCast(c->b, f, it, "");
+    LLVMValueRef lsb = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, b, ivec(c, b, u->t_i32, 16), ""),
+                                    ivec(c, b, u->t_i32, 1), "");
+    LLVMValueRef r = LLVMBuildAdd(c->b, b, LLVMBuildAdd(c->b, lsb, ivec(c, b, u->t_i32, 0x7fff), ""), "");
+    LLVMValueRef q = LLVMBuildOr(c->b, b, ivec(c, b, u->t_i32, 0x400000), "");
+    r = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUNO, f, f, ""), q, r, "");
+    return LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, r, ivec(c, b, u->t_i32, 16), ""),
+                          like(f, u->t_i16), "");
+}
+
+static LLVMValueRef bf16_bits_to_f32(cg *c, LLVMValueRef h)
+{
+    tgc_llvm_unit *u = c->u;
+    LLVMValueRef w = LLVMBuildZExt(c->b, h, like(h, u->t_i32), "");
+    w = LLVMBuildShl(c->b, w, ivec(c, w, u->t_i32, 16), "");
+    return LLVMBuildBitCast(c->b, w, like(h, u->t_f32), "");
+}
+
 /* Converts a compute value of dtype `from` to the compute type of `to`, rounding to `to`'s
  * precision (a cast to f16 rounds to half even though f16 computes in float). */
 static LLVMValueRef convert(cg *c, LLVMValueRef v, tgc_dtype from, tgc_dtype to)
@@ -237,9 +269,11 @@ static LLVMValueRef convert(cg *c, LLVMValueRef v, tgc_dtype from, tgc_dtype to)
                              ? v
                              : (to == TGC_F64 ? LLVMBuildFPExt(c->b, v, tt, "")
                                               : LLVMBuildFPTrunc(c->b, v, tt, ""));
-        if (to == TGC_F16 || to == TGC_BF16) {
-            LLVMTypeRef ht = like(v, mem_type(u, to));
+        if (to == TGC_F16) {
+            LLVMTypeRef ht = like(v, u->t_f16);
             r = LLVMBuildFPExt(c->b, LLVMBuildFPTrunc(c->b, r, ht, ""), tt, "");
+        } else if (to == TGC_BF16) {
+            r = bf16_bits_to_f32(c, f32_to_bf16_bits(c, r));
         }
         return r;
     }
@@ -258,13 +292,16 @@ static LLVMValueRef convert(cg *c, LLVMValueRef v, tgc_dtype from, tgc_dtype to)
     if (from == TGC_BOOL) {
         r = LLVMBuildZExt(c->b, v, tt, "");
     } else if (dt_float(from)) {
-        LLVMTypeRef tys[2] = {tt, LLVMTypeOf(v)}, fty;
+        /* saturating, to the target's own bounds (NaN gives 0), as ops.h promises */
+        LLVMTypeRef it = like(v, to == TGC_I32 ? u->t_i32 : u->t_i64);
+        LLVMTypeRef tys[2] = {it, LLVMTypeOf(v)}, fty;
         LLVMValueRef fn = tgc_llvm_intrinsic(u, "llvm.fptosi.sat", tys, 2, &fty);
         r = LLVMBuildCall2(c->b, fty, fn, &v, 1, "");
+        return to == TGC_I32 ? LLVMBuildSExt(c->b, r, tt, "") : r;
     } else {
         r = v;
     }
-    if (to == TGC_I32) /* wrap to 32 bits */
+    if (to == TGC_I32) /* integer to narrower integer wraps */
         r = LLVMBuildSExt(c->b, LLVMBuildTrunc(c->b, r, like(v, u->t_i32), ""), tt, "");
     return r;
 }
@@ -274,8 +311,8 @@ static LLVMValueRef from_mem(cg *c, LLVMValueRef v, tgc_dtype dt)
     tgc_llvm_unit *u = c->u;
     LLVMTypeRef ct = like(v, compute_type(u, dt));
     switch (dt) {
-    case TGC_F16:
-    case TGC_BF16: return LLVMBuildFPExt(c->b, v, ct, "");
+    case TGC_F16: return LLVMBuildFPExt(c->b, v, ct, "");
+    case TGC_BF16: return bf16_bits_to_f32(c, v);
     case TGC_BOOL: return LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
     case TGC_I32: return LLVMBuildSExt(c->b, v, ct, "");
     default: return v;
@@ -287,8 +324,8 @@ static LLVMValueRef to_mem(cg *c, LLVMValueRef v, tgc_dtype dt)
     tgc_llvm_unit *u = c->u;
     LLVMTypeRef mt = like(v, mem_type(u, dt));
     switch (dt) {
-    case TGC_F16:
-    case TGC_BF16: return LLVMBuildFPTrunc(c->b, v, mt, "");
+    case TGC_F16: return LLVMBuildFPTrunc(c->b, v, mt, "");
+    case TGC_BF16: return f32_to_bf16_bits(c, v);
     case TGC_BOOL: return LLVMBuildZExt(c->b, v, mt, "");
     case TGC_I32: return LLVMBuildTrunc(c->b, v, mt, "");
     default: return v;
@@ -524,8 +561,12 @@ static LLVMValueRef pow_scalar(cg *c, LLVMValueRef x, double e, tgc_dtype dt)
         return LLVMBuildFMul(c->b, x, x, "");
     if (e == 3.0)
         return LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, x, x, ""), x, "");
-    if (e == 0.5)
-        return tgc_lm_intrinsic1(c->u, "llvm.sqrt", x);
+    if (e == 0.5) {
+        /* pow(x, 0.5), not sqrt: pow(-0, .5) = +0 and pow(-inf, .5) = +inf */
+        LLVMValueRef r = tgc_lm_intrinsic1(c->u, "llvm.sqrt",
+                                           LLVMBuildFAdd(c->b, x, cst(c, dt, 0.0), ""));
+        return fsel(c, LLVMRealOEQ, x, cst(c, dt, -INFINITY), cst(c, dt, INFINITY), r);
+    }
     if (e == -1.0)
         return LLVMBuildFDiv(c->b, cst(c, dt, 1.0), x, "");
     if (e == 0.0)

@@ -575,6 +575,7 @@ static LLVMValueRef geom(gemm_em *e, const int64_t *st, LLVMValueRef gp, int i)
 typedef struct cvec {
     LLVMValueRef ih0v, iw0v, valid; /* <VL x i32> window origins, <VL x i1> live lanes */
     LLVMValueRef cont, ih0s, iw0s;  /* contiguous fast path: one output row, stride_w 1 */
+    LLVMValueRef pix0;              /* first pixel of the vector (i64) */
 } cvec;
 
 static LLVMValueRef vsplat32(gemm_em *e, LLVMValueRef s64)
@@ -621,6 +622,12 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
     LLVMValueRef np =
         LLVMBuildSDiv(e->b, LLVMBuildAdd(e->b, nc, c64(e, e->nr - 1), ""), c64(e, e->nr), "");
     LLVMValueRef sw1 = LLVMBuildICmp(e->b, LLVMIntEQ, SW, c64(e, 1), "");
+    /* stride 1 with "same" width (OW == W): consecutive output pixels read consecutive
+     * input elements even across rows, so a vector spanning rows (small images) is one
+     * masked load, the padding lanes masked off, instead of a gather */
+    LLVMValueRef flat = LLVMBuildAnd(
+        e->b, LLVMBuildAnd(e->b, sw1, LLVMBuildICmp(e->b, LLVMIntEQ, SH, c64(e, 1), ""), ""),
+        LLVMBuildICmp(e->b, LLVMIntEQ, OW, W, ""), "");
     em_loop pl;
     loop_begin(e, &pl, np, "panel");
     LLVMValueRef off = LLVMBuildMul(e->b, pl.i, c64(e, e->nr), "");
@@ -644,6 +651,7 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
         LLVMValueRef whole =
             LLVMBuildICmp(e->b, LLVMIntSLE, c64(e, (int64_t)(j + 1) * e->vl), nrv, "");
         cv[j].cont = LLVMBuildAnd(e->b, sw1, LLVMBuildAnd(e->b, fits, whole, ""), "");
+        cv[j].pix0 = pix0;
         cv[j].ih0s = LLVMBuildSub(e->b, LLVMBuildMul(e->b, oh0, SH, ""), PH, "");
         cv[j].iw0s = LLVMBuildSub(e->b, ow0, PW, "");
     }
@@ -682,6 +690,18 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
         LLVMValueRef m2 =
             LLVMBuildAnd(e->b, cv[j].valid,
                          LLVMBuildAnd(e->b, in_range(e, ihv, Hv), in_range(e, iwv2, Wv), ""), "");
+        LLVMBasicBlockRef bf = new_block(e, "flat"), bgg = new_block(e, "gathr");
+        LLVMBuildCondBr(e->b, flat, bf, bgg);
+        at(e, bf);
+        LLVMValueRef fofs = LLVMBuildAdd(
+            e->b, cv[j].pix0,
+            LLVMBuildAdd(e->b, LLVMBuildMul(e->b, LLVMBuildSub(e->b, dh, PH, ""), W, ""),
+                         LLVMBuildSub(e->b, dw, PW, ""), ""),
+            "");
+        LLVMValueRef v3 = masked_load(e, gep_f32(e, xc, fofs), m2);
+        LLVMBasicBlockRef bf_end = LLVMGetInsertBlock(e->b);
+        LLVMBuildBr(e->b, bj);
+        at(e, bgg);
         LLVMValueRef offv = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, ihv, Wv, ""), iwv2, "");
         offv = LLVMBuildSExt(e->b, offv, LLVMVectorType(I, (unsigned)e->vl), "");
         LLVMValueRef ptrs = LLVMBuildGEP2(e->b, u->t_f32, xc, &offv, 1, "");
@@ -691,6 +711,7 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
         at(e, bj);
         LLVMValueRef v = phi(e, e->tv);
         incoming(v, v1, bc_end);
+        incoming(v, v3, bf_end);
         incoming(v, v2, bg_end);
         store_aligned(e, v, gep_f32(e, drow, c64(e, (int64_t)j * e->vl)), e->valign);
     }

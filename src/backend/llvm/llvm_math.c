@@ -115,7 +115,7 @@ LLVMValueRef tgc_lm_exp(tgc_llvm_unit *u, LLVMValueRef x)
         return tgc_lm_libm(u, "exp", x, NULL);
     LLVMTypeRef ty = LLVMTypeOf(x), ity = same_shape(ty, u->t_i32);
     /* x = n*ln2 + r, |r| <= ln2/2; e^r by its Taylor series to degree 7 (error < 1e-8) */
-    LLVMValueRef xc = sel(u, fcmp(u, LLVMRealOGT, x, 88.0), tgc_lm_const(u, ty, 88.0), x);
+    LLVMValueRef xc = sel(u, fcmp(u, LLVMRealOGT, x, 88.75), tgc_lm_const(u, ty, 88.75), x);
     xc = sel(u, fcmp(u, LLVMRealOLT, xc, -87.0), tgc_lm_const(u, ty, -87.0), xc);
     LLVMValueRef t = LLVMBuildFMul(u->b, xc, tgc_lm_const(u, ty, M_LOG2E), "");
     LLVMValueRef n = tgc_lm_intrinsic1(u, "llvm.roundeven", t);
@@ -124,10 +124,17 @@ LLVMValueRef tgc_lm_exp(tgc_llvm_unit *u, LLVMValueRef x)
     static const double c[8] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720,
                                 1.0 / 5040};
     LLVMValueRef p = horner(u, r, c, 8);
+    /* 2^n in two factors, so n = 128 (results just below FLT_MAX) stays representable */
     LLVMValueRef ni = LLVMBuildFPToSI(u->b, n, ity, "");
-    LLVMValueRef bits = LLVMBuildShl(u->b, LLVMBuildAdd(u->b, ni, icst(ity, 127), ""),
-                                     icst(ity, 23), "");
-    LLVMValueRef res = LLVMBuildFMul(u->b, p, LLVMBuildBitCast(u->b, bits, ty, ""), "");
+    LLVMValueRef n1 = LLVMBuildAShr(u->b, ni, icst(ity, 1), "");
+    LLVMValueRef n2 = LLVMBuildSub(u->b, ni, n1, "");
+    LLVMValueRef b1 = LLVMBuildShl(u->b, LLVMBuildAdd(u->b, n1, icst(ity, 127), ""),
+                                   icst(ity, 23), "");
+    LLVMValueRef b2 = LLVMBuildShl(u->b, LLVMBuildAdd(u->b, n2, icst(ity, 127), ""),
+                                   icst(ity, 23), "");
+    LLVMValueRef res = LLVMBuildFMul(
+        u->b, LLVMBuildFMul(u->b, p, LLVMBuildBitCast(u->b, b1, ty, ""), ""),
+        LLVMBuildBitCast(u->b, b2, ty, ""), "");
     res = sel(u, fcmp(u, LLVMRealOGT, x, 88.72283935546875), tgc_lm_const(u, ty, INFINITY), res);
     /* below -87 the result is under 1.7e-38: flushed to zero (denormals are not kept) */
     res = sel(u, fcmp(u, LLVMRealOLT, x, -87.0), tgc_lm_const(u, ty, 0.0), res);

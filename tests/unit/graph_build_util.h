@@ -1,0 +1,136 @@
+/* Helpers for the fusion and lowering tests (include after <cmocka.h>): graphs built node
+ * by node with shape inference, and a fusion classifier with the LLVM backend's rules. */
+#ifndef TGC_TESTS_UNIT_GRAPH_BUILD_UTIL_H
+#define TGC_TESTS_UNIT_GRAPH_BUILD_UTIL_H
+
+#include <string.h>
+
+#include "ir/shape_infer.h"
+#include "kir/access.h"
+#include "kir/lower.h"
+#include "passes/fuse.h"
+
+/* An argument input of this dtype and shape (bound to the next argument index). */
+static inline int32_t gb_input(tgc_graph *g, tgc_dtype dt, int ndim, const tgc_sdim *shape)
+{
+    int n_in = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n_in += g->nodes[i].op == TGC_OP_INPUT;
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_ARG;
+    a.i[1] = n_in;
+    tgc_vinfo v = {.dtype = dt, .ndim = ndim};
+    for (int d = 0; d < ndim; d++)
+        v.shape[d] = shape[d];
+    int32_t id = tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &a, &v);
+    assert_true(id >= 0);
+    return id;
+}
+
+/* A node whose type comes from shape inference. */
+static inline int32_t gb_op(tgc_graph *g, tgc_op op, const int32_t *in, int n_in,
+                            const tgc_attrs *a)
+{
+    tgc_vinfo iv[4];
+    tgc_attrs none = {0};
+    for (int k = 0; k < n_in; k++)
+        iv[k] = g->nodes[in[k]].out;
+    tgc_vinfo out;
+    if (tgc_infer(op, iv, n_in, a ? a : &none, g->syms, &out) != TGC_OK)
+        fail_msg("%s: %s", tgc_op_name(op), tgc_last_error());
+    int32_t id = tgc_graph_add(g, op, in, n_in, a ? a : &none, &out);
+    assert_true(id >= 0);
+    return id;
+}
+
+static inline int32_t gb_un(tgc_graph *g, tgc_op op, int32_t x)
+{
+    return gb_op(g, op, &x, 1, NULL);
+}
+
+static inline int32_t gb_bin(tgc_graph *g, tgc_op op, int32_t x, int32_t y)
+{
+    int32_t in[2] = {x, y};
+    return gb_op(g, op, in, 2, NULL);
+}
+
+/* A one-input op with integer attributes i[0..n). */
+static inline int32_t gb_ints(tgc_graph *g, tgc_op op, int32_t x, const int64_t *ints, int n)
+{
+    tgc_attrs a = {.ni = n};
+    for (int k = 0; k < n; k++)
+        a.i[k] = ints[k];
+    return gb_op(g, op, &x, 1, &a);
+}
+
+static inline int32_t gb_scalar(tgc_graph *g, tgc_op op, int32_t x, double s)
+{
+    tgc_attrs a = {.nf = 1};
+    a.f[0] = s;
+    return gb_op(g, op, &x, 1, &a);
+}
+
+/* sum / mean / max over a dim mask. */
+static inline int32_t gb_reduce(tgc_graph *g, tgc_op op, int32_t x, uint32_t mask, int keep)
+{
+    int64_t ints[2] = {mask, keep};
+    return gb_ints(g, op, x, ints, 2);
+}
+
+static inline void gb_outputs(tgc_graph *g, const int32_t *ids, int n)
+{
+    assert_int_equal(tgc_graph_set_outputs(g, ids, n), TGC_OK);
+    if (tgc_graph_verify(g) != TGC_OK)
+        fail_msg("%s", tgc_last_error());
+}
+
+/* The LLVM backend's fusion classes (llvm_backend.c), for graphs of f32/f64 values:
+ * pointwise ops and contiguous copies are POINTWISE, sum / mean / max of floats and a 1x1
+ * adaptive average pool are REDUCE, max / avg pools of f32 / f64 are WINDOW, matmul / linear
+ * / conv2d the template accepts are TEMPLATE, anything else runs opaque. */
+static inline tgc_fuse_class gb_classify(const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    if (nd->op == TGC_OP_INPUT || kir_is_view_op(nd->op))
+        return TGC_FUSE_FREE;
+    if (nd->flags & TGC_NODE_MUTATES)
+        return TGC_FUSE_OPAQUE;
+    tgc_dtype x = nd->n_in ? g->nodes[nd->in[0]].out.dtype : nd->out.dtype;
+    int fl = x == TGC_F32 || x == TGC_F64 || x == TGC_F16 || x == TGC_BF16;
+    switch (tgc_op_info_of(nd->op)->kind) {
+    case TGC_KIND_BINARY:
+    case TGC_KIND_COMPARE:
+    case TGC_KIND_TERNARY:
+    case TGC_KIND_SCALAR:
+    case TGC_KIND_UNARY: return TGC_FUSE_POINTWISE;
+    case TGC_KIND_VIEW:
+        return nd->out.dtype == TGC_F32 || nd->out.dtype == TGC_F64 ? TGC_FUSE_POINTWISE
+                                                                    : TGC_FUSE_OPAQUE;
+    case TGC_KIND_REDUCE:
+        return (nd->op == TGC_OP_SUM || nd->op == TGC_OP_MEAN || nd->op == TGC_OP_MAX) && fl &&
+                       nd->out.dtype == x
+                   ? TGC_FUSE_REDUCE
+                   : TGC_FUSE_OPAQUE;
+    case TGC_KIND_POOL:
+        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
+            (x == TGC_F32 || x == TGC_F64) && nd->out.ndim >= 3)
+            return TGC_FUSE_WINDOW;
+        return nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1 &&
+                       (x == TGC_F32 || x == TGC_F64)
+                   ? TGC_FUSE_REDUCE
+                   : TGC_FUSE_OPAQUE;
+    case TGC_KIND_MATMUL:
+    case TGC_KIND_CONV: return kir_template_ok(g, i) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
+    default: return TGC_FUSE_OPAQUE;
+    }
+}
+
+static const tgc_fuse_hooks gb_hooks = {gb_classify, kir_epilogue_operand_ok};
+
+static inline void gb_fuse(const tgc_graph *g, tgc_fusion *f)
+{
+    if (tgc_pass_fuse(g, &gb_hooks, f) != TGC_OK)
+        fail_msg("fuse: %s", tgc_last_error());
+}
+
+#endif
