@@ -308,6 +308,8 @@ tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out)
     *out = f->stats;
     out->variants = f->n_variants;
     out->guard_ns_per_call = f->guard_samples ? f->guard_ns_sum / (double)f->guard_samples : 0;
+    snprintf(out->backend, sizeof out->backend, "%s",
+             f->cfg.backend == TGC_BACKEND_EAGER ? "eager" : f->backend->name);
     pthread_mutex_unlock(&m->lock);
     return TGC_OK;
 }

@@ -327,6 +327,35 @@ static void test_compile_accepts_valid_configs(void **state)
     tgc_fn_free(NULL);
 }
 
+/* tgc_fn_stats names the backend the config resolved to. */
+static void test_stats_name_the_backend(void **state)
+{
+    (void)state;
+    tgc_config c = tgc_config_default();
+    const struct {
+        tgc_backend_kind kind;
+        const char *name;
+    } cases[] = {
+#ifdef TGC_HAVE_LLVM
+        {TGC_BACKEND_AUTO, "llvm"},
+        {TGC_BACKEND_LLVM, "llvm"},
+#else
+        {TGC_BACKEND_AUTO, "interp"},
+#endif
+        {TGC_BACKEND_INTERP, "interp"},
+        {TGC_BACKEND_EAGER, "eager"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.backend = cases[i].kind;
+        tgc_fn *f = tgc_compile(model, "m", &c);
+        assert_non_null(f);
+        tgc_stats s;
+        assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
+        assert_string_equal(s.backend, cases[i].name);
+        tgc_fn_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +365,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_choices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_rejects_bad_configs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_accepts_valid_configs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats_name_the_backend, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
