@@ -167,6 +167,91 @@ static tgc_status materialize_views(tgc_graph *g)
     return TGC_OK;
 }
 
+/* The averaging matrix of an adaptive pool along one dim: [out, in] (or its transpose),
+ * row i weighting input window [floor(i*in/out), ceil((i+1)*in/out)) equally. */
+static tgc_tensor *pool_matrix(int64_t in, int64_t out, int transpose)
+{
+    int64_t shape[2] = {transpose ? in : out, transpose ? out : in};
+    tgc_tensor *t = tgc_tensor_new(shape, 2, TGC_F32, tgc_cpu());
+    if (!t)
+        return NULL;
+    float *d = tgc_tensor_base(t);
+    memset(d, 0, (size_t)(in * out) * sizeof(float));
+    for (int64_t i = 0; i < out; i++) {
+        int64_t lo = i * in / out, hi = ((i + 1) * in + out - 1) / out;
+        for (int64_t k = lo; k < hi; k++)
+            d[transpose ? k * out + i : i * in + k] = 1.0f / (float)(hi - lo);
+    }
+    tgc_scope_release(t);
+    return t;
+}
+
+static int32_t emit_const(tgc_rewriter *rw, tgc_tensor *t)
+{
+    int k = t ? tgc_graph_add_const(rw->g, t) : -1;
+    if (t)
+        tgc_tensor_unref(t); /* the graph holds the only reference now */
+    if (k < 0) {
+        rw->st = t ? tgc_last_status() : TGC_ERR_OOM;
+        return -1;
+    }
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_FOLDED;
+    a.i[1] = k;
+    tgc_vinfo v = {.dtype = TGC_F32, .ndim = 2};
+    v.shape[0] = t->shape[0];
+    v.shape[1] = t->shape[1];
+    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v);
+}
+
+/* An adaptive average pool to other than 1x1 (whose windows move by a non-integer step,
+ * so no affine window load expresses it) is out = P_h . x . P_w^T with constant averaging
+ * matrices: two small GEMMs instead of an interp call. */
+static tgc_status adaptive_pool_as_matmuls(tgc_graph *g)
+{
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        const tgc_vinfo *x = nd->n_in ? &g->nodes[nd->in[0]].out : NULL;
+        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && x->dtype == TGC_F32 && x->ndim >= 3 &&
+            TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) && TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
+            !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1))
+            n++;
+    }
+    if (!n)
+        return TGC_OK;
+    tgc_rewriter rw;
+    tgc_status st = tgc_rw_begin(&rw, g);
+    for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        const tgc_vinfo *x = nd->n_in ? &g->nodes[nd->in[0]].out : NULL;
+        if (!(nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && x->dtype == TGC_F32 && x->ndim >= 3 &&
+              TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) &&
+              TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
+              !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1))) {
+            tgc_rw_copy(&rw, i);
+            continue;
+        }
+        int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
+        tgc_attrs none = {0};
+        int32_t pw = emit_const(&rw, pool_matrix(W, nd->attrs.i[1], 1));
+        int32_t ph = emit_const(&rw, pool_matrix(H, nd->attrs.i[0], 0));
+        int32_t a[2] = {tgc_rw_new(&rw, nd->in[0]), pw};
+        int32_t y = pw >= 0 && ph >= 0 ? tgc_rw_emit(&rw, TGC_OP_MATMUL, a, 2, &none) : -1;
+        int32_t b[2] = {ph, y};
+        int32_t z = y >= 0 ? tgc_rw_emit(&rw, TGC_OP_MATMUL, b, 2, &none) : -1;
+        if (z >= 0)
+            rw.map[i] = z;
+    }
+    if (st == TGC_OK && rw.st != TGC_OK) {
+        st = rw.st;
+        tgc_rw_abort(&rw);
+    } else if (st == TGC_OK) {
+        st = tgc_rw_finish(&rw);
+    }
+    return st;
+}
+
 /* A matmul, linear or conv whose operands are views the template cannot stride through
  * (attention's per-head q and k: batch dims that do not flatten into one stride) reads
  * contiguous copies instead: one pass over the operand buys the packed GEMM. */
@@ -510,6 +595,8 @@ static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg
     tgc_status st = a->g ? TGC_OK : TGC_ERR_OOM;
     if (st == TGC_OK)
         st = tgc_passes_run_opts(a->g, cfg, name, TGC_DECOMPOSE_KEEP_ACTIVATIONS);
+    if (st == TGC_OK)
+        st = adaptive_pool_as_matmuls(a->g);
     if (st == TGC_OK)
         st = materialize_views(a->g);
     if (st == TGC_OK)
