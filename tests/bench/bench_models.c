@@ -6,7 +6,7 @@
  * compile, run) minus one warm call (the fastest one timed). ResNet18 runs first so that nothing
  * before it has warmed the compiler.
  *
- *   bench_models [--threads 2] [--iters 5] [--warmup 1] [--budget 10] [--backend auto]
+ *   bench_models [--threads 2] [--iters 5] [--warmup 3] [--budget 10] [--backend auto]
  *                [--only resnet18,bert,seed_cnn] [--bert-layers 12] [--json out.json]
  *
  * Each figure is the median of --iters timed calls after --warmup calls; a measurement stops
@@ -317,7 +317,7 @@ usage:
 int main(int argc, char **argv)
 {
     static run_state rs;
-    rs.opt = (options){2, 5, 1, 12, 10.0, NULL, NULL, TGC_BACKEND_AUTO};
+    rs.opt = (options){2, 5, 3, 12, 10.0, NULL, NULL, TGC_BACKEND_AUTO};
     snprintf(rs.backend, sizeof rs.backend, "?");
     if (!parse_args(argc, argv, &rs.opt))
         return 2;

@@ -198,7 +198,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--iters", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--budget", type=float, default=10.0, help="seconds per measurement")
     p.add_argument("--only", default="resnet18,bert,seed_cnn")
     p.add_argument("--bert-layers", type=int, default=12)
