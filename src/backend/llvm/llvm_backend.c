@@ -9,6 +9,7 @@
  * Memory: every intermediate buffer gets a slot by lifetime (values whose live ranges do
  * not overlap share a slot); a call sizes the slots from its symbol values and carves them
  * out of one arena the artifact keeps between calls. Outputs are fresh tensors. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,128 @@ static tgc_status adaptive_pool_as_matmuls(tgc_graph *g)
         int32_t z = y >= 0 ? tgc_rw_emit(&rw, TGC_OP_MATMUL, b, 2, &none) : -1;
         if (z >= 0)
             rw.map[i] = z;
+    }
+    if (st == TGC_OK && rw.st != TGC_OK) {
+        st = rw.st;
+        tgc_rw_abort(&rw);
+    } else if (st == TGC_OK) {
+        st = tgc_rw_finish(&rw);
+    }
+    return st;
+}
+
+/* A 0-d f32 constant of the graph. */
+static int32_t emit_scalar_const(tgc_rewriter *rw, float v)
+{
+    tgc_tensor *t = tgc_tensor_new(NULL, 0, TGC_F32, tgc_cpu());
+    if (!t) {
+        rw->st = TGC_ERR_OOM;
+        return -1;
+    }
+    *(float *)tgc_tensor_base(t) = v;
+    tgc_scope_release(t);
+    int k = tgc_graph_add_const(rw->g, t);
+    tgc_tensor_unref(t);
+    if (k < 0) {
+        rw->st = tgc_last_status();
+        return -1;
+    }
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_FOLDED;
+    a.i[1] = k;
+    tgc_vinfo v0 = {.dtype = TGC_F32, .ndim = 0};
+    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v0);
+}
+
+static int sdpa_decomposable(const tgc_graph *g, const tgc_node *nd)
+{
+    if (nd->op != TGC_OP_SDPA || nd->out.dtype != TGC_F32 || nd->attrs.i[0] != 0 ||
+        nd->attrs.f[0] != 0.0)
+        return 0;
+    for (int k = 0; k < 3; k++)
+        if (g->nodes[nd->in[k]].out.ndim < 2)
+            return 0;
+    return 1;
+}
+
+/* scaled_dot_product_attention without dropout or causal masking, as the GEMMs and the
+ * softmax the fuser knows: matmul(q, k^T) * scale (+ float mask, or -inf where a bool mask
+ * is false), a softmax whose fully masked rows give zeros (interp's semantics), then
+ * matmul(., v). The scores' epilogue and the softmax fuse; both GEMMs are templates. */
+static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, const tgc_node *nd)
+{
+    tgc_attrs none = {0};
+    int32_t q = tgc_rw_new(rw, nd->in[0]), k = tgc_rw_new(rw, nd->in[1]),
+            v = tgc_rw_new(rw, nd->in[2]);
+    int rk = g->nodes[nd->in[1]].out.ndim;
+    tgc_attrs perm = {.ni = rk};
+    for (int d = 0; d < rk; d++)
+        perm.i[d] = d;
+    perm.i[rk - 2] = rk - 1;
+    perm.i[rk - 1] = rk - 2;
+    int32_t kt = tgc_rw_emit(rw, TGC_OP_PERMUTE, &k, 1, &perm);
+    int32_t qk[2] = {q, kt};
+    int32_t sc = kt >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, qk, 2, &none) : -1;
+    tgc_attrs mul = {.nf = 1};
+    mul.f[0] = nd->attrs.f[1];
+    if (sc >= 0)
+        sc = tgc_rw_emit(rw, TGC_OP_MUL_SCALAR, &sc, 1, &mul);
+    if (sc >= 0 && nd->n_in > 3) {
+        int32_t m = tgc_rw_new(rw, nd->in[3]);
+        if (g->nodes[nd->in[3]].out.dtype == TGC_BOOL) {
+            int32_t ninf = emit_scalar_const(rw, -INFINITY);
+            int32_t w[3] = {m, sc, ninf};
+            sc = ninf >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &none) : -1;
+        } else {
+            int32_t ad[2] = {sc, m};
+            sc = tgc_rw_emit(rw, TGC_OP_ADD, ad, 2, &none);
+        }
+    }
+    if (sc < 0)
+        return -1;
+    int r = tgc_rw_type(rw, sc)->ndim;
+    tgc_attrs red = {.ni = 2};
+    red.i[0] = (int64_t)1 << (r - 1);
+    red.i[1] = 1;
+    int32_t mx = tgc_rw_emit(rw, TGC_OP_MAX, &sc, 1, &red);
+    int32_t sd[2] = {sc, mx};
+    int32_t d = mx >= 0 ? tgc_rw_emit(rw, TGC_OP_SUB, sd, 2, &none) : -1;
+    int32_t e = d >= 0 ? tgc_rw_emit(rw, TGC_OP_EXP, &d, 1, &none) : -1;
+    int32_t z = e >= 0 ? tgc_rw_emit(rw, TGC_OP_SUM, &e, 1, &red) : -1;
+    int32_t ez[2] = {e, z};
+    int32_t pr = z >= 0 ? tgc_rw_emit(rw, TGC_OP_DIV, ez, 2, &none) : -1;
+    int32_t zero = pr >= 0 ? emit_scalar_const(rw, 0.0f) : -1;
+    int32_t zz[2] = {z, zero};
+    int32_t ok = zero >= 0 ? tgc_rw_emit(rw, TGC_OP_GT, zz, 2, &none) : -1;
+    int32_t w[3] = {ok, pr, zero};
+    int32_t p = ok >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &none) : -1;
+    int32_t pv[2] = {p, v};
+    return p >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, pv, 2, &none) : -1;
+}
+
+static tgc_status decompose_attention(tgc_graph *g)
+{
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n += sdpa_decomposable(g, &g->nodes[i]);
+    if (!n)
+        return TGC_OK;
+    tgc_rewriter rw;
+    tgc_status st = tgc_rw_begin(&rw, g);
+    for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        if (!sdpa_decomposable(g, nd)) {
+            tgc_rw_copy(&rw, i);
+            continue;
+        }
+        int mark = rw.next.n_nodes;
+        int32_t r = emit_sdpa(&rw, g, nd);
+        if (r >= 0 && tgc_vinfo_same(tgc_rw_type(&rw, r), &nd->out)) {
+            rw.map[i] = r;
+        } else { /* keep the node when the rewrite does not reproduce its type */
+            tgc_rw_rollback(&rw, mark);
+            tgc_rw_copy(&rw, i);
+        }
     }
     if (st == TGC_OK && rw.st != TGC_OK) {
         st = rw.st;
@@ -597,6 +720,8 @@ static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg
         st = tgc_passes_run_opts(a->g, cfg, name, TGC_DECOMPOSE_KEEP_ACTIVATIONS);
     if (st == TGC_OK)
         st = adaptive_pool_as_matmuls(a->g);
+    if (st == TGC_OK)
+        st = decompose_attention(a->g);
     if (st == TGC_OK)
         st = materialize_views(a->g);
     if (st == TGC_OK)
