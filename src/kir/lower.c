@@ -420,48 +420,62 @@ static int add_store(lctx *c, int32_t i, int32_t val, int phase)
     return kir_add_store(c->k, &s) >= 0;
 }
 
-/* Every access of k, as pointers to their stride arrays. */
-static int accesses(kir_kernel *k, kir_access **out, int max)
+/* Every access of k (loads, their guards, stores), as pointers; caller frees. NULL on OOM. */
+static kir_access **accesses(kir_kernel *k, int *n)
 {
-    int n = 0;
-    for (int i = 0; i < k->n_loads && n < max; i++) {
-        out[n++] = &k->loads[i].at;
-        for (int g = 0; g < k->loads[i].n_guards && n < max; g++)
-            out[n++] = &k->loads[i].guard[g];
+    int cap = k->n_stores;
+    for (int i = 0; i < k->n_loads; i++)
+        cap += 1 + k->loads[i].n_guards;
+    kir_access **out = malloc((size_t)(cap ? cap : 1) * sizeof *out);
+    *n = 0;
+    if (!out)
+        return NULL;
+    for (int i = 0; i < k->n_loads; i++) {
+        out[(*n)++] = &k->loads[i].at;
+        for (int g = 0; g < k->loads[i].n_guards; g++)
+            out[(*n)++] = &k->loads[i].guard[g];
     }
-    for (int i = 0; i < k->n_stores && n < max; i++)
-        out[n++] = &k->stores[i].at;
-    return n;
+    for (int i = 0; i < k->n_stores; i++)
+        out[(*n)++] = &k->stores[i].at;
+    return out;
 }
 
-static void drop_var(kir_kernel *k, int v)
+static int drop_var(kir_kernel *k, int v)
 {
-    int nv = k->n_outer + k->n_inner;
-    kir_access *acc[512];
-    int na = accesses(k, acc, 512);
+    int nv = k->n_outer + k->n_inner, na;
+    kir_access **acc = accesses(k, &na);
+    if (!acc)
+        return 0;
     for (int a = 0; a < na; a++) {
         memmove(&acc[a]->stride[v], &acc[a]->stride[v + 1], (size_t)(nv - v - 1) * sizeof(tgc_sdim));
         acc[a]->stride[nv - 1] = 0;
     }
+    free(acc);
     memmove(&k->extent[v], &k->extent[v + 1], (size_t)(nv - v - 1) * sizeof(tgc_sdim));
     if (v < k->n_outer)
         k->n_outer--;
     else
         k->n_inner--;
+    return 1;
 }
 
 /* Merges var v into var v+1 when every access walks them as one. */
 static int try_merge(kir_kernel *k, tgc_symtab *t, int v)
 {
-    kir_access *acc[512];
-    int na = accesses(k, acc, 512);
-    if (na >= 512)
+    int na;
+    kir_access **acc = accesses(k, &na);
+    if (!acc)
         return 0;
-    for (int a = 0; a < na; a++)
-        if (!kir_same(acc[a]->stride[v], tgc_sym_mul(t, acc[a]->stride[v + 1], k->extent[v + 1])))
-            return 0;
-    k->extent[v + 1] = tgc_sym_mul(t, k->extent[v], k->extent[v + 1]);
-    drop_var(k, v);
+    int ok = 1;
+    for (int a = 0; a < na && ok; a++)
+        ok = kir_same(acc[a]->stride[v], tgc_sym_mul(t, acc[a]->stride[v + 1], k->extent[v + 1]));
+    free(acc);
+    if (!ok)
+        return 0;
+    tgc_sdim merged = tgc_sym_mul(t, k->extent[v], k->extent[v + 1]);
+    if (!drop_var(k, v))
+        return 0;
+    k->extent[v] = merged; /* var v + 1 moved down to v */
     return 1;
 }
 

@@ -476,12 +476,18 @@ static tgc_status hoist_input_only(tgc_graph *g)
 typedef struct ep_ctx {
     const kir_kernel *k;
     const tgc_llvm_slots *slots;
+    int failed;
 } ep_ctx;
 
 static LLVMValueRef ep_emit(void *ctx, tgc_llvm_unit *u, LLVMValueRef acc, const tgc_gemm_ep_pos *pos)
 {
     ep_ctx *e = ctx;
-    return tgc_llvm_epilogue_emit(u, e->k, e->slots, acc, pos);
+    LLVMValueRef r = tgc_llvm_epilogue_emit(u, e->k, e->slots, acc, pos);
+    if (!r) { /* keep the IR well formed; the step reports the failure */
+        e->failed = 1;
+        return acc;
+    }
+    return r;
 }
 
 /* The conv's GEMM has M = output channels, often a multiple of 8 but not of the default
@@ -595,6 +601,9 @@ static tgc_status emit_steps(llvm_art *a, const tgc_fusion *fu, const uint8_t *m
                 st = tgc_llvm_gemm_emit(&u, s->name, &ep, &s->gk);
             else if (st == TGC_OK)
                 st = tgc_llvm_conv_emit_cfg(&u, s->name, NULL, &ep, conv_config(&u, s->k), &s->gk);
+            if (st == TGC_OK && eps[gi].failed)
+                st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: the epilogue of kernel k%d uses an "
+                                   "op the LLVM codegen does not support", gi);
         }
         a->n_steps++;
         a->kernels++;

@@ -998,13 +998,15 @@ LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
     c.vec_var = 2;
     c.mask = pos->mask;
     c.gemm_acc = acc;
-    LLVMValueRef bp[64], sv[256], memo[512];
-    if (k->n_bufs > 64 || slots->n > 256 || k->n_vals > 512)
-        return acc; /* lowering keeps epilogues far smaller */
-    c.buf_ptr = bp;
-    c.slot_val = sv;
-    c.memo = memo;
-    memset(memo, 0, sizeof memo);
+    c.buf_ptr = calloc((size_t)k->n_bufs + 1, sizeof *c.buf_ptr);
+    c.slot_val = calloc((size_t)slots->n + 1, sizeof *c.slot_val);
+    c.memo = calloc((size_t)k->n_vals + 1, sizeof *c.memo);
+    if (!c.buf_ptr || !c.slot_val || !c.memo) {
+        free(c.buf_ptr);
+        free(c.slot_val);
+        free(c.memo);
+        return NULL; /* the emitter reports the failure */
+    }
     LLVMValueRef bufs = LLVMBuildLoad2(c.b, u->t_ptr, pos->args, "ep_bufs");
     LLVMValueRef sp = LLVMBuildGEP2(c.b, u->t_ptr, pos->args, (LLVMValueRef[]){i64c(&c, 1)}, 1, "");
     LLVMValueRef sizes = LLVMBuildLoad2(c.b, u->t_ptr, sp, "ep_sizes");
@@ -1013,5 +1015,9 @@ LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
     c.var[1] = pos->m;
     c.var[2] = pos->n0;
     LLVMValueRef r = emit_val(&c, k->result);
-    return convert(&c, r, k->vals[k->result].dtype, TGC_F32);
+    r = convert(&c, r, k->vals[k->result].dtype, TGC_F32);
+    free(c.buf_ptr);
+    free(c.slot_val);
+    free(c.memo);
+    return c.failed ? NULL : r;
 }
