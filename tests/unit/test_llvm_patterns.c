@@ -816,6 +816,37 @@ static void conv_bias_relu_is_one_kernel(void **state)
     assert_int_equal(check_static(fn_conv_bias_relu, "conv_bias_relu", in, 3, 1), 1);
 }
 
+/* conv over every way the im2col packing reads the input: rows wider than a vector
+ * (contiguous), "same" width at stride 1 (one masked load across rows), rows of half a
+ * vector or more with other padding (a masked load per row segment), narrow rows and
+ * stride 2 (gathers); in: x, w, pad, stride */
+MODEL(fn_conv_pad)
+{
+    UNUSED_ARGS;
+    int pad = (int)tgc_item_i64(in[2]), st = (int)tgc_item_i64(in[3]);
+    out[0] = tgc_conv2d(in[0], in[1], NULL, st, st, pad, pad, 1, 1, 1);
+    return all_set(out, 1);
+}
+
+static void conv_im2col_paths(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t n, c, h, w, pad, stride;
+    } g[] = {{2, 3, 20, 40, 1, 1}, {2, 5, 9, 9, 1, 1}, {2, 4, 16, 16, 2, 1}, {3, 3, 8, 12, 2, 1},
+             {2, 4, 11, 7, 2, 1},  {2, 3, 6, 4, 0, 1}, {2, 3, 13, 17, 1, 2}, {1, 4, 10, 10, 3, 1}, {2, 3, 20, 33, 1, 2}};
+    for (size_t i = 0; i < N_OF(g); i++) {
+        int64_t pv = g[i].pad, sv = g[i].stride;
+        tgc_tensor *in[4] = {normal(SHAPE(g[i].n, g[i].c, g[i].h, g[i].w), TGC_F32),
+                             normal(SHAPE(6, g[i].c, 3, 3), TGC_F32),
+                             tgc_from_data(&pv, sizeof pv, NULL, 0, TGC_I64, tgc_cpu()),
+                             tgc_from_data(&sv, sizeof sv, NULL, 0, TGC_I64, tgc_cpu())};
+        char name[32];
+        snprintf(name, sizeof name, "conv_pad_%zu", i);
+        assert_int_equal(check_static(fn_conv_pad, name, in, 4, 1), 1);
+    }
+}
+
 /* batch-norm statistics and affine parameters, captured by the traced function */
 static tgc_tensor *g_bn[4];
 
@@ -1180,6 +1211,7 @@ int main(void)
         T(softmax_log_softmax_layer_norm_over_rows),
         T(softmax_and_layer_norm_are_one_kernel_each),
         T(conv_bias_relu_is_one_kernel),
+        T(conv_im2col_paths),
         T(conv_bn_relu_residual_epilogues),
         T(linear_with_activation_epilogues),
         T(batched_matmuls),

@@ -576,6 +576,7 @@ typedef struct cvec {
     LLVMValueRef ih0v, iw0v, valid; /* <VL x i32> window origins, <VL x i1> live lanes */
     LLVMValueRef cont, ih0s, iw0s;  /* contiguous fast path: one output row, stride_w 1 */
     LLVMValueRef pix0;              /* first pixel of the vector (i64) */
+    LLVMValueRef ohv, oh0;          /* output rows of the lanes, of the first lane */
 } cvec;
 
 static LLVMValueRef vsplat32(gemm_em *e, LLVMValueRef s64)
@@ -628,6 +629,12 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
     LLVMValueRef flat = LLVMBuildAnd(
         e->b, LLVMBuildAnd(e->b, sw1, LLVMBuildICmp(e->b, LLVMIntEQ, SH, c64(e, 1), ""), ""),
         LLVMBuildICmp(e->b, LLVMIntEQ, OW, W, ""), "");
+    /* stride_w 1 and rows of at least half a vector: a vector of pixels spans at most
+     * three output rows, each a contiguous input run: three masked loads, not a gather */
+    LLVMValueRef seg = LLVMBuildAnd(
+        e->b, sw1,
+        LLVMBuildICmp(e->b, LLVMIntSGE, LLVMBuildMul(e->b, OW, c64(e, 2), ""), c64(e, e->vl), ""),
+        "");
     em_loop pl;
     loop_begin(e, &pl, np, "panel");
     LLVMValueRef off = LLVMBuildMul(e->b, pl.i, c64(e, e->nr), "");
@@ -652,6 +659,8 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
             LLVMBuildICmp(e->b, LLVMIntSLE, c64(e, (int64_t)(j + 1) * e->vl), nrv, "");
         cv[j].cont = LLVMBuildAnd(e->b, sw1, LLVMBuildAnd(e->b, fits, whole, ""), "");
         cv[j].pix0 = pix0;
+        cv[j].ohv = ohv;
+        cv[j].oh0 = oh0;
         cv[j].ih0s = LLVMBuildSub(e->b, LLVMBuildMul(e->b, oh0, SH, ""), PH, "");
         cv[j].iw0s = LLVMBuildSub(e->b, ow0, PW, "");
     }
@@ -702,6 +711,26 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
         LLVMBasicBlockRef bf_end = LLVMGetInsertBlock(e->b);
         LLVMBuildBr(e->b, bj);
         at(e, bgg);
+        LLVMBasicBlockRef bs = new_block(e, "segs"), bga = new_block(e, "gather");
+        LLVMBuildCondBr(e->b, seg, bs, bga);
+        at(e, bs);
+        LLVMValueRef v4 = LLVMConstNull(e->tv);
+        for (int sgi = 0; sgi < 3; sgi++) {
+            LLVMValueRef ohs = LLVMBuildAdd(e->b, cv[j].oh0, c64(e, sgi), "");
+            LLVMValueRef ms = LLVMBuildAnd(
+                e->b, m2, LLVMBuildICmp(e->b, LLVMIntEQ, cv[j].ohv, vsplat32(e, ohs), ""), "");
+            /* lane l of row ohs reads input (ohs*SH - PH + dh, pix0 + l - ohs*OW - PW + dw) */
+            LLVMValueRef row = LLVMBuildSub(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, ohs, SH, ""), dh, ""), PH, "");
+            LLVMValueRef col = LLVMBuildSub(
+                e->b, LLVMBuildAdd(e->b, cv[j].pix0, LLVMBuildSub(e->b, dw, PW, ""), ""),
+                LLVMBuildMul(e->b, ohs, OW, ""), "");
+            LLVMValueRef so = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, row, W, ""), col, "");
+            LLVMValueRef ls = masked_load(e, gep_f32(e, xc, so), ms);
+            v4 = LLVMBuildSelect(e->b, ms, ls, v4, "");
+        }
+        LLVMBasicBlockRef bs_end = LLVMGetInsertBlock(e->b);
+        LLVMBuildBr(e->b, bj);
+        at(e, bga);
         LLVMValueRef offv = LLVMBuildAdd(e->b, LLVMBuildMul(e->b, ihv, Wv, ""), iwv2, "");
         offv = LLVMBuildSExt(e->b, offv, LLVMVectorType(I, (unsigned)e->vl), "");
         LLVMValueRef ptrs = LLVMBuildGEP2(e->b, u->t_f32, xc, &offv, 1, "");
@@ -712,6 +741,7 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
         LLVMValueRef v = phi(e, e->tv);
         incoming(v, v1, bc_end);
         incoming(v, v3, bf_end);
+        incoming(v, v4, bs_end);
         incoming(v, v2, bg_end);
         store_aligned(e, v, gep_f32(e, drow, c64(e, (int64_t)j * e->vl)), e->valign);
     }
