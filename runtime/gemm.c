@@ -385,14 +385,15 @@ static void scatter_images(void *ctx, int64_t lo, int64_t hi)
     int64_t ohw = s->oh * s->ow;
     for (int64_t n = lo; n < hi; n++) {
         float *yn = s->y + n * p->o * ohw;
+        const float *cn = s->ctmp + n * ohw;
         for (int64_t o = 0; o < p->o; o++)
-            memcpy(yn + o * ohw, s->ctmp + o * s->cols_n + n * ohw, (size_t)ohw * sizeof(float));
+            for (int64_t q = 0; q < ohw; q++) /* rows of a few floats: no memcpy call */
+                yn[o * ohw + q] = cn[o * s->cols_n + q];
         if (!s->k->ep)
             continue;
-        for (int64_t m0 = 0; m0 < p->o; m0 += s->k->mr)
-            for (int64_t n0 = 0; n0 < ohw; n0 += s->k->nr)
-                s->k->ep(yn + m0 * ohw + n0, ohw, min64(s->k->mr, p->o - m0),
-                         min64(s->k->nr, ohw - n0), s->ep_args, n, m0, n0);
+        /* the epilogue walks any number of rows: one call per image and column block */
+        for (int64_t n0 = 0; n0 < ohw; n0 += s->k->nr)
+            s->k->ep(yn + n0, ohw, p->o, min64(s->k->nr, ohw - n0), s->ep_args, n, 0, n0);
     }
 }
 
