@@ -1,0 +1,440 @@
+/* Graph preparation for the LLVM backend (see llvm_prepare.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/llvm/llvm_codegen.h"
+#include "backend/llvm/llvm_prepare.h"
+#include "frontend/tensor_impl.h"
+#include "kir/access.h"
+#include "kir/lower.h"
+#include "passes/passes.h"
+#include "support/error.h"
+
+/* ---- classification for fusion ---- */
+
+static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    if (nd->op == TGC_OP_INPUT || kir_is_view_op(nd->op))
+        return TGC_FUSE_FREE;
+    if (nd->flags & TGC_NODE_MUTATES)
+        return TGC_FUSE_OPAQUE;
+    tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
+    tgc_dtype in[3];
+    for (int k = 0; k < nd->n_in && k < 3; k++)
+        in[k] = g->nodes[nd->in[k]].out.dtype;
+    switch (kind) {
+    case TGC_KIND_BINARY:
+    case TGC_KIND_COMPARE:
+    case TGC_KIND_TERNARY:
+    case TGC_KIND_SCALAR:
+    case TGC_KIND_UNARY:
+        return tgc_llvm_pointwise_supported(nd->op, nd->out.dtype, in, nd->n_in)
+                   ? TGC_FUSE_POINTWISE
+                   : TGC_FUSE_OPAQUE;
+    case TGC_KIND_VIEW: /* contiguous: an identity copy */
+        return nd->out.dtype == TGC_F32 || nd->out.dtype == TGC_F64 ? TGC_FUSE_POINTWISE
+                                                                   : TGC_FUSE_OPAQUE;
+    case TGC_KIND_REDUCE:
+        if (nd->op == TGC_OP_SUM || nd->op == TGC_OP_MEAN || nd->op == TGC_OP_MAX) {
+            tgc_dtype x = in[0];
+            int fl = x == TGC_F32 || x == TGC_F64 || x == TGC_F16 || x == TGC_BF16;
+            return fl && nd->out.dtype == x ? TGC_FUSE_REDUCE : TGC_FUSE_OPAQUE;
+        }
+        return TGC_FUSE_OPAQUE;
+    case TGC_KIND_POOL:
+        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
+            (in[0] == TGC_F32 || in[0] == TGC_F64) && nd->out.ndim >= 3)
+            return TGC_FUSE_WINDOW;
+        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1 &&
+            (in[0] == TGC_F32 || in[0] == TGC_F64))
+            return TGC_FUSE_REDUCE;
+        return TGC_FUSE_OPAQUE;
+    case TGC_KIND_MATMUL:
+    case TGC_KIND_CONV: return kir_template_ok(g, i) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
+    default: return TGC_FUSE_OPAQUE;
+    }
+}
+
+static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
+
+const tgc_fuse_hooks *tgc_llvm_fuse_hooks(void)
+{
+    return &hooks;
+}
+
+/* Puts a contiguous copy in front of every view whose chain no affine access expresses
+ * (a reshape merging dims of a permuted tensor), so lowering only sees affine views. */
+static tgc_status materialize_views(tgc_graph *g)
+{
+    for (int round = 0; round < 8; round++) {
+        /* a view fails on its own when its input's view is affine */
+        uint8_t *bad = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+        if (!bad)
+            return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+        int n_bad = 0;
+        for (int32_t i = 0; i < g->n_nodes; i++) {
+            kir_view v;
+            const tgc_node *nd = &g->nodes[i];
+            if (kir_is_view_op(nd->op) && !kir_view_of(g, i, &v) &&
+                kir_view_of(g, nd->in[0], &v)) {
+                bad[i] = 1;
+                n_bad++;
+            }
+        }
+        if (!n_bad) {
+            free(bad);
+            return TGC_OK;
+        }
+        tgc_rewriter rw;
+        tgc_status st = tgc_rw_begin(&rw, g);
+        for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+            if (!bad[i]) {
+                tgc_rw_copy(&rw, i);
+                continue;
+            }
+            const tgc_node *nd = &g->nodes[i];
+            int32_t src = tgc_rw_new(&rw, nd->in[0]);
+            tgc_attrs none = {0};
+            int32_t cont = tgc_rw_emit(&rw, TGC_OP_CONTIGUOUS, &src, 1, &none);
+            int32_t v = cont >= 0 ? tgc_rw_emit(&rw, nd->op, &cont, 1, &nd->attrs) : -1;
+            if (v >= 0)
+                rw.map[i] = v;
+        }
+        free(bad);
+        if (st == TGC_OK && rw.st != TGC_OK) {
+            st = rw.st;
+            tgc_rw_abort(&rw);
+        } else if (st == TGC_OK) {
+            st = tgc_rw_finish(&rw);
+        }
+        if (st != TGC_OK)
+            return st;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        kir_view v;
+        if (kir_is_view_op(g->nodes[i].op) && !kir_view_of(g, i, &v))
+            return tgc_set_error(TGC_ERR_INTERNAL,
+                                 "tgc llvm: view %%%d (%s) is still not affine after copies", i,
+                                 tgc_op_name(g->nodes[i].op));
+    }
+    return TGC_OK;
+}
+
+/* The averaging matrix of an adaptive pool along one dim: [out, in] (or its transpose),
+ * row i weighting input window [floor(i*in/out), ceil((i+1)*in/out)) equally. */
+static tgc_tensor *pool_matrix(int64_t in, int64_t out, int transpose)
+{
+    int64_t shape[2] = {transpose ? in : out, transpose ? out : in};
+    tgc_tensor *t = tgc_tensor_new(shape, 2, TGC_F32, tgc_cpu());
+    if (!t)
+        return NULL;
+    float *d = tgc_tensor_base(t);
+    memset(d, 0, (size_t)(in * out) * sizeof(float));
+    for (int64_t i = 0; i < out; i++) {
+        int64_t lo = i * in / out, hi = ((i + 1) * in + out - 1) / out;
+        for (int64_t k = lo; k < hi; k++)
+            d[transpose ? k * out + i : i * in + k] = 1.0f / (float)(hi - lo);
+    }
+    tgc_scope_release(t);
+    return t;
+}
+
+static int32_t emit_const(tgc_rewriter *rw, tgc_tensor *t)
+{
+    int k = t ? tgc_graph_add_const(rw->g, t) : -1;
+    if (t)
+        tgc_tensor_unref(t); /* the graph holds the only reference now */
+    if (k < 0) {
+        rw->st = t ? tgc_last_status() : TGC_ERR_OOM;
+        return -1;
+    }
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_FOLDED;
+    a.i[1] = k;
+    tgc_vinfo v = {.dtype = TGC_F32, .ndim = 2};
+    v.shape[0] = t->shape[0];
+    v.shape[1] = t->shape[1];
+    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v);
+}
+
+/* An adaptive average pool to other than 1x1 (whose windows move by a non-integer step,
+ * so no affine window load expresses it) is out = P_h . x . P_w^T with constant averaging
+ * matrices: two small GEMMs instead of an interp call. */
+static tgc_status adaptive_pool_as_matmuls(tgc_graph *g)
+{
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        const tgc_vinfo *x = nd->n_in ? &g->nodes[nd->in[0]].out : NULL;
+        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && x->dtype == TGC_F32 && x->ndim >= 3 &&
+            TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) && TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
+            !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1))
+            n++;
+    }
+    if (!n)
+        return TGC_OK;
+    tgc_rewriter rw;
+    tgc_status st = tgc_rw_begin(&rw, g);
+    for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        const tgc_vinfo *x = nd->n_in ? &g->nodes[nd->in[0]].out : NULL;
+        if (!(nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && x->dtype == TGC_F32 && x->ndim >= 3 &&
+              TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) &&
+              TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
+              !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1))) {
+            tgc_rw_copy(&rw, i);
+            continue;
+        }
+        int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
+        tgc_attrs none = {0};
+        int32_t pw = emit_const(&rw, pool_matrix(W, nd->attrs.i[1], 1));
+        int32_t ph = emit_const(&rw, pool_matrix(H, nd->attrs.i[0], 0));
+        int32_t a[2] = {tgc_rw_new(&rw, nd->in[0]), pw};
+        int32_t y = pw >= 0 && ph >= 0 ? tgc_rw_emit(&rw, TGC_OP_MATMUL, a, 2, &none) : -1;
+        int32_t b[2] = {ph, y};
+        int32_t z = y >= 0 ? tgc_rw_emit(&rw, TGC_OP_MATMUL, b, 2, &none) : -1;
+        if (z >= 0)
+            rw.map[i] = z;
+    }
+    if (st == TGC_OK && rw.st != TGC_OK) {
+        st = rw.st;
+        tgc_rw_abort(&rw);
+    } else if (st == TGC_OK) {
+        st = tgc_rw_finish(&rw);
+    }
+    return st;
+}
+
+/* A 0-d f32 constant of the graph. */
+static int32_t emit_scalar_const(tgc_rewriter *rw, float v)
+{
+    tgc_tensor *t = tgc_tensor_new(NULL, 0, TGC_F32, tgc_cpu());
+    if (!t) {
+        rw->st = TGC_ERR_OOM;
+        return -1;
+    }
+    *(float *)tgc_tensor_base(t) = v;
+    tgc_scope_release(t);
+    int k = tgc_graph_add_const(rw->g, t);
+    tgc_tensor_unref(t);
+    if (k < 0) {
+        rw->st = tgc_last_status();
+        return -1;
+    }
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_FOLDED;
+    a.i[1] = k;
+    tgc_vinfo v0 = {.dtype = TGC_F32, .ndim = 0};
+    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v0);
+}
+
+static int sdpa_decomposable(const tgc_graph *g, const tgc_node *nd)
+{
+    if (nd->op != TGC_OP_SDPA || nd->out.dtype != TGC_F32 || nd->attrs.i[0] != 0 ||
+        nd->attrs.f[0] != 0.0)
+        return 0;
+    for (int k = 0; k < 3; k++)
+        if (g->nodes[nd->in[k]].out.ndim < 2)
+            return 0;
+    return 1;
+}
+
+/* scaled_dot_product_attention without dropout or causal masking, as the GEMMs and the
+ * softmax the fuser knows: matmul(q, k^T) * scale (+ float mask, or -inf where a bool mask
+ * is false), a softmax whose fully masked rows give zeros (interp's semantics), then
+ * matmul(., v). The scores' epilogue and the softmax fuse; both GEMMs are templates. */
+static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, const tgc_node *nd)
+{
+    tgc_attrs none = {0};
+    int32_t q = tgc_rw_new(rw, nd->in[0]), k = tgc_rw_new(rw, nd->in[1]),
+            v = tgc_rw_new(rw, nd->in[2]);
+    int rk = g->nodes[nd->in[1]].out.ndim;
+    tgc_attrs perm = {.ni = rk};
+    for (int d = 0; d < rk; d++)
+        perm.i[d] = d;
+    perm.i[rk - 2] = rk - 1;
+    perm.i[rk - 1] = rk - 2;
+    int32_t kt = tgc_rw_emit(rw, TGC_OP_PERMUTE, &k, 1, &perm);
+    int32_t qk[2] = {q, kt};
+    int32_t sc = kt >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, qk, 2, &none) : -1;
+    tgc_attrs mul = {.nf = 1};
+    mul.f[0] = nd->attrs.f[1];
+    if (sc >= 0)
+        sc = tgc_rw_emit(rw, TGC_OP_MUL_SCALAR, &sc, 1, &mul);
+    if (sc >= 0 && nd->n_in > 3) {
+        int32_t m = tgc_rw_new(rw, nd->in[3]);
+        if (g->nodes[nd->in[3]].out.dtype == TGC_BOOL) {
+            int32_t ninf = emit_scalar_const(rw, -INFINITY);
+            int32_t w[3] = {m, sc, ninf};
+            sc = ninf >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &none) : -1;
+        } else {
+            int32_t ad[2] = {sc, m};
+            sc = tgc_rw_emit(rw, TGC_OP_ADD, ad, 2, &none);
+        }
+    }
+    if (sc < 0)
+        return -1;
+    int r = tgc_rw_type(rw, sc)->ndim;
+    tgc_attrs red = {.ni = 2};
+    red.i[0] = (int64_t)1 << (r - 1);
+    red.i[1] = 1;
+    int32_t mx = tgc_rw_emit(rw, TGC_OP_MAX, &sc, 1, &red);
+    int32_t sd[2] = {sc, mx};
+    int32_t d = mx >= 0 ? tgc_rw_emit(rw, TGC_OP_SUB, sd, 2, &none) : -1;
+    int32_t e = d >= 0 ? tgc_rw_emit(rw, TGC_OP_EXP, &d, 1, &none) : -1;
+    int32_t z = e >= 0 ? tgc_rw_emit(rw, TGC_OP_SUM, &e, 1, &red) : -1;
+    int32_t ez[2] = {e, z};
+    int32_t pr = z >= 0 ? tgc_rw_emit(rw, TGC_OP_DIV, ez, 2, &none) : -1;
+    int32_t zero = pr >= 0 ? emit_scalar_const(rw, 0.0f) : -1;
+    int32_t zz[2] = {z, zero};
+    int32_t ok = zero >= 0 ? tgc_rw_emit(rw, TGC_OP_GT, zz, 2, &none) : -1;
+    int32_t w[3] = {ok, pr, zero};
+    int32_t p = ok >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &none) : -1;
+    int32_t pv[2] = {p, v};
+    return p >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, pv, 2, &none) : -1;
+}
+
+static tgc_status decompose_attention(tgc_graph *g)
+{
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n += sdpa_decomposable(g, &g->nodes[i]);
+    if (!n)
+        return TGC_OK;
+    tgc_rewriter rw;
+    tgc_status st = tgc_rw_begin(&rw, g);
+    for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        if (!sdpa_decomposable(g, nd)) {
+            tgc_rw_copy(&rw, i);
+            continue;
+        }
+        int mark = rw.next.n_nodes;
+        int32_t r = emit_sdpa(&rw, g, nd);
+        if (r >= 0 && tgc_vinfo_same(tgc_rw_type(&rw, r), &nd->out)) {
+            rw.map[i] = r;
+        } else { /* keep the node when the rewrite does not reproduce its type */
+            tgc_rw_rollback(&rw, mark);
+            tgc_rw_copy(&rw, i);
+        }
+    }
+    if (st == TGC_OK && rw.st != TGC_OK) {
+        st = rw.st;
+        tgc_rw_abort(&rw);
+    } else if (st == TGC_OK) {
+        st = tgc_rw_finish(&rw);
+    }
+    return st;
+}
+
+/* A matmul, linear or conv whose operands are views the template cannot stride through
+ * (attention's per-head q and k: batch dims that do not flatten into one stride) reads
+ * contiguous copies instead: one pass over the operand buys the packed GEMM. */
+static tgc_status contiguous_template_operands(tgc_graph *g)
+{
+    uint8_t *fix = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!fix)
+        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+    int n_fix = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
+        if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) || nd->out.dtype != TGC_F32 ||
+            kir_template_ok(g, i))
+            continue;
+        for (int k = 0; k < 2 && k < nd->n_in; k++)
+            if (kir_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
+                fix[i] = 1;
+        n_fix += fix[i];
+    }
+    tgc_status st = TGC_OK;
+    if (n_fix) {
+        tgc_rewriter rw;
+        st = tgc_rw_begin(&rw, g);
+        for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
+            if (!fix[i]) {
+                tgc_rw_copy(&rw, i);
+                continue;
+            }
+            const tgc_node *nd = &g->nodes[i];
+            int32_t in[3];
+            tgc_attrs none = {0};
+            for (int k = 0; k < nd->n_in; k++) {
+                in[k] = tgc_rw_new(&rw, nd->in[k]);
+                if (k < 2 && kir_is_view_op(g->nodes[nd->in[k]].op))
+                    in[k] = tgc_rw_emit(&rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
+            }
+            int32_t v = tgc_rw_emit(&rw, nd->op, in, nd->n_in, &nd->attrs);
+            if (v >= 0)
+                rw.map[i] = v;
+        }
+        if (st == TGC_OK && rw.st != TGC_OK) {
+            st = rw.st;
+            tgc_rw_abort(&rw);
+        } else if (st == TGC_OK) {
+            st = tgc_rw_finish(&rw);
+        }
+    }
+    free(fix);
+    return st;
+}
+
+/* Moves every node that depends only on parameters and constants (batch-norm scale and shift from the
+ * parameters, masks from constants) ahead of the rest, keeping order otherwise. Fusion
+ * lets a node join a group only when its other operands come from older groups, so this
+ * is what lets a conv's epilogue take a scale computed from parameters. */
+static tgc_status hoist_input_only(tgc_graph *g)
+{
+    size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    uint8_t *only = calloc(n, 1);
+    if (!only)
+        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+    int moved = 0, seen_other = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        /* parameters and constants qualify; the call's arguments (activations) do not */
+        int ok = !(nd->flags & TGC_NODE_MUTATES) && nd->op != TGC_OP_RAND &&
+                 nd->op != TGC_OP_DROPOUT &&
+                 !(nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG);
+        for (int k = 0; k < nd->n_in && ok; k++)
+            ok = only[nd->in[k]];
+        only[i] = (uint8_t)ok;
+        if (ok && seen_other)
+            moved = 1;
+        if (!ok)
+            seen_other = 1;
+    }
+    tgc_status st = TGC_OK;
+    if (moved) {
+        tgc_rewriter rw;
+        st = tgc_rw_begin(&rw, g);
+        for (int pass = 0; pass < 2 && st == TGC_OK; pass++)
+            for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++)
+                if (only[i] == (pass == 0))
+                    tgc_rw_copy(&rw, i);
+        if (st == TGC_OK && rw.st != TGC_OK) {
+            st = rw.st;
+            tgc_rw_abort(&rw);
+        } else if (st == TGC_OK) {
+            st = tgc_rw_finish(&rw);
+        }
+    }
+    free(only);
+    return st;
+}
+
+tgc_status tgc_llvm_prepare(tgc_graph *g)
+{
+    tgc_status st = adaptive_pool_as_matmuls(g);
+    if (st == TGC_OK)
+        st = decompose_attention(g);
+    if (st == TGC_OK)
+        st = materialize_views(g);
+    if (st == TGC_OK)
+        st = contiguous_template_operands(g);
+    if (st == TGC_OK)
+        st = hoist_input_only(g);
+    return st;
+}
