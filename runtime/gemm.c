@@ -21,7 +21,7 @@
 
 typedef struct pack_bufs {
     float *a, *b;
-    size_t na, nb; /* capacity in floats */
+    size_t na, nb;      /* capacity in floats */
     float *cols, *ctmp; /* batched small-image conv: im2col of all images, C before scatter */
     size_t ncols, nctmp;
     float *wpack; /* conv weights packed once per call, shared by every image */
@@ -109,7 +109,7 @@ typedef struct gemm_job {
     int64_t groups, mg, kg, cg, ohw;
     int64_t geom[TGC_CONV_GEOM_COUNT];
     void *ep_args;
-    int no_ep; /* the epilogue runs later (batched small-image conv) */
+    int no_ep;          /* the epilogue runs later (batched small-image conv) */
     const float *apack; /* conv: A (the weights of group 0..) packed for every (pc, ic) */
     int64_t mpad;       /* rows of apack per K block: m rounded up to MR */
     atomic_int oom;
@@ -399,8 +399,9 @@ static void scatter_images(void *ctx, int64_t lo, int64_t hi)
 
 static tgc_status conv_small_images(gemm_job *j, const tgc_conv_params *p, int nthreads)
 {
-    small_conv s = {p, j->k, j->ca->x, NULL, NULL, j->ca->y, j->geom[TGC_CG_OH],
-                    j->geom[TGC_CG_OW], j->kg, p->n * j->ohw, j->ep_args};
+    small_conv s = {p,     j->k,          j->ca->x,           NULL,
+                    NULL,  j->ca->y,      j->geom[TGC_CG_OH], j->geom[TGC_CG_OW],
+                    j->kg, p->n * j->ohw, j->ep_args};
     pack_bufs *pb = bufs_get(0, 0);
     if (!pb || !grow(&pb->cols, &pb->ncols, (size_t)(s.K * s.cols_n)) ||
         !grow(&pb->ctmp, &pb->nctmp, (size_t)(p->o * s.cols_n)))
@@ -417,9 +418,18 @@ static tgc_status conv_small_images(gemm_job *j, const tgc_conv_params *p, int n
     g.m = p->o;
     g.n = s.cols_n;
     g.kdim = s.K;
-    tgc_gemm_args ga = {.batch = 1, .m = p->o, .n = s.cols_n, .k = s.K, .a = j->ca->w,
-                        .a_rs = s.K, .a_cs = 1, .b = s.cols, .b_rs = s.cols_n, .b_cs = 1,
-                        .c = s.ctmp, .c_rs = s.cols_n};
+    tgc_gemm_args ga = {.batch = 1,
+                        .m = p->o,
+                        .n = s.cols_n,
+                        .k = s.K,
+                        .a = j->ca->w,
+                        .a_rs = s.K,
+                        .a_cs = 1,
+                        .b = s.cols,
+                        .b_rs = s.cols_n,
+                        .b_cs = 1,
+                        .c = s.ctmp,
+                        .c_rs = s.cols_n};
     g.ga = &ga;
     tgc_status st = run_job(&g, nthreads);
     if (st != TGC_OK)

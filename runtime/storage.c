@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define CACHE_MIN ((size_t)1 << 20)
+#define CACHE_MIN   ((size_t)1 << 20)
 #define CACHE_SLOTS 64
 
 typedef struct cached {

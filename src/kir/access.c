@@ -17,15 +17,14 @@ void kir_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides
     }
 }
 
-int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a,
-                       int b, tgc_sdim *merged)
+int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a, int b,
+                       tgc_sdim *merged)
 {
     int inner = -1;
     for (int d = b; d >= a; d--) {
         if (kir_is_const(sizes[d], 1))
             continue;
-        if (inner >= 0 &&
-            !kir_same(strides[d], tgc_sym_mul(t, strides[inner], sizes[inner])))
+        if (inner >= 0 && !kir_same(strides[d], tgc_sym_mul(t, strides[inner], sizes[inner])))
             return 0;
         inner = d;
     }
@@ -125,10 +124,10 @@ int kir_view_of(const tgc_graph *g, int32_t v, kir_view *out)
         int lead = o->ndim - in->ndim;
         for (int d = 0; d < o->ndim; d++) {
             int di = d - lead;
-            out->stride[d] = di < 0 || (kir_is_const(in->shape[di], 1) &&
-                                        !kir_is_const(o->shape[d], 1))
-                                 ? 0
-                                 : src.stride[di];
+            out->stride[d] =
+                di < 0 || (kir_is_const(in->shape[di], 1) && !kir_is_const(o->shape[d], 1))
+                    ? 0
+                    : src.stride[di];
         }
         return 1;
     }

@@ -22,8 +22,8 @@ int kir_view_of(const tgc_graph *g, int32_t v, kir_view *out);
 void kir_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides);
 /* 1 when dims [a, b] of (sizes, strides) can be walked as one dim: stride[d] ==
  * stride[d+1] * size[d+1]; size-1 dims are ignored. *merged gets the inner stride. */
-int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a,
-                       int b, tgc_sdim *merged);
+int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a, int b,
+                       tgc_sdim *merged);
 /* 1 when a and b are the same dim (constants compare by value). */
 static inline int kir_same(tgc_sdim a, tgc_sdim b)
 {

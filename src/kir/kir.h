@@ -88,10 +88,10 @@ typedef struct kir_buf {
 } kir_buf;
 
 typedef struct kir_template {
-    tgc_op op;      /* MATMUL, LINEAR or CONV2D */
+    tgc_op op;       /* MATMUL, LINEAR or CONV2D */
     tgc_attrs attrs; /* conv params */
-    int32_t a, b;   /* buffer ids of the operands (x, w for conv / linear) */
-    int32_t out;    /* buffer id of the result */
+    int32_t a, b;    /* buffer ids of the operands (x, w for conv / linear) */
+    int32_t out;     /* buffer id of the result */
     /* GEMM geometry (symbolic), from the operands' views:
      * C[b, m, n] = sum_k A[b*a_bs + m*a_rs + k*a_cs] * B[b*b_bs + k*b_rs + n*b_cs] */
     tgc_sdim batch, M, N, K;
@@ -124,7 +124,6 @@ typedef struct kir_kernel {
     kir_template tpl; /* GEMM / CONV */
     int32_t result;   /* GEMM / CONV: the epilogue's result val (-1: the accumulator) */
 } kir_kernel;
-
 
 kir_kernel *kir_kernel_new(kir_kind kind);
 void kir_kernel_free(kir_kernel *k);

@@ -276,8 +276,10 @@ static int32_t add_load(lctx *c, int32_t u, const tgc_vinfo *node_shape)
     int32_t base;
     int dd[TGC_MAX_DIMS];
     if (!broadcast_strides(c->g, u, node_shape, &base, &off, st)) {
-        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: value %%%d is read through a view that "
-                      "is not affine", u);
+        tgc_set_error(TGC_ERR_INTERNAL,
+                      "tgc lower: value %%%d is read through a view that "
+                      "is not affine",
+                      u);
         return -1;
     }
     node_dims(c, node_shape, dd);
@@ -357,15 +359,22 @@ static int32_t lower_window(lctx *c, int32_t i)
                 acc = v;
                 continue;
             }
-            kir_val comb = {.kind = KV_OP, .op = is_max ? TGC_OP_MAXIMUM : TGC_OP_ADD,
-                            .dtype = O->dtype, .n_in = 2, .in = {v, acc}};
+            kir_val comb = {.kind = KV_OP,
+                            .op = is_max ? TGC_OP_MAXIMUM : TGC_OP_ADD,
+                            .dtype = O->dtype,
+                            .n_in = 2,
+                            .in = {v, acc}};
             if ((acc = kir_add_val(c->k, &comb)) < 0)
                 return -1;
         }
     if (is_max)
         return acc;
-    kir_val div = {.kind = KV_OP, .op = TGC_OP_DIV_SCALAR, .dtype = O->dtype, .n_in = 1,
-                   .in = {acc}, .f = {(double)(kh * kw), 0}};
+    kir_val div = {.kind = KV_OP,
+                   .op = TGC_OP_DIV_SCALAR,
+                   .dtype = O->dtype,
+                   .n_in = 1,
+                   .in = {acc},
+                   .f = {(double)(kh * kw), 0}};
     return kir_add_val(c->k, &div);
 }
 
@@ -378,8 +387,7 @@ static int32_t lower_reduce(lctx *c, int32_t i)
     int32_t xv = operand(c, x, D);
     if (xv < 0)
         return -1;
-    kir_reduce r = {nd->op == TGC_OP_MAX ? KR_MAX : KR_SUM, xv,
-                    in_group ? c->f->level[x] : 0};
+    kir_reduce r = {nd->op == TGC_OP_MAX ? KR_MAX : KR_SUM, xv, in_group ? c->f->level[x] : 0};
     int32_t ri = kir_add_reduce(c->k, &r);
     int mean = nd->op != TGC_OP_SUM && nd->op != TGC_OP_MAX;
     /* a mean divides the double accumulator and rounds once, to the output dtype */
@@ -396,8 +404,8 @@ static int32_t lower_reduce(lctx *c, int32_t i)
     int32_t cv = kir_add_val(c->k, &cnt);
     kir_val div = {.kind = KV_OP, .op = TGC_OP_DIV, .dtype = at, .n_in = 2, .in = {av, cv}};
     int32_t dv = cv < 0 ? -1 : kir_add_val(c->k, &div);
-    kir_val cast = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = nd->out.dtype, .n_in = 1,
-                    .in = {dv}};
+    kir_val cast = {
+        .kind = KV_OP, .op = TGC_OP_CAST, .dtype = nd->out.dtype, .n_in = 1, .in = {dv}};
     return dv < 0 ? -1 : kir_add_val(c->k, &cast);
 }
 
@@ -447,7 +455,8 @@ static int drop_var(kir_kernel *k, int v)
     if (!acc)
         return 0;
     for (int a = 0; a < na; a++) {
-        memmove(&acc[a]->stride[v], &acc[a]->stride[v + 1], (size_t)(nv - v - 1) * sizeof(tgc_sdim));
+        memmove(&acc[a]->stride[v], &acc[a]->stride[v + 1],
+                (size_t)(nv - v - 1) * sizeof(tgc_sdim));
         acc[a]->stride[nv - 1] = 0;
     }
     free(acc);
@@ -536,7 +545,8 @@ static tgc_status lower_loop(lctx *c)
             v = add_op(c, nd, ins);
         }
         if (v < 0)
-            return tgc_keep_error(TGC_ERR_INTERNAL, "tgc lower: group %d", (int)(gr - c->f->groups));
+            return tgc_keep_error(TGC_ERR_INTERNAL, "tgc lower: group %d",
+                                  (int)(gr - c->f->groups));
         c->val_of[i] = v;
         int row = !pure && c->f->is_row[i];
         if (!row && c->f->level[i] > max_phase)
@@ -632,8 +642,14 @@ tgc_status kir_lower_group(const tgc_graph *g, const tgc_fusion *f, int gid,
     const tgc_group *gr = &f->groups[gid];
     if (gr->kind == TGC_GROUP_OPAQUE)
         return TGC_OK;
-    lctx c = {g, g->syms, f, gr, kir_kernel_new(KIR_LOOP), malloc((size_t)g->n_nodes * sizeof(int32_t)),
-              materialized, {0}};
+    lctx c = {g,
+              g->syms,
+              f,
+              gr,
+              kir_kernel_new(KIR_LOOP),
+              malloc((size_t)g->n_nodes * sizeof(int32_t)),
+              materialized,
+              {0}};
     if (!c.k || !c.val_of) {
         kir_kernel_free(c.k);
         free(c.val_of);

@@ -16,8 +16,8 @@ typedef struct fuse_ctx {
     const tgc_graph *g;
     const tgc_fuse_hooks *h;
     tgc_fusion *f;
-    int32_t *base;     /* per node: the non-view node its value is read from */
-    int32_t *n_users;  /* per non-view node: consumers through views, outputs counted */
+    int32_t *base;      /* per node: the non-view node its value is read from */
+    int32_t *n_users;   /* per non-view node: consumers through views, outputs counted */
     uint8_t *is_output; /* value or a view of it is a graph output */
 } fuse_ctx;
 
@@ -260,8 +260,7 @@ static tgc_status fuse_nodes(fuse_ctx *c)
                 }
             }
         } else {
-            gid = new_group(c, cls == TGC_FUSE_TEMPLATE ? TGC_GROUP_TEMPLATE : TGC_GROUP_OPAQUE,
-                            i);
+            gid = new_group(c, cls == TGC_FUSE_TEMPLATE ? TGC_GROUP_TEMPLATE : TGC_GROUP_OPAQUE, i);
         }
         if (gid < 0)
             return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
@@ -273,7 +272,7 @@ tgc_status tgc_pass_fuse(const tgc_graph *g, const tgc_fuse_hooks *hooks, tgc_fu
 {
     memset(out, 0, sizeof *out);
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    fuse_ctx c = {g, hooks, out, malloc(n * sizeof(int32_t)), calloc(n, sizeof(int32_t)),
+    fuse_ctx c = {g,           hooks, out, malloc(n * sizeof(int32_t)), calloc(n, sizeof(int32_t)),
                   calloc(n, 1)};
     out->group_of = malloc(n * sizeof(int32_t));
     out->level = calloc(n, 1);
@@ -328,7 +327,8 @@ char *tgc_fusion_to_text(const tgc_graph *g, const tgc_fusion *f)
             tgc_sb_printf(&sb, " reduce mask 0x%x", gr->red_mask);
         tgc_sb_puts(&sb, ":");
         for (int k = 0; k < gr->n_members; k++)
-            tgc_sb_printf(&sb, " %%%d %s", gr->members[k], tgc_op_name(g->nodes[gr->members[k]].op));
+            tgc_sb_printf(&sb, " %%%d %s", gr->members[k],
+                          tgc_op_name(g->nodes[gr->members[k]].op));
         tgc_sb_puts(&sb, "\n");
     }
     return tgc_sb_take(&sb);

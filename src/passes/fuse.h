@@ -30,11 +30,11 @@ typedef enum {
 
 typedef struct tgc_group {
     tgc_group_kind kind;
-    int32_t anchor;     /* LOOP: first reduction (-1: none); TEMPLATE / OPAQUE: the node */
-    int32_t tip;        /* TEMPLATE: last node of the epilogue chain */
-    tgc_vinfo domain;   /* LOOP: the iteration shape (a reduction's input shape) */
-    uint32_t red_mask;  /* LOOP: dims of domain that are reduced */
-    int32_t *members;   /* node ids, in order */
+    int32_t anchor;    /* LOOP: first reduction (-1: none); TEMPLATE / OPAQUE: the node */
+    int32_t tip;       /* TEMPLATE: last node of the epilogue chain */
+    tgc_vinfo domain;  /* LOOP: the iteration shape (a reduction's input shape) */
+    uint32_t red_mask; /* LOOP: dims of domain that are reduced */
+    int32_t *members;  /* node ids, in order */
     int n_members, cap;
 } tgc_group;
 

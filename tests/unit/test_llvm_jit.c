@@ -48,7 +48,8 @@ static void test_unit_runs(void **state)
     assert_non_null(strstr(after, "define"));
     free(before);
     free(after);
-    int64_t (*f)(int64_t, int64_t) = (int64_t(*)(int64_t, int64_t))tgc_llvm_code_lookup(c, "muladd");
+    int64_t (*f)(int64_t, int64_t) =
+        (int64_t(*)(int64_t, int64_t))tgc_llvm_code_lookup(c, "muladd");
     assert_non_null(f);
     assert_int_equal(f(6, 7), 49);
     assert_int_equal(f(-3, 5), -8);

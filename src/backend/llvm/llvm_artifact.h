@@ -17,13 +17,13 @@ typedef enum { STEP_LOOP, STEP_TEMPLATE, STEP_OPAQUE } step_kind;
 
 typedef struct step {
     step_kind kind;
-    kir_kernel *k;       /* LOOP / TEMPLATE */
-    int32_t node;        /* OPAQUE: the node */
+    kir_kernel *k; /* LOOP / TEMPLATE */
+    int32_t node;  /* OPAQUE: the node */
     char name[48];
     tgc_llvm_slots slots;
     loop_fn fn;
     tgc_gemm_kernel gk;
-    int64_t inner_work;  /* for the parallel grain: elements per row if constant, else 0 */
+    int64_t inner_work; /* for the parallel grain: elements per row if constant, else 0 */
 } step;
 
 typedef struct llvm_art {

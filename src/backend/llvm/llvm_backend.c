@@ -40,7 +40,8 @@ typedef struct ep_ctx {
     int failed;
 } ep_ctx;
 
-static LLVMValueRef ep_emit(void *ctx, tgc_llvm_unit *u, LLVMValueRef acc, const tgc_gemm_ep_pos *pos)
+static LLVMValueRef ep_emit(void *ctx, tgc_llvm_unit *u, LLVMValueRef acc,
+                            const tgc_gemm_ep_pos *pos)
 {
     ep_ctx *e = ctx;
     LLVMValueRef r = tgc_llvm_epilogue_emit(u, e->k, e->slots, acc, pos);
@@ -163,8 +164,10 @@ static tgc_status emit_steps(llvm_art *a, const tgc_fusion *fu, const uint8_t *m
             else if (st == TGC_OK)
                 st = tgc_llvm_conv_emit_cfg(&u, s->name, NULL, &ep, conv_config(&u, s->k), &s->gk);
             if (st == TGC_OK && eps[gi].failed)
-                st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: the epilogue of kernel k%d uses an "
-                                   "op the LLVM codegen does not support", gi);
+                st = tgc_set_error(TGC_ERR_COMPILE,
+                                   "tgc llvm: the epilogue of kernel k%d uses an "
+                                   "op the LLVM codegen does not support",
+                                   gi);
         }
         a->n_steps++;
         a->kernels++;
@@ -181,7 +184,8 @@ static tgc_status emit_steps(llvm_art *a, const tgc_fusion *fu, const uint8_t *m
     }
     char *ir_before = NULL, *ir_after = NULL;
     int want_ir = cfg->dump_dir != NULL;
-    st = tgc_llvm_unit_finish(&u, &a->code, want_ir ? &ir_before : NULL, want_ir ? &ir_after : NULL);
+    st =
+        tgc_llvm_unit_finish(&u, &a->code, want_ir ? &ir_before : NULL, want_ir ? &ir_after : NULL);
     dump_text(cfg, name, "ll", ir_before);
     dump_text(cfg, name, "opt.ll", ir_after);
     free(ir_before);
@@ -276,8 +280,8 @@ static tgc_status plan_memory(llvm_art *a, const uint8_t *mat)
     return TGC_OK;
 }
 
-static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg,
-                                     const char *name, void **artifact)
+static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg, const char *name,
+                                     void **artifact)
 {
     llvm_art *a = calloc(1, sizeof *a);
     if (!a)

@@ -26,11 +26,11 @@ typedef struct cg {
     LLVMValueRef *buf_ptr;
     LLVMValueRef *slot_val;
     LLVMValueRef var[KIR_MAX_DIMS];
-    int vec_var;      /* the var whose value is a vector base (-1: scalar code) */
+    int vec_var;       /* the var whose value is a vector base (-1: scalar code) */
     LLVMValueRef mask; /* current lane mask, or NULL */
     LLVMValueRef *memo;
-    LLVMValueRef *acc_val;  /* finished accumulators (scalar, accumulator type) */
-    LLVMValueRef gemm_acc;  /* template: the accumulator vector */
+    LLVMValueRef *acc_val; /* finished accumulators (scalar, accumulator type) */
+    LLVMValueRef gemm_acc; /* template: the accumulator vector */
     LLVMValueRef ep_args;
     int failed;
 } cg;
@@ -241,7 +241,8 @@ static LLVMValueRef f32_to_bf16_bits(cg *c, LLVMValueRef f)
     LLVMValueRef b = LLVMBuildBitCast(c->b, f, it, "");
     LLVMValueRef lsb = LLVMBuildAnd(c->b, LLVMBuildLShr(c->b, b, ivec(c, b, u->t_i32, 16), ""),
                                     ivec(c, b, u->t_i32, 1), "");
-    LLVMValueRef r = LLVMBuildAdd(c->b, b, LLVMBuildAdd(c->b, lsb, ivec(c, b, u->t_i32, 0x7fff), ""), "");
+    LLVMValueRef r =
+        LLVMBuildAdd(c->b, b, LLVMBuildAdd(c->b, lsb, ivec(c, b, u->t_i32, 0x7fff), ""), "");
     LLVMValueRef q = LLVMBuildOr(c->b, b, ivec(c, b, u->t_i32, 0x400000), "");
     r = LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, LLVMRealUNO, f, f, ""), q, r, "");
     return LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, r, ivec(c, b, u->t_i32, 16), ""),
@@ -283,8 +284,8 @@ static LLVMValueRef convert(cg *c, LLVMValueRef v, tgc_dtype from, tgc_dtype to)
         return LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
     }
     if (dt_float(to)) {
-        LLVMValueRef r = from == TGC_BOOL ? LLVMBuildUIToFP(c->b, v, tt, "")
-                                          : LLVMBuildSIToFP(c->b, v, tt, "");
+        LLVMValueRef r =
+            from == TGC_BOOL ? LLVMBuildUIToFP(c->b, v, tt, "") : LLVMBuildSIToFP(c->b, v, tt, "");
         return (to == TGC_F16 || to == TGC_BF16) ? convert(c, r, TGC_F32, to) : r;
     }
     /* to int */
@@ -350,7 +351,8 @@ static LLVMValueRef access_index(cg *c, const kir_access *a)
     for (int d = 0; d < nd; d++) {
         if (TGC_SDIM_IS_CONST(a->stride[d]) && a->stride[d] == 0)
             continue;
-        idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, dim_val(c, a->stride[d]), c->var[d], ""), "");
+        idx = LLVMBuildAdd(c->b, idx, LLVMBuildMul(c->b, dim_val(c, a->stride[d]), c->var[d], ""),
+                           "");
     }
     return idx;
 }
@@ -396,7 +398,8 @@ static LLVMValueRef strided_masked_load(cg *c, LLVMTypeRef mt, unsigned align, L
         return r;
     for (int i = 0; i < c->vl; i++)
         sel[i] = LLVMConstInt(u->t_i32, (unsigned)(2 * i), 0);
-    return LLVMBuildShuffleVector(c->b, r, LLVMGetUndef(vt), LLVMConstVector(sel, (unsigned)c->vl), "");
+    return LLVMBuildShuffleVector(c->b, r, LLVMGetUndef(vt), LLVMConstVector(sel, (unsigned)c->vl),
+                                  "");
 }
 
 /* Lanes (or the scalar) where every guard of ld holds; NULL when ld has none. */
@@ -414,8 +417,8 @@ static LLVMValueRef guard_mask(cg *c, const kir_load *ld)
                                  LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
         }
         LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(e));
-        LLVMValueRef bound = c->vec_var >= 0 ? splat_val(c, dim_val(c, ld->bound[g]))
-                                             : dim_val(c, ld->bound[g]);
+        LLVMValueRef bound =
+            c->vec_var >= 0 ? splat_val(c, dim_val(c, ld->bound[g])) : dim_val(c, ld->bound[g]);
         LLVMValueRef in = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntSGE, e, zero, ""),
                                        LLVMBuildICmp(c->b, LLVMIntSLT, e, bound, ""), "");
         m = m ? LLVMBuildAnd(c->b, m, in, "") : in;
@@ -492,9 +495,9 @@ static LLVMValueRef emit_load(cg *c, const kir_load *ld)
     } else if (TGC_SDIM_IS_CONST(vs) && vs == 2) {
         r = strided_masked_load(c, mt, align, base, idx, 2, mask, LLVMGetUndef(mt));
     } else {
-        LLVMValueRef vidx = LLVMBuildAdd(
-            c->b, splat_val(c, idx),
-            LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
+        LLVMValueRef vidx =
+            LLVMBuildAdd(c->b, splat_val(c, idx),
+                         LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
         LLVMValueRef ptrs = LLVMBuildGEP2(c->b, mt, base, &vidx, 1, "");
         LLVMTypeRef tys[2] = {vt, LLVMVectorType(u->t_ptr, (unsigned)c->vl)};
         LLVMValueRef args[4] = {ptrs, LLVMConstInt(u->t_i32, align, 0), mask, LLVMGetUndef(vt)};
@@ -542,8 +545,8 @@ static void emit_store(cg *c, const kir_store *st, LLVMValueRef v)
 
 static LLVMValueRef emit_val(cg *c, int32_t id);
 
-static LLVMValueRef fsel(cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b,
-                         LLVMValueRef t, LLVMValueRef f)
+static LLVMValueRef fsel(cg *c, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b, LLVMValueRef t,
+                         LLVMValueRef f)
 {
     return LLVMBuildSelect(c->b, LLVMBuildFCmp(c->b, p, a, b, ""), t, f, "");
 }
@@ -563,8 +566,8 @@ static LLVMValueRef pow_scalar(cg *c, LLVMValueRef x, double e, tgc_dtype dt)
         return LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, x, x, ""), x, "");
     if (e == 0.5) {
         /* pow(x, 0.5), not sqrt: pow(-0, .5) = +0 and pow(-inf, .5) = +inf */
-        LLVMValueRef r = tgc_lm_intrinsic1(c->u, "llvm.sqrt",
-                                           LLVMBuildFAdd(c->b, x, cst(c, dt, 0.0), ""));
+        LLVMValueRef r =
+            tgc_lm_intrinsic1(c->u, "llvm.sqrt", LLVMBuildFAdd(c->b, x, cst(c, dt, 0.0), ""));
         return fsel(c, LLVMRealOEQ, x, cst(c, dt, -INFINITY), cst(c, dt, INFINITY), r);
     }
     if (e == -1.0)
@@ -617,14 +620,17 @@ static LLVMValueRef float_op(cg *c, const kir_val *v, LLVMValueRef *a)
     case TGC_OP_SIGMOID: return tgc_lm_sigmoid(u, a[0]);
     case TGC_OP_RELU: return fsel(c, LLVMRealOLT, a[0], cst(c, dt, 0.0), cst(c, dt, 0.0), a[0]);
     case TGC_OP_GELU: {
-        LLVMValueRef e = tgc_lm_erf(u, LLVMBuildFMul(c->b, a[0], cst(c, dt, 0.70710678118654752440), ""));
+        LLVMValueRef e =
+            tgc_lm_erf(u, LLVMBuildFMul(c->b, a[0], cst(c, dt, 0.70710678118654752440), ""));
         LLVMValueRef h = LLVMBuildFMul(c->b, a[0], cst(c, dt, 0.5), "");
         return LLVMBuildFMul(c->b, h, LLVMBuildFAdd(c->b, e, cst(c, dt, 1.0), ""), "");
     }
     case TGC_OP_GELU_TANH: {
         LLVMValueRef x3 = LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, a[0], a[0], ""), a[0], "");
-        LLVMValueRef in = LLVMBuildFAdd(c->b, a[0], LLVMBuildFMul(c->b, x3, cst(c, dt, 0.044715), ""), "");
-        LLVMValueRef t = tgc_lm_tanh(u, LLVMBuildFMul(c->b, in, cst(c, dt, 0.79788456080286535588), ""));
+        LLVMValueRef in =
+            LLVMBuildFAdd(c->b, a[0], LLVMBuildFMul(c->b, x3, cst(c, dt, 0.044715), ""), "");
+        LLVMValueRef t =
+            tgc_lm_tanh(u, LLVMBuildFMul(c->b, in, cst(c, dt, 0.79788456080286535588), ""));
         LLVMValueRef h = LLVMBuildFMul(c->b, a[0], cst(c, dt, 0.5), "");
         return LLVMBuildFMul(c->b, h, LLVMBuildFAdd(c->b, t, cst(c, dt, 1.0), ""), "");
     }
@@ -641,13 +647,16 @@ static LLVMValueRef int_op(cg *c, const kir_val *v, LLVMValueRef *a)
     case TGC_OP_SUB: return LLVMBuildSub(c->b, a[0], a[1], "");
     case TGC_OP_MUL: return LLVMBuildMul(c->b, a[0], a[1], "");
     case TGC_OP_MAXIMUM:
-        return LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, a[0], a[1], ""), a[0], a[1], "");
+        return LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSGT, a[0], a[1], ""), a[0], a[1],
+                               "");
     case TGC_OP_MINIMUM:
-        return LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, a[0], a[1], ""), a[0], a[1], "");
+        return LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, a[0], a[1], ""), a[0], a[1],
+                               "");
     case TGC_OP_NEG: return LLVMBuildNeg(c->b, a[0], "");
     case TGC_OP_ABS:
     case TGC_OP_RELU: {
-        LLVMValueRef neg = LLVMBuildICmp(c->b, LLVMIntSLT, a[0], LLVMConstNull(LLVMTypeOf(a[0])), "");
+        LLVMValueRef neg =
+            LLVMBuildICmp(c->b, LLVMIntSLT, a[0], LLVMConstNull(LLVMTypeOf(a[0])), "");
         return LLVMBuildSelect(c->b, neg,
                                v->op == TGC_OP_ABS ? LLVMBuildNeg(c->b, a[0], "")
                                                    : LLVMConstNull(LLVMTypeOf(a[0])),
@@ -661,7 +670,7 @@ static LLVMValueRef compare_op(cg *c, tgc_op op, LLVMValueRef x, LLVMValueRef y,
 {
     static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
                                            LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
-    static const LLVMIntPredicate ip[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT,
+    static const LLVMIntPredicate ip[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
                                           LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
     int i = (int)(op - TGC_OP_EQ);
     return is_float ? LLVMBuildFCmp(c->b, fp[i], x, y, "") : LLVMBuildICmp(c->b, ip[i], x, y, "");
@@ -714,18 +723,16 @@ static LLVMValueRef emit_val(cg *c, int32_t id)
     switch (v->kind) {
     case KV_LOAD: r = emit_load(c, &c->k->loads[v->index]); break;
     case KV_CONST: r = cst(c, v->dtype, v->cval); break;
-    case KV_SIZE:
-        r = splat_val(c, convert(c, dim_val(c, v->sdim), TGC_I64, v->dtype));
-        break;
+    case KV_SIZE: r = splat_val(c, convert(c, dim_val(c, v->sdim), TGC_I64, v->dtype)); break;
     case KV_ACC:
         if (c->k->kind != KIR_LOOP) {
             r = c->gemm_acc;
         } else {
             const kir_reduce *rd = &c->k->reduces[v->index];
-            tgc_dtype at = dt_float(c->k->vals[rd->val].dtype) && rd->comb == KR_SUM
-                               ? TGC_F64
-                               : (dt_float(c->k->vals[rd->val].dtype) ? c->k->vals[rd->val].dtype
-                                                                     : TGC_I64);
+            tgc_dtype at =
+                dt_float(c->k->vals[rd->val].dtype) && rd->comb == KR_SUM
+                    ? TGC_F64
+                    : (dt_float(c->k->vals[rd->val].dtype) ? c->k->vals[rd->val].dtype : TGC_I64);
             int saved = c->vec_var;
             c->vec_var = -1;
             LLVMValueRef s = convert(c, c->acc_val[v->index], at, v->dtype);
@@ -819,7 +826,8 @@ static LLVMValueRef combine(cg *c, const kir_reduce *r, tgc_dtype at, LLVMValueR
         return LLVMBuildSelect(c->b, take, x, acc, "");
     }
     return LLVMBuildSelect(
-        c->b, LLVMBuildICmp(c->b, r->comb == KR_MAX ? LLVMIntSGT : LLVMIntSLT, x, acc, ""), x, acc, "");
+        c->b, LLVMBuildICmp(c->b, r->comb == KR_MAX ? LLVMIntSGT : LLVMIntSLT, x, acc, ""), x, acc,
+        "");
 }
 
 /* Horizontal combine of a vector accumulator into a scalar. */
@@ -829,7 +837,9 @@ static LLVMValueRef reduce_lanes(cg *c, const kir_reduce *r, tgc_dtype at, LLVMV
     c->vec_var = -1;
     LLVMValueRef s = acc_identity(c, r, at);
     for (int i = 0; i < c->vl; i++)
-        s = combine(c, r, at, s, LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->u->t_i32, (unsigned)i, 0), ""));
+        s = combine(
+            c, r, at, s,
+            LLVMBuildExtractElement(c->b, v, LLVMConstInt(c->u->t_i32, (unsigned)i, 0), ""));
     c->vec_var = saved;
     return s;
 }
@@ -942,7 +952,8 @@ tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char 
     LLVMPositionBuilderAtEnd(c.b, LLVMAppendBasicBlockInContext(u->ctx, c.fn, "entry"));
     load_args(&c, LLVMGetParam(c.fn, 0), LLVMGetParam(c.fn, 1));
     loop rows;
-    LLVMValueRef o = loop_begin(&c, &rows, LLVMGetParam(c.fn, 2), LLVMGetParam(c.fn, 3), i64c(&c, 1));
+    LLVMValueRef o =
+        loop_begin(&c, &rows, LLVMGetParam(c.fn, 2), LLVMGetParam(c.fn, 3), i64c(&c, 1));
     LLVMValueRef inner_lo = NULL, inner_hi = NULL;
     if (k->chunk > 0) {
         LLVMValueRef e = dim_val(&c, k->extent[0]);
@@ -977,8 +988,10 @@ tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char 
     free(c.memo);
     free(c.acc_val);
     if (c.failed)
-        return tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: kernel k%d uses an op the LLVM "
-                             "codegen does not support", k->id);
+        return tgc_set_error(TGC_ERR_COMPILE,
+                             "tgc llvm: kernel k%d uses an op the LLVM "
+                             "codegen does not support",
+                             k->id);
     return TGC_OK;
 }
 

@@ -110,7 +110,7 @@ static int eager_candidate(tgc_op op)
     case TGC_KIND_CONV: return 1;
     case TGC_KIND_REDUCE: return op != TGC_OP_ARGMAX;
     case TGC_KIND_NORM: return 1;
-    case TGC_KIND_POOL: return 1; /* adaptive pools other than 1x1 fall back by kernel count */
+    case TGC_KIND_POOL: return 1;      /* adaptive pools other than 1x1 fall back by kernel count */
     case TGC_KIND_ATTENTION: return 1; /* without dropout or causal: GEMMs and a softmax */
     case TGC_KIND_NN: return op == TGC_OP_LAYER_NORM;
     default: return 0;

@@ -143,9 +143,10 @@ static tgc_status run_template(run_ctx *r, const step *s, void **bufs, int64_t *
     if (s->k->kind == KIR_CONV) {
         tgc_conv_args ca = {0};
         const int64_t *at = t->attrs.i;
-        ca.p = (tgc_conv_params){ev(r, t->cn), ev(r, t->cc), ev(r, t->ch), ev(r, t->cw),
-                                 ev(r, t->co), ev(r, t->kh), ev(r, t->kw), at[0], at[1], at[2],
-                                 at[3], at[4], at[5], at[6]};
+        ca.p =
+            (tgc_conv_params){ev(r, t->cn), ev(r, t->cc), ev(r, t->ch), ev(r, t->cw), ev(r, t->co),
+                              ev(r, t->kh), ev(r, t->kw), at[0],        at[1],        at[2],
+                              at[3],        at[4],        at[5],        at[6]};
         ca.x = bufs[t->a];
         ca.w = bufs[t->b];
         ca.y = bufs[t->out];
@@ -185,11 +186,11 @@ static tgc_status run_opaque(run_ctx *r, const step *s)
                                   tgc_op_name(nd->op));
     int64_t shape[TGC_MAX_DIMS];
     eval_shape(r->a, &nd->out, r->x->symvals, shape);
-    r->vals[s->node] = tgc_interp_run(nd->op, ins, nd->n_in, &nd->attrs, nd->out.dtype, shape,
-                                      nd->out.ndim);
-    return r->vals[s->node] ? TGC_OK
-                            : tgc_keep_error(TGC_ERR_INTERNAL, "tgc llvm: %s failed",
-                                             tgc_op_name(nd->op));
+    r->vals[s->node] =
+        tgc_interp_run(nd->op, ins, nd->n_in, &nd->attrs, nd->out.dtype, shape, nd->out.ndim);
+    return r->vals[s->node]
+               ? TGC_OK
+               : tgc_keep_error(TGC_ERR_INTERNAL, "tgc llvm: %s failed", tgc_op_name(nd->op));
 }
 
 /* Sizes the slots for this call and takes the cached arena (or a private one when another
@@ -254,7 +255,7 @@ static void profile_line(const llvm_art *a, int si, const struct timespec *t0)
 }
 
 tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args *x,
-                           tgc_tensor **outs)
+                        tgc_tensor **outs)
 {
     (void)g0;
     llvm_art *a = artifact;
@@ -302,7 +303,8 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
             continue;
         }
         void **bufs = s->k->n_bufs <= 64 ? bufs_small : malloc((size_t)s->k->n_bufs * sizeof *bufs);
-        int64_t *sizes = s->slots.n <= 256 ? sizes_small : malloc((size_t)s->slots.n * sizeof *sizes);
+        int64_t *sizes =
+            s->slots.n <= 256 ? sizes_small : malloc((size_t)s->slots.n * sizeof *sizes);
         if (!bufs || !sizes)
             st = tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
         if (st == TGC_OK)

@@ -720,7 +720,8 @@ static void emit_conv_pack(gemm_em *e, const char *base, const int64_t *st)
             LLVMValueRef ms = LLVMBuildAnd(
                 e->b, m2, LLVMBuildICmp(e->b, LLVMIntEQ, cv[j].ohv, vsplat32(e, ohs), ""), "");
             /* lane l of row ohs reads input (ohs*SH - PH + dh, pix0 + l - ohs*OW - PW + dw) */
-            LLVMValueRef row = LLVMBuildSub(e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, ohs, SH, ""), dh, ""), PH, "");
+            LLVMValueRef row = LLVMBuildSub(
+                e->b, LLVMBuildAdd(e->b, LLVMBuildMul(e->b, ohs, SH, ""), dh, ""), PH, "");
             LLVMValueRef col = LLVMBuildSub(
                 e->b, LLVMBuildAdd(e->b, cv[j].pix0, LLVMBuildSub(e->b, dw, PW, ""), ""),
                 LLVMBuildMul(e->b, ohs, OW, ""), "");

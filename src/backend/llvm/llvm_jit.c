@@ -81,8 +81,7 @@ static void init_once(void)
     }
     LLVMTargetMachineRef tm = host_machine();
     if (!tm) {
-        snprintf(g_init_error, sizeof g_init_error, "LLVM cannot target cpu '%s'",
-                 g_target.cpu);
+        snprintf(g_init_error, sizeof g_init_error, "LLVM cannot target cpu '%s'", g_target.cpu);
         return;
     }
     /* The features the CPU name implies count too (TGC_LLVM_CPU=haswell without features). */
@@ -101,7 +100,8 @@ static void init_once(void)
     g_target.has_fma = avx2 || has_feature(f, "+fma");
     LLVMDisposeMessage(tm_feat);
 
-    LLVMOrcJITTargetMachineBuilderRef jtmb = LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm);
+    LLVMOrcJITTargetMachineBuilderRef jtmb =
+        LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm);
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb);
     LLVMErrorRef e = LLVMOrcCreateLLJIT(&g_jit, builder);
@@ -179,8 +179,8 @@ void tgc_llvm_unit_name(const tgc_llvm_unit *u, const char *base, char *buf, siz
 
 static void add_str_attr(tgc_llvm_unit *u, LLVMValueRef fn, const char *k, const char *v)
 {
-    LLVMAttributeRef a = LLVMCreateStringAttribute(u->ctx, k, (unsigned)strlen(k), v,
-                                                   (unsigned)strlen(v));
+    LLVMAttributeRef a =
+        LLVMCreateStringAttribute(u->ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v));
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, a);
 }
 
@@ -202,8 +202,8 @@ LLVMValueRef tgc_llvm_add_function(tgc_llvm_unit *u, const char *name, LLVMTypeR
     return fn;
 }
 
-LLVMValueRef tgc_llvm_intrinsic(tgc_llvm_unit *u, const char *name, LLVMTypeRef *types,
-                                int n_types, LLVMTypeRef *fn_type)
+LLVMValueRef tgc_llvm_intrinsic(tgc_llvm_unit *u, const char *name, LLVMTypeRef *types, int n_types,
+                                LLVMTypeRef *fn_type)
 {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     if (fn_type)
@@ -215,8 +215,8 @@ tgc_status tgc_llvm_verify(LLVMModuleRef m)
 {
     char *msg = NULL;
     if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
-        tgc_status st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: invalid LLVM IR: %s",
-                                      msg ? msg : "?");
+        tgc_status st =
+            tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: invalid LLVM IR: %s", msg ? msg : "?");
         LLVMDisposeMessage(msg);
         return st;
     }

@@ -54,8 +54,8 @@ void tgc_llvm_unit_name(const tgc_llvm_unit *u, const char *base, char *buf, siz
 LLVMValueRef tgc_llvm_add_function(tgc_llvm_unit *u, const char *name, LLVMTypeRef fn_type);
 
 /* Declares (once) an LLVM intrinsic overloaded on the given types. */
-LLVMValueRef tgc_llvm_intrinsic(tgc_llvm_unit *u, const char *name, LLVMTypeRef *types,
-                                int n_types, LLVMTypeRef *fn_type);
+LLVMValueRef tgc_llvm_intrinsic(tgc_llvm_unit *u, const char *name, LLVMTypeRef *types, int n_types,
+                                LLVMTypeRef *fn_type);
 
 typedef struct tgc_llvm_code tgc_llvm_code;
 

@@ -98,8 +98,8 @@ LLVMValueRef tgc_lm_libm(tgc_llvm_unit *u, const char *name, LLVMValueRef x, LLV
         LLVMValueRef idx = LLVMConstInt(u->t_i32, (unsigned)i, 0);
         LLVMValueRef args[2] = {LLVMBuildExtractElement(u->b, x, idx, ""),
                                 y ? LLVMBuildExtractElement(u->b, y, idx, "") : NULL};
-        r = LLVMBuildInsertElement(u->b, r, LLVMBuildCall2(u->b, fty, fn, args, y ? 2 : 1, ""),
-                                   idx, "");
+        r = LLVMBuildInsertElement(u->b, r, LLVMBuildCall2(u->b, fty, fn, args, y ? 2 : 1, ""), idx,
+                                   "");
     }
     return r;
 }
@@ -121,20 +121,20 @@ LLVMValueRef tgc_lm_exp(tgc_llvm_unit *u, LLVMValueRef x)
     LLVMValueRef n = tgc_lm_intrinsic1(u, "llvm.roundeven", t);
     LLVMValueRef r = fma3(u, n, tgc_lm_const(u, ty, -0.693145751953125), xc);
     r = fma3(u, n, tgc_lm_const(u, ty, -1.428606765330187045e-06), r);
-    static const double c[8] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720,
-                                1.0 / 5040};
+    static const double c[8] = {1.0,      1.0,       1.0 / 2,   1.0 / 6,
+                                1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040};
     LLVMValueRef p = horner(u, r, c, 8);
     /* 2^n in two factors, so n = 128 (results just below FLT_MAX) stays representable */
     LLVMValueRef ni = LLVMBuildFPToSI(u->b, n, ity, "");
     LLVMValueRef n1 = LLVMBuildAShr(u->b, ni, icst(ity, 1), "");
     LLVMValueRef n2 = LLVMBuildSub(u->b, ni, n1, "");
-    LLVMValueRef b1 = LLVMBuildShl(u->b, LLVMBuildAdd(u->b, n1, icst(ity, 127), ""),
-                                   icst(ity, 23), "");
-    LLVMValueRef b2 = LLVMBuildShl(u->b, LLVMBuildAdd(u->b, n2, icst(ity, 127), ""),
-                                   icst(ity, 23), "");
-    LLVMValueRef res = LLVMBuildFMul(
-        u->b, LLVMBuildFMul(u->b, p, LLVMBuildBitCast(u->b, b1, ty, ""), ""),
-        LLVMBuildBitCast(u->b, b2, ty, ""), "");
+    LLVMValueRef b1 =
+        LLVMBuildShl(u->b, LLVMBuildAdd(u->b, n1, icst(ity, 127), ""), icst(ity, 23), "");
+    LLVMValueRef b2 =
+        LLVMBuildShl(u->b, LLVMBuildAdd(u->b, n2, icst(ity, 127), ""), icst(ity, 23), "");
+    LLVMValueRef res =
+        LLVMBuildFMul(u->b, LLVMBuildFMul(u->b, p, LLVMBuildBitCast(u->b, b1, ty, ""), ""),
+                      LLVMBuildBitCast(u->b, b2, ty, ""), "");
     res = sel(u, fcmp(u, LLVMRealOGT, x, 88.72283935546875), tgc_lm_const(u, ty, INFINITY), res);
     /* below -87 the result is under 1.7e-38: flushed to zero (denormals are not kept) */
     res = sel(u, fcmp(u, LLVMRealOLT, x, -87.0), tgc_lm_const(u, ty, 0.0), res);
@@ -150,8 +150,8 @@ LLVMValueRef tgc_lm_log(tgc_llvm_unit *u, LLVMValueRef x)
     LLVMValueRef small = fcmp(u, LLVMRealOLT, x, 1.17549435e-38);
     LLVMValueRef xs = sel(u, small, LLVMBuildFMul(u->b, x, tgc_lm_const(u, ty, 8388608.0), ""), x);
     LLVMValueRef bits = LLVMBuildBitCast(u->b, xs, ity, "");
-    LLVMValueRef e = LLVMBuildSub(u->b, LLVMBuildLShr(u->b, bits, icst(ity, 23), ""),
-                                  icst(ity, 127), "");
+    LLVMValueRef e =
+        LLVMBuildSub(u->b, LLVMBuildLShr(u->b, bits, icst(ity, 23), ""), icst(ity, 127), "");
     LLVMValueRef mb = LLVMBuildOr(u->b, LLVMBuildAnd(u->b, bits, icst(ity, 0x7fffff), ""),
                                   icst(ity, 0x3f800000), "");
     LLVMValueRef m = LLVMBuildBitCast(u->b, mb, ty, "");
@@ -181,15 +181,15 @@ LLVMValueRef tgc_lm_tanh(tgc_llvm_unit *u, LLVMValueRef x)
     LLVMValueRef a = tgc_lm_intrinsic1(u, "llvm.fabs", x);
     /* |x| < 0.3: odd Taylor series (error < 1e-9); else 1 - 2/(e^{2|x|} + 1) */
     LLVMValueRef x2 = LLVMBuildFMul(u->b, x, x, "");
-    static const double c[6] = {1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835,
-                                -1382.0 / 155925};
+    static const double c[6] = {1.0,         -1.0 / 3,    2.0 / 15,
+                                -17.0 / 315, 62.0 / 2835, -1382.0 / 155925};
     LLVMValueRef small = LLVMBuildFMul(u->b, x, horner(u, x2, c, 6), "");
     LLVMValueRef e = tgc_lm_exp(u, LLVMBuildFMul(u->b, a, tgc_lm_const(u, ty, 2.0), ""));
-    LLVMValueRef t = LLVMBuildFSub(
-        u->b, tgc_lm_const(u, ty, 1.0),
-        LLVMBuildFDiv(u->b, tgc_lm_const(u, ty, 2.0),
-                      LLVMBuildFAdd(u->b, e, tgc_lm_const(u, ty, 1.0), ""), ""),
-        "");
+    LLVMValueRef t =
+        LLVMBuildFSub(u->b, tgc_lm_const(u, ty, 1.0),
+                      LLVMBuildFDiv(u->b, tgc_lm_const(u, ty, 2.0),
+                                    LLVMBuildFAdd(u->b, e, tgc_lm_const(u, ty, 1.0), ""), ""),
+                      "");
     LLVMValueRef big = sel(u, fcmp(u, LLVMRealOLT, x, 0.0), LLVMBuildFNeg(u->b, t, ""), t);
     LLVMValueRef res = sel(u, fcmp(u, LLVMRealOLT, a, 0.3), small, big);
     return sel(u, fcmp(u, LLVMRealUNO, x, 0.0), x, res);
@@ -203,24 +203,21 @@ LLVMValueRef tgc_lm_erf(tgc_llvm_unit *u, LLVMValueRef x)
     LLVMValueRef a = tgc_lm_intrinsic1(u, "llvm.fabs", x);
     LLVMValueRef x2 = LLVMBuildFMul(u->b, x, x, "");
     /* |x| < 0.75: 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)) */
-    static const double ts[9] = {1.0,         -1.0 / 3,      1.0 / 10,     -1.0 / 42,
-                                 1.0 / 216,   -1.0 / 1320,   1.0 / 9360,   -1.0 / 75600,
-                                 1.0 / 685440};
+    static const double ts[9] = {1.0,         -1.0 / 3,   1.0 / 10,     -1.0 / 42,   1.0 / 216,
+                                 -1.0 / 1320, 1.0 / 9360, -1.0 / 75600, 1.0 / 685440};
     double c[9];
     for (int i = 0; i < 9; i++)
         c[i] = ts[i] * M_2_SQRTPI;
     LLVMValueRef small = LLVMBuildFMul(u->b, x, horner(u, x2, c, 9), "");
     /* else Abramowitz-Stegun 7.1.26: 1 - t P(t) e^{-x^2}, t = 1/(1 + p|x|) */
-    LLVMValueRef t = LLVMBuildFDiv(u->b, tgc_lm_const(u, ty, 1.0),
-                                   fma3(u, a, tgc_lm_const(u, ty, 0.3275911),
-                                        tgc_lm_const(u, ty, 1.0)),
-                                   "");
-    static const double p[5] = {0.254829592, -0.284496736, 1.421413741, -1.453152027,
-                                1.061405429};
+    LLVMValueRef t =
+        LLVMBuildFDiv(u->b, tgc_lm_const(u, ty, 1.0),
+                      fma3(u, a, tgc_lm_const(u, ty, 0.3275911), tgc_lm_const(u, ty, 1.0)), "");
+    static const double p[5] = {0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429};
     LLVMValueRef poly = LLVMBuildFMul(u->b, t, horner(u, t, p, 5), "");
     LLVMValueRef e = tgc_lm_exp(u, LLVMBuildFNeg(u->b, x2, ""));
-    LLVMValueRef big = LLVMBuildFSub(u->b, tgc_lm_const(u, ty, 1.0),
-                                     LLVMBuildFMul(u->b, poly, e, ""), "");
+    LLVMValueRef big =
+        LLVMBuildFSub(u->b, tgc_lm_const(u, ty, 1.0), LLVMBuildFMul(u->b, poly, e, ""), "");
     big = sel(u, fcmp(u, LLVMRealOLT, x, 0.0), LLVMBuildFNeg(u->b, big, ""), big);
     LLVMValueRef res = sel(u, fcmp(u, LLVMRealOLT, a, 0.75), small, big);
     return sel(u, fcmp(u, LLVMRealUNO, x, 0.0), x, res);

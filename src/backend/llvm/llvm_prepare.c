@@ -35,7 +35,7 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
                    : TGC_FUSE_OPAQUE;
     case TGC_KIND_VIEW: /* contiguous: an identity copy */
         return nd->out.dtype == TGC_F32 || nd->out.dtype == TGC_F64 ? TGC_FUSE_POINTWISE
-                                                                   : TGC_FUSE_OPAQUE;
+                                                                    : TGC_FUSE_OPAQUE;
     case TGC_KIND_REDUCE:
         if (nd->op == TGC_OP_SUM || nd->op == TGC_OP_MEAN || nd->op == TGC_OP_MAX) {
             tgc_dtype x = in[0];
@@ -77,8 +77,7 @@ static tgc_status materialize_views(tgc_graph *g)
         for (int32_t i = 0; i < g->n_nodes; i++) {
             kir_view v;
             const tgc_node *nd = &g->nodes[i];
-            if (kir_is_view_op(nd->op) && !kir_view_of(g, i, &v) &&
-                kir_view_of(g, nd->in[0], &v)) {
+            if (kir_is_view_op(nd->op) && !kir_view_of(g, i, &v) && kir_view_of(g, nd->in[0], &v)) {
                 bad[i] = 1;
                 n_bad++;
             }
@@ -381,10 +380,10 @@ static tgc_status contiguous_template_operands(tgc_graph *g)
     return st;
 }
 
-/* Moves every node that depends only on parameters and constants (batch-norm scale and shift from the
- * parameters, masks from constants) ahead of the rest, keeping order otherwise. Fusion
- * lets a node join a group only when its other operands come from older groups, so this
- * is what lets a conv's epilogue take a scale computed from parameters. */
+/* Moves every node that depends only on parameters and constants (batch-norm scale and shift from
+ * the parameters, masks from constants) ahead of the rest, keeping order otherwise. Fusion lets a
+ * node join a group only when its other operands come from older groups, so this is what lets a
+ * conv's epilogue take a scale computed from parameters. */
 static tgc_status hoist_input_only(tgc_graph *g)
 {
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
