@@ -166,8 +166,11 @@ static tgc_status finish_graph(tgc_fn *f, tgc_variant *v, const int32_t *out_ids
     tgc_status st = tgc_graph_set_outputs(v->graph, out_ids, n_out);
     if (st == TGC_OK)
         st = tgc_graph_verify(v->graph);
-    if (st == TGC_OK)
-        st = f->backend->compile(v->graph, &f->cfg, f->name, &v->artifact);
+    if (st == TGC_OK) {
+        char name[256]; /* names the variant in logs and in the backend's dump files */
+        snprintf(name, sizeof name, "%s_v%d", f->name, v->id);
+        st = f->backend->compile(v->graph, &f->cfg, name, &v->artifact);
+    }
     if (st == TGC_OK)
         dump_graph(f, v);
     return st;

@@ -1132,12 +1132,15 @@ static void dump_dir_gets_kernel_ir_and_llvm_ir(void **state)
     expect_call(f, fn_softmax, "dumped", in, 1, 1);
     tgc_fn_free(f);
     char path[512];
-    snprintf(path, sizeof path, "%s/dumped.kir.txt", dir);
+    /* per variant: <fn>_v<id> */
+    snprintf(path, sizeof path, "%s/dumped_v1.kir.txt", dir);
     assert_int_equal(read_file_has(path, "phases 3"), 1);
-    snprintf(path, sizeof path, "%s/dumped.ll", dir);
+    snprintf(path, sizeof path, "%s/dumped_v1.ll", dir);
     assert_int_equal(read_file_has(path, "define"), 1);
-    snprintf(path, sizeof path, "%s/dumped.opt.ll", dir);
+    snprintf(path, sizeof path, "%s/dumped_v1.opt.ll", dir);
     assert_int_equal(read_file_has(path, "define"), 1);
+    snprintf(path, sizeof path, "%s/dumped_v1.opt.txt", dir); /* graph as compiled, groups */
+    assert_int_equal(read_file_has(path, "group 0 loop"), 1);
     DIR *d = opendir(dir);
     assert_non_null(d);
     struct dirent *e;

@@ -298,9 +298,17 @@ static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg
     uint8_t *mat = NULL;
     if (st == TGC_OK)
         st = tgc_pass_fuse(a->g, tgc_llvm_fuse_hooks(), &fu);
-    if (st == TGC_OK && (cfg->log & TGC_LOG_GRAPH)) {
-        char *t = tgc_fusion_to_text(a->g, &fu);
-        tgc_log_msg(cfg, TGC_LOG_GRAPH, "tgc: fusion groups of '%s':\n%s", name, t ? t : "");
+    if (st == TGC_OK && ((cfg->log & TGC_LOG_GRAPH) || cfg->dump_dir)) {
+        /* the graph as compiled (after the passes and the backend's preparation) */
+        char *t = tgc_fusion_to_text(a->g, &fu), *gt = tgc_graph_to_text(a->g);
+        if (cfg->log & TGC_LOG_GRAPH)
+            tgc_log_msg(cfg, TGC_LOG_GRAPH, "tgc: fusion groups of '%s':\n%s", name, t ? t : "");
+        tgc_strbuf sb = {0};
+        tgc_sb_printf(&sb, "%s\n%s", gt ? gt : "", t ? t : "");
+        char *both = tgc_sb_take(&sb);
+        dump_text(cfg, name, "opt.txt", both);
+        free(both);
+        free(gt);
         free(t);
     }
     if (st == TGC_OK && !(mat = kir_materialized(a->g, &fu)))
