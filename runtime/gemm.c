@@ -355,26 +355,33 @@ typedef struct small_conv {
     void *ep_args;
 } small_conv;
 
+/* Rows [lo, hi) of the batched im2col: row r = (c, ki, kj) holds, for every image and
+ * output pixel, the input element the tap reads (0 over padding). The source offset of a
+ * pixel within its image's plane depends only on (ki, kj): it is computed once per row
+ * into a small table, and the copy over the images is a table-driven gather. */
 static void im2col_rows(void *ctx, int64_t lo, int64_t hi)
 {
     const small_conv *s = ctx;
     const tgc_conv_params *p = s->p;
     int64_t ohw = s->oh * s->ow;
+    int32_t off[TGC_CONV_BATCH_BELOW];
     for (int64_t r = lo; r < hi; r++) {
         int64_t c = r / (p->kh * p->kw), kk = r % (p->kh * p->kw);
         int64_t ki = kk / p->kw, kj = kk % p->kw;
-        float *dst = s->cols + r * s->cols_n;
-        for (int64_t n = 0; n < p->n; n++) {
-            const float *src = s->x + (n * p->c + c) * p->h * p->w;
-            for (int64_t oy = 0; oy < s->oh; oy++) {
-                int64_t iy = oy * p->stride_h - p->pad_h + ki * p->dil_h;
-                for (int64_t ox = 0; ox < s->ow; ox++) {
-                    int64_t ix = ox * p->stride_w - p->pad_w + kj * p->dil_w;
-                    int in = iy >= 0 && iy < p->h && ix >= 0 && ix < p->w;
-                    dst[n * ohw + oy * s->ow + ox] = in ? src[iy * p->w + ix] : 0.0f;
-                }
+        for (int64_t oy = 0; oy < s->oh; oy++) {
+            int64_t iy = oy * p->stride_h - p->pad_h + ki * p->dil_h;
+            for (int64_t ox = 0; ox < s->ow; ox++) {
+                int64_t ix = ox * p->stride_w - p->pad_w + kj * p->dil_w;
+                int in = iy >= 0 && iy < p->h && ix >= 0 && ix < p->w;
+                off[oy * s->ow + ox] = in ? (int32_t)(iy * p->w + ix) : -1;
             }
         }
+        float *dst = s->cols + r * s->cols_n;
+        const float *src = s->x + c * p->h * p->w;
+        int64_t plane = p->c * p->h * p->w;
+        for (int64_t n = 0; n < p->n; n++, dst += ohw, src += plane)
+            for (int64_t q = 0; q < ohw; q++)
+                dst[q] = off[q] >= 0 ? src[off[q]] : 0.0f;
     }
 }
 
