@@ -6,14 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "tgc/tgc.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void add(tgc_module *m, const char *name, const int64_t *shape, int ndim, int buffer)
 {

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "tgc/tgc.h"
 
 #ifdef TGC_BENCH_HAVE_DNNL
@@ -50,47 +51,6 @@ typedef struct problem {
     float *x, *wt, *bias;
     double flops;
 } problem;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-typedef int (*run_fn)(void *ctx);
-
-/* One warmup, then up to iters runs while the budget lasts (at least one). Returns the median
- * seconds per run, or < 0 when a run fails. */
-static double time_runs(run_fn fn, void *ctx, int iters, double budget)
-{
-    double t[256];
-    if (iters > 256)
-        iters = 256;
-    double start = now();
-    if (fn(ctx) != 0)
-        return -1;
-    int n = 0;
-    while (n < iters && (n == 0 || now() - start < budget)) {
-        double t0 = now();
-        if (fn(ctx) != 0)
-            return -1;
-        t[n++] = now() - t0;
-    }
-    return median(t, n);
-}
 
 static void fill_random(float *p, int64_t n, uint64_t seed, float scale)
 {
@@ -222,23 +182,6 @@ static int tgc_run(void *p)
     return 0;
 }
 
-/* The backend a compiled function runs on, from the first line of tgc_fn_explain
- * ("tgc_fn 'name' (backend X): ..."). */
-static void backend_of(const tgc_fn *f, char *buf, size_t n)
-{
-    snprintf(buf, n, "?");
-    char *text = tgc_fn_explain(f);
-    if (!text)
-        return;
-    const char *p = strstr(text, "(backend ");
-    if (p) {
-        p += 9;
-        size_t len = strcspn(p, ")");
-        snprintf(buf, n, "%.*s", (int)len, p);
-    }
-    tgc_free(text);
-}
-
 typedef struct tgc_result {
     double sec;          /* median seconds per call */
     double first_call_s; /* trace + compile + run */
@@ -278,7 +221,7 @@ static int tgc_measure(const options *o, tgc_model_fn fn, const char *name, int 
     }
     tgc_tensor_free(y);
     backend_of(f, r->backend, sizeof r->backend);
-    r->sec = time_runs(tgc_run, &ctx, o->iters, o->budget);
+    r->sec = time_runs(tgc_run, &ctx, o->iters, o->budget, NULL);
     tgc_fn_free(f);
     return r->sec > 0 ? 0 : -1;
 }
@@ -449,7 +392,7 @@ static int dnnl_measure(const options *o, const problem *p, int threads, int pla
         conv, stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}}, 3};
     if (with_bias_relu)
         ctx.args[ctx.n_args++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bia};
-    r->sec = time_runs(dnnl_run, &ctx, o->iters, o->budget);
+    r->sec = time_runs(dnnl_run, &ctx, o->iters, o->budget, NULL);
     if (r->sec <= 0)
         goto fail;
 

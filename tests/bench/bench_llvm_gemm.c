@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "backend/llvm/llvm_gemm_build.h"
 
 /* weak: the bench still links when the library is built without LLVM */
@@ -28,13 +29,6 @@ typedef void (*set_threads_fn)(int);
 static sgemm_fn g_blas;
 static set_threads_fn g_blas_threads;
 static double g_min_time = 0.4;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void fill(float *p, size_t n, unsigned seed)
 {

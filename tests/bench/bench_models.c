@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "tgc/tgc.h"
 
 #include "examples/models/bert.h"
@@ -50,19 +51,6 @@ typedef struct run_state {
     double cold_first_ms, cold_warm_ms, cold_compile_ms, cold_stats_ms;
     int have_cold;
 } run_state;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One call of a model, compiled (f) or eager (fn); its outputs are freed. Seconds, or -1. */
 static double one_call(tgc_fn *f, tgc_model_fn fn, tgc_module *m, tgc_tensor *const *in, int n_in)

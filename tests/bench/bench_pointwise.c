@@ -34,6 +34,7 @@
 #define BENCH_SSE2 1
 #endif
 
+#include "bench_util.h"
 #include "tgc/tgc.h"
 
 #define MAX_THREADS 8
@@ -50,47 +51,6 @@ typedef struct options {
 } options;
 
 static const float k_mul = 1.5f, k_add = 0.25f, k_sub = 0.5f, k_cap = 1.75f;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-typedef int (*run_fn)(void *ctx);
-
-/* One warmup, then up to iters runs while the budget lasts (at least one). Returns the median
- * seconds per run, or < 0 when a run fails. */
-static double time_runs(run_fn fn, void *ctx, int iters, double budget)
-{
-    double t[256];
-    if (iters > 256)
-        iters = 256;
-    double start = now();
-    if (fn(ctx) != 0)
-        return -1;
-    int n = 0;
-    while (n < iters && (n == 0 || now() - start < budget)) {
-        double t0 = now();
-        if (fn(ctx) != 0)
-            return -1;
-        t[n++] = now() - t0;
-    }
-    return median(t, n);
-}
 
 static void fill_random(float *p, int64_t n, uint64_t seed, float lo, float hi)
 {
@@ -364,23 +324,6 @@ static int tgc_run(void *p)
     return 0;
 }
 
-/* The backend a compiled function runs on, from the first line of tgc_fn_explain
- * ("tgc_fn 'name' (backend X): ..."). */
-static void backend_of(const tgc_fn *f, char *buf, size_t n)
-{
-    snprintf(buf, n, "?");
-    char *text = tgc_fn_explain(f);
-    if (!text)
-        return;
-    const char *p = strstr(text, "(backend ");
-    if (p) {
-        p += 9;
-        size_t len = strcspn(p, ")");
-        snprintf(buf, n, "%.*s", (int)len, p);
-    }
-    tgc_free(text);
-}
-
 typedef struct tgc_result {
     double sec, first_call_s, max_diff;
     int kernels;
@@ -425,7 +368,7 @@ static int tgc_measure(const options *o, int threads, tgc_backend_kind backend,
     backend_of(f, r->backend, sizeof r->backend);
     tgc_stats stats;
     r->kernels = tgc_fn_stats(f, &stats) == TGC_OK ? stats.kernels_last_variant : -1;
-    r->sec = time_runs(tgc_run, &ctx, o->iters, o->budget);
+    r->sec = time_runs(tgc_run, &ctx, o->iters, o->budget, NULL);
     tgc_fn_free(f);
     return r->sec > 0 ? 0 : -1;
 }
@@ -449,18 +392,18 @@ static int run_threads(const options *o, int threads, tgc_tensor *const *in, con
     int failed = 0;
 
     host_ctx hc = {o, hx, hs, hy, threads, 0, 0};
-    double t_copy = time_runs(memcpy_run, &hc, o->iters, o->budget);
+    double t_copy = time_runs(memcpy_run, &hc, o->iters, o->budget, NULL);
     hc.fresh = 1;
-    double t_copy_fresh = time_runs(memcpy_run, &hc, o->iters, o->budget);
+    double t_copy_fresh = time_runs(memcpy_run, &hc, o->iters, o->budget, NULL);
     hc.fresh = 0;
     hc.y = ref;
     double t_stream = -1;
 #ifdef BENCH_SSE2
     hc.stream = 1;
-    t_stream = time_runs(fused_run, &hc, o->iters, o->budget);
+    t_stream = time_runs(fused_run, &hc, o->iters, o->budget, NULL);
     hc.stream = 0;
 #endif
-    double t_fused = time_runs(fused_run, &hc, o->iters, o->budget);
+    double t_fused = time_runs(fused_run, &hc, o->iters, o->budget, NULL);
     if (t_copy <= 0 || t_copy_fresh <= 0 || t_fused <= 0) {
         fprintf(stderr, "bench_pointwise: a host reference failed\n");
         return 1;

@@ -32,6 +32,7 @@
 #define BENCH_X86 1
 #endif
 
+#include "bench_util.h"
 #include "tgc/tgc.h"
 
 #ifdef TGC_BENCH_HAVE_OPENBLAS
@@ -68,25 +69,6 @@ typedef struct openblas_results {
     double gflops[MAX_SIZES][MAX_THREADS];
     int ok;
 } openblas_results;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- fp32 FMA peak ---- */
 
@@ -357,29 +339,6 @@ static int parse_args(int argc, char **argv, options *o)
 
 /* ---- timing ---- */
 
-typedef int (*run_fn)(void *ctx);
-
-/* One warmup, then up to iters runs while the budget lasts (at least one). Returns the median
- * seconds per run, or < 0 when a run fails. */
-static double time_runs(run_fn fn, void *ctx, int iters, double budget, int *runs)
-{
-    double t[256];
-    if (iters > 256)
-        iters = 256;
-    double start = now();
-    if (fn(ctx) != 0)
-        return -1;
-    int n = 0;
-    while (n < iters && (n == 0 || now() - start < budget)) {
-        double t0 = now();
-        if (fn(ctx) != 0)
-            return -1;
-        t[n++] = now() - t0;
-    }
-    *runs = n;
-    return median(t, n);
-}
-
 static void fill_random(float *p, int64_t n, uint64_t seed)
 {
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -550,23 +509,6 @@ static int tgc_run(void *p)
     }
     tgc_tensor_free(y);
     return 0;
-}
-
-/* The backend a compiled function runs on, from the first line of tgc_fn_explain
- * ("tgc_fn 'name' (backend X): ..."). */
-static void backend_of(const tgc_fn *f, char *buf, size_t n)
-{
-    snprintf(buf, n, "?");
-    char *text = tgc_fn_explain(f);
-    if (!text)
-        return;
-    const char *p = strstr(text, "(backend ");
-    if (p) {
-        p += 9;
-        size_t len = strcspn(p, ")");
-        snprintf(buf, n, "%.*s", (int)len, p);
-    }
-    tgc_free(text);
 }
 
 /* Compares 32 entries of c = a @ b with a double-precision dot product. */
