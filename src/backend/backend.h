@@ -34,6 +34,9 @@ typedef struct tgc_backend {
 } tgc_backend;
 
 const tgc_backend *tgc_backend_interp(void);
+/* The tensor INPUT node nd of g is bound to in this call; NULL when the binding is out of
+ * range. */
+tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x);
 /* The backend a config asks for in this build: AUTO is LLVM when built with it, else interp.
  * NULL with TGC_ERR_UNSUPPORTED set when the kind is not available. */
 const tgc_backend *tgc_backend_for(const tgc_config *cfg);

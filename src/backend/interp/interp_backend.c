@@ -38,19 +38,6 @@ static tgc_status interp_compile(const tgc_graph *g, const tgc_config *cfg, cons
     return TGC_OK;
 }
 
-static tgc_tensor *bound_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x)
-{
-    int64_t idx = nd->attrs.i[1];
-    switch ((tgc_bind_kind)nd->attrs.i[0]) {
-    case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
-    case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
-    case TGC_BIND_CAPTURED:
-    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx] : NULL;
-    case TGC_BIND_FOLDED: return idx >= 0 && idx < g->n_consts ? g->consts[idx] : NULL;
-    }
-    return NULL;
-}
-
 static tgc_tensor *run_node(const tgc_graph *g, const tgc_node *nd, tgc_tensor **vals,
                             const int64_t *symvals)
 {
@@ -96,7 +83,7 @@ static tgc_status interp_run(void *artifact, const tgc_graph *g, const tgc_exec_
     tgc_scope_push();
     for (int i = 0; i < g->n_nodes && st == TGC_OK; i++) {
         const tgc_node *nd = &g->nodes[i];
-        vals[i] = nd->op == TGC_OP_INPUT ? bound_input(g, nd, x) : run_node(g, nd, vals, x->symvals);
+        vals[i] = nd->op == TGC_OP_INPUT ? tgc_exec_input(g, nd, x) : run_node(g, nd, vals, x->symvals);
         if (!vals[i]) {
             st = tgc_keep_error(TGC_ERR_INTERNAL, "tgc interp: node %%%d (%s) failed", i,
                                 tgc_op_name(nd->op));

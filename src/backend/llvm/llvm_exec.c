@@ -51,19 +51,6 @@ static void eval_shape(const llvm_art *a, const tgc_vinfo *v, const int64_t *sym
         shape[d] = tgc_sym_eval(a->g->syms, v->shape[d], symvals);
 }
 
-static tgc_tensor *bound_input(const llvm_art *a, const tgc_node *nd, const tgc_exec_args *x)
-{
-    int64_t idx = nd->attrs.i[1];
-    switch ((tgc_bind_kind)nd->attrs.i[0]) {
-    case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
-    case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
-    case TGC_BIND_CAPTURED:
-    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx] : NULL;
-    case TGC_BIND_FOLDED: return idx < a->g->n_consts ? a->g->consts[idx] : NULL;
-    }
-    return NULL;
-}
-
 /* The tensor of value v: computed values are in vals; views are made on demand. */
 static tgc_tensor *value_tensor(run_ctx *r, int32_t v)
 {
@@ -276,7 +263,7 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
         const tgc_node *nd = &g->nodes[i];
         if (nd->op != TGC_OP_INPUT)
             continue;
-        tgc_tensor *t = bound_input(a, nd, x);
+        tgc_tensor *t = tgc_exec_input(a->g, nd, x);
         if (!t)
             st = tgc_set_error(TGC_ERR_INTERNAL, "tgc llvm: input %%%d is not bound", i);
         else if (!tgc_tensor_is_contiguous(t))

@@ -1,4 +1,4 @@
-/* Which backend a config gets in this build. */
+/* What the backends share: which one a config gets in this build, and input binding. */
 #include "backend/backend.h"
 #include "support/error.h"
 #ifdef TGC_HAVE_LLVM
@@ -35,5 +35,18 @@ const tgc_backend *tgc_backend_for(const tgc_config *cfg)
 #endif
     }
     tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_compile: unknown backend %d", (int)cfg->backend);
+    return NULL;
+}
+
+tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x)
+{
+    int64_t idx = nd->attrs.i[1];
+    switch ((tgc_bind_kind)nd->attrs.i[0]) {
+    case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
+    case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
+    case TGC_BIND_CAPTURED:
+    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx] : NULL;
+    case TGC_BIND_FOLDED: return idx >= 0 && idx < g->n_consts ? g->consts[idx] : NULL;
+    }
     return NULL;
 }
