@@ -55,20 +55,6 @@ static tgc_tensor *evaluate(const tgc_graph *g, int i, tgc_tensor *const *val)
     return r;
 }
 
-static int32_t add_folded(tgc_rewriter *rw, const tgc_node *nd, tgc_tensor *t)
-{
-    int k = tgc_graph_add_const(rw->g, t);
-    tgc_tensor_unref(t); /* the graph holds the only reference now */
-    if (k < 0) {
-        rw->st = tgc_last_status();
-        return -1;
-    }
-    tgc_attrs a = {.ni = 2};
-    a.i[0] = TGC_BIND_FOLDED;
-    a.i[1] = k;
-    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &nd->out);
-}
-
 tgc_status tgc_pass_fold_constants(tgc_graph *g)
 {
     tgc_rewriter rw;
@@ -96,7 +82,7 @@ tgc_status tgc_pass_fold_constants(tgc_graph *g)
             continue;
         }
         val[i] = t;
-        rw.map[i] = add_folded(&rw, nd, t);
+        rw.map[i] = tgc_rw_emit_const(&rw, t);
         rw.changed = 1;
     }
     tgc_scope_pop();

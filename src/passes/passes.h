@@ -75,6 +75,10 @@ int32_t tgc_rw_emit(tgc_rewriter *rw, tgc_op op, const int32_t *in, int n_in, co
 /* Appends a node with a given type (for INPUT nodes). */
 int32_t tgc_rw_emit_typed(tgc_rewriter *rw, tgc_op op, const int32_t *in, int n_in,
                           const tgc_attrs *a, const tgc_vinfo *out);
+/* Makes t (a concrete, contiguous tensor outside any scope, whose reference the call takes
+ * over) a graph constant and appends the TGC_BIND_FOLDED input that reads it; returns the
+ * new id, or -1 with rw->st set. t may be NULL (an allocation that failed: TGC_ERR_OOM). */
+int32_t tgc_rw_emit_const(tgc_rewriter *rw, tgc_tensor *t);
 /* The new id of old value i. */
 static inline int32_t tgc_rw_new(const tgc_rewriter *rw, int32_t i)
 {

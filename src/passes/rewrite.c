@@ -206,3 +206,24 @@ tgc_status tgc_rw_finish(tgc_rewriter *rw)
     rw->map = NULL;
     return TGC_OK;
 }
+
+int32_t tgc_rw_emit_const(tgc_rewriter *rw, tgc_tensor *t)
+{
+    if (!t) {
+        rw->st = tgc_set_error(TGC_ERR_OOM, "tgc passes: out of memory making a constant");
+        return -1;
+    }
+    tgc_vinfo v = {.dtype = t->dtype, .ndim = t->ndim};
+    for (int d = 0; d < t->ndim; d++)
+        v.shape[d] = t->shape[d];
+    int k = tgc_graph_add_const(rw->g, t);
+    tgc_tensor_unref(t); /* the graph holds the only reference now */
+    if (k < 0) {
+        rw->st = tgc_last_status();
+        return -1;
+    }
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_FOLDED;
+    a.i[1] = k;
+    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v);
+}

@@ -64,52 +64,70 @@ const tgc_fuse_hooks *tgc_llvm_fuse_hooks(void)
     return &hooks;
 }
 
-/* Puts a contiguous copy in front of every view whose chain no affine access expresses
- * (a reshape merging dims of a permuted tensor), so lowering only sees affine views. */
+/* Replaces every node `wants` selects by what `emit` appends for it (its new value id), in
+ * one rebuild of g. A node whose emission fails, or does not reproduce the node's type, is
+ * kept as it was (its partial output rolled back). *n_selected (may be NULL) counts the
+ * selected nodes; with none, g is left untouched. */
+typedef int (*node_pred)(const tgc_graph *g, int32_t i);
+typedef int32_t (*node_emit)(tgc_rewriter *rw, const tgc_graph *g, int32_t i);
+
+static tgc_status rewrite_nodes(tgc_graph *g, node_pred wants, node_emit emit, int *n_selected)
+{
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n += wants(g, i) != 0;
+    if (n_selected)
+        *n_selected = n;
+    if (!n)
+        return TGC_OK;
+    tgc_rewriter rw;
+    if (tgc_rw_begin(&rw, g) != TGC_OK)
+        return rw.st;
+    for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++) {
+        if (wants(g, i)) {
+            int mark = rw.next.n_nodes;
+            int32_t r = emit(&rw, g, i);
+            if (r >= 0 && tgc_vinfo_same(tgc_rw_type(&rw, r), &g->nodes[i].out)) {
+                rw.map[i] = r;
+                continue;
+            }
+            tgc_rw_rollback(&rw, mark);
+        }
+        tgc_rw_copy(&rw, i);
+    }
+    return tgc_rw_finish(&rw);
+}
+
+/* A view that fails on its own: its input's view is affine, its own is not. */
+static int view_not_affine(const tgc_graph *g, int32_t i)
+{
+    kir_view v;
+    const tgc_node *nd = &g->nodes[i];
+    return kir_is_view_op(nd->op) && !kir_view_of(g, i, &v) && kir_view_of(g, nd->in[0], &v);
+}
+
+/* The same view over a contiguous copy of its input. */
+static int32_t emit_view_of_copy(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    int32_t src = tgc_rw_new(rw, nd->in[0]);
+    tgc_attrs none = {0};
+    int32_t cont = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &src, 1, &none);
+    return cont >= 0 ? tgc_rw_emit(rw, nd->op, &cont, 1, &nd->attrs) : -1;
+}
+
+/* Puts a contiguous copy in front of every view whose chain no affine access expresses (a
+ * reshape merging dims of a permuted tensor), so lowering only sees affine views. A chain
+ * with several such views takes one round each. */
 static tgc_status materialize_views(tgc_graph *g)
 {
     for (int round = 0; round < 8; round++) {
-        /* a view fails on its own when its input's view is affine */
-        uint8_t *bad = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
-        if (!bad)
-            return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
-        int n_bad = 0;
-        for (int32_t i = 0; i < g->n_nodes; i++) {
-            kir_view v;
-            const tgc_node *nd = &g->nodes[i];
-            if (kir_is_view_op(nd->op) && !kir_view_of(g, i, &v) && kir_view_of(g, nd->in[0], &v)) {
-                bad[i] = 1;
-                n_bad++;
-            }
-        }
-        if (!n_bad) {
-            free(bad);
-            return TGC_OK;
-        }
-        tgc_rewriter rw;
-        tgc_status st = tgc_rw_begin(&rw, g);
-        for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
-            if (!bad[i]) {
-                tgc_rw_copy(&rw, i);
-                continue;
-            }
-            const tgc_node *nd = &g->nodes[i];
-            int32_t src = tgc_rw_new(&rw, nd->in[0]);
-            tgc_attrs none = {0};
-            int32_t cont = tgc_rw_emit(&rw, TGC_OP_CONTIGUOUS, &src, 1, &none);
-            int32_t v = cont >= 0 ? tgc_rw_emit(&rw, nd->op, &cont, 1, &nd->attrs) : -1;
-            if (v >= 0)
-                rw.map[i] = v;
-        }
-        free(bad);
-        if (st == TGC_OK && rw.st != TGC_OK) {
-            st = rw.st;
-            tgc_rw_abort(&rw);
-        } else if (st == TGC_OK) {
-            st = tgc_rw_finish(&rw);
-        }
+        int n = 0;
+        tgc_status st = rewrite_nodes(g, view_not_affine, emit_view_of_copy, &n);
         if (st != TGC_OK)
             return st;
+        if (!n)
+            break;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         kir_view v;
@@ -122,7 +140,8 @@ static tgc_status materialize_views(tgc_graph *g)
 }
 
 /* The averaging matrix of an adaptive pool along one dim: [out, in] (or its transpose),
- * row i weighting input window [floor(i*in/out), ceil((i+1)*in/out)) equally. */
+ * row i weighting input window [floor(i*in/out), ceil((i+1)*in/out)) equally. Outside any
+ * scope, for tgc_rw_emit_const. */
 static tgc_tensor *pool_matrix(int64_t in, int64_t out, int transpose)
 {
     int64_t shape[2] = {transpose ? in : out, transpose ? out : in};
@@ -140,97 +159,49 @@ static tgc_tensor *pool_matrix(int64_t in, int64_t out, int transpose)
     return t;
 }
 
-static int32_t emit_const(tgc_rewriter *rw, tgc_tensor *t)
-{
-    int k = t ? tgc_graph_add_const(rw->g, t) : -1;
-    if (t)
-        tgc_tensor_unref(t); /* the graph holds the only reference now */
-    if (k < 0) {
-        rw->st = t ? tgc_last_status() : TGC_ERR_OOM;
-        return -1;
-    }
-    tgc_attrs a = {.ni = 2};
-    a.i[0] = TGC_BIND_FOLDED;
-    a.i[1] = k;
-    tgc_vinfo v = {.dtype = TGC_F32, .ndim = 2};
-    v.shape[0] = t->shape[0];
-    v.shape[1] = t->shape[1];
-    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v);
-}
-
-/* An adaptive average pool to other than 1x1 (whose windows move by a non-integer step,
- * so no affine window load expresses it) is out = P_h . x . P_w^T with constant averaging
- * matrices: two small GEMMs instead of an interp call. */
-static tgc_status adaptive_pool_as_matmuls(tgc_graph *g)
-{
-    int n = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const tgc_node *nd = &g->nodes[i];
-        const tgc_vinfo *x = nd->n_in ? &g->nodes[nd->in[0]].out : NULL;
-        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && x->dtype == TGC_F32 && x->ndim >= 3 &&
-            TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) && TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
-            !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1))
-            n++;
-    }
-    if (!n)
-        return TGC_OK;
-    tgc_rewriter rw;
-    tgc_status st = tgc_rw_begin(&rw, g);
-    for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
-        const tgc_node *nd = &g->nodes[i];
-        const tgc_vinfo *x = nd->n_in ? &g->nodes[nd->in[0]].out : NULL;
-        if (!(nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && x->dtype == TGC_F32 && x->ndim >= 3 &&
-              TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) &&
-              TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
-              !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1))) {
-            tgc_rw_copy(&rw, i);
-            continue;
-        }
-        int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
-        tgc_attrs none = {0};
-        int32_t pw = emit_const(&rw, pool_matrix(W, nd->attrs.i[1], 1));
-        int32_t ph = emit_const(&rw, pool_matrix(H, nd->attrs.i[0], 0));
-        int32_t a[2] = {tgc_rw_new(&rw, nd->in[0]), pw};
-        int32_t y = pw >= 0 && ph >= 0 ? tgc_rw_emit(&rw, TGC_OP_MATMUL, a, 2, &none) : -1;
-        int32_t b[2] = {ph, y};
-        int32_t z = y >= 0 ? tgc_rw_emit(&rw, TGC_OP_MATMUL, b, 2, &none) : -1;
-        if (z >= 0)
-            rw.map[i] = z;
-    }
-    if (st == TGC_OK && rw.st != TGC_OK) {
-        st = rw.st;
-        tgc_rw_abort(&rw);
-    } else if (st == TGC_OK) {
-        st = tgc_rw_finish(&rw);
-    }
-    return st;
-}
-
 /* A 0-d f32 constant of the graph. */
 static int32_t emit_scalar_const(tgc_rewriter *rw, float v)
 {
     tgc_tensor *t = tgc_tensor_new(NULL, 0, TGC_F32, tgc_cpu());
-    if (!t) {
-        rw->st = TGC_ERR_OOM;
-        return -1;
+    if (t) {
+        *(float *)tgc_tensor_base(t) = v;
+        tgc_scope_release(t);
     }
-    *(float *)tgc_tensor_base(t) = v;
-    tgc_scope_release(t);
-    int k = tgc_graph_add_const(rw->g, t);
-    tgc_tensor_unref(t);
-    if (k < 0) {
-        rw->st = tgc_last_status();
-        return -1;
-    }
-    tgc_attrs a = {.ni = 2};
-    a.i[0] = TGC_BIND_FOLDED;
-    a.i[1] = k;
-    tgc_vinfo v0 = {.dtype = TGC_F32, .ndim = 0};
-    return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v0);
+    return tgc_rw_emit_const(rw, t);
 }
 
-static int sdpa_decomposable(const tgc_graph *g, const tgc_node *nd)
+/* An adaptive average pool to other than 1x1, over constant sizes. */
+static int adaptive_pool_to_gemm(const tgc_graph *g, int32_t i)
 {
+    const tgc_node *nd = &g->nodes[i];
+    if (nd->op != TGC_OP_ADAPTIVE_AVG_POOL2D)
+        return 0;
+    const tgc_vinfo *x = &g->nodes[nd->in[0]].out;
+    return x->dtype == TGC_F32 && x->ndim >= 3 && TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) &&
+           TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
+           !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1);
+}
+
+/* Such a pool (whose windows move by a non-integer step, so no affine window load expresses
+ * it) is out = P_h . x . P_w^T with constant averaging matrices: two small GEMMs instead of
+ * an interp call. */
+static int32_t emit_adaptive_pool(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    const tgc_vinfo *x = &g->nodes[nd->in[0]].out;
+    int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
+    tgc_attrs none = {0};
+    int32_t pw = tgc_rw_emit_const(rw, pool_matrix(W, nd->attrs.i[1], 1));
+    int32_t ph = pw >= 0 ? tgc_rw_emit_const(rw, pool_matrix(H, nd->attrs.i[0], 0)) : -1;
+    int32_t a[2] = {tgc_rw_new(rw, nd->in[0]), pw};
+    int32_t y = ph >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, a, 2, &none) : -1;
+    int32_t b[2] = {ph, y};
+    return y >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, b, 2, &none) : -1;
+}
+
+static int sdpa_decomposable(const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
     if (nd->op != TGC_OP_SDPA || nd->out.dtype != TGC_F32 || nd->attrs.i[0] != 0 ||
         nd->attrs.f[0] != 0.0)
         return 0;
@@ -244,8 +215,9 @@ static int sdpa_decomposable(const tgc_graph *g, const tgc_node *nd)
  * softmax the fuser knows: matmul(q, k^T) * scale (+ float mask, or -inf where a bool mask
  * is false), a softmax whose fully masked rows give zeros (interp's semantics), then
  * matmul(., v). The scores' epilogue and the softmax fuse; both GEMMs are templates. */
-static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, const tgc_node *nd)
+static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 {
+    const tgc_node *nd = &g->nodes[i];
     tgc_attrs none = {0};
     int32_t q = tgc_rw_new(rw, nd->in[0]), k = tgc_rw_new(rw, nd->in[1]),
             v = tgc_rw_new(rw, nd->in[2]);
@@ -295,89 +267,34 @@ static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, const tgc_node *n
     return p >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, pv, 2, &none) : -1;
 }
 
-static tgc_status decompose_attention(tgc_graph *g)
-{
-    int n = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        n += sdpa_decomposable(g, &g->nodes[i]);
-    if (!n)
-        return TGC_OK;
-    tgc_rewriter rw;
-    tgc_status st = tgc_rw_begin(&rw, g);
-    for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
-        const tgc_node *nd = &g->nodes[i];
-        if (!sdpa_decomposable(g, nd)) {
-            tgc_rw_copy(&rw, i);
-            continue;
-        }
-        int mark = rw.next.n_nodes;
-        int32_t r = emit_sdpa(&rw, g, nd);
-        if (r >= 0 && tgc_vinfo_same(tgc_rw_type(&rw, r), &nd->out)) {
-            rw.map[i] = r;
-        } else { /* keep the node when the rewrite does not reproduce its type */
-            tgc_rw_rollback(&rw, mark);
-            tgc_rw_copy(&rw, i);
-        }
-    }
-    if (st == TGC_OK && rw.st != TGC_OK) {
-        st = rw.st;
-        tgc_rw_abort(&rw);
-    } else if (st == TGC_OK) {
-        st = tgc_rw_finish(&rw);
-    }
-    return st;
-}
-
 /* A matmul, linear or conv whose operands are views the template cannot stride through
  * (attention's per-head q and k: batch dims that do not flatten into one stride) reads
  * contiguous copies instead: one pass over the operand buys the packed GEMM. */
-static tgc_status contiguous_template_operands(tgc_graph *g)
+static int operands_unstridable(const tgc_graph *g, int32_t i)
 {
-    uint8_t *fix = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
-    if (!fix)
-        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
-    int n_fix = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const tgc_node *nd = &g->nodes[i];
-        tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
-        if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) || nd->out.dtype != TGC_F32 ||
-            kir_template_ok(g, i))
-            continue;
-        for (int k = 0; k < 2 && k < nd->n_in; k++)
-            if (kir_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
-                fix[i] = 1;
-        n_fix += fix[i];
+    const tgc_node *nd = &g->nodes[i];
+    tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
+    if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) || nd->out.dtype != TGC_F32 ||
+        kir_template_ok(g, i))
+        return 0;
+    for (int k = 0; k < 2 && k < nd->n_in; k++)
+        if (kir_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
+            return 1;
+    return 0;
+}
+
+/* The node over contiguous copies of its view operands. */
+static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    int32_t in[3];
+    tgc_attrs none = {0};
+    for (int k = 0; k < nd->n_in; k++) {
+        in[k] = tgc_rw_new(rw, nd->in[k]);
+        if (k < 2 && kir_is_view_op(g->nodes[nd->in[k]].op))
+            in[k] = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
     }
-    tgc_status st = TGC_OK;
-    if (n_fix) {
-        tgc_rewriter rw;
-        st = tgc_rw_begin(&rw, g);
-        for (int32_t i = 0; st == TGC_OK && i < g->n_nodes && rw.st == TGC_OK; i++) {
-            if (!fix[i]) {
-                tgc_rw_copy(&rw, i);
-                continue;
-            }
-            const tgc_node *nd = &g->nodes[i];
-            int32_t in[3];
-            tgc_attrs none = {0};
-            for (int k = 0; k < nd->n_in; k++) {
-                in[k] = tgc_rw_new(&rw, nd->in[k]);
-                if (k < 2 && kir_is_view_op(g->nodes[nd->in[k]].op))
-                    in[k] = tgc_rw_emit(&rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
-            }
-            int32_t v = tgc_rw_emit(&rw, nd->op, in, nd->n_in, &nd->attrs);
-            if (v >= 0)
-                rw.map[i] = v;
-        }
-        if (st == TGC_OK && rw.st != TGC_OK) {
-            st = rw.st;
-            tgc_rw_abort(&rw);
-        } else if (st == TGC_OK) {
-            st = tgc_rw_finish(&rw);
-        }
-    }
-    free(fix);
-    return st;
+    return tgc_rw_emit(rw, nd->op, in, nd->n_in, &nd->attrs);
 }
 
 /* Moves every node that depends only on parameters and constants (batch-norm scale and shift from
@@ -406,19 +323,13 @@ static tgc_status hoist_input_only(tgc_graph *g)
             seen_other = 1;
     }
     tgc_status st = TGC_OK;
-    if (moved) {
-        tgc_rewriter rw;
-        st = tgc_rw_begin(&rw, g);
-        for (int pass = 0; pass < 2 && st == TGC_OK; pass++)
+    tgc_rewriter rw;
+    if (moved && (st = tgc_rw_begin(&rw, g)) == TGC_OK) {
+        for (int pass = 0; pass < 2; pass++)
             for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++)
                 if (only[i] == (pass == 0))
                     tgc_rw_copy(&rw, i);
-        if (st == TGC_OK && rw.st != TGC_OK) {
-            st = rw.st;
-            tgc_rw_abort(&rw);
-        } else if (st == TGC_OK) {
-            st = tgc_rw_finish(&rw);
-        }
+        st = tgc_rw_finish(&rw);
     }
     free(only);
     return st;
@@ -426,13 +337,14 @@ static tgc_status hoist_input_only(tgc_graph *g)
 
 tgc_status tgc_llvm_prepare(tgc_graph *g)
 {
-    tgc_status st = adaptive_pool_as_matmuls(g);
+    tgc_status st = rewrite_nodes(g, adaptive_pool_to_gemm, emit_adaptive_pool, NULL);
     if (st == TGC_OK)
-        st = decompose_attention(g);
+        st = rewrite_nodes(g, sdpa_decomposable, emit_sdpa, NULL);
     if (st == TGC_OK)
         st = materialize_views(g);
-    if (st == TGC_OK)
-        st = contiguous_template_operands(g);
+    if (st == TGC_OK) /* copies of GEMM / conv operands the templates cannot stride through
+                       * (attention's per-head q and k): one pass buys the packed GEMM */
+        st = rewrite_nodes(g, operands_unstridable, emit_on_copies, NULL);
     if (st == TGC_OK)
         st = hoist_input_only(g);
     return st;
