@@ -55,6 +55,13 @@ int32_t kir_add_load(kir_kernel *k, const kir_load *l)
     return push((void **)&k->loads, &k->n_loads, &k->cap_loads, sizeof *l, l);
 }
 
+int32_t kir_add_load_val(kir_kernel *k, const kir_load *l)
+{
+    int32_t li = kir_add_load(k, l);
+    kir_val v = {.kind = KV_LOAD, .dtype = l->dtype, .index = li};
+    return li < 0 ? -1 : kir_add_val(k, &v);
+}
+
 int32_t kir_add_reduce(kir_kernel *k, const kir_reduce *r)
 {
     return push((void **)&k->reduces, &k->n_reduces, &k->cap_reduces, sizeof *r, r);

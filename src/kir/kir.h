@@ -132,6 +132,8 @@ int32_t kir_add_val(kir_kernel *k, const kir_val *v);
 int32_t kir_add_load(kir_kernel *k, const kir_load *l);
 int32_t kir_add_reduce(kir_kernel *k, const kir_reduce *r);
 int32_t kir_add_store(kir_kernel *k, const kir_store *s);
+/* Adds load l and the KV_LOAD value reading it; returns the value id. */
+int32_t kir_add_load_val(kir_kernel *k, const kir_load *l);
 /* The buffer id of graph value `value` in k (added when absent). */
 int32_t kir_buf_of(kir_kernel *k, int32_t value, tgc_dtype dt, int written);
 

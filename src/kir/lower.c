@@ -290,9 +290,7 @@ static int32_t add_load(lctx *c, int32_t u, const tgc_vinfo *node_shape)
         if (!kir_is_const(st[j], 0))
             ld.at.stride[c->var_of_dim[dd[j]]] = st[j];
     ld.dtype = c->g->nodes[base].out.dtype;
-    int32_t li = kir_add_load(c->k, &ld);
-    kir_val v = {.kind = KV_LOAD, .dtype = ld.dtype, .index = li};
-    return li < 0 ? -1 : kir_add_val(c->k, &v);
+    return kir_add_load_val(c->k, &ld);
 }
 
 static int32_t operand(lctx *c, int32_t u, const tgc_vinfo *node_shape)
@@ -350,9 +348,7 @@ static int32_t lower_window(lctx *c, int32_t i)
             ld.guard[1].stride[vwv] = sw;
             ld.bound[1] = X->shape[r - 1];
             ld.fill = is_max ? -INFINITY : 0.0;
-            int32_t li = kir_add_load(c->k, &ld);
-            kir_val lv = {.kind = KV_LOAD, .dtype = ld.dtype, .index = li};
-            int32_t v = li < 0 ? -1 : kir_add_val(c->k, &lv);
+            int32_t v = kir_add_load_val(c->k, &ld);
             if (v < 0)
                 return -1;
             if (acc < 0) {
@@ -597,9 +593,7 @@ static tgc_status lower_template(lctx *c)
         ld.at.off = vb.off;
         ld.at.stride[tn->op == TGC_OP_CONV2D ? 1 : 2] = vb.stride[0];
         ld.dtype = TGC_F32;
-        int32_t li = kir_add_load(k, &ld);
-        kir_val lv = {.kind = KV_LOAD, .dtype = TGC_F32, .index = li};
-        int32_t bv = li < 0 ? -1 : kir_add_val(k, &lv);
+        int32_t bv = kir_add_load_val(k, &ld);
         kir_val add = {.kind = KV_OP, .op = TGC_OP_ADD, .dtype = TGC_F32, .n_in = 2, .in = {v, bv}};
         v = bv < 0 ? -1 : kir_add_val(k, &add);
     }
@@ -622,9 +616,7 @@ static tgc_status lower_template(lctx *c)
                 return tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: epilogue operand %%%d", u);
             ld.at.buf = kir_buf_of(k, base, g->nodes[base].out.dtype, 0);
             ld.dtype = g->nodes[base].out.dtype;
-            int32_t li = kir_add_load(k, &ld);
-            kir_val lv = {.kind = KV_LOAD, .dtype = ld.dtype, .index = li};
-            ins[j] = li < 0 ? -1 : kir_add_val(k, &lv);
+            ins[j] = kir_add_load_val(k, &ld);
             if (ins[j] < 0)
                 return tgc_keep_error(TGC_ERR_OOM, "tgc lower: out of memory");
         }
