@@ -402,6 +402,15 @@ static LLVMValueRef strided_masked_load(cg *c, LLVMTypeRef mt, unsigned align, L
                                   "");
 }
 
+/* The per-lane indices idx + stride * lane of an access whose vector-axis stride is vs. */
+static LLVMValueRef lane_index(cg *c, LLVMValueRef idx, tgc_sdim vs)
+{
+    LLVMValueRef v = splat_val(c, idx);
+    if (TGC_SDIM_IS_CONST(vs) && vs == 0)
+        return v;
+    return LLVMBuildAdd(c->b, v, LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
+}
+
 /* Lanes (or the scalar) where every guard of ld holds; NULL when ld has none. */
 static LLVMValueRef guard_mask(cg *c, const kir_load *ld)
 {
@@ -410,12 +419,8 @@ static LLVMValueRef guard_mask(cg *c, const kir_load *ld)
         const kir_access *ga = &ld->guard[g];
         LLVMValueRef e = access_index(c, ga);
         tgc_sdim vs = c->vec_var >= 0 ? ga->stride[c->vec_var] : 0;
-        if (c->vec_var >= 0) {
-            e = splat_val(c, e);
-            if (!(TGC_SDIM_IS_CONST(vs) && vs == 0))
-                e = LLVMBuildAdd(c->b, e,
-                                 LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
-        }
+        if (c->vec_var >= 0)
+            e = lane_index(c, e, vs);
         LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(e));
         LLVMValueRef bound =
             c->vec_var >= 0 ? splat_val(c, dim_val(c, ld->bound[g])) : dim_val(c, ld->bound[g]);
@@ -448,10 +453,7 @@ static LLVMValueRef emit_guarded_load(cg *c, const kir_load *ld, LLVMValueRef gm
     if (TGC_SDIM_IS_CONST(vs) && (vs == 1 || vs == 2))
         return from_mem(c, strided_masked_load(c, mt, align, base, idx, (int)vs, mask, fill),
                         ld->dtype);
-    LLVMValueRef vidx = splat_val(c, idx);
-    if (!(TGC_SDIM_IS_CONST(vs) && vs == 0))
-        vidx = LLVMBuildAdd(c->b, vidx,
-                            LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
+    LLVMValueRef vidx = lane_index(c, idx, vs);
     LLVMValueRef ptrs = LLVMBuildGEP2(c->b, mt, base, &vidx, 1, "");
     LLVMTypeRef tys[2] = {vt, LLVMVectorType(u->t_ptr, (unsigned)c->vl)};
     LLVMValueRef fills[MAX_VL];
@@ -495,9 +497,7 @@ static LLVMValueRef emit_load(cg *c, const kir_load *ld)
     } else if (TGC_SDIM_IS_CONST(vs) && vs == 2) {
         r = strided_masked_load(c, mt, align, base, idx, 2, mask, LLVMGetUndef(mt));
     } else {
-        LLVMValueRef vidx =
-            LLVMBuildAdd(c->b, splat_val(c, idx),
-                         LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
+        LLVMValueRef vidx = lane_index(c, idx, vs);
         LLVMValueRef ptrs = LLVMBuildGEP2(c->b, mt, base, &vidx, 1, "");
         LLVMTypeRef tys[2] = {vt, LLVMVectorType(u->t_ptr, (unsigned)c->vl)};
         LLVMValueRef args[4] = {ptrs, LLVMConstInt(u->t_i32, align, 0), mask, LLVMGetUndef(vt)};
@@ -533,8 +533,7 @@ static void emit_store(cg *c, const kir_store *st, LLVMValueRef v)
         }
         return;
     }
-    LLVMValueRef vidx = LLVMBuildAdd(
-        c->b, splat_val(c, idx), LLVMBuildMul(c->b, splat_val(c, dim_val(c, vs)), iota(c), ""), "");
+    LLVMValueRef vidx = lane_index(c, idx, vs);
     LLVMValueRef ptrs = LLVMBuildGEP2(c->b, mt, base, &vidx, 1, "");
     LLVMTypeRef tys[2] = {vt, LLVMVectorType(u->t_ptr, (unsigned)c->vl)};
     LLVMValueRef args[4] = {m, ptrs, LLVMConstInt(u->t_i32, align, 0), mask};
