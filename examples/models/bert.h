@@ -30,10 +30,12 @@
  * compiler fuses); cfg.use_sdpa switches to tgc_scaled_dot_product_attention with the same
  * additive mask.
  *
- * The config (heads, eps, ...) lives in the module's userdata, which bert_free releases.
- * Note that the compiled-variant guards cover the module's structure (names, shapes, dtypes)
- * and not its userdata: two BERTs whose parameters have equal shapes but whose head counts
- * differ must not share one tgc_fn.
+ * The hyperparameters the forward pass reads are attributes of the root module, named as
+ * in Hugging Face's BertConfig: "hidden_size", "num_hidden_layers", "num_attention_heads"
+ * (i64), "layer_norm_eps" (f64) and "use_sdpa" (i64). Compiled variants are guarded on
+ * them, so two BERTs whose parameters have equal shapes but whose head counts differ may
+ * share one tgc_fn: the second recompiles with "self.num_attention_heads changed (12 -> 6)".
+ * (A value kept in the module's userdata would be invisible to the guards.)
  *
  * Weights come from a fixed-seed generator of this header (the library's Philox stream is
  * left alone): linear and embedding weights normal(0, 0.02) as in BERT's init, biases
@@ -160,7 +162,7 @@ static inline int bert_encoder_layer(tgc_module *list, int index, const bert_con
            bert_linear(out, "dense", h, f, rng) && bert_layer_norm(out, h, rng);
 }
 
-/* A BERT encoder in eval mode, or NULL. Free it with bert_free (it owns a copy of cfg). */
+/* A BERT encoder in eval mode, or NULL. Free it with bert_free. */
 static inline tgc_module *bert_create(const bert_config *cfg)
 {
     bert_config c = cfg ? *cfg : bert_base_config();
@@ -169,21 +171,20 @@ static inline tgc_module *bert_create(const bert_config *cfg)
         fprintf(stderr, "bert_create: bad config (hidden must be a multiple of heads)\n");
         return NULL;
     }
-    bert_config *owned = malloc(sizeof *owned);
-    if (!owned)
+    tgc_module *m = tgc_module_create("BertModel", NULL);
+    if (!m)
         return NULL;
-    *owned = c;
-    tgc_module *m = tgc_module_create("BertModel", owned);
-    if (!m) {
-        free(owned);
-        return NULL;
-    }
     bert_rng rng = {c.seed};
-    tgc_module *emb = bert_child(m, "embeddings");
-    int ok = emb && bert_embedding(emb, "word_embeddings", c.vocab, c.hidden, &rng) &&
-             bert_embedding(emb, "position_embeddings", c.max_pos, c.hidden, &rng) &&
-             bert_embedding(emb, "token_type_embeddings", c.type_vocab, c.hidden, &rng) &&
-             bert_layer_norm(emb, c.hidden, &rng);
+    int ok = tgc_module_set_i64(m, "hidden_size", c.hidden) == TGC_OK &&
+             tgc_module_set_i64(m, "num_hidden_layers", c.layers) == TGC_OK &&
+             tgc_module_set_i64(m, "num_attention_heads", c.heads) == TGC_OK &&
+             tgc_module_set_f64(m, "layer_norm_eps", c.ln_eps) == TGC_OK &&
+             tgc_module_set_i64(m, "use_sdpa", c.use_sdpa) == TGC_OK;
+    tgc_module *emb = ok ? bert_child(m, "embeddings") : NULL;
+    ok = emb && bert_embedding(emb, "word_embeddings", c.vocab, c.hidden, &rng) &&
+         bert_embedding(emb, "position_embeddings", c.max_pos, c.hidden, &rng) &&
+         bert_embedding(emb, "token_type_embeddings", c.type_vocab, c.hidden, &rng) &&
+         bert_layer_norm(emb, c.hidden, &rng);
     tgc_module *enc = ok ? bert_child(m, "encoder") : NULL;
     tgc_module *list = enc ? bert_child(enc, "layer") : NULL;
     ok = list != NULL;
@@ -191,7 +192,6 @@ static inline tgc_module *bert_create(const bert_config *cfg)
         ok = bert_encoder_layer(list, i, &c, &rng);
     if (!ok) {
         tgc_module_free(m);
-        free(owned);
         return NULL;
     }
     tgc_module_train(m, 0);
@@ -200,11 +200,7 @@ static inline tgc_module *bert_create(const bert_config *cfg)
 
 static inline void bert_free(tgc_module *m)
 {
-    if (!m)
-        return;
-    void *cfg = tgc_module_userdata(m);
     tgc_module_free(m);
-    free(cfg);
 }
 
 /* Example inputs in the current scope: token ids from a fixed-seed generator, token types 0
@@ -247,6 +243,26 @@ static inline tgc_status bert_make_inputs(const bert_config *c, int64_t batch, i
 
 /* ---- forward ---- */
 
+/* The hyperparameters the forward pass reads, from the root module's attributes. */
+typedef struct bert_hparams {
+    int64_t hidden, layers, heads, use_sdpa;
+    double ln_eps;
+} bert_hparams;
+
+static inline tgc_status bert_read_hparams(const tgc_module *m, bert_hparams *h)
+{
+    tgc_status st = tgc_module_attr_i64(m, "hidden_size", &h->hidden);
+    if (st == TGC_OK)
+        st = tgc_module_attr_i64(m, "num_hidden_layers", &h->layers);
+    if (st == TGC_OK)
+        st = tgc_module_attr_i64(m, "num_attention_heads", &h->heads);
+    if (st == TGC_OK)
+        st = tgc_module_attr_f64(m, "layer_norm_eps", &h->ln_eps);
+    if (st == TGC_OK)
+        st = tgc_module_attr_i64(m, "use_sdpa", &h->use_sdpa);
+    return st;
+}
+
 static inline tgc_tensor *bert_linear_fwd(tgc_module *parent, const char *name, tgc_tensor *x)
 {
     tgc_module *l = tgc_module_get_child(parent, name);
@@ -269,13 +285,13 @@ static inline tgc_tensor *bert_split_heads(tgc_tensor *x, int heads, int d)
 
 /* Self-attention of one layer; ext_mask is the additive mask [B, 1, 1, S]. */
 static inline tgc_tensor *bert_attention_fwd(tgc_module *att, tgc_tensor *x, tgc_tensor *ext_mask,
-                                             const bert_config *c)
+                                             const bert_hparams *c)
 {
     tgc_module *self = tgc_module_get_child(att, "self");
-    int d = c->hidden / c->heads;
-    tgc_tensor *q = bert_split_heads(bert_linear_fwd(self, "query", x), c->heads, d);
-    tgc_tensor *k = bert_split_heads(bert_linear_fwd(self, "key", x), c->heads, d);
-    tgc_tensor *v = bert_split_heads(bert_linear_fwd(self, "value", x), c->heads, d);
+    int heads = (int)c->heads, d = (int)(c->hidden / c->heads);
+    tgc_tensor *q = bert_split_heads(bert_linear_fwd(self, "query", x), heads, d);
+    tgc_tensor *k = bert_split_heads(bert_linear_fwd(self, "key", x), heads, d);
+    tgc_tensor *v = bert_split_heads(bert_linear_fwd(self, "value", x), heads, d);
     tgc_tensor *ctx;
     if (c->use_sdpa) {
         ctx = tgc_scaled_dot_product_attention(q, k, v, ext_mask, 0.0, 0, 0.0);
@@ -292,7 +308,7 @@ static inline tgc_tensor *bert_attention_fwd(tgc_module *att, tgc_tensor *x, tgc
 }
 
 static inline tgc_tensor *bert_layer_fwd(tgc_module *layer, tgc_tensor *x, tgc_tensor *ext_mask,
-                                         const bert_config *c)
+                                         const bert_hparams *c)
 {
     x = bert_attention_fwd(tgc_module_get_child(layer, "attention"), x, ext_mask, c);
     tgc_tensor *h =
@@ -306,9 +322,13 @@ static inline tgc_tensor *bert_layer_fwd(tgc_module *layer, tgc_tensor *x, tgc_t
 static inline tgc_status bert_forward(tgc_module *self, tgc_tensor *const *in, int n_in,
                                       tgc_tensor **out, int n_out)
 {
-    const bert_config *c = tgc_module_userdata(self);
-    if (!c || n_in < 4 || n_out < 1)
+    if (n_in < 4 || n_out < 1)
         return TGC_ERR_INVALID_ARG;
+    bert_hparams hp;
+    tgc_status st = bert_read_hparams(self, &hp);
+    if (st != TGC_OK)
+        return st;
+    const bert_hparams *c = &hp;
     tgc_module *emb = tgc_module_get_child(self, "embeddings");
 #define BERT_EMB(name) tgc_module_get(tgc_module_get_child(emb, name), "weight")
     tgc_tensor *x = tgc_add(tgc_add(tgc_embedding(BERT_EMB("word_embeddings"), in[0]),

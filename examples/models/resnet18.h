@@ -20,7 +20,12 @@
  * relu); batch-norm affine parameters and running statistics are perturbed around (1, 0) so
  * that eval-mode batch norm is not an identity, as in a trained network; fc is PyTorch's
  * default uniform init. Every block reads its own module's training flag, so the model
- * follows tgc_module_train(). */
+ * follows tgc_module_train().
+ *
+ * Hyperparameters are module attributes, as in torchvision: every conv has "stride" and
+ * "padding", every batch norm "eps" and "momentum" (tgc_module_set_i64/f64). Compiled
+ * variants are guarded on them: changing one recompiles with a reason that names it
+ * ("self.layer2.0.conv1.stride changed (2 -> 1)"). */
 #ifndef TGC_EXAMPLES_MODELS_RESNET18_H
 #define TGC_EXAMPLES_MODELS_RESNET18_H
 
@@ -102,34 +107,41 @@ static inline tgc_module *resnet18_child(tgc_module *parent, const char *name)
 }
 
 static inline int resnet18_conv(tgc_module *parent, const char *name, int64_t cout, int64_t cin,
-                                int64_t k, resnet18_rng *rng)
+                                int64_t k, int64_t stride, int64_t padding, resnet18_rng *rng)
 {
     tgc_module *c = resnet18_child(parent, name);
     int64_t shape[4] = {cout, cin, k, k};
     double std = sqrt(2.0 / (double)(cout * k * k)); /* kaiming_normal_, fan_out, relu */
-    return c && resnet18_add(c, "weight", shape, 4, 0, 0.0, std, 0, rng);
+    return c && tgc_module_set_i64(c, "stride", stride) == TGC_OK &&
+           tgc_module_set_i64(c, "padding", padding) == TGC_OK &&
+           resnet18_add(c, "weight", shape, 4, 0, 0.0, std, 0, rng);
 }
 
 static inline int resnet18_bn(tgc_module *parent, const char *name, int64_t ch, resnet18_rng *rng)
 {
     tgc_module *b = resnet18_child(parent, name);
-    return b && resnet18_add(b, "weight", &ch, 1, 1, 1.0, 0.2, 0, rng) &&
+    return b && tgc_module_set_f64(b, "eps", 1e-5) == TGC_OK &&
+           tgc_module_set_f64(b, "momentum", 0.1) == TGC_OK &&
+           resnet18_add(b, "weight", &ch, 1, 1, 1.0, 0.2, 0, rng) &&
            resnet18_add(b, "bias", &ch, 1, 0, 0.0, 0.05, 0, rng) &&
            resnet18_add(b, "running_mean", &ch, 1, 0, 0.0, 0.05, 1, rng) &&
            resnet18_add(b, "running_var", &ch, 1, 1, 1.0, 0.25, 1, rng);
 }
 
+/* torchvision's BasicBlock; the blocks with a downsample are the strided ones. */
 static inline int resnet18_block(tgc_module *layer, const char *name, int64_t in, int64_t out,
                                  int downsample, resnet18_rng *rng)
 {
     tgc_module *b = resnet18_child(layer, name);
-    if (!b || !resnet18_conv(b, "conv1", out, in, 3, rng) || !resnet18_bn(b, "bn1", out, rng) ||
-        !resnet18_conv(b, "conv2", out, out, 3, rng) || !resnet18_bn(b, "bn2", out, rng))
+    int64_t stride = downsample ? 2 : 1;
+    if (!b || !resnet18_conv(b, "conv1", out, in, 3, stride, 1, rng) ||
+        !resnet18_bn(b, "bn1", out, rng) || !resnet18_conv(b, "conv2", out, out, 3, 1, 1, rng) ||
+        !resnet18_bn(b, "bn2", out, rng))
         return 0;
     if (!downsample)
         return 1;
     tgc_module *d = resnet18_child(b, "downsample");
-    return d && resnet18_conv(d, "0", out, in, 1, rng) && resnet18_bn(d, "1", out, rng);
+    return d && resnet18_conv(d, "0", out, in, 1, stride, 0, rng) && resnet18_bn(d, "1", out, rng);
 }
 
 /* A ResNet18 in eval mode, or NULL (tgc_last_error() says why). */
@@ -144,7 +156,7 @@ static inline tgc_module *resnet18_create(const resnet18_config *cfg)
     tgc_module *net = tgc_module_create("ResNet", NULL);
     if (!net)
         return NULL;
-    int ok = resnet18_conv(net, "conv1", c.width, c.in_channels, 7, &rng) &&
+    int ok = resnet18_conv(net, "conv1", c.width, c.in_channels, 7, 2, 3, &rng) &&
              resnet18_bn(net, "bn1", c.width, &rng);
     for (int l = 0; ok && l < 4; l++) {
         char name[32];
@@ -170,32 +182,38 @@ static inline tgc_module *resnet18_create(const resnet18_config *cfg)
 
 /* ---- forward ---- */
 
-static inline tgc_tensor *resnet18_conv_fwd(tgc_module *self, const char *name, tgc_tensor *x,
-                                            int stride, int pad)
+/* NULL (error set) when the conv lacks its attributes. */
+static inline tgc_tensor *resnet18_conv_fwd(tgc_module *self, const char *name, tgc_tensor *x)
 {
     tgc_module *c = tgc_module_get_child(self, name);
+    int64_t s, p;
+    if (tgc_module_attr_i64(c, "stride", &s) != TGC_OK ||
+        tgc_module_attr_i64(c, "padding", &p) != TGC_OK)
+        return NULL;
+    int stride = (int)s, pad = (int)p;
     return tgc_conv2d(x, tgc_module_get(c, "weight"), NULL, stride, stride, pad, pad, 1, 1, 1);
 }
 
 static inline tgc_tensor *resnet18_bn_fwd(tgc_module *self, const char *name, tgc_tensor *x)
 {
     tgc_module *b = tgc_module_get_child(self, name);
+    double eps, momentum;
+    if (tgc_module_attr_f64(b, "eps", &eps) != TGC_OK ||
+        tgc_module_attr_f64(b, "momentum", &momentum) != TGC_OK)
+        return NULL;
     return tgc_batch_norm(x, tgc_module_get(b, "running_mean"), tgc_module_get(b, "running_var"),
                           tgc_module_get(b, "weight"), tgc_module_get(b, "bias"),
-                          tgc_module_is_training(b), 0.1, 1e-5);
+                          tgc_module_is_training(b), momentum, eps);
 }
 
-/* torchvision's BasicBlock; the blocks with a downsample are the strided ones. */
 static inline tgc_tensor *resnet18_block_fwd(tgc_module *b, tgc_tensor *x)
 {
     tgc_module *down = tgc_module_get_child(b, "downsample");
-    int stride = down ? 2 : 1;
-    tgc_tensor *h =
-        tgc_relu(resnet18_bn_fwd(b, "bn1", resnet18_conv_fwd(b, "conv1", x, stride, 1)));
-    h = resnet18_bn_fwd(b, "bn2", resnet18_conv_fwd(b, "conv2", h, 1, 1));
+    tgc_tensor *h = tgc_relu(resnet18_bn_fwd(b, "bn1", resnet18_conv_fwd(b, "conv1", x)));
+    h = resnet18_bn_fwd(b, "bn2", resnet18_conv_fwd(b, "conv2", h));
     tgc_tensor *identity = x;
     if (down)
-        identity = resnet18_bn_fwd(down, "1", resnet18_conv_fwd(down, "0", x, stride, 0));
+        identity = resnet18_bn_fwd(down, "1", resnet18_conv_fwd(down, "0", x));
     return tgc_relu(tgc_add(h, identity));
 }
 
@@ -205,7 +223,7 @@ static inline tgc_status resnet18_forward(tgc_module *self, tgc_tensor *const *i
 {
     if (n_in < 1 || n_out < 1)
         return TGC_ERR_INVALID_ARG;
-    tgc_tensor *x = resnet18_conv_fwd(self, "conv1", in[0], 2, 3);
+    tgc_tensor *x = resnet18_conv_fwd(self, "conv1", in[0]);
     x = tgc_relu(resnet18_bn_fwd(self, "bn1", x));
     x = tgc_max_pool2d(x, 3, 3, 2, 2, 1, 1);
     for (int l = 1; l <= 4; l++) {

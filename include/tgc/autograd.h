@@ -12,7 +12,11 @@
 extern "C" {
 #endif
 
-TGC_API void tgc_requires_grad(tgc_tensor *t, int on);
+/* Turns gradient tracking of t on or off. Only floating-point tensors (f32, f16, bf16, f64)
+ * can require gradients: turning it on for an integer or bool tensor fails with
+ * TGC_ERR_DTYPE and leaves t unchanged. NULL: TGC_ERR_INVALID_ARG. On a module parameter
+ * it changes the module's structure signature (compiled variants recompile). */
+TGC_API tgc_status tgc_requires_grad(tgc_tensor *t, int on);
 TGC_API int tgc_requires_grad_of(const tgc_tensor *t);
 /* Disable grad mode on this thread until the matching pop (nests). */
 TGC_API void tgc_no_grad_push(void);

@@ -10,6 +10,19 @@
  * TGC_ERR_GRAPH_BREAK; otherwise that call, and later calls with the same guards, run
  * eagerly and the reason is logged on the `recompiles` channel.
  *
+ * Captured tensors (created outside the function, not in `self`, used inside it) are bound
+ * at call time like parameters: each call reads their current values, so writing them in
+ * place between calls needs no recompile. A variant keeps the tensor object it traced and is
+ * guarded on it being alive (freeing it recompiles); on its version only when the trace read
+ * its value (tgc_item_* on it), because then the value is a constant of the graph. Values
+ * reached through `self`'s userdata are not guarded at all: use module attributes.
+ *
+ * Scopes: the function runs inside a scope tgc_call opens for it (tracing or eagerly). The
+ * function may push and pop scopes of its own; popping the one tgc_call opened fails with
+ * TGC_ERR_INVALID_ARG and frees nothing, as does tgc_scope_keep of a tensor that scope owns
+ * (return tensors through out[] instead). Scopes the function leaves open are closed when it
+ * returns, and the call then fails with TGC_ERR_INVALID_ARG (unless the function failed).
+ *
  * Ownership: tgc_compile returns a tgc_fn freed with tgc_fn_free. tgc_call writes n_out new
  * tensors into out[], owned by the caller's innermost scope. tgc_fn_explain returns a
  * string freed with tgc_free.
@@ -34,10 +47,11 @@ typedef struct tgc_fn tgc_fn;
 typedef struct tgc_stats {
     uint64_t calls;
     uint64_t cache_hits;
-    uint64_t compiles;        /* traces that produced a variant, the first included */
-    uint64_t recompiles;      /* compiles after the first */
+    uint64_t compiles;        /* traces that produced a compiled variant, the first included */
+    uint64_t recompiles;      /* compiles caused by a guard miss of an existing variant */
     uint64_t eager_fallbacks; /* calls that ran eagerly (limit reached or graph break) */
-    uint64_t graph_breaks;
+    uint64_t graph_breaks;    /* traces that hit a graph break (not compiles): the variant runs
+                                 eagerly, or with cfg.fullgraph the call failed */
     int variants;
     int cache_limit_hit; /* 1 once the function reached a cache limit */
     double compile_seconds;    /* total */

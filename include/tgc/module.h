@@ -1,7 +1,8 @@
 /* libtgc — modules: the `self` of a model function.
  *
- * A module holds named parameters and buffers, child modules, a training flag and a
- * userdata pointer to the caller's own struct (never freed by the library).
+ * A module holds named parameters and buffers, child modules, typed attributes
+ * (hyperparameters: integers, floats, strings), a training flag and a userdata pointer to
+ * the caller's own struct (never freed by the library).
  *
  * Ownership: tgc_module_param/buffer copy `init` into a tensor owned by the module (the
  * returned tensor belongs to the module, not to a scope; do not tgc_tensor_free it).
@@ -10,12 +11,18 @@
  *
  * Compiled functions bind parameters by their position in the module tree, not by pointer,
  * so two modules of one structure share compiled variants. The structure signature covers
- * names, shapes, dtypes, devices, requires_grad and training flags of the whole tree; it is
- * recomputed at each change, so reading it (every tgc_call does) is one load.
+ * names, shapes, dtypes, devices, requires_grad and training flags of the whole tree, and the
+ * names, types and values of its attributes; it is recomputed at each change, so reading it
+ * (every tgc_call does) is one load. Changing an attribute a compiled function was traced
+ * with recompiles it, and the reason names it ("self.encoder.scale changed (0.5 -> 0.25)").
+ *
+ * Userdata is invisible to guards: a compiled function that reads a value through the
+ * userdata pointer keeps the value it saw when it was traced, with no recompile and no log.
+ * Keep every value the model computes with in a parameter, a buffer or an attribute.
  *
  * Threading: tgc_call may use one module from many threads at once (it only reads it);
- * changing a module (adding members, tgc_module_train, tgc_requires_grad on a parameter)
- * must not overlap calls that use it. */
+ * changing a module (adding members, setting attributes, tgc_module_train,
+ * tgc_requires_grad on a parameter) must not overlap calls that use it. */
 #ifndef TGC_MODULE_H
 #define TGC_MODULE_H
 
@@ -31,13 +38,36 @@ typedef struct tgc_module tgc_module;
 TGC_API tgc_module *tgc_module_create(const char *name, void *userdata);
 TGC_API void tgc_module_free(tgc_module *m);
 
-/* Adds a parameter (requires_grad on) initialised from a copy of init. Names are unique
- * within a module. Returns the module's tensor, or NULL on error. */
+/* Adds a parameter (requires_grad on) initialised from a copy of init. Names (of tensors,
+ * children and attributes) are unique within a module and contain no '.', '=', ':', space
+ * or newline (TGC_ERR_INVALID_ARG). init must be floating point (f32, f16, bf16, f64):
+ * an integer or bool init fails with TGC_ERR_DTYPE (keep such state in a buffer). Returns
+ * the module's tensor, or NULL on error. */
 TGC_API tgc_tensor *tgc_module_param(tgc_module *m, const char *name, const tgc_tensor *init);
 /* Adds a buffer (state that is not trained, e.g. batch-norm running stats). */
 TGC_API tgc_tensor *tgc_module_buffer(tgc_module *m, const char *name, const tgc_tensor *init);
 /* Attaches child under name; child must not already have a parent. */
 TGC_API tgc_status tgc_module_child(tgc_module *parent, const char *name, tgc_module *child);
+
+/* Attributes: hyperparameters the model reads (a number of heads, a scale, an activation's
+ * name), part of the structure signature with their values (see above), so reading one
+ * while tracing is as good as a guard on it. Setting an existing attribute changes its
+ * value; its type stays (another type: TGC_ERR_DTYPE). A new name must be free (see
+ * tgc_module_param) and not "training" (the flag of tgc_module_train): TGC_ERR_INVALID_ARG
+ * otherwise, as for a NULL module or name.
+ * tgc_module_set_str copies value (NULL: TGC_ERR_INVALID_ARG). */
+TGC_API tgc_status tgc_module_set_i64(tgc_module *m, const char *name, int64_t value);
+TGC_API tgc_status tgc_module_set_f64(tgc_module *m, const char *name, double value);
+TGC_API tgc_status tgc_module_set_str(tgc_module *m, const char *name, const char *value);
+/* Reads attribute name of m (this module only, not its children) into *out. A missing
+ * attribute is an error, not a default: TGC_ERR_INVALID_ARG, as for a NULL argument;
+ * reading with another type's reader is TGC_ERR_DTYPE. *out is left unchanged on error.
+ * The string of tgc_module_attr_str belongs to the module: valid until that attribute is set
+ * again or the module is freed. Model functions call these freely, eagerly or while
+ * tracing. */
+TGC_API tgc_status tgc_module_attr_i64(const tgc_module *m, const char *name, int64_t *out);
+TGC_API tgc_status tgc_module_attr_f64(const tgc_module *m, const char *name, double *out);
+TGC_API tgc_status tgc_module_attr_str(const tgc_module *m, const char *name, const char **out);
 
 /* Lookup by local name; NULL when absent (no error is set). */
 TGC_API tgc_tensor *tgc_module_get(const tgc_module *m, const char *name);
@@ -49,6 +79,7 @@ TGC_API int tgc_module_num_tensors(const tgc_module *m);
 TGC_API void tgc_module_train(tgc_module *m, int on);
 TGC_API int tgc_module_is_training(const tgc_module *m);
 TGC_API tgc_status tgc_module_to(tgc_module *m, tgc_device dev);
+/* The userdata pointer given to tgc_module_create. Not guarded: see above. */
 TGC_API void *tgc_module_userdata(const tgc_module *m);
 TGC_API const char *tgc_module_name(const tgc_module *m);
 /* 64-bit hash of the structure (see above); equal for modules of one structure. */

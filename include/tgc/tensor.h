@@ -85,9 +85,12 @@ typedef struct tgc_tensor tgc_tensor;
 /* Open a scope on this thread: tensors created until the matching pop belong to it. */
 TGC_API void tgc_scope_push(void);
 /* Free every tensor still owned by the innermost scope and close it. Popping the root
- * scope is an error (TGC_ERR_INVALID_ARG). */
+ * scope, or inside a model function the scope tgc_call opened for it, is an error
+ * (TGC_ERR_INVALID_ARG) that frees nothing. */
 TGC_API tgc_status tgc_scope_pop(void);
-/* Move t into the enclosing scope, so it survives the next tgc_scope_pop(). */
+/* Move t into the enclosing scope, so it survives the next tgc_scope_pop(). A tensor of the
+ * root scope (nothing encloses it) or of the scope tgc_call opened around a model function
+ * cannot move: TGC_ERR_INVALID_ARG. */
 TGC_API tgc_status tgc_scope_keep(tgc_tensor *t);
 /* Free one tensor now (its storage survives while other views use it). NULL is a no-op. */
 TGC_API void tgc_tensor_free(tgc_tensor *t);

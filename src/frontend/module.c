@@ -5,6 +5,7 @@
 
 #include "frontend/module_impl.h"
 #include "frontend/tensor_impl.h"
+#include "ir/shape_infer.h"
 #include "support/error.h"
 #include "support/strbuf.h"
 #include "tgc/autograd.h"
@@ -20,6 +21,17 @@ typedef struct mod_child {
     tgc_module *m;
 } mod_child;
 
+/* A typed attribute (tgc_module_set_*): part of the structure signature, values included. */
+typedef enum { ATTR_I64, ATTR_F64, ATTR_STR } attr_type;
+
+typedef struct mod_attr {
+    char *name;
+    attr_type type;
+    int64_t i;
+    double f;
+    char *s; /* owned */
+} mod_attr;
+
 struct tgc_module {
     char *name;
     void *userdata;
@@ -28,6 +40,8 @@ struct tgc_module {
     int n_tensors, cap_tensors;
     mod_child *children;
     int n_children, cap_children;
+    mod_attr *attrs; /* sorted by name: the order they were set in does not matter */
+    int n_attrs, cap_attrs;
     tgc_module *parent;
     /* derived from the tree, recomputed at every change below this module */
     uint64_t sig;
@@ -78,6 +92,11 @@ static void free_tree(tgc_module *m)
         free(m->children[i].name);
         free_tree(m->children[i].m);
     }
+    for (int i = 0; i < m->n_attrs; i++) {
+        free(m->attrs[i].name);
+        free(m->attrs[i].s);
+    }
+    free(m->attrs);
     free(m->tensors);
     free(m->children);
     free(m->flat);
@@ -114,6 +133,9 @@ static int name_taken(const tgc_module *m, const char *name)
     for (int i = 0; i < m->n_children; i++)
         if (strcmp(m->children[i].name, name) == 0)
             return 1;
+    for (int i = 0; i < m->n_attrs; i++)
+        if (strcmp(m->attrs[i].name, name) == 0)
+            return 1;
     return 0;
 }
 
@@ -128,9 +150,18 @@ static int check_new_name(const tgc_module *m, const char *name, const char *fn)
                       name);
         return 0;
     }
+    /* the description behind recompile reasons is one "path = value" or "path: ..." line
+     * per member */
+    if (strpbrk(name, "=:\n ")) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "%s: name '%s' contains a space, '=', ':' or a newline; use letters, "
+                      "digits and '_'",
+                      fn, name);
+        return 0;
+    }
     if (name_taken(m, name)) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: module '%s' already has a member named '%s'",
-                      fn, m->name, name);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: module '%s' already has a member named '%s'", fn,
+                      m->name, name);
         return 0;
     }
     return 1;
@@ -147,6 +178,13 @@ static tgc_tensor *add_tensor(tgc_module *m, const char *name, const tgc_tensor 
     }
     if (init->trace) {
         tgc_set_error(TGC_ERR_INVALID_ARG, "%s: init for '%s' is a traced tensor", fn, name);
+        return NULL;
+    }
+    if (!is_buffer && !tgc_dtype_is_float(init->dtype)) {
+        tgc_set_error(TGC_ERR_DTYPE,
+                      "%s: '%s' is %s, but a parameter requires gradients, which only f32, f16, "
+                      "bf16 and f64 tensors can; keep integer state in tgc_module_buffer",
+                      fn, name, tgc_dtype_name(init->dtype));
         return NULL;
     }
     if (m->n_tensors == m->cap_tensors) {
@@ -246,7 +284,10 @@ static int count_tensors(const tgc_module *m)
     return n;
 }
 
-int tgc_module_num_tensors(const tgc_module *m) { return m ? count_tensors(m) : 0; }
+int tgc_module_num_tensors(const tgc_module *m)
+{
+    return m ? count_tensors(m) : 0;
+}
 
 static void set_training(tgc_module *m, int on)
 {
@@ -264,7 +305,10 @@ void tgc_module_train(tgc_module *m, int on)
     tgc_module_invalidate(m->parent);
 }
 
-int tgc_module_is_training(const tgc_module *m) { return m ? m->training : 0; }
+int tgc_module_is_training(const tgc_module *m)
+{
+    return m ? m->training : 0;
+}
 
 tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
 {
@@ -278,8 +322,177 @@ tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
     return TGC_OK;
 }
 
-void *tgc_module_userdata(const tgc_module *m) { return m ? m->userdata : NULL; }
-const char *tgc_module_name(const tgc_module *m) { return m ? m->name : NULL; }
+void *tgc_module_userdata(const tgc_module *m)
+{
+    return m ? m->userdata : NULL;
+}
+const char *tgc_module_name(const tgc_module *m)
+{
+    return m ? m->name : NULL;
+}
+
+/* ---- attributes ---- */
+
+static const char *const attr_type_name[] = {"i64", "f64", "str"};
+static const char *const attr_setter[] = {"tgc_module_set_i64", "tgc_module_set_f64",
+                                          "tgc_module_set_str"};
+static const char *const attr_reader[] = {"tgc_module_attr_i64", "tgc_module_attr_f64",
+                                          "tgc_module_attr_str"};
+
+static mod_attr *find_attr(const tgc_module *m, const char *name)
+{
+    for (int i = 0; i < m->n_attrs; i++)
+        if (strcmp(m->attrs[i].name, name) == 0)
+            return &m->attrs[i];
+    return NULL;
+}
+
+/* The attribute to write: the existing one (of the same type) or a new one in name order. */
+static mod_attr *attr_slot(tgc_module *m, const char *name, attr_type type, tgc_status *st)
+{
+    const char *fn = attr_setter[type];
+    *st = TGC_OK;
+    if (m && name) {
+        mod_attr *a = find_attr(m, name);
+        if (a && a->type != type) {
+            *st = tgc_set_error(TGC_ERR_DTYPE,
+                                "%s: attribute '%s' of module '%s' is an %s (an attribute keeps "
+                                "its type); set it with %s",
+                                fn, name, m->name, attr_type_name[a->type], attr_setter[a->type]);
+            return NULL;
+        }
+        if (a)
+            return a;
+    }
+    if (!check_new_name(m, name, fn)) {
+        *st = tgc_last_status();
+        return NULL;
+    }
+    if (strcmp(name, "training") == 0) { /* describe's "self.training = ..." line */
+        *st = tgc_set_error(TGC_ERR_INVALID_ARG,
+                            "%s: the name 'training' is the module's training flag; set it with "
+                            "tgc_module_train",
+                            fn);
+        return NULL;
+    }
+    if (m->n_attrs == m->cap_attrs) {
+        int cap = m->cap_attrs ? m->cap_attrs * 2 : 4;
+        mod_attr *p = realloc(m->attrs, (size_t)cap * sizeof *p);
+        if (!p) {
+            *st = tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+            return NULL;
+        }
+        m->attrs = p;
+        m->cap_attrs = cap;
+    }
+    char *nm = dup_str(name);
+    if (!nm) {
+        *st = tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+        return NULL;
+    }
+    int at = 0;
+    while (at < m->n_attrs && strcmp(m->attrs[at].name, name) < 0)
+        at++;
+    memmove(&m->attrs[at + 1], &m->attrs[at], (size_t)(m->n_attrs - at) * sizeof *m->attrs);
+    m->attrs[at] = (mod_attr){nm, type, 0, 0, NULL};
+    m->n_attrs++;
+    return &m->attrs[at];
+}
+
+tgc_status tgc_module_set_i64(tgc_module *m, const char *name, int64_t value)
+{
+    tgc_status st;
+    mod_attr *a = attr_slot(m, name, ATTR_I64, &st);
+    if (!a)
+        return st;
+    a->i = value;
+    tgc_module_invalidate(m);
+    return TGC_OK;
+}
+
+tgc_status tgc_module_set_f64(tgc_module *m, const char *name, double value)
+{
+    tgc_status st;
+    mod_attr *a = attr_slot(m, name, ATTR_F64, &st);
+    if (!a)
+        return st;
+    a->f = value;
+    tgc_module_invalidate(m);
+    return TGC_OK;
+}
+
+tgc_status tgc_module_set_str(tgc_module *m, const char *name, const char *value)
+{
+    if (!value)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_set_str: value is NULL");
+    char *copy = dup_str(value);
+    if (!copy)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_module_set_str: out of memory");
+    tgc_status st;
+    mod_attr *a = attr_slot(m, name, ATTR_STR, &st);
+    if (!a) {
+        free(copy);
+        return st;
+    }
+    free(a->s);
+    a->s = copy;
+    tgc_module_invalidate(m);
+    return TGC_OK;
+}
+
+/* The attribute a reader asks for, or NULL with the error set. */
+static const mod_attr *read_attr(const tgc_module *m, const char *name, const void *out,
+                                 attr_type type)
+{
+    const char *fn = attr_reader[type];
+    if (!m || !name || !out) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is NULL", fn,
+                      !m      ? "module"
+                      : !name ? "name"
+                              : "out");
+        return NULL;
+    }
+    const mod_attr *a = find_attr(m, name);
+    if (!a) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "%s: module '%s' has no attribute '%s' (set it with %s before the call)", fn,
+                      m->name, name, attr_setter[type]);
+        return NULL;
+    }
+    if (a->type != type) {
+        tgc_set_error(TGC_ERR_DTYPE, "%s: attribute '%s' of module '%s' is an %s; read it with %s",
+                      fn, name, m->name, attr_type_name[a->type], attr_reader[a->type]);
+        return NULL;
+    }
+    return a;
+}
+
+tgc_status tgc_module_attr_i64(const tgc_module *m, const char *name, int64_t *out)
+{
+    const mod_attr *a = read_attr(m, name, out, ATTR_I64);
+    if (!a)
+        return tgc_last_status();
+    *out = a->i;
+    return TGC_OK;
+}
+
+tgc_status tgc_module_attr_f64(const tgc_module *m, const char *name, double *out)
+{
+    const mod_attr *a = read_attr(m, name, out, ATTR_F64);
+    if (!a)
+        return tgc_last_status();
+    *out = a->f;
+    return TGC_OK;
+}
+
+tgc_status tgc_module_attr_str(const tgc_module *m, const char *name, const char **out)
+{
+    const mod_attr *a = read_attr(m, name, out, ATTR_STR);
+    if (!a)
+        return tgc_last_status();
+    *out = a->s;
+    return TGC_OK;
+}
 
 /* ---- flat list and signature ---- */
 
@@ -314,9 +527,42 @@ tgc_tensor *const *tgc_module_flat(tgc_module *m, int *n)
     return m->flat_valid ? m->flat : NULL;
 }
 
+/* An attribute's value as recompile reasons print it: integers exactly, floats in the
+ * shortest form that reads back to the same double, strings quoted with \n and \" escaped. */
+static void describe_value(const mod_attr *a, tgc_strbuf *sb)
+{
+    if (a->type == ATTR_I64) {
+        tgc_sb_printf(sb, "%lld", (long long)a->i);
+    } else if (a->type == ATTR_F64) {
+        char buf[40];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, sizeof buf, "%.*g", prec, a->f);
+            if (strtod(buf, NULL) == a->f || a->f != a->f)
+                break;
+        }
+        tgc_sb_puts(sb, buf);
+    } else {
+        tgc_sb_puts(sb, "\"");
+        for (const char *c = a->s; *c; c++) {
+            if (*c == '\n')
+                tgc_sb_puts(sb, "\\n");
+            else if (*c == '"' || *c == '\\')
+                tgc_sb_printf(sb, "\\%c", *c);
+            else
+                tgc_sb_printf(sb, "%c", *c);
+        }
+        tgc_sb_puts(sb, "\"");
+    }
+}
+
 static void describe_into(const tgc_module *m, const char *path, tgc_strbuf *sb)
 {
     tgc_sb_printf(sb, "%s.training = %s\n", path, m->training ? "true" : "false");
+    for (int i = 0; i < m->n_attrs; i++) {
+        tgc_sb_printf(sb, "%s.%s = ", path, m->attrs[i].name);
+        describe_value(&m->attrs[i], sb);
+        tgc_sb_puts(sb, "\n");
+    }
     for (int i = 0; i < m->n_tensors; i++) {
         const tgc_tensor *t = m->tensors[i].t;
         char dims[200];
@@ -359,6 +605,19 @@ static uint64_t hash_tree(const tgc_module *m, uint64_t h)
         h = fnv(h, m->tensors[i].name, strlen(m->tensors[i].name) + 1);
         h = fnv(h, meta, sizeof meta);
         h = fnv(h, t->shape, (size_t)t->ndim * sizeof(int64_t));
+    }
+    h = fnv(h, &m->n_attrs, sizeof m->n_attrs);
+    for (int i = 0; i < m->n_attrs; i++) {
+        const mod_attr *a = &m->attrs[i];
+        int type = (int)a->type;
+        h = fnv(h, a->name, strlen(a->name) + 1);
+        h = fnv(h, &type, sizeof type);
+        if (a->type == ATTR_I64)
+            h = fnv(h, &a->i, sizeof a->i);
+        else if (a->type == ATTR_F64)
+            h = fnv(h, &a->f, sizeof a->f);
+        else
+            h = fnv(h, a->s, strlen(a->s) + 1);
     }
     h = fnv(h, &m->n_children, sizeof m->n_children);
     for (int i = 0; i < m->n_children; i++) {

@@ -2,14 +2,18 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "frontend/scope.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace.h"
 #include "support/error.h"
 
-typedef struct tgc_scope {
+struct tgc_scope {
     tgc_tensor *head;
     struct tgc_scope *parent;
-} tgc_scope;
+    /* Opened by the library around a model function (tgc_scope_frame_push): the function
+     * may push and pop scopes of its own inside it, but never pop it or keep past it. */
+    int frame;
+};
 
 static _Thread_local tgc_scope root_scope;
 static _Thread_local tgc_scope *innermost;
@@ -18,13 +22,18 @@ static _Thread_local tgc_scope *innermost;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
+static void unwind_all(void);
+
 static void on_thread_exit(void *unused)
 {
     (void)unused;
-    tgc_shutdown();
+    unwind_all(); /* frames included: a thread may exit from inside a model function */
 }
 
-static void make_exit_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, on_thread_exit);
+}
 
 static tgc_scope *current(void)
 {
@@ -84,6 +93,15 @@ static void free_all(tgc_scope *s)
     }
 }
 
+/* Closes the innermost scope, whatever it is. */
+static void pop_innermost(void)
+{
+    tgc_scope *s = current();
+    free_all(s);
+    innermost = s->parent;
+    free(s);
+}
+
 tgc_status tgc_scope_pop(void)
 {
     tgc_scope *s = current();
@@ -91,10 +109,50 @@ tgc_status tgc_scope_pop(void)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_scope_pop: no scope to pop (the root scope stays open; "
                              "pair every tgc_scope_push with one pop)");
-    free_all(s);
-    innermost = s->parent;
-    free(s);
+    if (s->frame)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_scope_pop: the innermost scope is the one tgc_call opened "
+                             "around the model function: the model function popped a scope it "
+                             "did not push (nothing was freed; pair every tgc_scope_push with "
+                             "one tgc_scope_pop inside the function)");
+    pop_innermost();
     return TGC_OK;
+}
+
+tgc_scope *tgc_scope_frame_push(void)
+{
+    tgc_scope *s = calloc(1, sizeof *s);
+    if (!s) {
+        tgc_set_error(TGC_ERR_OOM, "tgc_call: out of memory opening the function's scope");
+        return NULL;
+    }
+    s->frame = 1;
+    s->parent = current();
+    innermost = s;
+    return s;
+}
+
+void tgc_scope_frame_handoff(tgc_scope *frame, tgc_tensor *t)
+{
+    tgc_scope *to = frame->parent;
+    tgc_scope_release(t);
+    t->scope = to;
+    t->next = to->head;
+    if (to->head)
+        to->head->prev = t;
+    to->head = t;
+}
+
+int tgc_scope_frame_pop(tgc_scope *frame)
+{
+    int left_open = 0;
+    for (tgc_scope *s = current(); s != frame && s != &root_scope; s = current()) {
+        pop_innermost();
+        left_open++;
+    }
+    if (current() == frame)
+        pop_innermost();
+    return left_open;
 }
 
 tgc_status tgc_scope_keep(tgc_tensor *t)
@@ -106,7 +164,16 @@ tgc_status tgc_scope_keep(tgc_tensor *t)
                              "tgc_scope_keep: tensor is not owned by a scope (a module "
                              "parameter or buffer?)");
     tgc_scope *s = t->scope;
-    tgc_scope *to = s->parent ? s->parent : s;
+    if (s == &root_scope)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_scope_keep: tensor is in the root scope, which has no "
+                             "enclosing scope (it lives until tgc_shutdown or thread exit)");
+    if (s->frame)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_scope_keep: tensor is in the scope tgc_call opened around the "
+                             "model function; a model function cannot keep tensors past its "
+                             "call (return them through out[])");
+    tgc_scope *to = s->parent;
     tgc_scope_release(t);
     t->scope = to;
     t->next = to->head;
@@ -130,9 +197,21 @@ void tgc_tensor_free(tgc_tensor *t)
     tgc_tensor_unref(t);
 }
 
-void tgc_shutdown(void)
+static void unwind_all(void)
 {
     while (current() != &root_scope)
-        tgc_scope_pop();
+        pop_innermost();
     free_all(&root_scope);
+}
+
+void tgc_shutdown(void)
+{
+    for (const tgc_scope *s = current(); s != &root_scope; s = s->parent)
+        if (s->frame) {
+            tgc_set_error(TGC_ERR_INVALID_ARG,
+                          "tgc_shutdown: called inside a model function run by tgc_call "
+                          "(nothing was freed; call it after tgc_call returns)");
+            return;
+        }
+    unwind_all();
 }

@@ -45,11 +45,12 @@ static int param_index(const tgc_trace *tr, const tgc_tensor *t)
     return -1;
 }
 
-static int32_t bind_other(tgc_trace *tr, tgc_tensor *t)
+/* Binding index of a captured or constant tensor (bound on first use), or -1 (error set). */
+static int bind_other(tgc_trace *tr, tgc_tensor *t)
 {
     for (int i = 0; i < tr->n_bound; i++)
         if (tr->bound[i].t == t)
-            return tr->bound[i].value;
+            return i;
     if (tr->n_bound == tr->cap_bound) {
         int cap = tr->cap_bound ? tr->cap_bound * 2 : 8;
         tgc_trace_binding *p = realloc(tr->bound, (size_t)cap * sizeof *p);
@@ -66,15 +67,17 @@ static int32_t bind_other(tgc_trace *tr, tgc_tensor *t)
         return -1;
     tgc_tensor_ref(t);
     tr->bound[tr->n_bound++] =
-        (tgc_trace_binding){t, atomic_load(&t->storage->version), v, is_const};
-    return v;
+        (tgc_trace_binding){t, atomic_load(&t->storage->version), v, is_const, 0};
+    return tr->n_bound - 1;
 }
 
 int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
 {
     int p = param_index(tr, t);
-    if (p < 0)
-        return bind_other(tr, t);
+    if (p < 0) {
+        int b = bind_other(tr, t);
+        return b < 0 ? -1 : tr->bound[b].value;
+    }
     if (tr->param_value[p] < 0)
         tr->param_value[p] = add_input(tr, TGC_BIND_PARAM, p, t);
     return tr->param_value[p];
@@ -124,8 +127,12 @@ double tgc_trace_read_value(tgc_trace *tr, const tgc_tensor *t, const char *what
             tgc_trace_break(tr, "%s reads the value of a module tensor", what);
             return 0;
         }
-        bind_other(tr, (tgc_tensor *)t); /* guarded by identity and version */
-        return 0;                        /* the caller already has the value */
+        int b = bind_other(tr, (tgc_tensor *)t);
+        if (b >= 0) { /* the value flows into the graph as a constant: guard its version */
+            tr->bound[b].values_read = 1;
+            tr->bound[b].version = atomic_load(&t->storage->version);
+        }
+        return 0; /* the caller already has the value */
     }
     const tgc_node *nd = &tr->g->nodes[t->value];
     if (nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG) {

@@ -2,7 +2,9 @@
  *
  * A trace is thread-local while active. Concrete tensors met during tracing become graph
  * inputs: module tensors of `self` bound by position, tensors created during the trace as
- * constants, anything else as a captured tensor guarded by identity and version. */
+ * constants, anything else as a captured tensor: bound at call time like a parameter (its
+ * values are read by each call), guarded by identity and liveness, and by its version only
+ * when the trace read its values (tgc_item_* on it), because then the graph holds them. */
 #ifndef TGC_FRONTEND_TRACE_H
 #define TGC_FRONTEND_TRACE_H
 
@@ -16,6 +18,7 @@ typedef struct tgc_trace_binding {
     uint64_t version; /* storage version when bound */
     int32_t value;    /* its INPUT node */
     int is_const;     /* created during the trace (TGC_BIND_CONST) */
+    int values_read;  /* the trace read its values: the graph depends on this version */
 } tgc_trace_binding;
 
 /* A value read at trace time from an input tensor (tgc_item_*): guarded by value. */

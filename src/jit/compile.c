@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "frontend/module_impl.h"
+#include "frontend/scope.h"
 #include "jit/jit.h"
 #include "support/log.h"
 
@@ -100,27 +101,57 @@ static tgc_status check_call(const tgc_fn *f, tgc_tensor *const *in, int n_in, t
     return TGC_OK;
 }
 
-/* Runs the function eagerly in its own scope and hands fresh output handles to the caller. */
-static tgc_status run_eager(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
-                            tgc_tensor **out, int n_out)
+/* A fresh handle on out, for the caller's scope: the function's own handle may be one of
+ * its inputs, a module tensor or a tensor of the frame, none of which the caller owns. */
+static tgc_tensor *fresh_handle(tgc_tensor *t)
 {
-    tgc_scope_push();
+    if (t->trace)
+        return tgc_trace_tensor(t->trace, t->value);
+    return tgc_tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+}
+
+/* Runs the function in a scope frame (a barrier it cannot pop or keep past, see
+ * frontend/scope.h) and hands fresh output handles to the caller's innermost scope: eagerly,
+ * or inlined into the caller's trace when called while tracing. */
+static tgc_status call_in_frame(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                                tgc_tensor **out, int n_out)
+{
+    tgc_scope *frame = tgc_scope_frame_push();
+    if (!frame)
+        return tgc_last_status();
     tgc_status st = f->fn(self, in, n_in, out, n_out);
-    for (int i = 0; i < n_out && st == TGC_OK; i++) {
+    int n_given = 0;
+    for (int i = 0; i < n_out && st == TGC_OK; i++, n_given++) {
         if (!out[i]) {
             st = tgc_keep_error(TGC_ERR_INVALID_ARG,
                                 "tgc_call: '%s' returned TGC_OK but left out[%d] NULL", f->name, i);
             break;
         }
-        tgc_tensor *t = out[i];
-        out[i] = tgc_tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
-        if (!out[i] || tgc_scope_keep(out[i]) != TGC_OK)
+        out[i] = fresh_handle(out[i]);
+        if (!out[i]) {
             st = tgc_keep_error(TGC_ERR_OOM, "tgc_call: out of memory");
+            break;
+        }
+        tgc_scope_frame_handoff(frame, out[i]);
     }
     if (st != TGC_OK)
-        for (int i = 0; i < n_out; i++)
+        for (int i = 0; i < n_out; i++) {
+            if (i < n_given)
+                tgc_tensor_free(out[i]);
             out[i] = NULL;
-    tgc_scope_pop();
+        }
+    int left_open = tgc_scope_frame_pop(frame);
+    if (st == TGC_OK && left_open) {
+        for (int i = 0; i < n_out; i++) {
+            tgc_tensor_free(out[i]);
+            out[i] = NULL;
+        }
+        st = tgc_set_error(TGC_ERR_INVALID_ARG,
+                           "tgc_call: '%s' returned with %d scope%s it pushed still open (they "
+                           "were closed); pair every tgc_scope_push with one tgc_scope_pop "
+                           "inside the function",
+                           f->name, left_open, left_open == 1 ? "" : "s");
+    }
     return st;
 }
 
@@ -129,7 +160,7 @@ static tgc_status run_variant(tgc_fn *f, const tgc_variant *v, tgc_module *self,
                               const int64_t *symvals)
 {
     if (v->is_eager)
-        return run_eager(f, self, in, n_in, out, n_out);
+        return call_in_frame(f, self, in, n_in, out, n_out);
     (void)n_out;
     tgc_exec_args x = {in, n_in, NULL, 0, v->bound, v->guards.n_captured, symvals};
     if (self)
@@ -145,8 +176,8 @@ static double now_ns(void)
 }
 
 /* The cache lookup (under the lock): the matching variant moved to the front, or NULL. */
-static tgc_variant *lookup(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
-                           int n_out, int64_t *symvals)
+static tgc_variant *lookup(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in, int n_out,
+                           int64_t *symvals)
 {
     /* Timing every call would cost as much as the check; sample the first hits, then 1 in 16. */
     int sample = f->guard_samples < 16 || (f->stats.calls & 15) == 0;
@@ -168,34 +199,70 @@ static tgc_variant *lookup(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, i
     return v;
 }
 
-static void miss_reason(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
-                        int n_out, char *buf, size_t n)
+/* Why the most recent variant does not take this call (computed on a miss only). */
+static tgc_miss_kind miss_reason(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                                 int n_out, char *buf, size_t n)
 {
     const tgc_variant *v = f->variants;
-    if (!v)
+    if (!v) {
         snprintf(buf, n, "first call");
-    else if (!v->is_eager && v->graph->n_outputs != n_out)
+        return TGC_MISS_FIRST_CALL;
+    }
+    if (!v->is_eager && v->graph->n_outputs != n_out) {
         snprintf(buf, n, "number of outputs changed: expected %d, got %d", v->graph->n_outputs,
                  n_out);
-    else
-        tgc_guards_explain(&v->guards, self, in, n_in, buf, n);
+        return TGC_MISS_INPUT_COUNT;
+    }
+    return tgc_guards_explain(&v->guards, self, in, n_in, buf, n);
+}
+
+/* What a user can do about misses of this kind, besides raising the limit. */
+static const char *limit_advice(tgc_miss_kind k)
+{
+    switch (k) {
+    case TGC_MISS_SIZE: return "mark dims dynamic (tgc_mark_dynamic or cfg.dynamic)";
+    case TGC_MISS_LAYOUT:
+        return "keep each input's dtype, rank, device and layout stable (tgc_contiguous makes "
+               "strided inputs contiguous)";
+    case TGC_MISS_INPUT_COUNT: return "call the function with a fixed number of inputs and outputs";
+    case TGC_MISS_TRAINING:
+        return "compile one tgc_fn for training and one for eval instead of switching "
+               "tgc_module_train on one";
+    case TGC_MISS_ATTR:
+        return "pass a value that changes from call to call as an input tensor instead of a "
+               "module attribute";
+    case TGC_MISS_STRUCTURE: return "compile one tgc_fn per model structure";
+    case TGC_MISS_IDENTITY:
+        return "unset cfg.guard_module_identity so that modules of one structure share variants";
+    case TGC_MISS_GRAD_MODE: return "compile one tgc_fn per grad mode";
+    case TGC_MISS_CAPTURED:
+        return "pass the captured tensor as an input instead (a variant keeps the captured "
+               "tensor object it traced)";
+    case TGC_MISS_VALUE:
+        return "pass the value as a tensor the model computes with instead of reading it with "
+               "tgc_item_* while tracing";
+    case TGC_MISS_FIRST_CALL:
+    case TGC_MISS_NONE: break;
+    }
+    return "free tgc_fns that are no longer used";
 }
 
 /* At a cache limit: warn once and run eagerly, or fail in ERROR mode. */
-static tgc_status limit_reached(tgc_fn *f, const char *which, int limit, const char *reason)
+static tgc_status limit_reached(tgc_fn *f, const char *which, int limit, const char *reason,
+                                tgc_miss_kind kind)
 {
     f->stats.cache_limit_hit = 1;
     if (f->cfg.on_cache_limit == TGC_ON_LIMIT_ERROR)
         return tgc_set_error(TGC_ERR_CACHE_LIMIT,
-                             "tgc_call: '%s' hit %s (%d); last reason: %s. Raise the limit, mark "
-                             "dims dynamic, or see tgc_fn_explain().",
-                             f->name, which, limit, reason);
+                             "tgc_call: '%s' hit %s (%d); last reason: %s. Raise cfg.%s, %s, or "
+                             "see tgc_fn_explain().",
+                             f->name, which, limit, reason, which, limit_advice(kind));
     if (!f->limit_warned) {
         f->limit_warned = 1;
         tgc_log_msg(&f->cfg, 0,
-                "tgc: '%s' hit %s (%d); last reason: %s; running eagerly from now on. Raise "
-                "cfg.%s, mark dims dynamic, or see tgc_fn_explain().",
-                f->name, which, limit, reason, which);
+                    "tgc: '%s' hit %s (%d); last reason: %s; running eagerly from now on. Raise "
+                    "cfg.%s, %s, or see tgc_fn_explain().",
+                    f->name, which, limit, reason, which, limit_advice(kind));
     }
     f->stats.eager_fallbacks++;
     return TGC_OK;
@@ -205,25 +272,27 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
                                int n_out, tgc_variant **hit, int *eager)
 {
     char reason[256];
-    miss_reason(f, self, in, n_in, n_out, reason, sizeof reason);
+    tgc_miss_kind kind = miss_reason(f, self, in, n_in, n_out, reason, sizeof reason);
     if (f->variants) {
         snprintf(f->stats.last_recompile_reason, sizeof f->stats.last_recompile_reason, "%s",
                  reason);
         if (f->n_variants >= f->cfg.cache_size_limit) {
             *eager = 1;
-            return limit_reached(f, "cache_size_limit", f->cfg.cache_size_limit, reason);
+            return limit_reached(f, "cache_size_limit", f->cfg.cache_size_limit, reason, kind);
         }
     }
     if (atomic_load(&process_variants) >= f->cfg.accumulated_cache_size_limit) {
         *eager = 1;
-        return limit_reached(f, "accumulated_cache_size_limit",
-                             f->cfg.accumulated_cache_size_limit, reason);
+        return limit_reached(f, "accumulated_cache_size_limit", f->cfg.accumulated_cache_size_limit,
+                             reason, kind);
     }
     if (f->variants)
         tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES, "tgc: recompiling '%s' (variant %d of %d): %s",
-                f->name, f->n_variants + 1, f->cfg.cache_size_limit, reason);
+                    f->name, f->n_variants + 1, f->cfg.cache_size_limit, reason);
     tgc_variant *v;
     tgc_status st = tgc_variant_compile(f, f->n_variants + 1, self, in, n_in, n_out, &v);
+    if (st == TGC_ERR_GRAPH_BREAK) /* cfg.fullgraph: the call fails, the break still counts */
+        f->stats.graph_breaks++;
     if (st != TGC_OK)
         return st;
     f->n_variants++;
@@ -231,20 +300,21 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
     v->next = f->variants;
     f->variants = v;
     atomic_fetch_add(&process_variants, 1);
-    f->stats.compiles++;
-    f->stats.recompiles += v->id > 1;
+    /* a trace that broke compiled nothing: it counts as a graph break, not a compile */
+    f->stats.compiles += !v->is_eager;
+    f->stats.recompiles += !v->is_eager && v->id > 1;
     f->stats.compile_seconds += v->compile_seconds;
     f->stats.variants = f->n_variants;
     f->stats.kernels_last_variant = v->is_eager ? 0 : f->backend->kernel_count(v->artifact);
     if (v->is_eager) {
         f->stats.graph_breaks++;
         tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES,
-                "tgc: graph break in '%s': %s; calls like this one run eagerly (set "
-                "cfg.fullgraph to make this an error)",
-                f->name, v->break_reason);
+                    "tgc: graph break in '%s': %s; calls like this one run eagerly (set "
+                    "cfg.fullgraph to make this an error)",
+                    f->name, v->break_reason);
     } else {
         tgc_log_msg(&f->cfg, TGC_LOG_PERF, "tgc: compiled '%s' variant %d in %.2f ms (%d nodes)",
-                f->name, v->id, 1e3 * v->compile_seconds, v->graph->n_nodes);
+                    f->name, v->id, 1e3 * v->compile_seconds, v->graph->n_nodes);
     }
     if (f->cfg.log & TGC_LOG_GUARDS) {
         tgc_strbuf sb = {0};
@@ -259,19 +329,19 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
     return TGC_OK;
 }
 
-tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
-                    tgc_tensor **out, int n_out)
+tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                    int n_out)
 {
     tgc_status st = check_call(f, in, n_in, out, n_out);
     if (st != TGC_OK)
         return st;
     if (tgc_trace_current()) /* called from a traced function: inline into that trace */
-        return f->fn(self, in, n_in, out, n_out);
+        return call_in_frame(f, self, in, n_in, out, n_out);
     if (f->cfg.backend == TGC_BACKEND_EAGER) {
         pthread_mutex_lock(&f->lock);
         f->stats.calls++;
         pthread_mutex_unlock(&f->lock);
-        return run_eager(f, self, in, n_in, out, n_out);
+        return call_in_frame(f, self, in, n_in, out, n_out);
     }
     int64_t symvals[TGC_GUARD_MAX_SYMS];
     int eager = 0;
@@ -283,7 +353,8 @@ tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in
         v->hits++;
     } else {
         st = compile_miss(f, self, in, n_in, n_out, &v, &eager);
-        if (st == TGC_OK && v && !v->is_eager && !tgc_guards_check(&v->guards, self, in, n_in, symvals))
+        if (st == TGC_OK && v && !v->is_eager &&
+            !tgc_guards_check(&v->guards, self, in, n_in, symvals))
             st = tgc_set_error(TGC_ERR_INTERNAL,
                                "tgc_call: '%s' variant %d does not accept the inputs it was "
                                "traced with",
@@ -295,7 +366,7 @@ tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in
     if (st != TGC_OK)
         return st;
     if (eager)
-        return run_eager(f, self, in, n_in, out, n_out);
+        return call_in_frame(f, self, in, n_in, out, n_out);
     return run_variant(f, v, self, in, n_in, out, n_out, symvals);
 }
 

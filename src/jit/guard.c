@@ -25,8 +25,8 @@ static void input_guard_from(tgc_input_guard *ig, const tgc_tensor *t, const tgc
     }
 }
 
-tgc_status tgc_guards_build(tgc_guards *g, tgc_trace *tr, tgc_module *self,
-                            tgc_tensor *const *in, int n_in, int module_identity)
+tgc_status tgc_guards_build(tgc_guards *g, tgc_trace *tr, tgc_module *self, tgc_tensor *const *in,
+                            int n_in, int module_identity)
 {
     memset(g, 0, sizeof *g);
     g->syms = tr->g->syms;
@@ -52,7 +52,7 @@ tgc_status tgc_guards_build(tgc_guards *g, tgc_trace *tr, tgc_module *self,
     g->grad_enabled = tgc_grad_enabled();
     for (int i = 0; i < tr->n_bound; i++)
         g->captured[i] = (tgc_captured_guard){tr->bound[i].t, tr->bound[i].version,
-                                              tr->bound[i].is_const};
+                                              tr->bound[i].is_const, tr->bound[i].values_read};
     g->n_captured = tr->n_bound;
     tr->n_bound = 0; /* the guards own those references now */
     if (tr->n_value_guards)
@@ -101,8 +101,8 @@ static int module_ok(const tgc_guards *g, tgc_module *self)
 
 static int captured_ok(const tgc_captured_guard *c)
 {
-    return c->is_const ||
-           (!(c->t->flags & TGC_T_DEAD) && atomic_load(&c->t->storage->version) == c->version);
+    return c->is_const || (!(c->t->flags & TGC_T_DEAD) &&
+                           (!c->values_read || atomic_load(&c->t->storage->version) == c->version));
 }
 
 static int value_ok(const tgc_value_guard *v, tgc_tensor *const *in)
@@ -139,118 +139,176 @@ int tgc_guards_check(const tgc_guards *g, tgc_module *self, tgc_tensor *const *i
 
 /* ---- explaining a miss ---- */
 
-static int explain_input(const tgc_input_guard *ig, const tgc_tensor *t, int i, char *buf,
-                         size_t n)
+/* The first failing guard of input i, or TGC_MISS_NONE. */
+static tgc_miss_kind explain_input(const tgc_input_guard *ig, const tgc_tensor *t, int i, char *buf,
+                                   size_t n)
 {
-    if (t->dtype != ig->dtype)
-        return snprintf(buf, n, "input %d dtype changed: expected %s, got %s", i,
-                        tgc_dtype_name(ig->dtype), tgc_dtype_name(t->dtype));
-    if (t->device.type != ig->device.type || t->device.index != ig->device.index)
-        return snprintf(buf, n, "input %d device changed", i);
-    if (t->ndim != ig->ndim)
-        return snprintf(buf, n, "input %d rank changed: expected %d, got %d", i, ig->ndim,
-                        t->ndim);
-    for (int d = 0; d < ig->ndim; d++) {
-        if (ig->sym[d] < 0 && t->shape[d] != ig->size[d])
-            return snprintf(buf, n, "input %d size mismatch at dim %d: expected %lld, got %lld", i,
-                            d, (long long)ig->size[d], (long long)t->shape[d]);
-        if (ig->sym[d] >= 0 && t->shape[d] < 2)
-            return snprintf(buf, n,
-                            "input %d size at dim %d is %lld; dynamic dim s%d covers sizes >= 2 "
-                            "(0 and 1 are specialized)",
-                            i, d, (long long)t->shape[d], ig->sym[d]);
+    if (t->dtype != ig->dtype) {
+        snprintf(buf, n, "input %d dtype changed: expected %s, got %s", i,
+                 tgc_dtype_name(ig->dtype), tgc_dtype_name(t->dtype));
+        return TGC_MISS_LAYOUT;
     }
-    if (tgc_tensor_is_contiguous(t) != ig->contiguous)
-        return snprintf(buf, n, "input %d layout changed: expected %s, got %s", i,
-                        ig->contiguous ? "contiguous" : "strided",
-                        ig->contiguous ? "strided" : "contiguous");
+    if (t->device.type != ig->device.type || t->device.index != ig->device.index) {
+        snprintf(buf, n, "input %d device changed", i);
+        return TGC_MISS_LAYOUT;
+    }
+    if (t->ndim != ig->ndim) {
+        snprintf(buf, n, "input %d rank changed: expected %d, got %d", i, ig->ndim, t->ndim);
+        return TGC_MISS_LAYOUT;
+    }
+    for (int d = 0; d < ig->ndim; d++) {
+        if (ig->sym[d] < 0 && t->shape[d] != ig->size[d]) {
+            snprintf(buf, n, "input %d size mismatch at dim %d: expected %lld, got %lld", i, d,
+                     (long long)ig->size[d], (long long)t->shape[d]);
+            return TGC_MISS_SIZE;
+        }
+        if (ig->sym[d] >= 0 && t->shape[d] < 2) {
+            snprintf(buf, n,
+                     "input %d size at dim %d is %lld; dynamic dim s%d covers sizes >= 2 "
+                     "(0 and 1 are specialized)",
+                     i, d, (long long)t->shape[d], ig->sym[d]);
+            return TGC_MISS_SIZE;
+        }
+    }
+    if (tgc_tensor_is_contiguous(t) != ig->contiguous) {
+        snprintf(buf, n, "input %d layout changed: expected %s, got %s", i,
+                 ig->contiguous ? "contiguous" : "strided",
+                 ig->contiguous ? "strided" : "contiguous");
+        return TGC_MISS_LAYOUT;
+    }
+    return TGC_MISS_NONE;
+}
+
+/* The key of a description line: "self.fc.weight" of "self.fc.weight: param ...", "self.k"
+ * of "self.k = 3". */
+static size_t line_key(const char *line, size_t len)
+{
+    size_t k = 0;
+    while (k < len && line[k] != ':' && !(line[k] == ' ' && k + 1 < len && line[k + 1] == '='))
+        k++;
+    return k;
+}
+
+/* 1 when text (a description) has a line whose key is key[0..len). */
+static int has_key(const char *text, const char *key, size_t len)
+{
+    while (*text) {
+        size_t l = strcspn(text, "\n");
+        if (line_key(text, l) == len && strncmp(text, key, len) == 0)
+            return 1;
+        text += l + (text[l] == '\n');
+    }
     return 0;
 }
 
-/* Finds the first line that differs between two module descriptions. */
-static void explain_module(const char *was, const char *now, char *buf, size_t n)
+/* Finds the first line that differs between two module descriptions (module.c writes them:
+ * "path = value" for the training flag and attributes, "path: ..." for tensors). */
+static tgc_miss_kind explain_module(const char *was, const char *now, char *buf, size_t n)
 {
+    const char *was0 = was, *now0 = now;
     while (*was && *now) {
         size_t la = strcspn(was, "\n"), lb = strcspn(now, "\n");
         if (la != lb || strncmp(was, now, la) != 0) {
-            const char *eq_a = memchr(was, '=', la), *eq_b = memchr(now, '=', lb);
-            if (eq_a && eq_b && eq_a - was == eq_b - now && strncmp(was, now, (size_t)(eq_a - was)) == 0) {
-                int path = (int)(eq_a - was - 1);
-                snprintf(buf, n, "%.*s changed (%.*s -> %.*s)", path, was,
-                         (int)(la - (size_t)(eq_a - was) - 2), eq_a + 2,
-                         (int)(lb - (size_t)(eq_b - now) - 2), eq_b + 2);
-            } else {
+            size_t ka = line_key(was, la), kb = line_key(now, lb);
+            int val_a = ka + 3 <= la && was[ka] == ' ', val_b = kb + 3 <= lb && now[kb] == ' ';
+            if (ka == kb && strncmp(was, now, ka) == 0 && val_a && val_b) {
+                snprintf(buf, n, "%.*s changed (%.*s -> %.*s)", (int)ka, was, (int)(la - ka - 3),
+                         was + ka + 3, (int)(lb - kb - 3), now + kb + 3);
+                size_t tl = strlen(".training");
+                return ka >= tl && strncmp(was + ka - tl, ".training", tl) == 0 ? TGC_MISS_TRAINING
+                                                                                : TGC_MISS_ATTR;
+            }
+            if (!has_key(was0, now, kb))
+                snprintf(buf, n, "self structure changed: %.*s was added", (int)kb, now);
+            else if (!has_key(now0, was, ka))
+                snprintf(buf, n, "self structure changed: %.*s is gone", (int)ka, was);
+            else
                 snprintf(buf, n, "self structure changed: '%.*s' became '%.*s'", (int)la, was,
                          (int)lb, now);
-            }
-            return;
+            return TGC_MISS_STRUCTURE;
         }
         was += la + (was[la] == '\n');
         now += lb + (now[lb] == '\n');
     }
-    snprintf(buf, n, "self structure changed: %s", *was ? "members were removed" : "members were added");
+    if (*was)
+        snprintf(buf, n, "self structure changed: %.*s is gone",
+                 (int)line_key(was, strcspn(was, "\n")), was);
+    else
+        snprintf(buf, n, "self structure changed: %.*s was added",
+                 (int)line_key(now, strcspn(now, "\n")), now);
+    return TGC_MISS_STRUCTURE;
 }
 
-static void explain_self(const tgc_guards *g, tgc_module *self, char *buf, size_t n)
+static tgc_miss_kind explain_self(const tgc_guards *g, tgc_module *self, char *buf, size_t n)
 {
     if (!g->has_module || !self) {
         snprintf(buf, n, "self changed from %s to %s", g->has_module ? "a module" : "NULL",
                  self ? "a module" : "NULL");
-        return;
+        return TGC_MISS_STRUCTURE;
     }
     if (g->module_identity && (const void *)self != g->module_ptr) {
         snprintf(buf, n,
                  "self is a different module object (cfg.guard_module_identity is set; unset it "
                  "to share variants between modules of one structure)");
-        return;
+        return TGC_MISS_IDENTITY;
     }
     char *now = tgc_module_describe(self);
+    tgc_miss_kind k = TGC_MISS_STRUCTURE;
     if (now)
-        explain_module(g->module_desc, now, buf, n);
+        k = explain_module(g->module_desc, now, buf, n);
     else
         snprintf(buf, n, "self structure changed");
     free(now);
+    return k;
 }
 
-void tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tensor *const *in, int n_in,
-                        char *buf, size_t n)
+tgc_miss_kind tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tensor *const *in,
+                                 int n_in, char *buf, size_t n)
 {
     int64_t symvals[TGC_GUARD_MAX_SYMS];
     if (n_in != g->n_in) {
         snprintf(buf, n, "number of inputs changed: expected %d, got %d", g->n_in, n_in);
-        return;
+        return TGC_MISS_INPUT_COUNT;
     }
-    for (int i = 0; i < n_in; i++)
-        if (explain_input(&g->in[i], in[i], i, buf, n))
-            return;
-    if (!module_ok(g, self)) {
-        explain_self(g, self, buf, n);
-        return;
+    for (int i = 0; i < n_in; i++) {
+        tgc_miss_kind k = explain_input(&g->in[i], in[i], i, buf, n);
+        if (k != TGC_MISS_NONE)
+            return k;
     }
+    if (!module_ok(g, self))
+        return explain_self(g, self, buf, n);
     if (tgc_grad_enabled() != g->grad_enabled) {
         snprintf(buf, n, "grad mode changed (%s -> %s)", g->grad_enabled ? "enabled" : "disabled",
                  g->grad_enabled ? "disabled" : "enabled");
-        return;
+        return TGC_MISS_GRAD_MODE;
     }
     for (int i = 0; i < g->n_captured; i++) {
         const tgc_captured_guard *c = &g->captured[i];
         if (captured_ok(c))
             continue;
+        char dims[160];
+        tgc_format_dims(c->t->shape, c->t->ndim, dims, sizeof dims);
         if (c->t->flags & TGC_T_DEAD)
-            snprintf(buf, n, "captured tensor %d was freed", i);
+            snprintf(buf, n, "captured tensor %d (%s%s) was freed", i, tgc_dtype_name(c->t->dtype),
+                     dims);
         else
-            snprintf(buf, n, "captured tensor %d was written in place (version %llu -> %llu)", i,
-                     (unsigned long long)c->version,
+            snprintf(buf, n,
+                     "captured tensor %d (%s%s) was written in place after the trace read its "
+                     "value with tgc_item_* (version %llu -> %llu)",
+                     i, tgc_dtype_name(c->t->dtype), dims, (unsigned long long)c->version,
                      (unsigned long long)atomic_load(&c->t->storage->version));
-        return;
+        return TGC_MISS_CAPTURED;
     }
     for (int i = 0; i < g->n_values; i++)
         if (!value_ok(&g->values[i], in)) {
             const tgc_tensor *t = in[g->values[i].input];
-            snprintf(buf, n, "value of input %d (read with tgc_item_*) changed: expected %g, got %g",
+            snprintf(buf, n,
+                     "value of input %d (read with tgc_item_*) changed: expected %g, got %g",
                      g->values[i].input, g->values[i].value,
-                     tgc_shape_numel(t->shape, t->ndim) ? tgc_load(tgc_tensor_base(t), t->dtype, t->offset) : 0.0);
-            return;
+                     tgc_shape_numel(t->shape, t->ndim)
+                         ? tgc_load(tgc_tensor_base(t), t->dtype, t->offset)
+                         : 0.0);
+            return TGC_MISS_VALUE;
         }
     for (int i = 0; i < n_in; i++) /* binds the symbols for the assumption report */
         check_input(&g->in[i], in[i], symvals);
@@ -265,9 +323,10 @@ void tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tensor *const
         snprintf(buf, n, "shape relation %s %s %s no longer holds (%lld vs %lld)", sa, rel, sb,
                  (long long)tgc_sym_eval(g->syms, a, symvals),
                  (long long)tgc_sym_eval(g->syms, b, symvals));
-        return;
+        return TGC_MISS_SIZE;
     }
     snprintf(buf, n, "no guard failed");
+    return TGC_MISS_NONE;
 }
 
 void tgc_guards_describe(const tgc_guards *g, tgc_strbuf *sb)
@@ -304,10 +363,19 @@ void tgc_guards_describe(const tgc_guards *g, tgc_strbuf *sb)
     else
         tgc_sb_puts(sb, "    self: NULL\n");
     tgc_sb_printf(sb, "    grad mode: %s\n", g->grad_enabled ? "enabled" : "disabled");
-    for (int i = 0; i < g->n_captured; i++)
-        if (!g->captured[i].is_const)
-            tgc_sb_printf(sb, "    captured tensor %d: alive, version %llu\n", i,
-                          (unsigned long long)g->captured[i].version);
+    for (int i = 0; i < g->n_captured; i++) {
+        const tgc_captured_guard *c = &g->captured[i];
+        if (c->is_const)
+            continue;
+        char dims[160];
+        tgc_format_dims(c->t->shape, c->t->ndim, dims, sizeof dims);
+        tgc_sb_printf(sb, "    captured tensor %d (%s%s): this object, alive", i,
+                      tgc_dtype_name(c->t->dtype), dims);
+        if (c->values_read)
+            tgc_sb_printf(sb, ", version %llu (its value was read while tracing)",
+                          (unsigned long long)c->version);
+        tgc_sb_puts(sb, "\n");
+    }
     for (int i = 0; i < g->n_values; i++)
         tgc_sb_printf(sb, "    value of input %d == %g\n", g->values[i].input, g->values[i].value);
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "frontend/module_impl.h"
+#include "frontend/scope.h"
 #include "jit/jit.h"
 #include "support/log.h"
 
@@ -43,10 +44,11 @@ static void note_changed_dims(tgc_fn *f, tgc_tensor *const *in, int n_in)
             for (int d = 0; d < in[i]->ndim; d++)
                 if (f->seen[i][d] != in[i]->shape[d] && !(f->dynamic_dims[i] & (1u << d))) {
                     f->dynamic_dims[i] |= (uint8_t)(1u << d);
-                    tgc_log_msg(&f->cfg, TGC_LOG_DYNAMIC,
-                            "tgc: '%s': input %d dim %d changed (%lld -> %lld); compiling it as a "
-                            "dynamic dim from now on",
-                            f->name, i, d, (long long)f->seen[i][d], (long long)in[i]->shape[d]);
+                    tgc_log_msg(
+                        &f->cfg, TGC_LOG_DYNAMIC,
+                        "tgc: '%s': input %d dim %d changed (%lld -> %lld); compiling it as a "
+                        "dynamic dim from now on",
+                        f->name, i, d, (long long)f->seen[i][d], (long long)in[i]->shape[d]);
                 }
         f->seen_ndim[i] = in[i]->ndim;
         memcpy(f->seen[i], in[i]->shape, sizeof f->seen[i]);
@@ -114,7 +116,10 @@ static tgc_status run_trace(tgc_fn *f, tgc_trace *tr, tgc_module *self, tgc_tens
     tgc_tensor **traced = calloc((size_t)(n_in ? n_in : 1), sizeof *traced);
     tgc_tensor **outs = calloc((size_t)(n_out ? n_out : 1), sizeof *outs);
     tgc_status st = (traced && outs) ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory");
-    tgc_scope_push();
+    /* A frame, so that the function cannot pop the scope that owns the traced inputs. */
+    tgc_scope *frame = st == TGC_OK ? tgc_scope_frame_push() : NULL;
+    if (!frame)
+        st = tgc_last_status();
     if (st == TGC_OK)
         st = add_arg_inputs(f, tr, in, n_in, traced);
     if (st == TGC_OK) {
@@ -128,7 +133,13 @@ static tgc_status run_trace(tgc_fn *f, tgc_trace *tr, tgc_module *self, tgc_tens
             tgc_set_error(st, "tgc_call: '%s' returned %s while tracing", f->name,
                           tgc_status_str(st));
     }
-    tgc_scope_pop();
+    int left_open = frame ? tgc_scope_frame_pop(frame) : 0;
+    if (st == TGC_OK && left_open)
+        st = tgc_set_error(TGC_ERR_INVALID_ARG,
+                           "tgc_call: '%s' returned with %d scope%s it pushed still open (they "
+                           "were closed); pair every tgc_scope_push with one tgc_scope_pop "
+                           "inside the function",
+                           f->name, left_open, left_open == 1 ? "" : "s");
     free(traced);
     free(outs);
     return st;
@@ -138,7 +149,8 @@ static void dump_graph(const tgc_fn *f, const tgc_variant *v)
 {
     char *text = tgc_graph_to_text(v->graph);
     if (text && (f->cfg.log & TGC_LOG_GRAPH))
-        tgc_log_msg(&f->cfg, TGC_LOG_GRAPH, "tgc: graph of '%s' variant %d:\n%s", f->name, v->id, text);
+        tgc_log_msg(&f->cfg, TGC_LOG_GRAPH, "tgc: graph of '%s' variant %d:\n%s", f->name, v->id,
+                    text);
     if (text && f->cfg.dump_dir) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s_v%d.graph.txt", f->cfg.dump_dir, f->name, v->id);
@@ -176,8 +188,8 @@ static tgc_status finish_graph(tgc_fn *f, tgc_variant *v, const int32_t *out_ids
     return st;
 }
 
-tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in,
-                               int n_in, int n_out, tgc_variant **out)
+tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in, int n_in,
+                               int n_out, tgc_variant **out)
 {
     double t0 = now_seconds();
     if (f->cfg.dynamic == TGC_DYNAMIC_AUTO)
@@ -217,8 +229,8 @@ tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *
         st = tgc_guards_build(&v->guards, &tr, self, in, n_in, f->cfg.guard_module_identity);
     }
     if (st == TGC_OK && !v->is_eager) {
-        v->bound = malloc((size_t)(v->guards.n_captured ? v->guards.n_captured : 1) *
-                          sizeof *v->bound);
+        v->bound =
+            malloc((size_t)(v->guards.n_captured ? v->guards.n_captured : 1) * sizeof *v->bound);
         st = v->bound ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling");
         for (int i = 0; st == TGC_OK && i < v->guards.n_captured; i++)
             v->bound[i] = v->guards.captured[i].t;

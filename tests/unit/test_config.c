@@ -9,8 +9,10 @@
 
 #include "unit_test_util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "jit/jit.h"
 #include "tgc/compile.h"
@@ -157,7 +159,8 @@ static void test_env_log_channels(void **state)
         {"all", TGC_LOG_ALL},
         {"recompiles,guards,graph,kernels,perf",
          TGC_LOG_RECOMPILES | TGC_LOG_GUARDS | TGC_LOG_GRAPH | TGC_LOG_KERNELS | TGC_LOG_PERF},
-        {"graph,nonsense,dynamic", TGC_LOG_GRAPH | TGC_LOG_DYNAMIC}, /* unknown names ignored */
+        {"graph,nonsense,dynamic", TGC_LOG_GRAPH | TGC_LOG_DYNAMIC}, /* unknown names ignored,
+                                                                        with a warning */
         {"guardsx", 0},                                              /* whole names only */
         {"", 0},
     };
@@ -167,6 +170,86 @@ static void test_env_log_channels(void **state)
         if (c.log != cases[i].bits)
             fail_msg("TGC_LOG=%s gave 0x%x, want 0x%x", cases[i].spec, c.log, cases[i].bits);
     }
+}
+
+/* What tgc_config_default() writes to stderr (the warnings of unparsable variables). */
+static void config_default_stderr(tgc_config *c, char *buf, size_t n)
+{
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_true(dup2(fileno(tmp), 2) >= 0);
+    *c = tgc_config_default();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t got = fread(buf, 1, n - 1, tmp);
+    buf[got] = 0;
+    fclose(tmp);
+}
+
+/* An unparsable value is ignored with one warning that names the variable, the value and
+ * what is accepted; the same value again stays quiet. */
+static void test_env_bad_values_warn_once(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *var, *value, *warning;
+    } cases[] = {
+        {"TGC_CACHE_SIZE_LIMIT", "abc",
+         "tgc: ignoring TGC_CACHE_SIZE_LIMIT='abc': expected an integer from 1 to 1000000 "
+         "(variants per function); using 8\n"},
+        {"TGC_CACHE_SIZE_LIMIT", "0",
+         "tgc: ignoring TGC_CACHE_SIZE_LIMIT='0': expected an integer from 1 to 1000000 "
+         "(variants per function); using 8\n"},
+        {"TGC_ACCUMULATED_CACHE_SIZE_LIMIT", "99999999999999999999",
+         "tgc: ignoring TGC_ACCUMULATED_CACHE_SIZE_LIMIT='99999999999999999999': expected an "
+         "integer from 1 to 1000000 (variants per process); using 256\n"},
+        {"TGC_DYNAMIC", "sometimes",
+         "tgc: ignoring TGC_DYNAMIC='sometimes': expected one of auto, always, never; using "
+         "auto\n"},
+        {"TGC_BACKEND", "gpu",
+         "tgc: ignoring TGC_BACKEND='gpu': expected one of auto, llvm, cuda, eager, interp; "
+         "using auto\n"},
+        {"TGC_LOG", "recompiles,bogus",
+         "tgc: ignoring TGC_LOG='recompiles,bogus': expected a comma-separated list of "
+         "recompiles, guards, graph, dynamic, perf, kernels, all; using the known names "
+         "only\n"},
+        {"TGC_NUM_THREADS", "-3",
+         "tgc: ignoring TGC_NUM_THREADS='-3': expected an integer from 0 to 1000000 (0: one "
+         "thread per core); using 0\n"},
+    };
+    char out[1024];
+    tgc_config c;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        clear_env();
+        setenv(cases[i].var, cases[i].value, 1);
+        config_default_stderr(&c, out, sizeof out);
+        assert_string_equal(out, cases[i].warning);
+        config_default_stderr(&c, out, sizeof out); /* once */
+        assert_string_equal(out, "");
+    }
+    /* the defaults stand in for the ignored values; known log names still apply */
+    assert_int_equal(c.num_threads, 0);
+    setenv("TGC_LOG", "recompiles,bogus", 1);
+    setenv("TGC_CACHE_SIZE_LIMIT", "abc", 1);
+    config_default_stderr(&c, out, sizeof out);
+    assert_string_equal(out, "");
+    assert_int_equal(c.log, TGC_LOG_RECOMPILES);
+    assert_int_equal(c.cache_size_limit, 8);
+    /* valid values are quiet */
+    clear_env();
+    setenv("TGC_LOG", "graph, dynamic", 1);
+    setenv("TGC_NUM_THREADS", "2", 1);
+    setenv("TGC_BACKEND", "Interp", 1);
+    config_default_stderr(&c, out, sizeof out);
+    assert_string_equal(out, "");
+    assert_int_equal(c.log, TGC_LOG_GRAPH | TGC_LOG_DYNAMIC);
+    assert_int_equal(c.num_threads, 2);
+    assert_int_equal(c.backend, TGC_BACKEND_INTERP);
 }
 
 static void test_env_choices(void **state)
@@ -362,6 +445,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_parsing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_log_channels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_bad_values_warn_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_choices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_rejects_bad_configs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_accepts_valid_configs, setup, teardown),

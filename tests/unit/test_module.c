@@ -505,6 +505,186 @@ static void test_describe(void **state)
     tgc_module_free(net);
 }
 
+/* Integer and bool tensors cannot require gradients: as parameters or by the flag. */
+static void test_integer_params_are_rejected(void **state)
+{
+    (void)state;
+    tgc_module *m = tgc_module_create("m", NULL);
+    assert_null(tgc_module_param(m, "ids", full(SHAPE(3), 1, TGC_I64)));
+    check_error(tgc_last_status(), TGC_ERR_DTYPE,
+                "tgc_module_param: 'ids' is i64, but a parameter requires gradients, which only "
+                "f32, f16, bf16 and f64 tensors can; keep integer state in tgc_module_buffer");
+    assert_null(tgc_module_param(m, "mask", full(SHAPE(3), 1, TGC_BOOL)));
+    check_error(tgc_last_status(), TGC_ERR_DTYPE, "'mask' is bool");
+    assert_int_equal(tgc_module_num_tensors(m), 0);
+    /* as a buffer it is fine, and a float parameter too */
+    tgc_tensor *b = tgc_module_buffer(m, "ids", full(SHAPE(3), 1, TGC_I32));
+    assert_non_null(b);
+    assert_int_equal(tgc_requires_grad_of(b), 0);
+    assert_non_null(tgc_module_param(m, "w", full(SHAPE(3), 1, TGC_BF16)));
+    uint64_t sig = tgc_module_signature(m);
+
+    tgc_clear_error();
+    check_error(tgc_requires_grad(b, 1), TGC_ERR_DTYPE,
+                "tgc_requires_grad: tensor is i32; only f32, f16, bf16 and f64 tensors can "
+                "require gradients (cast it first with tgc_cast)");
+    assert_int_equal(tgc_requires_grad_of(b), 0);
+    assert_true(tgc_module_signature(m) == sig);
+    tgc_tensor *t = full(SHAPE(2), 0, TGC_I64);
+    check_error(tgc_requires_grad(t, 1), TGC_ERR_DTYPE, "tensor is i64");
+    assert_int_equal(tgc_requires_grad_of(t), 0);
+    tgc_clear_error();
+    assert_int_equal(tgc_requires_grad(t, 0), TGC_OK); /* turning it off is always fine */
+    tgc_tensor *f = full(SHAPE(2), 0, TGC_F32);
+    assert_int_equal(tgc_requires_grad(f, 1), TGC_OK);
+    assert_int_equal(tgc_requires_grad_of(f), 1);
+    check_error(tgc_requires_grad(NULL, 1), TGC_ERR_INVALID_ARG,
+                "tgc_requires_grad: tensor is NULL");
+    tgc_module_free(m);
+}
+
+static void test_attributes(void **state)
+{
+    (void)state;
+    tgc_module *m = tgc_module_create("bert", NULL);
+    assert_int_equal(tgc_module_set_i64(m, "num_heads", 12), TGC_OK);
+    assert_int_equal(tgc_module_set_f64(m, "eps", 1e-12), TGC_OK);
+    assert_int_equal(tgc_module_set_str(m, "act", "gelu"), TGC_OK);
+    int64_t i = 0;
+    double d = 0;
+    const char *str = NULL;
+    assert_int_equal(tgc_module_attr_i64(m, "num_heads", &i), TGC_OK);
+    assert_int_equal(i, 12);
+    assert_int_equal(tgc_module_attr_f64(m, "eps", &d), TGC_OK);
+    assert_true(d == 1e-12);
+    assert_int_equal(tgc_module_attr_str(m, "act", &str), TGC_OK);
+    assert_string_equal(str, "gelu");
+    /* setting again changes the value; the string is copied */
+    char buf[8] = "relu";
+    assert_int_equal(tgc_module_set_str(m, "act", buf), TGC_OK);
+    buf[0] = 'x';
+    assert_int_equal(tgc_module_attr_str(m, "act", &str), TGC_OK);
+    assert_string_equal(str, "relu");
+    assert_int_equal(tgc_module_set_i64(m, "num_heads", INT64_MIN), TGC_OK);
+    assert_int_equal(tgc_module_attr_i64(m, "num_heads", &i), TGC_OK);
+    assert_true(i == INT64_MIN);
+    /* attributes are members of their module only, not tensors */
+    assert_int_equal(tgc_module_num_tensors(m), 0);
+    assert_null(tgc_module_get(m, "eps"));
+    tgc_module_free(m);
+}
+
+static void test_attribute_errors(void **state)
+{
+    (void)state;
+    tgc_module *m = tgc_module_create("m", NULL);
+    assert_non_null(tgc_module_param(m, "w", full(SHAPE(2), 1, TGC_F32)));
+    assert_int_equal(tgc_module_set_i64(m, "k", 3), TGC_OK);
+    int64_t i = 77;
+    double d = 5;
+    const char *str = "unchanged";
+
+    check_error(tgc_module_attr_i64(m, "missing", &i), TGC_ERR_INVALID_ARG,
+                "tgc_module_attr_i64: module 'm' has no attribute 'missing' (set it with "
+                "tgc_module_set_i64 before the call)");
+    check_error(tgc_module_attr_f64(m, "k", &d), TGC_ERR_DTYPE,
+                "tgc_module_attr_f64: attribute 'k' of module 'm' is an i64; read it with "
+                "tgc_module_attr_i64");
+    check_error(tgc_module_attr_str(m, "k", &str), TGC_ERR_DTYPE,
+                "read it with tgc_module_attr_i64");
+    assert_true(d == 5);
+    assert_string_equal(str, "unchanged");
+    check_error(tgc_module_attr_i64(m, NULL, &i), TGC_ERR_INVALID_ARG,
+                "tgc_module_attr_i64: name is NULL");
+    check_error(tgc_module_attr_i64(NULL, "k", &i), TGC_ERR_INVALID_ARG,
+                "tgc_module_attr_i64: module is NULL");
+    check_error(tgc_module_attr_i64(m, "k", NULL), TGC_ERR_INVALID_ARG,
+                "tgc_module_attr_i64: out is NULL");
+    /* a tensor is not an attribute */
+    check_error(tgc_module_attr_f64(m, "w", &d), TGC_ERR_INVALID_ARG, "has no attribute 'w'");
+    assert_int_equal(i, 77);
+
+    uint64_t sig = tgc_module_signature(m);
+    check_error(tgc_module_set_f64(m, "k", 1.5), TGC_ERR_DTYPE,
+                "tgc_module_set_f64: attribute 'k' of module 'm' is an i64 (an attribute keeps "
+                "its type); set it with tgc_module_set_i64");
+    check_error(tgc_module_set_i64(m, NULL, 1), TGC_ERR_INVALID_ARG,
+                "tgc_module_set_i64: name is NULL or empty");
+    check_error(tgc_module_set_f64(m, "", 1), TGC_ERR_INVALID_ARG,
+                "tgc_module_set_f64: name is NULL or empty");
+    check_error(tgc_module_set_i64(NULL, "k", 1), TGC_ERR_INVALID_ARG,
+                "tgc_module_set_i64: module is NULL");
+    check_error(tgc_module_set_str(m, "s", NULL), TGC_ERR_INVALID_ARG,
+                "tgc_module_set_str: value is NULL");
+    check_error(tgc_module_set_i64(m, "w", 1), TGC_ERR_INVALID_ARG,
+                "tgc_module_set_i64: module 'm' already has a member named 'w'");
+    check_error(tgc_module_set_i64(m, "a.b", 1), TGC_ERR_INVALID_ARG, "contains '.'");
+    check_error(tgc_module_set_i64(m, "training", 0), TGC_ERR_INVALID_ARG,
+                "tgc_module_set_i64: the name 'training' is the module's training flag; set it "
+                "with tgc_module_train");
+    check_error(tgc_module_set_i64(m, "a = b", 1), TGC_ERR_INVALID_ARG,
+                "tgc_module_set_i64: name 'a = b' contains a space, '=', ':' or a newline");
+    /* and an attribute name is taken for tensors and children */
+    assert_null(tgc_module_buffer(m, "k", full(SHAPE(1), 0, TGC_F32)));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "already has a member named 'k'");
+    tgc_module *c = tgc_module_create("c", NULL);
+    check_error(tgc_module_child(m, "k", c), TGC_ERR_INVALID_ARG, "already has a member named 'k'");
+    tgc_module_free(c);
+    /* nothing changed */
+    assert_true(tgc_module_signature(m) == sig);
+    assert_int_equal(tgc_module_attr_i64(m, "k", &i), TGC_OK);
+    assert_int_equal(i, 3);
+    tgc_module_free(m);
+}
+
+/* Attributes are part of the signature with their values, in any order they were set. */
+static void test_attributes_in_signature_and_description(void **state)
+{
+    (void)state;
+    tgc_module *a = tgc_module_create("a", NULL), *b = tgc_module_create("b", NULL);
+    tgc_module *ca = tgc_module_create("enc", NULL), *cb = tgc_module_create("enc", NULL);
+    assert_int_equal(tgc_module_child(a, "enc", ca), TGC_OK);
+    assert_int_equal(tgc_module_child(b, "enc", cb), TGC_OK);
+    uint64_t empty = tgc_module_signature(a);
+    assert_int_equal(tgc_module_set_f64(a, "scale", 0.5), TGC_OK);
+    assert_int_equal(tgc_module_set_i64(a, "heads", 2), TGC_OK);
+    assert_int_equal(tgc_module_set_i64(b, "heads", 2), TGC_OK);
+    assert_int_equal(tgc_module_set_f64(b, "scale", 0.5), TGC_OK);
+    uint64_t sa = tgc_module_signature(a);
+    assert_true(sa != empty);
+    assert_true(sa == tgc_module_signature(b));
+    /* a child's attribute changes the root's signature; setting it back restores it */
+    assert_int_equal(tgc_module_set_str(cb, "act", "gelu"), TGC_OK);
+    assert_true(tgc_module_signature(b) != sa);
+    assert_int_equal(tgc_module_set_str(ca, "act", "gelu"), TGC_OK);
+    assert_true(tgc_module_signature(a) == tgc_module_signature(b));
+    uint64_t s_gelu = tgc_module_signature(a);
+    assert_int_equal(tgc_module_set_str(ca, "act", "relu"), TGC_OK);
+    assert_true(tgc_module_signature(a) != s_gelu);
+    assert_int_equal(tgc_module_set_str(ca, "act", "gelu"), TGC_OK);
+    assert_true(tgc_module_signature(a) == s_gelu);
+    /* a value's type counts: 2 as an f64 is not 2 as an i64 */
+    tgc_module *x = tgc_module_create("x", NULL), *y = tgc_module_create("y", NULL);
+    assert_int_equal(tgc_module_set_i64(x, "v", 2), TGC_OK);
+    assert_int_equal(tgc_module_set_f64(y, "v", 2.0), TGC_OK);
+    assert_true(tgc_module_signature(x) != tgc_module_signature(y));
+
+    assert_int_equal(tgc_module_set_f64(a, "scale", 0.1), TGC_OK);
+    assert_int_equal(tgc_module_set_str(ca, "note", "say \"hi\"\nbye"), TGC_OK);
+    char *text = tgc_module_describe(a);
+    assert_string_equal(text, "self.training = true\n"
+                              "self.heads = 2\n"
+                              "self.scale = 0.1\n"
+                              "self.enc.training = true\n"
+                              "self.enc.act = \"gelu\"\n"
+                              "self.enc.note = \"say \\\"hi\\\"\\nbye\"\n");
+    free(text);
+    tgc_module_free(x);
+    tgc_module_free(y);
+    tgc_module_free(a);
+    tgc_module_free(b);
+}
+
 /* A big tree built and freed: LSan reports anything left behind. */
 static void test_free_whole_tree(void **state)
 {
@@ -578,6 +758,12 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_flat_is_preorder, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_describe, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_integer_params_are_rejected, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_attributes, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_attribute_errors, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_attributes_in_signature_and_description, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_free_whole_tree, scoped_setup, scoped_teardown),
         /* last: before the fix, the double free aborts the ASan build */
         cmocka_unit_test_setup_teardown(test_free_attached_child_is_refused, scoped_setup,

@@ -151,16 +151,26 @@ static void test_keep_moves_one_level(void **state)
     assert_true(tgc_item_f64(w) == 1.0);
 }
 
+/* The root scope has no enclosing scope: keep there is an error that changes nothing. */
 static void test_keep_in_root_scope(void **state)
 {
     (void)state;
     tgc_tensor *base = ones(4);
     tgc_tensor *v = view_of(base); /* root */
-    assert_int_equal(tgc_scope_keep(v), TGC_OK);
+    check_error(tgc_scope_keep(v), TGC_ERR_INVALID_ARG,
+                "tgc_scope_keep: tensor is in the root scope, which has no enclosing scope");
+    tgc_clear_error();
     tgc_scope_push();
     assert_int_equal(tgc_scope_pop(), TGC_OK);
     assert_int_equal(storage_refs(base), 2);
     assert_true(tgc_item_f64(v) == 1.0);
+    /* a tensor kept into the root scope cannot be kept further */
+    tgc_scope_push();
+    tgc_tensor *w = view_of(base);
+    assert_int_equal(tgc_scope_keep(w), TGC_OK);
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+    check_error(tgc_scope_keep(w), TGC_ERR_INVALID_ARG, "root scope");
+    assert_true(tgc_item_f64(w) == 1.0);
 }
 
 static void test_keep_bad_args(void **state)
