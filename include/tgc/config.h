@@ -7,6 +7,9 @@
  *   TGC_CACHE_SIZE_LIMIT=N, TGC_ACCUMULATED_CACHE_SIZE_LIMIT=N, TGC_DYNAMIC=auto|always|never
  *   TGC_DUMP_DIR=dir (graph IR text and DOT per variant; with LLVM also kernel IR and LLVM IR
  *   before and after O3), TGC_CACHE_DIR=dir, TGC_NUM_THREADS=N
+ * A value that does not parse (TGC_CACHE_SIZE_LIMIT=abc, TGC_DYNAMIC=sometimes, an unknown
+ * TGC_LOG channel, ...) is ignored, with one warning on stderr per variable and value that
+ * names the variable, the value and what is accepted; the default stands in for it.
  * Read elsewhere (no config field): TGC_LLVM_CPU / TGC_LLVM_FEATURES (target override),
  * TGC_EAGER=interp (eager ops stay on interp), TGC_STORAGE_CACHE_BYTES (cache of freed large
  * buffers), TGC_PROFILE=1 (per-step times of compiled calls on stderr).

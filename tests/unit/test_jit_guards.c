@@ -317,6 +317,9 @@ static void captured_tensor_written_in_place_is_read_at_call_time(void **state)
     assert_int_equal(s.cache_limit_hit, 0);
     assert_int_equal(n_warnings, 0);
     assert_int_equal(n_recompile_logs, 0);
+    char *r = tgc_fn_explain(f);
+    assert_non_null(strstr(r, "    captured tensor 0 (f32[1, 1]): this object, alive\n"));
+    tgc_free(r);
     tgc_fn_free(f);
 }
 
@@ -348,6 +351,10 @@ static void captured_value_read_while_tracing_is_guarded_on_its_version(void **s
     assert_string_equal(s.last_recompile_reason,
                         "captured tensor 0 (f32[1, 1]) was written in place after the trace read "
                         "its value with tgc_item_* (version 0 -> 1)");
+    char *r = tgc_fn_explain(f);
+    assert_non_null(strstr(r, "    captured tensor 0 (f32[1, 1]): this object, alive, version 1 "
+                              "(its value was read while tracing)\n"));
+    tgc_free(r);
     tgc_fn_free(f);
 }
 
