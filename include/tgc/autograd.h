@@ -18,7 +18,10 @@ extern "C" {
  * it changes the module's structure signature (compiled variants recompile). */
 TGC_API tgc_status tgc_requires_grad(tgc_tensor *t, int on);
 TGC_API int tgc_requires_grad_of(const tgc_tensor *t);
-/* Disable grad mode on this thread until the matching pop (nests). */
+/* Disable grad mode on this thread until the matching pop (nests). Inside a model function
+ * the levels its caller pushed are protected: popping one is refused (TGC_ERR_INVALID_ARG,
+ * grad mode unchanged), and levels the function leaves pushed are undone when it returns,
+ * which then fails with TGC_ERR_INVALID_ARG. */
 TGC_API void tgc_no_grad_push(void);
 TGC_API void tgc_no_grad_pop(void);
 TGC_API int tgc_grad_enabled(void);

@@ -1,4 +1,5 @@
 /* Grad mode (per thread) and the requires_grad flag. */
+#include "frontend/grad_mode.h"
 #include "frontend/module_impl.h"
 #include "frontend/tensor_impl.h"
 #include "ir/shape_infer.h"
@@ -6,6 +7,8 @@
 #include "tgc/autograd.h"
 
 static _Thread_local int no_grad_depth;
+/* The depth the innermost open frame entered with (0 outside any model function). */
+static _Thread_local int no_grad_floor;
 
 void tgc_no_grad_push(void)
 {
@@ -14,10 +17,30 @@ void tgc_no_grad_push(void)
 
 void tgc_no_grad_pop(void)
 {
-    if (no_grad_depth > 0)
+    if (no_grad_depth > no_grad_floor)
         no_grad_depth--;
+    else if (no_grad_depth > 0)
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_no_grad_pop: the model function popped a no-grad level it did not "
+                      "push (grad mode is unchanged; pair every tgc_no_grad_push with one "
+                      "tgc_no_grad_pop inside the function)");
     else
         tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_no_grad_pop: no matching tgc_no_grad_push");
+}
+
+int tgc_grad_frame_enter(void)
+{
+    int prev = no_grad_floor;
+    no_grad_floor = no_grad_depth;
+    return prev;
+}
+
+int tgc_grad_frame_leave(int prev_floor)
+{
+    int left = no_grad_depth - no_grad_floor;
+    no_grad_depth = no_grad_floor;
+    no_grad_floor = prev_floor;
+    return left;
 }
 
 int tgc_grad_enabled(void)

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "frontend/grad_mode.h"
 #include "frontend/scope.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace.h"
@@ -13,6 +14,7 @@ struct tgc_scope {
     /* Opened by the library around a model function (tgc_scope_frame_push): the function
      * may push and pop scopes of its own inside it, but never pop it or keep past it. */
     int frame;
+    int grad_prev_floor; /* a frame's: the no-grad floor to restore when it closes */
 };
 
 static _Thread_local tgc_scope root_scope;
@@ -127,6 +129,7 @@ tgc_scope *tgc_scope_frame_push(void)
         return NULL;
     }
     s->frame = 1;
+    s->grad_prev_floor = tgc_grad_frame_enter();
     s->parent = current();
     innermost = s;
     return s;
@@ -143,16 +146,31 @@ void tgc_scope_frame_handoff(tgc_scope *frame, tgc_tensor *t)
     to->head = t;
 }
 
-int tgc_scope_frame_pop(tgc_scope *frame)
+tgc_status tgc_scope_frame_pop(tgc_scope *frame, const char *fn_name, tgc_status st)
 {
     int left_open = 0;
     for (tgc_scope *s = current(); s != frame && s != &root_scope; s = current()) {
         pop_innermost();
         left_open++;
     }
+    int left_no_grad = tgc_grad_frame_leave(frame->grad_prev_floor);
     if (current() == frame)
         pop_innermost();
-    return left_open;
+    if (st != TGC_OK)
+        return st;
+    if (left_open)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_call: '%s' returned with %d scope%s it pushed still open "
+                             "(they were closed); pair every tgc_scope_push with one "
+                             "tgc_scope_pop inside the function",
+                             fn_name, left_open, left_open == 1 ? "" : "s");
+    if (left_no_grad)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_call: '%s' returned with %d no-grad level%s it pushed still "
+                             "open (grad mode was restored); pair every tgc_no_grad_push with "
+                             "one tgc_no_grad_pop inside the function",
+                             fn_name, left_no_grad, left_no_grad == 1 ? "" : "s");
+    return TGC_OK;
 }
 
 tgc_status tgc_scope_keep(tgc_tensor *t)

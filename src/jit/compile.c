@@ -140,19 +140,13 @@ static tgc_status call_in_frame(const tgc_fn *f, tgc_module *self, tgc_tensor *c
                 tgc_tensor_free(out[i]);
             out[i] = NULL;
         }
-    int left_open = tgc_scope_frame_pop(frame);
-    if (st == TGC_OK && left_open) {
+    tgc_status fst = tgc_scope_frame_pop(frame, f->name, st);
+    if (st == TGC_OK && fst != TGC_OK)
         for (int i = 0; i < n_out; i++) {
             tgc_tensor_free(out[i]);
             out[i] = NULL;
         }
-        st = tgc_set_error(TGC_ERR_INVALID_ARG,
-                           "tgc_call: '%s' returned with %d scope%s it pushed still open (they "
-                           "were closed); pair every tgc_scope_push with one tgc_scope_pop "
-                           "inside the function",
-                           f->name, left_open, left_open == 1 ? "" : "s");
-    }
-    return st;
+    return fst;
 }
 
 static tgc_status run_variant(tgc_fn *f, const tgc_variant *v, tgc_module *self,

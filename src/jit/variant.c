@@ -133,13 +133,8 @@ static tgc_status run_trace(tgc_fn *f, tgc_trace *tr, tgc_module *self, tgc_tens
             tgc_set_error(st, "tgc_call: '%s' returned %s while tracing", f->name,
                           tgc_status_str(st));
     }
-    int left_open = frame ? tgc_scope_frame_pop(frame) : 0;
-    if (st == TGC_OK && left_open)
-        st = tgc_set_error(TGC_ERR_INVALID_ARG,
-                           "tgc_call: '%s' returned with %d scope%s it pushed still open (they "
-                           "were closed); pair every tgc_scope_push with one tgc_scope_pop "
-                           "inside the function",
-                           f->name, left_open, left_open == 1 ? "" : "s");
+    if (frame)
+        st = tgc_scope_frame_pop(frame, f->name, st);
     free(traced);
     free(outs);
     return st;

@@ -325,6 +325,59 @@ static void shutdown_inside_a_model_function_is_refused(void **state)
     tgc_fn_free(f);
 }
 
+/* Pops the caller's no-grad level (refused), or leaves one of its own pushed. */
+static int grad_leave_pushed;
+static int grad_seen_inside;
+static tgc_status pops_callers_no_grad(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                       tgc_tensor **out, int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    if (grad_leave_pushed) {
+        tgc_no_grad_push();
+    } else {
+        tgc_no_grad_pop();
+        pop_status = tgc_last_status();
+        snprintf(pop_message, sizeof pop_message, "%s", tgc_last_error());
+        tgc_clear_error();
+    }
+    grad_seen_inside = tgc_grad_enabled();
+    out[0] = tgc_add_scalar(in[0], 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void no_grad_levels_of_the_caller_are_guarded_by_the_frame(void **state)
+{
+    (void)state;
+    tgc_config c = tgc_config_default();
+    for (int eager = 0; eager < 2; eager++) {
+        c.backend = eager ? TGC_BACKEND_EAGER : TGC_BACKEND_AUTO;
+        tgc_fn *f = tgc_compile(pops_callers_no_grad, "grad_pop", &c);
+        tgc_tensor *y = NULL, *x = filled(2, 2);
+        grad_leave_pushed = 0;
+        tgc_no_grad_push();
+        assert_int_equal(tgc_call(f, NULL, &x, 1, &y, 1), TGC_OK);
+        assert_true(first(y) == 3.0);
+        assert_int_equal(pop_status, TGC_ERR_INVALID_ARG);
+        assert_non_null(strstr(pop_message, "tgc_no_grad_pop: the model function popped a "
+                                            "no-grad level it did not push"));
+        assert_int_equal(grad_seen_inside, 0); /* the pop changed nothing */
+        assert_int_equal(tgc_grad_enabled(), 0);
+        tgc_no_grad_pop();
+        assert_int_equal(tgc_grad_enabled(), 1);
+
+        /* a level the function leaves pushed is undone and reported */
+        grad_leave_pushed = 1;
+        check_error(tgc_call(f, NULL, &x, 1, &y, 1), TGC_ERR_INVALID_ARG,
+                    "tgc_call: 'grad_pop' returned with 1 no-grad level it pushed still open "
+                    "(grad mode was restored)");
+        assert_null(y);
+        assert_int_equal(grad_seen_inside, 0);
+        assert_int_equal(tgc_grad_enabled(), 1);
+        tgc_clear_error();
+        tgc_fn_free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +393,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(scopes_left_open_are_closed_and_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(shutdown_inside_a_model_function_is_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(no_grad_levels_of_the_caller_are_guarded_by_the_frame,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, group_shutdown);
 }
