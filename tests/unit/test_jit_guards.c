@@ -570,7 +570,7 @@ static tgc_status pools(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_t
                         int n_out)
 {
     (void)self, (void)n_in, (void)n_out;
-    out[0] = tgc_max_pool2d(in[0], 3, 3, 1, 1, 0, 0);
+    out[0] = tgc_max_pool2d(in[0], &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {1, 1}});
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
