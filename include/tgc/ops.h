@@ -100,10 +100,19 @@ TGC_API tgc_tensor *tgc_log_softmax(tgc_tensor *t, int dim);
 /* ONNX rules: 0 copies the input's dim at that position, one -1 is inferred. A view when
  * the strides allow it, else a copy. */
 TGC_API tgc_tensor *tgc_reshape(tgc_tensor *t, const int64_t *shape, int ndim);
+/* tgc_reshape with symint sizes (tensor.h; plain ones keep the 0/-1 rules): while tracing,
+ * symbolic sizes stay symbolic, so nothing is specialized. */
+TGC_API tgc_tensor *tgc_reshape_sym(tgc_tensor *t, const tgc_symint *shape, int ndim);
+/* t reshaped / expanded to other's shape (other's values are not read); symbolic while
+ * tracing. */
+TGC_API tgc_tensor *tgc_reshape_as(tgc_tensor *t, tgc_tensor *other);
 TGC_API tgc_tensor *tgc_permute(tgc_tensor *t, const int *perm, int ndim);
 TGC_API tgc_tensor *tgc_transpose(tgc_tensor *t, int d0, int d1);
 /* Size -1 keeps a dim; new leading dims may be added; size-1 dims stretch (stride 0). */
 TGC_API tgc_tensor *tgc_expand(tgc_tensor *t, const int64_t *shape, int ndim);
+/* tgc_expand with symint sizes (a plain -1 keeps a dim). */
+TGC_API tgc_tensor *tgc_expand_sym(tgc_tensor *t, const tgc_symint *shape, int ndim);
+TGC_API tgc_tensor *tgc_expand_as(tgc_tensor *t, tgc_tensor *other);
 /* Removes dim if it has size 1 (dim = TGC_ALL_DIMS removes every size-1 dim). */
 #define TGC_ALL_DIMS (-1000)
 TGC_API tgc_tensor *tgc_squeeze(tgc_tensor *t, int dim);
@@ -111,7 +120,8 @@ TGC_API tgc_tensor *tgc_unsqueeze(tgc_tensor *t, int dim);
 /* Elements start, start+step, ... below end along dim (python slice rules, step > 0,
  * start/end clamped, negative start/end count from the end). */
 TGC_API tgc_tensor *tgc_slice(tgc_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
-/* Merges dims start..end (inclusive) into one. */
+/* Merges dims start..end (inclusive; negative count from the end) into one:
+ * tgc_flatten(t, 1, -1) keeps the batch dim, symbolic while tracing. */
 TGC_API tgc_tensor *tgc_flatten(tgc_tensor *t, int start_dim, int end_dim);
 /* A row-major copy, or t's own view when already contiguous. */
 TGC_API tgc_tensor *tgc_contiguous(tgc_tensor *t);

@@ -462,6 +462,15 @@ static int null_query(const tgc_tensor *t, const char *fn)
 
 int tgc_ndim(const tgc_tensor *t) { return null_query(t, "tgc_ndim") ? 0 : t->ndim; }
 
+/* Size of dim d (normalized); reading a symbolic dim while tracing specializes it, and the
+ * trace remembers that `caller` did. */
+static int64_t read_size(const tgc_tensor *t, int d, const char *caller)
+{
+    if (t->trace && !TGC_SDIM_IS_CONST(t->sshape[d]))
+        return tgc_trace_read_size(t->trace, t, d, caller);
+    return t->shape[d];
+}
+
 int64_t tgc_size(const tgc_tensor *t, int dim)
 {
     if (null_query(t, "tgc_size"))
@@ -472,9 +481,7 @@ int64_t tgc_size(const tgc_tensor *t, int dim)
                       t->ndim);
         return 0;
     }
-    if (t->trace && !TGC_SDIM_IS_CONST(t->sshape[d]))
-        return tgc_trace_read_size(t->trace, t, d);
-    return t->shape[d];
+    return read_size(t, d, "tgc_size");
 }
 
 int tgc_shape(const tgc_tensor *t, int64_t *shape)
@@ -486,7 +493,7 @@ int tgc_shape(const tgc_tensor *t, int64_t *shape)
         return 0;
     }
     for (int i = 0; i < t->ndim; i++)
-        shape[i] = tgc_size(t, i);
+        shape[i] = read_size(t, i, "tgc_shape");
     return t->ndim;
 }
 
@@ -519,7 +526,7 @@ int64_t tgc_numel(const tgc_tensor *t)
         return 0;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
-        n *= tgc_size(t, i);
+        n *= read_size(t, i, "tgc_numel");
     return n;
 }
 

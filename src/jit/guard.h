@@ -38,6 +38,8 @@ typedef struct tgc_guards {
     tgc_captured_guard *captured;
     int n_values;
     tgc_value_guard *values;
+    tgc_size_read *size_reads; /* the trace's specializing size reads (owned) */
+    int n_size_reads;
     const tgc_symtab *syms; /* owned by the variant's graph: symbols and assumptions */
     int n_syms;
 } tgc_guards;
