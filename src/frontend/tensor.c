@@ -264,11 +264,16 @@ static int check_dtype_device(const char *fn, tgc_dtype dt, tgc_device dev)
         tgc_set_error(TGC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dt);
         return 0;
     }
-    if (dev.type != TGC_DEVICE_CPU) {
+    if (dev.type == TGC_DEVICE_CUDA) {
         tgc_set_error(TGC_ERR_DEVICE,
                       "%s: device cuda:%d is not available: this build has no CUDA backend yet; "
                       "use tgc_cpu()",
                       fn, dev.index);
+        return 0;
+    }
+    if (dev.type != TGC_DEVICE_CPU) {
+        tgc_set_error(TGC_ERR_DEVICE, "%s: unknown device type %d (index %d); use tgc_cpu()", fn,
+                      (int)dev.type, dev.index);
         return 0;
     }
     return 1;
@@ -286,7 +291,11 @@ static tgc_tensor *new_tensor(const char *fn, const int64_t *shape, int ndim, tg
     t->storage = tgc_storage_new((size_t)numel * tgc_dtype_size(dt), dev);
     if (!t->storage) {
         free(t);
-        tgc_set_error(TGC_ERR_OOM, "%s: out of memory for %lld elements", fn, (long long)numel);
+        char dims[160];
+        tgc_set_error(TGC_ERR_OOM,
+                      "%s: out of memory for a %s tensor of shape %s (%lld elements, %zu bytes)",
+                      fn, tgc_dtype_name(dt), tgc_format_dims(shape, ndim, dims, sizeof dims),
+                      (long long)numel, (size_t)numel * tgc_dtype_size(dt));
         return NULL;
     }
     t->dtype = dt;

@@ -304,6 +304,10 @@ tgc_status si_rule_UNARY(si_ctx *c)
             return si_fail(c, TGC_ERR_INVALID_ARG, "unknown target dtype %d", (int)dt);
     } else if (is_float_math(c->op)) {
         dt = si_float_of(dt);
+    } else if (c->op == TGC_OP_NEG && dt == TGC_BOOL) { /* as PyTorch */
+        return si_fail(c, TGC_ERR_DTYPE,
+                       "negation of a bool tensor is not supported; to invert a mask use "
+                       "tgc_eq(mask, false) or tgc_where");
     }
     return si_set_out(c, dt, x->shape, x->ndim);
 }

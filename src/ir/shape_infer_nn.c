@@ -305,8 +305,12 @@ static tgc_status infer_layer_norm(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
     int64_t n_norm = c->a->i[0], has = c->a->i[1];
-    tgc_dtype dt = si_float_of(x->dtype);
+    tgc_dtype dt = x->dtype;
+    static const int idx[] = {0};
+    static const char *const names[] = {"x"};
     tgc_status s = si_need_inputs(c, 1 + popcount(has & (TGC_LN_HAS_WEIGHT | TGC_LN_HAS_BIAS)));
+    if (!s)
+        s = si_need_float(c, idx, names, 1); /* as ops.h states: no integer promotion */
     if (!s)
         s = need_eps(c, c->a->f[0]);
     if (s)
