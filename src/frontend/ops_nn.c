@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "frontend/apply.h"
+#include "frontend/trace.h"
 #include "support/error.h"
 #include "tgc/ops.h"
 
@@ -200,12 +201,15 @@ tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction, in
 /* ---- attention ---- */
 
 /* scale 0 means 1/sqrt(E). E is normally static; reading a dynamic one specializes it,
- * which the scale's value depends on anyway. */
+ * which the scale's value depends on anyway (the recompile reason names this op). */
 static double sdpa_scale(const tgc_tensor *q, double scale)
 {
-    if (scale != 0.0)
-        return scale;
-    int64_t e = q && tgc_ndim(q) > 0 ? tgc_size(q, -1) : 0;
+    if (scale != 0.0 || !q || q->ndim == 0)
+        return scale != 0.0 ? scale : 1.0;
+    int d = q->ndim - 1;
+    int64_t e = q->trace && q->trace == tgc_trace_current() && !TGC_SDIM_IS_CONST(q->sshape[d])
+                    ? tgc_trace_read_size(q->trace, q, d, "tgc_scaled_dot_product_attention")
+                    : q->shape[d];
     return e > 0 ? 1.0 / sqrt((double)e) : 1.0;
 }
 

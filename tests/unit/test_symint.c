@@ -252,6 +252,30 @@ static void symint_value_specializes_and_is_named(void **state)
     tgc_fn_free(f);
 }
 
+/* sdpa's default scale reads E: the op, not tgc_size, is named. */
+static tgc_status sdpa_model(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.0, 0, 0.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void sdpa_scale_read_names_the_op(void **state)
+{
+    (void)state;
+    tgc_config c = config_for(TGC_BACKEND_INTERP);
+    c.dynamic = TGC_DYNAMIC_ALWAYS;
+    tgc_fn *f = tgc_compile(sdpa_model, "attn", &c);
+    tgc_tensor *x = iota2(3, 4), *y;
+    assert_int_equal(tgc_call(f, NULL, &x, 1, &y, 1), TGC_OK);
+    if (!strstr(last_log,
+                "'attn': tgc_scaled_dot_product_attention() read dynamic input 0 dim 1 while "
+                "tracing; specializing it to 4"))
+        fail_msg("log: %s", last_log);
+    tgc_fn_free(f);
+}
+
 /* ---- outside tracing: numbers ---- */
 
 static int64_t value_of(tgc_symint s)
@@ -369,6 +393,7 @@ int main(void)
         T(numel_read_names_the_call_and_the_dim),
         T(shape_read_of_an_expression_is_described),
         T(symint_value_specializes_and_is_named),
+        T(sdpa_scale_read_names_the_op),
         T(symint_arithmetic_on_numbers),
         T(symint_errors),
         T(symint_outside_its_trace_is_an_error),
