@@ -129,6 +129,11 @@ static void run_batches(tgc_backend_kind backend)
     assert_int_equal(st.compiles, 2); /* static, then batch dim dynamic: never again */
     assert_int_equal(st.eager_fallbacks, 0);
     assert_int_equal(n_dynamic_logs, 0); /* nothing specialized */
+    char *g = tgc_fn_graph(f, 0, 0);     /* the dynamic variant prints its symbolic sizes */
+    assert_non_null(g);
+    if (!strstr(g, "reshape(%0) {i=s0,2,3 f=1}") || !strstr(g, "arange() {i=s0 f=0,1}"))
+        fail_msg("graph:\n%s", g);
+    tgc_free(g);
     tgc_fn_free(f);
 }
 
