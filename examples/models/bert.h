@@ -22,9 +22,10 @@
  *   in[1] token_type_ids i64/i32 [B, S]
  *   in[2] attention_mask [B, S] of 0/1 (any dtype; 0 = padding), made additive as
  *         (mask - 1) * 10000 and broadcast over heads and query positions
- *   in[3] position_ids   i64/i32 [1, S] or [B, S] (0, 1, ..., S-1)
- * position_ids is an input, not tgc_arange(S) inside the function, because reading S with
- * tgc_size while tracing would specialize it and defeat dynamic sequence lengths.
+ *   in[3] position_ids   i64/i32 [1, S] or [B, S] (0, 1, ..., S-1); optional: with n_in = 3
+ *         the function makes 0..S-1 itself with tgc_arange_sym(0, tgc_sym_size(ids, 1)),
+ *         which keeps S symbolic (reading it with tgc_size would specialize it and defeat
+ *         dynamic sequence lengths).
  *
  * The attention is written as matmul, scale, mask add, softmax, matmul (the formulation a
  * compiler fuses); cfg.use_sdpa switches to tgc_scaled_dot_product_attention with the same
@@ -317,22 +318,26 @@ static inline tgc_tensor *bert_layer_fwd(tgc_module *layer, tgc_tensor *x, tgc_t
     return bert_layer_norm_fwd(out, tgc_add(bert_linear_fwd(out, "dense", h), x), c->ln_eps);
 }
 
-/* in: input_ids, token_type_ids, attention_mask, position_ids (see the top of this file);
+/* in: input_ids, token_type_ids, attention_mask[, position_ids] (see the top of this file);
  * out[0]: the last hidden state, f32 [B, S, hidden]. */
 static inline tgc_status bert_forward(tgc_module *self, tgc_tensor *const *in, int n_in,
                                       tgc_tensor **out, int n_out)
 {
-    if (n_in < 4 || n_out < 1)
+    if (n_in < 3 || n_out < 1)
         return TGC_ERR_INVALID_ARG;
     bert_hparams hp;
     tgc_status st = bert_read_hparams(self, &hp);
     if (st != TGC_OK)
         return st;
     const bert_hparams *c = &hp;
+    /* position_ids, or 0..S-1 made here as [1, S] with S left symbolic */
+    tgc_tensor *pos = n_in > 3 ? in[3] : NULL;
+    if (!pos)
+        pos = tgc_unsqueeze(tgc_arange_sym(0, tgc_sym_size(in[0], 1), 1, TGC_I64, tgc_cpu()), 0);
     tgc_module *emb = tgc_module_get_child(self, "embeddings");
 #define BERT_EMB(name) tgc_module_get(tgc_module_get_child(emb, name), "weight")
     tgc_tensor *x = tgc_add(tgc_add(tgc_embedding(BERT_EMB("word_embeddings"), in[0]),
-                                    tgc_embedding(BERT_EMB("position_embeddings"), in[3])),
+                                    tgc_embedding(BERT_EMB("position_embeddings"), pos)),
                             tgc_embedding(BERT_EMB("token_type_embeddings"), in[1]));
 #undef BERT_EMB
     x = bert_layer_norm_fwd(emb, x, c->ln_eps);

@@ -191,7 +191,8 @@ static inline tgc_tensor *resnet18_conv_fwd(tgc_module *self, const char *name, 
         tgc_module_attr_i64(c, "padding", &p) != TGC_OK)
         return NULL;
     int stride = (int)s, pad = (int)p;
-    return tgc_conv2d(x, tgc_module_get(c, "weight"), NULL, stride, stride, pad, pad, 1, 1, 1);
+    return tgc_conv2d(x, tgc_module_get(c, "weight"), NULL,
+                      &(tgc_conv2d_opts){.stride = {stride, stride}, .padding = {pad, pad}});
 }
 
 static inline tgc_tensor *resnet18_bn_fwd(tgc_module *self, const char *name, tgc_tensor *x)
@@ -225,7 +226,8 @@ static inline tgc_status resnet18_forward(tgc_module *self, tgc_tensor *const *i
         return TGC_ERR_INVALID_ARG;
     tgc_tensor *x = resnet18_conv_fwd(self, "conv1", in[0]);
     x = tgc_relu(resnet18_bn_fwd(self, "bn1", x));
-    x = tgc_max_pool2d(x, 3, 3, 2, 2, 1, 1);
+    x = tgc_max_pool2d(x,
+                       &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
     for (int l = 1; l <= 4; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer%d", l);

@@ -58,8 +58,8 @@ static inline tgc_module *seed_cnn_create(void)
 static inline tgc_tensor *seed_cnn_conv_relu(tgc_module *self, const char *name, tgc_tensor *x)
 {
     tgc_module *c = tgc_module_get_child(self, name);
-    return tgc_relu(
-        tgc_conv2d(x, tgc_module_get(c, "weight"), tgc_module_get(c, "bias"), 1, 1, 2, 2, 1, 1, 1));
+    return tgc_relu(tgc_conv2d(x, tgc_module_get(c, "weight"), tgc_module_get(c, "bias"),
+                               &(tgc_conv2d_opts){.padding = {2, 2}}));
 }
 
 /* The model: an ordinary C function of tgc ops. in[0]: f32 [N, 3, 32, 32]; out[0]: [N, 10]. */
@@ -69,9 +69,9 @@ static inline tgc_status seed_cnn_forward(tgc_module *self, tgc_tensor *const *i
     if (n_in < 1 || n_out < 1)
         return TGC_ERR_INVALID_ARG;
     tgc_tensor *x = seed_cnn_conv_relu(self, "conv1", in[0]);
-    x = tgc_max_pool2d(x, 3, 3, 2, 2, 0, 0);
+    x = tgc_max_pool2d(x, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}});
     x = seed_cnn_conv_relu(self, "conv2", x);
-    x = tgc_max_pool2d(x, 3, 3, 2, 2, 0, 0);
+    x = tgc_max_pool2d(x, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}});
     x = seed_cnn_conv_relu(self, "conv3", x);
     x = tgc_adaptive_avg_pool2d(x, 8, 8);
     x = tgc_flatten(x, 1, -1);

@@ -142,6 +142,48 @@ TGC_API int64_t tgc_item_i64(const tgc_tensor *t);
 /* Ask tgc_compile to treat `dim` of this tensor as symbolic whenever it is an input. */
 TGC_API void tgc_mark_dynamic(tgc_tensor *t, int dim);
 
+/* Sizes without specializing them. Reading a size with tgc_size, tgc_shape or tgc_numel
+ * while tracing turns a dynamic dim into a constant (a guard: other sizes recompile, and the
+ * recompile reason names the call that read it). A model that needs a size to build a shape
+ * takes it as a tgc_symint instead: outside tracing, and for static dims, it is just the
+ * number; while tracing a dynamic dim it is the size's symbolic expression, which
+ * tgc_reshape_sym, tgc_expand_sym (ops.h), tgc_full_sym and tgc_arange_sym take without
+ * specializing anything. Often no size is needed at all: tgc_flatten(t, 1, -1),
+ * tgc_reshape with 0 (copy this dim) and -1 (infer it), tgc_reshape_as, tgc_expand_as.
+ *
+ * A tgc_symint is a small value (copy it freely); its fields are private. One made during a
+ * trace belongs to that trace: using it after the trace, or in another, is
+ * TGC_ERR_INVALID_ARG. An invalid symint (from a failed tgc_sym_size, an overflow, a division
+ * by a non-positive value) carries no value: ops given one return NULL and keep the first
+ * error, as with NULL tensors. Thread: a symint is only meaningful on the thread that made
+ * it while it traces. */
+typedef struct tgc_symint {
+    int64_t expr_;   /* private: the value, or an expression handle of the trace */
+    uint64_t trace_; /* private: the trace it belongs to, 0 for a plain number */
+    int invalid_;    /* private: set when it came from an error */
+} tgc_symint;
+
+/* The size of dim (negative counts from the end), unspecialized while tracing. */
+TGC_API tgc_symint tgc_sym_size(const tgc_tensor *t, int dim);
+/* A plain number. */
+TGC_API tgc_symint tgc_symint_const(int64_t v);
+/* Arithmetic (overflow is TGC_ERR_SHAPE); floordiv rounds toward -inf and needs b > 0
+ * (TGC_ERR_INVALID_ARG otherwise; a symbolic b is guarded to stay positive). */
+TGC_API tgc_symint tgc_symint_add(tgc_symint a, tgc_symint b);
+TGC_API tgc_symint tgc_symint_sub(tgc_symint a, tgc_symint b);
+TGC_API tgc_symint tgc_symint_mul(tgc_symint a, tgc_symint b);
+TGC_API tgc_symint tgc_symint_floordiv(tgc_symint a, tgc_symint b);
+/* The number. Reading a symbolic one while tracing specializes it, like tgc_size. *ok (may
+ * be NULL) is 0 for an invalid symint (the result is then 0). */
+TGC_API int64_t tgc_symint_value(tgc_symint s, int *ok);
+/* tgc_full with a shape of symints. */
+TGC_API tgc_tensor *tgc_full_sym(const tgc_symint *shape, int ndim, double value, tgc_dtype dt,
+                                 tgc_device dev);
+/* start, start + step, ... below end (step != 0), as tgc_arange, with a symbolic end: while
+ * tracing the element count ceil((end - start) / step) stays symbolic (guarded to be >= 0). */
+TGC_API tgc_tensor *tgc_arange_sym(int64_t start, tgc_symint end, int64_t step, tgc_dtype dt,
+                                   tgc_device dev);
+
 /* Release memory returned by the library (e.g. tgc_fn_explain). */
 TGC_API void tgc_free(void *p);
 

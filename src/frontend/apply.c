@@ -1,6 +1,8 @@
 /* tgc_apply: the one path of every op, eager or traced. */
 #include "frontend/apply.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend/interp/interp.h"
@@ -56,6 +58,50 @@ static tgc_tensor *run_eager(tgc_op op, tgc_tensor *const *in, int n_in, const t
     return tgc_interp_run(op, in, n_in, a, out.dtype, out.shape, out.ndim);
 }
 
+/* Shape inference failed while tracing: its message names symbols ("a is [s0, s1]"). Say
+ * it with this call's sizes instead: the same inference on the concrete sizes gives the
+ * message eager mode would (when it fails too); otherwise each symbol is replaced by its
+ * value. */
+static void concrete_error(tgc_symtab *syms, tgc_op op, const tgc_vinfo *v, int n_in,
+                           const tgc_attrs *a)
+{
+    if (tgc_sym_count(syms) == 0)
+        return;
+    tgc_status st = tgc_last_status();
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tgc_last_error());
+    int sym_attrs = 0; /* symbolic sizes in the attributes need the table */
+    for (int k = 0; k < a->ni; k++)
+        sym_attrs |= !TGC_SDIM_IS_CONST(a->i[k]);
+    if (!sym_attrs && n_in <= 8) {
+        tgc_vinfo c[8], out;
+        for (int k = 0; k < n_in; k++) {
+            c[k] = v[k];
+            for (int d = 0; d < v[k].ndim; d++)
+                c[k].shape[d] = tgc_sym_hint(syms, v[k].shape[d]);
+        }
+        if (tgc_infer(op, c, n_in, a, NULL, &out) != TGC_OK)
+            return; /* the eager message */
+    }
+    char out[1024];
+    size_t o = 0;
+    for (const char *p = msg; *p && o + 24 < sizeof out;) {
+        int k, len = 0;
+        int word_start = p == msg || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        if (word_start && *p == 's' && sscanf(p, "s%d%n", &k, &len) == 1 && len > 1 &&
+            !isalnum((unsigned char)p[len]) && p[len] != '_' && k >= 0 && k < tgc_sym_count(syms) &&
+            isdigit((unsigned char)p[1])) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%lld",
+                                  (long long)tgc_sym_hint(syms, tgc_sym_symbol(syms, k)));
+            p += len;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+    tgc_set_error(st, "%s", out);
+}
+
 static tgc_tensor *record(tgc_trace *tr, tgc_op op, tgc_tensor *const *in, int n_in,
                           const tgc_attrs *a, tgc_vinfo *v)
 {
@@ -73,8 +119,10 @@ static tgc_tensor *record(tgc_trace *tr, tgc_op op, tgc_tensor *const *in, int n
         v[k] = tr->g->nodes[ids[k]].out;
     }
     tgc_vinfo out;
-    if (tgc_infer(op, v, n_in, a, tr->g->syms, &out) != TGC_OK)
+    if (tgc_infer(op, v, n_in, a, tr->g->syms, &out) != TGC_OK) {
+        concrete_error(tr->g->syms, op, v, n_in, a);
         goto done;
+    }
     int32_t id = tgc_graph_add(tr->g, op, ids, n_in, a, &out);
     if (id >= 0)
         res = tgc_trace_tensor(tr, id);

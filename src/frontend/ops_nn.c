@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "frontend/apply.h"
+#include "frontend/trace.h"
 #include "support/error.h"
 #include "tgc/ops.h"
 
@@ -25,36 +26,66 @@ tgc_tensor *tgc_linear(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias)
 
 /* ---- convolution and pooling ---- */
 
-tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, int stride_h, int stride_w,
-                       int pad_h, int pad_w, int dil_h, int dil_w, int groups)
+/* A zero option takes its default; negative ones pass through for shape inference to
+ * reject with the op's name. */
+static int64_t or_default(int v, int64_t dflt)
+{
+    return v ? v : dflt;
+}
+
+tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, const tgc_conv2d_opts *opts)
 {
     tgc_tensor *in[3] = {x, w, bias};
+    const tgc_conv2d_opts o = opts ? *opts : (tgc_conv2d_opts){0};
     tgc_attrs at = tgc_attrs_none();
-    const int v[7] = {stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups};
-    for (int k = 0; k < 7; k++)
-        at.i[k] = v[k];
+    for (int k = 0; k < 2; k++) {
+        at.i[k] = or_default(o.stride[k], 1);
+        at.i[2 + k] = o.padding[k];
+        at.i[4 + k] = or_default(o.dilation[k], 1);
+    }
+    at.i[6] = or_default(o.groups, 1);
     at.ni = 7;
     return tgc_apply(TGC_OP_CONV2D, in, bias ? 3 : 2, &at);
 }
 
-static tgc_tensor *pool(tgc_op op, tgc_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw)
+static tgc_tensor *pool(tgc_op op, tgc_tensor *x, const tgc_pool2d_opts *opts)
 {
+    if (!opts) {
+        tgc_keep_error(TGC_ERR_INVALID_ARG,
+                       "tgc_%s: opts is NULL; give at least the kernel size "
+                       "(&(tgc_pool2d_opts){.kernel = {kh, kw}})",
+                       tgc_op_name(op));
+        return NULL;
+    }
+    if (opts->exclude_padding != 0 && opts->exclude_padding != 1) {
+        tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_%s: exclude_padding must be 0 or 1, got %d",
+                       tgc_op_name(op), opts->exclude_padding);
+        return NULL;
+    }
+    if (opts->exclude_padding && op != TGC_OP_AVG_POOL2D) {
+        tgc_keep_error(TGC_ERR_INVALID_ARG,
+                       "tgc_%s: exclude_padding applies to tgc_avg_pool2d only", tgc_op_name(op));
+        return NULL;
+    }
     tgc_attrs at = tgc_attrs_none();
-    const int v[6] = {kh, kw, sh ? sh : kh, sw ? sw : kw, ph, pw};
-    for (int k = 0; k < 6; k++)
-        at.i[k] = v[k];
-    at.ni = 6;
+    for (int k = 0; k < 2; k++) {
+        at.i[k] = opts->kernel[k];
+        at.i[2 + k] = or_default(opts->stride[k], opts->kernel[k]);
+        at.i[4 + k] = opts->padding[k];
+    }
+    at.i[6] = opts->exclude_padding;
+    at.ni = 7;
     return tgc_apply(op, &x, 1, &at);
 }
 
-tgc_tensor *tgc_max_pool2d(tgc_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw)
+tgc_tensor *tgc_max_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts)
 {
-    return pool(TGC_OP_MAX_POOL2D, x, kh, kw, sh, sw, ph, pw);
+    return pool(TGC_OP_MAX_POOL2D, x, opts);
 }
 
-tgc_tensor *tgc_avg_pool2d(tgc_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw)
+tgc_tensor *tgc_avg_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts)
 {
-    return pool(TGC_OP_AVG_POOL2D, x, kh, kw, sh, sw, ph, pw);
+    return pool(TGC_OP_AVG_POOL2D, x, opts);
 }
 
 tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w)
@@ -170,12 +201,15 @@ tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction, in
 /* ---- attention ---- */
 
 /* scale 0 means 1/sqrt(E). E is normally static; reading a dynamic one specializes it,
- * which the scale's value depends on anyway. */
+ * which the scale's value depends on anyway (the recompile reason names this op). */
 static double sdpa_scale(const tgc_tensor *q, double scale)
 {
-    if (scale != 0.0)
-        return scale;
-    int64_t e = q && tgc_ndim(q) > 0 ? tgc_size(q, -1) : 0;
+    if (scale != 0.0 || !q || q->ndim == 0)
+        return scale != 0.0 ? scale : 1.0;
+    int d = q->ndim - 1;
+    int64_t e = q->trace && q->trace == tgc_trace_current() && !TGC_SDIM_IS_CONST(q->sshape[d])
+                    ? tgc_trace_read_size(q->trace, q, d, "tgc_scaled_dot_product_attention")
+                    : q->shape[d];
     return e > 0 ? 1.0 / sqrt((double)e) : 1.0;
 }
 

@@ -264,11 +264,16 @@ static int check_dtype_device(const char *fn, tgc_dtype dt, tgc_device dev)
         tgc_set_error(TGC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dt);
         return 0;
     }
-    if (dev.type != TGC_DEVICE_CPU) {
+    if (dev.type == TGC_DEVICE_CUDA) {
         tgc_set_error(TGC_ERR_DEVICE,
                       "%s: device cuda:%d is not available: this build has no CUDA backend yet; "
                       "use tgc_cpu()",
                       fn, dev.index);
+        return 0;
+    }
+    if (dev.type != TGC_DEVICE_CPU) {
+        tgc_set_error(TGC_ERR_DEVICE, "%s: unknown device type %d (index %d); use tgc_cpu()", fn,
+                      (int)dev.type, dev.index);
         return 0;
     }
     return 1;
@@ -286,7 +291,11 @@ static tgc_tensor *new_tensor(const char *fn, const int64_t *shape, int ndim, tg
     t->storage = tgc_storage_new((size_t)numel * tgc_dtype_size(dt), dev);
     if (!t->storage) {
         free(t);
-        tgc_set_error(TGC_ERR_OOM, "%s: out of memory for %lld elements", fn, (long long)numel);
+        char dims[160];
+        tgc_set_error(TGC_ERR_OOM,
+                      "%s: out of memory for a %s tensor of shape %s (%lld elements, %zu bytes)",
+                      fn, tgc_dtype_name(dt), tgc_format_dims(shape, ndim, dims, sizeof dims),
+                      (long long)numel, (size_t)numel * tgc_dtype_size(dt));
         return NULL;
     }
     t->dtype = dt;
@@ -462,6 +471,15 @@ static int null_query(const tgc_tensor *t, const char *fn)
 
 int tgc_ndim(const tgc_tensor *t) { return null_query(t, "tgc_ndim") ? 0 : t->ndim; }
 
+/* Size of dim d (normalized); reading a symbolic dim while tracing specializes it, and the
+ * trace remembers that `caller` did. */
+static int64_t read_size(const tgc_tensor *t, int d, const char *caller)
+{
+    if (t->trace && !TGC_SDIM_IS_CONST(t->sshape[d]))
+        return tgc_trace_read_size(t->trace, t, d, caller);
+    return t->shape[d];
+}
+
 int64_t tgc_size(const tgc_tensor *t, int dim)
 {
     if (null_query(t, "tgc_size"))
@@ -472,9 +490,7 @@ int64_t tgc_size(const tgc_tensor *t, int dim)
                       t->ndim);
         return 0;
     }
-    if (t->trace && !TGC_SDIM_IS_CONST(t->sshape[d]))
-        return tgc_trace_read_size(t->trace, t, d);
-    return t->shape[d];
+    return read_size(t, d, "tgc_size");
 }
 
 int tgc_shape(const tgc_tensor *t, int64_t *shape)
@@ -486,7 +502,7 @@ int tgc_shape(const tgc_tensor *t, int64_t *shape)
         return 0;
     }
     for (int i = 0; i < t->ndim; i++)
-        shape[i] = tgc_size(t, i);
+        shape[i] = read_size(t, i, "tgc_shape");
     return t->ndim;
 }
 
@@ -519,7 +535,7 @@ int64_t tgc_numel(const tgc_tensor *t)
         return 0;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
-        n *= tgc_size(t, i);
+        n *= read_size(t, i, "tgc_numel");
     return n;
 }
 

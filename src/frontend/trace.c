@@ -153,16 +153,60 @@ double tgc_trace_read_value(tgc_trace *tr, const tgc_tensor *t, const char *what
     return 0;
 }
 
-int64_t tgc_trace_read_size(tgc_trace *tr, const tgc_tensor *t, int dim)
+/* "input 0 dim 1" when d is a symbol, else "size s0*3 at dim 1 of a traced tensor". */
+static void describe_dim(const tgc_symtab *syms, tgc_sdim d, int dim, char *buf, size_t n)
 {
-    char sym[128];
-    tgc_sym_format(tr->g->syms, t->sshape[dim], sym, sizeof sym);
-    int64_t v = tgc_sym_specialize(tr->g->syms, t->sshape[dim]);
+    for (int k = 0; k < tgc_sym_count(syms); k++)
+        if (tgc_sym_same(tgc_sym_symbol(syms, k), d)) {
+            int input, in_dim;
+            tgc_sym_origin(syms, k, &input, &in_dim);
+            snprintf(buf, n, "input %d dim %d", input, in_dim);
+            return;
+        }
+    char e[96];
+    tgc_sym_format(syms, d, e, sizeof e);
+    int len = dim >= 0 ? snprintf(buf, n, "size %s at dim %d of a traced tensor", e, dim)
+                       : snprintf(buf, n, "size %s", e);
+    (void)len; /* a long expression is cut, which is fine for a message */
+}
+
+static int64_t read_sdim(tgc_trace *tr, tgc_sdim d, int dim, const char *caller)
+{
+    char where[160];
+    describe_dim(tr->g->syms, d, dim, where, sizeof where);
+    int64_t v = tgc_sym_specialize(tr->g->syms, d);
+    for (int i = 0; i < tr->n_size_reads; i++)
+        if (tgc_sym_same(tr->size_reads[i].dim, d))
+            return v; /* the first call that specialized it is the one to name */
+    if (tr->n_size_reads == tr->cap_size_reads) {
+        int cap = tr->cap_size_reads ? tr->cap_size_reads * 2 : 4;
+        tgc_size_read *p = realloc(tr->size_reads, (size_t)cap * sizeof *p);
+        if (!p)
+            return v; /* the assumption is recorded; only its explanation is lost */
+        tr->size_reads = p;
+        tr->cap_size_reads = cap;
+    }
+    tgc_size_read *r = &tr->size_reads[tr->n_size_reads++];
+    r->dim = d;
+    r->value = v;
+    int len = snprintf(r->what, sizeof r->what, "%s was specialized to %lld by %.40s() in '%.100s'",
+                       where, (long long)v, caller, tr->fn_name);
+    (void)len; /* cut to fit the reason field */
     tgc_log_msg(tr->cfg, TGC_LOG_DYNAMIC,
-            "tgc: '%s': tgc_size read dynamic dim %d (%s) while tracing; specializing it to "
-            "%lld, so other sizes recompile. Use reshape's 0/-1 rules instead of reading sizes.",
-            tr->fn_name, dim, sym, (long long)v);
+                "tgc: '%s': %s() read dynamic %s while tracing; specializing it to %lld, so "
+                "other sizes recompile: " TGC_SIZE_READ_ADVICE,
+                tr->fn_name, caller, where, (long long)v);
     return v;
+}
+
+int64_t tgc_trace_read_size(tgc_trace *tr, const tgc_tensor *t, int dim, const char *caller)
+{
+    return read_sdim(tr, t->sshape[dim], dim, caller);
+}
+
+int64_t tgc_trace_read_sdim(tgc_trace *tr, tgc_sdim d, const char *caller)
+{
+    return read_sdim(tr, d, -1, caller);
 }
 
 void tgc_trace_release(tgc_trace *tr)
@@ -172,6 +216,9 @@ void tgc_trace_release(tgc_trace *tr)
     free(tr->bound);
     free(tr->value_guards);
     free(tr->param_value);
+    free(tr->size_reads);
+    tr->size_reads = NULL;
+    tr->n_size_reads = tr->cap_size_reads = 0;
     tr->bound = NULL;
     tr->value_guards = NULL;
     tr->param_value = NULL;

@@ -27,6 +27,15 @@ typedef struct tgc_value_guard {
     double value;
 } tgc_value_guard;
 
+/* A size read at trace time (tgc_size, tgc_shape, tgc_numel, tgc_symint_value) that
+ * specialized a symbolic dim: the assumption dim == value, and a sentence naming the call
+ * and the dim, for the recompile reason when that assumption fails. */
+typedef struct tgc_size_read {
+    tgc_sdim dim;
+    int64_t value;
+    char what[384]; /* "input 0 dim 0 was specialized to 64 by tgc_numel() in 'forward'" */
+} tgc_size_read;
+
 typedef struct tgc_trace {
     tgc_graph *g;
     const tgc_config *cfg;
@@ -41,6 +50,9 @@ typedef struct tgc_trace {
     int n_bound, cap_bound;
     tgc_value_guard *value_guards;
     int n_value_guards, cap_value_guards;
+    tgc_size_read *size_reads;
+    int n_size_reads, cap_size_reads;
+    uint64_t serial; /* names this trace in tgc_symint values (0 until one is made) */
     int broken;
     char break_reason[256];
 } tgc_trace;
@@ -59,8 +71,15 @@ void tgc_trace_break(tgc_trace *tr, const char *fmt, ...) TGC_PRINTF(2, 3);
 /* Called by tgc_item_* on a traced tensor: specializes an input (value guard) or breaks.
  * Returns the value to hand back to the function. */
 double tgc_trace_read_value(tgc_trace *tr, const tgc_tensor *t, const char *what);
-/* Called by tgc_size on a symbolic dim during tracing: specializes it and logs. */
-int64_t tgc_trace_read_size(tgc_trace *tr, const tgc_tensor *t, int dim);
+/* Called by the size queries (caller: "tgc_size", "tgc_numel", ...) on a symbolic dim during
+ * tracing: specializes it, records which call did (tgc_size_read) and logs on `dynamic`. */
+int64_t tgc_trace_read_size(tgc_trace *tr, const tgc_tensor *t, int dim, const char *caller);
+/* The same for a symbolic size d that is not a tensor's dim (tgc_symint_value). */
+int64_t tgc_trace_read_sdim(tgc_trace *tr, tgc_sdim d, const char *caller);
+/* Advice appended to every message about a specializing size read. */
+#define TGC_SIZE_READ_ADVICE                                                                       \
+    "use tgc_flatten, tgc_reshape with 0/-1, tgc_reshape_as or tgc_sym_size instead of reading "   \
+    "sizes"
 /* Releases the trace's references and memory (not the graph when taken). */
 void tgc_trace_release(tgc_trace *tr);
 

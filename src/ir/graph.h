@@ -24,7 +24,16 @@ typedef struct tgc_node {
     tgc_attrs attrs;
     tgc_vinfo out;
     uint32_t flags;
+    /* The user's op this node is part of when a pass decomposed that op (origin - 1 is its
+     * tgc_op), so errors name what the user called; 0 when the node is its own op. */
+    int16_t origin;
 } tgc_node;
+
+/* The public op a node stands for: its origin when decomposed, else its own op. */
+static inline tgc_op tgc_node_user_op(const tgc_node *nd)
+{
+    return nd->origin ? (tgc_op)(nd->origin - 1) : nd->op;
+}
 
 typedef struct tgc_graph {
     tgc_node *nodes;

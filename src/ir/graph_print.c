@@ -6,7 +6,16 @@
 
 static const char *bind_names[] = {"arg", "param", "captured", "const", "folded"};
 
-static void print_attrs(tgc_strbuf *sb, const tgc_node *nd)
+/* Attribute k holds a tgc_sdim (ops.def: ARANGE's count, symbolic RESHAPE/EXPAND targets). */
+static int attr_is_sdim(const tgc_node *nd, int k)
+{
+    if (TGC_SDIM_IS_CONST(nd->attrs.i[k]))
+        return 0;
+    return nd->op == TGC_OP_ARANGE || ((nd->op == TGC_OP_RESHAPE || nd->op == TGC_OP_EXPAND) &&
+                                       nd->attrs.nf == 1 && nd->attrs.f[0] == 1.0);
+}
+
+static void print_attrs(tgc_strbuf *sb, const tgc_graph *g, const tgc_node *nd)
 {
     if (nd->op == TGC_OP_INPUT) {
         int k = (int)nd->attrs.i[0];
@@ -21,8 +30,14 @@ static void print_attrs(tgc_strbuf *sb, const tgc_node *nd)
     if (nd->attrs.ni == 0 && nd->attrs.nf == 0)
         return;
     tgc_sb_puts(sb, " {");
-    for (int i = 0; i < nd->attrs.ni; i++)
-        tgc_sb_printf(sb, "%s%lld", i ? "," : "i=", (long long)nd->attrs.i[i]);
+    for (int i = 0; i < nd->attrs.ni; i++) {
+        char d[128];
+        if (attr_is_sdim(nd, i) && g->syms)
+            tgc_sym_format(g->syms, nd->attrs.i[i], d, sizeof d);
+        else
+            snprintf(d, sizeof d, "%lld", (long long)nd->attrs.i[i]);
+        tgc_sb_printf(sb, "%s%s", i ? "," : "i=", d);
+    }
     for (int i = 0; i < nd->attrs.nf; i++)
         tgc_sb_printf(sb, "%s%g", i ? "," : (nd->attrs.ni ? " f=" : "f="), nd->attrs.f[i]);
     tgc_sb_puts(sb, "}");
@@ -54,7 +69,7 @@ char *tgc_graph_to_text(const tgc_graph *g)
         for (int k = 0; k < nd->n_in; k++)
             tgc_sb_printf(&sb, "%s%%%d", k ? ", " : "", nd->in[k]);
         tgc_sb_puts(&sb, ")");
-        print_attrs(&sb, nd);
+        print_attrs(&sb, g, nd);
         tgc_sb_puts(&sb, " : ");
         print_type(&sb, g, &nd->out);
         tgc_sb_puts(&sb, (nd->flags & TGC_NODE_MUTATES) ? "  ; writes its inputs\n" : "\n");

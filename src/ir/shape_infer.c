@@ -304,6 +304,10 @@ tgc_status si_rule_UNARY(si_ctx *c)
             return si_fail(c, TGC_ERR_INVALID_ARG, "unknown target dtype %d", (int)dt);
     } else if (is_float_math(c->op)) {
         dt = si_float_of(dt);
+    } else if (c->op == TGC_OP_NEG && dt == TGC_BOOL) { /* as PyTorch */
+        return si_fail(c, TGC_ERR_DTYPE,
+                       "negation of a bool tensor is not supported; to invert a mask use "
+                       "tgc_eq(mask, false) or tgc_where");
     }
     return si_set_out(c, dt, x->shape, x->ndim);
 }
@@ -388,6 +392,14 @@ tgc_status si_rule_CREATE(si_ctx *c)
     tgc_sdim r[TGC_MAX_DIMS];
     if (a->ni < 0 || a->ni > TGC_MAX_DIMS || (unsigned)a->dtype >= TGC_DTYPE_COUNT)
         return si_fail(c, TGC_ERR_INTERNAL, "malformed creation node");
+    if (c->op == TGC_OP_ARANGE) { /* i[0]: the element count, symbolic from tgc_arange_sym */
+        if (a->ni != 1 || (!TGC_SDIM_IS_CONST(a->i[0]) && !c->syms))
+            return si_fail(c, TGC_ERR_INTERNAL, "malformed arange node");
+        if (!si_ge(c, a->i[0], 0))
+            return si_fail(c, TGC_ERR_INVALID_ARG, "negative element count %s",
+                           si_dim(c, a->i[0]));
+        return si_set_out(c, a->dtype, a->i, 1);
+    }
     if (!tgc_dtype_is_float(a->dtype))
         return si_fail(c, TGC_ERR_DTYPE, "random tensors must be a float dtype, got %s",
                        tgc_dtype_name(a->dtype));

@@ -163,6 +163,10 @@ static tgc_status pool_attrs(si_ctx *c)
         s = attrs_at_least(c, 2, 4, 1, "stride");
     if (!s)
         s = attrs_at_least(c, 4, 6, 0, "padding");
+    if (!s && (i[6] < 0 || i[6] > 1 || (i[6] && c->op != TGC_OP_AVG_POOL2D)))
+        return si_fail(c, TGC_ERR_INVALID_ARG,
+                       "exclude_padding must be 0 or 1 and applies to avg_pool2d only, got %lld",
+                       (long long)i[6]);
     if (!s && (2 * i[4] > i[0] || 2 * i[5] > i[1]))
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "padding (%lld, %lld) must be at most half the kernel (%lld, %lld)",
@@ -301,8 +305,12 @@ static tgc_status infer_layer_norm(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
     int64_t n_norm = c->a->i[0], has = c->a->i[1];
-    tgc_dtype dt = si_float_of(x->dtype);
+    tgc_dtype dt = x->dtype;
+    static const int idx[] = {0};
+    static const char *const names[] = {"x"};
     tgc_status s = si_need_inputs(c, 1 + popcount(has & (TGC_LN_HAS_WEIGHT | TGC_LN_HAS_BIAS)));
+    if (!s)
+        s = si_need_float(c, idx, names, 1); /* as ops.h states: no integer promotion */
     if (!s)
         s = need_eps(c, c->a->f[0]);
     if (s)

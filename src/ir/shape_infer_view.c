@@ -53,6 +53,12 @@ static tgc_status reshape_mismatch(si_ctx *c)
                    target);
 }
 
+/* v is a symbolic target dim: RESHAPE/EXPAND from tgc_reshape_sym / tgc_expand_sym. */
+static int sym_target(const si_ctx *c, int64_t v)
+{
+    return c->a->nf == 1 && c->a->f[0] == 1.0 && c->syms && !TGC_SDIM_IS_CONST(v);
+}
+
 /* Fills r from the target, leaving r[*infer_at] for the caller; collects the product of the
  * known target dims into known. */
 static tgc_status reshape_target(si_ctx *c, tgc_sdim *r, int *infer_at, factors *known)
@@ -61,6 +67,11 @@ static tgc_status reshape_target(si_ctx *c, tgc_sdim *r, int *infer_at, factors 
     *infer_at = -1;
     for (int k = 0; k < c->a->ni; k++) {
         int64_t v = c->a->i[k];
+        if (sym_target(c, v)) {
+            r[k] = v;
+            factors_add(known, v);
+            continue;
+        }
         if (v == -1 && *infer_at >= 0)
             return si_fail(c, TGC_ERR_INVALID_ARG, "only one dim may be -1");
         if (v < -1)
@@ -142,7 +153,8 @@ static tgc_status infer_expand(si_ctx *c)
     for (int k = 0; k < nd; k++) {
         int64_t v = c->a->i[k];
         tgc_sdim d = k < lead ? 1 : x->shape[k - lead];
-        if (v < -1 || (v == -1 && k < lead))
+        int sym = sym_target(c, v);
+        if (!sym && (v < -1 || (v == -1 && k < lead)))
             return si_fail(c, TGC_ERR_INVALID_ARG, "invalid size %lld at position %d", (long long)v,
                            k);
         if (v == -1)
@@ -150,8 +162,8 @@ static tgc_status infer_expand(si_ctx *c)
         else if (d == 1 || si_eq(c, d, v))
             r[k] = v;
         else
-            return si_fail(c, TGC_ERR_SHAPE, "cannot expand dim %d of %s (size %s) to %lld",
-                           k - lead, si_shape(c, x), si_dim(c, d), (long long)v);
+            return si_fail(c, TGC_ERR_SHAPE, "cannot expand dim %d of %s (size %s) to %s",
+                           k - lead, si_shape(c, x), si_dim(c, d), si_dim(c, v));
     }
     return si_set_out(c, x->dtype, r, nd);
 }

@@ -215,6 +215,7 @@ static const char *limit_advice(tgc_miss_kind k)
 {
     switch (k) {
     case TGC_MISS_SIZE: return "mark dims dynamic (tgc_mark_dynamic or cfg.dynamic)";
+    case TGC_MISS_SIZE_READ: return TGC_SIZE_READ_ADVICE;
     case TGC_MISS_LAYOUT:
         return "keep each input's dtype, rank, device and layout stable (tgc_contiguous makes "
                "strided inputs contiguous)";

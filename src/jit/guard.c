@@ -58,6 +58,10 @@ tgc_status tgc_guards_build(tgc_guards *g, tgc_trace *tr, tgc_module *self, tgc_
     if (tr->n_value_guards)
         memcpy(g->values, tr->value_guards, (size_t)tr->n_value_guards * sizeof *g->values);
     g->n_values = tr->n_value_guards;
+    g->size_reads = tr->size_reads; /* the guards own them now */
+    g->n_size_reads = tr->n_size_reads;
+    tr->size_reads = NULL;
+    tr->n_size_reads = tr->cap_size_reads = 0;
     return TGC_OK;
 }
 
@@ -68,6 +72,7 @@ void tgc_guards_free(tgc_guards *g)
     free(g->in);
     free(g->captured);
     free(g->values);
+    free(g->size_reads);
     free(g->module_desc);
     memset(g, 0, sizeof *g);
 }
@@ -317,6 +322,13 @@ tgc_miss_kind tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tens
             continue;
         tgc_sdim a, b;
         const char *rel = tgc_sym_assumption(g->syms, k, &a, &b) == TGC_ASSUME_EQ ? "==" : ">=";
+        for (int r = 0; r < g->n_size_reads; r++)
+            if (tgc_sym_same(g->size_reads[r].dim, a) && *rel == '=' &&
+                tgc_sym_same(g->size_reads[r].value, b)) {
+                snprintf(buf, n, "%s and is now %lld; " TGC_SIZE_READ_ADVICE,
+                         g->size_reads[r].what, (long long)tgc_sym_eval(g->syms, a, symvals));
+                return TGC_MISS_SIZE_READ;
+            }
         char sa[128], sb[128];
         tgc_sym_format(g->syms, a, sa, sizeof sa);
         tgc_sym_format(g->syms, b, sb, sizeof sb);

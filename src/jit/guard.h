@@ -33,8 +33,9 @@ typedef struct tgc_captured_guard {
 typedef enum tgc_miss_kind {
     TGC_MISS_FIRST_CALL,
     TGC_MISS_INPUT_COUNT,
-    TGC_MISS_SIZE,   /* a static size, a 0/1 specialization or a shape relation */
-    TGC_MISS_LAYOUT, /* dtype, rank, device or contiguity of an input */
+    TGC_MISS_SIZE,      /* a static size, a 0/1 specialization or a shape relation */
+    TGC_MISS_SIZE_READ, /* a dim the model read with tgc_size/tgc_shape/tgc_numel changed */
+    TGC_MISS_LAYOUT,    /* dtype, rank, device or contiguity of an input */
     TGC_MISS_TRAINING,
     TGC_MISS_ATTR, /* a module attribute's value (tgc_module_set_*) */
     TGC_MISS_STRUCTURE,
@@ -58,6 +59,8 @@ typedef struct tgc_guards {
     tgc_captured_guard *captured;
     int n_values;
     tgc_value_guard *values;
+    tgc_size_read *size_reads; /* the trace's specializing size reads (owned) */
+    int n_size_reads;
     const tgc_symtab *syms; /* owned by the variant's graph: symbols and assumptions */
     int n_syms;
 } tgc_guards;

@@ -244,10 +244,11 @@ tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep)
         const tgc_node *nd = &g->nodes[i];
         int32_t in[8];
         int32_t r = -2;
+        int mark = rw.next.n_nodes;
         if (nd->n_in <= 8) {
             for (int k = 0; k < nd->n_in; k++)
                 in[k] = tgc_rw_new(&rw, nd->in[k]);
-            int mark = rw.next.n_nodes;
+            mark = rw.next.n_nodes;
             r = decompose_node(&c, nd, in, keep);
             /* the rewrite must reproduce the node's type exactly, or it is not used */
             if (r >= 0 && !tgc_vinfo_same(tgc_rw_type(&rw, r), &nd->out))
@@ -256,6 +257,11 @@ tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep)
                 tgc_rw_rollback(&rw, mark);
         }
         if (r >= 0) {
+            /* the parts raise errors under the name of the op the user called */
+            int16_t origin = nd->origin ? nd->origin : (int16_t)(nd->op + 1);
+            for (int k = mark; k < rw.next.n_nodes; k++)
+                if (!rw.next.nodes[k].origin)
+                    rw.next.nodes[k].origin = origin;
             rw.map[i] = r;
             rw.changed = 1;
         } else {

@@ -25,8 +25,10 @@ tgc_graph *tgc_graph_clone(const tgc_graph *g)
     for (int i = 0; ok && i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
         ok = tgc_graph_add(c, nd->op, nd->in, nd->n_in, &nd->attrs, &nd->out) == i;
-        if (ok)
+        if (ok) {
             c->nodes[i].flags = nd->flags;
+            c->nodes[i].origin = nd->origin;
+        }
     }
     if (ok)
         ok = tgc_graph_set_outputs(c, g->outputs, g->n_outputs) == TGC_OK;
@@ -150,8 +152,10 @@ int32_t tgc_rw_copy(tgc_rewriter *rw, int32_t i)
     for (int k = 0; k < nd->n_in; k++)
         in[k] = rw->map[nd->in[k]];
     int32_t id = tgc_rw_emit_typed(rw, nd->op, in, nd->n_in, &nd->attrs, &nd->out);
-    if (id >= 0)
+    if (id >= 0) {
         rw->next.nodes[id].flags = nd->flags;
+        rw->next.nodes[id].origin = nd->origin;
+    }
     if (in != buf)
         free(in);
     return rw->map[i] = id;

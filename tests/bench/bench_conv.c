@@ -152,7 +152,7 @@ static tgc_status conv_fn(tgc_module *self, tgc_tensor *const *in, int n_in, tgc
                           int n_out)
 {
     (void)self, (void)n_in, (void)n_out;
-    out[0] = tgc_conv2d(in[0], in[1], NULL, 1, 1, 1, 1, 1, 1, 1);
+    out[0] = tgc_conv2d(in[0], in[1], NULL, &(tgc_conv2d_opts){.padding = {1, 1}});
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
@@ -160,7 +160,7 @@ static tgc_status conv_bias_relu_fn(tgc_module *self, tgc_tensor *const *in, int
                                     tgc_tensor **out, int n_out)
 {
     (void)self, (void)n_in, (void)n_out;
-    out[0] = tgc_relu(tgc_conv2d(in[0], in[1], in[2], 1, 1, 1, 1, 1, 1, 1));
+    out[0] = tgc_relu(tgc_conv2d(in[0], in[1], in[2], &(tgc_conv2d_opts){.padding = {1, 1}}));
     return out[0] ? TGC_OK : tgc_last_status();
 }
 

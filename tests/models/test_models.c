@@ -47,16 +47,18 @@ static tgc_module *seed_cnn(void)
 static tgc_tensor *conv_relu(tgc_module *self, const char *name, tgc_tensor *x)
 {
     tgc_module *c = tgc_module_get_child(self, name);
-    return tgc_relu(tgc_conv2d(x, tgc_module_get(c, "weight"), tgc_module_get(c, "bias"), 1, 1,
-                               2, 2, 1, 1, 1));
+    return tgc_relu(tgc_conv2d(x, tgc_module_get(c, "weight"), tgc_module_get(c, "bias"),
+                               &(tgc_conv2d_opts){.padding = {2, 2}}));
 }
 
-static tgc_status seed_forward(tgc_module *self, tgc_tensor *const *in, int n_in,
-                               tgc_tensor **out, int n_out)
+static tgc_status seed_forward(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                               int n_out)
 {
     (void)n_in, (void)n_out;
-    tgc_tensor *x = tgc_max_pool2d(conv_relu(self, "conv1", in[0]), 3, 3, 2, 2, 0, 0);
-    x = tgc_max_pool2d(conv_relu(self, "conv2", x), 3, 3, 2, 2, 0, 0);
+    tgc_tensor *x = tgc_max_pool2d(conv_relu(self, "conv1", in[0]),
+                                   &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}});
+    x = tgc_max_pool2d(conv_relu(self, "conv2", x),
+                       &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}});
     x = tgc_flatten(tgc_adaptive_avg_pool2d(conv_relu(self, "conv3", x), 8, 8), 1, -1);
     tgc_module *fc = tgc_module_get_child(self, "fc");
     out[0] = tgc_linear(x, tgc_module_get(fc, "weight"), tgc_module_get(fc, "bias"));
@@ -121,10 +123,9 @@ static tgc_status bn_dropout_forward(tgc_module *self, tgc_tensor *const *in, in
 {
     (void)n_in, (void)n_out;
     int training = tgc_module_is_training(self);
-    tgc_tensor *x = tgc_batch_norm(in[0], tgc_module_get(self, "running_mean"),
-                                   tgc_module_get(self, "running_var"),
-                                   tgc_module_get(self, "weight"), tgc_module_get(self, "bias"),
-                                   training, 0.1, 1e-5);
+    tgc_tensor *x = tgc_batch_norm(
+        in[0], tgc_module_get(self, "running_mean"), tgc_module_get(self, "running_var"),
+        tgc_module_get(self, "weight"), tgc_module_get(self, "bias"), training, 0.1, 1e-5);
     out[0] = tgc_dropout(tgc_gelu(x), 0.25, training);
     return out[0] ? TGC_OK : tgc_last_status();
 }
@@ -160,7 +161,8 @@ static void dropout_and_batch_norm_match_eager_bit_for_bit(void **state)
         tgc_manual_seed(100 + step);
         assert_int_equal(tgc_call(f, b, &x, 1, &yc, 1), TGC_OK);
         assert_true(same_bits(ye, yc));
-        assert_true(same_bits(tgc_module_get(a, "running_mean"), tgc_module_get(b, "running_mean")));
+        assert_true(
+            same_bits(tgc_module_get(a, "running_mean"), tgc_module_get(b, "running_mean")));
         assert_true(same_bits(tgc_module_get(a, "running_var"), tgc_module_get(b, "running_var")));
     }
     tgc_stats s;

@@ -191,6 +191,40 @@ static void bert_dynamic_auto_sweep_compiles_at_most_twice(void **state)
     tgc_scope_pop();
 }
 
+/* Without position_ids the function makes them with tgc_arange_sym: the same values as the
+ * input ones, and the AUTO sweep still compiles at most twice (S is never specialized). */
+static void bert_positions_made_inside_stay_dynamic(void **state)
+{
+    (void)state;
+    tgc_scope_push();
+    tgc_no_grad_push();
+    bert_config c = small_config();
+    tgc_module *m = bert_create(&c);
+    assert_non_null(m);
+    tgc_config cfg = tgc_config_default();
+    cfg.dynamic = TGC_DYNAMIC_AUTO;
+    tgc_fn *f = tgc_compile(bert_forward, "bert_no_pos", &cfg);
+    assert_non_null(f);
+    for (int i = 0; i < N_LENGTHS; i++) {
+        tgc_scope_push();
+        tgc_tensor *in[4], *y = NULL, *e = NULL;
+        assert_int_equal(bert_make_inputs(&c, 2, sweep_lengths[i], 3, 30 + (uint64_t)i, in),
+                         TGC_OK);
+        assert_int_equal(tgc_call(f, m, in, 3, &y, 1), TGC_OK);
+        assert_int_equal(bert_forward(m, in, 3, &e, 1), TGC_OK);
+        assert_close(e, run_eager(m, in), 1e-6); /* eager: same as the given positions */
+        assert_close(y, e, 1e-4);
+        tgc_scope_pop();
+    }
+    tgc_stats s = stats_of(f);
+    assert_true(s.compiles <= 2);
+    assert_int_equal(s.eager_fallbacks, 0);
+    tgc_fn_free(f);
+    bert_free(m);
+    tgc_no_grad_pop();
+    tgc_scope_pop();
+}
+
 /* dynamic = NEVER, cache_size_limit 3, ERROR mode: the fourth length is TGC_ERR_CACHE_LIMIT;
  * lengths that were compiled keep running. */
 static void bert_dynamic_never_reaches_cache_limit_error(void **state)
@@ -292,6 +326,7 @@ int main(void)
         cmocka_unit_test(bert_padding_mask_hides_padded_tokens),
         cmocka_unit_test(bert_sdpa_matches_explicit_attention),
         cmocka_unit_test(bert_dynamic_auto_sweep_compiles_at_most_twice),
+        cmocka_unit_test(bert_positions_made_inside_stay_dynamic),
         cmocka_unit_test(bert_dynamic_never_reaches_cache_limit_error),
         cmocka_unit_test(bert_dynamic_never_falls_back_to_eager_with_one_warning),
     };

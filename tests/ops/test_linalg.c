@@ -62,7 +62,11 @@ static tgc_tensor *transposed_view(tgc_tensor *t)
 
 static tgc_tensor *conv(tgc_tensor *x, tgc_tensor *w, tgc_tensor *b, const int at[7])
 {
-    return tgc_conv2d(x, w, b, at[0], at[1], at[2], at[3], at[4], at[5], at[6]);
+    const tgc_conv2d_opts o = {.stride = {at[0], at[1]},
+                               .padding = {at[2], at[3]},
+                               .dilation = {at[4], at[5]},
+                               .groups = at[6]};
+    return tgc_conv2d(x, w, b, &o);
 }
 
 /* ---- matmul ---- */

@@ -114,8 +114,12 @@ static void test_max_pool2d_golden(void **state)
     (void)state;
     for (int strided = 0; strided < 2; strided++) {
         tgc_tensor *x = strided ? GOLDEN_STRIDED(pool_x) : GOLDEN(pool_x);
-        EXPECT_GOLDEN(tgc_max_pool2d(x, 3, 2, 2, 1, 1, 1), maxpool_k3x2_s2x1_p1x1, 0);
-        EXPECT_GOLDEN(tgc_max_pool2d(x, 3, 3, 2, 2, 0, 0), maxpool_k3_s2_p0, 0);
+        EXPECT_GOLDEN(
+            tgc_max_pool2d(
+                x, &(tgc_pool2d_opts){.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}}),
+            maxpool_k3x2_s2x1_p1x1, 0);
+        EXPECT_GOLDEN(tgc_max_pool2d(x, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}}),
+                      maxpool_k3_s2_p0, 0);
     }
 }
 
@@ -126,15 +130,18 @@ static void test_max_pool2d_hand_worked(void **state)
     const float x[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
     const int64_t xs[4] = {1, 1, 3, 3};
     const float want[9] = {4, 5, 5, 7, 8, 8, 7, 8, 8};
-    expect_allclose(tgc_max_pool2d(from_floats(x, xs, 4, TGC_F32), 3, 3, 1, 1, 1, 1), TGC_F32, xs,
-                    4, want, 0);
+    expect_allclose(
+        tgc_max_pool2d(from_floats(x, xs, 4, TGC_F32),
+                       &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}),
+        TGC_F32, xs, 4, want, 0);
 
     /* stride 0 means stride = kernel; a rank-3 [C, H, W] input */
     const float y[8] = {1, -2, 3, -4, -5, 6, -7, 8};
     const int64_t ys[3] = {2, 2, 2}, os[3] = {2, 1, 1};
     const float want2[2] = {3, 8};
-    expect_allclose(tgc_max_pool2d(from_floats(y, ys, 3, TGC_F32), 2, 2, 0, 0, 0, 0), TGC_F32, os,
-                    3, want2, 0);
+    expect_allclose(
+        tgc_max_pool2d(from_floats(y, ys, 3, TGC_F32), &(tgc_pool2d_opts){.kernel = {2, 2}}),
+        TGC_F32, os, 3, want2, 0);
 }
 
 static void test_max_pool2d_propagates_nan(void **state)
@@ -143,8 +150,9 @@ static void test_max_pool2d_propagates_nan(void **state)
     const float x[8] = {1, NAN, 3, -2, 5, 6, 7, 8};
     const int64_t xs[4] = {1, 1, 2, 4}, os[4] = {1, 1, 1, 2};
     const float want[2] = {NAN, 8};
-    expect_allclose(tgc_max_pool2d(from_floats(x, xs, 4, TGC_F32), 2, 2, 2, 2, 0, 0), TGC_F32, os,
-                    4, want, 0);
+    expect_allclose(tgc_max_pool2d(from_floats(x, xs, 4, TGC_F32),
+                                   &(tgc_pool2d_opts){.kernel = {2, 2}, .stride = {2, 2}}),
+                    TGC_F32, os, 4, want, 0);
 }
 
 /* The seed CNN's pool: [64, 32, 34, 34], k 3, s 2, against a naive loop here. */
@@ -153,7 +161,7 @@ static void test_max_pool2d_seed_cnn_shape(void **state)
     (void)state;
     const int64_t xs[4] = {64, 32, 34, 34}, os[4] = {64, 32, 16, 16};
     tgc_tensor *x = tgc_randn(xs, 4, TGC_F32, tgc_cpu());
-    tgc_tensor *y = tgc_max_pool2d(x, 3, 3, 2, 2, 0, 0);
+    tgc_tensor *y = tgc_max_pool2d(x, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}});
     expect_shape(y, os, 4);
     float *xv = values(x), *yv = values(y);
     for (int64_t p = 0; p < 64 * 32; p++)
@@ -177,7 +185,8 @@ static void test_max_pool2d_half_types(void **state)
     (void)state;
     const tgc_dtype dts[2] = {TGC_F16, TGC_BF16};
     for (int k = 0; k < 2; k++) {
-        tgc_tensor *y = tgc_max_pool2d(GOLDEN_AS(pool_x, dts[k]), 3, 3, 2, 2, 0, 0);
+        tgc_tensor *y = tgc_max_pool2d(GOLDEN_AS(pool_x, dts[k]),
+                                       &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}});
         assert_non_null(y);
         assert_int_equal(tgc_dtype_of(y), dts[k]);
         EXPECT_GOLDEN(as_f32(y), maxpool_k3_s2_p0, 1e-2);
@@ -189,8 +198,14 @@ static void test_avg_pool2d_golden(void **state)
     (void)state;
     for (int strided = 0; strided < 2; strided++) {
         tgc_tensor *x = strided ? GOLDEN_STRIDED(pool_x) : GOLDEN(pool_x);
-        EXPECT_GOLDEN(tgc_avg_pool2d(x, 3, 3, 2, 2, 1, 1), avgpool_k3_s2_p1, TOL);
-        EXPECT_GOLDEN(tgc_avg_pool2d(x, 2, 3, 1, 2, 0, 1), avgpool_k2x3_s1x2_p0x1, TOL);
+        EXPECT_GOLDEN(
+            tgc_avg_pool2d(
+                x, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}),
+            avgpool_k3_s2_p1, TOL);
+        EXPECT_GOLDEN(
+            tgc_avg_pool2d(
+                x, &(tgc_pool2d_opts){.kernel = {2, 3}, .stride = {1, 2}, .padding = {0, 1}}),
+            avgpool_k2x3_s1x2_p0x1, TOL);
     }
 }
 
@@ -201,8 +216,10 @@ static void test_avg_pool2d_counts_padding(void **state)
     const float x[4] = {1, 1, 1, 1};
     const int64_t xs[4] = {1, 1, 2, 2}, os[4] = {1, 1, 3, 3};
     const float want[9] = {0.25f, 0.5f, 0.25f, 0.5f, 1, 0.5f, 0.25f, 0.5f, 0.25f};
-    expect_allclose(tgc_avg_pool2d(from_floats(x, xs, 4, TGC_F32), 2, 2, 1, 1, 1, 1), TGC_F32, os,
-                    4, want, 0);
+    expect_allclose(
+        tgc_avg_pool2d(from_floats(x, xs, 4, TGC_F32),
+                       &(tgc_pool2d_opts){.kernel = {2, 2}, .stride = {1, 1}, .padding = {1, 1}}),
+        TGC_F32, os, 4, want, 0);
 }
 
 static void test_adaptive_avg_pool2d(void **state)
@@ -231,14 +248,20 @@ static void test_pool_errors(void **state)
     (void)state;
     const int64_t xs[4] = {1, 1, 4, 4};
     tgc_tensor *x = tgc_zeros(xs, 4, TGC_F32, tgc_cpu());
-    expect_error(tgc_max_pool2d(x, 5, 5, 1, 1, 0, 0), TGC_ERR_SHAPE, "tgc_max_pool2d");
-    expect_error(tgc_max_pool2d(x, 2, 2, 1, 1, 2, 2), TGC_ERR_INVALID_ARG, "padding");
-    expect_error(tgc_avg_pool2d(x, 0, 2, 1, 1, 0, 0), TGC_ERR_INVALID_ARG, "tgc_avg_pool2d");
+    expect_error(tgc_max_pool2d(x, &(tgc_pool2d_opts){.kernel = {5, 5}, .stride = {1, 1}}),
+                 TGC_ERR_SHAPE, "tgc_max_pool2d");
+    expect_error(tgc_max_pool2d(
+                     x, &(tgc_pool2d_opts){.kernel = {2, 2}, .stride = {1, 1}, .padding = {2, 2}}),
+                 TGC_ERR_INVALID_ARG, "padding");
+    expect_error(tgc_avg_pool2d(x, &(tgc_pool2d_opts){.kernel = {0, 2}, .stride = {1, 1}}),
+                 TGC_ERR_INVALID_ARG, "tgc_avg_pool2d");
     expect_error(tgc_adaptive_avg_pool2d(x, 0, 2), TGC_ERR_INVALID_ARG, "tgc_adaptive_avg_pool2d");
     const int64_t v2[2] = {4, 4};
-    expect_error(tgc_max_pool2d(tgc_zeros(v2, 2, TGC_F32, tgc_cpu()), 2, 2, 2, 2, 0, 0),
+    expect_error(tgc_max_pool2d(tgc_zeros(v2, 2, TGC_F32, tgc_cpu()),
+                                &(tgc_pool2d_opts){.kernel = {2, 2}, .stride = {2, 2}}),
                  TGC_ERR_SHAPE, "tgc_max_pool2d");
-    expect_error(tgc_max_pool2d(NULL, 2, 2, 2, 2, 0, 0), TGC_ERR_INVALID_ARG, "NULL");
+    expect_error(tgc_max_pool2d(NULL, &(tgc_pool2d_opts){.kernel = {2, 2}, .stride = {2, 2}}),
+                 TGC_ERR_INVALID_ARG, "NULL");
 }
 
 /* ---- batch_norm ---- */

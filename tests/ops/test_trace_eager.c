@@ -102,6 +102,8 @@ static const char *const te_public_ops[] = {
     "tgc_max",         "tgc_argmax",
     "tgc_var",         "tgc_softmax",
     "tgc_log_softmax", "tgc_reshape",
+    "tgc_reshape_sym", "tgc_reshape_as",
+    "tgc_expand_sym",  "tgc_expand_as",
     "tgc_permute",     "tgc_transpose",
     "tgc_expand",      "tgc_squeeze",
     "tgc_unsqueeze",   "tgc_slice",

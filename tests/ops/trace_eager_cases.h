@@ -109,7 +109,12 @@ TE_CASE(reshape_merge, "tgc_reshape", TE_EXACT, "n:2,3,D | nT:2,D,3", tgc_reshap
 TE_CASE(permute, "tgc_permute", TE_EXACT, "n:3,D,4 | nT:2,4,D | b:D,2,3 | n:1,D,1 | nE:2,D,3", tgc_permute(A0, DIMS(2, 0, 1), 3))
 TE_CASE(transpose, "tgc_transpose", TE_EXACT, "n:3,D,4 | nT:2,4,D | m:D,2,3", tgc_transpose(A0, 0, 2))
 TE_CASE(transpose_last, "tgc_transpose", TE_EXACT, "n:D,4 | nT:3,D | nS:1,D", tgc_transpose(A0, -1, -2))
+TE_CASE(reshape_sym, "tgc_reshape_sym", TE_EXACT, "n:D,6 | nT:D,6 | q:D,6", tgc_reshape_sym(A0, ((const tgc_symint[]){tgc_symint_const(3), tgc_sym_size(A0, 0), tgc_symint_const(2)}), 3))
+TE_CASE(reshape_as, "tgc_reshape_as", TE_EXACT, "n:D,6 n:6,D | nT:D,4 n:2,D,2", tgc_reshape_as(A0, A1))
 TE_CASE(expand, "tgc_expand", TE_EXACT, "n:D,1 | nS:D,1 | q:1,1", tgc_expand(A0, SHAPE(3, -1, 4), 3))
+TE_CASE(expand_sym, "tgc_expand_sym", TE_EXACT, "n:D,1 | nS:D,1 | q:D,1", tgc_expand_sym(A0, ((const tgc_symint[]){tgc_symint_const(2), tgc_symint_const(-1), tgc_symint_mul(tgc_sym_size(A0, 0), tgc_symint_const(2))}), 3))
+TE_CASE(expand_as, "tgc_expand_as", TE_EXACT, "n:1,3 n:D,3 | nT:D,1 n:2,D,4", tgc_expand_as(A0, A1))
+TE_CASE(arange_sym, "tgc_add tgc_unsqueeze", TE_EXACT, "n:D,3 | nT:D,2", tgc_add(A0, tgc_unsqueeze(tgc_arange_sym(-2, tgc_symint_sub(tgc_symint_mul(tgc_sym_size(A0, 0), tgc_symint_const(3)), tgc_symint_const(2)), 3, TGC_F32, tgc_cpu()), 1)))
 TE_CASE(expand_same, "tgc_expand", TE_EXACT, "n:1,D | nT:1,D", tgc_expand(A0, SHAPE(4, -1), 2))
 TE_CASE(squeeze, "tgc_squeeze", TE_EXACT, "n:D,1,3 | nT:D,1,3 | n:1,1,1", tgc_squeeze(A0, 1))
 TE_CASE(squeeze_all, "tgc_squeeze", TE_EXACT, "n:1,D,1,3 | nS:1,D,1,1 | q:D,4", tgc_squeeze(A0, TGC_ALL_DIMS))
@@ -141,12 +146,12 @@ TE_CASE(linear, "tgc_linear", TE_REL, "n:D,6 @n:4,6 @n:4 | nT:3,D,6 @n:4,6 @n:4 
 TE_CASE(linear_nobias, "tgc_linear", TE_REL, "n:D,6 n:4,6 | n:2,D,6 nT:4,6 | nS:D,6 n:D,6", tgc_linear(A0, A1, NULL))
 
 /* ---- convolution and pooling ---- */
-TE_CASE(conv2d, "tgc_conv2d", TE_REL, "n:2,3,D,7 @n:4,3,3,3 @n:4 | nT:1,3,7,D @n:4,3,3,3 @n:4 | n:1,3,D,1 @n:4,3,3,1 @n:4", tgc_conv2d(A0, P0, P1, 1, 1, 1, 1, 1, 1, 1))
-TE_CASE(conv2d_strided, "tgc_conv2d", TE_REL, "n:2,4,D,9 @n:6,2,3,2 | nS:1,4,D,8 @n:6,2,3,2", tgc_conv2d(A0, P0, NULL, 2, 1, 0, 2, 2, 1, 2))
-TE_CASE(conv2d_depthwise, "tgc_conv2d", TE_REL, "n:2,3,D,6 n:3,1,3,3 n:3 | nT:1,3,5,D n:3,1,3,3 n:3", tgc_conv2d(A0, A1, A2, 2, 2, 1, 1, 1, 1, 3))
-TE_CASE(max_pool2d, "tgc_max_pool2d", TE_REL, "n:2,3,D,8 | nT:1,2,9,D | h:1,1,D,5", tgc_max_pool2d(A0, 3, 3, 2, 2, 1, 1))
-TE_CASE(max_pool2d_k2, "tgc_max_pool2d", TE_REL, "n:2,3,D,8 | nS:1,2,D,7", tgc_max_pool2d(A0, 2, 2, 0, 0, 0, 0))
-TE_CASE(avg_pool2d, "tgc_avg_pool2d", TE_REL, "n:2,3,D,8 | nT:1,2,9,D | n:1,1,D,2", tgc_avg_pool2d(A0, 3, 2, 2, 1, 1, 0))
+TE_CASE(conv2d, "tgc_conv2d", TE_REL, "n:2,3,D,7 @n:4,3,3,3 @n:4 | nT:1,3,7,D @n:4,3,3,3 @n:4 | n:1,3,D,1 @n:4,3,3,1 @n:4", tgc_conv2d(A0, P0, P1, &(tgc_conv2d_opts){.padding = {1, 1}}))
+TE_CASE(conv2d_strided, "tgc_conv2d", TE_REL, "n:2,4,D,9 @n:6,2,3,2 | nS:1,4,D,8 @n:6,2,3,2", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 1}, .padding = {0, 2}, .dilation = {2, 1}, .groups = 2}))
+TE_CASE(conv2d_depthwise, "tgc_conv2d", TE_REL, "n:2,3,D,6 n:3,1,3,3 n:3 | nT:1,3,5,D n:3,1,3,3 n:3", tgc_conv2d(A0, A1, A2, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {1, 1}, .groups = 3}))
+TE_CASE(max_pool2d, "tgc_max_pool2d", TE_REL, "n:2,3,D,8 | nT:1,2,9,D | h:1,1,D,5", tgc_max_pool2d(A0, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}))
+TE_CASE(max_pool2d_k2, "tgc_max_pool2d", TE_REL, "n:2,3,D,8 | nS:1,2,D,7", tgc_max_pool2d(A0, &(tgc_pool2d_opts){.kernel = {2, 2}}))
+TE_CASE(avg_pool2d, "tgc_avg_pool2d", TE_REL, "n:2,3,D,8 | nT:1,2,9,D | n:1,1,D,2", tgc_avg_pool2d(A0, &(tgc_pool2d_opts){.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}}))
 TE_CASE(adaptive_avg_pool2d, "tgc_adaptive_avg_pool2d", TE_REL, "n:2,3,D,7 | nT:1,2,8,D | nS:1,1,D,3", tgc_adaptive_avg_pool2d(A0, 3, 2))
 
 /* ---- normalization, dropout ---- */
@@ -178,7 +183,7 @@ TE_CASE(sdpa_dropout, "tgc_scaled_dot_product_attention", TE_REL, "n:2,D,8 n:2,6
 /* ---- composites: several ops in one graph (intermediates, module tensors, constants) ---- */
 #define TE_HEADS(x, w) tgc_transpose(tgc_reshape(tgc_linear((x), (w), NULL), SHAPE(0, 0, 2, -1), 4), 1, 2)
 TE_CASE(mlp_block, "tgc_layer_norm tgc_linear tgc_gelu tgc_dropout tgc_add", TE_REL, "n:D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8 | nT:2,D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8", tgc_add(A0, tgc_dropout(tgc_linear(tgc_gelu(tgc_linear(tgc_layer_norm(A0, 1, P0, P1, 1e-5), P2, P3)), P4, NULL), 0.1, 1)))
-TE_CASE(conv_classifier, "tgc_conv2d tgc_batch_norm tgc_relu tgc_max_pool2d tgc_adaptive_avg_pool2d tgc_flatten tgc_linear tgc_cross_entropy", TE_REL, "n:D,3,9,8 i5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5 | nS:D,3,7,7 j5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5", tgc_cross_entropy(tgc_linear(tgc_flatten(tgc_adaptive_avg_pool2d(tgc_max_pool2d(tgc_relu(tgc_batch_norm(tgc_conv2d(A0, P0, NULL, 1, 1, 1, 1, 1, 1, 1), P1, P2, P3, P4, 1, 0.1, 1e-5)), 2, 2, 0, 0, 0, 0), 2, 2), 1, -1), P5, P6), A1, TGC_REDUCE_MEAN, -100, 0.1))
+TE_CASE(conv_classifier, "tgc_conv2d tgc_batch_norm tgc_relu tgc_max_pool2d tgc_adaptive_avg_pool2d tgc_flatten tgc_linear tgc_cross_entropy", TE_REL, "n:D,3,9,8 i5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5 | nS:D,3,7,7 j5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5", tgc_cross_entropy(tgc_linear(tgc_flatten(tgc_adaptive_avg_pool2d(tgc_max_pool2d(tgc_relu(tgc_batch_norm(tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.padding = {1, 1}}), P1, P2, P3, P4, 1, 0.1, 1e-5)), &(tgc_pool2d_opts){.kernel = {2, 2}}), 2, 2), 1, -1), P5, P6), A1, TGC_REDUCE_MEAN, -100, 0.1))
 TE_CASE(attention_block, "tgc_linear tgc_reshape tgc_transpose tgc_scaled_dot_product_attention tgc_flatten", TE_REL, "n:2,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8 | nT:1,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8", tgc_linear(tgc_flatten(tgc_transpose(tgc_scaled_dot_product_attention(TE_HEADS(A0, P0), TE_HEADS(A0, P1), TE_HEADS(A0, P2), NULL, 0.1, 1, 0.0), 1, 2), 2, 3), P3, NULL))
 #define TE_EVEN_COLS(x) tgc_index_select((x), 1, tgc_arange(0, 4, 2, TGC_I64, tgc_cpu()))
 TE_CASE(trace_constants, "tgc_index_select tgc_add tgc_where tgc_gt", TE_EXACT, "n:D,5 | nT:3,D", tgc_where(tgc_gt(TE_EVEN_COLS(A0), tgc_zeros(SHAPE(1), 1, TGC_F32, tgc_cpu())), tgc_add(TE_EVEN_COLS(A0), tgc_ones(SHAPE(1, 2), 2, TGC_F32, tgc_cpu())), tgc_full(SHAPE(1), 1, -7.0, TGC_F32, tgc_cpu())))

@@ -154,7 +154,7 @@ static tgc_status fn_conv_block(tgc_module *m, tgc_tensor *const *in, int n_in, 
                                 int n_out)
 {
     (void)m, (void)n_in, (void)n_out;
-    tgc_tensor *c = tgc_conv2d(in[0], in[1], in[2], 1, 1, 1, 1, 1, 1, 1);
+    tgc_tensor *c = tgc_conv2d(in[0], in[1], in[2], &(tgc_conv2d_opts){.padding = {1, 1}});
     out[0] = tgc_relu(tgc_add(c, in[3]));
     return out[0] ? TGC_OK : tgc_last_status();
 }

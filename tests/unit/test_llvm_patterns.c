@@ -804,7 +804,7 @@ static void softmax_and_layer_norm_are_one_kernel_each(void **state)
 MODEL(fn_conv_bias_relu)
 {
     UNUSED_ARGS;
-    out[0] = tgc_relu(tgc_conv2d(in[0], in[1], in[2], 1, 1, 1, 1, 1, 1, 1));
+    out[0] = tgc_relu(tgc_conv2d(in[0], in[1], in[2], &(tgc_conv2d_opts){.padding = {1, 1}}));
     return all_set(out, 1);
 }
 
@@ -824,7 +824,8 @@ MODEL(fn_conv_pad)
 {
     UNUSED_ARGS;
     int pad = (int)tgc_item_i64(in[2]), st = (int)tgc_item_i64(in[3]);
-    out[0] = tgc_conv2d(in[0], in[1], NULL, st, st, pad, pad, 1, 1, 1);
+    const tgc_conv2d_opts o = {.stride = {st, st}, .padding = {pad, pad}};
+    out[0] = tgc_conv2d(in[0], in[1], NULL, &o);
     return all_set(out, 1);
 }
 
@@ -856,9 +857,10 @@ MODEL(fn_conv_block)
     UNUSED_ARGS;
     int s = (int)tgc_size(in[3], 0);
     int pad = (int)tgc_size(in[1], 2) / 2;
-    tgc_tensor *y = tgc_conv2d(in[0], in[1], NULL, s, s, pad, pad, 1, 1, 1);
+    tgc_tensor *y =
+        tgc_conv2d(in[0], in[1], NULL, &(tgc_conv2d_opts){.stride = {s, s}, .padding = {pad, pad}});
     y = tgc_batch_norm(y, g_bn[0], g_bn[1], g_bn[2], g_bn[3], 0, 0.1, 1e-5);
-    tgc_tensor *r = tgc_conv2d(in[0], in[2], NULL, s, s, 0, 0, 1, 1, 1);
+    tgc_tensor *r = tgc_conv2d(in[0], in[2], NULL, &(tgc_conv2d_opts){.stride = {s, s}});
     out[0] = tgc_relu(tgc_add(y, r));
     return all_set(out, 1);
 }
@@ -981,15 +983,18 @@ static void attention_with_permuted_heads(void **state)
 MODEL(fn_pools)
 {
     UNUSED_ARGS;
-    tgc_tensor *y = tgc_relu(tgc_conv2d(in[0], in[1], in[2], 1, 1, 1, 1, 1, 1, 1));
-    tgc_tensor *p = tgc_max_pool2d(y, 2, 2, 0, 0, 0, 0);
+    tgc_tensor *y =
+        tgc_relu(tgc_conv2d(in[0], in[1], in[2], &(tgc_conv2d_opts){.padding = {1, 1}}));
+    tgc_tensor *p = tgc_max_pool2d(y, &(tgc_pool2d_opts){.kernel = {2, 2}});
     tgc_tensor *a = tgc_adaptive_avg_pool2d(p, 1, 1);
     out[0] = tgc_linear(tgc_flatten(a, 1, 3), in[3], in[4]);
     out[1] = p;
-    out[2] = tgc_avg_pool2d(tgc_exp(tgc_mul_scalar(y, 0.1)), 3, 3, 2, 2, 1, 1);
+    const tgc_pool2d_opts k3s2p1 = {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+    out[2] = tgc_avg_pool2d(tgc_exp(tgc_mul_scalar(y, 0.1)), &k3s2p1);
     out[3] = tgc_adaptive_avg_pool2d(tgc_sigmoid(in[0]), 1, 1);
-    out[4] = tgc_max_pool2d(y, 3, 3, 2, 2, 1, 1); /* a ResNet stem's pool: padded taps */
-    out[5] = tgc_relu(tgc_avg_pool2d(in[0], 2, 2, 1, 1, 0, 0));
+    out[4] = tgc_max_pool2d(y, &k3s2p1); /* a ResNet stem's pool: padded taps */
+    const tgc_pool2d_opts k2s1 = {.kernel = {2, 2}, .stride = {1, 1}};
+    out[5] = tgc_relu(tgc_avg_pool2d(in[0], &k2s1));
     return all_set(out, 6);
 }
 

@@ -9,12 +9,21 @@
 #define TGC_BACKEND_INTERP_H
 
 #include "frontend/tensor_impl.h"
+#include "ir/graph.h"
 #include "ir/op.h"
 
 /* Runs one op eagerly: allocates the result in the innermost scope (a view for view ops
  * where the strides allow) and computes it. out_shape: the inferred concrete shape. */
 tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                            tgc_dtype out_dtype, const int64_t *out_shape, int out_ndim);
+
+/* tgc_interp_run for a graph node, whose error (if any) names the op the user called:
+ * a node that a pass decomposed out of a public op (tgc_node.origin) reports
+ * "tgc_<that op>: ..." rather than the name of the part that failed. */
+tgc_tensor *tgc_interp_run_node(const tgc_node *nd, tgc_tensor *const *in,
+                                const int64_t *out_shape);
+/* Renames the pending error of node nd after its user op (see tgc_interp_run_node). */
+void tgc_interp_name_user_op(const tgc_node *nd);
 
 /* Per-family kernels (k_*.c). Each handles the ops of its kinds. */
 /* BINARY, COMPARE, TERNARY, SCALAR, UNARY (CAST included) */

@@ -52,8 +52,7 @@ static tgc_tensor *run_node(const tgc_graph *g, const tgc_node *nd, tgc_tensor *
     int64_t shape[TGC_MAX_DIMS];
     for (int d = 0; d < nd->out.ndim; d++)
         shape[d] = tgc_sym_eval(g->syms, nd->out.shape[d], symvals);
-    tgc_tensor *r = tgc_interp_run(nd->op, ins, nd->n_in, &nd->attrs, nd->out.dtype, shape,
-                                   nd->out.ndim);
+    tgc_tensor *r = tgc_interp_run_node(nd, ins, shape);
     if (ins != ins_buf)
         free(ins);
     return r;

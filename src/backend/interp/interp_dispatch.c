@@ -1,32 +1,33 @@
 /* Eager execution of one op through the interp kernels. */
 #include <assert.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "backend/interp/interp.h"
 #include "support/error.h"
 
-typedef tgc_status (*kernel_fn)(tgc_op, tgc_tensor *const *, int, const tgc_attrs *,
-                                tgc_tensor *);
+typedef tgc_status (*kernel_fn)(tgc_op, tgc_tensor *const *, int, const tgc_attrs *, tgc_tensor *);
 
 /* Kernel family per op kind; the table below is generated from ops.def so a new op
  * without a family fails to compile. */
-#define FAMILY_SOURCE NULL
-#define FAMILY_BINARY tgc_interp_pointwise
-#define FAMILY_COMPARE tgc_interp_pointwise
-#define FAMILY_TERNARY tgc_interp_pointwise
-#define FAMILY_SCALAR tgc_interp_pointwise
-#define FAMILY_UNARY tgc_interp_pointwise
-#define FAMILY_REDUCE tgc_interp_reduce
-#define FAMILY_NORM tgc_interp_reduce
-#define FAMILY_VIEW tgc_interp_movement
-#define FAMILY_MOVE tgc_interp_movement
-#define FAMILY_INDEX tgc_interp_movement
-#define FAMILY_MATMUL tgc_interp_linalg
-#define FAMILY_CONV tgc_interp_linalg
-#define FAMILY_POOL tgc_interp_nn
-#define FAMILY_NN tgc_interp_nn
-#define FAMILY_RANDOM tgc_interp_nn
-#define FAMILY_CREATE tgc_interp_create
-#define FAMILY_LOSS tgc_interp_nn
+#define FAMILY_SOURCE    NULL
+#define FAMILY_BINARY    tgc_interp_pointwise
+#define FAMILY_COMPARE   tgc_interp_pointwise
+#define FAMILY_TERNARY   tgc_interp_pointwise
+#define FAMILY_SCALAR    tgc_interp_pointwise
+#define FAMILY_UNARY     tgc_interp_pointwise
+#define FAMILY_REDUCE    tgc_interp_reduce
+#define FAMILY_NORM      tgc_interp_reduce
+#define FAMILY_VIEW      tgc_interp_movement
+#define FAMILY_MOVE      tgc_interp_movement
+#define FAMILY_INDEX     tgc_interp_movement
+#define FAMILY_MATMUL    tgc_interp_linalg
+#define FAMILY_CONV      tgc_interp_linalg
+#define FAMILY_POOL      tgc_interp_nn
+#define FAMILY_NN        tgc_interp_nn
+#define FAMILY_RANDOM    tgc_interp_nn
+#define FAMILY_CREATE    tgc_interp_create
+#define FAMILY_LOSS      tgc_interp_nn
 #define FAMILY_ATTENTION tgc_interp_nn
 
 static const kernel_fn families[] = {
@@ -49,8 +50,16 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
         if (tgc_interp_view_geometry(op, in[0], a, out_shape, out_ndim, strides, &offset))
             return tgc_tensor_view(in[0], out_shape, strides, out_ndim, offset);
     }
-    tgc_tensor *out = tgc_tensor_new(out_shape, out_ndim, out_dtype,
-                                     n_in ? in[0]->device : tgc_cpu());
+    tgc_tensor *out =
+        tgc_tensor_new(out_shape, out_ndim, out_dtype, n_in ? in[0]->device : tgc_cpu());
+    if (!out && tgc_last_status() == TGC_ERR_OOM) { /* name the op, not the allocator */
+        char dims[160];
+        tgc_set_error(TGC_ERR_OOM,
+                      "tgc_%s: out of memory for its %s result of shape %s (%zu bytes)",
+                      tgc_op_name(op), tgc_dtype_name(out_dtype),
+                      tgc_format_dims(out_shape, out_ndim, dims, sizeof dims),
+                      (size_t)tgc_shape_numel(out_shape, out_ndim) * tgc_dtype_size(out_dtype));
+    }
     if (!out)
         return NULL;
     if (families[op](op, in, n_in, a, out) != TGC_OK) {
@@ -58,4 +67,28 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
         return NULL;
     }
     return out;
+}
+
+void tgc_interp_name_user_op(const tgc_node *nd)
+{
+    tgc_op user = tgc_node_user_op(nd);
+    if (user == nd->op || tgc_last_status() == TGC_OK)
+        return;
+    char prefix[64];
+    int n = snprintf(prefix, sizeof prefix, "tgc_%s:", tgc_op_name(nd->op));
+    const char *msg = tgc_last_error();
+    if (n <= 0 || (size_t)n >= sizeof prefix || strncmp(msg, prefix, (size_t)n) != 0)
+        return;
+    char rest[1024];
+    snprintf(rest, sizeof rest, "%s", msg + n);
+    tgc_set_error(tgc_last_status(), "tgc_%s:%s", tgc_op_name(user), rest);
+}
+
+tgc_tensor *tgc_interp_run_node(const tgc_node *nd, tgc_tensor *const *in, const int64_t *out_shape)
+{
+    tgc_tensor *r =
+        tgc_interp_run(nd->op, in, nd->n_in, &nd->attrs, nd->out.dtype, out_shape, nd->out.ndim);
+    if (!r)
+        tgc_interp_name_user_op(nd);
+    return r;
 }

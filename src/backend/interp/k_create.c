@@ -1,4 +1,5 @@
-/* Creation kernels: random tensors drawn from the process Philox stream at run time. */
+/* Creation kernels: random tensors drawn from the process Philox stream at run time, and
+ * arange (start f[0], step f[1]) of the node's element count. */
 #include "backend/interp/interp.h"
 #include "runtime/philox.h"
 #include "support/error.h"
@@ -19,10 +20,15 @@ tgc_status tgc_interp_create(tgc_op op, tgc_tensor *const *in, int n_in, const t
                              tgc_tensor *out)
 {
     (void)in;
-    if (op != TGC_OP_RAND || n_in != 0)
+    if ((op != TGC_OP_RAND && op != TGC_OP_ARANGE) || n_in != 0)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_create: %s is not a creation op",
                              tgc_op_name(op));
     int64_t n = tgc_shape_numel(out->shape, out->ndim);
+    if (op == TGC_OP_ARANGE) {
+        for (int64_t i = 0; i < n; i++)
+            tgc_store(tgc_tensor_base(out), out->dtype, i, a->f[0] + (double)i * a->f[1]);
+        return TGC_OK;
+    }
     uint64_t seed = tgc_rng_current_seed(), base = tgc_rng_reserve((uint64_t)n);
     void *p = tgc_tensor_base(out);
     for (int64_t i = 0; i < n; i++) {

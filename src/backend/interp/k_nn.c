@@ -200,9 +200,10 @@ typedef struct window {
 
 /* Windows along an axis of n inputs and m outputs. k == 0 selects adaptive pooling
  * (PyTorch: start = floor(i * n / m), end = ceil((i + 1) * n / m)); otherwise window k,
- * stride s, padding p, with count_include_pad: the span is the window clipped to the padded
- * input, not to the input. */
-static void pool_windows(window *win, int64_t m, int64_t n, int64_t k, int64_t s, int64_t p)
+ * stride s, padding p. With count_include_pad (exclude_pad == 0) the span is the window
+ * clipped to the padded input; with exclude_pad it is the window clipped to the input. */
+static void pool_windows(window *win, int64_t m, int64_t n, int64_t k, int64_t s, int64_t p,
+                         int exclude_pad)
 {
     for (int64_t i = 0; i < m; i++) {
         int64_t lo, hi, span;
@@ -217,7 +218,7 @@ static void pool_windows(window *win, int64_t m, int64_t n, int64_t k, int64_t s
         }
         win[i].lo = lo > 0 ? lo : 0;
         win[i].hi = hi < n ? hi : n;
-        win[i].span = span;
+        win[i].span = exclude_pad ? win[i].hi - win[i].lo : span;
     }
 }
 
@@ -237,11 +238,11 @@ static tgc_status pool2d(tgc_op op, const tgc_tensor *x, const tgc_attrs *a, tgc
     double *row = plane + H * W;
     window *wh = win, *ww = win + OH;
     if (op == TGC_OP_ADAPTIVE_AVG_POOL2D) {
-        pool_windows(wh, OH, H, 0, 1, 0);
-        pool_windows(ww, OW, W, 0, 1, 0);
+        pool_windows(wh, OH, H, 0, 1, 0, 0);
+        pool_windows(ww, OW, W, 0, 1, 0, 0);
     } else {
-        pool_windows(wh, OH, H, a->i[0], a->i[2], a->i[4]);
-        pool_windows(ww, OW, W, a->i[1], a->i[3], a->i[5]);
+        pool_windows(wh, OH, H, a->i[0], a->i[2], a->i[4], a->i[6] != 0);
+        pool_windows(ww, OW, W, a->i[1], a->i[3], a->i[5], a->i[6] != 0);
     }
 
     for (int64_t p = 0; p < planes; p++) {

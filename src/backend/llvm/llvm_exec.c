@@ -173,8 +173,7 @@ static tgc_status run_opaque(run_ctx *r, const step *s)
                                   tgc_op_name(nd->op));
     int64_t shape[TGC_MAX_DIMS];
     eval_shape(r->a, &nd->out, r->x->symvals, shape);
-    r->vals[s->node] =
-        tgc_interp_run(nd->op, ins, nd->n_in, &nd->attrs, nd->out.dtype, shape, nd->out.ndim);
+    r->vals[s->node] = tgc_interp_run_node(nd, ins, shape);
     return r->vals[s->node]
                ? TGC_OK
                : tgc_keep_error(TGC_ERR_INTERNAL, "tgc llvm: %s failed", tgc_op_name(nd->op));

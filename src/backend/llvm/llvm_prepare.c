@@ -44,7 +44,8 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
         }
         return TGC_FUSE_OPAQUE;
     case TGC_KIND_POOL:
-        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
+        /* the window lowering divides by kh*kw: exclude_padding runs on interp */
+        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) && !nd->attrs.i[6] &&
             (in[0] == TGC_F32 || in[0] == TGC_F64) && nd->out.ndim >= 3)
             return TGC_FUSE_WINDOW;
         if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1 &&
