@@ -314,12 +314,7 @@ tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
 {
     if (!m)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
-    if (dev.type != TGC_DEVICE_CPU)
-        return tgc_set_error(TGC_ERR_DEVICE,
-                             "tgc_module_to: device cuda:%d is not available: this build has "
-                             "no CUDA backend yet",
-                             dev.index);
-    return TGC_OK;
+    return tgc_device_check("tgc_module_to", dev) ? TGC_OK : tgc_last_status();
 }
 
 void *tgc_module_userdata(const tgc_module *m)

@@ -258,12 +258,8 @@ static int check_shape(const char *fn, const int64_t *shape, int ndim)
     return 1;
 }
 
-static int check_dtype_device(const char *fn, tgc_dtype dt, tgc_device dev)
+int tgc_device_check(const char *fn, tgc_device dev)
 {
-    if ((unsigned)dt >= TGC_DTYPE_COUNT) {
-        tgc_set_error(TGC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dt);
-        return 0;
-    }
     if (dev.type == TGC_DEVICE_CUDA) {
         tgc_set_error(TGC_ERR_DEVICE,
                       "%s: device cuda:%d is not available: this build has no CUDA backend yet; "
@@ -277,6 +273,15 @@ static int check_dtype_device(const char *fn, tgc_dtype dt, tgc_device dev)
         return 0;
     }
     return 1;
+}
+
+static int check_dtype_device(const char *fn, tgc_dtype dt, tgc_device dev)
+{
+    if ((unsigned)dt >= TGC_DTYPE_COUNT) {
+        tgc_set_error(TGC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dt);
+        return 0;
+    }
+    return tgc_device_check(fn, dev);
 }
 
 static tgc_tensor *new_tensor(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,

@@ -55,6 +55,9 @@ tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape,
                             const int64_t *strides, int ndim, int64_t offset);
 /* A tensor object with no owner (not in any scope); refs = 1. Free with tgc_tensor_unref. */
 tgc_tensor *tgc_tensor_alloc_unowned(void);
+/* 1 when tensors can live on dev in this build; else 0 with TGC_ERR_DEVICE set, the message
+ * starting with fn and naming the device (or its unknown type). */
+int tgc_device_check(const char *fn, tgc_device dev);
 void tgc_tensor_ref(tgc_tensor *t);
 void tgc_tensor_unref(tgc_tensor *t);
 /* Adds t to the innermost scope of this thread. */

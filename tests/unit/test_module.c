@@ -313,6 +313,8 @@ static void test_module_to(void **state)
     assert_int_equal(tgc_module_to(net, tgc_cpu()), TGC_OK);
     check_error(tgc_module_to(net, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_module_to: device cuda:0");
     check_error(tgc_module_to(net, tgc_cuda(2)), TGC_ERR_DEVICE, "cuda:2");
+    check_error(tgc_module_to(net, (tgc_device){(tgc_device_type)7, 0}), TGC_ERR_DEVICE,
+                "tgc_module_to: unknown device type 7 (index 0)");
     check_error(tgc_module_to(NULL, tgc_cpu()), TGC_ERR_INVALID_ARG,
                 "tgc_module_to: module is NULL");
     /* the failed move left the tensors on the CPU */
