@@ -21,7 +21,6 @@
 #define TGC_BACKEND_LLVM_JIT_H
 
 #include <llvm-c/Core.h>
-#include <llvm-c/Orc.h>
 
 #include "tgc/tensor.h"
 
