@@ -21,17 +21,22 @@ typedef struct cached {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static cached g_cache[CACHE_SLOTS];
 static int g_n;
-static size_t g_bytes, g_limit;
+static size_t g_bytes;
+static pthread_once_t g_limit_once = PTHREAD_ONCE_INIT;
+static size_t g_limit; /* written once under g_limit_once: threads free blocks concurrently */
+
+static void read_limit(void)
+{
+    const char *e = getenv("TGC_STORAGE_CACHE_BYTES");
+    char *end;
+    unsigned long long v = e ? strtoull(e, &end, 10) : 0;
+    g_limit = e && *e && !*end ? (size_t)v : ((size_t)2 << 30);
+}
 
 static size_t cache_limit(void)
 {
-    if (!g_limit) {
-        const char *e = getenv("TGC_STORAGE_CACHE_BYTES");
-        char *end;
-        unsigned long long v = e ? strtoull(e, &end, 10) : 0;
-        g_limit = e && *e && !*end ? (size_t)v + 1 : ((size_t)2 << 30);
-    }
-    return g_limit - 1;
+    pthread_once(&g_limit_once, read_limit);
+    return g_limit;
 }
 
 /* A cached block of at least cap bytes and at most twice that; NULL if none. */

@@ -27,7 +27,11 @@
  * tensors into out[], owned by the caller's innermost scope. tgc_fn_explain returns a
  * string freed with tgc_free.
  *
- * Threading: tgc_call on one tgc_fn is safe from many threads at once. */
+ * Threading: tgc_call on one tgc_fn is safe from many threads at once (a compile it needs
+ * happens once; the other callers wait for it). Calls of different tgc_fns, eager ops and
+ * the compiles they trigger may run on any number of threads at once: compiles of different
+ * functions proceed in parallel (each builds, optimizes and generates code on its own; only
+ * handing the finished code to the process-wide JIT is serialized). */
 #ifndef TGC_COMPILE_H
 #define TGC_COMPILE_H
 

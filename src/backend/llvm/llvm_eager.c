@@ -10,7 +10,13 @@
  * interp.
  *
  * The cache is never emptied: its entries stay reachable until the process exits, when
- * LLVM's own teardown order makes releasing JIT code unsafe. */
+ * LLVM's own teardown order makes releasing JIT code unsafe.
+ *
+ * Threads: the table is guarded by g_lock, held only to find or insert an entry, never
+ * while compiling, so eager ops of other signatures (and compiled functions) keep running
+ * and compiling on other threads meanwhile. A new entry is inserted "not ready" before its
+ * compile; a thread wanting the same signature waits on g_ready until it is, so every
+ * signature compiles once. An entry never changes after it is ready. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,14 +47,24 @@ typedef struct eentry {
     uint64_t hash;
     tgc_graph *g;
     void *art; /* NULL: this signature runs on interp */
+    int ready; /* g and art are final (under g_lock) */
     struct eentry *next;
 } eentry;
 
 #define EAGER_BUCKETS 1024
 static eentry *g_table[EAGER_BUCKETS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_disabled = -1;
+static pthread_cond_t g_ready = PTHREAD_COND_INITIALIZER;
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static int g_disabled; /* written once under g_env_once */
 static _Thread_local int t_force_interp;
+
+static void read_env(void)
+{
+    /* TGC_BACKEND=interp makes interp the engine of everything, eager ops included */
+    const char *e = getenv("TGC_EAGER"), *b = getenv("TGC_BACKEND");
+    g_disabled = (e && strcmp(e, "interp") == 0) || (b && strcmp(b, "interp") == 0);
+}
 
 void tgc_llvm_eager_force_interp(int on)
 {
@@ -159,25 +175,14 @@ static tgc_graph *build_graph(const ekey *k, tgc_op op, tgc_tensor *const *in, i
     return g;
 }
 
-static eentry *lookup_or_compile(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
+/* Builds and compiles a new entry's graph (outside g_lock). A failed build or compile leaves
+ * art NULL: "use interp" for this signature. The caller's error state is kept. */
+static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
 {
-    ekey k;
-    make_key(&k, op, in, n_in, a);
-    uint64_t h = hash_bytes(&k, sizeof k);
-    eentry **slot = &g_table[h % EAGER_BUCKETS];
-    for (eentry *e = *slot; e; e = e->next)
-        if (e->hash == h && memcmp(&e->key, &k, sizeof k) == 0)
-            return e;
-    eentry *e = calloc(1, sizeof *e);
-    if (!e)
-        return NULL;
-    e->key = k;
-    e->hash = h;
-    /* a failed build or compile caches "use interp" for this signature */
     tgc_status saved = tgc_last_status();
     char msg[256];
     snprintf(msg, sizeof msg, "%s", tgc_last_error());
-    e->g = build_graph(&k, op, in, n_in, a);
+    e->g = build_graph(&e->key, op, in, n_in, a);
     if (e->g) {
         tgc_config cfg = tgc_config_default();
         cfg.log = 0;
@@ -195,8 +200,41 @@ static eentry *lookup_or_compile(tgc_op op, tgc_tensor *const *in, int n_in, con
         tgc_set_error(saved, "%s", msg);
     else
         tgc_clear_error();
-    e->next = *slot;
-    *slot = e;
+}
+
+/* The ready entry of this signature, compiled by this thread or another; NULL when out of
+ * memory. */
+static eentry *lookup_or_compile(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
+{
+    ekey k;
+    make_key(&k, op, in, n_in, a);
+    uint64_t h = hash_bytes(&k, sizeof k);
+    eentry **slot = &g_table[h % EAGER_BUCKETS];
+    pthread_mutex_lock(&g_lock);
+    eentry *e = *slot;
+    while (e && !(e->hash == h && memcmp(&e->key, &k, sizeof k) == 0))
+        e = e->next;
+    if (e) {
+        while (!e->ready)
+            pthread_cond_wait(&g_ready, &g_lock);
+        pthread_mutex_unlock(&g_lock);
+        return e;
+    }
+    e = calloc(1, sizeof *e);
+    if (e) {
+        e->key = k;
+        e->hash = h;
+        e->next = *slot;
+        *slot = e;
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!e)
+        return NULL;
+    compile_entry(e, op, in, n_in, a);
+    pthread_mutex_lock(&g_lock);
+    e->ready = 1;
+    pthread_cond_broadcast(&g_ready);
+    pthread_mutex_unlock(&g_lock);
     return e;
 }
 
@@ -204,19 +242,13 @@ tgc_tensor *tgc_llvm_eager(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
                            int *handled)
 {
     *handled = 0;
-    if (g_disabled < 0) {
-        /* TGC_BACKEND=interp makes interp the engine of everything, eager ops included */
-        const char *e = getenv("TGC_EAGER"), *b = getenv("TGC_BACKEND");
-        g_disabled = (e && strcmp(e, "interp") == 0) || (b && strcmp(b, "interp") == 0);
-    }
+    pthread_once(&g_env_once, read_env);
     if (g_disabled || t_force_interp || n_in < 1 || n_in > EAGER_MAX_IN || !eager_candidate(op))
         return NULL;
     for (int i = 0; i < n_in; i++)
         if (in[i]->device.type != TGC_DEVICE_CPU)
             return NULL;
-    pthread_mutex_lock(&g_lock);
     eentry *e = lookup_or_compile(op, in, n_in, a);
-    pthread_mutex_unlock(&g_lock);
     if (!e || !e->art)
         return NULL;
     int64_t symvals[EAGER_MAX_IN * TGC_MAX_DIMS];

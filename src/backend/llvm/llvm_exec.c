@@ -3,6 +3,7 @@
  * templates through the runtime driver, and OPAQUE nodes on interp; hands out the outputs.
  * Thread-safe: calls share the artifact, the arena is taken with a trylock (a concurrent
  * call allocates its own). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,7 +228,16 @@ static int take_arena(run_ctx *r)
     return held;
 }
 
-/* TGC_PROFILE=1: one line per step and call on stderr (a debugging aid). */
+/* TGC_PROFILE=1: one line per step and call on stderr (a debugging aid). Read once: calls run
+ * on many threads at once. */
+static pthread_once_t g_prof_once = PTHREAD_ONCE_INIT;
+static int g_prof;
+
+static void read_profile_env(void)
+{
+    g_prof = getenv("TGC_PROFILE") != NULL;
+}
+
 static void profile_line(const llvm_art *a, int si, const struct timespec *t0)
 {
     struct timespec t1;
@@ -274,9 +284,8 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
     int held = st == TGC_OK ? take_arena(&r) : 0;
     void *bufs_small[64];
     int64_t sizes_small[256];
-    static int prof = -1;
-    if (prof < 0)
-        prof = getenv("TGC_PROFILE") != NULL;
+    pthread_once(&g_prof_once, read_profile_env);
+    int prof = g_prof;
     for (int si = 0; si < a->n_steps && st == TGC_OK; si++) {
         const step *s = &a->steps[si];
         struct timespec t0;

@@ -1,5 +1,20 @@
-/* One ORC LLJIT per process, host-targeted; units of LLVM IR verified, optimized (O3) and
- * added under their own resource trackers. See llvm_jit.h. */
+/* One ORC LLJIT per process, host-targeted; units of LLVM IR verified, optimized (O3),
+ * compiled to an object file and added under their own resource trackers. See llvm_jit.h.
+ *
+ * Threads: everything up to the object file happens on the compiling thread with objects of
+ * its own (context, module, target machine), so compiles of different units run in
+ * parallel. Only the JIT itself is shared, and every call into it (adding an object,
+ * looking a symbol up, which links the object, removing a unit) holds g_jit_lock.
+ *
+ * Why units are not added as IR modules: LLJIT compiles IR modules lazily, on the thread of
+ * the first lookup, with ONE TargetMachine it owns (its default compiler, unless
+ * LLJITBuilder's concurrent-compilation setting is on, which the C API cannot reach). A
+ * TargetMachine is not safe to use from two threads at once: two threads looking up symbols
+ * of different units at the same time ran LLVM's code generator concurrently on it and
+ * crashed the process or produced corrupt objects ("JIT session error: ... extends past the
+ * end of its containing block", "Missing definitions"). Each unit therefore runs its own
+ * code generator with its own TargetMachine (LLVMTargetMachineEmitToMemoryBuffer), built
+ * from the same settings the JIT would use, and hands the JIT a finished object. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,14 +35,16 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static tgc_llvm_target g_target;
 static LLVMTargetRef g_llvm_target;
 static char g_triple[128];
+static char g_data_layout[512];
 static char g_init_error[512];
 static LLVMOrcLLJITRef g_jit;
+/* Serializes every use of g_jit after initialization (see the comment at the top). */
+static pthread_mutex_t g_jit_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint_fast64_t g_next_unit = 1;
 
 struct tgc_llvm_code {
     LLVMOrcResourceTrackerRef rt;
     uint64_t id;
-    char diag[1024]; /* LLVM diagnostics raised while the JIT generates code */
 };
 
 static int has_feature(const char *features, const char *f)
@@ -110,6 +127,7 @@ static void init_once(void)
         g_jit = NULL;
         return;
     }
+    snprintf(g_data_layout, sizeof g_data_layout, "%s", LLVMOrcLLJITGetDataLayoutStr(g_jit));
     /* Kernels may call libm or memcpy/memset: resolve them from the process. */
     LLVMOrcDefinitionGeneratorRef gen = NULL;
     e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
@@ -139,12 +157,16 @@ tgc_status tgc_llvm_unit_begin(tgc_llvm_unit *u, const char *name)
     if (!u->target)
         return TGC_ERR_COMPILE;
     u->id = atomic_fetch_add(&g_next_unit, 1);
-    u->tsc = LLVMOrcCreateNewThreadSafeContext();
-    u->ctx = LLVMOrcThreadSafeContextGetContext(u->tsc);
+    u->ctx = LLVMContextCreate();
     u->mod = LLVMModuleCreateWithNameInContext(name, u->ctx);
-    LLVMSetTarget(u->mod, LLVMOrcLLJITGetTripleString(g_jit));
-    LLVMSetDataLayout(u->mod, LLVMOrcLLJITGetDataLayoutStr(g_jit));
     u->b = LLVMCreateBuilderInContext(u->ctx);
+    if (!u->ctx || !u->mod || !u->b) {
+        tgc_llvm_unit_abort(u);
+        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory creating a module");
+    }
+    /* Written once by init_once before any unit exists, read-only afterwards. */
+    LLVMSetTarget(u->mod, g_triple);
+    LLVMSetDataLayout(u->mod, g_data_layout);
     u->t_void = LLVMVoidTypeInContext(u->ctx);
     u->t_i1 = LLVMInt1TypeInContext(u->ctx);
     u->t_i8 = LLVMInt8TypeInContext(u->ctx);
@@ -165,11 +187,11 @@ void tgc_llvm_unit_abort(tgc_llvm_unit *u)
         LLVMDisposeBuilder(u->b);
     if (u->mod)
         LLVMDisposeModule(u->mod);
-    if (u->tsc)
-        LLVMOrcDisposeThreadSafeContext(u->tsc);
+    if (u->ctx)
+        LLVMContextDispose(u->ctx);
     u->b = NULL;
     u->mod = NULL;
-    u->tsc = NULL;
+    u->ctx = NULL;
 }
 
 void tgc_llvm_unit_name(const tgc_llvm_unit *u, const char *base, char *buf, size_t n)
@@ -224,6 +246,8 @@ tgc_status tgc_llvm_verify(LLVMModuleRef m)
     return TGC_OK;
 }
 
+#define DIAG_MAX 1024
+
 static void diag_handler(LLVMDiagnosticInfoRef di, void *user)
 {
     char *buf = user;
@@ -231,72 +255,98 @@ static void diag_handler(LLVMDiagnosticInfoRef di, void *user)
         return;
     char *d = LLVMGetDiagInfoDescription(di);
     size_t used = strlen(buf);
-    if (used + 2 < 1024)
-        snprintf(buf + used, 1024 - used, "%s%s", used ? "; " : "", d);
+    if (used + 2 < DIAG_MAX)
+        snprintf(buf + used, DIAG_MAX - used, "%s%s", used ? "; " : "", d);
     LLVMDisposeMessage(d);
 }
 
-tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir_before,
-                                char **ir_after)
+/* Runs the unit's O3 pipeline and code generator with a TargetMachine of its own; on success
+ * *obj holds the object file. Error diagnostics LLVM raises on the way land in diag (the
+ * context's handler writes them there) and fail the unit. */
+static tgc_status optimize_and_emit(tgc_llvm_unit *u, const char *diag, char **ir_after,
+                                    LLVMMemoryBufferRef *obj)
 {
-    *out = NULL;
-    tgc_llvm_code *c = calloc(1, sizeof *c);
-    if (!c) {
-        tgc_llvm_unit_abort(u);
-        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
-    }
-    c->id = u->id;
-    LLVMContextSetDiagnosticHandler(u->ctx, diag_handler, c->diag);
-    LLVMDisposeBuilder(u->b);
-    u->b = NULL;
-    if (ir_before)
-        *ir_before = NULL;
-    if (ir_after)
-        *ir_after = NULL;
-    tgc_status st = tgc_llvm_verify(u->mod);
-    if (st == TGC_OK && ir_before) {
-        char *s = LLVMPrintModuleToString(u->mod);
-        *ir_before = strdup(s);
-        LLVMDisposeMessage(s);
-    }
-    if (st == TGC_OK) {
-        LLVMTargetMachineRef tm = host_machine();
-        LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-        LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
-        LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
-        LLVMErrorRef e = LLVMRunPasses(u->mod, "default<O3>", tm, opts);
-        LLVMDisposePassBuilderOptions(opts);
-        LLVMDisposeTargetMachine(tm);
-        if (e) {
-            char *m = LLVMGetErrorMessage(e);
-            st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: optimizing: %s", m);
-            LLVMDisposeErrorMessage(m);
-        } else if (c->diag[0]) {
-            st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: %s", c->diag);
-        }
+    LLVMTargetMachineRef tm = host_machine();
+    if (!tm)
+        return tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: LLVM cannot target cpu '%s'",
+                             g_target.cpu);
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+    LLVMErrorRef e = LLVMRunPasses(u->mod, "default<O3>", tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    tgc_status st = TGC_OK;
+    if (e) {
+        char *m = LLVMGetErrorMessage(e);
+        st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: optimizing: %s", m);
+        LLVMDisposeErrorMessage(m);
+    } else if (diag[0]) {
+        st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: %s", diag);
     }
     if (st == TGC_OK && ir_after) {
         char *s = LLVMPrintModuleToString(u->mod);
         *ir_after = strdup(s);
         LLVMDisposeMessage(s);
     }
-    if (st != TGC_OK) {
+    char *msg = NULL;
+    if (st == TGC_OK &&
+        LLVMTargetMachineEmitToMemoryBuffer(tm, u->mod, LLVMObjectFile, &msg, obj)) {
+        st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: generating code: %s", msg ? msg : "?");
+        *obj = NULL;
+    } else if (st == TGC_OK && diag[0]) {
+        st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: %s", diag);
+    }
+    LLVMDisposeMessage(msg);
+    LLVMDisposeTargetMachine(tm);
+    if (st != TGC_OK && *obj) {
+        LLVMDisposeMemoryBuffer(*obj);
+        *obj = NULL;
+    }
+    return st;
+}
+
+tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir_before,
+                                char **ir_after)
+{
+    *out = NULL;
+    if (ir_before)
+        *ir_before = NULL;
+    if (ir_after)
+        *ir_after = NULL;
+    tgc_llvm_code *c = calloc(1, sizeof *c);
+    if (!c) {
         tgc_llvm_unit_abort(u);
+        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+    }
+    c->id = u->id;
+    char diag[DIAG_MAX] = "";
+    LLVMContextSetDiagnosticHandler(u->ctx, diag_handler, diag);
+    LLVMDisposeBuilder(u->b);
+    u->b = NULL;
+    tgc_status st = tgc_llvm_verify(u->mod);
+    if (st == TGC_OK && ir_before) {
+        char *s = LLVMPrintModuleToString(u->mod);
+        *ir_before = strdup(s);
+        LLVMDisposeMessage(s);
+    }
+    LLVMMemoryBufferRef obj = NULL;
+    if (st == TGC_OK)
+        st = optimize_and_emit(u, diag, ir_after, &obj);
+    tgc_llvm_unit_abort(u); /* the object file is all the JIT needs */
+    if (st != TGC_OK) {
         free(c);
         return st;
     }
-    LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(g_jit);
-    c->rt = LLVMOrcJITDylibCreateResourceTracker(jd);
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(u->mod, u->tsc);
-    u->mod = NULL; /* owned by tsm now */
-    LLVMErrorRef e = LLVMOrcLLJITAddLLVMIRModuleWithRT(g_jit, c->rt, tsm);
-    LLVMOrcDisposeThreadSafeContext(u->tsc); /* the module keeps its own reference */
-    u->tsc = NULL;
+    pthread_mutex_lock(&g_jit_lock);
+    c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(g_jit));
+    LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(g_jit, c->rt, obj); /* takes obj */
+    if (e)
+        LLVMOrcReleaseResourceTracker(c->rt);
+    pthread_mutex_unlock(&g_jit_lock);
     if (e) {
         char *m = LLVMGetErrorMessage(e);
-        st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: adding a module to the JIT: %s", m);
+        st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: adding an object to the JIT: %s", m);
         LLVMDisposeErrorMessage(m);
-        LLVMOrcReleaseResourceTracker(c->rt);
         free(c);
         return st;
     }
@@ -309,15 +359,14 @@ void *tgc_llvm_code_lookup(tgc_llvm_code *c, const char *base)
     char name[256];
     snprintf(name, sizeof name, "%s_u%llu", base, (unsigned long long)c->id);
     LLVMOrcExecutorAddress addr = 0;
+    /* The first lookup of a unit links its object into memory. */
+    pthread_mutex_lock(&g_jit_lock);
     LLVMErrorRef e = LLVMOrcLLJITLookup(g_jit, &addr, name);
+    pthread_mutex_unlock(&g_jit_lock);
     if (e) {
         char *m = LLVMGetErrorMessage(e);
-        tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: %s%s%s", m, c->diag[0] ? "; " : "", c->diag);
+        tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: %s", m);
         LLVMDisposeErrorMessage(m);
-        return NULL;
-    }
-    if (c->diag[0]) {
-        tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: %s", c->diag);
         return NULL;
     }
     return (void *)(uintptr_t)addr;
@@ -327,9 +376,11 @@ void tgc_llvm_code_free(tgc_llvm_code *c)
 {
     if (!c)
         return;
+    pthread_mutex_lock(&g_jit_lock);
     LLVMErrorRef e = LLVMOrcResourceTrackerRemove(c->rt);
     if (e)
         LLVMConsumeError(e);
     LLVMOrcReleaseResourceTracker(c->rt);
+    pthread_mutex_unlock(&g_jit_lock);
     free(c);
 }

@@ -1,21 +1,26 @@
 /* The LLVM JIT underneath the LLVM backend: one ORC LLJIT per process, the host target, and
  * "units" — one LLVM module each, built with the C API builder, verified, optimized with
- * the default<O3> pipeline and added to the JIT under its own resource tracker, so freeing
- * a unit's code removes exactly its functions.
+ * the default<O3> pipeline, compiled to an object file and added to the JIT under its own
+ * resource tracker, so freeing a unit's code removes exactly its functions.
  *
  * Target: the host CPU's name and features (LLVMGetHostCPUName/Features), so the same build
  * emits AVX-512 code on an AVX-512 machine and AVX2 code on an AVX2-only one. The
  * environment can override both for testing (TGC_LLVM_CPU=haswell, TGC_LLVM_FEATURES=...).
  *
  * Errors (verifier failures, LLVM diagnostics, JIT errors) become TGC_ERR_COMPILE with
- * LLVM's message. Every LLVM object is disposed: on success the module belongs to the JIT,
- * on failure tgc_llvm_unit_abort disposes it. Thread safety: units may be built and
- * finished on several threads at once; each has its own LLVMContext. */
+ * LLVM's message. Every LLVM object is disposed: tgc_llvm_unit_finish disposes the module
+ * and context once its object file exists (or on failure), tgc_llvm_unit_abort disposes an
+ * unfinished unit.
+ *
+ * Thread safety: units may be built and finished on several threads at once, and they
+ * compile in parallel: each has its own LLVMContext, module and, for optimization and code
+ * generation, TargetMachine. Only the steps that touch the shared JIT (adding the object,
+ * lookups, which link it, and freeing) are serialized by one lock; they are short. A unit
+ * itself is used by one thread at a time. */
 #ifndef TGC_BACKEND_LLVM_JIT_H
 #define TGC_BACKEND_LLVM_JIT_H
 
 #include <llvm-c/Core.h>
-#include <llvm-c/Orc.h>
 
 #include "tgc/tensor.h"
 
@@ -31,7 +36,6 @@ typedef struct tgc_llvm_target {
 const tgc_llvm_target *tgc_llvm_host(void);
 
 typedef struct tgc_llvm_unit {
-    LLVMOrcThreadSafeContextRef tsc;
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMBuilderRef b;
@@ -59,10 +63,10 @@ LLVMValueRef tgc_llvm_intrinsic(tgc_llvm_unit *u, const char *name, LLVMTypeRef 
 
 typedef struct tgc_llvm_code tgc_llvm_code;
 
-/* Verifies the module (LLVMVerifyModule), optimizes it (default<O3>) and adds it to the
- * JIT. When ir_before / ir_after are non-NULL they receive the module's text before and
- * after optimization (caller frees with free). The unit is consumed on success and on
- * failure. */
+/* Verifies the module (LLVMVerifyModule), optimizes it (default<O3>), generates its object
+ * code and adds that to the JIT. When ir_before / ir_after are non-NULL they receive the module's
+ * text before and after optimization (caller frees with free). The unit is consumed on success and
+ * on failure. */
 tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir_before,
                                 char **ir_after);
 /* Address of a function of the unit by its base name (as given to tgc_llvm_unit_name);
