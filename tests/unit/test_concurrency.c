@@ -94,7 +94,7 @@ static void r_linear(float *const *in, float *out)
 /* The one place this file calls tgc_conv2d. */
 static tgc_tensor *conv_s1_p1(tgc_tensor *x, tgc_tensor *w, tgc_tensor *b)
 {
-    return tgc_conv2d(x, w, b, 1, 1, 1, 1, 1, 1, 1);
+    return tgc_conv2d(x, w, b, &(tgc_conv2d_opts){.padding = {1, 1}});
 }
 
 /* relu(conv2d(x, w, b, stride 1, padding 1)), x [2, 3, 9, 10], w [4, 3, 3, 3], b [4] */
