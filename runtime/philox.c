@@ -4,7 +4,7 @@
 #include "runtime/philox.h"
 
 #include <math.h>
-#include <stdatomic.h>
+#include <pthread.h>
 
 #define PHILOX_M0     0xD2511F53u
 #define PHILOX_M1     0xCD9E8D57u
@@ -73,21 +73,41 @@ float tgc_philox_normal(uint64_t seed, uint64_t counter)
     return (float)(r * cos(two_pi * u2));
 }
 
-static atomic_uint_fast64_t g_seed = TGC_RNG_DEFAULT_SEED;
-static atomic_uint_fast64_t g_offset = 0;
+/* The stream is one (seed, offset) pair: a draw must never pair a seed with offsets reserved
+ * under another (a tgc_rng_seed on one thread between another thread's seed read and its
+ * reservation would repeat bits), so both move together under one lock. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_seed = TGC_RNG_DEFAULT_SEED;
+static uint64_t g_offset = 0;
 
 void tgc_rng_seed(uint64_t seed)
 {
-    atomic_store_explicit(&g_seed, seed, memory_order_relaxed);
-    atomic_store_explicit(&g_offset, 0, memory_order_relaxed);
+    pthread_mutex_lock(&g_lock);
+    g_seed = seed;
+    g_offset = 0;
+    pthread_mutex_unlock(&g_lock);
 }
 
 uint64_t tgc_rng_current_seed(void)
 {
-    return (uint64_t)atomic_load_explicit(&g_seed, memory_order_relaxed);
+    pthread_mutex_lock(&g_lock);
+    uint64_t seed = g_seed;
+    pthread_mutex_unlock(&g_lock);
+    return seed;
+}
+
+uint64_t tgc_rng_draw(uint64_t n, uint64_t *seed)
+{
+    pthread_mutex_lock(&g_lock);
+    uint64_t base = g_offset;
+    g_offset += n;
+    if (seed)
+        *seed = g_seed;
+    pthread_mutex_unlock(&g_lock);
+    return base;
 }
 
 uint64_t tgc_rng_reserve(uint64_t n)
 {
-    return (uint64_t)atomic_fetch_add_explicit(&g_offset, n, memory_order_relaxed);
+    return tgc_rng_draw(n, NULL);
 }

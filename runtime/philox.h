@@ -17,10 +17,13 @@ float tgc_philox_uniform(uint64_t seed, uint64_t counter);
  * sqrt(-2 ln(1 - u1)) * cos(2 pi u2) in double, rounded to float once. */
 float tgc_philox_normal(uint64_t seed, uint64_t counter);
 
-/* The process stream: tgc_rng_seed resets the offset to 0. tgc_rng_reserve(n) returns the
- * current offset and advances it by n, atomically. */
+/* The process stream: tgc_rng_seed resets the offset to 0. tgc_rng_draw(n, &seed) returns
+ * the current offset, advances it by n and gives the seed those offsets belong to, all at
+ * once (thread-safe: a draw never pairs one seed with another seed's offsets). A random op
+ * reserves its counters with it; tgc_rng_reserve is the same without the seed. */
 void tgc_rng_seed(uint64_t seed);
 uint64_t tgc_rng_current_seed(void);
+uint64_t tgc_rng_draw(uint64_t n, uint64_t *seed);
 uint64_t tgc_rng_reserve(uint64_t n);
 
 #endif

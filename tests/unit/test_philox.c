@@ -171,6 +171,21 @@ static void *reserve_worker(void *arg)
     return NULL;
 }
 
+/* A draw hands out its offsets together with the seed they belong to. */
+static void test_draw_gives_seed_and_offsets(void **state)
+{
+    (void)state;
+    uint64_t seed = 0;
+    tgc_rng_seed(77);
+    assert_true(tgc_rng_draw(5, &seed) == 0);
+    assert_true(seed == 77);
+    assert_true(tgc_rng_draw(1, &seed) == 5);
+    tgc_rng_seed(78);
+    assert_true(tgc_rng_draw(2, &seed) == 0);
+    assert_true(seed == 78);
+    assert_true(tgc_rng_draw(0, NULL) == 2);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -206,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_kat_pi),           cmocka_unit_test(test_bits_layout),
         cmocka_unit_test(test_uniform),          cmocka_unit_test(test_normal),
         cmocka_unit_test(test_seed_and_reserve), cmocka_unit_test(test_reserve_atomic),
+        cmocka_unit_test(test_draw_gives_seed_and_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

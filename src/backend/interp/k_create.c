@@ -29,7 +29,7 @@ tgc_status tgc_interp_create(tgc_op op, tgc_tensor *const *in, int n_in, const t
             tgc_store(tgc_tensor_base(out), out->dtype, i, a->f[0] + (double)i * a->f[1]);
         return TGC_OK;
     }
-    uint64_t seed = tgc_rng_current_seed(), base = tgc_rng_reserve((uint64_t)n);
+    uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
     void *p = tgc_tensor_base(out);
     for (int64_t i = 0; i < n; i++) {
         uint64_t c = base + (uint64_t)i;

@@ -430,8 +430,8 @@ static tgc_status dropout(const tgc_tensor *x, const tgc_attrs *a, tgc_tensor *o
     const double p = a->f[0];
     const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     const int64_t n = tgc_shape_numel(out->shape, out->ndim);
-    const uint64_t seed = tgc_rng_current_seed();
-    const uint64_t base = tgc_rng_reserve((uint64_t)n);
+    uint64_t seed;
+    const uint64_t base = tgc_rng_draw((uint64_t)n, &seed);
     double buf[CHUNK];
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
@@ -576,8 +576,7 @@ static tgc_status sdpa(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_
     uint64_t seed = 0, base = 0;
     const double keep_scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     if (p > 0) {
-        seed = tgc_rng_current_seed();
-        base = tgc_rng_reserve((uint64_t)(B * L * S));
+        base = tgc_rng_draw((uint64_t)(B * L * S), &seed);
     }
 
     double *scratch = malloc((size_t)(E + S + Ev + 1) * sizeof *scratch);
