@@ -27,8 +27,10 @@
  * tensors into out[], owned by the caller's innermost scope. tgc_fn_explain returns a
  * string freed with tgc_free.
  *
- * Threading: tgc_call on one tgc_fn is safe from many threads at once (a compile it needs
- * happens once; the other callers wait for it). Calls of different tgc_fns, eager ops and
+ * Threading: tgc_call on one tgc_fn is safe from many threads at once. One function compiles
+ * one variant at a time: callers that need a variant being compiled wait for it (and then
+ * use it, compiling nothing), while calls that hit variants already in the cache go on
+ * during the compile. Calls of different tgc_fns, eager ops and
  * the compiles they trigger may run on any number of threads at once: compiles of different
  * functions proceed in parallel (each builds, optimizes and generates code on its own; only
  * handing the finished code to the process-wide JIT is serialized). */

@@ -46,8 +46,7 @@ tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg)
     f->cfg.cache_dir = dup_opt(cfg->cache_dir);
     f->cfg.dump_dir = dup_opt(cfg->dump_dir);
     f->backend = tgc_backend_for(cfg);
-    if (!f->name || (cfg->cache_dir && !f->cfg.cache_dir) || (cfg->dump_dir && !f->cfg.dump_dir) ||
-        pthread_mutex_init(&f->lock, NULL) != 0) {
+    if (!f->name || (cfg->cache_dir && !f->cfg.cache_dir) || (cfg->dump_dir && !f->cfg.dump_dir)) {
         free(f->name);
         free((char *)f->cfg.cache_dir);
         free((char *)f->cfg.dump_dir);
@@ -55,6 +54,9 @@ tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg)
         tgc_set_error(TGC_ERR_OOM, "tgc_compile: out of memory");
         return NULL;
     }
+    /* default mutexes: initialization cannot fail on the platforms we build for */
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_mutex_init(&f->compile_lock, NULL);
     return f;
 }
 
@@ -69,6 +71,7 @@ void tgc_fn_free(tgc_fn *f)
         atomic_fetch_sub(&process_variants, 1);
     }
     pthread_mutex_destroy(&f->lock);
+    pthread_mutex_destroy(&f->compile_lock);
     free(f->seen);
     free(f->seen_ndim);
     free(f->dynamic_dims);
@@ -263,33 +266,9 @@ static tgc_status limit_reached(tgc_fn *f, const char *which, int limit, const c
     return TGC_OK;
 }
 
-static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
-                               int n_out, tgc_variant **hit, int *eager)
+/* Links a freshly compiled variant into the cache and counts it (under f->lock). */
+static void publish_variant(tgc_fn *f, tgc_variant *v, const char *reason)
 {
-    char reason[256];
-    tgc_miss_kind kind = miss_reason(f, self, in, n_in, n_out, reason, sizeof reason);
-    if (f->variants) {
-        snprintf(f->stats.last_recompile_reason, sizeof f->stats.last_recompile_reason, "%s",
-                 reason);
-        if (f->n_variants >= f->cfg.cache_size_limit) {
-            *eager = 1;
-            return limit_reached(f, "cache_size_limit", f->cfg.cache_size_limit, reason, kind);
-        }
-    }
-    if (atomic_load(&process_variants) >= f->cfg.accumulated_cache_size_limit) {
-        *eager = 1;
-        return limit_reached(f, "accumulated_cache_size_limit", f->cfg.accumulated_cache_size_limit,
-                             reason, kind);
-    }
-    if (f->variants)
-        tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES, "tgc: recompiling '%s' (variant %d of %d): %s",
-                    f->name, f->n_variants + 1, f->cfg.cache_size_limit, reason);
-    tgc_variant *v;
-    tgc_status st = tgc_variant_compile(f, f->n_variants + 1, self, in, n_in, n_out, &v);
-    if (st == TGC_ERR_GRAPH_BREAK) /* cfg.fullgraph: the call fails, the break still counts */
-        f->stats.graph_breaks++;
-    if (st != TGC_OK)
-        return st;
     f->n_variants++;
     snprintf(v->reason, sizeof v->reason, "%s", reason);
     v->next = f->variants;
@@ -301,8 +280,13 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
     f->stats.compile_seconds += v->compile_seconds;
     f->stats.variants = f->n_variants;
     f->stats.kernels_last_variant = v->is_eager ? 0 : f->backend->kernel_count(v->artifact);
+    f->stats.graph_breaks += v->is_eager;
+}
+
+/* Logs what a compile made (no lock needed: v is not shared yet or never changes). */
+static void log_variant(const tgc_fn *f, const tgc_variant *v)
+{
     if (v->is_eager) {
-        f->stats.graph_breaks++;
         tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES,
                     "tgc: graph break in '%s': %s; calls like this one run eagerly (set "
                     "cfg.fullgraph to make this an error)",
@@ -320,6 +304,64 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
                         v->id, text);
         free(text);
     }
+}
+
+/* A call no variant took. Called with f->compile_lock held and f->lock not held: looks again
+ * (a compile that finished meanwhile may take it), then decides between the cache limits
+ * and a compile, which runs without f->lock so that hits on other variants go on. */
+static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                               int n_out, int64_t *symvals, tgc_variant **hit, int *eager)
+{
+    char reason[256];
+    pthread_mutex_lock(&f->lock);
+    tgc_variant *v = lookup(f, self, in, n_in, n_out, symvals);
+    if (v) {
+        f->stats.cache_hits++;
+        v->hits++;
+        pthread_mutex_unlock(&f->lock);
+        *hit = v;
+        return TGC_OK;
+    }
+    tgc_miss_kind kind = miss_reason(f, self, in, n_in, n_out, reason, sizeof reason);
+    tgc_status st = TGC_OK;
+    if (f->variants)
+        snprintf(f->stats.last_recompile_reason, sizeof f->stats.last_recompile_reason, "%s",
+                 reason);
+    if (f->variants && f->n_variants >= f->cfg.cache_size_limit) {
+        *eager = 1;
+        st = limit_reached(f, "cache_size_limit", f->cfg.cache_size_limit, reason, kind);
+    } else if (atomic_load(&process_variants) >= f->cfg.accumulated_cache_size_limit) {
+        *eager = 1;
+        st = limit_reached(f, "accumulated_cache_size_limit", f->cfg.accumulated_cache_size_limit,
+                           reason, kind);
+    }
+    int id = f->n_variants + 1, first = !f->variants;
+    pthread_mutex_unlock(&f->lock);
+    if (*eager || st != TGC_OK)
+        return st;
+    if (!first)
+        tgc_log_msg(&f->cfg, TGC_LOG_RECOMPILES, "tgc: recompiling '%s' (variant %d of %d): %s",
+                    f->name, id, f->cfg.cache_size_limit, reason);
+    st = tgc_variant_compile(f, id, self, in, n_in, n_out, &v);
+    if (st != TGC_OK) {
+        if (st == TGC_ERR_GRAPH_BREAK) { /* cfg.fullgraph: the call fails, the break counts */
+            pthread_mutex_lock(&f->lock);
+            f->stats.graph_breaks++;
+            pthread_mutex_unlock(&f->lock);
+        }
+        return st;
+    }
+    log_variant(f, v);
+    if (!v->is_eager && !tgc_guards_check(&v->guards, self, in, n_in, symvals)) {
+        tgc_variant_free(f, v);
+        return tgc_set_error(TGC_ERR_INTERNAL,
+                             "tgc_call: '%s' variant %d does not accept the inputs it was "
+                             "traced with",
+                             f->name, id);
+    }
+    pthread_mutex_lock(&f->lock);
+    publish_variant(f, v, reason);
+    pthread_mutex_unlock(&f->lock);
     *hit = v;
     return TGC_OK;
 }
@@ -345,19 +387,20 @@ tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in
     tgc_variant *v = lookup(f, self, in, n_in, n_out, symvals);
     if (v) {
         f->stats.cache_hits++;
+        f->stats.eager_fallbacks += v->is_eager;
         v->hits++;
-    } else {
-        st = compile_miss(f, self, in, n_in, n_out, &v, &eager);
-        if (st == TGC_OK && v && !v->is_eager &&
-            !tgc_guards_check(&v->guards, self, in, n_in, symvals))
-            st = tgc_set_error(TGC_ERR_INTERNAL,
-                               "tgc_call: '%s' variant %d does not accept the inputs it was "
-                               "traced with",
-                               f->name, v->id);
     }
-    if (v && v->is_eager)
-        f->stats.eager_fallbacks++;
     pthread_mutex_unlock(&f->lock);
+    if (!v) { /* compile_miss may find one after all; the eager fallback is counted below */
+        pthread_mutex_lock(&f->compile_lock);
+        st = compile_miss(f, self, in, n_in, n_out, symvals, &v, &eager);
+        pthread_mutex_unlock(&f->compile_lock);
+        if (st == TGC_OK && v && v->is_eager) {
+            pthread_mutex_lock(&f->lock);
+            f->stats.eager_fallbacks++;
+            pthread_mutex_unlock(&f->lock);
+        }
+    }
     if (st != TGC_OK)
         return st;
     if (eager)

@@ -15,7 +15,7 @@ typedef struct tgc_variant {
     tgc_graph *graph;
     void *artifact;
     tgc_tensor **bound; /* the guards' captured and constant tensors, for tgc_exec_args */
-    char reason[256]; /* why it was compiled */
+    char reason[256];   /* why it was compiled */
     char break_reason[256];
     uint64_t hits;
     double compile_seconds;
@@ -27,7 +27,12 @@ struct tgc_fn {
     char *name;
     tgc_config cfg; /* strings owned */
     const tgc_backend *backend;
+    /* lock: the variant list (lookups reorder it), the counters and limit_warned; held for a
+     * lookup, never across a compile. compile_lock: one compile of this function at a time,
+     * and the automatic-dynamic state below; taken before lock, so calls that hit existing
+     * variants go on while another call compiles. */
     pthread_mutex_t lock;
+    pthread_mutex_t compile_lock;
     tgc_variant *variants;
     int n_variants;
     int limit_warned;
@@ -43,8 +48,8 @@ struct tgc_fn {
 
 tgc_status tgc_config_check(const tgc_config *c);
 /* Traces f for these inputs and builds variant number id (not yet linked into the cache). */
-tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in,
-                               int n_in, int n_out, tgc_variant **out);
+tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in, int n_in,
+                               int n_out, tgc_variant **out);
 void tgc_variant_free(const tgc_fn *f, tgc_variant *v);
 
 #endif
