@@ -1356,6 +1356,84 @@ static void empty_tensors(void **state)
     check_static(fn_empty, "empty", in, 3, 6);
 }
 
+/* ---- view chains over size-0 and size-1 dims ---- */
+
+static int g_chain; /* which chain fn_view_chain applies to its [A, B, C, D] input */
+
+/* Sizes are never passed to reshape here: a 0 in a reshape target copies the input's dim. */
+static tgc_tensor *view_chain(tgc_tensor *x, int which)
+{
+    int64_t a = tgc_size(x, 0), b = tgc_size(x, 1), c = tgc_size(x, 2), d = tgc_size(x, 3);
+    switch (which) {
+    case 0: /* the report's chain */
+        return tgc_slice(tgc_reshape(tgc_transpose(x, 1, 2), (const int64_t[]){-1}, 1), 0, 1,
+                         INT64_MAX, 3);
+    case 1: return tgc_flatten(tgc_permute(x, (const int[]){0, 3, 1, 2}, 4), 1, 3);
+    case 2: return tgc_transpose(tgc_flatten(tgc_transpose(x, 0, 3), 1, 3), 0, 1);
+    case 3: {
+        tgc_tensor *e = tgc_expand(tgc_unsqueeze(x, 2), (const int64_t[]){a, b, 4, c, d}, 5);
+        return tgc_slice(tgc_flatten(e, 1, 3), 1, 1, INT64_MAX, 2);
+    }
+    case 4: {
+        tgc_tensor *s = tgc_squeeze(tgc_transpose(x, 1, 2), 1); /* dim 1 is C: a no-op if C > 1 */
+        return tgc_flatten(tgc_unsqueeze(s, 0), 0, 1);
+    }
+    case 5: {
+        tgc_tensor *t = tgc_flatten(tgc_transpose(x, 0, 1), 1, 3);
+        return tgc_slice(tgc_flatten(tgc_transpose(t, 0, 1), 0, 1), 0, 0, INT64_MAX, 2);
+    }
+    case 6: { /* a size-1 slice expanded, permuted, merged */
+        tgc_tensor *e =
+            tgc_expand(tgc_slice(x, 2, 0, 1, 1), (const int64_t[]){a, b, c ? 3 : -1, d}, 4);
+        tgc_tensor *p = tgc_permute(e, (const int[]){2, 0, 3, 1}, 4);
+        return tgc_flatten(tgc_flatten(p, 2, 3), 0, 1);
+    }
+    default: return tgc_squeeze(tgc_flatten(tgc_transpose(x, 2, 3), 2, 3), TGC_ALL_DIMS);
+    }
+}
+#define N_CHAINS 8
+
+MODEL(fn_view_chain)
+{
+    UNUSED_ARGS;
+    tgc_tensor *v = view_chain(in[0], g_chain);
+    out[0] = v;
+    out[1] = tgc_add_scalar(tgc_mul_scalar(v, 2.0), 1.0);
+    out[2] = tgc_sum(tgc_exp(v), NULL, 0, 0);
+    return all_set(out, 3);
+}
+
+/* Regression test (the bug it found is fixed) (src/kir/access.c reshape_view): a reshape over
+ * a size-0 dim pairs input and output dims by equal products, and a product of 0 equals the
+ * first output dim before every input dim is consumed: [0, 1, 7, 3] -> [0] left 7 and 3
+ * unpaired, the view "was not affine", and the LLVM preparation, whose contiguous copy
+ * reshapes the same way, failed with TGC_ERR_INTERNAL "view %N (reshape) is still not
+ * affine after copies" (x of [0, 7, 1, 3] -> transpose(1, 2) -> reshape(-1) -> slice(0, 1,
+ * MAX, 3)). Chains of reshape, permute, transpose, slice, expand, squeeze, unsqueeze and
+ * flatten over size-0 and size-1 dims, against interp in shape and value. */
+static void view_chains_over_size_0_and_1_dims(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][4] = {{0, 7, 1, 3}, {1, 7, 1, 3}, {2, 0, 1, 3},
+                                        {2, 7, 1, 0}, {1, 1, 1, 1}, {0, 0, 0, 0},
+                                        {2, 1, 5, 1}, {2, 7, 1, 3}, {3, 2, 4, 5}};
+    for (int s = 0; s < N_OF(shapes); s++)
+        for (g_chain = 0; g_chain < N_CHAINS; g_chain++) {
+            char name[64];
+            snprintf(name, sizeof name, "chain%d_[%lld,%lld,%lld,%lld]", g_chain,
+                     (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2],
+                     (long long)shapes[s][3]);
+            tgc_tensor *in[1] = {normal(shapes[s], 4, TGC_F32)};
+            tgc_fn *f = compile_llvm(fn_view_chain, name, TGC_DYNAMIC_NEVER);
+            expect_call(f, fn_view_chain, name, in, 1, 3);
+            tgc_stats st;
+            assert_int_equal(tgc_fn_stats(f, &st), TGC_OK);
+            assert_int_equal(st.compiles, 1);
+            assert_int_equal(st.eager_fallbacks, 0);
+            tgc_fn_free(f);
+        }
+}
+
 /* ---- dumps, logs, stats ---- */
 
 static int read_file_has(const char *path, const char *text)
@@ -1479,6 +1557,7 @@ int main(void)
         T(half_and_double_chains),
         T(bfloat16_reductions_and_chains),
         T(empty_tensors),
+        T(view_chains_over_size_0_and_1_dims),
         T(dump_dir_gets_kernel_ir_and_llvm_ir),
         T(kernel_log_receives_kernel_ir),
     };
