@@ -948,6 +948,17 @@ static void reduction_results_meet_with_every_broadcast_shape(void **state)
     check_reductions_meet(SHAPE(2, 3, 17), (const int[]){0}, 1, 0);
     check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 1);
     check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 0);
+    /* symbolic sizes: one compile for both calls */
+    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 1); /* sets the reduction */
+    tgc_fn *f = compile_llvm(fn_reductions_meet, "meet_dyn", TGC_DYNAMIC_ALWAYS);
+    for (int i = 0; i < 2; i++) {
+        int64_t r = i ? 6 : 4, c = i ? 33 : 5;
+        tgc_tensor *cr = uniform(SHAPE(r, 1), TGC_F32, 0.5, 2.0);
+        tgc_tensor *in[4] = {normal(SHAPE(r, c), TGC_F32), normal(SHAPE(r, c), TGC_F32), cr, cr};
+        expect_call(f, fn_reductions_meet, "meet_dyn", in, 4, 12);
+    }
+    expect_compiled(f, 1);
+    tgc_fn_free(f);
 }
 
 /* Normalizations written out by hand (in[0]: x [N, C, H, W], in[1]: weight [C], in[2]:
