@@ -873,7 +873,8 @@ static void check_reductions_meet(const int64_t *xs, int ndim, const int *dims, 
 {
     g_red_n = n_dims;
     g_red_keep = keep;
-    memcpy(g_red_dims, dims, (size_t)n_dims * sizeof *dims);
+    for (int j = 0; j < n_dims; j++)
+        g_red_dims[j] = dims[j];
     /* the other domain: the dims not reduced (or the last one when all are) */
     g_other_n = 0;
     for (int d = 0; d < ndim; d++) {
