@@ -31,7 +31,7 @@
 #include "tgc/tgc.h"
 #include "unit/unit_test_util.h"
 
-#define MAX_OUT 24
+#define MAX_OUT 128
 
 /* ---- inputs and comparison (all on interp) ---- */
 
@@ -802,52 +802,57 @@ static void softmax_and_layer_norm_are_one_kernel_each(void **state)
 /* ---- reduction results meeting again in one expression ---- */
 
 /* The reduction fn_reductions_meet applies (set before each compile; every compile traces
- * afresh). */
-static int g_red_dims[3], g_red_n, g_red_keep;
+ * afresh), and how many operand pairs follow x and z in its inputs. */
+static int g_red_dims[3], g_red_n, g_red_keep, g_n_ops;
 static int g_other_dims[3], g_other_n; /* a second reduction domain of the same input */
 
+/* in: x, z, then g_n_ops pairs (c broadcasting against the reduction's result, cx against
+ * x): 5 outputs, then 7 per pair (8 without keepdim). */
 MODEL(fn_reductions_meet)
 {
     UNUSED_ARGS;
-    tgc_tensor *x = in[0], *z = in[1], *c = in[2], *cx = in[3];
+    tgc_tensor *x = in[0], *z = in[1];
     int k = 0;
     tgc_tensor *r1 = tgc_sum(x, g_red_dims, g_red_n, g_red_keep);
     tgc_tensor *r2 = tgc_max(z, g_red_dims, g_red_n, g_red_keep);
     tgc_tensor *m1 = tgc_mean(tgc_mul(x, x), g_red_dims, g_red_n, g_red_keep);
     tgc_tensor *q = tgc_sum(z, g_other_dims, g_other_n, 1);
     tgc_tensor *all = tgc_mean(z, NULL, 0, 1); /* every dim kept as 1 */
-    /* row-shaped (or wider, with c) combinations of two reductions and an operand */
+    int64_t ks[TGC_MAX_DIMS]; /* the keepdim shape (sizes read only without keepdim) */
+    for (int d = 0; d < tgc_ndim(x) && !g_red_keep; d++)
+        ks[d] = g_red_n ? tgc_size(x, d) : 1;
+    for (int j = 0; j < g_red_n; j++)
+        ks[g_red_dims[j]] = 1;
+    /* back to the keepdim form through a view, to broadcast against x */
+    tgc_tensor *k1 = g_red_keep ? r1 : tgc_reshape(r1, ks, tgc_ndim(x));
+    tgc_tensor *k2 = g_red_keep ? r2 : tgc_reshape(r2, ks, tgc_ndim(x));
+    tgc_tensor *km = g_red_keep ? m1 : tgc_reshape(m1, ks, tgc_ndim(x));
     out[k++] = tgc_add(r1, r2);
-    out[k++] = tgc_add(r1, c);
-    out[k++] = tgc_mul(tgc_sub(r1, c), tgc_add(r2, c));
-    out[k++] = tgc_div(c, tgc_sqrt(tgc_add(m1, c)));
-    tgc_tensor *keep_shape[4] = {r1, r2, m1, NULL};
-    if (!g_red_keep) {
-        /* back to the keepdim form through a view, then broadcast against x */
-        int64_t ks[TGC_MAX_DIMS];
-        for (int d = 0; d < tgc_ndim(x); d++)
-            ks[d] = tgc_size(x, d);
-        for (int j = 0; j < g_red_n; j++)
-            ks[g_red_dims[j]] = 1;
-        if (g_red_n == 0)
-            for (int d = 0; d < tgc_ndim(x); d++)
-                ks[d] = 1;
-        for (int j = 0; j < 3; j++)
-            keep_shape[j] = tgc_reshape(keep_shape[j], ks, tgc_ndim(x));
-        out[k++] = tgc_add(x, tgc_reshape(tgc_add(r1, tgc_mul(r2, c)), ks, tgc_ndim(x)));
-    }
-    tgc_tensor *k1 = keep_shape[0], *k2 = keep_shape[1], *km = keep_shape[2];
     /* full-shaped epilogues reading both reductions, in every association */
     out[k++] = tgc_add(x, tgc_add(k1, k2));
     out[k++] = tgc_add(tgc_add(x, k1), k2);
-    out[k++] = tgc_add(x, tgc_add(k1, cx));
-    out[k++] = tgc_mul(tgc_sub(x, k1), tgc_add(cx, k2));
-    out[k++] = tgc_div(x, tgc_sqrt(tgc_add(km, cx)));
     /* a second reduction domain's result as a broadcast operand */
     out[k++] = tgc_add(x, tgc_add(k1, q));
-    out[k++] = tgc_add(x, tgc_mul(tgc_add(k1, all), cx));
     out[k++] = tgc_sub(tgc_add(k2, all), tgc_add(k1, q));
+    for (int i = 0; i < g_n_ops; i++) {
+        tgc_tensor *c = in[2 + 2 * i], *cx = in[3 + 2 * i];
+        /* row-shaped (or wider) combinations of two reductions and an operand */
+        out[k++] = tgc_add(r1, c);
+        out[k++] = tgc_mul(tgc_sub(r1, c), tgc_add(r2, c));
+        out[k++] = tgc_div(c, tgc_sqrt(tgc_add(m1, c)));
+        if (!g_red_keep)
+            out[k++] = tgc_add(x, tgc_reshape(tgc_add(r1, tgc_mul(r2, c)), ks, tgc_ndim(x)));
+        out[k++] = tgc_add(x, tgc_add(k1, cx));
+        out[k++] = tgc_mul(tgc_sub(x, k1), tgc_add(cx, k2));
+        out[k++] = tgc_div(x, tgc_sqrt(tgc_add(km, cx)));
+        out[k++] = tgc_add(x, tgc_mul(tgc_add(k1, all), cx));
+    }
     return all_set(out, k);
+}
+
+static int meet_outputs(void)
+{
+    return 5 + g_n_ops * (g_red_keep ? 7 : 8);
 }
 
 /* The shapes an operand broadcasting against `s` may have: every choice of dims set to 1,
@@ -868,8 +873,10 @@ static int broadcast_shapes(const int64_t *s, int ndim, int64_t out[][4], int *o
     return n;
 }
 
+/* One compile reading operands of every broadcast shape; with `one_each`, also one compile
+ * per operand shape (a single operand in the graph fuses as a user would write it). */
 static void check_reductions_meet(const int64_t *xs, int ndim, const int *dims, int n_dims,
-                                  int keep)
+                                  int keep, int one_each)
 {
     g_red_n = n_dims;
     g_red_keep = keep;
@@ -896,31 +903,28 @@ static void check_reductions_meet(const int64_t *xs, int ndim, const int *dims, 
         if (!red || keep)
             rs[rn++] = red ? 1 : xs[d];
     }
-    int64_t cs[32][4];
-    int cn[32];
-    int n_c = broadcast_shapes(rs, rn, cs, cn);
-    int64_t xcs[32][4];
-    int xcn[32];
-    int n_xc = broadcast_shapes(xs, ndim, xcs, xcn);
-    tgc_tensor *x = normal(xs, ndim, TGC_F32), *z = normal(xs, ndim, TGC_F32);
-    for (int i = 0; i < (n_c > n_xc ? n_c : n_xc); i++) {
-        tgc_tensor *c = uniform(cs[i % n_c], cn[i % n_c], TGC_F32, 0.5, 2.0);
-        tgc_tensor *in[4] = {x, z, c,
-                             keep ? c : uniform(xcs[i % n_xc], xcn[i % n_xc], TGC_F32, 0.5, 2.0)};
-        char name[96];
-        int p = snprintf(name, sizeof name, "meet_x%dd_red", ndim);
-        for (int j = 0; j < n_dims; j++)
-            p += snprintf(name + p, sizeof name - (size_t)p, "%d", dims[j]);
-        p += snprintf(name + p, sizeof name - (size_t)p, "%s_c[", keep ? "_keep" : "");
-        for (int d = 0; d < cn[i % n_c]; d++)
-            p += snprintf(name + p, sizeof name - (size_t)p, "%s%lld", d ? "," : "",
-                          (long long)cs[i % n_c][d]);
-        p += snprintf(name + p, sizeof name - (size_t)p, "]_cx[");
-        for (int d = 0; !keep && d < xcn[i % n_xc]; d++)
-            p += snprintf(name + p, sizeof name - (size_t)p, "%s%lld", d ? "," : "",
-                          (long long)xcs[i % n_xc][d]);
-        snprintf(name + p, sizeof name - (size_t)p, "]");
-        check_static(fn_reductions_meet, name, in, 4, keep ? 12 : 13);
+    int64_t cs[32][4], xcs[32][4];
+    int cn[32], xcn[32];
+    int n_c = broadcast_shapes(rs, rn, cs, cn), n_xc = broadcast_shapes(xs, ndim, xcs, xcn);
+    int n_ops = n_c > n_xc ? n_c : n_xc;
+    tgc_tensor *in[2 + 2 * 32] = {normal(xs, ndim, TGC_F32), normal(xs, ndim, TGC_F32)};
+    for (int i = 0; i < n_ops; i++) {
+        in[2 + 2 * i] = uniform(cs[i % n_c], cn[i % n_c], TGC_F32, 0.5, 2.0);
+        in[3 + 2 * i] =
+            keep ? in[2 + 2 * i] : uniform(xcs[i % n_xc], xcn[i % n_xc], TGC_F32, 0.5, 2.0);
+    }
+    char name[96];
+    int p = snprintf(name, sizeof name, "meet_x%dd_red", ndim);
+    for (int j = 0; j < n_dims; j++)
+        p += snprintf(name + p, sizeof name - (size_t)p, "%d", dims[j]);
+    snprintf(name + p, sizeof name - (size_t)p, "%s", keep ? "_keep" : "");
+    g_n_ops = n_ops;
+    check_static(fn_reductions_meet, name, in, 2 + 2 * n_ops, meet_outputs());
+    for (int i = 0; one_each && i < n_ops; i++) {
+        g_n_ops = 1;
+        tgc_tensor *one[4] = {in[0], in[1], in[2 + 2 * i], in[3 + 2 * i]};
+        snprintf(name + p, sizeof name - (size_t)p, "%s_op%d", keep ? "_keep" : "", i);
+        check_static(fn_reductions_meet, name, one, 4, meet_outputs());
     }
 }
 
@@ -935,28 +939,29 @@ static void check_reductions_meet(const int64_t *xs, int ndim, const int *dims, 
 static void reduction_results_meet_with_every_broadcast_shape(void **state)
 {
     (void)state;
-    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 1);
-    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 0);
-    check_reductions_meet(SHAPE(4, 5), (const int[]){0}, 1, 1);
-    check_reductions_meet(SHAPE(4, 5), (const int[]){0}, 1, 0);
-    check_reductions_meet(SHAPE(4, 5), (const int[]){0, 1}, 2, 1);
-    check_reductions_meet(SHAPE(4, 5), (const int[]){0, 1}, 2, 0);
-    check_reductions_meet(SHAPE(4, 5), NULL, 0, 0);
-    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){2}, 1, 1);
-    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1}, 1, 1);
-    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1}, 1, 0);
-    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){0, 2}, 2, 1);
-    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){0}, 1, 0);
-    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 1);
-    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 0);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 1, 1);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 0, 1);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0}, 1, 1, 0);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0}, 1, 0, 0);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0, 1}, 2, 1, 0);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0, 1}, 2, 0, 0);
+    check_reductions_meet(SHAPE(4, 5), NULL, 0, 0, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){2}, 1, 1, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1}, 1, 1, 1);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1}, 1, 0, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){0, 2}, 2, 1, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){0}, 1, 0, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 1, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 0, 0);
     /* symbolic sizes: one compile for both calls */
-    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 1); /* sets the reduction */
+    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 1, 0); /* sets the reduction */
+    g_n_ops = 1;
     tgc_fn *f = compile_llvm(fn_reductions_meet, "meet_dyn", TGC_DYNAMIC_ALWAYS);
     for (int i = 0; i < 2; i++) {
         int64_t r = i ? 6 : 4, c = i ? 33 : 5;
         tgc_tensor *cr = uniform(SHAPE(r, 1), TGC_F32, 0.5, 2.0);
         tgc_tensor *in[4] = {normal(SHAPE(r, c), TGC_F32), normal(SHAPE(r, c), TGC_F32), cr, cr};
-        expect_call(f, fn_reductions_meet, "meet_dyn", in, 4, 12);
+        expect_call(f, fn_reductions_meet, "meet_dyn", in, 4, meet_outputs());
     }
     expect_compiled(f, 1);
     tgc_fn_free(f);
