@@ -1410,6 +1410,18 @@ static tgc_tensor *view_chain(tgc_tensor *x, int which)
 }
 #define N_CHAINS 8
 
+/* Twelve merges of permuted dims in a row: each needs its own copy. */
+MODEL(fn_long_view_chain)
+{
+    UNUSED_ARGS;
+    tgc_tensor *v = in[0];
+    for (int i = 0; i < 12; i++)
+        v = tgc_reshape(tgc_transpose(tgc_reshape(v, (const int64_t[]){6, 4}, 2), 0, 1),
+                        (const int64_t[]){-1}, 1);
+    out[0] = tgc_mul_scalar(v, 3.0);
+    return all_set(out, 1);
+}
+
 MODEL(fn_view_chain)
 {
     UNUSED_ARGS;
@@ -1449,6 +1461,11 @@ static void view_chains_over_size_0_and_1_dims(void **state)
             assert_int_equal(st.eager_fallbacks, 0);
             tgc_fn_free(f);
         }
+    /* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_prepare.c
+     * materialize_views): copies went in one round per non-affine view of a chain, at
+     * most 8 rounds, so a chain of 12 such views failed with TGC_ERR_INTERNAL. */
+    tgc_tensor *x[1] = {normal(SHAPE(24), TGC_F32)};
+    check_static(fn_long_view_chain, "long_view_chain", x, 1, 1);
     /* symbolic sizes (the expands read sizes, so they may specialize) */
     for (g_chain = 0; g_chain < N_CHAINS; g_chain++) {
         tgc_fn *f = compile_llvm(fn_view_chain, "chain_dyn", TGC_DYNAMIC_ALWAYS);
