@@ -52,11 +52,25 @@ static tgc_sdim slice_start(tgc_symtab *t, tgc_sdim len, int64_t v)
     return tgc_sym_hint(t, len) < v ? len : v;
 }
 
+static int has_zero_dim(const tgc_vinfo *v)
+{
+    for (int d = 0; d < v->ndim; d++)
+        if (kir_is_const(v->shape[d], 0))
+            return 1;
+    return 0;
+}
+
 /* Reshape: pairs groups of input and output dims with equal products and rewrites the
  * strides group by group. */
 static int reshape_view(tgc_symtab *t, const tgc_vinfo *in, const tgc_sdim *is,
                         const tgc_vinfo *out, tgc_sdim *os)
 {
+    /* no elements: no access is ever made, so any strides describe the view (pairing by
+     * products would stop at the first 0 with dims of both sides left over) */
+    if (has_zero_dim(in) || has_zero_dim(out)) {
+        kir_contiguous_strides(t, out, os);
+        return 1;
+    }
     int i = 0, o = 0;
     while (i < in->ndim || o < out->ndim) {
         /* size-1 dims pair with nothing */

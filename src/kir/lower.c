@@ -286,8 +286,10 @@ static int32_t add_load(lctx *c, int32_t u, const tgc_vinfo *node_shape)
     kir_load ld = {0};
     ld.at.buf = kir_buf_of(c->k, base, c->g->nodes[base].out.dtype, 0);
     ld.at.off = off;
+    /* a size-1 dim of the node is index 0 whatever var walks its domain dim (a row-shaped
+     * node keeps the reduced dims as 1 while their inner vars run): it adds no stride */
     for (int j = 0; j < node_shape->ndim; j++)
-        if (!kir_is_const(st[j], 0))
+        if (!kir_is_const(st[j], 0) && !kir_is_const(node_shape->shape[j], 1))
             ld.at.stride[c->var_of_dim[dd[j]]] = st[j];
     ld.dtype = c->g->nodes[base].out.dtype;
     return kir_add_load_val(c->k, &ld);

@@ -92,6 +92,30 @@ static void view_of_merge_of_permuted_dims_is_not_affine(void **state)
     tgc_graph_free(g);
 }
 
+/* Regression test (the bug it found is fixed): reshape pairs dims by equal products, and
+ * over a size-0 dim the first product (0) matched with dims of both sides left, so
+ * [0, 1, 7, 3] -> [0] was "not affine" even over a contiguous copy. */
+static void view_of_reshape_over_size_zero_dim_is_affine(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim s[4] = {0, 7, 1, 3};
+    int32_t x = gb_input(g, TGC_F32, 4, s);
+    int32_t t = gb_ints(g, TGC_OP_PERMUTE, x, (int64_t[]){0, 2, 1, 3}, 4); /* [0, 1, 7, 3] */
+    int32_t r = gb_ints(g, TGC_OP_RESHAPE, t, (int64_t[]){-1}, 1);
+    assert_int_equal(g->nodes[r].out.shape[0], 0);
+    expect_view(g, r, x, 0, 1, (int64_t[]){1});
+    int32_t sl = gb_ints(g, TGC_OP_SLICE, r, (int64_t[]){0, 1, END, 3}, 4);
+    kir_view vw;
+    assert_int_equal(kir_view_of(g, sl, &vw), 1);
+    assert_int_equal(vw.base, x);
+    /* [0, 7, 1, 3] -> [7, 0]: the output's 0 is not first */
+    int32_t q = gb_ints(g, TGC_OP_RESHAPE, x, (int64_t[]){7, -1}, 2);
+    assert_int_equal(g->nodes[q].out.shape[1], 0);
+    expect_view(g, q, x, 0, 2, (int64_t[]){0, 1});
+    tgc_graph_free(g);
+}
+
 static void view_of_slice_with_step_and_negative_start(void **state)
 {
     (void)state;
@@ -498,6 +522,43 @@ static void lower_mean_over_first_dim_walks_columns(void **state)
     tgc_graph_free(g);
 }
 
+/* Regression test (the bug it found is fixed): inside a reduction group, an operand of a
+ * row-shaped node (sum(x, {1}, keepdim) + sum(z, {1}, keepdim): [4, 1]) took its own
+ * stride on the reduced dim although the node's size-1 dim is always index 0, so the
+ * epilogue x + (that) read the first sum at the column index. */
+static void lower_row_node_operands_do_not_walk_reduced_dims(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim s[2] = {4, 5}, s1[1] = {1};
+    int32_t x = gb_input(g, TGC_F32, 2, s), z = gb_input(g, TGC_F32, 2, s);
+    int32_t c = gb_input(g, TGC_F32, 1, s1);
+    int32_t sx = gb_reduce(g, TGC_OP_SUM, x, 0x2, 1), sz = gb_reduce(g, TGC_OP_SUM, z, 0x2, 1);
+    int32_t row = gb_bin(g, TGC_OP_ADD, gb_bin(g, TGC_OP_ADD, sx, sz), c);
+    int32_t o = gb_bin(g, TGC_OP_ADD, x, row);
+    gb_outputs(g, &o, 1);
+    lowered l;
+    lower_all(g, &l);
+    int found = 0;
+    for (int i = 0; i < l.n; i++) {
+        const kir_kernel *k = l.k[i];
+        for (int li = 0; li < k->n_loads; li++) {
+            int32_t v = k->bufs[k->loads[li].at.buf].value;
+            if (v != sx && v != c)
+                continue;
+            found++;
+            /* [4 | 5]: the row var walks sx (stride 1) and not c; the column var neither */
+            assert_int_equal(k->n_outer, 1);
+            assert_int_equal(k->n_inner, 1);
+            assert_int_equal(load_stride(k, li, 0), v == sx ? 1 : 0);
+            assert_int_equal(load_stride(k, li, 1), 0);
+        }
+    }
+    assert_int_equal(found, 2);
+    lowered_free(&l);
+    tgc_graph_free(g);
+}
+
 static void lower_full_reduction_to_scalar(void **state)
 {
     (void)state;
@@ -732,6 +793,7 @@ int main(void)
         cmocka_unit_test(view_of_plain_value_is_row_major),
         cmocka_unit_test(view_of_permute_and_reshape_split_and_merge),
         cmocka_unit_test(view_of_merge_of_permuted_dims_is_not_affine),
+        cmocka_unit_test(view_of_reshape_over_size_zero_dim_is_affine),
         cmocka_unit_test(view_of_slice_with_step_and_negative_start),
         cmocka_unit_test(view_of_expand_squeeze_unsqueeze),
         cmocka_unit_test(view_of_symbolic_dims),
@@ -744,6 +806,7 @@ int main(void)
         cmocka_unit_test(lower_layer_norm_is_one_kernel),
         cmocka_unit_test(lower_sum_over_middle_dims_splits_outer_and_inner),
         cmocka_unit_test(lower_mean_over_first_dim_walks_columns),
+        cmocka_unit_test(lower_row_node_operands_do_not_walk_reduced_dims),
         cmocka_unit_test(lower_full_reduction_to_scalar),
         cmocka_unit_test(lower_linear_reads_weight_transposed),
         cmocka_unit_test(lower_batched_matmul_with_shared_weight_folds_batch_into_m),

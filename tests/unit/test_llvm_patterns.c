@@ -31,7 +31,7 @@
 #include "tgc/tgc.h"
 #include "unit/unit_test_util.h"
 
-#define MAX_OUT 24
+#define MAX_OUT 128
 
 /* ---- inputs and comparison (all on interp) ---- */
 
@@ -313,10 +313,10 @@ MODEL(fn_exp)
     return all_set(out, 1);
 }
 
-/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_math.c, tgc_lm_exp): f32 inputs in (88.0, 88.7228] are
- * clamped to 88.0 before the range reduction, so exp(88.55f) gives exp(88) = 1.6516e38
- * instead of 2.8627e38 (interp; still finite in f32). The clamp must sit at the overflow
- * threshold (or 2^n be built in two steps for n = 128). */
+/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_math.c, tgc_lm_exp): f32
+ * inputs in (88.0, 88.7228] are clamped to 88.0 before the range reduction, so exp(88.55f) gives
+ * exp(88) = 1.6516e38 instead of 2.8627e38 (interp; still finite in f32). The clamp must sit at the
+ * overflow threshold (or 2^n be built in two steps for n = 128). */
 static void exp_just_below_overflow_matches_interp(void **state)
 {
     (void)state;
@@ -356,10 +356,10 @@ MODEL(fn_pow_half)
     return all_set(out, 1);
 }
 
-/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_codegen.c, pow_scalar): pow_scalar(x, 0.5) is emitted as
- * llvm.sqrt, but pow(-inf, 0.5) is +inf (C99 F.9.4.4, interp, PyTorch) where sqrt(-inf) is
- * NaN: x = -inf gives NaN, want +inf. sqrt also differs at -0 (-0 vs +0; equal as values).
- * Emit sqrt only with a select for -inf (or call pow for that lane). */
+/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_codegen.c, pow_scalar):
+ * pow_scalar(x, 0.5) is emitted as llvm.sqrt, but pow(-inf, 0.5) is +inf (C99 F.9.4.4, interp,
+ * PyTorch) where sqrt(-inf) is NaN: x = -inf gives NaN, want +inf. sqrt also differs at -0 (-0 vs
+ * +0; equal as values). Emit sqrt only with a select for -inf (or call pow for that lane). */
 static void pow_half_of_negative_infinity(void **state)
 {
     (void)state;
@@ -506,9 +506,9 @@ MODEL(fn_cast_i64)
 static const double out_of_range[] = {1e10,      -1e10, 3e9,   -3e9, 2147483648.0, INFINITY,
                                       -INFINITY, 1e19,  -1e19, NAN,  7.9,          -7.9};
 
-/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_codegen.c, convert): a float -> i32 cast saturates to
- * int64 (llvm.fptosi.sat to i64, the integer compute type) and then wraps to 32 bits, so
- * out-of-range values do not saturate as include/tgc/ops.h promises: 1e10f gives
+/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_codegen.c, convert): a float
+ * -> i32 cast saturates to int64 (llvm.fptosi.sat to i64, the integer compute type) and then wraps
+ * to 32 bits, so out-of-range values do not saturate as include/tgc/ops.h promises: 1e10f gives
  * 1410065408 (want 2147483647), 3e9f gives -1294967296, +inf gives -1 and -inf gives 0
  * (want INT32_MIN). Saturate to the i32 bounds when converting from a float. */
 static void float_to_i32_cast_saturates(void **state)
@@ -731,10 +731,10 @@ MODEL(fn_mean_of_squares)
     return all_set(out, 2);
 }
 
-/* Regression test (the bug it found is fixed) (src/kir/lower.c lower_reduce with llvm_codegen.c emit_val KV_ACC): a mean is
- * lowered as acc / count where the accumulator (summed in f64) is first converted to the
- * node's dtype; for f16 / bf16 that rounds the sum to 16 bits before the division, so the
- * mean is rounded twice. interp divides in double and rounds once. On randn f16 [5, 6, 7],
+/* Regression test (the bug it found is fixed) (src/kir/lower.c lower_reduce with llvm_codegen.c
+ * emit_val KV_ACC): a mean is lowered as acc / count where the accumulator (summed in f64) is first
+ * converted to the node's dtype; for f16 / bf16 that rounds the sum to 16 bits before the division,
+ * so the mean is rounded twice. interp divides in double and rounds once. On randn f16 [5, 6, 7],
  * mean(x * x, dim 2) differs by one f16 ulp in 6 of 30 rows (0.8471679688 vs 0.8466796875);
  * x - mean(x * x) then differs by up to 4 ulps (-0.125 vs -0.125488281), outside the f16
  * tolerance. Divide in the accumulator's type and round once. */
@@ -799,6 +799,275 @@ static void softmax_and_layer_norm_are_one_kernel_each(void **state)
     assert_int_equal(check_static(fn_softmax, "softmax_mid", z, 1, 1), 1);
 }
 
+/* ---- reduction results meeting again in one expression ---- */
+
+/* The reduction fn_reductions_meet applies (set before each compile; every compile traces
+ * afresh), and how many operand pairs follow x and z in its inputs. */
+static int g_red_dims[3], g_red_n, g_red_keep, g_n_ops;
+static int g_other_dims[3], g_other_n; /* a second reduction domain of the same input */
+
+/* in: x, z, then g_n_ops pairs (c broadcasting against the reduction's result, cx against
+ * x): 5 outputs, then 7 per pair (8 without keepdim). */
+MODEL(fn_reductions_meet)
+{
+    UNUSED_ARGS;
+    tgc_tensor *x = in[0], *z = in[1];
+    int k = 0;
+    tgc_tensor *r1 = tgc_sum(x, g_red_dims, g_red_n, g_red_keep);
+    tgc_tensor *r2 = tgc_max(z, g_red_dims, g_red_n, g_red_keep);
+    tgc_tensor *m1 = tgc_mean(tgc_mul(x, x), g_red_dims, g_red_n, g_red_keep);
+    tgc_tensor *q = tgc_sum(z, g_other_dims, g_other_n, 1);
+    tgc_tensor *all = tgc_mean(z, NULL, 0, 1); /* every dim kept as 1 */
+    int64_t ks[TGC_MAX_DIMS]; /* the keepdim shape (sizes read only without keepdim) */
+    for (int d = 0; d < tgc_ndim(x) && !g_red_keep; d++)
+        ks[d] = g_red_n ? tgc_size(x, d) : 1;
+    for (int j = 0; j < g_red_n; j++)
+        ks[g_red_dims[j]] = 1;
+    /* back to the keepdim form through a view, to broadcast against x */
+    tgc_tensor *k1 = g_red_keep ? r1 : tgc_reshape(r1, ks, tgc_ndim(x));
+    tgc_tensor *k2 = g_red_keep ? r2 : tgc_reshape(r2, ks, tgc_ndim(x));
+    tgc_tensor *km = g_red_keep ? m1 : tgc_reshape(m1, ks, tgc_ndim(x));
+    out[k++] = tgc_add(r1, r2);
+    /* full-shaped epilogues reading both reductions, in every association */
+    out[k++] = tgc_add(x, tgc_add(k1, k2));
+    out[k++] = tgc_add(tgc_add(x, k1), k2);
+    /* a second reduction domain's result as a broadcast operand */
+    out[k++] = tgc_add(x, tgc_add(k1, q));
+    out[k++] = tgc_sub(tgc_add(k2, all), tgc_add(k1, q));
+    for (int i = 0; i < g_n_ops; i++) {
+        tgc_tensor *c = in[2 + 2 * i], *cx = in[3 + 2 * i];
+        /* row-shaped (or wider) combinations of two reductions and an operand */
+        out[k++] = tgc_add(r1, c);
+        out[k++] = tgc_mul(tgc_sub(r1, c), tgc_add(r2, c));
+        out[k++] = tgc_div(c, tgc_sqrt(tgc_add(m1, c)));
+        if (!g_red_keep)
+            out[k++] = tgc_add(x, tgc_reshape(tgc_add(r1, tgc_mul(r2, c)), ks, tgc_ndim(x)));
+        out[k++] = tgc_add(x, tgc_add(k1, cx));
+        out[k++] = tgc_mul(tgc_sub(x, k1), tgc_add(cx, k2));
+        out[k++] = tgc_div(x, tgc_sqrt(tgc_add(km, cx)));
+        out[k++] = tgc_add(x, tgc_mul(tgc_add(k1, all), cx));
+    }
+    return all_set(out, k);
+}
+
+static int meet_outputs(void)
+{
+    return 5 + g_n_ops * (g_red_keep ? 7 : 8);
+}
+
+/* The shapes an operand broadcasting against `s` may have: every choice of dims set to 1,
+ * every proper suffix (leading dims dropped) and 0-D. Returns the count. */
+static int broadcast_shapes(const int64_t *s, int ndim, int64_t out[][4], int *out_ndim)
+{
+    int n = 0;
+    for (unsigned m = 0; m < (1u << ndim); m++) {
+        for (int d = 0; d < ndim; d++)
+            out[n][d] = (m >> d) & 1 ? 1 : s[d];
+        out_ndim[n++] = ndim;
+    }
+    for (int lead = 1; lead <= ndim; lead++) {
+        for (int d = lead; d < ndim; d++)
+            out[n][d - lead] = s[d];
+        out_ndim[n++] = ndim - lead; /* lead == ndim: 0-D */
+    }
+    return n;
+}
+
+/* One compile reading operands of every broadcast shape; with `one_each`, also one compile
+ * per operand shape (a single operand in the graph fuses as a user would write it). */
+static void check_reductions_meet(const int64_t *xs, int ndim, const int *dims, int n_dims,
+                                  int keep, int one_each)
+{
+    g_red_n = n_dims;
+    g_red_keep = keep;
+    for (int j = 0; j < n_dims; j++)
+        g_red_dims[j] = dims[j];
+    /* the other domain: the dims not reduced (or the last one when all are) */
+    g_other_n = 0;
+    for (int d = 0; d < ndim; d++) {
+        int red = n_dims == 0;
+        for (int j = 0; j < n_dims; j++)
+            red |= dims[j] == d;
+        if (!red)
+            g_other_dims[g_other_n++] = d;
+    }
+    if (g_other_n == 0)
+        g_other_dims[g_other_n++] = ndim - 1;
+    /* c broadcasts against the reduction's result, cx against x (with keepdim: one) */
+    int64_t rs[4];
+    int rn = 0;
+    for (int d = 0; d < ndim; d++) {
+        int red = n_dims == 0;
+        for (int j = 0; j < n_dims; j++)
+            red |= dims[j] == d;
+        if (!red || keep)
+            rs[rn++] = red ? 1 : xs[d];
+    }
+    int64_t cs[32][4], xcs[32][4];
+    int cn[32], xcn[32];
+    int n_c = broadcast_shapes(rs, rn, cs, cn), n_xc = broadcast_shapes(xs, ndim, xcs, xcn);
+    int n_ops = n_c > n_xc ? n_c : n_xc;
+    tgc_tensor *in[2 + 2 * 32] = {normal(xs, ndim, TGC_F32), normal(xs, ndim, TGC_F32)};
+    for (int i = 0; i < n_ops; i++) {
+        in[2 + 2 * i] = uniform(cs[i % n_c], cn[i % n_c], TGC_F32, 0.5, 2.0);
+        in[3 + 2 * i] =
+            keep ? in[2 + 2 * i] : uniform(xcs[i % n_xc], xcn[i % n_xc], TGC_F32, 0.5, 2.0);
+    }
+    char name[96];
+    int p = snprintf(name, sizeof name, "meet_x%dd_red", ndim);
+    for (int j = 0; j < n_dims; j++)
+        p += snprintf(name + p, sizeof name - (size_t)p, "%d", dims[j]);
+    snprintf(name + p, sizeof name - (size_t)p, "%s", keep ? "_keep" : "");
+    g_n_ops = n_ops;
+    check_static(fn_reductions_meet, name, in, 2 + 2 * n_ops, meet_outputs());
+    for (int i = 0; one_each && i < n_ops; i++) {
+        g_n_ops = 1;
+        tgc_tensor *one[4] = {in[0], in[1], in[2 + 2 * i], in[3 + 2 * i]};
+        snprintf(name + p, sizeof name - (size_t)p, "%s_op%d", keep ? "_keep" : "", i);
+        check_static(fn_reductions_meet, name, one, 4, meet_outputs());
+    }
+}
+
+/* Regression test (the bug it found is fixed) (src/kir/lower.c add_load): inside a
+ * reduction group, an operand read at a row-shaped node (the keepdim shape [4, 1] of
+ * sum(x, {1}, keepdim)) got the reduced dim's stride of its own view, although a size-1
+ * dim of the node is always index 0: x + (sum(x, {1}, keepdim) + sum(z, {1}, keepdim))
+ * read the first sum at the column index (row 0 = 56 67 78 59 <past the buffer> for
+ * 56 57 58 59 60), and so did x + (sum(x) + c) with c of shape [1], and every
+ * normalization written out by hand. Every reduction over 2-D and 3-D inputs, keepdim and
+ * not, with an operand of every broadcast shape. */
+static void reduction_results_meet_with_every_broadcast_shape(void **state)
+{
+    (void)state;
+    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 1, 1);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 0, 1);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0}, 1, 1, 0);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0}, 1, 0, 0);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0, 1}, 2, 1, 0);
+    check_reductions_meet(SHAPE(4, 5), (const int[]){0, 1}, 2, 0, 0);
+    check_reductions_meet(SHAPE(4, 5), NULL, 0, 0, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){2}, 1, 1, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1}, 1, 1, 1);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1}, 1, 0, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){0, 2}, 2, 1, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){0}, 1, 0, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 1, 0);
+    check_reductions_meet(SHAPE(2, 3, 17), (const int[]){1, 2}, 2, 0, 0);
+    /* symbolic sizes: one compile for both calls */
+    check_reductions_meet(SHAPE(4, 5), (const int[]){1}, 1, 1, 0); /* sets the reduction */
+    g_n_ops = 1;
+    tgc_fn *f = compile_llvm(fn_reductions_meet, "meet_dyn", TGC_DYNAMIC_ALWAYS);
+    for (int i = 0; i < 2; i++) {
+        int64_t r = i ? 6 : 4, c = i ? 33 : 5;
+        tgc_tensor *cr = uniform(SHAPE(r, 1), TGC_F32, 0.5, 2.0);
+        tgc_tensor *in[4] = {normal(SHAPE(r, c), TGC_F32), normal(SHAPE(r, c), TGC_F32), cr, cr};
+        expect_call(f, fn_reductions_meet, "meet_dyn", in, 4, meet_outputs());
+    }
+    expect_compiled(f, 1);
+    tgc_fn_free(f);
+}
+
+/* Normalizations written out by hand (in[0]: x [N, C, H, W], in[1]: weight [C], in[2]:
+ * bias [C], in[3]: eps [1]). */
+MODEL(fn_hand_norms)
+{
+    UNUSED_ARGS;
+    tgc_tensor *x = in[0], *w = in[1], *b = in[2], *eps = in[3];
+    int64_t n = tgc_size(x, 0), ch = tgc_size(x, 1), h = tgc_size(x, 2), wd = tgc_size(x, 3);
+    const int last[] = {3}, spatial[] = {2, 3}, grp[] = {2};
+    int k = 0;
+    /* mean / variance normalization over the last dim */
+    tgc_tensor *m = tgc_mean(x, last, 1, 1);
+    tgc_tensor *d = tgc_sub(x, m);
+    tgc_tensor *v = tgc_mean(tgc_mul(d, d), last, 1, 1);
+    out[k++] = tgc_div(d, tgc_sqrt(tgc_add(v, eps)));
+    out[k++] = tgc_mul(tgc_sub(x, m), tgc_rsqrt(tgc_add_scalar(tgc_var(x, last, 1, 0, 1), 1e-5)));
+    /* instance-norm like, over two dims, with per-channel affine */
+    int64_t cs[] = {1, ch, 1, 1};
+    tgc_tensor *wc = tgc_reshape(w, cs, 4), *bc = tgc_reshape(b, cs, 4);
+    tgc_tensor *ms = tgc_mean(x, spatial, 2, 1);
+    tgc_tensor *vs = tgc_sub(tgc_mean(tgc_mul(x, x), spatial, 2, 1), tgc_mul(ms, ms));
+    out[k++] = tgc_add(tgc_mul(tgc_div(tgc_sub(x, ms), tgc_sqrt(tgc_add(vs, eps))), wc), bc);
+    /* group norm via reshape: [N, G, C/G * H * W] */
+    int64_t gs[] = {n, 2, ch / 2 * h * wd};
+    tgc_tensor *xg = tgc_reshape(x, gs, 3);
+    tgc_tensor *mg = tgc_mean(xg, grp, 1, 1);
+    tgc_tensor *dg = tgc_sub(xg, mg);
+    tgc_tensor *vg = tgc_mean(tgc_mul(dg, dg), grp, 1, 1);
+    int64_t xs[4];
+    tgc_shape(x, xs);
+    tgc_tensor *yg = tgc_reshape(tgc_div(dg, tgc_sqrt(tgc_add(vg, eps))), xs, 4);
+    out[k++] = tgc_add(tgc_mul(yg, wc), bc);
+    /* layer norm over rows of a [N * H, C * W] view, a weight repeated per channel */
+    tgc_tensor *t = tgc_reshape(x, (const int64_t[]){n * h, ch * wd}, 2);
+    const int one[] = {1};
+    tgc_tensor *mt = tgc_mean(t, one, 1, 1);
+    tgc_tensor *vt = tgc_mean(tgc_mul(tgc_sub(t, mt), tgc_sub(t, mt)), one, 1, 1);
+    tgc_tensor *lw = tgc_reshape(
+        tgc_expand(tgc_reshape(w, (const int64_t[]){ch, 1}, 2), (const int64_t[]){ch, wd}, 2),
+        (const int64_t[]){ch * wd}, 1);
+    out[k++] =
+        tgc_add_scalar(tgc_mul(tgc_div(tgc_sub(t, mt), tgc_sqrt(tgc_add(vt, eps))), lw), 0.25);
+    /* RMS norm: x / sqrt(mean(x * x) + eps), eps of shape [1], times a weight */
+    tgc_tensor *ms2 = tgc_mean(tgc_mul(t, t), one, 1, 1);
+    out[k++] = tgc_mul(tgc_div(t, tgc_sqrt(tgc_add(ms2, eps))), lw);
+    out[k++] =
+        tgc_mul(t, tgc_unsqueeze(tgc_rsqrt(tgc_add(tgc_mean(tgc_mul(t, t), one, 1, 0), eps)), 1));
+    return all_set(out, k);
+}
+
+/* Regression test (the bug it found is fixed): hand-written mean / variance, instance, group,
+ * layer and RMS norms (eps a [1] tensor) read their statistics at the wrong index (see
+ * reduction_results_meet_with_every_broadcast_shape). */
+static void hand_written_norms_match_interp(void **state)
+{
+    (void)state;
+    static const int64_t ws[] = {1, 5, 64};
+    for (int i = 0; i < N_OF(ws); i++) {
+        tgc_tensor *in[4] = {normal(SHAPE(2, 4, 3, ws[i]), TGC_F32), normal(SHAPE(4), TGC_F32),
+                             normal(SHAPE(4), TGC_F32),
+                             from_values((const double[]){1e-5}, 1, SHAPE(1), TGC_F32)};
+        char name[32];
+        snprintf(name, sizeof name, "hand_norms_%lld", (long long)ws[i]);
+        check_static(fn_hand_norms, name, in, 4, 7);
+    }
+}
+
+/* The report's example by hand: x = 0..19 and z = 1 as [4, 5], so element (r, j) of
+ * x + (sum(x, {1}, keepdim) + sum(z, {1}, keepdim)) is (5r + j) + (25r + 10) + 5. */
+MODEL(fn_two_sums)
+{
+    UNUSED_ARGS;
+    const int d1[] = {1};
+    out[0] = tgc_add(in[0], tgc_add(tgc_sum(in[0], d1, 1, 1), tgc_sum(in[1], d1, 1, 1)));
+    out[1] = tgc_add(in[0], tgc_add(tgc_sum(in[0], d1, 1, 1), in[2]));
+    return all_set(out, 2);
+}
+
+static void two_keepdim_sums_by_hand(void **state)
+{
+    (void)state;
+    double xv[20];
+    for (int i = 0; i < 20; i++)
+        xv[i] = i;
+    tgc_tensor *in[3] = {from_values(xv, 20, SHAPE(4, 5), TGC_F32),
+                         from_values((const double[]){1}, 1, SHAPE(4, 5), TGC_F32),
+                         from_values((const double[]){5}, 1, SHAPE(1), TGC_F32)};
+    tgc_fn *f = compile_llvm(fn_two_sums, "two_sums", TGC_DYNAMIC_NEVER);
+    tgc_tensor *out[2] = {0};
+    if (tgc_call(f, NULL, in, 3, out, 2) != TGC_OK)
+        fail_msg("two_sums: %s", tgc_last_error());
+    expect_compiled(f, 1);
+    for (int k = 0; k < 2; k++) {
+        double *y = host_f64(out[k]);
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 5; j++)
+                assert_true(y[r * 5 + j] == (double)(5 * r + j + 25 * r + 10 + 5));
+        free(y);
+    }
+    tgc_fn_free(f);
+}
+
 /* ---- templates ---- */
 
 MODEL(fn_conv_bias_relu)
@@ -834,8 +1103,9 @@ static void conv_im2col_paths(void **state)
     (void)state;
     static const struct {
         int64_t n, c, h, w, pad, stride;
-    } g[] = {{2, 3, 20, 40, 1, 1}, {2, 5, 9, 9, 1, 1}, {2, 4, 16, 16, 2, 1}, {3, 3, 8, 12, 2, 1},
-             {2, 4, 11, 7, 2, 1},  {2, 3, 6, 4, 0, 1}, {2, 3, 13, 17, 1, 2}, {1, 4, 10, 10, 3, 1}, {2, 3, 20, 33, 1, 2}};
+    } g[] = {{2, 3, 20, 40, 1, 1}, {2, 5, 9, 9, 1, 1},   {2, 4, 16, 16, 2, 1},
+             {3, 3, 8, 12, 2, 1},  {2, 4, 11, 7, 2, 1},  {2, 3, 6, 4, 0, 1},
+             {2, 3, 13, 17, 1, 2}, {1, 4, 10, 10, 3, 1}, {2, 3, 20, 33, 1, 2}};
     for (size_t i = 0; i < N_OF(g); i++) {
         int64_t pv = g[i].pad, sv = g[i].stride;
         tgc_tensor *in[4] = {normal(SHAPE(g[i].n, g[i].c, g[i].h, g[i].w), TGC_F32),
@@ -1067,9 +1337,9 @@ static int bf16_kernels_link(void)
     return st == TGC_OK;
 }
 
-/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_codegen.c, convert / to_mem): f32 -> bf16 is an LLVM
- * fptrunc to bfloat, which targets without AVX512-BF16 (TGC_LLVM_CPU=haswell or x86-64;
- * most CPUs) lower to a call of the compiler-rt builtin __truncsfbf2. Nothing in the
+/* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_codegen.c, convert / to_mem):
+ * f32 -> bf16 is an LLVM fptrunc to bfloat, which targets without AVX512-BF16 (TGC_LLVM_CPU=haswell
+ * or x86-64; most CPUs) lower to a call of the compiler-rt builtin __truncsfbf2. Nothing in the
  * process defines it (libgcc 12 has none), so every kernel that stores or rounds bf16
  * fails to link: "JIT session error: Symbols not found: [ __truncsfbf2 ]", tgc_call returns
  * the compile error. Round in integer arithmetic (nearest even, NaN kept) or give the JIT
@@ -1106,6 +1376,113 @@ static void empty_tensors(void **state)
     tgc_tensor *in[3] = {normal(SHAPE(0, 5), TGC_F32), normal(SHAPE(5), TGC_F32),
                          normal(SHAPE(4, 5), TGC_F32)};
     check_static(fn_empty, "empty", in, 3, 6);
+}
+
+/* ---- view chains over size-0 and size-1 dims ---- */
+
+static int g_chain; /* which chain fn_view_chain applies to its [A, B, C, D] input */
+
+/* Sizes are never passed to reshape here: a 0 in a reshape target copies the input's dim. */
+static tgc_tensor *view_chain(tgc_tensor *x, int which)
+{
+    int64_t a = tgc_size(x, 0), b = tgc_size(x, 1), c = tgc_size(x, 2), d = tgc_size(x, 3);
+    switch (which) {
+    case 0: /* the report's chain */
+        return tgc_slice(tgc_reshape(tgc_transpose(x, 1, 2), (const int64_t[]){-1}, 1), 0, 1,
+                         INT64_MAX, 3);
+    case 1: return tgc_flatten(tgc_permute(x, (const int[]){0, 3, 1, 2}, 4), 1, 3);
+    case 2: return tgc_transpose(tgc_flatten(tgc_transpose(x, 0, 3), 1, 3), 0, 1);
+    case 3: {
+        tgc_tensor *e = tgc_expand(tgc_unsqueeze(x, 2), (const int64_t[]){a, b, 4, c, d}, 5);
+        return tgc_slice(tgc_flatten(e, 1, 3), 1, 1, INT64_MAX, 2);
+    }
+    case 4: {
+        tgc_tensor *s = tgc_squeeze(tgc_transpose(x, 1, 2), 1); /* dim 1 is C: a no-op if C > 1 */
+        return tgc_flatten(tgc_unsqueeze(s, 0), 0, 1);
+    }
+    case 5: {
+        tgc_tensor *t = tgc_flatten(tgc_transpose(x, 0, 1), 1, 3);
+        return tgc_slice(tgc_flatten(tgc_transpose(t, 0, 1), 0, 1), 0, 0, INT64_MAX, 2);
+    }
+    case 6: { /* a size-1 slice expanded, permuted, merged */
+        tgc_tensor *e =
+            tgc_expand(tgc_slice(x, 2, 0, 1, 1), (const int64_t[]){a, b, c ? 3 : -1, d}, 4);
+        tgc_tensor *p = tgc_permute(e, (const int[]){2, 0, 3, 1}, 4);
+        return tgc_flatten(tgc_flatten(p, 2, 3), 0, 1);
+    }
+    default: return tgc_squeeze(tgc_flatten(tgc_transpose(x, 2, 3), 2, 3), TGC_ALL_DIMS);
+    }
+}
+#define N_CHAINS 8
+
+/* Twelve merges of permuted dims in a row: each needs its own copy. */
+MODEL(fn_long_view_chain)
+{
+    UNUSED_ARGS;
+    tgc_tensor *v = in[0];
+    for (int i = 0; i < 12; i++)
+        v = tgc_reshape(tgc_transpose(tgc_reshape(v, (const int64_t[]){6, 4}, 2), 0, 1),
+                        (const int64_t[]){-1}, 1);
+    out[0] = tgc_mul_scalar(v, 3.0);
+    return all_set(out, 1);
+}
+
+MODEL(fn_view_chain)
+{
+    UNUSED_ARGS;
+    tgc_tensor *v = view_chain(in[0], g_chain);
+    out[0] = v;
+    out[1] = tgc_add_scalar(tgc_mul_scalar(v, 2.0), 1.0);
+    out[2] = tgc_sum(tgc_exp(v), NULL, 0, 0);
+    return all_set(out, 3);
+}
+
+/* Regression test (the bug it found is fixed) (src/kir/access.c reshape_view): a reshape over
+ * a size-0 dim pairs input and output dims by equal products, and a product of 0 equals the
+ * first output dim before every input dim is consumed: [0, 1, 7, 3] -> [0] left 7 and 3
+ * unpaired, the view "was not affine", and the LLVM preparation, whose contiguous copy
+ * reshapes the same way, failed with TGC_ERR_INTERNAL "view %N (reshape) is still not
+ * affine after copies" (x of [0, 7, 1, 3] -> transpose(1, 2) -> reshape(-1) -> slice(0, 1,
+ * MAX, 3)). Chains of reshape, permute, transpose, slice, expand, squeeze, unsqueeze and
+ * flatten over size-0 and size-1 dims, against interp in shape and value. */
+static void view_chains_over_size_0_and_1_dims(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][4] = {{0, 7, 1, 3}, {1, 7, 1, 3}, {2, 0, 1, 3},
+                                        {2, 7, 1, 0}, {1, 1, 1, 1}, {0, 0, 0, 0},
+                                        {2, 1, 5, 1}, {2, 7, 1, 3}, {3, 2, 4, 5}};
+    for (int s = 0; s < N_OF(shapes); s++)
+        for (g_chain = 0; g_chain < N_CHAINS; g_chain++) {
+            char name[64];
+            snprintf(name, sizeof name, "chain%d_[%lld,%lld,%lld,%lld]", g_chain,
+                     (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2],
+                     (long long)shapes[s][3]);
+            tgc_tensor *in[1] = {normal(shapes[s], 4, TGC_F32)};
+            tgc_fn *f = compile_llvm(fn_view_chain, name, TGC_DYNAMIC_NEVER);
+            expect_call(f, fn_view_chain, name, in, 1, 3);
+            tgc_stats st;
+            assert_int_equal(tgc_fn_stats(f, &st), TGC_OK);
+            assert_int_equal(st.compiles, 1);
+            assert_int_equal(st.eager_fallbacks, 0);
+            tgc_fn_free(f);
+        }
+    /* Regression test (the bug it found is fixed) (src/backend/llvm/llvm_prepare.c
+     * materialize_views): copies went in one round per non-affine view of a chain, at
+     * most 8 rounds, so a chain of 12 such views failed with TGC_ERR_INTERNAL. */
+    tgc_tensor *x[1] = {normal(SHAPE(24), TGC_F32)};
+    check_static(fn_long_view_chain, "long_view_chain", x, 1, 1);
+    /* symbolic sizes (the expands read sizes, so they may specialize) */
+    for (g_chain = 0; g_chain < N_CHAINS; g_chain++) {
+        tgc_fn *f = compile_llvm(fn_view_chain, "chain_dyn", TGC_DYNAMIC_ALWAYS);
+        tgc_tensor *a[1] = {normal(SHAPE(3, 2, 4, 5), TGC_F32)},
+                   *b[1] = {normal(SHAPE(4, 3, 2, 6), TGC_F32)};
+        expect_call(f, fn_view_chain, "chain_dyn", a, 1, 3);
+        expect_call(f, fn_view_chain, "chain_dyn", b, 1, 3);
+        tgc_stats st;
+        assert_int_equal(tgc_fn_stats(f, &st), TGC_OK);
+        assert_int_equal(st.eager_fallbacks, 0);
+        tgc_fn_free(f);
+    }
 }
 
 /* ---- dumps, logs, stats ---- */
@@ -1218,6 +1595,9 @@ int main(void)
         T(half_mean_rounds_once),
         T(softmax_log_softmax_layer_norm_over_rows),
         T(softmax_and_layer_norm_are_one_kernel_each),
+        T(two_keepdim_sums_by_hand),
+        T(reduction_results_meet_with_every_broadcast_shape),
+        T(hand_written_norms_match_interp),
         T(conv_bias_relu_is_one_kernel),
         T(conv_im2col_paths),
         T(conv_bn_relu_residual_epilogues),
@@ -1228,6 +1608,7 @@ int main(void)
         T(half_and_double_chains),
         T(bfloat16_reductions_and_chains),
         T(empty_tensors),
+        T(view_chains_over_size_0_and_1_dims),
         T(dump_dir_gets_kernel_ir_and_llvm_ir),
         T(kernel_log_receives_kernel_ir),
     };

@@ -119,10 +119,14 @@ static int32_t emit_view_of_copy(tgc_rewriter *rw, const tgc_graph *g, int32_t i
 
 /* Puts a contiguous copy in front of every view whose chain no affine access expresses (a
  * reshape merging dims of a permuted tensor), so lowering only sees affine views. A chain
- * with several such views takes one round each. */
+ * with several such views takes one round each (a view is only selected once its input is
+ * affine), so there are at most as many rounds as views. */
 static tgc_status materialize_views(tgc_graph *g)
 {
-    for (int round = 0; round < 8; round++) {
+    int n_views = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n_views += kir_is_view_op(g->nodes[i].op);
+    for (int round = 0; round < n_views; round++) {
         int n = 0;
         tgc_status st = rewrite_nodes(g, view_not_affine, emit_view_of_copy, &n);
         if (st != TGC_OK)
