@@ -42,7 +42,10 @@ static int64_t fz_below(fz_rng *r, int64_t n)
     return (int64_t)(fz_splitmix(&r->s) % (uint64_t)n);
 }
 
-static int fz_chance(fz_rng *r, int percent) { return fz_below(r, 100) < percent; }
+static int fz_chance(fz_rng *r, int percent)
+{
+    return fz_below(r, 100) < percent;
+}
 
 static int64_t fz_range(fz_rng *r, int64_t lo, int64_t hi) /* [lo, hi] */
 {
@@ -54,41 +57,155 @@ static int64_t fz_range(fz_rng *r, int64_t lo, int64_t hi) /* [lo, hi] */
 enum {
     OP_LEAF,
     /* unary */
-    OP_NEG, OP_ABS, OP_RELU, OP_TANH, OP_SIGMOID, OP_GELU, OP_GELU_TANH, OP_SILU, OP_ERF,
-    OP_EXP_SAFE, OP_LOG_SAFE, OP_SQRT_SAFE, OP_RSQRT_SAFE, OP_LOG_RAW,
+    OP_NEG,
+    OP_ABS,
+    OP_RELU,
+    OP_TANH,
+    OP_SIGMOID,
+    OP_GELU,
+    OP_GELU_TANH,
+    OP_SILU,
+    OP_ERF,
+    OP_EXP_SAFE,
+    OP_LOG_SAFE,
+    OP_SQRT_SAFE,
+    OP_RSQRT_SAFE,
+    OP_LOG_RAW,
     /* scalar */
-    OP_ADD_S, OP_SUB_S, OP_MUL_S, OP_DIV_S, OP_POW_S, OP_CLAMP,
+    OP_ADD_S,
+    OP_SUB_S,
+    OP_MUL_S,
+    OP_DIV_S,
+    OP_POW_S,
+    OP_CLAMP,
     /* binary */
-    OP_ADD, OP_SUB, OP_MUL, OP_DIV_SAFE, OP_MAXIMUM, OP_MINIMUM, OP_POW_SAFE,
-    OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_WHERE, OP_CAST,
+    OP_ADD,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV_SAFE,
+    OP_MAXIMUM,
+    OP_MINIMUM,
+    OP_POW_SAFE,
+    OP_EQ,
+    OP_NE,
+    OP_LT,
+    OP_LE,
+    OP_GT,
+    OP_GE,
+    OP_WHERE,
+    OP_CAST,
     /* reductions */
-    OP_SUM, OP_MEAN, OP_MAX, OP_VAR, OP_ARGMAX, OP_SOFTMAX, OP_LOG_SOFTMAX,
+    OP_SUM,
+    OP_MEAN,
+    OP_MAX,
+    OP_VAR,
+    OP_ARGMAX,
+    OP_SOFTMAX,
+    OP_LOG_SOFTMAX,
     /* views and movement */
-    OP_RESHAPE, OP_PERMUTE, OP_TRANSPOSE, OP_EXPAND, OP_SQUEEZE, OP_UNSQUEEZE, OP_SLICE,
-    OP_FLATTEN, OP_CONTIGUOUS, OP_CAT, OP_STACK, OP_PAD,
+    OP_RESHAPE,
+    OP_PERMUTE,
+    OP_TRANSPOSE,
+    OP_EXPAND,
+    OP_SQUEEZE,
+    OP_UNSQUEEZE,
+    OP_SLICE,
+    OP_FLATTEN,
+    OP_CONTIGUOUS,
+    OP_CAT,
+    OP_STACK,
+    OP_PAD,
     /* indexing */
-    OP_EMBEDDING, OP_GATHER, OP_INDEX_SELECT,
+    OP_EMBEDDING,
+    OP_GATHER,
+    OP_INDEX_SELECT,
     /* linear algebra */
-    OP_MATMUL, OP_LINEAR,
+    OP_MATMUL,
+    OP_LINEAR,
     /* nn */
-    OP_CONV2D, OP_MAX_POOL, OP_AVG_POOL, OP_ADAPTIVE_POOL, OP_BATCH_NORM, OP_LAYER_NORM,
-    OP_DROPOUT, OP_CROSS_ENTROPY, OP_NLL, OP_SDPA,
+    OP_CONV2D,
+    OP_MAX_POOL,
+    OP_AVG_POOL,
+    OP_ADAPTIVE_POOL,
+    OP_BATCH_NORM,
+    OP_LAYER_NORM,
+    OP_DROPOUT,
+    OP_CROSS_ENTROPY,
+    OP_NLL,
+    OP_SDPA,
     OP_COUNT
 };
 
-static const char *const fz_op_names[OP_COUNT] = {
-    "leaf", "tgc_neg", "tgc_abs", "tgc_relu", "tgc_tanh", "tgc_sigmoid", "tgc_gelu",
-    "tgc_gelu_tanh", "tgc_silu", "tgc_erf", "tgc_exp", "tgc_log", "tgc_sqrt", "tgc_rsqrt",
-    "tgc_log", "tgc_add_scalar", "tgc_sub_scalar", "tgc_mul_scalar", "tgc_div_scalar",
-    "tgc_pow_scalar", "tgc_clamp", "tgc_add", "tgc_sub", "tgc_mul", "tgc_div", "tgc_maximum",
-    "tgc_minimum", "tgc_pow", "tgc_eq", "tgc_ne", "tgc_lt", "tgc_le", "tgc_gt", "tgc_ge",
-    "tgc_where", "tgc_cast", "tgc_sum", "tgc_mean", "tgc_max", "tgc_var", "tgc_argmax",
-    "tgc_softmax", "tgc_log_softmax", "tgc_reshape", "tgc_permute", "tgc_transpose",
-    "tgc_expand", "tgc_squeeze", "tgc_unsqueeze", "tgc_slice", "tgc_flatten",
-    "tgc_contiguous", "tgc_cat", "tgc_stack", "tgc_pad", "tgc_embedding", "tgc_gather",
-    "tgc_index_select", "tgc_matmul", "tgc_linear", "tgc_conv2d", "tgc_max_pool2d",
-    "tgc_avg_pool2d", "tgc_adaptive_avg_pool2d", "tgc_batch_norm", "tgc_layer_norm",
-    "tgc_dropout", "tgc_cross_entropy", "tgc_nll_loss", "tgc_scaled_dot_product_attention"};
+static const char *const fz_op_names[OP_COUNT] = {"leaf",
+                                                  "tgc_neg",
+                                                  "tgc_abs",
+                                                  "tgc_relu",
+                                                  "tgc_tanh",
+                                                  "tgc_sigmoid",
+                                                  "tgc_gelu",
+                                                  "tgc_gelu_tanh",
+                                                  "tgc_silu",
+                                                  "tgc_erf",
+                                                  "tgc_exp",
+                                                  "tgc_log",
+                                                  "tgc_sqrt",
+                                                  "tgc_rsqrt",
+                                                  "tgc_log",
+                                                  "tgc_add_scalar",
+                                                  "tgc_sub_scalar",
+                                                  "tgc_mul_scalar",
+                                                  "tgc_div_scalar",
+                                                  "tgc_pow_scalar",
+                                                  "tgc_clamp",
+                                                  "tgc_add",
+                                                  "tgc_sub",
+                                                  "tgc_mul",
+                                                  "tgc_div",
+                                                  "tgc_maximum",
+                                                  "tgc_minimum",
+                                                  "tgc_pow",
+                                                  "tgc_eq",
+                                                  "tgc_ne",
+                                                  "tgc_lt",
+                                                  "tgc_le",
+                                                  "tgc_gt",
+                                                  "tgc_ge",
+                                                  "tgc_where",
+                                                  "tgc_cast",
+                                                  "tgc_sum",
+                                                  "tgc_mean",
+                                                  "tgc_max",
+                                                  "tgc_var",
+                                                  "tgc_argmax",
+                                                  "tgc_softmax",
+                                                  "tgc_log_softmax",
+                                                  "tgc_reshape",
+                                                  "tgc_permute",
+                                                  "tgc_transpose",
+                                                  "tgc_expand",
+                                                  "tgc_squeeze",
+                                                  "tgc_unsqueeze",
+                                                  "tgc_slice",
+                                                  "tgc_flatten",
+                                                  "tgc_contiguous",
+                                                  "tgc_cat",
+                                                  "tgc_stack",
+                                                  "tgc_pad",
+                                                  "tgc_embedding",
+                                                  "tgc_gather",
+                                                  "tgc_index_select",
+                                                  "tgc_matmul",
+                                                  "tgc_linear",
+                                                  "tgc_conv2d",
+                                                  "tgc_max_pool2d",
+                                                  "tgc_avg_pool2d",
+                                                  "tgc_adaptive_avg_pool2d",
+                                                  "tgc_batch_norm",
+                                                  "tgc_layer_norm",
+                                                  "tgc_dropout",
+                                                  "tgc_cross_entropy",
+                                                  "tgc_nll_loss",
+                                                  "tgc_scaled_dot_product_attention"};
 
 /* The three ops whose positional int arguments become options structs: one call site each. */
 static tgc_tensor *fz_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *b, const int64_t *iv)
@@ -263,8 +380,8 @@ static tgc_tensor *fz_leaf_tensor(const fz_prog *p, const fz_leaf *L, int call)
             ((double *)buf)[i] = x;
         }
     }
-    tgc_tensor *t = tgc_from_data(buf, (size_t)n * 8, base, nd, as_int ? TGC_I64 : TGC_F64,
-                                  tgc_cpu());
+    tgc_tensor *t =
+        tgc_from_data(buf, (size_t)n * 8, base, nd, as_int ? TGC_I64 : TGC_F64, tgc_cpu());
     free(buf);
     if (t && L->dt != tgc_dtype_of(t))
         t = tgc_cast(t, L->dt);
@@ -322,7 +439,10 @@ static tgc_status fz_model(tgc_module *self, tgc_tensor *const *in, int n_in, tg
 
 /* ------------------------------------------------------------------ printer */
 
-static const char *fz_dt_name(tgc_dtype dt) { return tgc_dtype_name(dt); }
+static const char *fz_dt_name(tgc_dtype dt)
+{
+    return tgc_dtype_name(dt);
+}
 
 static void fz_print_ins(const fz_prog *p, int i, FILE *f)
 {
@@ -358,8 +478,7 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
         fprintf(f, "]");
         if (L->data == FZ_INT) {
             if (L->hi_ref >= 0)
-                fprintf(f, " in [%lld, s%d%+lld)", (long long)L->lo, L->hi_ref,
-                        (long long)L->hi);
+                fprintf(f, " in [%lld, s%d%+lld)", (long long)L->lo, L->hi_ref, (long long)L->hi);
             else
                 fprintf(f, " in [%lld, %lld)", (long long)L->lo, (long long)L->hi);
         }
@@ -379,18 +498,19 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
     case OP_EXP_SAFE: fprintf(f, "tgc_exp(tgc_clamp(%s, -8, 8));\n", a[0]); return;
     case OP_LOG_SAFE: fprintf(f, "tgc_log(tgc_add_scalar(tgc_abs(%s), 0.5));\n", a[0]); return;
     case OP_SQRT_SAFE: fprintf(f, "tgc_sqrt(tgc_add_scalar(tgc_abs(%s), 0.25));\n", a[0]); return;
-    case OP_RSQRT_SAFE:
-        fprintf(f, "tgc_rsqrt(tgc_add_scalar(tgc_abs(%s), 0.25));\n", a[0]);
-        return;
+    case OP_RSQRT_SAFE: fprintf(f, "tgc_rsqrt(tgc_add_scalar(tgc_abs(%s), 0.25));\n", a[0]); return;
     case OP_ADD_S:
     case OP_SUB_S:
     case OP_MUL_S:
     case OP_DIV_S:
     case OP_POW_S: fprintf(f, "%s(%s, %.17g);\n", fz_op_names[I->op], a[0], dv[0]); return;
     case OP_CLAMP: fprintf(f, "tgc_clamp(%s, %.17g, %.17g);\n", a[0], dv[0], dv[1]); return;
-    case OP_DIV_SAFE: fprintf(f, "tgc_div(%s, tgc_add_scalar(tgc_abs(%s), 0.5));\n", a[0], a[1]); return;
+    case OP_DIV_SAFE:
+        fprintf(f, "tgc_div(%s, tgc_add_scalar(tgc_abs(%s), 0.5));\n", a[0], a[1]);
+        return;
     case OP_POW_SAFE:
-        fprintf(f, "tgc_pow(tgc_add_scalar(tgc_abs(%s), 0.5), tgc_clamp(%s, -2, 2));\n", a[0], a[1]);
+        fprintf(f, "tgc_pow(tgc_add_scalar(tgc_abs(%s), 0.5), tgc_clamp(%s, -2, 2));\n", a[0],
+                a[1]);
         return;
     case OP_WHERE: fprintf(f, "tgc_where(%s, %s, %s);\n", a[0], a[1], a[2]); return;
     case OP_CAST: fprintf(f, "tgc_cast(%s, %s);\n", a[0], fz_dt_name((tgc_dtype)iv[0])); return;
@@ -409,7 +529,9 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
             fprintf(f, "}, %d, /*keepdim*/ %lld);\n", I->niv - off, (long long)iv[0]);
         return;
     }
-    case OP_ARGMAX: fprintf(f, "tgc_argmax(%s, %lld, %lld);\n", a[0], (long long)iv[0], (long long)iv[1]); return;
+    case OP_ARGMAX:
+        fprintf(f, "tgc_argmax(%s, %lld, %lld);\n", a[0], (long long)iv[0], (long long)iv[1]);
+        return;
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX:
     case OP_SQUEEZE:
@@ -435,7 +557,11 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
         return;
     case OP_SLICE: {
         char e[32], s[32];
-        snprintf(e, sizeof e, iv[2] == INT64_MAX ? "INT64_MAX" : iv[2] == INT64_MIN ? "INT64_MIN" : "%lld", (long long)iv[2]);
+        snprintf(e, sizeof e,
+                 iv[2] == INT64_MAX   ? "INT64_MAX"
+                 : iv[2] == INT64_MIN ? "INT64_MIN"
+                                      : "%lld",
+                 (long long)iv[2]);
         snprintf(s, sizeof s, iv[3] == INT64_MAX ? "INT64_MAX" : "%lld", (long long)iv[3]);
         fprintf(f, "tgc_slice(%s, %lld, %s%lld, %s, %s);\n", a[0], (long long)iv[0],
                 iv[1] == INT64_MIN ? "" : "", (long long)iv[1], e, s);
@@ -464,34 +590,42 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
         return;
     case OP_LINEAR: fprintf(f, "tgc_linear(%s, %s, %s);\n", a[0], a[1], a[2]); return;
     case OP_CONV2D:
-        fprintf(f, "tgc_conv2d(%s, %s, %s, /*stride*/ {%lld, %lld}, /*padding*/ {%lld, %lld}, "
-                   "/*dilation*/ {%lld, %lld}, /*groups*/ %lld);\n",
+        fprintf(f,
+                "tgc_conv2d(%s, %s, %s, /*stride*/ {%lld, %lld}, /*padding*/ {%lld, %lld}, "
+                "/*dilation*/ {%lld, %lld}, /*groups*/ %lld);\n",
                 a[0], a[1], a[2], (long long)iv[0], (long long)iv[1], (long long)iv[2],
                 (long long)iv[3], (long long)iv[4], (long long)iv[5], (long long)iv[6]);
         return;
     case OP_MAX_POOL:
     case OP_AVG_POOL:
-        fprintf(f, "%s(%s, /*kernel*/ {%lld, %lld}, /*stride*/ {%lld, %lld}, /*padding*/ {%lld, %lld});\n",
-                fz_op_names[I->op], a[0], (long long)iv[0], (long long)iv[1], (long long)iv[2],
-                (long long)iv[3], (long long)iv[4], (long long)iv[5]);
+        fprintf(
+            f,
+            "%s(%s, /*kernel*/ {%lld, %lld}, /*stride*/ {%lld, %lld}, /*padding*/ {%lld, %lld});\n",
+            fz_op_names[I->op], a[0], (long long)iv[0], (long long)iv[1], (long long)iv[2],
+            (long long)iv[3], (long long)iv[4], (long long)iv[5]);
         return;
     case OP_ADAPTIVE_POOL:
-        fprintf(f, "tgc_adaptive_avg_pool2d(%s, %lld, %lld);\n", a[0], (long long)iv[0], (long long)iv[1]);
+        fprintf(f, "tgc_adaptive_avg_pool2d(%s, %lld, %lld);\n", a[0], (long long)iv[0],
+                (long long)iv[1]);
         return;
     case OP_BATCH_NORM:
         fprintf(f, "tgc_batch_norm(%s, %s, %s, %s, %s, /*training*/ %lld, %g, %g);\n", a[0], a[1],
                 a[2], a[3], a[4], (long long)iv[0], dv[0], dv[1]);
         return;
     case OP_LAYER_NORM:
-        fprintf(f, "tgc_layer_norm(%s, %lld, %s, %s, %g);\n", a[0], (long long)iv[0], a[1], a[2], dv[0]);
+        fprintf(f, "tgc_layer_norm(%s, %lld, %s, %s, %g);\n", a[0], (long long)iv[0], a[1], a[2],
+                dv[0]);
         return;
-    case OP_DROPOUT: fprintf(f, "tgc_dropout(%s, %g, %lld);\n", a[0], dv[0], (long long)iv[0]); return;
+    case OP_DROPOUT:
+        fprintf(f, "tgc_dropout(%s, %g, %lld);\n", a[0], dv[0], (long long)iv[0]);
+        return;
     case OP_CROSS_ENTROPY:
         fprintf(f, "tgc_cross_entropy(%s, %s, %lld, %lld, %g);\n", a[0], a[1], (long long)iv[0],
                 (long long)iv[1], dv[0]);
         return;
     case OP_NLL:
-        fprintf(f, "tgc_nll_loss(%s, %s, %lld, %lld);\n", a[0], a[1], (long long)iv[0], (long long)iv[1]);
+        fprintf(f, "tgc_nll_loss(%s, %s, %lld, %lld);\n", a[0], a[1], (long long)iv[0],
+                (long long)iv[1]);
         return;
     case OP_SDPA:
         fprintf(f, "tgc_scaled_dot_product_attention(%s, %s, %s, %s, %g, /*causal*/ %lld, %g);\n",
@@ -509,8 +643,8 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
 void fz_print(const fz_prog *p, FILE *f)
 {
     static const char *const dyn[] = {"AUTO", "ALWAYS", "NEVER"};
-    fprintf(f, "/* program seed %llu, dynamic = %s, %d call(s) with sizes:", (unsigned long long)p->seed,
-            dyn[p->dynamic], p->ncalls);
+    fprintf(f, "/* program seed %llu, dynamic = %s, %d call(s) with sizes:",
+            (unsigned long long)p->seed, dyn[p->dynamic], p->ncalls);
     for (int c = 0; c < p->ncalls; c++) {
         fprintf(f, " [");
         for (int s = 0; s < p->nsizes; s++)
@@ -551,7 +685,10 @@ static int fz_shape(fz_gen *g, int v, int64_t *shape)
     return g->val[v] ? tgc_shape(g->val[v], shape) : -1;
 }
 
-static tgc_dtype fz_dtype(fz_gen *g, int v) { return tgc_dtype_of(g->val[v]); }
+static tgc_dtype fz_dtype(fz_gen *g, int v)
+{
+    return tgc_dtype_of(g->val[v]);
+}
 
 /* The size-table entry a concrete size came from (call-0 sizes are distinct), or -1. */
 static int fz_ref_of(const fz_prog *p, int64_t size)
@@ -588,7 +725,10 @@ static int fz_add_leaf(fz_gen *g, fz_class cls, tgc_dtype dt, fz_data data, int 
     }
     if (cls == FZ_ARG) {
         int k = (int)fz_below(g->r, 10);
-        L->layout = k < 6 ? FZ_CONTIG : k == 6 || k == 7 ? FZ_TRANSPOSED : k == 8 ? FZ_STRIDED : FZ_EXPANDED;
+        L->layout = k < 6              ? FZ_CONTIG
+                    : k == 6 || k == 7 ? FZ_TRANSPOSED
+                    : k == 8           ? FZ_STRIDED
+                                       : FZ_EXPANDED;
         if (nd == 0 || (L->layout == FZ_TRANSPOSED && nd < 2))
             L->layout = FZ_CONTIG;
         for (int d = 0; d < nd; d++)
@@ -821,9 +961,9 @@ static int fz_rand_dims(fz_gen *g, int nd, int64_t *iv, int off, int allow_all)
 
 static int fz_gen_unary(fz_gen *g)
 {
-    static const int ops[] = {OP_NEG, OP_ABS, OP_RELU, OP_TANH, OP_SIGMOID, OP_GELU, OP_GELU_TANH,
-                              OP_SILU, OP_ERF, OP_EXP_SAFE, OP_LOG_SAFE, OP_SQRT_SAFE,
-                              OP_RSQRT_SAFE, OP_LOG_RAW};
+    static const int ops[] = {OP_NEG,      OP_ABS,       OP_RELU,       OP_TANH,   OP_SIGMOID,
+                              OP_GELU,     OP_GELU_TANH, OP_SILU,       OP_ERF,    OP_EXP_SAFE,
+                              OP_LOG_SAFE, OP_SQRT_SAFE, OP_RSQRT_SAFE, OP_LOG_RAW};
     int op = ops[fz_below(g->r, (int)(sizeof ops / sizeof ops[0]))];
     int a = op == OP_LOG_RAW ? fz_pick(g, FZ_LEAFONLY, 0, 4) : fz_pick(g, FZ_ANY, 0, 4);
     if (a < 0)
@@ -855,8 +995,8 @@ static int fz_gen_scalar(fz_gen *g)
 
 static int fz_gen_binary(fz_gen *g)
 {
-    static const int ops[] = {OP_ADD, OP_SUB, OP_MUL, OP_DIV_SAFE, OP_MAXIMUM, OP_MINIMUM,
-                              OP_POW_SAFE, OP_ADD, OP_MUL};
+    static const int ops[] = {OP_ADD,     OP_SUB,      OP_MUL, OP_DIV_SAFE, OP_MAXIMUM,
+                              OP_MINIMUM, OP_POW_SAFE, OP_ADD, OP_MUL};
     int op = ops[fz_below(g->r, 9)];
     int a = fz_pick(g, FZ_ANY, 0, 4);
     if (a < 0)
@@ -927,7 +1067,8 @@ static int fz_gen_cast(fz_gen *g)
 
 static int fz_gen_reduce(fz_gen *g)
 {
-    static const int ops[] = {OP_SUM, OP_MEAN, OP_MAX, OP_VAR, OP_ARGMAX, OP_SOFTMAX, OP_LOG_SOFTMAX};
+    static const int ops[] = {OP_SUM,    OP_MEAN,    OP_MAX,        OP_VAR,
+                              OP_ARGMAX, OP_SOFTMAX, OP_LOG_SOFTMAX};
     int op = ops[fz_below(g->r, 7)];
     int a = op == OP_ARGMAX ? fz_pick(g, FZ_LEAFONLY, 1, 4) : fz_pick(g, FZ_ANY, 0, 4);
     if (a < 0)
@@ -990,7 +1131,8 @@ static int fz_gen_norm_pattern(fz_gen *g)
         r2 = fz_emit(g, &R2, 0);
     } else if (k == 2) { /* shape [1] (an eps tensor) */
         int64_t one = 1;
-        r2 = fz_add_leaf(g, fz_chance(g->r, 50) ? FZ_PARAM : FZ_ARG, fz_dtype(g, x), FZ_POS, 1, &one);
+        r2 = fz_add_leaf(g, fz_chance(g->r, 50) ? FZ_PARAM : FZ_ARG, fz_dtype(g, x), FZ_POS, 1,
+                         &one);
     } else if (k == 3) { /* 0-d */
         r2 = fz_add_leaf(g, FZ_ARG, fz_dtype(g, x), FZ_POS, 0, NULL);
     } else if (k == 4) { /* the reduction's own shape */
@@ -1132,7 +1274,9 @@ static int fz_gen_view(fz_gen *g)
         if (nd < 4 && fz_chance(g->r, 40))
             I.iv[j++] = fz_size_pick(g);
         for (int d = 0; d < nd; d++)
-            I.iv[j++] = shape[d] == 1 && fz_chance(g->r, 70) ? fz_size_pick(g) : (fz_chance(g->r, 50) ? -1 : shape[d]);
+            I.iv[j++] = shape[d] == 1 && fz_chance(g->r, 70)
+                            ? fz_size_pick(g)
+                            : (fz_chance(g->r, 50) ? -1 : shape[d]);
         I.niv = j;
         break;
     }
@@ -1477,7 +1621,9 @@ static int fz_gen_norm(fz_gen *g)
     fz_ins I = fz_ins_new(OP_LAYER_NORM, x, -1);
     if (fz_chance(g->r, 60)) {
         I.a[1] = fz_add_leaf(g, FZ_PARAM, fz_dtype(g, x), FZ_POS, nn, s + nd - nn);
-        I.a[2] = fz_chance(g->r, 50) ? fz_add_leaf(g, FZ_PARAM, fz_dtype(g, x), FZ_NORMAL, nn, s + nd - nn) : -1;
+        I.a[2] = fz_chance(g->r, 50)
+                     ? fz_add_leaf(g, FZ_PARAM, fz_dtype(g, x), FZ_NORMAL, nn, s + nd - nn)
+                     : -1;
         if (I.a[1] < 0)
             return -1;
     }
@@ -1669,12 +1815,12 @@ void fz_generate(fz_rng *r, fz_prog *p, const char *progress)
     static const struct {
         fam_fn fn;
         int w;
-    } fams[] = {{fz_gen_unary, 12},  {fz_gen_scalar, 8},  {fz_gen_binary, 16},
-                {fz_gen_compare, 6}, {fz_gen_cast, 4},    {fz_gen_reduce, 12},
-                {fz_gen_norm_pattern, 9}, {fz_gen_view, 20}, {fz_gen_view_chain_zero, 2},
-                {fz_gen_join, 6},    {fz_gen_index, 5},   {fz_gen_matmul, 6},
-                {fz_gen_conv_pool, 6}, {fz_gen_norm, 5},  {fz_gen_dropout, 3},
-                {fz_gen_loss, 3},    {fz_gen_sdpa, 4}};
+    } fams[] = {{fz_gen_unary, 12},       {fz_gen_scalar, 8}, {fz_gen_binary, 16},
+                {fz_gen_compare, 6},      {fz_gen_cast, 4},   {fz_gen_reduce, 12},
+                {fz_gen_norm_pattern, 9}, {fz_gen_view, 20},  {fz_gen_view_chain_zero, 2},
+                {fz_gen_join, 6},         {fz_gen_index, 5},  {fz_gen_matmul, 6},
+                {fz_gen_conv_pool, 6},    {fz_gen_norm, 5},   {fz_gen_dropout, 3},
+                {fz_gen_loss, 3},         {fz_gen_sdpa, 4}};
     int total = 0, nf = (int)(sizeof fams / sizeof fams[0]);
     for (int i = 0; i < nf; i++)
         total += fams[i].w;
@@ -1799,10 +1945,22 @@ static void fz_tol(tgc_dtype dt, int nops, double *atol, double *rtol)
 {
     double k = 2.0 * (1 + nops);
     switch (dt) {
-    case TGC_F64: *atol = 1e-7 * k; *rtol = 1e-7 * k; break;
-    case TGC_F16: *atol = 1e-5 * k; *rtol = 1e-3 * k; break;
-    case TGC_BF16: *atol = 1e-5 * k; *rtol = 1.6e-2 * k; break;
-    default: *atol = 1e-5 * k; *rtol = 1.3e-6 * k; break;
+    case TGC_F64:
+        *atol = 1e-7 * k;
+        *rtol = 1e-7 * k;
+        break;
+    case TGC_F16:
+        *atol = 1e-5 * k;
+        *rtol = 1e-3 * k;
+        break;
+    case TGC_BF16:
+        *atol = 1e-5 * k;
+        *rtol = 1.6e-2 * k;
+        break;
+    default:
+        *atol = 1e-5 * k;
+        *rtol = 1.3e-6 * k;
+        break;
     }
 }
 
@@ -1830,9 +1988,11 @@ static int fz_compare_host(const fz_host *got, const fz_host *ref, int nops, cha
     if (!same_shape) {
         char a[96] = "", b[96] = "";
         for (int d = 0; d < got->ndim; d++)
-            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "," : "", (long long)got->shape[d]);
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "," : "",
+                     (long long)got->shape[d]);
         for (int d = 0; d < ref->ndim; d++)
-            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "," : "", (long long)ref->shape[d]);
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "," : "",
+                     (long long)ref->shape[d]);
         snprintf(why, n, "shape [%s], oracle [%s]", a, b);
         return 0;
     }
@@ -2013,8 +2173,9 @@ fz_verdict fz_run(const fz_prog *p, FILE *report)
             /* an identical call must hit the cache: nothing about it changed */
             if (repeat && paths[k].backend != TGC_BACKEND_EAGER && R->st == TGC_OK &&
                 prev[k].st == TGC_OK && R->stats.compiles > prev[k].stats.compiles) {
-                fprintf(report, "  call %d: %s recompiled on a call identical to the previous one "
-                                "(reason: %s)\n",
+                fprintf(report,
+                        "  call %d: %s recompiled on a call identical to the previous one "
+                        "(reason: %s)\n",
                         c, paths[k].name, R->stats.last_recompile_reason);
                 if (verdict == FZ_PASS)
                     verdict = FZ_MISMATCH;
@@ -2031,4 +2192,144 @@ fz_verdict fz_run(const fz_prog *p, FILE *report)
         tgc_module_free(paths[k].mod);
     }
     return verdict;
+}
+
+/* ------------------------------------------------------------------ reducer */
+
+/* q = p with instruction i's uses replaced by subst[i] (>= 0) and the instructions no output
+ * needs removed; leaves and argument positions renumbered. */
+static void fz_rebuild(const fz_prog *p_in, const int *subst, fz_prog *q)
+{
+    static fz_prog copy; /* p_in may be q */
+    copy = *p_in;
+    const fz_prog *p = &copy;
+    int live[FZ_MAX_INS] = {0}, map[FZ_MAX_INS], lmap[FZ_MAX_LEAVES];
+    int res[FZ_MAX_INS];
+    for (int i = 0; i < p->nins; i++) {
+        int j = i;
+        while (subst[j] >= 0)
+            j = subst[j];
+        res[i] = j;
+    }
+    for (int o = 0; o < p->nout; o++)
+        live[res[p->outs[o]]] = 1;
+    for (int i = p->nins - 1; i >= 0; i--)
+        if (live[i])
+            for (int k = 0; k < 5; k++)
+                if (p->ins[i].a[k] >= 0)
+                    live[res[p->ins[i].a[k]]] = 1;
+    *q = *p;
+    q->nins = q->nleaves = q->nargs = q->nout = 0;
+    for (int l = 0; l < p->nleaves; l++)
+        lmap[l] = -1;
+    for (int i = 0; i < p->nins; i++) {
+        map[i] = -1;
+        if (!live[i])
+            continue;
+        fz_ins I = p->ins[i];
+        for (int k = 0; k < 5; k++)
+            if (I.a[k] >= 0)
+                I.a[k] = map[res[I.a[k]]];
+        if (I.op == OP_LEAF) {
+            if (lmap[I.leaf] < 0) {
+                lmap[I.leaf] = q->nleaves;
+                q->leaves[q->nleaves] = p->leaves[I.leaf];
+                if (q->leaves[q->nleaves].cls == FZ_ARG)
+                    q->leaves[q->nleaves].arg_index = q->nargs++;
+                q->nleaves++;
+            }
+            I.leaf = lmap[I.leaf];
+        }
+        map[i] = q->nins;
+        q->ins[q->nins++] = I;
+    }
+    for (int o = 0; o < p->nout; o++) {
+        int m = map[res[p->outs[o]]];
+        int dup = 0;
+        for (int k = 0; k < q->nout; k++)
+            dup |= q->outs[k] == m;
+        if (!dup)
+            q->outs[q->nout++] = m;
+    }
+}
+
+static fz_verdict fz_run_quiet(const fz_prog *p)
+{
+    FILE *null = fopen("/dev/null", "w");
+    fz_verdict v = fz_run(p, null ? null : stderr);
+    if (null)
+        fclose(null);
+    return v;
+}
+
+void fz_reduce(const fz_prog *p, fz_prog *out)
+{
+    static fz_prog cur, cand;
+    int subst[FZ_MAX_INS];
+    cur = *p;
+    fz_verdict want = fz_run_quiet(&cur);
+    *out = cur;
+    if (want == FZ_PASS)
+        return;
+    for (int round = 0, changed = 1; changed && round < 6; round++) {
+        changed = 0;
+        /* one output */
+        for (int o = 0; cur.nout > 1 && o < cur.nout; o++) {
+            for (int i = 0; i < cur.nins; i++)
+                subst[i] = -1;
+            cand = cur;
+            cand.outs[0] = cur.outs[o];
+            cand.nout = 1;
+            fz_rebuild(&cand, subst, &cand);
+            if (fz_run_quiet(&cand) == want) {
+                cur = cand;
+                changed = 1;
+                break;
+            }
+        }
+        /* fewer calls */
+        for (int c = 0; cur.ncalls > 1 && c < cur.ncalls; c++) {
+            cand = cur;
+            for (int k = c; k + 1 < cand.ncalls; k++)
+                memcpy(cand.sizes[k], cand.sizes[k + 1], sizeof cand.sizes[k]);
+            cand.ncalls--;
+            if (fz_run_quiet(&cand) == want) {
+                cur = cand;
+                changed = 1;
+                c--;
+            }
+        }
+        /* an instruction replaced by one of its operands */
+        for (int i = cur.nins - 1; i >= 0; i--) {
+            if (cur.ins[i].op == OP_LEAF)
+                continue;
+            for (int k = 0; k < 5 && i < cur.nins; k++) {
+                int a = cur.ins[i].a[k];
+                if (a < 0)
+                    continue;
+                for (int j = 0; j < cur.nins; j++)
+                    subst[j] = -1;
+                subst[i] = a;
+                fz_rebuild(&cur, subst, &cand);
+                if (cand.nins < cur.nins && fz_run_quiet(&cand) == want) {
+                    cur = cand;
+                    changed = 1;
+                    break;
+                }
+            }
+        }
+        /* dynamic marks and layouts dropped */
+        for (int l = 0; l < cur.nleaves; l++) {
+            if (!cur.leaves[l].dyn_mask && cur.leaves[l].layout == FZ_CONTIG)
+                continue;
+            cand = cur;
+            cand.leaves[l].dyn_mask = 0;
+            cand.leaves[l].layout = FZ_CONTIG;
+            if (fz_run_quiet(&cand) == want) {
+                cur = cand;
+                changed = 1;
+            }
+        }
+    }
+    *out = cur;
 }

@@ -1,11 +1,11 @@
 /* libtgc random-program fuzzer: the generator, the runner that compares backends, the printer.
  *
- * Written against the public API only (the headers in include/tgc). A program is a list of instructions
- * over values: leaves (tensors passed to tgc_call, module parameters, module buffers) and op
- * results. The generator draws instructions from a seeded PRNG (or from a fuzzer's bytes) and
- * runs each one eagerly while it generates, so every choice is made against the real shapes
- * and dtypes; an op that fails eagerly is dropped and redrawn, except the deliberately invalid
- * ones (extreme sizes), which end the program so that its status is compared on every path.
+ * Written against the public API only (the headers in include/tgc). A program is a list of
+ * instructions over values: leaves (tensors passed to tgc_call, module parameters, module buffers)
+ * and op results. The generator draws instructions from a seeded PRNG (or from a fuzzer's bytes)
+ * and runs each one eagerly while it generates, so every choice is made against the real shapes and
+ * dtypes; an op that fails eagerly is dropped and redrawn, except the deliberately invalid ones
+ * (extreme sizes), which end the program so that its status is compared on every path.
  *
  * The runner turns a program into a tgc_model_fn (the program is reached through the module's
  * userdata), compiles it with backend EAGER, INTERP (the oracle) and LLVM (when the build and
@@ -25,12 +25,12 @@
 
 #include <tgc/tgc.h>
 
-#define FZ_MAX_SIZES 5
-#define FZ_MAX_CALLS 4
+#define FZ_MAX_SIZES  5
+#define FZ_MAX_CALLS  4
 #define FZ_MAX_LEAVES 40
-#define FZ_MAX_INS 96
-#define FZ_MAX_OUT 4
-#define FZ_MAX_IV 12
+#define FZ_MAX_INS    96
+#define FZ_MAX_OUT    4
+#define FZ_MAX_IV     12
 
 /* The PRNG: splitmix64 from a seed; with data, each draw first consumes the fuzzer's bytes. */
 typedef struct fz_rng {
@@ -54,7 +54,7 @@ typedef struct fz_leaf {
     int hi_ref;
     fz_layout layout;
     int ndim;
-    int ref[TGC_MAX_DIMS];    /* >= 0: size-table entry; < 0: the constant in cst */
+    int ref[TGC_MAX_DIMS]; /* >= 0: size-table entry; < 0: the constant in cst */
     int64_t cst[TGC_MAX_DIMS];
     unsigned dyn_mask; /* dims marked with tgc_mark_dynamic before each call */
     int arg_index;     /* FZ_ARG: its position in tgc_call's inputs */
@@ -95,6 +95,9 @@ typedef enum fz_verdict { FZ_PASS = 0, FZ_MISMATCH = 1, FZ_INTERNAL = 2 } fz_ver
 /* Runs the program on every available path and compares; writes what differed to report
  * (one line per difference). */
 fz_verdict fz_run(const fz_prog *p, FILE *report);
+/* A smaller program with the same verdict: fewer outputs, fewer calls, instructions replaced
+ * by their operands (dead ones removed), marks and layouts dropped. Runs p many times. */
+void fz_reduce(const fz_prog *p, fz_prog *out);
 /* 1 when this build and host compile with the LLVM backend. */
 int fz_have_llvm(void);
 

@@ -3,7 +3,7 @@
  *   fuzz_run [--seed S] [--count N] [--seconds T] [--known FILE] [--record DIR]
  *   fuzz_run --replay DIR [--known FILE]
  *   options: --no-fork (run in this process), --timeout S (per program, default 120),
- *            --print (print every program), --quiet-known
+ *            --print (print every program), --reduce (also print a reduced program)
  *
  * Seed mode runs programs S, S+1, ... S+N-1 (stopping early after T seconds). Replay mode runs
  * every corpus entry of DIR: NAME.seed (a "seed N" line, then the program it generated, which
@@ -35,7 +35,7 @@ typedef struct known {
 
 static known g_known[256];
 static int g_nknown;
-static int g_no_fork, g_print, g_timeout = 120;
+static int g_no_fork, g_print, g_reduce, g_timeout = 120;
 static const char *g_record;
 static char g_progress[512];
 
@@ -155,6 +155,24 @@ static int child_run(uint64_t seed, const uint8_t *data, size_t len)
         }
     }
     free(rep);
+    if (v != FZ_PASS && g_reduce) {
+        static fz_prog small;
+        fz_reduce(&p, &small);
+        FILE *f = g_progress[0] ? fopen(g_progress, "a") : stdout;
+        if (f) {
+            fprintf(f, "reduced:\n");
+            fz_print(&small, f);
+            FILE *m2 = open_memstream(&rep, &replen);
+            if (m2) {
+                fz_run(&small, m2);
+                fclose(m2);
+                fprintf(f, "%s", rep);
+                free(rep);
+            }
+            if (f != stdout)
+                fclose(f);
+        }
+    }
     fflush(stdout);
     return (int)v;
 }
@@ -226,6 +244,8 @@ static int program_lines(const char *text, char lines[][320], int max)
     while (s && *s && n < max) {
         const char *e = strchr(s, '\n');
         size_t l = e ? (size_t)(e - s) : strlen(s);
+        if (strncmp(s, "reduced:", 8) == 0) /* what follows is the reducer's program */
+            break;
         if (l > 14 && strncmp(s, "  tgc_tensor *v", 15) == 0) {
             size_t c = l < 319 ? l : 319;
             memcpy(lines[n], s, c);
@@ -371,12 +391,15 @@ int main(int argc, char **argv)
             g_timeout = atoi(argv[++i]);
         else if (!strcmp(a, "--no-fork"))
             g_no_fork = 1;
+        else if (!strcmp(a, "--reduce"))
+            g_reduce = 1;
         else if (!strcmp(a, "--print"))
             g_print = 1;
         else {
             fprintf(stderr,
                     "usage: %s [--seed S] [--count N] [--seconds T] [--known FILE [--corpus DIR]]\n"
-                    "          [--record DIR] [--replay DIR] [--no-fork] [--timeout S] [--print]\n",
+                    "          [--record DIR] [--replay DIR] [--no-fork] [--timeout S] [--print] "
+                    "[--reduce]\n",
                     argv[0]);
             return 2;
         }
