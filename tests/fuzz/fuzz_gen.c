@@ -405,12 +405,14 @@ static void fz_leaf_name(const fz_leaf *L, int index, char *buf, size_t n)
 
 typedef struct fz_ctx {
     const fz_prog *p;
+    tgc_tensor *cap[FZ_MAX_LEAVES]; /* the FZ_CAP leaves, by leaf index */
 } fz_ctx;
 
 static tgc_status fz_model(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
                            int n_out)
 {
-    const fz_prog *p = ((const fz_ctx *)tgc_module_userdata(self))->p;
+    const fz_ctx *ctx = tgc_module_userdata(self);
+    const fz_prog *p = ctx->p;
     tgc_tensor *v[FZ_MAX_INS];
     for (int i = 0; i < p->nins; i++) {
         const fz_ins *I = &p->ins[i];
@@ -418,6 +420,8 @@ static tgc_status fz_model(tgc_module *self, tgc_tensor *const *in, int n_in, tg
             const fz_leaf *L = &p->leaves[I->leaf];
             if (L->cls == FZ_ARG) {
                 v[i] = L->arg_index < n_in ? in[L->arg_index] : NULL;
+            } else if (L->cls == FZ_CAP) {
+                v[i] = ctx->cap[I->leaf];
             } else {
                 char name[16];
                 fz_leaf_name(L, I->leaf, name, sizeof name);
@@ -465,6 +469,8 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
                                           " expanded-view(dim 0 from 1)"};
         if (L->cls == FZ_ARG)
             fprintf(f, "in[%d]; /* ", L->arg_index);
+        else if (L->cls == FZ_CAP)
+            fprintf(f, "captured[%d]; /* a tensor the model captures, ", I->leaf);
         else
             fprintf(f, "tgc_module_get(self, \"%c%d\"); /* %s, ", L->cls == FZ_PARAM ? 'p' : 'b',
                     I->leaf, L->cls == FZ_PARAM ? "param" : "buffer");
@@ -934,7 +940,8 @@ static int fz_partner(fz_gen *g, int a, int want_float)
         dt = fz_chance(g->r, 50) ? TGC_I32 : TGC_I64;
         data = FZ_INT;
     }
-    return fz_add_leaf(g, fz_chance(g->r, 15) ? FZ_PARAM : FZ_ARG, dt, data, n, bs);
+    int k = (int)fz_below(g->r, 100);
+    return fz_add_leaf(g, k < 10 ? FZ_PARAM : k < 16 ? FZ_CAP : FZ_ARG, dt, data, n, bs);
 }
 
 static int fz_rand_dim(fz_gen *g, int nd) /* a dim of rank nd, sometimes negative */
@@ -1341,6 +1348,86 @@ static int fz_gen_view(fz_gen *g)
     return fz_emit(g, &I, 0);
 }
 
+/* Item 6 of issue 7: slices, narrows and pads of a dim that a later call changes (so that it
+ * becomes symbolic under dynamic = AUTO) meet the tensor they came from: x + x[:, -1:],
+ * squeeze(x[:, -1:]), x[:, 1:] - x[:, :-1], pad(x)[:, 1:-1] + x. */
+static int fz_gen_slice_pattern(fz_gen *g)
+{
+    int x = fz_pick_float(g, 1, 4);
+    if (x < 0)
+        return -1;
+    int64_t shape[TGC_MAX_DIMS];
+    int nd = fz_shape(g, x, shape);
+    int d = (int)fz_below(g->r, nd);
+    for (int k = 0; k < nd; k++) /* prefer a dim from the size table: it will change */
+        if (fz_ref_of(g->p, shape[(d + k) % nd]) >= 0) {
+            d = (d + k) % nd;
+            break;
+        }
+    int dd = fz_chance(g->r, 30) ? d - nd : d;
+    int kind = (int)fz_below(g->r, 4);
+    fz_ins S = fz_ins_new(OP_SLICE, x, -1);
+    S.iv[0] = dd;
+    S.niv = 4;
+    if (kind == 0 || kind == 1) { /* x[..., -k:] */
+        S.iv[1] = -fz_range(g->r, 1, 2);
+        S.iv[2] = INT64_MAX;
+        S.iv[3] = 1;
+        if (S.iv[1] == -2 && fz_chance(g->r, 50)) { /* x[..., -2:-1] */
+            S.iv[2] = -1;
+        }
+    } else if (kind == 2) { /* x[..., 1:] - x[..., :-1] */
+        S.iv[1] = 1;
+        S.iv[2] = INT64_MAX;
+        S.iv[3] = 1;
+    } else { /* pad then x[..., 1:-1] */
+        fz_ins P = fz_ins_new(OP_PAD, x, -1);
+        int pair = nd - 1 - d;
+        if (pair > 2)
+            return -1;
+        for (int i = 0; i < 2 * (pair + 1); i++)
+            P.iv[i] = 0;
+        P.iv[2 * pair] = P.iv[2 * pair + 1] = 1;
+        P.niv = 2 * (pair + 1);
+        int pv = fz_emit(g, &P, 0);
+        if (pv < 0)
+            return -1;
+        S.a[0] = pv;
+        S.iv[1] = 1;
+        S.iv[2] = -1;
+        S.iv[3] = 1;
+    }
+    int sl = fz_emit(g, &S, 0);
+    if (sl < 0)
+        return -1;
+    if (kind == 1) {
+        fz_ins Q = fz_ins_new(OP_SQUEEZE, sl, -1);
+        Q.iv[0] = fz_chance(g->r, 50) ? TGC_ALL_DIMS : dd;
+        Q.niv = 1;
+        int q = fz_emit(g, &Q, 0);
+        if (q < 0 || fz_chance(g->r, 40))
+            return q < 0 ? sl : q;
+        sl = q;
+    }
+    if (kind == 2) {
+        fz_ins S2 = fz_ins_new(OP_SLICE, x, -1);
+        S2.iv[0] = dd;
+        S2.iv[1] = 0;
+        S2.iv[2] = -1;
+        S2.iv[3] = 1;
+        S2.niv = 4;
+        int s2 = fz_emit(g, &S2, 0);
+        if (s2 < 0)
+            return sl;
+        fz_ins D = fz_ins_new(OP_SUB, sl, s2);
+        int dv = fz_emit(g, &D, 0);
+        return dv >= 0 ? dv : sl;
+    }
+    fz_ins A = fz_chance(g->r, 50) ? fz_ins_new(OP_ADD, x, sl) : fz_ins_new(OP_MUL, sl, x);
+    int a = fz_emit(g, &A, 0);
+    return a >= 0 ? a : sl;
+}
+
 /* Item 7 of issue 7: a view chain over a size-0 dim. */
 static int fz_gen_view_chain_zero(fz_gen *g)
 {
@@ -1595,8 +1682,10 @@ static int fz_gen_norm(fz_gen *g)
         int training = (int)fz_below(g->r, 2);
         fz_ins I = fz_ins_new(OP_BATCH_NORM, x, -1);
         if (!training || fz_chance(g->r, 80)) {
-            I.a[1] = fz_add_leaf(g, FZ_BUF, dt, FZ_NORMAL, 1, &s[1]);
-            I.a[2] = fz_add_leaf(g, FZ_BUF, dt, FZ_POS, 1, &s[1]);
+            /* module buffers, or tensors the model captures (issue 7 item 8) */
+            fz_class cls = fz_chance(g->r, 40) ? FZ_CAP : FZ_BUF;
+            I.a[1] = fz_add_leaf(g, cls, dt, FZ_NORMAL, 1, &s[1]);
+            I.a[2] = fz_add_leaf(g, cls, dt, FZ_POS, 1, &s[1]);
             if (I.a[1] < 0 || I.a[2] < 0)
                 return -1;
         }
@@ -1815,12 +1904,12 @@ void fz_generate(fz_rng *r, fz_prog *p, const char *progress)
     static const struct {
         fam_fn fn;
         int w;
-    } fams[] = {{fz_gen_unary, 12},       {fz_gen_scalar, 8}, {fz_gen_binary, 16},
-                {fz_gen_compare, 6},      {fz_gen_cast, 4},   {fz_gen_reduce, 12},
-                {fz_gen_norm_pattern, 9}, {fz_gen_view, 20},  {fz_gen_view_chain_zero, 2},
-                {fz_gen_join, 6},         {fz_gen_index, 5},  {fz_gen_matmul, 6},
-                {fz_gen_conv_pool, 6},    {fz_gen_norm, 5},   {fz_gen_dropout, 3},
-                {fz_gen_loss, 3},         {fz_gen_sdpa, 4}};
+    } fams[] = {{fz_gen_unary, 12},        {fz_gen_scalar, 8},    {fz_gen_binary, 16},
+                {fz_gen_compare, 6},       {fz_gen_cast, 4},      {fz_gen_reduce, 12},
+                {fz_gen_norm_pattern, 9},  {fz_gen_view, 20},     {fz_gen_view_chain_zero, 2},
+                {fz_gen_slice_pattern, 5}, {fz_gen_join, 6},      {fz_gen_index, 5},
+                {fz_gen_matmul, 6},        {fz_gen_conv_pool, 6}, {fz_gen_norm, 5},
+                {fz_gen_dropout, 3},       {fz_gen_loss, 3},      {fz_gen_sdpa, 4}};
     int total = 0, nf = (int)(sizeof fams / sizeof fams[0]);
     for (int i = 0; i < nf; i++)
         total += fams[i].w;
@@ -1891,7 +1980,8 @@ typedef struct fz_result {
     int nout;
     fz_host out[FZ_MAX_OUT];
     int nbuf;
-    fz_host buf[FZ_MAX_LEAVES];
+    fz_host buf[FZ_MAX_LEAVES]; /* module buffers and captured tensors after the call */
+    int buf_leaf[FZ_MAX_LEAVES];
     tgc_stats stats;
 } fz_result;
 
@@ -2054,11 +2144,14 @@ static int fz_make_path(const fz_prog *p, fz_path *P, const char *name, tgc_back
     P->mod = tgc_module_create("fuzz", &P->ctx);
     if (!P->fn || !P->mod)
         return -1;
+    for (int l = 0; l < p->nleaves; l++) /* in the caller's scope: they outlive the calls */
+        if (p->leaves[l].cls == FZ_CAP && !(P->ctx.cap[l] = fz_leaf_tensor(p, &p->leaves[l], 0)))
+            return -1;
     tgc_scope_push();
     int rc = 0;
     for (int l = 0; l < p->nleaves && rc == 0; l++) {
         const fz_leaf *L = &p->leaves[l];
-        if (L->cls == FZ_ARG)
+        if (L->cls == FZ_ARG || L->cls == FZ_CAP)
             continue;
         char nm[16];
         fz_leaf_name(L, l, nm, sizeof nm);
@@ -2105,11 +2198,13 @@ static void fz_call_path(const fz_prog *p, fz_path *P, int call, fz_result *R)
     }
     for (int l = 0; l < p->nleaves; l++) {
         const fz_leaf *L = &p->leaves[l];
-        if (L->cls != FZ_BUF)
+        if (L->cls != FZ_BUF && L->cls != FZ_CAP)
             continue;
         char nm[16];
         fz_leaf_name(L, l, nm, sizeof nm);
-        fz_capture(tgc_module_get(P->mod, nm), &R->buf[R->nbuf++]);
+        R->buf_leaf[R->nbuf] = l;
+        fz_capture(L->cls == FZ_CAP ? P->ctx.cap[l] : tgc_module_get(P->mod, nm), &R->buf[R->nbuf]);
+        R->nbuf++;
     }
     tgc_fn_stats(P->fn, &R->stats);
     tgc_scope_pop();
@@ -2164,8 +2259,10 @@ fz_verdict fz_run(const fz_prog *p, FILE *report)
                 for (int b = 0; b < R->nbuf; b++)
                     if (O->buf[b].x && R->buf[b].x &&
                         !fz_compare_host(&R->buf[b], &O->buf[b], nops, why, sizeof why)) {
-                        fprintf(report, "  call %d: %s module buffer %d after the call: %s\n", c,
-                                paths[k].name, b, why);
+                        fprintf(report, "  call %d: %s %s%d after the call: %s\n", c, paths[k].name,
+                                p->leaves[R->buf_leaf[b]].cls == FZ_CAP ? "captured tensor "
+                                                                        : "module buffer b",
+                                R->buf_leaf[b], why);
                         if (verdict == FZ_PASS)
                             verdict = FZ_MISMATCH;
                     }
@@ -2190,6 +2287,8 @@ fz_verdict fz_run(const fz_prog *p, FILE *report)
         fz_result_free(&prev[k]);
         tgc_fn_free(paths[k].fn);
         tgc_module_free(paths[k].mod);
+        for (int l = 0; l < p->nleaves; l++)
+            tgc_tensor_free(paths[k].ctx.cap[l]);
     }
     return verdict;
 }

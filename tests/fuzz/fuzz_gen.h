@@ -42,7 +42,9 @@ typedef struct fz_rng {
 void fz_rng_seed(fz_rng *r, uint64_t seed);
 void fz_rng_bytes(fz_rng *r, const uint8_t *data, size_t len);
 
-typedef enum fz_class { FZ_ARG, FZ_PARAM, FZ_BUF } fz_class;
+/* ARG: in[arg_index] of tgc_call; PARAM / BUF: a module parameter / buffer; CAP: a tensor the
+ * model function captures (reached through the module's userdata, as a static would be). */
+typedef enum fz_class { FZ_ARG, FZ_PARAM, FZ_BUF, FZ_CAP } fz_class;
 typedef enum fz_data { FZ_NORMAL, FZ_POS, FZ_INT, FZ_BOOL } fz_data;
 typedef enum fz_layout { FZ_CONTIG, FZ_TRANSPOSED, FZ_STRIDED, FZ_EXPANDED } fz_layout;
 
