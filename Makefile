@@ -63,7 +63,7 @@ fuzz-libfuzzer: deps
 	cmake --build $(LIBFUZZER_BUILD) -j $(JOBS) --target fuzz_libfuzzer
 	mkdir -p $(LIBFUZZER_BUILD)/fuzz-corpus $(LIBFUZZER_BUILD)/fuzz-crashes
 	ASAN_OPTIONS=detect_leaks=0 ./$(LIBFUZZER_BUILD)/tests/fuzz/fuzz_libfuzzer \
-	    -max_total_time=$(FUZZ_SECONDS) -timeout=120 -rss_limit_mb=4096 \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=120 -rss_limit_mb=4096 -fork=1 -ignore_crashes=1 \
 	    -artifact_prefix=$(LIBFUZZER_BUILD)/fuzz-crashes/ $(LIBFUZZER_BUILD)/fuzz-corpus
 
 clean:

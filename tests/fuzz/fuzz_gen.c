@@ -1931,11 +1931,18 @@ void fz_generate(fz_rng *r, fz_prog *p, const char *progress)
     }
     if (!p->bad_op && fz_chance(r, 3))
         fz_gen_extreme(g);
-    /* outputs: the last value, and up to two other op results */
+    /* outputs: the last value, then the other op results nothing uses (latest first), then
+     * sometimes an intermediate; sinks beyond FZ_MAX_OUT stay dead code */
     p->outs[p->nout++] = p->nins - 1;
-    for (int k = 0; k < 2; k++) {
-        if (!fz_chance(r, 40) || p->bad_op)
-            continue;
+    int used[FZ_MAX_INS] = {0};
+    for (int i = 0; i < p->nins; i++)
+        for (int k = 0; k < 5; k++)
+            if (p->ins[i].a[k] >= 0)
+                used[p->ins[i].a[k]] = 1;
+    for (int i = p->nins - 2; i >= 0 && p->nout < FZ_MAX_OUT && !p->bad_op; i--)
+        if (!used[i] && p->ins[i].op != OP_LEAF && g->val[i] && !fz_chance(r, 10))
+            p->outs[p->nout++] = i;
+    if (p->nout < FZ_MAX_OUT && !p->bad_op && fz_chance(r, 30)) {
         int v = (int)fz_below(r, p->nins);
         int dup = 0;
         for (int o = 0; o < p->nout; o++)

@@ -3,7 +3,8 @@
  *   fuzz_run [--seed S] [--count N] [--seconds T] [--known FILE] [--record DIR]
  *   fuzz_run --replay DIR [--known FILE]
  *   options: --no-fork (run in this process), --timeout S (per program, default 120),
- *            --print (print every program), --reduce (also print a reduced program)
+ *            --print (print every program), --reduce (also print a reduced program),
+ *            --list (generate and print the programs, run nothing)
  *
  * Seed mode runs programs S, S+1, ... S+N-1 (stopping early after T seconds). Replay mode runs
  * every corpus entry of DIR: NAME.seed (a "seed N" line, then the program it generated, which
@@ -35,7 +36,7 @@ typedef struct known {
 
 static known g_known[256];
 static int g_nknown;
-static int g_no_fork, g_print, g_reduce, g_timeout = 120;
+static int g_no_fork, g_print, g_reduce, g_list, g_timeout = 120;
 static const char *g_record;
 static char g_progress[512];
 
@@ -136,8 +137,10 @@ static int child_run(uint64_t seed, const uint8_t *data, size_t len)
         fz_rng_seed(&r, seed);
     static fz_prog p;
     fz_generate(&r, &p, g_progress[0] ? g_progress : NULL);
-    if (g_print)
+    if (g_print || g_list)
         fz_print(&p, stdout);
+    if (g_list)
+        return FZ_PASS;
     char *rep = NULL;
     size_t replen = 0;
     FILE *mem = open_memstream(&rep, &replen);
@@ -391,6 +394,8 @@ int main(int argc, char **argv)
             g_timeout = atoi(argv[++i]);
         else if (!strcmp(a, "--no-fork"))
             g_no_fork = 1;
+        else if (!strcmp(a, "--list"))
+            g_list = 1;
         else if (!strcmp(a, "--reduce"))
             g_reduce = 1;
         else if (!strcmp(a, "--print"))
