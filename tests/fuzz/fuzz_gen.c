@@ -448,6 +448,17 @@ static const char *fz_dt_name(tgc_dtype dt)
     return tgc_dtype_name(dt);
 }
 
+/* An int64 argument as C source: the limits by name. */
+static void fz_i64_str(int64_t v, char *buf)
+{
+    if (v == INT64_MAX)
+        strcpy(buf, "INT64_MAX");
+    else if (v == INT64_MIN)
+        strcpy(buf, "INT64_MIN");
+    else
+        snprintf(buf, 32, "%lld", (long long)v);
+}
+
 static void fz_print_ins(const fz_prog *p, int i, FILE *f)
 {
     const fz_ins *I = &p->ins[i];
@@ -562,15 +573,10 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
                 (long long)iv[1]);
         return;
     case OP_SLICE: {
-        char e[32], s[32];
-        snprintf(e, sizeof e,
-                 iv[2] == INT64_MAX   ? "INT64_MAX"
-                 : iv[2] == INT64_MIN ? "INT64_MIN"
-                                      : "%lld",
-                 (long long)iv[2]);
-        snprintf(s, sizeof s, iv[3] == INT64_MAX ? "INT64_MAX" : "%lld", (long long)iv[3]);
-        fprintf(f, "tgc_slice(%s, %lld, %s%lld, %s, %s);\n", a[0], (long long)iv[0],
-                iv[1] == INT64_MIN ? "" : "", (long long)iv[1], e, s);
+        char b[3][32];
+        for (int k = 0; k < 3; k++)
+            fz_i64_str(iv[k + 1], b[k]);
+        fprintf(f, "tgc_slice(%s, %lld, %s, %s, %s);\n", a[0], (long long)iv[0], b[0], b[1], b[2]);
         return;
     }
     case OP_CAT:
@@ -583,10 +589,9 @@ static void fz_print_ins(const fz_prog *p, int i, FILE *f)
     case OP_PAD:
         fprintf(f, "tgc_pad(%s, (int64_t[]){", a[0]);
         for (int k = 0; k < I->niv; k++) {
-            if (iv[k] == INT64_MAX)
-                fprintf(f, "%sINT64_MAX", k ? ", " : "");
-            else
-                fprintf(f, "%s%lld", k ? ", " : "", (long long)iv[k]);
+            char b[32];
+            fz_i64_str(iv[k], b);
+            fprintf(f, "%s%s", k ? ", " : "", b);
         }
         fprintf(f, "}, %d, %.17g);\n", I->niv / 2, dv[0]);
         return;
