@@ -3,12 +3,15 @@
 #   make test   builds with -Werror and runs every test, then again under ASan+UBSan
 #   make test-tsan  builds build-tsan with ThreadSanitizer and runs the concurrency tests, then
 #               every test, under it
+#   make fuzz   runs the random-program fuzzer for FUZZ_SECONDS (tests/fuzz/README.md)
+#   make fuzz-libfuzzer  the same generator under libFuzzer (clang, ASan) for FUZZ_SECONDS
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps demo test test-release test-asan test-tsan bench bench-deps clean
+.PHONY: all deps demo test test-release test-asan test-tsan bench bench-deps clean fuzz \
+        fuzz-libfuzzer
 
 all: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -60,5 +63,26 @@ bench: bench-deps all
 	./$(BUILD)/tests/bench/bench_pointwise --threads 1,2
 	BUILD=$(BUILD) ./tests/bench/compare_models.sh 2
 
+# The fuzzer: a longer run than ctest's slice, from a seed of its own (FUZZ_SEED=N to choose).
+# Findings are printed and recorded as corpus entries under $(BUILD)/fuzz-findings.
+FUZZ_SECONDS ?= 600
+FUZZ_SEED ?= $(shell date +%s)
+LIBFUZZER_BUILD ?= build-libfuzzer
+fuzz: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS) --target fuzz_run
+	mkdir -p $(BUILD)/fuzz-findings
+	./$(BUILD)/tests/fuzz/fuzz_run --seed $(FUZZ_SEED) --count 100000000 --seconds $(FUZZ_SECONDS) \
+	    --known tests/fuzz/known_failures --corpus tests/fuzz/corpus --record $(BUILD)/fuzz-findings
+
+fuzz-libfuzzer: deps
+	cmake -S . -B $(LIBFUZZER_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	      -DTGC_BUILD_LIBFUZZER=ON -DTGC_BUILD_EXAMPLES=OFF -DTGC_BUILD_BENCH=OFF
+	cmake --build $(LIBFUZZER_BUILD) -j $(JOBS) --target fuzz_libfuzzer
+	mkdir -p $(LIBFUZZER_BUILD)/fuzz-corpus $(LIBFUZZER_BUILD)/fuzz-crashes
+	ASAN_OPTIONS=detect_leaks=0 ./$(LIBFUZZER_BUILD)/tests/fuzz/fuzz_libfuzzer \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=120 -rss_limit_mb=4096 -fork=1 -ignore_crashes=1 \
+	    -artifact_prefix=$(LIBFUZZER_BUILD)/fuzz-crashes/ $(LIBFUZZER_BUILD)/fuzz-corpus
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(LIBFUZZER_BUILD)
