@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ir/shape_infer_impl.h"
+#include "support/checked.h"
 
 /* ---- dtypes ---- */
 
@@ -97,6 +98,16 @@ int si_eq(si_ctx *c, tgc_sdim a, tgc_sdim b)
     if ((TGC_SDIM_IS_CONST(a) && TGC_SDIM_IS_CONST(b)) || !c->syms)
         return 0;
     return tgc_sym_unify(c->syms, a, b);
+}
+
+/* 1 when d == 1: a constant 1, or a symbolic size that is 1 at trace time (assumed and
+ * guarded; dynamic symbols are >= 2, but sizes computed from them, such as s0 - 1, can be
+ * 1). Broadcasting does not use it: code generation broadcasts constant 1s only. */
+int si_is_one(si_ctx *c, tgc_sdim d)
+{
+    if (TGC_SDIM_IS_CONST(d) || !c->syms || !TGC_SDIM_IS_VALID(d))
+        return d == 1;
+    return si_hint(c, d) == 1 && si_eq(c, d, 1);
 }
 
 static int broadcast_dim(si_ctx *c, tgc_sdim a, tgc_sdim b, tgc_sdim *r)
@@ -199,6 +210,24 @@ tgc_status si_set_out(si_ctx *c, tgc_dtype dt, const tgc_sdim *d, int n)
     if (n > TGC_MAX_DIMS)
         return si_fail(c, TGC_ERR_INVALID_ARG, "the result would have %d dims (at most %d)", n,
                        TGC_MAX_DIMS);
+    /* One limit for every tensor, view and intermediate (tgc/tensor.h): sizes that fit in
+     * int64, none negative, and an extent (0 counted as 1) of at most TGC_MAX_NUMEL, so
+     * numel, strides, offsets and byte sizes computed from them cannot overflow. */
+    int64_t hints[TGC_MAX_DIMS], extent;
+    for (int k = 0; k < n; k++) {
+        if (!TGC_SDIM_IS_VALID(d[k]))
+            return si_fail(c, TGC_ERR_SHAPE, "size %d of the result %s overflows int64", k,
+                           si_dims(c, d, n));
+        hints[k] = si_hint(c, d[k]);
+        if (hints[k] < 0)
+            return si_fail(c, TGC_ERR_SHAPE, "size %d of the result %s is negative (%lld)", k,
+                           si_dims(c, d, n), (long long)hints[k]);
+    }
+    if (!tgc_extent_ok(hints, n, &extent) || extent > TGC_MAX_NUMEL)
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "the result %s is too large: its sizes multiply to more than "
+                       "TGC_MAX_NUMEL (2^56)",
+                       si_dims(c, d, n));
     tgc_sdim tmp[TGC_MAX_DIMS] = {0}; /* d may alias out */
     memcpy(tmp, d, sizeof(tgc_sdim) * (size_t)n);
     c->out->dtype = dt;
