@@ -33,7 +33,8 @@ extern "C" {
  * offset, and numel * element size (8 bytes at most: 2^59) fit in int64_t and size_t.
  * Creation functions and ops whose result would break this fail with TGC_ERR_SHAPE and a
  * message naming the op and the shape; so do shape computations that overflow int64
- * (pads, slice bounds, conv and pool windows, cat sizes, reshape and expand targets). */
+ * (conv and pool windows, cat sizes, reshape and expand targets) and pads beyond
+ * +-TGC_MAX_NUMEL. Slice bounds of any int64 value clamp as in python. */
 #define TGC_MAX_NUMEL ((int64_t)1 << 56)
 
 typedef enum tgc_status {

@@ -100,16 +100,6 @@ int si_eq(si_ctx *c, tgc_sdim a, tgc_sdim b)
     return tgc_sym_unify(c->syms, a, b);
 }
 
-/* 1 when d == 1: a constant 1, or a symbolic size that is 1 at trace time (assumed and
- * guarded; dynamic symbols are >= 2, but sizes computed from them, such as s0 - 1, can be
- * 1). Broadcasting does not use it: code generation broadcasts constant 1s only. */
-int si_is_one(si_ctx *c, tgc_sdim d)
-{
-    if (TGC_SDIM_IS_CONST(d) || !c->syms || !TGC_SDIM_IS_VALID(d))
-        return d == 1;
-    return si_hint(c, d) == 1 && si_eq(c, d, 1);
-}
-
 static int broadcast_dim(si_ctx *c, tgc_sdim a, tgc_sdim b, tgc_sdim *r)
 {
     if (tgc_sym_same(a, b) || b == 1) {
@@ -230,6 +220,12 @@ tgc_status si_set_out(si_ctx *c, tgc_dtype dt, const tgc_sdim *d, int n)
                        si_dims(c, d, n));
     tgc_sdim tmp[TGC_MAX_DIMS] = {0}; /* d may alias out */
     memcpy(tmp, d, sizeof(tgc_sdim) * (size_t)n);
+    /* 0/1 specialization, as for input sizes: a computed size that is 0 or 1 at trace time
+     * becomes that constant (guarded), so size-1 dims are always the constant 1 that
+     * broadcasting, squeeze and code generation recognize (x[:, 1:] of [N, 2]). */
+    for (int k = 0; k < n; k++)
+        if (!TGC_SDIM_IS_CONST(tmp[k]) && hints[k] < 2)
+            tmp[k] = tgc_sym_specialize(c->syms, tmp[k]);
     c->out->dtype = dt;
     c->out->ndim = n;
     memcpy(c->out->shape, tmp, sizeof tmp);

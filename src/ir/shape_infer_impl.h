@@ -31,8 +31,6 @@ const char *si_dim(si_ctx *c, tgc_sdim d);
 int64_t si_hint(const si_ctx *c, tgc_sdim d);
 /* 1 when a == b is known, or assumed because the hints agree (recorded in syms). */
 int si_eq(si_ctx *c, tgc_sdim a, tgc_sdim b);
-/* d == 1: a constant 1, or symbolic and 1 at trace time (assumed, recorded in syms). */
-int si_is_one(si_ctx *c, tgc_sdim d);
 /* d >= bound, known or recorded as an assumption (guarded at call time). */
 int si_ge(si_ctx *c, tgc_sdim d, int64_t bound);
 /* Broadcasts x[0..nx) with y[0..ny) (aligned at the end) into r, *nr = max(nx, ny).

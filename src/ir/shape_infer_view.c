@@ -168,19 +168,14 @@ static tgc_status infer_expand(si_ctx *c)
     return si_set_out(c, x->dtype, r, nd);
 }
 
-/* Whether squeeze drops a dim of size d. A symbolic size decides by its trace-time value,
- * and the decision is guarded either way: d == 1, or d >= 2, or d == 0. */
+/* Whether squeeze drops a dim of size d. Symbolic sizes are >= 2 at trace time (results
+ * are 0/1-specialized, si_set_out), and the kept dim is guarded to stay >= 2: where it
+ * becomes 1, eager would drop it. */
 static int size_is_one(si_ctx *c, tgc_sdim d)
 {
     if (TGC_SDIM_IS_CONST(d) || !c->syms)
         return d == 1;
-    int64_t h = si_hint(c, d);
-    if (h == 1)
-        return si_is_one(c, d);
-    if (h >= 2)
-        si_ge(c, d, 2);
-    else
-        si_eq(c, d, 0);
+    si_ge(c, d, 2);
     return 0;
 }
 
@@ -261,7 +256,8 @@ static tgc_sdim slice_len(si_ctx *c, tgc_sdim len, int64_t start, int64_t end, i
         tgc_sdim lo = symbolic_bound(c, len, start), hi = symbolic_bound(c, len, end);
         tgc_sdim count = tgc_sym_sub(c->syms, hi, lo);
         if (si_hint(c, count) >= 1 && si_ge(c, count, 1))
-            return tgc_sym_ceildiv(c->syms, count, step);
+            /* count <= len <= TGC_MAX_NUMEL: a larger step takes one element */
+            return step >= TGC_MAX_NUMEL ? 1 : tgc_sym_ceildiv(c->syms, count, step);
         si_ge(c, tgc_sym_sub(c->syms, 0, count), 0);
         return 0;
     }
@@ -391,6 +387,12 @@ static tgc_status infer_pad(si_ctx *c)
     for (int k = 0; k < np; k++) {
         int d = x->ndim - 1 - k;
         tgc_sdim before = c->a->i[1 + 2 * k], after = c->a->i[2 + 2 * k];
+        if (before < -TGC_MAX_NUMEL || before > TGC_MAX_NUMEL || after < -TGC_MAX_NUMEL ||
+            after > TGC_MAX_NUMEL)
+            return si_fail(c, TGC_ERR_SHAPE,
+                           "pads %lld, %lld on dim %d of %s: a pad must be within "
+                           "+-TGC_MAX_NUMEL (2^56)",
+                           (long long)before, (long long)after, d, si_shape(c, x));
         r[d] = tgc_sym_add(c->syms, tgc_sym_add(c->syms, r[d], before), after);
         if (!TGC_SDIM_IS_VALID(r[d]))
             return si_fail(c, TGC_ERR_SHAPE, "pads %lld, %lld on dim %d of %s overflow int64",
