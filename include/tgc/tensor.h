@@ -111,11 +111,10 @@ TGC_API tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_d
 /* 1-D [start, start+step, ...) below end (above end for a negative step). start, end and
  * step must be finite, step nonzero, and end - start must not have the opposite sign of
  * step (TGC_ERR_INVALID_ARG); more than TGC_MAX_NUMEL elements is TGC_ERR_SHAPE. */
-TGC_API tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt,
-                               tgc_device dev);
+TGC_API tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_device dev);
 /* Copies nbytes = numel * dtype size from host memory `data` (row-major). */
-TGC_API tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape,
-                                  int ndim, tgc_dtype dt, tgc_device dev);
+TGC_API tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape, int ndim,
+                                  tgc_dtype dt, tgc_device dev);
 /* Uniform [0,1) and standard normal from the library's Philox4x32-10 generator. */
 TGC_API tgc_tensor *tgc_rand(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
 TGC_API tgc_tensor *tgc_randn(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
@@ -148,7 +147,10 @@ TGC_API double tgc_item_f64(const tgc_tensor *t);
 TGC_API int64_t tgc_item_i64(const tgc_tensor *t);
 
 /* ---- dynamic shapes ---- */
-/* Ask tgc_compile to treat `dim` of this tensor as symbolic whenever it is an input. */
+/* Ask tgc_compile to treat `dim` of this tensor as symbolic whenever it is an input.
+ * Sizes of 0 and 1 stay specialized, as in PyTorch; so do sizes computed from symbolic
+ * ones (a slice, a pad, a conv output) that are 0 or 1 when traced: they become constants
+ * under a guard, and a call where they differ compiles a new variant. */
 TGC_API void tgc_mark_dynamic(tgc_tensor *t, int dim);
 
 /* Release memory returned by the library (e.g. tgc_fn_explain). */

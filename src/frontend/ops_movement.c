@@ -158,7 +158,10 @@ tgc_tensor *tgc_flatten(tgc_tensor *t, int start_dim, int end_dim)
     return tgc_apply(TGC_OP_FLATTEN, &t, 1, &at);
 }
 
-tgc_tensor *tgc_contiguous(tgc_tensor *t) { return apply_plain(TGC_OP_CONTIGUOUS, &t, 1); }
+tgc_tensor *tgc_contiguous(tgc_tensor *t)
+{
+    return apply_plain(TGC_OP_CONTIGUOUS, &t, 1);
+}
 
 /* ---- movement ---- */
 

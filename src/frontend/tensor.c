@@ -36,10 +36,19 @@ size_t tgc_dtype_size(tgc_dtype dt)
     return (unsigned)dt < TGC_DTYPE_COUNT ? dtype_table[dt].size : 0;
 }
 
-tgc_device tgc_cpu(void) { return (tgc_device){TGC_DEVICE_CPU, 0}; }
-tgc_device tgc_cuda(int index) { return (tgc_device){TGC_DEVICE_CUDA, index}; }
+tgc_device tgc_cpu(void)
+{
+    return (tgc_device){TGC_DEVICE_CPU, 0};
+}
+tgc_device tgc_cuda(int index)
+{
+    return (tgc_device){TGC_DEVICE_CUDA, index};
+}
 
-void tgc_free(void *p) { free(p); }
+void tgc_free(void *p)
+{
+    free(p);
+}
 
 /* ---- geometry ---- */
 
@@ -223,7 +232,10 @@ tgc_tensor *tgc_tensor_alloc_unowned(void)
     return t;
 }
 
-void tgc_tensor_ref(tgc_tensor *t) { __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED); }
+void tgc_tensor_ref(tgc_tensor *t)
+{
+    __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+}
 
 void tgc_tensor_unref(tgc_tensor *t)
 {
@@ -314,8 +326,8 @@ tgc_tensor *tgc_tensor_new(const int64_t *shape, int ndim, tgc_dtype dt, tgc_dev
     return new_tensor("tgc", shape, ndim, dt, dev);
 }
 
-tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape,
-                            const int64_t *strides, int ndim, int64_t offset)
+tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape, const int64_t *strides,
+                            int ndim, int64_t offset)
 {
     tgc_tensor *t = tgc_tensor_alloc_unowned();
     if (!t)
@@ -370,8 +382,7 @@ tgc_tensor *tgc_ones(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device de
     return t;
 }
 
-tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt,
-                     tgc_device dev)
+tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt, tgc_device dev)
 {
     tgc_tensor *t = new_tensor("tgc_full", shape, ndim, dt, dev);
     if (t)
@@ -414,8 +425,7 @@ tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_
 tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape, int ndim,
                           tgc_dtype dt, tgc_device dev)
 {
-    if (!check_shape("tgc_from_data", shape, ndim) ||
-        !check_dtype_device("tgc_from_data", dt, dev))
+    if (!check_shape("tgc_from_data", shape, ndim) || !check_dtype_device("tgc_from_data", dt, dev))
         return NULL;
     size_t want = (size_t)tgc_shape_numel(shape, ndim) * tgc_dtype_size(dt);
     if (nbytes != want) {
@@ -467,7 +477,10 @@ tgc_tensor *tgc_randn(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device d
     return random_tensor("tgc_randn", shape, ndim, dt, dev, 1);
 }
 
-void tgc_manual_seed(uint64_t seed) { tgc_rng_seed(seed); }
+void tgc_manual_seed(uint64_t seed)
+{
+    tgc_rng_seed(seed);
+}
 
 /* ---- queries ---- */
 
@@ -479,7 +492,10 @@ static int null_query(const tgc_tensor *t, const char *fn)
     return 1;
 }
 
-int tgc_ndim(const tgc_tensor *t) { return null_query(t, "tgc_ndim") ? 0 : t->ndim; }
+int tgc_ndim(const tgc_tensor *t)
+{
+    return null_query(t, "tgc_ndim") ? 0 : t->ndim;
+}
 
 int64_t tgc_size(const tgc_tensor *t, int dim)
 {
@@ -515,8 +531,8 @@ int64_t tgc_stride(const tgc_tensor *t, int dim)
         return 0;
     int d = tgc_norm_dim(dim, t->ndim);
     if (d < 0 || t->ndim == 0) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_stride: dim %d is out of range for rank %d",
-                      dim, t->ndim);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_stride: dim %d is out of range for rank %d", dim,
+                      t->ndim);
         return 0;
     }
     return t->strides[d];
@@ -581,8 +597,8 @@ tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
     if (want) {
         int64_t strides[TGC_MAX_DIMS];
         tgc_contiguous_strides(t->shape, t->ndim, strides);
-        tgc_interp_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype,
-                                t->offset, t->strides, t->shape, t->ndim);
+        tgc_interp_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype, t->offset,
+                                t->strides, t->shape, t->ndim);
     }
     return TGC_OK;
 }
@@ -599,8 +615,7 @@ static int has_internal_overlap(const tgc_tensor *t)
             idx[n++] = d;
     }
     for (int i = 1; i < n; i++) /* by |stride|, insertion sort */
-        for (int j = i; j > 0 && llabs(t->strides[idx[j - 1]]) > llabs(t->strides[idx[j]]);
-             j--) {
+        for (int j = i; j > 0 && llabs(t->strides[idx[j - 1]]) > llabs(t->strides[idx[j]]); j--) {
             int x = idx[j];
             idx[j] = idx[j - 1];
             idx[j - 1] = x;
@@ -661,7 +676,10 @@ static double item(const tgc_tensor *t, const char *fn)
     return v;
 }
 
-double tgc_item_f64(const tgc_tensor *t) { return item(t, "tgc_item_f64"); }
+double tgc_item_f64(const tgc_tensor *t)
+{
+    return item(t, "tgc_item_f64");
+}
 
 int64_t tgc_item_i64(const tgc_tensor *t)
 {
@@ -673,7 +691,10 @@ int64_t tgc_item_i64(const tgc_tensor *t)
         if (t->dtype == TGC_I32)
             return ((const int32_t *)tgc_tensor_base(t))[t->offset];
     }
-    return v != v ? 0 : v >= 9223372036854775807.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;
+    return v != v                        ? 0
+           : v >= 9223372036854775807.0  ? INT64_MAX
+           : v <= -9223372036854775808.0 ? INT64_MIN
+                                         : (int64_t)v;
 }
 
 void tgc_mark_dynamic(tgc_tensor *t, int dim)
@@ -682,8 +703,8 @@ void tgc_mark_dynamic(tgc_tensor *t, int dim)
         return;
     int d = tgc_norm_dim(dim, t->ndim);
     if (d < 0 || t->ndim == 0) {
-        tgc_set_error(TGC_ERR_INVALID_ARG,
-                      "tgc_mark_dynamic: dim %d is out of range for rank %d", dim, t->ndim);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_mark_dynamic: dim %d is out of range for rank %d",
+                      dim, t->ndim);
         return;
     }
     t->dyn_mask |= (uint8_t)(1u << d);

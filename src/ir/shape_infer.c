@@ -17,7 +17,10 @@ int tgc_dtype_is_float(tgc_dtype dt)
     return dt == TGC_F32 || dt == TGC_F16 || dt == TGC_BF16 || dt == TGC_F64;
 }
 
-static int float_rank(tgc_dtype dt) { return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1; }
+static int float_rank(tgc_dtype dt)
+{
+    return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1;
+}
 
 tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
 {
@@ -35,7 +38,10 @@ tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
     return float_rank(a) > float_rank(b) ? a : b;
 }
 
-tgc_dtype si_float_of(tgc_dtype dt) { return tgc_dtype_is_float(dt) ? dt : TGC_F32; }
+tgc_dtype si_float_of(tgc_dtype dt)
+{
+    return tgc_dtype_is_float(dt) ? dt : TGC_F32;
+}
 
 /* ---- messages ---- */
 
@@ -268,7 +274,10 @@ tgc_status si_rule_BINARY(si_ctx *c)
     return elementwise(c, 2, dt);
 }
 
-tgc_status si_rule_COMPARE(si_ctx *c) { return elementwise(c, 2, TGC_BOOL); }
+tgc_status si_rule_COMPARE(si_ctx *c)
+{
+    return elementwise(c, 2, TGC_BOOL);
+}
 
 tgc_status si_rule_TERNARY(si_ctx *c)
 {
@@ -278,7 +287,10 @@ tgc_status si_rule_TERNARY(si_ctx *c)
     return elementwise(c, 3, tgc_promote(c->in[1].dtype, c->in[2].dtype));
 }
 
-static int is_integral(double s) { return isfinite(s) && s == floor(s); }
+static int is_integral(double s)
+{
+    return isfinite(s) && s == floor(s);
+}
 
 /* Does an integer or bool tensor need f32 for this op's scalars? Infinite clamp bounds
  * mean "no bound" and keep the dtype. */

@@ -6,7 +6,7 @@
 #include "ir/shape_infer.h"
 #include "support/error.h"
 
-#define SI_NBUF 6
+#define SI_NBUF   6
 #define SI_BUFLEN 256
 
 typedef struct si_ctx {

@@ -23,7 +23,10 @@ static int grow(void **p, int *cap, int need, size_t elem)
     return 1;
 }
 
-tgc_symtab *tgc_symtab_create(void) { return calloc(1, sizeof(tgc_symtab)); }
+tgc_symtab *tgc_symtab_create(void)
+{
+    return calloc(1, sizeof(tgc_symtab));
+}
 
 void tgc_symtab_free(tgc_symtab *t)
 {
@@ -36,13 +39,30 @@ void tgc_symtab_free(tgc_symtab *t)
     free(t);
 }
 
-static tgc_sdim handle_of(int k) { return TGC_SDIM_EXPR_MAX - k; }
-static int index_of(tgc_sdim d) { return (int)(TGC_SDIM_EXPR_MAX - d); }
-static const expr *get(const tgc_symtab *t, tgc_sdim d) { return &t->exprs[index_of(d)]; }
+static tgc_sdim handle_of(int k)
+{
+    return TGC_SDIM_EXPR_MAX - k;
+}
+static int index_of(tgc_sdim d)
+{
+    return (int)(TGC_SDIM_EXPR_MAX - d);
+}
+static const expr *get(const tgc_symtab *t, tgc_sdim d)
+{
+    return &t->exprs[index_of(d)];
+}
+
+/* A constant, or an expression of t: not TGC_SDIM_INVALID, nor a value in the handle
+ * range that names no expression (a size below INT64_MIN + 2^40 taken as a constant). */
+static int operand_ok(const tgc_symtab *t, tgc_sdim d)
+{
+    return TGC_SDIM_IS_CONST(d) ||
+           (TGC_SDIM_IS_VALID(d) && t && TGC_SDIM_EXPR_MAX - d < t->n_exprs);
+}
 
 int64_t tgc_sym_hint(const tgc_symtab *t, tgc_sdim d)
 {
-    if (!TGC_SDIM_IS_VALID(d))
+    if (!operand_ok(t, d))
         return 0;
     return TGC_SDIM_IS_CONST(d) ? d : get(t, d)->hint;
 }
@@ -109,7 +129,10 @@ tgc_sdim tgc_sym_new(tgc_symtab *t, int64_t hint, int input, int dim)
     return d;
 }
 
-int tgc_sym_count(const tgc_symtab *t) { return t ? t->n_syms : 0; }
+int tgc_sym_count(const tgc_symtab *t)
+{
+    return t ? t->n_syms : 0;
+}
 
 void tgc_sym_origin(const tgc_symtab *t, int k, int *input, int *dim)
 {
@@ -117,7 +140,10 @@ void tgc_sym_origin(const tgc_symtab *t, int k, int *input, int *dim)
     *dim = t->syms[k].dim;
 }
 
-tgc_sdim tgc_sym_symbol(const tgc_symtab *t, int k) { return t->syms[k].handle; }
+tgc_sdim tgc_sym_symbol(const tgc_symtab *t, int k)
+{
+    return t->syms[k].handle;
+}
 
 /* ---- the normal form (layout in sym_impl.h) ---- */
 
@@ -210,7 +236,10 @@ static void poly_collect(const tgc_symtab *t, tgc_sdim d, int64_t k, poly *p)
 }
 
 /* Older handles (larger values) first: s0 before s1. */
-static int cmp_desc(tgc_sdim a, tgc_sdim b) { return a > b ? -1 : a < b; }
+static int cmp_desc(tgc_sdim a, tgc_sdim b)
+{
+    return a > b ? -1 : a < b;
+}
 
 static tgc_sdim poly_build(tgc_symtab *t, poly *p)
 {
@@ -307,7 +336,7 @@ static void poly_of(const tgc_symtab *t, tgc_sdim d, poly *p)
 
 tgc_sdim tgc_sym_add(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 {
-    if (!TGC_SDIM_IS_VALID(a) || !TGC_SDIM_IS_VALID(b))
+    if (!operand_ok(t, a) || !operand_ok(t, b))
         return TGC_SDIM_INVALID;
     if (TGC_SDIM_IS_CONST(a) && TGC_SDIM_IS_CONST(b)) {
         int64_t r;
@@ -324,7 +353,7 @@ tgc_sdim tgc_sym_add(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 
 tgc_sdim tgc_sym_mul(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 {
-    if (!TGC_SDIM_IS_VALID(a) || !TGC_SDIM_IS_VALID(b))
+    if (!operand_ok(t, a) || !operand_ok(t, b))
         return TGC_SDIM_INVALID;
     if (TGC_SDIM_IS_CONST(a) && TGC_SDIM_IS_CONST(b)) {
         int64_t r;
@@ -362,7 +391,7 @@ tgc_sdim tgc_sym_mul(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 
 tgc_sdim tgc_sym_sub(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 {
-    if (!TGC_SDIM_IS_VALID(a) || !TGC_SDIM_IS_VALID(b))
+    if (!operand_ok(t, a) || !operand_ok(t, b))
         return TGC_SDIM_INVALID;
     if (TGC_SDIM_IS_CONST(a) && TGC_SDIM_IS_CONST(b)) {
         int64_t r;
@@ -446,7 +475,7 @@ static tgc_sdim floordiv_term(tgc_symtab *t, tgc_sdim a, tgc_sdim b, tgc_sdim m,
 
 tgc_sdim tgc_sym_floordiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 {
-    if (!TGC_SDIM_IS_VALID(a) || !TGC_SDIM_IS_VALID(b))
+    if (!operand_ok(t, a) || !operand_ok(t, b))
         return TGC_SDIM_INVALID;
     if (TGC_SDIM_IS_CONST(b) && b == 1)
         return a;
@@ -476,7 +505,7 @@ tgc_sdim tgc_sym_floordiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 /* ceil(a / b) = floor((a + b - 1) / b) for b > 0 (one normal form for both divisions). */
 tgc_sdim tgc_sym_ceildiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 {
-    if (!TGC_SDIM_IS_VALID(a) || !TGC_SDIM_IS_VALID(b))
+    if (!operand_ok(t, a) || !operand_ok(t, b))
         return TGC_SDIM_INVALID;
     if (TGC_SDIM_IS_CONST(b) && b < 0)
         return tgc_sym_ceildiv(t, tgc_sym_mul(t, a, -1), tgc_sym_mul(t, b, -1));
@@ -488,14 +517,17 @@ tgc_sdim tgc_sym_ceildiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
     return tgc_sym_floordiv(t, tgc_sym_add(t, a, tgc_sym_sub(t, b, 1)), b);
 }
 
-int tgc_sym_same(tgc_sdim a, tgc_sdim b) { return a == b && TGC_SDIM_IS_VALID(a); }
+int tgc_sym_same(tgc_sdim a, tgc_sdim b)
+{
+    return a == b && TGC_SDIM_IS_VALID(a);
+}
 
 static void add_assumption(tgc_symtab *t, tgc_sdim a, tgc_sdim b, tgc_assume_kind kind)
 {
     for (int k = 0; k < t->n_assume; k++) {
         const struct assumption *x = &t->assume[k];
-        if (x->kind == kind && ((x->a == a && x->b == b) ||
-                                (kind == TGC_ASSUME_EQ && x->a == b && x->b == a)))
+        if (x->kind == kind &&
+            ((x->a == a && x->b == b) || (kind == TGC_ASSUME_EQ && x->a == b && x->b == a)))
             return;
     }
     if (!grow((void **)&t->assume, &t->cap_assume, t->n_assume + 1, sizeof *t->assume))
@@ -507,8 +539,7 @@ int tgc_sym_unify(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 {
     if (tgc_sym_same(a, b))
         return 1;
-    if ((TGC_SDIM_IS_CONST(a) && TGC_SDIM_IS_CONST(b)) || !TGC_SDIM_IS_VALID(a) ||
-        !TGC_SDIM_IS_VALID(b))
+    if ((TGC_SDIM_IS_CONST(a) && TGC_SDIM_IS_CONST(b)) || !operand_ok(t, a) || !operand_ok(t, b))
         return 0;
     if (tgc_sym_hint(t, a) != tgc_sym_hint(t, b))
         return 0;
@@ -518,8 +549,8 @@ int tgc_sym_unify(tgc_symtab *t, tgc_sdim a, tgc_sdim b)
 
 int64_t tgc_sym_specialize(tgc_symtab *t, tgc_sdim d)
 {
-    if (TGC_SDIM_IS_CONST(d) || !TGC_SDIM_IS_VALID(d))
-        return TGC_SDIM_IS_VALID(d) ? d : 0;
+    if (TGC_SDIM_IS_CONST(d) || !operand_ok(t, d))
+        return TGC_SDIM_IS_CONST(d) ? d : 0;
     int64_t h = get(t, d)->hint;
     add_assumption(t, d, h, TGC_ASSUME_EQ);
     return h;
@@ -562,7 +593,7 @@ static int64_t lower_bound(const tgc_symtab *t, tgc_sdim d)
 
 int tgc_sym_assume_ge(tgc_symtab *t, tgc_sdim a, int64_t bound)
 {
-    if (!TGC_SDIM_IS_VALID(a))
+    if (!operand_ok(t, a))
         return 0;
     if (TGC_SDIM_IS_CONST(a))
         return a >= bound;
@@ -574,7 +605,10 @@ int tgc_sym_assume_ge(tgc_symtab *t, tgc_sdim a, int64_t bound)
     return 1;
 }
 
-int tgc_sym_n_assumptions(const tgc_symtab *t) { return t ? t->n_assume : 0; }
+int tgc_sym_n_assumptions(const tgc_symtab *t)
+{
+    return t ? t->n_assume : 0;
+}
 
 tgc_assume_kind tgc_sym_assumption(const tgc_symtab *t, int k, tgc_sdim *a, tgc_sdim *b)
 {
@@ -590,13 +624,19 @@ int tgc_sym_assumption_holds(const tgc_symtab *t, int k, const int64_t *vals)
 }
 
 /* Wrapping arithmetic (through uint64): defined for every input. */
-static int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static int64_t wrap_add(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+static int64_t wrap_mul(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a * (uint64_t)b);
+}
 
 int64_t tgc_sym_eval(const tgc_symtab *t, tgc_sdim d, const int64_t *vals)
 {
-    if (TGC_SDIM_IS_CONST(d) || !TGC_SDIM_IS_VALID(d))
-        return TGC_SDIM_IS_VALID(d) ? d : 0;
+    if (TGC_SDIM_IS_CONST(d) || !operand_ok(t, d))
+        return TGC_SDIM_IS_CONST(d) ? d : 0;
     const expr *e = get(t, d);
     if (e->op == E_SYM)
         return vals[e->sym];
@@ -679,7 +719,7 @@ static void format_sum(const tgc_symtab *t, tgc_sdim d, int *first, char *buf, s
 
 static void format_into(const tgc_symtab *t, tgc_sdim d, char *buf, size_t n, size_t *len)
 {
-    if (!TGC_SDIM_IS_VALID(d)) {
+    if (!operand_ok(t, d)) {
         put_str(buf, n, len, "<overflow>");
         return;
     }

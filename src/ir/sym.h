@@ -26,10 +26,10 @@
 #include <stdint.h>
 
 typedef int64_t tgc_sdim;
-#define TGC_SDIM_EXPR_MAX (INT64_MIN + ((int64_t)1 << 40))
+#define TGC_SDIM_EXPR_MAX    (INT64_MIN + ((int64_t)1 << 40))
 #define TGC_SDIM_IS_CONST(d) ((d) > TGC_SDIM_EXPR_MAX)
 /* Neither a constant nor an expression: the result of arithmetic that overflowed. */
-#define TGC_SDIM_INVALID INT64_MIN
+#define TGC_SDIM_INVALID     INT64_MIN
 #define TGC_SDIM_IS_VALID(d) ((d) != TGC_SDIM_INVALID)
 
 typedef struct tgc_symtab tgc_symtab;

@@ -155,7 +155,8 @@ static void test_slice_forms(void **state)
 static void test_pad_forms(void **state)
 {
     (void)state;
-    const int64_t pads[][2] = {{0, 0}, {1, 2}, {-1, 0}, {0, -1}, {-1, -1}, {2, -1}, {-2, 3}, {-3, 0}};
+    const int64_t pads[][2] = {{0, 0},   {1, 2},  {-1, 0}, {0, -1},
+                               {-1, -1}, {2, -1}, {-2, 3}, {-3, 0}};
     for (int k = 0; k < N_OF(pads); k++) {
         g_form = (struct form){FORM_PAD, pads[k][0], pads[k][1], 1};
         sweep();

@@ -677,6 +677,146 @@ static void test_dropout_and_malformed_nodes(void **state)
     check_error(infer_eager(TGC_OP_ADD, &x, 1, NONE), TGC_ERR_INTERNAL, "tgc_add:");
 }
 
+/* ---- symbolic slices, 0/1 specialization, size limits (issue 7, items 3 and 6) ---- */
+
+/* Python's slice length on a dynamic dim, for every kind of bound: the normal form makes
+ * bounds counted from the end cancel (x[:, -1:] is 1, not s0 + (s0 - 1)*-1), lower bounds
+ * (a symbol is >= 2) prove the common cases without guards, and the rest are guarded. */
+static void test_slice_symbolic_forms(void **state)
+{
+    (void)state;
+    tgc_sdim s0 = tgc_sym_new(syms, 9, 0, 0);
+    tgc_vinfo x = VI(TGC_F32, 4, s0);
+    const int64_t at[] = {2, 3, 5, 9, 40};
+    const struct {
+        int64_t start, end, step;
+        const char *shape;
+        int assumptions; /* guards recorded by this slice */
+    } cases[] = {
+        {-1, INT64_MAX, 1, "[4, 1]", 0},
+        {-2, INT64_MAX, 1, "[4, 2]", 0},
+        {1, INT64_MAX, 1, "[4, (s0 - 1)]", 0},
+        {0, -1, 1, "[4, (s0 - 1)]", 0},
+        {1, -1, 1, "[4, (s0 - 2)]", 1},
+        {-3, INT64_MAX, 1, "[4, 3]", 1},
+        {0, 2, 1, "[4, 2]", 0},
+        {INT64_MIN, INT64_MAX, 1, "[4, s0]", 0},
+        {0, INT64_MAX, 2, "[4, ((s0 + 1) // 2)]", 0},
+    };
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        int before = tgc_sym_n_assumptions(syms);
+        assert_int_equal(
+            infer(TGC_OP_SLICE, &x, 1, IA(1, cases[k].start, cases[k].end, cases[k].step)), TGC_OK);
+        check_out(TGC_F32, cases[k].shape);
+        assert_int_equal(tgc_sym_n_assumptions(syms) - before, cases[k].assumptions);
+        /* where the guards hold, the size is python's */
+        for (int v = 0; v < (int)(sizeof at / sizeof at[0]); v++) {
+            int holds = 1;
+            for (int a = 0; a < tgc_sym_n_assumptions(syms); a++)
+                holds &= tgc_sym_assumption_holds(syms, a, &at[v]);
+            if (!holds)
+                continue;
+            int64_t n = at[v], lo = cases[k].start, hi = cases[k].end;
+            lo = lo < 0 ? (lo < -n ? 0 : lo + n) : lo > n ? n : lo;
+            hi = hi < 0 ? (hi < -n ? 0 : hi + n) : hi > n ? n : hi;
+            int64_t want = hi > lo ? (hi - lo - 1) / cases[k].step + 1 : 0;
+            assert_int_equal(eval_dim(1, &at[v]), want);
+        }
+    }
+    /* bounds outside the dim at trace time: clamped, and guarded to stay outside */
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, 100, INT64_MAX, 1)), TGC_OK);
+    check_out(TGC_F32, "[4, 0]");
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, -100, 3, 1)), TGC_OK);
+    check_out(TGC_F32, "[4, 3]");
+    /* a step beyond any size takes one element */
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, INT64_MIN, -2, INT64_MAX)), TGC_OK);
+    check_out(TGC_F32, "[4, 1]");
+}
+
+/* A computed size that is 0 or 1 at trace time becomes that constant, guarded, like an
+ * input size: broadcasting and squeeze then see a plain 1. */
+static void test_results_are_0_1_specialized(void **state)
+{
+    (void)state;
+    tgc_sdim s0 = tgc_sym_new(syms, 2, 0, 0);
+    tgc_vinfo x = VI(TGC_F32, 3, s0);
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, 1, INT64_MAX, 1)), TGC_OK);
+    check_out(TGC_F32, "[3, 1]");
+    assert_int_equal(tgc_sym_n_assumptions(syms), 1);
+    tgc_sdim a, b;
+    assert_int_equal(tgc_sym_assumption(syms, 0, &a, &b), TGC_ASSUME_EQ);
+    assert_int_equal(b, 1);
+    const int64_t two = 2, three = 3;
+    assert_true(tgc_sym_assumption_holds(syms, 0, &two));
+    assert_false(tgc_sym_assumption_holds(syms, 0, &three));
+    tgc_vinfo y = out;
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &y, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    check_out(TGC_F32, "[3]");
+    /* a kept symbolic dim is guarded to stay above 1 (where it is 1, eager drops it) */
+    tgc_sdim s1 = tgc_sym_new(syms, 6, 0, 1);
+    x = VI(TGC_F32, 1, s1);
+    int before = tgc_sym_n_assumptions(syms);
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    check_out(TGC_F32, "[s1]");
+    assert_int_equal(tgc_sym_n_assumptions(syms), before); /* a symbol is >= 2: proven */
+    x = VI(TGC_F32, 1, tgc_sym_sub(syms, s1, 3));
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    check_out(TGC_F32, "[(s1 - 3)]");
+    assert_int_equal(tgc_sym_n_assumptions(syms), before + 1);
+    assert_int_equal(tgc_sym_assumption(syms, before, &a, &b), TGC_ASSUME_GE);
+    assert_int_equal(b, 2);
+}
+
+/* Every result is limited to TGC_MAX_NUMEL elements (0 counted as 1), and every size
+ * computation is checked: TGC_ERR_SHAPE naming the op, never a wrapped size. */
+static void test_size_limits_and_overflow(void **state)
+{
+    (void)state;
+    tgc_vinfo one = VI(TGC_F32, 1);
+    check_error(infer_eager(TGC_OP_EXPAND, &one, 1, IA((int64_t)1 << 62, 8)), TGC_ERR_SHAPE,
+                "tgc_expand: the result [4611686018427387904, 8] is too large");
+    assert_int_equal(infer_eager(TGC_OP_EXPAND, &one, 1, IA((int64_t)1 << 28, 1 << 28)), TGC_OK);
+    check_error(infer_eager(TGC_OP_EXPAND, &one, 1, IA((int64_t)1 << 28, (1 << 28) + 1)),
+                TGC_ERR_SHAPE, "TGC_MAX_NUMEL");
+    /* the reported crash: eager, no symbol table */
+    tgc_vinfo x = VI(TGC_F32, 4);
+    check_error(infer_eager(TGC_OP_PAD, &x, 1, IA(1, INT64_MAX, 1)), TGC_ERR_SHAPE,
+                "tgc_pad: pads 9223372036854775807, 1 on dim 0 of [4]");
+    check_error(infer_eager(TGC_OP_PAD, &x, 1, IA(1, TGC_MAX_NUMEL, 0)), TGC_ERR_SHAPE,
+                "tgc_pad: the result [72057594037927940] is too large");
+    /* and symbolic */
+    tgc_sdim s0 = tgc_sym_new(syms, 5, 0, 0);
+    x = VI(TGC_F32, s0);
+    check_error(infer(TGC_OP_PAD, &x, 1, IA(1, INT64_MAX, 1)), TGC_ERR_SHAPE, "tgc_pad: pads");
+    check_error(infer(TGC_OP_PAD, &x, 1, IA(1, TGC_MAX_NUMEL - 4, 0)), TGC_ERR_SHAPE,
+                "tgc_pad: the result [(s0 + 72057594037927932)] is too large");
+    /* cat sizes */
+    tgc_vinfo big[3] = {VI(TGC_F32, INT64_MAX / 2), VI(TGC_F32, INT64_MAX / 2),
+                        VI(TGC_F32, INT64_MAX / 2)};
+    check_error(infer_eager(TGC_OP_CAT, big, 3, IA(0)), TGC_ERR_SHAPE,
+                "tgc_cat: the sizes of dim 0 of 3 tensors overflow int64");
+    /* conv and pool windows */
+    tgc_vinfo in[2] = {VI(TGC_F32, 1, 3, 8, 8), VI(TGC_F32, 4, 3, 3, 3)};
+    check_error(infer_eager(TGC_OP_CONV2D, in, 2, IA(1, 1, INT64_MAX, 0, 1, 1, 1)), TGC_ERR_SHAPE,
+                "tgc_conv2d: the height window (3 with dilation 1, padding");
+    check_error(infer_eager(TGC_OP_CONV2D, in, 2, IA(1, 1, 0, 0, INT64_MAX, 1, 1)), TGC_ERR_SHAPE,
+                "overflows int64");
+    check_error(infer_eager(TGC_OP_CONV2D, in, 2, IA(1, 1, (int64_t)1 << 60, 0, 1, 1, 1)),
+                TGC_ERR_SHAPE, "is too large");
+    tgc_vinfo p = VI(TGC_F32, 1, 3, 8, 8);
+    check_error(infer_eager(TGC_OP_MAX_POOL2D, &p, 1, IA(2, 2, 1, 1, INT64_MAX, 0)),
+                TGC_ERR_INVALID_ARG, "must be at most half the kernel");
+    check_error(infer_eager(TGC_OP_AVG_POOL2D, &p, 1, IA(INT64_MAX, 2, 1, 1, 0, 0)), TGC_ERR_SHAPE,
+                "tgc_avg_pool2d: the height window");
+    /* reshape targets whose product overflows */
+    tgc_vinfo r = VI(TGC_F32, 2, 5);
+    check_error(infer_eager(TGC_OP_RESHAPE, &r, 1, IA(INT64_MAX, 4)), TGC_ERR_SHAPE,
+                "tgc_reshape: cannot reshape [2, 5] (10 elements) into "
+                "[9223372036854775807, 4]");
+    check_error(infer_eager(TGC_OP_RESHAPE, &r, 1, IA(-1, (int64_t)1 << 62, 4)), TGC_ERR_SHAPE,
+                "cannot reshape");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -717,6 +857,9 @@ int main(void)
         T(test_cross_entropy_and_nll),
         T(test_sdpa),
         T(test_dropout_and_malformed_nodes),
+        T(test_slice_symbolic_forms),
+        T(test_results_are_0_1_specialized),
+        T(test_size_limits_and_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,10 @@
 
 /* huge allocations must fail with NULL (TGC_ERR_OOM), not abort the sanitizer build */
 const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
 
 typedef __int128 i128;
 
@@ -39,7 +42,10 @@ static const int64_t V[] = {INT64_MAX,
                             1,
                             3};
 
-static int fits64(i128 v) { return v >= INT64_MIN && v <= INT64_MAX; }
+static int fits64(i128 v)
+{
+    return v >= INT64_MIN && v <= INT64_MAX;
+}
 
 /* ---- the oracle's result ---- */
 
@@ -50,7 +56,7 @@ typedef struct expect {
     const char *op; /* the op the message names, when not the one called */
 } expect;
 
-#define ERR(s) ((expect){.st = (s)})
+#define ERR(s)              ((expect){.st = (s)})
 #define ERR_NAMING(s, name) ((expect){.st = (s), .op = (name)})
 
 static expect ok_shape(const i128 *shape, int nd)
@@ -254,8 +260,8 @@ static void run_one(int mode)
         if (st != TGC_OK) {
             y = NULL;
             if (tgc_last_status() != st)
-                fail_msg("%s: tgc_call returned %s, the last error is %s", what,
-                         tgc_status_str(st), tgc_status_str(tgc_last_status()));
+                fail_msg("%s: tgc_call returned %s, the last error is %s", what, tgc_status_str(st),
+                         tgc_status_str(tgc_last_status()));
         }
         check(y, e, what, op_names[g.op]);
         tgc_stats stats;
@@ -372,8 +378,16 @@ static void test_pad(void **state)
 static void test_cat_stack(void **state)
 {
     (void)state;
-    const int64_t sizes[] = {-2, -1, 0, 1, 3, (int64_t)1 << 54, (int64_t)1 << 55,
-                             TGC_MAX_NUMEL / 3 + 1, TGC_MAX_NUMEL, INT64_MAX};
+    const int64_t sizes[] = {-2,
+                             -1,
+                             0,
+                             1,
+                             3,
+                             (int64_t)1 << 54,
+                             (int64_t)1 << 55,
+                             TGC_MAX_NUMEL / 3 + 1,
+                             TGC_MAX_NUMEL,
+                             INT64_MAX};
     for (int op = OP_CAT; op <= OP_STACK; op++)
         for (int i = 0; i < N_OF(sizes); i++)
             for (int n = 1; n <= 3; n++) {
@@ -424,8 +438,7 @@ static void test_creation(void **state)
             expect fe = e;
             if (e.st == TGC_OK && numel != 0)
                 fe = ERR(TGC_ERR_INVALID_ARG);
-            check(tgc_from_data(NULL, 0, shape, 2, TGC_F32, tgc_cpu()), fe, what,
-                  "tgc_from_data");
+            check(tgc_from_data(NULL, 0, shape, 2, TGC_F32, tgc_cpu()), fe, what, "tgc_from_data");
             tgc_scope_pop();
         }
     /* the reported case: the strides of [0, 2^62, 2^62] overflow int64 */
@@ -481,7 +494,7 @@ static void test_forwarding_names(void **state)
     assert_int_equal(tgc_last_status(), TGC_ERR_INVALID_ARG);
     assert_string_equal(tgc_last_error(), "tgc_transpose: input 0 is NULL");
     tgc_clear_error();
-    const char *names[] = {"tgc_squeeze", "tgc_unsqueeze", "tgc_slice", "tgc_flatten",
+    const char *names[] = {"tgc_squeeze", "tgc_unsqueeze",  "tgc_slice", "tgc_flatten",
                            "tgc_permute", "tgc_contiguous", "tgc_pad"};
     for (int k = 0; k < N_OF(names); k++) {
         tgc_clear_error();
