@@ -391,7 +391,7 @@ tgc_status si_rule_REDUCE(si_ctx *c)
     for (int k = 0; k < x->ndim; k++) {
         if (!(mask >> k & 1))
             r[nr++] = x->shape[k];
-        else if (needs_elems && si_hint(c, x->shape[k]) == 0)
+        else if (needs_elems && !si_ge(c, x->shape[k], 1)) /* guarded where symbolic */
             return si_fail(c, TGC_ERR_SHAPE, "cannot reduce over the empty dim %d of %s", k,
                            si_shape(c, x));
         else if (keep)

@@ -246,9 +246,12 @@ static tgc_sdim poly_build(tgc_symtab *t, poly *p)
     if (p->bad || !TGC_SDIM_IS_CONST(p->c))
         return TGC_SDIM_INVALID;
     int n = 0;
-    for (int i = 0; i < p->n; i++) /* drop cancelled terms */
+    for (int i = 0; i < p->n; i++) {       /* drop cancelled terms */
+        if (!TGC_SDIM_IS_CONST(p->t[i].k)) /* a coefficient in the handle range */
+            return TGC_SDIM_INVALID;
         if (p->t[i].k)
             p->t[n++] = p->t[i];
+    }
     for (int i = 1; i < n; i++) /* insertion sort: a handful of terms */
         for (int j = i; j > 0 && cmp_desc(p->t[j - 1].m, p->t[j].m) > 0; j--) {
             term x = p->t[j];

@@ -150,6 +150,13 @@ static void test_slice_forms(void **state)
                 g_form = (struct form){FORM_SLICE, bounds[s], bounds[e], step};
                 sweep();
             }
+    /* steps beyond any size: one element (strides times the step would overflow) */
+    const int64_t huge[] = {(int64_t)1 << 62, INT64_MAX};
+    for (int s = 0; s < N_OF(bounds); s += 2)
+        for (int k = 0; k < N_OF(huge); k++) {
+            g_form = (struct form){FORM_SLICE, bounds[s], s % 4 ? -1 : INT64_MAX, huge[k]};
+            sweep();
+        }
 }
 
 static void test_pad_forms(void **state)

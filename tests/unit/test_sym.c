@@ -477,6 +477,9 @@ static void test_overflow(void **state)
     char buf[32];
     tgc_sym_format(T, TGC_SDIM_INVALID, buf, sizeof buf);
     assert_string_equal(buf, "<overflow>");
+    /* a coefficient at the bottom of int64 cannot be written as a constant operand */
+    assert_int_equal(tgc_sym_mul(T, s, INT64_MIN + 7), TGC_SDIM_INVALID);
+    assert_int_equal(tgc_sym_mul(T, tgc_sym_mul(T, s, -((int64_t)1 << 62)), 2), TGC_SDIM_INVALID);
     /* a large coefficient that fits */
     tgc_sdim big = tgc_sym_mul(T, s, (int64_t)1 << 58);
     assert_false(TGC_SDIM_IS_CONST(big));
