@@ -62,10 +62,20 @@ static char *next_buf(si_ctx *c)
     return b;
 }
 
+/* Messages show this call's sizes (a symbolic dim's trace-time value), as an eager call
+ * would, not the symbols of a dynamic variant. */
+static tgc_sdim concrete(const si_ctx *c, tgc_sdim d)
+{
+    return TGC_SDIM_IS_CONST(d) || !TGC_SDIM_IS_VALID(d) ? d : tgc_sym_hint(c->syms, d);
+}
+
 const char *si_shape(si_ctx *c, const tgc_vinfo *v)
 {
     char *b = next_buf(c);
-    tgc_vinfo_format_shape(c->syms, v, b, SI_BUFLEN);
+    tgc_vinfo cv = *v;
+    for (int k = 0; k < cv.ndim && k < TGC_MAX_DIMS; k++)
+        cv.shape[k] = concrete(c, cv.shape[k]);
+    tgc_vinfo_format_shape(NULL, &cv, b, SI_BUFLEN);
     return b;
 }
 
@@ -79,7 +89,7 @@ const char *si_dims(si_ctx *c, const tgc_sdim *d, int n)
 const char *si_dim(si_ctx *c, tgc_sdim d)
 {
     char *b = next_buf(c);
-    tgc_sym_format(c->syms, d, b, SI_BUFLEN);
+    tgc_sym_format(NULL, concrete(c, d), b, SI_BUFLEN);
     return b;
 }
 

@@ -202,10 +202,39 @@ static void test_last_column(void **state)
     }
 }
 
+/* A shape error raised while tracing a dynamic variant shows this call's sizes. */
+static tgc_status add_fixed(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                            int n_out)
+{
+    (void)self;
+    (void)n_in;
+    (void)n_out;
+    out[0] = tgc_add(in[0], tgc_zeros((const int64_t[]){3, 5}, 2, TGC_F32, tgc_cpu()));
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void test_dynamic_messages(void **state)
+{
+    (void)state;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    tgc_fn *f = tgc_compile(add_fixed, "messages", &cfg);
+    tgc_tensor *x = input(3, 5), *y = NULL;
+    assert_int_equal(tgc_call(f, NULL, &x, 1, &y, 1), TGC_OK);
+    x = input(3, 7);
+    tgc_mark_dynamic(x, 1);
+    assert_int_equal(tgc_call(f, NULL, &x, 1, &y, 1), TGC_ERR_SHAPE);
+    if (!strstr(tgc_last_error(), "tgc_add: shapes [3, 7] and [3, 5] do not broadcast"))
+        fail_msg("message: %s", tgc_last_error());
+    tgc_clear_error();
+    tgc_fn_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_last_column, scope_setup, scope_teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_messages, scope_setup, scope_teardown),
         cmocka_unit_test_setup_teardown(test_slice_forms, scope_setup, scope_teardown),
         cmocka_unit_test_setup_teardown(test_pad_forms, scope_setup, scope_teardown),
     };
