@@ -19,7 +19,7 @@
 
 /* huge allocations must fail with NULL (TGC_ERR_OOM), not abort the sanitizer build */
 const char *__asan_default_options(void);
-const char *__asan_default_options(void)
+__attribute__((visibility("default"), used)) const char *__asan_default_options(void)
 {
     return "allocator_may_return_null=1";
 }
