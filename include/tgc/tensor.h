@@ -149,7 +149,7 @@ TGC_API int64_t tgc_item_i64(const tgc_tensor *t);
 /* ---- dynamic shapes ---- */
 /* Ask tgc_compile to treat `dim` of this tensor as symbolic whenever it is an input.
  * Sizes of 0 and 1 stay specialized, as in PyTorch; so do sizes computed from symbolic
- * ones (a slice, a pad, a conv output) that are 0 or 1 when traced: they become constants
+ * ones (a slice, a pad, a conv output) that are 1 when traced: they become the constant 1
  * under a guard, and a call where they differ compiles a new variant. */
 TGC_API void tgc_mark_dynamic(tgc_tensor *t, int dim);
 

@@ -236,11 +236,12 @@ tgc_status si_set_out(si_ctx *c, tgc_dtype dt, const tgc_sdim *d, int n)
                        si_dims(c, d, n));
     tgc_sdim tmp[TGC_MAX_DIMS] = {0}; /* d may alias out */
     memcpy(tmp, d, sizeof(tgc_sdim) * (size_t)n);
-    /* 0/1 specialization, as for input sizes: a computed size that is 0 or 1 at trace time
-     * becomes that constant (guarded), so size-1 dims are always the constant 1 that
-     * broadcasting, squeeze and code generation recognize (x[:, 1:] of [N, 2]). */
+    /* 1-specialization, as for input sizes: a computed size that is 1 at trace time becomes
+     * the constant 1 (guarded), the 1 that broadcasting, squeeze, expand and code generation
+     * recognize (x[:, 1:] of [N, 2]). A computed 0 stays symbolic: the rules that depend on
+     * emptiness guard it where they decide (slices, max, argmax). */
     for (int k = 0; k < n; k++)
-        if (!TGC_SDIM_IS_CONST(tmp[k]) && hints[k] < 2)
+        if (!TGC_SDIM_IS_CONST(tmp[k]) && hints[k] == 1)
             tmp[k] = tgc_sym_specialize(c->syms, tmp[k]);
     c->out->dtype = dt;
     c->out->ndim = n;

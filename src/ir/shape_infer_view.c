@@ -168,14 +168,17 @@ static tgc_status infer_expand(si_ctx *c)
     return si_set_out(c, x->dtype, r, nd);
 }
 
-/* Whether squeeze drops a dim of size d. Symbolic sizes are >= 2 at trace time (results
- * are 0/1-specialized, si_set_out), and the kept dim is guarded to stay >= 2: where it
- * becomes 1, eager would drop it. */
+/* Whether squeeze drops a dim of size d. A symbolic size is not 1 at trace time (results
+ * are 1-specialized, si_set_out); the kept dim is guarded to stay as it is (>= 2, or 0):
+ * where it becomes 1, eager would drop it. */
 static int size_is_one(si_ctx *c, tgc_sdim d)
 {
     if (TGC_SDIM_IS_CONST(d) || !c->syms)
         return d == 1;
-    si_ge(c, d, 2);
+    if (si_hint(c, d) >= 2)
+        si_ge(c, d, 2);
+    else
+        si_eq(c, d, 0);
     return 0;
 }
 

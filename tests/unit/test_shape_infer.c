@@ -737,9 +737,9 @@ static void test_slice_symbolic_forms(void **state)
     check_out(TGC_F32, "[4, 1]");
 }
 
-/* A computed size that is 0 or 1 at trace time becomes that constant, guarded, like an
- * input size: broadcasting and squeeze then see a plain 1. */
-static void test_results_are_0_1_specialized(void **state)
+/* A computed size that is 1 at trace time becomes the constant 1, guarded, like an input
+ * size: broadcasting and squeeze then see a plain 1. A computed 0 stays symbolic. */
+static void test_results_are_1_specialized(void **state)
 {
     (void)state;
     tgc_sdim s0 = tgc_sym_new(syms, 2, 0, 0);
@@ -769,6 +769,14 @@ static void test_results_are_0_1_specialized(void **state)
     assert_int_equal(tgc_sym_n_assumptions(syms), before + 1);
     assert_int_equal(tgc_sym_assumption(syms, before, &a, &b), TGC_ASSUME_GE);
     assert_int_equal(b, 2);
+    /* a computed 0 stays symbolic; squeeze keeps it, guarded to stay 0 */
+    x = VI(TGC_F32, 1, tgc_sym_sub(syms, s1, 6));
+    before = tgc_sym_n_assumptions(syms);
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    assert_false(TGC_SDIM_IS_CONST(out.shape[0]));
+    assert_int_equal(tgc_sym_n_assumptions(syms), before + 1);
+    assert_int_equal(tgc_sym_assumption(syms, before, &a, &b), TGC_ASSUME_EQ);
+    assert_int_equal(b, 0);
 }
 
 /* Every result is limited to TGC_MAX_NUMEL elements (0 counted as 1), and every size
@@ -862,7 +870,7 @@ int main(void)
         T(test_sdpa),
         T(test_dropout_and_malformed_nodes),
         T(test_slice_symbolic_forms),
-        T(test_results_are_0_1_specialized),
+        T(test_results_are_1_specialized),
         T(test_size_limits_and_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
