@@ -28,6 +28,14 @@ extern "C" {
 #endif
 
 #define TGC_MAX_DIMS 8
+/* The largest tensor: the sizes of every tensor, view and intermediate result, with sizes
+ * of 0 counted as 1, multiply to at most TGC_MAX_NUMEL (2^56). So numel, every stride and
+ * offset, and numel * element size (8 bytes at most: 2^59) fit in int64_t and size_t.
+ * Creation functions and ops whose result would break this fail with TGC_ERR_SHAPE and a
+ * message naming the op and the shape; so do shape computations that overflow int64
+ * (conv and pool windows, cat sizes, reshape and expand targets) and pads beyond
+ * +-TGC_MAX_NUMEL. Slice bounds of any int64 value clamp as in python. */
+#define TGC_MAX_NUMEL ((int64_t)1 << 56)
 
 typedef enum tgc_status {
     TGC_OK = 0,
@@ -103,12 +111,13 @@ TGC_API tgc_tensor *tgc_zeros(const int64_t *shape, int ndim, tgc_dtype dt, tgc_
 TGC_API tgc_tensor *tgc_ones(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
 TGC_API tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt,
                              tgc_device dev);
-/* 1-D [start, start+step, ...) below end. */
-TGC_API tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt,
-                               tgc_device dev);
+/* 1-D [start, start+step, ...) below end (above end for a negative step). start, end and
+ * step must be finite, step nonzero, and end - start must not have the opposite sign of
+ * step (TGC_ERR_INVALID_ARG); more than TGC_MAX_NUMEL elements is TGC_ERR_SHAPE. */
+TGC_API tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_device dev);
 /* Copies nbytes = numel * dtype size from host memory `data` (row-major). */
-TGC_API tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape,
-                                  int ndim, tgc_dtype dt, tgc_device dev);
+TGC_API tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape, int ndim,
+                                  tgc_dtype dt, tgc_device dev);
 /* Uniform [0,1) and standard normal from the library's Philox4x32-10 generator. */
 TGC_API tgc_tensor *tgc_rand(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
 TGC_API tgc_tensor *tgc_randn(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
@@ -132,14 +141,19 @@ TGC_API int tgc_is_contiguous(const tgc_tensor *t);
 TGC_API tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev);
 /* Copies the tensor's elements, row-major, into dst (nbytes must be numel * dtype size). */
 TGC_API tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes);
-/* Copies src into dst elementwise (same shape; dtypes may differ). Bumps dst's version. */
+/* Copies src into dst elementwise (same shape; dtypes may differ). Bumps dst's version.
+ * dst must not overlap itself (an expanded view, stride 0 over a size above 1, has
+ * elements that share memory): TGC_ERR_INVALID_ARG. */
 TGC_API tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src);
 /* First element's value. While tracing, reading a traced tensor is a graph break. */
 TGC_API double tgc_item_f64(const tgc_tensor *t);
 TGC_API int64_t tgc_item_i64(const tgc_tensor *t);
 
 /* ---- dynamic shapes ---- */
-/* Ask tgc_compile to treat `dim` of this tensor as symbolic whenever it is an input. */
+/* Ask tgc_compile to treat `dim` of this tensor as symbolic whenever it is an input.
+ * Sizes of 0 and 1 stay specialized, as in PyTorch; so do sizes computed from symbolic
+ * ones (a slice, a pad, a conv output) that are 1 when traced: they become the constant 1
+ * under a guard, and a call where they differ compiles a new variant. */
 TGC_API void tgc_mark_dynamic(tgc_tensor *t, int dim);
 
 /* Sizes without specializing them. Reading a size with tgc_size, tgc_shape or tgc_numel

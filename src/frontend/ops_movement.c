@@ -99,8 +99,10 @@ tgc_tensor *tgc_permute(tgc_tensor *t, const int *perm, int ndim)
 
 tgc_tensor *tgc_transpose(tgc_tensor *t, int d0, int d1)
 {
-    if (!t)
-        return apply_plain(TGC_OP_PERMUTE, &t, 1);
+    if (!t) { /* named here: tgc_apply would report the permute it forwards to */
+        tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_transpose: input 0 is NULL");
+        return NULL;
+    }
     int nd = tgc_ndim(t), a = norm_dim("tgc_transpose", d0, nd), b;
     if (a < 0 || (b = norm_dim("tgc_transpose", d1, nd)) < 0)
         return NULL;
@@ -156,7 +158,10 @@ tgc_tensor *tgc_flatten(tgc_tensor *t, int start_dim, int end_dim)
     return tgc_apply(TGC_OP_FLATTEN, &t, 1, &at);
 }
 
-tgc_tensor *tgc_contiguous(tgc_tensor *t) { return apply_plain(TGC_OP_CONTIGUOUS, &t, 1); }
+tgc_tensor *tgc_contiguous(tgc_tensor *t)
+{
+    return apply_plain(TGC_OP_CONTIGUOUS, &t, 1);
+}
 
 /* ---- movement ---- */
 

@@ -11,6 +11,7 @@
 #include "frontend/apply.h"
 #include "frontend/module_impl.h"
 #include "runtime/philox.h"
+#include "support/checked.h"
 #include "support/error.h"
 #include "tgc/ops.h"
 
@@ -35,18 +36,30 @@ size_t tgc_dtype_size(tgc_dtype dt)
     return (unsigned)dt < TGC_DTYPE_COUNT ? dtype_table[dt].size : 0;
 }
 
-tgc_device tgc_cpu(void) { return (tgc_device){TGC_DEVICE_CPU, 0}; }
-tgc_device tgc_cuda(int index) { return (tgc_device){TGC_DEVICE_CUDA, index}; }
+tgc_device tgc_cpu(void)
+{
+    return (tgc_device){TGC_DEVICE_CPU, 0};
+}
+tgc_device tgc_cuda(int index)
+{
+    return (tgc_device){TGC_DEVICE_CUDA, index};
+}
 
-void tgc_free(void *p) { free(p); }
+void tgc_free(void *p)
+{
+    free(p);
+}
 
 /* ---- geometry ---- */
 
+/* Shapes here passed check_shape or shape inference (TGC_MAX_NUMEL), so the products fit;
+ * they are still checked, and saturate, so that no input is undefined behaviour. */
 int64_t tgc_shape_numel(const int64_t *shape, int ndim)
 {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)
-        n *= shape[i];
+        if (!tgc_mul_ok(n, shape[i], &n))
+            return INT64_MAX;
     return n;
 }
 
@@ -55,7 +68,8 @@ void tgc_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides)
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = s;
-        s *= shape[i] > 1 ? shape[i] : 1;
+        if (!tgc_mul_ok(s, shape[i] > 1 ? shape[i] : 1, &s))
+            s = INT64_MAX;
     }
 }
 
@@ -218,7 +232,10 @@ tgc_tensor *tgc_tensor_alloc_unowned(void)
     return t;
 }
 
-void tgc_tensor_ref(tgc_tensor *t) { __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED); }
+void tgc_tensor_ref(tgc_tensor *t)
+{
+    __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+}
 
 void tgc_tensor_unref(tgc_tensor *t)
 {
@@ -239,21 +256,20 @@ static int check_shape(const char *fn, const int64_t *shape, int ndim)
         tgc_set_error(TGC_ERR_INVALID_ARG, "%s: shape is NULL with ndim %d", fn, ndim);
         return 0;
     }
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        char b[160];
+    char b[160];
+    for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) {
             tgc_set_error(TGC_ERR_INVALID_ARG, "%s: negative size at dim %d in %s", fn, i,
                           tgc_format_dims(shape, ndim, b, sizeof b));
             return 0;
         }
-        /* 2^56 elements bound numel * element size (8 bytes at most) below 2^59 */
-        if (shape[i] && numel > ((int64_t)1 << 56) / shape[i]) {
-            tgc_set_error(TGC_ERR_INVALID_ARG, "%s: shape %s has too many elements", fn,
-                          tgc_format_dims(shape, ndim, b, sizeof b));
-            return 0;
-        }
-        numel *= shape[i];
+    int64_t extent;
+    if (!tgc_extent_ok(shape, ndim, &extent) || extent > TGC_MAX_NUMEL) {
+        tgc_set_error(TGC_ERR_SHAPE,
+                      "%s: shape %s is too large: its sizes (0 counted as 1) multiply to more "
+                      "than TGC_MAX_NUMEL (2^56)",
+                      fn, tgc_format_dims(shape, ndim, b, sizeof b));
+        return 0;
     }
     return 1;
 }
@@ -321,8 +337,8 @@ tgc_tensor *tgc_tensor_new(const int64_t *shape, int ndim, tgc_dtype dt, tgc_dev
     return new_tensor("tgc", shape, ndim, dt, dev);
 }
 
-tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape,
-                            const int64_t *strides, int ndim, int64_t offset)
+tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape, const int64_t *strides,
+                            int ndim, int64_t offset)
 {
     tgc_tensor *t = tgc_tensor_alloc_unowned();
     if (!t)
@@ -377,8 +393,7 @@ tgc_tensor *tgc_ones(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device de
     return t;
 }
 
-tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt,
-                     tgc_device dev)
+tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt, tgc_device dev)
 {
     tgc_tensor *t = new_tensor("tgc_full", shape, ndim, dt, dev);
     if (t)
@@ -388,16 +403,28 @@ tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt,
 
 tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_device dev)
 {
-    if (step == 0 || step != step || start != start || end != end) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_arange: step must be a nonzero number");
+    if (!isfinite(start) || !isfinite(end) || !isfinite(step) || step == 0) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_arange: start, end and step must be finite and step nonzero, got "
+                      "start %g, end %g, step %g",
+                      start, end, step);
         return NULL;
     }
-    double n = ceil((end - start) / step);
-    if (n > 1e15) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_arange: %.0f elements is too many", n);
+    if ((end > start && step < 0) || (end < start && step > 0)) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_arange: step %g goes away from end: [%g, %g) needs a %s step", step,
+                      start, end, end > start ? "positive" : "negative");
         return NULL;
     }
-    int64_t count = n > 0 ? (int64_t)n : 0;
+    double n = ceil((end - start) / step); /* >= 0 here; inf if end - start overflows */
+    if (!(n <= (double)TGC_MAX_NUMEL)) {
+        tgc_set_error(TGC_ERR_SHAPE,
+                      "tgc_arange: [%g, %g) with step %g has %.0f elements, too many "
+                      "(more than TGC_MAX_NUMEL, 2^56)",
+                      start, end, step, n);
+        return NULL;
+    }
+    int64_t count = (int64_t)n;
     tgc_tensor *t = new_tensor("tgc_arange", &count, 1, dt, dev);
     if (!t)
         return NULL;
@@ -409,8 +436,7 @@ tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_
 tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape, int ndim,
                           tgc_dtype dt, tgc_device dev)
 {
-    if (!check_shape("tgc_from_data", shape, ndim) ||
-        !check_dtype_device("tgc_from_data", dt, dev))
+    if (!check_shape("tgc_from_data", shape, ndim) || !check_dtype_device("tgc_from_data", dt, dev))
         return NULL;
     size_t want = (size_t)tgc_shape_numel(shape, ndim) * tgc_dtype_size(dt);
     if (nbytes != want) {
@@ -462,7 +488,10 @@ tgc_tensor *tgc_randn(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device d
     return random_tensor("tgc_randn", shape, ndim, dt, dev, 1);
 }
 
-void tgc_manual_seed(uint64_t seed) { tgc_rng_seed(seed); }
+void tgc_manual_seed(uint64_t seed)
+{
+    tgc_rng_seed(seed);
+}
 
 /* ---- queries ---- */
 
@@ -474,7 +503,10 @@ static int null_query(const tgc_tensor *t, const char *fn)
     return 1;
 }
 
-int tgc_ndim(const tgc_tensor *t) { return null_query(t, "tgc_ndim") ? 0 : t->ndim; }
+int tgc_ndim(const tgc_tensor *t)
+{
+    return null_query(t, "tgc_ndim") ? 0 : t->ndim;
+}
 
 /* Size of dim d (normalized); reading a symbolic dim while tracing specializes it, and the
  * trace remembers that `caller` did. */
@@ -517,8 +549,8 @@ int64_t tgc_stride(const tgc_tensor *t, int dim)
         return 0;
     int d = tgc_norm_dim(dim, t->ndim);
     if (d < 0 || t->ndim == 0) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_stride: dim %d is out of range for rank %d",
-                      dim, t->ndim);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_stride: dim %d is out of range for rank %d", dim,
+                      t->ndim);
         return 0;
     }
     return t->strides[d];
@@ -539,7 +571,7 @@ int64_t tgc_numel(const tgc_tensor *t)
     if (null_query(t, "tgc_numel"))
         return 0;
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
+    for (int i = 0; i < t->ndim; i++) /* fits: TGC_MAX_NUMEL bounds every tensor */
         n *= read_size(t, i, "tgc_numel");
     return n;
 }
@@ -583,10 +615,37 @@ tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
     if (want) {
         int64_t strides[TGC_MAX_DIMS];
         tgc_contiguous_strides(t->shape, t->ndim, strides);
-        tgc_interp_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype,
-                                t->offset, t->strides, t->shape, t->ndim);
+        tgc_interp_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype, t->offset,
+                                t->strides, t->shape, t->ndim);
     }
     return TGC_OK;
+}
+
+/* 1 when two index tuples of t reach one element: some size > 1 dim's stride does not
+ * step over everything the smaller strides span (an expanded view: stride 0). */
+static int has_internal_overlap(const tgc_tensor *t)
+{
+    int idx[TGC_MAX_DIMS], n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0)
+            return 0;
+        if (t->shape[d] > 1)
+            idx[n++] = d;
+    }
+    for (int i = 1; i < n; i++) /* by |stride|, insertion sort */
+        for (int j = i; j > 0 && llabs(t->strides[idx[j - 1]]) > llabs(t->strides[idx[j]]); j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = x;
+        }
+    int64_t span = 0; /* the largest offset the smaller-stride dims reach */
+    for (int i = 0; i < n; i++) {
+        int64_t st = llabs(t->strides[idx[i]]);
+        if (st <= span)
+            return 1;
+        span += st * (t->shape[idx[i]] - 1);
+    }
+    return 0;
 }
 
 tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src)
@@ -601,6 +660,15 @@ tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src)
         return tgc_set_error(TGC_ERR_SHAPE, "tgc_copy_: shapes differ: dst is %s, src is %s",
                              tgc_format_dims(dst->shape, dst->ndim, a, sizeof a),
                              tgc_format_dims(src->shape, src->ndim, b, sizeof b));
+    }
+    if (has_internal_overlap(dst)) {
+        char a[160], b[160];
+        return tgc_set_error(
+            TGC_ERR_INVALID_ARG,
+            "tgc_copy_: dst %s (strides %s) has elements that share memory (an expanded view?): "
+            "writing it is ambiguous; copy into a contiguous tensor (tgc_contiguous) instead",
+            tgc_format_dims(dst->shape, dst->ndim, a, sizeof a),
+            tgc_format_dims(dst->strides, dst->ndim, b, sizeof b));
     }
     tgc_status st = tgc_interp_copy(dst, src);
     if (st != TGC_OK)
@@ -626,7 +694,10 @@ static double item(const tgc_tensor *t, const char *fn)
     return v;
 }
 
-double tgc_item_f64(const tgc_tensor *t) { return item(t, "tgc_item_f64"); }
+double tgc_item_f64(const tgc_tensor *t)
+{
+    return item(t, "tgc_item_f64");
+}
 
 int64_t tgc_item_i64(const tgc_tensor *t)
 {
@@ -638,7 +709,10 @@ int64_t tgc_item_i64(const tgc_tensor *t)
         if (t->dtype == TGC_I32)
             return ((const int32_t *)tgc_tensor_base(t))[t->offset];
     }
-    return v != v ? 0 : v >= 9223372036854775807.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;
+    return v != v                        ? 0
+           : v >= 9223372036854775807.0  ? INT64_MAX
+           : v <= -9223372036854775808.0 ? INT64_MIN
+                                         : (int64_t)v;
 }
 
 void tgc_mark_dynamic(tgc_tensor *t, int dim)
@@ -647,8 +721,8 @@ void tgc_mark_dynamic(tgc_tensor *t, int dim)
         return;
     int d = tgc_norm_dim(dim, t->ndim);
     if (d < 0 || t->ndim == 0) {
-        tgc_set_error(TGC_ERR_INVALID_ARG,
-                      "tgc_mark_dynamic: dim %d is out of range for rank %d", dim, t->ndim);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_mark_dynamic: dim %d is out of range for rank %d",
+                      dim, t->ndim);
         return;
     }
     t->dyn_mask |= (uint8_t)(1u << d);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ir/shape_infer_impl.h"
+#include "support/checked.h"
 
 /* ---- dtypes ---- */
 
@@ -16,7 +17,10 @@ int tgc_dtype_is_float(tgc_dtype dt)
     return dt == TGC_F32 || dt == TGC_F16 || dt == TGC_BF16 || dt == TGC_F64;
 }
 
-static int float_rank(tgc_dtype dt) { return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1; }
+static int float_rank(tgc_dtype dt)
+{
+    return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1;
+}
 
 tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
 {
@@ -34,7 +38,10 @@ tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
     return float_rank(a) > float_rank(b) ? a : b;
 }
 
-tgc_dtype si_float_of(tgc_dtype dt) { return tgc_dtype_is_float(dt) ? dt : TGC_F32; }
+tgc_dtype si_float_of(tgc_dtype dt)
+{
+    return tgc_dtype_is_float(dt) ? dt : TGC_F32;
+}
 
 /* ---- messages ---- */
 
@@ -55,10 +62,20 @@ static char *next_buf(si_ctx *c)
     return b;
 }
 
+/* Messages show this call's sizes (a symbolic dim's trace-time value), as an eager call
+ * would, not the symbols of a dynamic variant. */
+static tgc_sdim concrete(const si_ctx *c, tgc_sdim d)
+{
+    return TGC_SDIM_IS_CONST(d) || !TGC_SDIM_IS_VALID(d) ? d : tgc_sym_hint(c->syms, d);
+}
+
 const char *si_shape(si_ctx *c, const tgc_vinfo *v)
 {
     char *b = next_buf(c);
-    tgc_vinfo_format_shape(c->syms, v, b, SI_BUFLEN);
+    tgc_vinfo cv = *v;
+    for (int k = 0; k < cv.ndim && k < TGC_MAX_DIMS; k++)
+        cv.shape[k] = concrete(c, cv.shape[k]);
+    tgc_vinfo_format_shape(NULL, &cv, b, SI_BUFLEN);
     return b;
 }
 
@@ -72,7 +89,7 @@ const char *si_dims(si_ctx *c, const tgc_sdim *d, int n)
 const char *si_dim(si_ctx *c, tgc_sdim d)
 {
     char *b = next_buf(c);
-    tgc_sym_format(c->syms, d, b, SI_BUFLEN);
+    tgc_sym_format(NULL, concrete(c, d), b, SI_BUFLEN);
     return b;
 }
 
@@ -199,8 +216,33 @@ tgc_status si_set_out(si_ctx *c, tgc_dtype dt, const tgc_sdim *d, int n)
     if (n > TGC_MAX_DIMS)
         return si_fail(c, TGC_ERR_INVALID_ARG, "the result would have %d dims (at most %d)", n,
                        TGC_MAX_DIMS);
+    /* One limit for every tensor, view and intermediate (tgc/tensor.h): sizes that fit in
+     * int64, none negative, and an extent (0 counted as 1) of at most TGC_MAX_NUMEL, so
+     * numel, strides, offsets and byte sizes computed from them cannot overflow. */
+    int64_t hints[TGC_MAX_DIMS], extent;
+    for (int k = 0; k < n; k++) {
+        if (!TGC_SDIM_IS_VALID(d[k]))
+            return si_fail(c, TGC_ERR_SHAPE, "size %d of the result %s overflows int64", k,
+                           si_dims(c, d, n));
+        hints[k] = si_hint(c, d[k]);
+        if (hints[k] < 0)
+            return si_fail(c, TGC_ERR_SHAPE, "size %d of the result %s is negative (%lld)", k,
+                           si_dims(c, d, n), (long long)hints[k]);
+    }
+    if (!tgc_extent_ok(hints, n, &extent) || extent > TGC_MAX_NUMEL)
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "the result %s is too large: its sizes multiply to more than "
+                       "TGC_MAX_NUMEL (2^56)",
+                       si_dims(c, d, n));
     tgc_sdim tmp[TGC_MAX_DIMS] = {0}; /* d may alias out */
     memcpy(tmp, d, sizeof(tgc_sdim) * (size_t)n);
+    /* 1-specialization, as for input sizes: a computed size that is 1 at trace time becomes
+     * the constant 1 (guarded), the 1 that broadcasting, squeeze, expand and code generation
+     * recognize (x[:, 1:] of [N, 2]). A computed 0 stays symbolic: the rules that depend on
+     * emptiness guard it where they decide (slices, max, argmax). */
+    for (int k = 0; k < n; k++)
+        if (!TGC_SDIM_IS_CONST(tmp[k]) && hints[k] == 1)
+            tmp[k] = tgc_sym_specialize(c->syms, tmp[k]);
     c->out->dtype = dt;
     c->out->ndim = n;
     memcpy(c->out->shape, tmp, sizeof tmp);
@@ -243,7 +285,10 @@ tgc_status si_rule_BINARY(si_ctx *c)
     return elementwise(c, 2, dt);
 }
 
-tgc_status si_rule_COMPARE(si_ctx *c) { return elementwise(c, 2, TGC_BOOL); }
+tgc_status si_rule_COMPARE(si_ctx *c)
+{
+    return elementwise(c, 2, TGC_BOOL);
+}
 
 tgc_status si_rule_TERNARY(si_ctx *c)
 {
@@ -253,7 +298,10 @@ tgc_status si_rule_TERNARY(si_ctx *c)
     return elementwise(c, 3, tgc_promote(c->in[1].dtype, c->in[2].dtype));
 }
 
-static int is_integral(double s) { return isfinite(s) && s == floor(s); }
+static int is_integral(double s)
+{
+    return isfinite(s) && s == floor(s);
+}
 
 /* Does an integer or bool tensor need f32 for this op's scalars? Infinite clamp bounds
  * mean "no bound" and keep the dtype. */
@@ -358,7 +406,7 @@ tgc_status si_rule_REDUCE(si_ctx *c)
     for (int k = 0; k < x->ndim; k++) {
         if (!(mask >> k & 1))
             r[nr++] = x->shape[k];
-        else if (needs_elems && si_hint(c, x->shape[k]) == 0)
+        else if (needs_elems && !si_ge(c, x->shape[k], 1)) /* guarded where symbolic */
             return si_fail(c, TGC_ERR_SHAPE, "cannot reduce over the empty dim %d of %s", k,
                            si_shape(c, x));
         else if (keep)

@@ -6,7 +6,7 @@
 #include "ir/shape_infer.h"
 #include "support/error.h"
 
-#define SI_NBUF 6
+#define SI_NBUF   6
 #define SI_BUFLEN 256
 
 typedef struct si_ctx {
@@ -22,7 +22,8 @@ typedef struct si_ctx {
 
 /* Sets the error "tgc_<op>: <message>" and returns s. */
 tgc_status si_fail(si_ctx *c, tgc_status s, const char *fmt, ...) TGC_PRINTF(3, 4);
-/* Text of a shape / of dims / of one dim, valid until SI_NBUF more are formatted. */
+/* Text of a shape / of dims / of one dim with this call's sizes (symbolic dims print their
+ * trace-time value), valid until SI_NBUF more are formatted. */
 const char *si_shape(si_ctx *c, const tgc_vinfo *v);
 const char *si_dims(si_ctx *c, const tgc_sdim *d, int n);
 const char *si_dim(si_ctx *c, tgc_sdim d);

@@ -83,7 +83,13 @@ static tgc_status window_out(si_ctx *c, tgc_sdim n, window w, const char *axis, 
 {
     tgc_symtab *t = c->syms;
     tgc_sdim span = tgc_sym_add(t, tgc_sym_mul(t, w.dil, tgc_sym_sub(t, w.k, 1)), 1);
-    tgc_sdim room = tgc_sym_sub(t, tgc_sym_add(t, n, 2 * w.pad), span);
+    tgc_sdim room = tgc_sym_sub(t, tgc_sym_add(t, n, tgc_sym_mul(t, w.pad, 2)), span);
+    if (!TGC_SDIM_IS_VALID(room))
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "the %s window (%s with dilation %lld, padding %lld) of x %s overflows "
+                       "int64",
+                       axis, si_dim(c, w.k), (long long)w.dil, (long long)w.pad,
+                       si_shape(c, &c->in[0]));
     if (!si_ge(c, room, 0))
         return si_fail(c, TGC_ERR_SHAPE,
                        "the %s window (%s with dilation %lld) is larger than the padded input "
@@ -167,7 +173,7 @@ static tgc_status pool_attrs(si_ctx *c)
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "exclude_padding must be 0 or 1 and applies to avg_pool2d only, got %lld",
                        (long long)i[6]);
-    if (!s && (2 * i[4] > i[0] || 2 * i[5] > i[1]))
+    if (!s && (i[4] > i[0] / 2 || i[5] > i[1] / 2)) /* 2*pad > kernel, without overflow */
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "padding (%lld, %lld) must be at most half the kernel (%lld, %lld)",
                        (long long)i[4], (long long)i[5], (long long)i[0], (long long)i[1]);

@@ -4,10 +4,8 @@
 #include <string.h>
 
 #include "ir/shape_infer_impl.h"
+#include "support/checked.h"
 #include "tgc/ops.h"
-
-/* A slice end at or beyond this means "to the end" (python's sys.maxsize and the like). */
-#define SLICE_TO_END ((int64_t)1 << 62)
 
 /* ---- reshape ---- */
 
@@ -44,10 +42,15 @@ static tgc_sdim factors_value(si_ctx *c, const factors *f)
     return tgc_sym_mul(c->syms, si_prod(c, f->sym, f->n), f->k);
 }
 
+/* The RESHAPE/EXPAND target as text, symbolic sizes as this call's values. */
+static const char *target_text(si_ctx *c, int n)
+{
+    return si_dims(c, c->a->i, n < TGC_MAX_DIMS ? n : TGC_MAX_DIMS);
+}
+
 static tgc_status reshape_mismatch(si_ctx *c)
 {
-    char target[SI_BUFLEN];
-    tgc_format_dims(c->a->i, c->a->ni, target, sizeof target);
+    const char *target = target_text(c, c->a->ni);
     return si_fail(c, TGC_ERR_SHAPE, "cannot reshape %s (%s elements) into %s",
                    si_shape(c, &c->in[0]), si_dim(c, si_prod(c, c->in[0].shape, c->in[0].ndim)),
                    target);
@@ -64,6 +67,7 @@ static int sym_target(const si_ctx *c, int64_t v)
 static tgc_status reshape_target(si_ctx *c, tgc_sdim *r, int *infer_at, factors *known)
 {
     const tgc_vinfo *x = &c->in[0];
+    const char *target = target_text(c, c->a->ni);
     *infer_at = -1;
     for (int k = 0; k < c->a->ni; k++) {
         int64_t v = c->a->i[k];
@@ -73,14 +77,19 @@ static tgc_status reshape_target(si_ctx *c, tgc_sdim *r, int *infer_at, factors 
             continue;
         }
         if (v == -1 && *infer_at >= 0)
-            return si_fail(c, TGC_ERR_INVALID_ARG, "only one dim may be -1");
+            return si_fail(c, TGC_ERR_INVALID_ARG,
+                           "only one dim may be -1 (positions %d and %d of the target %s for %s)",
+                           *infer_at, k, target, si_shape(c, x));
         if (v < -1)
-            return si_fail(c, TGC_ERR_INVALID_ARG, "invalid size %lld at position %d", (long long)v,
-                           k);
+            return si_fail(c, TGC_ERR_INVALID_ARG,
+                           "invalid size %lld at position %d of the target %s for %s (sizes "
+                           "are >= 0, or -1 to infer one, or 0 to copy the input's)",
+                           (long long)v, k, target, si_shape(c, x));
         if (v == 0 && k >= x->ndim)
             return si_fail(c, TGC_ERR_INVALID_ARG,
-                           "0 at position %d copies a dim that the input %s lacks", k,
-                           si_shape(c, x));
+                           "0 at position %d of the target %s copies a dim that the input %s "
+                           "lacks",
+                           k, target, si_shape(c, x));
         if (v == -1) {
             *infer_at = k;
             continue;
@@ -150,22 +159,42 @@ static tgc_status infer_expand(si_ctx *c)
     tgc_sdim r[TGC_MAX_DIMS];
     if (nd < x->ndim || nd > TGC_MAX_DIMS)
         return si_fail(c, TGC_ERR_INVALID_ARG, "cannot expand %s to %d dims", si_shape(c, x), nd);
+    const char *target = target_text(c, nd);
     for (int k = 0; k < nd; k++) {
         int64_t v = c->a->i[k];
         tgc_sdim d = k < lead ? 1 : x->shape[k - lead];
         int sym = sym_target(c, v);
         if (!sym && (v < -1 || (v == -1 && k < lead)))
-            return si_fail(c, TGC_ERR_INVALID_ARG, "invalid size %lld at position %d", (long long)v,
-                           k);
+            return si_fail(c, TGC_ERR_INVALID_ARG,
+                           "invalid size %lld at position %d of the target %s for %s (%s)",
+                           (long long)v, k, target, si_shape(c, x),
+                           v == -1 ? "-1 keeps a size, and a new leading dim has none"
+                                   : "sizes are >= 0, or -1 to keep the input's");
         if (v == -1)
             r[k] = d;
         else if (d == 1 || si_eq(c, d, v))
             r[k] = v;
         else
-            return si_fail(c, TGC_ERR_SHAPE, "cannot expand dim %d of %s (size %s) to %s",
-                           k - lead, si_shape(c, x), si_dim(c, d), si_dim(c, v));
+            return si_fail(c, TGC_ERR_SHAPE,
+                           "cannot expand dim %d of %s (size %s) to %s (target %s): only "
+                           "sizes of 1 expand",
+                           k - lead, si_shape(c, x), si_dim(c, d), si_dim(c, v), target);
     }
     return si_set_out(c, x->dtype, r, nd);
+}
+
+/* Whether squeeze drops a dim of size d. A symbolic size is not 1 at trace time (results
+ * are 1-specialized, si_set_out); the kept dim is guarded to stay as it is (>= 2, or 0):
+ * where it becomes 1, eager would drop it. */
+static int size_is_one(si_ctx *c, tgc_sdim d)
+{
+    if (TGC_SDIM_IS_CONST(d) || !c->syms)
+        return d == 1;
+    if (si_hint(c, d) >= 2)
+        si_ge(c, d, 2);
+    else
+        si_eq(c, d, 0);
+    return 0;
 }
 
 static tgc_status infer_squeeze(si_ctx *c)
@@ -180,7 +209,7 @@ static tgc_status infer_squeeze(si_ctx *c)
             return s;
     }
     for (int k = 0; k < x->ndim; k++)
-        if (x->shape[k] != 1 || (dim != TGC_ALL_DIMS && dim != k))
+        if ((dim != TGC_ALL_DIMS && dim != k) || !size_is_one(c, x->shape[k]))
             r[nr++] = x->shape[k];
     return si_set_out(c, x->dtype, r, nr);
 }
@@ -199,7 +228,7 @@ static tgc_status infer_unsqueeze(si_ctx *c)
     return si_set_out(c, x->dtype, r, x->ndim + 1);
 }
 
-/* Python's clamping of a slice bound v against a constant length n. */
+/* Python's clamping of a slice bound v against a constant length n >= 0. */
 static int64_t clamp_bound(int64_t v, int64_t n)
 {
     if (v < 0)
@@ -209,44 +238,50 @@ static int64_t clamp_bound(int64_t v, int64_t n)
 
 /* A slice bound on a symbolic dim, python rules: v counts from the start (v >= 0) or from
  * the end (v < 0) and clamps to [0, len]. Which case applies is decided at trace time and
- * recorded as a guard, so the result stays symbolic. */
-static int symbolic_bound(si_ctx *c, tgc_sdim len, int64_t v, tgc_sdim *out)
+ * recorded as a guard (none where lower bounds prove it: len >= 2, so -1, -2, 1 and 2 need
+ * none), so the result stays symbolic. No size exceeds TGC_MAX_NUMEL, so bounds beyond it
+ * clamp without a guard. */
+static tgc_sdim symbolic_bound(si_ctx *c, tgc_sdim len, int64_t v)
 {
     tgc_symtab *t = c->syms;
-    if (v >= SLICE_TO_END || v == 0) {
-        *out = v ? len : 0;
-        return 1;
+    if (v >= TGC_MAX_NUMEL)
+        return len;
+    if (v == 0 || v <= -TGC_MAX_NUMEL)
+        return 0;
+    if (v > 0) {
+        if (si_hint(c, len) >= v) { /* v inside the dim */
+            si_ge(c, tgc_sym_sub(t, len, v), 0);
+            return v;
+        }
+        si_ge(c, tgc_sym_sub(t, v, len), 0); /* clamps to len while len <= v */
+        return len;
     }
-    tgc_sdim pos = v >= 0 ? v : tgc_sym_add(t, len, v); /* before clamping */
-    if (v < 0 && tgc_sym_hint(t, pos) < 0) {            /* clamps to 0 while len <= -v */
-        *out = 0;
-        return si_ge(c, tgc_sym_sub(t, 0, pos), 0);
+    tgc_sdim pos = tgc_sym_add(t, len, v);
+    if (si_hint(c, pos) >= 0) {
+        si_ge(c, pos, 0);
+        return pos;
     }
-    if (v >= 0 && tgc_sym_hint(t, len) < v) { /* clamps to len while len <= v */
-        *out = len;
-        return si_ge(c, tgc_sym_sub(t, v, len), 0);
-    }
-    *out = pos;
-    return si_ge(c, v >= 0 ? tgc_sym_sub(t, len, v) : pos, 0);
+    si_ge(c, tgc_sym_sub(t, 0, pos), 0); /* clamps to 0 while len <= -v */
+    return 0;
 }
 
-/* Length of the slice start:end:step of a dim of size len (python rules). On a symbolic
- * dim the length stays symbolic while both bounds fall inside the dim and the slice is
- * non-empty at trace time (each recorded as a guard); otherwise the dim is specialized. */
+/* Length of the slice start:end:step (step >= 1) of a dim of size len, python rules. On a
+ * symbolic dim it stays symbolic: each bound's clamping, and whether the slice is empty,
+ * are guarded decisions. */
 static tgc_sdim slice_len(si_ctx *c, tgc_sdim len, int64_t start, int64_t end, int64_t step)
 {
     if (!TGC_SDIM_IS_CONST(len)) {
-        tgc_sdim s, e;
-        if (symbolic_bound(c, len, start, &s) && symbolic_bound(c, len, end, &e)) {
-            tgc_sdim count = tgc_sym_sub(c->syms, e, s);
-            if (si_ge(c, count, 1))
-                return tgc_sym_ceildiv(c->syms, count, step);
-        }
-        len = tgc_sym_specialize(c->syms, len);
+        tgc_sdim lo = symbolic_bound(c, len, start), hi = symbolic_bound(c, len, end);
+        tgc_sdim count = tgc_sym_sub(c->syms, hi, lo);
+        if (si_hint(c, count) >= 1 && si_ge(c, count, 1))
+            /* count <= len <= TGC_MAX_NUMEL: a larger step takes one element */
+            return step >= TGC_MAX_NUMEL ? 1 : tgc_sym_ceildiv(c->syms, count, step);
+        si_ge(c, tgc_sym_sub(c->syms, 0, count), 0);
+        return 0;
     }
     start = clamp_bound(start, len);
     end = clamp_bound(end, len);
-    return end > start ? (end - start + step - 1) / step : 0;
+    return end > start ? (end - start - 1) / step + 1 : 0;
 }
 
 static tgc_status infer_slice(si_ctx *c)
@@ -331,6 +366,9 @@ static tgc_status infer_cat(si_ctx *c)
         r[dim] = tgc_sym_add(c->syms, r[dim], c->in[k].shape[dim]);
         dt = tgc_promote(dt, c->in[k].dtype);
     }
+    if (!s && !TGC_SDIM_IS_VALID(r[dim]))
+        return si_fail(c, TGC_ERR_SHAPE, "the sizes of dim %lld of %d tensors overflow int64",
+                       (long long)dim, c->n_in);
     return s ? s : si_set_out(c, dt, r, x->ndim);
 }
 
@@ -367,7 +405,16 @@ static tgc_status infer_pad(si_ctx *c)
     for (int k = 0; k < np; k++) {
         int d = x->ndim - 1 - k;
         tgc_sdim before = c->a->i[1 + 2 * k], after = c->a->i[2 + 2 * k];
+        if (before < -TGC_MAX_NUMEL || before > TGC_MAX_NUMEL || after < -TGC_MAX_NUMEL ||
+            after > TGC_MAX_NUMEL)
+            return si_fail(c, TGC_ERR_SHAPE,
+                           "pads %lld, %lld on dim %d of %s: a pad must be within "
+                           "+-TGC_MAX_NUMEL (2^56)",
+                           (long long)before, (long long)after, d, si_shape(c, x));
         r[d] = tgc_sym_add(c->syms, tgc_sym_add(c->syms, r[d], before), after);
+        if (!TGC_SDIM_IS_VALID(r[d]))
+            return si_fail(c, TGC_ERR_SHAPE, "pads %lld, %lld on dim %d of %s overflow int64",
+                           (long long)before, (long long)after, d, si_shape(c, x));
         if (!si_ge(c, r[d], 0))
             return si_fail(c, TGC_ERR_SHAPE, "pads %lld, %lld make dim %d of %s negative",
                            (long long)before, (long long)after, d, si_shape(c, x));

@@ -2,9 +2,16 @@
  *
  * Encoding: tgc_sdim values above TGC_SDIM_EXPR_MAX are plain constants (negative
  * constants are allowed as operands); values at or below it name expression nodes of one
- * tgc_symtab. Expressions are simplified on construction (constants folded, operands of
- * + and * ordered, nested constants merged), so equal expressions built the same way get
- * the same handle.
+ * tgc_symtab, except TGC_SDIM_INVALID. Expressions are kept in a normal form on
+ * construction: a polynomial with integer coefficients over symbols and floor divisions,
+ * like terms combined, terms and factors in a fixed order, constant divisors taken out
+ * where exact. So equal polynomials are one handle however they were built
+ * (s0 - (s0 - 1) is the constant 1, (s0 + 1)*2 is s0*2 + 2).
+ *
+ * Overflow: every constant fold and every hint is computed with checked int64 arithmetic.
+ * A result that does not fit (or a constant at or below TGC_SDIM_EXPR_MAX, a division by
+ * zero, an expression too large for the normal form, out of memory) is TGC_SDIM_INVALID,
+ * which every operation propagates and shape inference reports as TGC_ERR_SHAPE.
  *
  * Every expression carries its hint: its value at trace time. Shape inference decides
  * data-dependent questions with hints and records the decision as an assumption
@@ -19,8 +26,11 @@
 #include <stdint.h>
 
 typedef int64_t tgc_sdim;
-#define TGC_SDIM_EXPR_MAX (INT64_MIN + ((int64_t)1 << 40))
+#define TGC_SDIM_EXPR_MAX    (INT64_MIN + ((int64_t)1 << 40))
 #define TGC_SDIM_IS_CONST(d) ((d) > TGC_SDIM_EXPR_MAX)
+/* Neither a constant nor an expression: the result of arithmetic that overflowed. */
+#define TGC_SDIM_INVALID     INT64_MIN
+#define TGC_SDIM_IS_VALID(d) ((d) != TGC_SDIM_INVALID)
 
 typedef struct tgc_symtab tgc_symtab;
 
@@ -42,11 +52,11 @@ tgc_sdim tgc_sym_symbol(const tgc_symtab *t, int k);
 tgc_sdim tgc_sym_add(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
 tgc_sdim tgc_sym_sub(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
 tgc_sdim tgc_sym_mul(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
-/* Floor division and ceil division; b must be positive at trace time. */
+/* Floor division and ceil division; a symbolic b must be positive (a size). */
 tgc_sdim tgc_sym_floordiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
 tgc_sdim tgc_sym_ceildiv(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
 
-/* Trace-time value. */
+/* Trace-time value (0 for TGC_SDIM_INVALID). */
 int64_t tgc_sym_hint(const tgc_symtab *t, tgc_sdim d);
 /* 1 when a and b are the same expression (or equal constants). */
 int tgc_sym_same(tgc_sdim a, tgc_sdim b);
@@ -56,7 +66,8 @@ int tgc_sym_unify(tgc_symtab *t, tgc_sdim a, tgc_sdim b);
 int64_t tgc_sym_specialize(tgc_symtab *t, tgc_sdim d);
 
 /* 1 when a >= bound is known or assumed (hint satisfies it: the assumption is recorded);
- * else 0. Used where a size must stay non-negative or positive (window fits, pads). */
+ * else 0. Known: from lower bounds that hold for every binding (a symbol is >= 2, since 0
+ * and 1 are specialized). Used where a size must stay non-negative or positive. */
 int tgc_sym_assume_ge(tgc_symtab *t, tgc_sdim a, int64_t bound);
 
 typedef enum { TGC_ASSUME_EQ, TGC_ASSUME_GE } tgc_assume_kind;
@@ -66,7 +77,8 @@ tgc_assume_kind tgc_sym_assumption(const tgc_symtab *t, int k, tgc_sdim *a, tgc_
 /* 1 when assumption k holds for these symbol values. */
 int tgc_sym_assumption_holds(const tgc_symtab *t, int k, const int64_t *vals);
 
-/* Value of d given the symbols' values vals[0..count). */
+/* Value of d given the symbols' values vals[0..count) (arithmetic wraps on overflow
+ * instead of being undefined; callers bound their inputs). */
 int64_t tgc_sym_eval(const tgc_symtab *t, tgc_sdim d, const int64_t *vals);
 /* Writes d as text ("s0", "s0*128", "(s0 - 2)", "64") with snprintf semantics: returns the
  * full length, even when buf was too short. */

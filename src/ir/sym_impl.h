@@ -4,7 +4,13 @@
 
 #include "ir/sym.h"
 
-typedef enum { E_SYM, E_ADD, E_MUL, E_FDIV, E_CDIV } expr_op;
+/* Every expression is in one normal form, so that equal polynomials are one handle:
+ *   atom     = E_SYM | E_FDIV(poly, divisor)        (divisor: a constant >= 2 or a poly)
+ *   monomial = atom | E_MUL(monomial, atom)         (atoms in handle order, repeats allowed)
+ *   term     = monomial | E_MUL(monomial, k)        (k a constant other than 0 and 1)
+ *   poly     = term | E_ADD(poly, term) | E_ADD(poly, c)
+ * A poly lists its terms in monomial order, each monomial once, its constant (not 0) last. */
+typedef enum { E_SYM, E_ADD, E_MUL, E_FDIV } expr_op;
 
 typedef struct expr {
     expr_op op;

@@ -147,7 +147,7 @@ TE_CASE(linear_nobias, "tgc_linear", TE_REL, "n:D,6 n:4,6 | n:2,D,6 nT:4,6 | nS:
 
 /* ---- convolution and pooling ---- */
 TE_CASE(conv2d, "tgc_conv2d", TE_REL, "n:2,3,D,7 @n:4,3,3,3 @n:4 | nT:1,3,7,D @n:4,3,3,3 @n:4 | n:1,3,D,1 @n:4,3,3,1 @n:4", tgc_conv2d(A0, P0, P1, &(tgc_conv2d_opts){.padding = {1, 1}}))
-TE_CASE(conv2d_strided, "tgc_conv2d", TE_REL, "n:2,4,D,9 @n:6,2,3,2 | nS:1,4,D,8 @n:6,2,3,2", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 1}, .padding = {0, 2}, .dilation = {2, 1}, .groups = 2}))
+TE_CASE(conv2d_strided, "tgc_conv2d", TE_REL, "n:2,4,D,9 @n:6,2,3,2 | nS:1,4,D,8 @n:6,2,3,2", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 1}, .groups = 2}))
 TE_CASE(conv2d_depthwise, "tgc_conv2d", TE_REL, "n:2,3,D,6 n:3,1,3,3 n:3 | nT:1,3,5,D n:3,1,3,3 n:3", tgc_conv2d(A0, A1, A2, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {1, 1}, .groups = 3}))
 TE_CASE(max_pool2d, "tgc_max_pool2d", TE_REL, "n:2,3,D,8 | nT:1,2,9,D | h:1,1,D,5", tgc_max_pool2d(A0, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}))
 TE_CASE(max_pool2d_k2, "tgc_max_pool2d", TE_REL, "n:2,3,D,8 | nS:1,2,D,7", tgc_max_pool2d(A0, &(tgc_pool2d_opts){.kernel = {2, 2}}))

@@ -165,7 +165,7 @@ static void test_broadcast_unifies_equal_hints_and_rejects_others(void **state)
 
     in[1] = VI(TGC_F32, s2, 4);
     check_error(infer(TGC_OP_MUL, in, 2, NONE), TGC_ERR_SHAPE,
-                "tgc_mul: shapes [s0, 4] and [s2, 4] do not broadcast");
+                "tgc_mul: shapes [8, 4] and [9, 4] do not broadcast");
     in[1] = VI(TGC_F32, 5, 4);
     check_error(infer(TGC_OP_MUL, in, 2, NONE), TGC_ERR_SHAPE, "do not broadcast");
 }
@@ -325,7 +325,7 @@ static void test_reshape_inexact_symbolic_split_is_assumed(void **state)
 
     tgc_sdim s1 = tgc_sym_new(syms, 7, 1, 0);
     x = VI(TGC_F32, s1, 6);
-    check_error(infer(TGC_OP_RESHAPE, &x, 1, IA(-1, 4)), TGC_ERR_SHAPE, "cannot reshape [s1, 6]");
+    check_error(infer(TGC_OP_RESHAPE, &x, 1, IA(-1, 4)), TGC_ERR_SHAPE, "cannot reshape [7, 6]");
 }
 
 static void test_permute_expand_squeeze_unsqueeze(void **state)
@@ -340,7 +340,7 @@ static void test_permute_expand_squeeze_unsqueeze(void **state)
     assert_int_equal(infer(TGC_OP_EXPAND, &x, 1, IA(2, -1, 4, -1)), TGC_OK);
     check_out(TGC_F16, "[2, s0, 4, 3]");
     check_error(infer(TGC_OP_EXPAND, &x, 1, IA(-1, 1, 5)), TGC_ERR_SHAPE,
-                "tgc_expand: cannot expand dim 2 of [s0, 1, 3] (size 3) to 5");
+                "tgc_expand: cannot expand dim 2 of [5, 1, 3] (size 3) to 5");
     assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(TGC_ALL_DIMS)), TGC_OK);
     check_out(TGC_F16, "[s0, 3]");
     assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(0)), TGC_OK);
@@ -406,7 +406,7 @@ static void test_cat_stack_pad(void **state)
     assert_int_equal(out.dtype, TGC_F32);
     assert_int_equal(eval_dim(0, v), 14);
     check_error(infer(TGC_OP_CAT, in, 3, IA(1)), TGC_ERR_SHAPE,
-                "tgc_cat: input 1 is [s1, 3] but input 0 is [s0, 3]");
+                "tgc_cat: input 1 is [6, 3] but input 0 is [4, 3]");
 
     tgc_vinfo same[2] = {VI(TGC_F32, 2, 3), VI(TGC_F32, 2, 3)};
     assert_int_equal(infer(TGC_OP_STACK, same, 2, IA(2)), TGC_OK);
@@ -490,7 +490,7 @@ static void test_linear_symbolic_batch(void **state)
                 "tgc_linear: bias is [64] but weight is [128, 784]");
     in[1] = VI(TGC_F32, 128, 100);
     check_error(infer(TGC_OP_LINEAR, in, 2, NONE), TGC_ERR_SHAPE,
-                "tgc_linear: in features differ: x is [s0, 784], weight is [128, 100]");
+                "tgc_linear: in features differ: x is [64, 784], weight is [128, 100]");
 }
 
 /* ---- convolution and pooling ---- */
@@ -627,7 +627,7 @@ static void test_cross_entropy_and_nll(void **state)
     check_out(TGC_F32, "[s0, 7]");
     in[1] = VI(TGC_I64, s0);
     check_error(infer(TGC_OP_CROSS_ENTROPY, in, 2, IA(TGC_REDUCE_SUM, -100)), TGC_ERR_SHAPE,
-                "tgc_cross_entropy: target is [s0] but logits [s0, 10, 7] needs target [s0, 7]");
+                "tgc_cross_entropy: target is [32] but logits [32, 10, 7] needs target [32, 7]");
     in[1] = VI(TGC_F32, s0, 7);
     check_error(infer(TGC_OP_CROSS_ENTROPY, in, 2, IA(TGC_REDUCE_SUM, -100)), TGC_ERR_DTYPE,
                 "target must be i32 or i64, got f32");
@@ -651,7 +651,7 @@ static void test_sdpa(void **state)
     check_out(TGC_F16, "[2, 8, s0, 32]");
     in[3] = VI(TGC_BOOL, 3, l);
     check_error(infer(TGC_OP_SDPA, in, 4, a), TGC_ERR_SHAPE,
-                "mask [3, s0] does not broadcast to the scores [2, 8, s0, s0]");
+                "mask [3, 128] does not broadcast to the scores [2, 8, 128, 128]");
     in[3] = VI(TGC_I32, l, l);
     check_error(infer(TGC_OP_SDPA, in, 4, a), TGC_ERR_DTYPE, "mask must be bool or q's dtype");
     in[1] = VI(TGC_F16, 1, 8, l, 48);
@@ -675,6 +675,158 @@ static void test_dropout_and_malformed_nodes(void **state)
                 "tgc_dropout: p must be in [0, 1], got 1.5");
     check_error(infer_eager(TGC_OP_INPUT, NULL, 0, NONE), TGC_ERR_INTERNAL, "tgc_input:");
     check_error(infer_eager(TGC_OP_ADD, &x, 1, NONE), TGC_ERR_INTERNAL, "tgc_add:");
+}
+
+/* ---- symbolic slices, 0/1 specialization, size limits (issue 7, items 3, 6, 10) ---- */
+
+/* Messages from a dynamic variant's trace show this call's sizes, as eager ones do, not
+ * the variant's symbols: the broadcast, reshape, cat, linear and attention messages above
+ * all print trace-time values. */
+
+/* Python's slice length on a dynamic dim, for every kind of bound: the normal form makes
+ * bounds counted from the end cancel (x[:, -1:] is 1, not s0 + (s0 - 1)*-1), lower bounds
+ * (a symbol is >= 2) prove the common cases without guards, and the rest are guarded. */
+static void test_slice_symbolic_forms(void **state)
+{
+    (void)state;
+    tgc_sdim s0 = tgc_sym_new(syms, 9, 0, 0);
+    tgc_vinfo x = VI(TGC_F32, 4, s0);
+    const int64_t at[] = {2, 3, 5, 9, 40};
+    const struct {
+        int64_t start, end, step;
+        const char *shape;
+        int assumptions; /* guards recorded by this slice */
+    } cases[] = {
+        {-1, INT64_MAX, 1, "[4, 1]", 0},
+        {-2, INT64_MAX, 1, "[4, 2]", 0},
+        {1, INT64_MAX, 1, "[4, (s0 - 1)]", 0},
+        {0, -1, 1, "[4, (s0 - 1)]", 0},
+        {1, -1, 1, "[4, (s0 - 2)]", 1},
+        {-3, INT64_MAX, 1, "[4, 3]", 1},
+        {0, 2, 1, "[4, 2]", 0},
+        {INT64_MIN, INT64_MAX, 1, "[4, s0]", 0},
+        {0, INT64_MAX, 2, "[4, ((s0 + 1) // 2)]", 0},
+    };
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        int before = tgc_sym_n_assumptions(syms);
+        assert_int_equal(
+            infer(TGC_OP_SLICE, &x, 1, IA(1, cases[k].start, cases[k].end, cases[k].step)), TGC_OK);
+        check_out(TGC_F32, cases[k].shape);
+        assert_int_equal(tgc_sym_n_assumptions(syms) - before, cases[k].assumptions);
+        /* where the guards hold, the size is python's */
+        for (int v = 0; v < (int)(sizeof at / sizeof at[0]); v++) {
+            int holds = 1;
+            for (int a = 0; a < tgc_sym_n_assumptions(syms); a++)
+                holds &= tgc_sym_assumption_holds(syms, a, &at[v]);
+            if (!holds)
+                continue;
+            int64_t n = at[v], lo = cases[k].start, hi = cases[k].end;
+            lo = lo < 0 ? (lo < -n ? 0 : lo + n) : lo > n ? n : lo;
+            hi = hi < 0 ? (hi < -n ? 0 : hi + n) : hi > n ? n : hi;
+            int64_t want = hi > lo ? (hi - lo - 1) / cases[k].step + 1 : 0;
+            assert_int_equal(eval_dim(1, &at[v]), want);
+        }
+    }
+    /* bounds outside the dim at trace time: clamped, and guarded to stay outside */
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, 100, INT64_MAX, 1)), TGC_OK);
+    check_out(TGC_F32, "[4, 0]");
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, -100, 3, 1)), TGC_OK);
+    check_out(TGC_F32, "[4, 3]");
+    /* a step beyond any size takes one element */
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, INT64_MIN, -2, INT64_MAX)), TGC_OK);
+    check_out(TGC_F32, "[4, 1]");
+}
+
+/* A computed size that is 1 at trace time becomes the constant 1, guarded, like an input
+ * size: broadcasting and squeeze then see a plain 1. A computed 0 stays symbolic. */
+static void test_results_are_1_specialized(void **state)
+{
+    (void)state;
+    tgc_sdim s0 = tgc_sym_new(syms, 2, 0, 0);
+    tgc_vinfo x = VI(TGC_F32, 3, s0);
+    assert_int_equal(infer(TGC_OP_SLICE, &x, 1, IA(1, 1, INT64_MAX, 1)), TGC_OK);
+    check_out(TGC_F32, "[3, 1]");
+    assert_int_equal(tgc_sym_n_assumptions(syms), 1);
+    tgc_sdim a, b;
+    assert_int_equal(tgc_sym_assumption(syms, 0, &a, &b), TGC_ASSUME_EQ);
+    assert_int_equal(b, 1);
+    const int64_t two = 2, three = 3;
+    assert_true(tgc_sym_assumption_holds(syms, 0, &two));
+    assert_false(tgc_sym_assumption_holds(syms, 0, &three));
+    tgc_vinfo y = out;
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &y, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    check_out(TGC_F32, "[3]");
+    /* a kept symbolic dim is guarded to stay above 1 (where it is 1, eager drops it) */
+    tgc_sdim s1 = tgc_sym_new(syms, 6, 0, 1);
+    x = VI(TGC_F32, 1, s1);
+    int before = tgc_sym_n_assumptions(syms);
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    check_out(TGC_F32, "[s1]");
+    assert_int_equal(tgc_sym_n_assumptions(syms), before); /* a symbol is >= 2: proven */
+    x = VI(TGC_F32, 1, tgc_sym_sub(syms, s1, 3));
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    check_out(TGC_F32, "[(s1 - 3)]");
+    assert_int_equal(tgc_sym_n_assumptions(syms), before + 1);
+    assert_int_equal(tgc_sym_assumption(syms, before, &a, &b), TGC_ASSUME_GE);
+    assert_int_equal(b, 2);
+    /* a computed 0 stays symbolic; squeeze keeps it, guarded to stay 0 */
+    x = VI(TGC_F32, 1, tgc_sym_sub(syms, s1, 6));
+    before = tgc_sym_n_assumptions(syms);
+    assert_int_equal(infer(TGC_OP_SQUEEZE, &x, 1, IA(TGC_ALL_DIMS)), TGC_OK);
+    assert_false(TGC_SDIM_IS_CONST(out.shape[0]));
+    assert_int_equal(tgc_sym_n_assumptions(syms), before + 1);
+    assert_int_equal(tgc_sym_assumption(syms, before, &a, &b), TGC_ASSUME_EQ);
+    assert_int_equal(b, 0);
+}
+
+/* Every result is limited to TGC_MAX_NUMEL elements (0 counted as 1), and every size
+ * computation is checked: TGC_ERR_SHAPE naming the op, never a wrapped size. */
+static void test_size_limits_and_overflow(void **state)
+{
+    (void)state;
+    tgc_vinfo one = VI(TGC_F32, 1);
+    check_error(infer_eager(TGC_OP_EXPAND, &one, 1, IA((int64_t)1 << 62, 8)), TGC_ERR_SHAPE,
+                "tgc_expand: the result [4611686018427387904, 8] is too large");
+    assert_int_equal(infer_eager(TGC_OP_EXPAND, &one, 1, IA((int64_t)1 << 28, 1 << 28)), TGC_OK);
+    check_error(infer_eager(TGC_OP_EXPAND, &one, 1, IA((int64_t)1 << 28, (1 << 28) + 1)),
+                TGC_ERR_SHAPE, "TGC_MAX_NUMEL");
+    /* the reported crash: eager, no symbol table */
+    tgc_vinfo x = VI(TGC_F32, 4);
+    check_error(infer_eager(TGC_OP_PAD, &x, 1, IA(1, INT64_MAX, 1)), TGC_ERR_SHAPE,
+                "tgc_pad: pads 9223372036854775807, 1 on dim 0 of [4]");
+    check_error(infer_eager(TGC_OP_PAD, &x, 1, IA(1, TGC_MAX_NUMEL, 0)), TGC_ERR_SHAPE,
+                "tgc_pad: the result [72057594037927940] is too large");
+    /* and symbolic */
+    tgc_sdim s0 = tgc_sym_new(syms, 5, 0, 0);
+    x = VI(TGC_F32, s0);
+    check_error(infer(TGC_OP_PAD, &x, 1, IA(1, INT64_MAX, 1)), TGC_ERR_SHAPE, "tgc_pad: pads");
+    check_error(infer(TGC_OP_PAD, &x, 1, IA(1, TGC_MAX_NUMEL - 4, 0)), TGC_ERR_SHAPE,
+                "tgc_pad: the result [72057594037927937] is too large");
+    /* cat sizes */
+    tgc_vinfo big[3] = {VI(TGC_F32, INT64_MAX / 2), VI(TGC_F32, INT64_MAX / 2),
+                        VI(TGC_F32, INT64_MAX / 2)};
+    check_error(infer_eager(TGC_OP_CAT, big, 3, IA(0)), TGC_ERR_SHAPE,
+                "tgc_cat: the sizes of dim 0 of 3 tensors overflow int64");
+    /* conv and pool windows */
+    tgc_vinfo in[2] = {VI(TGC_F32, 1, 3, 8, 8), VI(TGC_F32, 4, 3, 3, 3)};
+    check_error(infer_eager(TGC_OP_CONV2D, in, 2, IA(1, 1, INT64_MAX, 0, 1, 1, 1)), TGC_ERR_SHAPE,
+                "tgc_conv2d: the height window (3 with dilation 1, padding");
+    check_error(infer_eager(TGC_OP_CONV2D, in, 2, IA(1, 1, 0, 0, INT64_MAX, 1, 1)), TGC_ERR_SHAPE,
+                "overflows int64");
+    check_error(infer_eager(TGC_OP_CONV2D, in, 2, IA(1, 1, (int64_t)1 << 60, 0, 1, 1, 1)),
+                TGC_ERR_SHAPE, "is too large");
+    tgc_vinfo p = VI(TGC_F32, 1, 3, 8, 8);
+    check_error(infer_eager(TGC_OP_MAX_POOL2D, &p, 1, IA(2, 2, 1, 1, INT64_MAX, 0)),
+                TGC_ERR_INVALID_ARG, "must be at most half the kernel");
+    check_error(infer_eager(TGC_OP_AVG_POOL2D, &p, 1, IA(INT64_MAX, 2, 1, 1, 0, 0)), TGC_ERR_SHAPE,
+                "tgc_avg_pool2d: the height window");
+    /* reshape targets whose product overflows */
+    tgc_vinfo r = VI(TGC_F32, 2, 5);
+    check_error(infer_eager(TGC_OP_RESHAPE, &r, 1, IA(INT64_MAX, 4)), TGC_ERR_SHAPE,
+                "tgc_reshape: cannot reshape [2, 5] (10 elements) into "
+                "[9223372036854775807, 4]");
+    check_error(infer_eager(TGC_OP_RESHAPE, &r, 1, IA(-1, (int64_t)1 << 62, 4)), TGC_ERR_SHAPE,
+                "cannot reshape");
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -717,6 +869,9 @@ int main(void)
         T(test_cross_entropy_and_nll),
         T(test_sdpa),
         T(test_dropout_and_malformed_nodes),
+        T(test_slice_symbolic_forms),
+        T(test_results_are_1_specialized),
+        T(test_size_limits_and_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -183,10 +183,10 @@ static void test_division_simplification(void **state)
     tgc_sdim q = tgc_sym_floordiv(T, tgc_sym_mul(T, s, 6), 4);
     assert_false(TGC_SDIM_IS_CONST(q));
     assert_int_equal(tgc_sym_hint(T, q), 7); /* 30 // 4 */
-    check_format(q, "(s0*6 // 4)");
+    check_format(q, "(s0 + (s0 // 2))");     /* s*6 // 4 = s + (s*2 // 4) = s + s // 2 */
     tgc_sdim c = tgc_sym_ceildiv(T, s, 2);
     assert_int_equal(tgc_sym_hint(T, c), 3);
-    check_format(c, "ceil(s0 / 2)");
+    check_format(c, "((s0 + 1) // 2)"); /* ceil(s / 2) = (s + 1) // 2: one normal form */
     const int64_t vals[] = {7, 3};
     assert_int_equal(tgc_sym_eval(T, q, vals), 10); /* 42 // 4 */
     assert_int_equal(tgc_sym_eval(T, c, vals), 4);  /* ceil(7 / 2) */
@@ -227,7 +227,8 @@ static void test_hints_and_eval(void **state)
 static void test_unify(void **state)
 {
     (void)state;
-    tgc_sdim a = tgc_sym_new(T, 16, 0, 0), b = tgc_sym_new(T, 16, 1, 0), c = tgc_sym_new(T, 9, 2, 0);
+    tgc_sdim a = tgc_sym_new(T, 16, 0, 0), b = tgc_sym_new(T, 16, 1, 0),
+             c = tgc_sym_new(T, 9, 2, 0);
     tgc_sdim x, y;
     /* the same expression: known, nothing assumed */
     assert_int_equal(tgc_sym_unify(T, a, a), 1);
@@ -296,7 +297,12 @@ static void test_format(void **state)
     (void)state;
     tgc_sdim s0 = tgc_sym_new(T, 4, 0, 0), s1 = tgc_sym_new(T, 6, 0, 1);
     check_format(tgc_sym_add(T, tgc_sym_mul(T, s0, s1), 1), "(s0*s1 + 1)");
-    check_format(tgc_sym_mul(T, tgc_sym_add(T, s0, 1), 2), "(s0 + 1)*2");
+    check_format(tgc_sym_mul(T, tgc_sym_add(T, s0, 1), 2), "(s0*2 + 2)"); /* distributed */
+    check_format(tgc_sym_sub(T, s1, s0), "(-s0 + s1)");
+    check_format(tgc_sym_sub(T, tgc_sym_mul(T, s0, 3), tgc_sym_mul(T, s1, 2)), "(s0*3 - s1*2)");
+    check_format(tgc_sym_sub(T, 4, s0), "(-s0 + 4)");
+    check_format(tgc_sym_mul(T, s0, -1), "-s0");
+    check_format(tgc_sym_mul(T, s0, -5), "-s0*5");
     check_format(tgc_sym_floordiv(T, tgc_sym_add(T, s0, s1), 2), "((s0 + s1) // 2)");
     check_format(tgc_sym_add(T, s0, -1), "(s0 - 1)");
     /* a short buffer is truncated and terminated, and the full length is reported */
@@ -326,19 +332,26 @@ static void test_format_long_expression(void **state)
     tgc_sym_format(T, e[0], t0, sizeof t0);
     tgc_sym_format(T, e[1], t1, sizeof t1);
     assert_true(strlen(t0) < 120 && strlen(t1) < 120);
-    tgc_sdim p = tgc_sym_mul(T, e[0], e[1]);
+    /* a division by a sum stays one atom, its operands written out in full */
+    tgc_sdim p = tgc_sym_floordiv(T, e[0], e[1]);
+    tgc_sym_format(T, p, prod, sizeof prod);
+    snprintf(want, sizeof want, "(%s // %s)", t0, t1);
+    assert_string_equal(prod, want);
+    p = tgc_sym_mul(T, e[0], e[1]); /* distributed: many terms */
     tgc_sym_format(T, p, prod, sizeof prod);
     assert_true(strlen(prod) > 130); /* longer than any fixed 128-byte operand buffer */
-    assert_non_null(strstr(prod, t0));
-    assert_non_null(strstr(prod, t1));
-    snprintf(want, sizeof want, "(%s + 1)", prod);
+    /* p's constant is 1 (1*1); adding 1 merges into it */
+    snprintf(want, sizeof want, "%s", prod);
+    assert_string_equal(want + strlen(want) - 5, " + 1)");
+    want[strlen(want) - 2] = '2';
     int n = tgc_sym_format(T, tgc_sym_add(T, p, 1), got, sizeof got);
     assert_string_equal(got, want);
     assert_int_equal(n, (int)strlen(want));
     tgc_sym_format(T, tgc_sym_floordiv(T, p, tgc_sym_add(T, p, 0)), got, sizeof got);
     assert_string_equal(got, "1"); /* p // p */
-    snprintf(want, sizeof want, "(%s // s0)", prod);
-    tgc_sym_format(T, tgc_sym_floordiv(T, p, s[0]), got, sizeof got);
+    tgc_sdim s01 = tgc_sym_add(T, s[0], s[1]);
+    snprintf(want, sizeof want, "(%s // (s0 + s1))", prod);
+    tgc_sym_format(T, tgc_sym_floordiv(T, p, s01), got, sizeof got);
     assert_string_equal(got, want);
 }
 
@@ -366,6 +379,131 @@ static void test_many_expressions(void **state)
     check_format(tgc_sym_add(T, u, s), "(s0 + s2)");
 }
 
+/* ---- the normal form (issue 7, item 6) ---- */
+
+/* Polynomials with like terms combined: however an expression is built, equal
+ * polynomials are one handle, and differences that cancel are constants. */
+static void test_normal_form(void **state)
+{
+    (void)state;
+    tgc_sdim s0 = tgc_sym_new(T, 7, 0, 0), s1 = tgc_sym_new(T, 3, 0, 1);
+    /* the slice x[:, -1:]: end - start = s0 - (s0 - 1) */
+    assert_int_equal(tgc_sym_sub(T, s0, tgc_sym_add(T, s0, -1)), 1);
+    assert_int_equal(tgc_sym_add(T, s0, tgc_sym_mul(T, tgc_sym_sub(T, s0, 1), -1)), 1);
+    /* distribution and like terms */
+    tgc_sdim a = tgc_sym_mul(T, tgc_sym_add(T, s0, s1), tgc_sym_sub(T, s0, s1)); /* s0^2 - s1^2 */
+    tgc_sdim b = tgc_sym_sub(T, tgc_sym_mul(T, s0, s0), tgc_sym_mul(T, s1, s1));
+    assert_true(tgc_sym_same(a, b));
+    assert_int_equal(tgc_sym_hint(T, a), 40);
+    check_format(a, "(s0*s0 - s1*s1)");
+    assert_int_equal(tgc_sym_sub(T, a, b), 0);
+    tgc_sdim c = tgc_sym_add(T, tgc_sym_mul(T, s1, 2), tgc_sym_add(T, s0, tgc_sym_mul(T, s1, -2)));
+    assert_true(tgc_sym_same(c, s0));
+    /* products commute and associate */
+    tgc_sdim p1 = tgc_sym_mul(T, tgc_sym_mul(T, s0, s1), s0);
+    tgc_sdim p2 = tgc_sym_mul(T, s0, tgc_sym_mul(T, s0, s1));
+    assert_true(tgc_sym_same(p1, p2));
+    check_format(p1, "s0*s0*s1");
+    /* divisions: constant divisors come out of the quotient where exact */
+    tgc_sdim d = tgc_sym_floordiv(T, tgc_sym_add(T, tgc_sym_mul(T, s0, 4), 6), 2);
+    assert_true(tgc_sym_same(d, tgc_sym_add(T, tgc_sym_mul(T, s0, 2), 3)));
+    tgc_sdim e = tgc_sym_floordiv(T, tgc_sym_add(T, tgc_sym_mul(T, s0, 4), 5), 2);
+    assert_true(tgc_sym_same(e, tgc_sym_add(T, tgc_sym_mul(T, s0, 2), 2))); /* floor(1/2) = 0 */
+    /* ceil(x / 2) and floor((x + 1) / 2) are one expression; conv's (l + 2 - 3) // 2 + 1 */
+    assert_true(
+        tgc_sym_same(tgc_sym_ceildiv(T, s0, 2), tgc_sym_floordiv(T, tgc_sym_add(T, s0, 1), 2)));
+    tgc_sdim conv = tgc_sym_add(T, tgc_sym_floordiv(T, tgc_sym_sub(T, s0, 1), 2), 1);
+    assert_true(tgc_sym_same(conv, tgc_sym_ceildiv(T, s0, 2)));
+    /* a term the divisor divides comes out: (s0*s1 + s0) // s0 = s1 + 1, (s0*s1 + 1) // s1 */
+    assert_true(tgc_sym_same(tgc_sym_floordiv(T, tgc_sym_add(T, tgc_sym_mul(T, s0, s1), s0), s0),
+                             tgc_sym_add(T, s1, 1)));
+    tgc_sdim q = tgc_sym_floordiv(T, tgc_sym_add(T, tgc_sym_mul(T, s0, s1), 1), s1);
+    check_format(q, "(s0 + (1 // s1))");
+    const int64_t vals[] = {10, 4};
+    assert_int_equal(tgc_sym_eval(T, q, vals), 10);
+    /* negative divisors */
+    assert_true(
+        tgc_sym_same(tgc_sym_floordiv(T, tgc_sym_mul(T, s0, -6), -3), tgc_sym_mul(T, s0, 2)));
+    /* every result evaluates like plain arithmetic */
+    for (int64_t v0 = 2; v0 < 9; v0++)
+        for (int64_t v1 = 2; v1 < 6; v1++) {
+            const int64_t w[] = {v0, v1};
+            assert_int_equal(tgc_sym_eval(T, a, w), v0 * v0 - v1 * v1);
+            assert_int_equal(tgc_sym_eval(T, e, w), (4 * v0 + 5) / 2);
+            assert_int_equal(tgc_sym_eval(T, conv, w), (v0 + 1) / 2);
+            assert_int_equal(tgc_sym_eval(T, q, w), (v0 * v1 + 1) / v1);
+        }
+}
+
+/* Every fold and every hint is checked: an overflow is TGC_SDIM_INVALID, which
+ * propagates and is neither a constant nor an expression, never a wrapped value or a
+ * handle into the table. */
+static void test_overflow(void **state)
+{
+    (void)state;
+    tgc_symtab *tabs[] = {T, NULL};
+    for (int k = 0; k < 2; k++) {
+        tgc_symtab *t = tabs[k];
+        assert_int_equal(tgc_sym_add(t, INT64_MAX, 1), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_add(t, INT64_MAX, INT64_MAX), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_sub(t, -((int64_t)1 << 62), (int64_t)1 << 62), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_mul(t, (int64_t)1 << 62, 8), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_mul(t, (int64_t)1 << 32, (int64_t)1 << 31), TGC_SDIM_INVALID);
+        /* constants at the bottom of int64 are expression handles: not representable */
+        assert_int_equal(tgc_sym_add(t, INT64_MIN + 5, 0), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_floordiv(t, 7, 0), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_ceildiv(t, 7, 0), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_add(t, TGC_SDIM_INVALID, 1), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_mul(t, 0, TGC_SDIM_INVALID), TGC_SDIM_INVALID);
+        assert_int_equal(tgc_sym_floordiv(t, TGC_SDIM_INVALID, 1), TGC_SDIM_INVALID);
+        assert_false(TGC_SDIM_IS_CONST(TGC_SDIM_INVALID));
+        assert_false(tgc_sym_same(TGC_SDIM_INVALID, TGC_SDIM_INVALID));
+        assert_int_equal(tgc_sym_unify(t, TGC_SDIM_INVALID, TGC_SDIM_INVALID), 0);
+        assert_int_equal(tgc_sym_hint(t, TGC_SDIM_INVALID), 0);
+        assert_int_equal(tgc_sym_eval(t, TGC_SDIM_INVALID, NULL), 0);
+        assert_int_equal(tgc_sym_assume_ge(t, TGC_SDIM_INVALID, 0), 0);
+        assert_int_equal(tgc_sym_n_assumptions(t), 0);
+        /* the largest sums that fit still fold */
+        assert_int_equal(tgc_sym_add(t, INT64_MAX - 1, 1), INT64_MAX);
+        assert_int_equal(tgc_sym_ceildiv(t, INT64_MAX, 2), ((int64_t)1 << 62));
+    }
+    /* symbolic: the constant part and the hint overflow */
+    tgc_sdim s = tgc_sym_new(T, 5, 0, 0);
+    assert_int_equal(tgc_sym_add(T, tgc_sym_add(T, s, INT64_MAX), 1), TGC_SDIM_INVALID);
+    assert_int_equal(tgc_sym_add(T, s, INT64_MAX - 2), TGC_SDIM_INVALID); /* hint 5 + ... */
+    assert_int_equal(tgc_sym_mul(T, tgc_sym_mul(T, s, (int64_t)1 << 40), (int64_t)1 << 30),
+                     TGC_SDIM_INVALID);
+    assert_int_equal(tgc_sym_sub(T, TGC_SDIM_INVALID, s), TGC_SDIM_INVALID);
+    char buf[32];
+    tgc_sym_format(T, TGC_SDIM_INVALID, buf, sizeof buf);
+    assert_string_equal(buf, "<overflow>");
+    /* a coefficient at the bottom of int64 cannot be written as a constant operand */
+    assert_int_equal(tgc_sym_mul(T, s, INT64_MIN + 7), TGC_SDIM_INVALID);
+    assert_int_equal(tgc_sym_mul(T, tgc_sym_mul(T, s, -((int64_t)1 << 62)), 2), TGC_SDIM_INVALID);
+    /* a large coefficient that fits */
+    tgc_sdim big = tgc_sym_mul(T, s, (int64_t)1 << 58);
+    assert_false(TGC_SDIM_IS_CONST(big));
+    assert_int_equal(tgc_sym_hint(T, big), (int64_t)5 << 58);
+}
+
+/* Lower bounds (a symbol is >= 2) prove sizes without guards where they can. */
+static void test_assume_ge_lower_bounds(void **state)
+{
+    (void)state;
+    tgc_sdim s0 = tgc_sym_new(T, 9, 0, 0), s1 = tgc_sym_new(T, 4, 0, 1);
+    assert_int_equal(tgc_sym_assume_ge(T, tgc_sym_sub(T, s0, 1), 1), 1);
+    assert_int_equal(tgc_sym_assume_ge(T, tgc_sym_sub(T, s0, 2), 0), 1);
+    assert_int_equal(tgc_sym_assume_ge(T, tgc_sym_mul(T, s0, s1), 4), 1);
+    assert_int_equal(tgc_sym_assume_ge(T, tgc_sym_floordiv(T, tgc_sym_add(T, s0, 1), 2), 1), 1);
+    assert_int_equal(tgc_sym_n_assumptions(T), 0);
+    /* not provable: guarded by the hint */
+    assert_int_equal(tgc_sym_assume_ge(T, tgc_sym_sub(T, s0, 3), 0), 1);
+    assert_int_equal(tgc_sym_assume_ge(T, tgc_sym_sub(T, s0, s1), 0), 1);
+    assert_int_equal(tgc_sym_n_assumptions(T), 2);
+    assert_int_equal(tgc_sym_assume_ge(T, tgc_sym_sub(T, s1, s0), 0), 0); /* hint -5 */
+    assert_int_equal(tgc_sym_n_assumptions(T), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +518,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format_long_expression, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_expressions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_normal_form, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_assume_ge_lower_bounds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

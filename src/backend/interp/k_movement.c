@@ -222,13 +222,14 @@ static int slice_geometry(const tgc_tensor *in, const tgc_attrs *a, const int64_
         end += size;
     start = start < 0 ? 0 : start > size ? size : start;
     end = end < start ? start : end > size ? size : end;
-    int64_t len = (end - start + step - 1) / step;
+    int64_t len = end > start ? (end - start - 1) / step + 1 : 0; /* no overflow for any step */
     for (int d = 0; d < out_ndim; d++) {
         if (out_shape[d] != (d == dim ? len : in->shape[d]))
             return 0;
         strides[d] = in->strides[d];
     }
-    strides[dim] *= step;
+    if (len > 1) /* (len - 1) * step < size: the stride fits; a size-1 dim keeps its own */
+        strides[dim] *= step;
     *offset += start * in->strides[dim];
     return 1;
 }
