@@ -267,7 +267,9 @@ static void report(uint64_t seed, const char *entry, outcome o, const char *why,
     known *k = known_for(entry, seed, has_seed);
     if (o == R_PASS) {
         if (k)
-            printf("known failure now passes: %s (item %s): remove it from known_failures\n",
+            printf("known failure passed this time: %s (item %s); once it passes for good "
+                   "(some defects read stale memory and fail only sometimes), remove it from "
+                   "known_failures\n",
                    k->entry, k->item);
         free(prog);
         return;
