@@ -2271,7 +2271,9 @@ fz_verdict fz_run(const fz_prog *p, FILE *report)
                             verdict = FZ_MISMATCH;
                     }
             }
-            if (k > 0 && R->nbuf == O->nbuf) {
+            /* State after a failed call is not compared: eager ran the ops before the failing
+             * one (and their in-place writes), a compiled call failed at trace time and ran none */
+            if (k > 0 && R->st == TGC_OK && O->st == TGC_OK && R->nbuf == O->nbuf) {
                 char why[256];
                 for (int b = 0; b < R->nbuf; b++)
                     if (O->buf[b].x && R->buf[b].x &&
@@ -2295,10 +2297,13 @@ fz_verdict fz_run(const fz_prog *p, FILE *report)
                     verdict = FZ_MISMATCH;
             }
         }
+        int failed = cur[0].st != TGC_OK;
         for (int k = 0; k < np; k++) {
             fz_result_free(&prev[k]);
             prev[k] = cur[k];
         }
+        if (failed) /* the paths' module and captured state may now differ: stop here */
+            break;
     }
     for (int k = 0; k < np; k++) {
         fz_result_free(&prev[k]);

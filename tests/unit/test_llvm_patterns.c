@@ -1250,6 +1250,40 @@ static void attention_with_permuted_heads(void **state)
     tgc_fn_free(f);
 }
 
+/* sdpa: a fully masked row gives zeros, a row with NaN scores stays NaN (both as interp) */
+MODEL(fn_sdpa_masked_and_nan)
+{
+    UNUSED_ARGS;
+    out[0] = tgc_scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.0, 0, 0.0);
+    out[1] = tgc_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.0, 0, 0.0);
+    return all_set(out, 2);
+}
+
+static void sdpa_masked_rows_give_zeros_and_nan_rows_stay_nan(void **state)
+{
+    (void)state;
+    /* q [2, 3, 4]: row 1 of batch 0 is NaN; the mask [3, 5] masks out all of row 2 */
+    const double qv[] = {0.5,   -1.0, 0.25, 2.0,  NAN, NAN, NAN, NAN, 1.0,  0.0, -0.5, 1.5,
+                         -0.75, 0.5,  1.0,  -2.0, 0.1, 0.2, 0.3, 0.4, -1.0, 1.0, -1.0, 1.0};
+    const double mv[] = {1, 1, 0, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+    tgc_tensor *in[4] = {from_values(qv, 24, SHAPE(2, 3, 4), TGC_F32),
+                         normal(SHAPE(2, 5, 4), TGC_F32), normal(SHAPE(2, 5, 6), TGC_F32),
+                         from_values(mv, 15, SHAPE(3, 5), TGC_BOOL)};
+    check_static(fn_sdpa_masked_and_nan, "sdpa_masked_nan", in, 4, 2);
+    tgc_config c = tgc_config_default();
+    c.backend = TGC_BACKEND_INTERP;
+    tgc_fn *f = tgc_compile(fn_sdpa_masked_and_nan, "sdpa_masked_nan_interp", &c);
+    tgc_tensor *o[2];
+    assert_int_equal(tgc_call(f, NULL, in, 4, o, 2), TGC_OK);
+    double *h = host_f64(o[0]);
+    assert_true(isnan(h[1 * 6]) && h[2 * 6] == 0.0 && h[2 * 6 + 5] == 0.0 && isfinite(h[0]));
+    free(h);
+    /* eager, on its cached LLVM kernels */
+    tgc_tensor *e = tgc_scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.0, 0, 0.0);
+    expect_close("sdpa_masked_nan eager", 0, e, o[0]);
+    tgc_fn_free(f);
+}
+
 MODEL(fn_pools)
 {
     UNUSED_ARGS;
@@ -1598,6 +1632,7 @@ int main(void)
         T(two_keepdim_sums_by_hand),
         T(reduction_results_meet_with_every_broadcast_shape),
         T(hand_written_norms_match_interp),
+        T(sdpa_masked_rows_give_zeros_and_nan_rows_stay_nan),
         T(conv_bias_relu_is_one_kernel),
         T(conv_im2col_paths),
         T(conv_bn_relu_residual_epilogues),

@@ -218,7 +218,8 @@ static int sdpa_decomposable(const tgc_graph *g, int32_t i)
 
 /* scaled_dot_product_attention without dropout or causal masking, as the GEMMs and the
  * softmax the fuser knows: matmul(q, k^T) * scale (+ float mask, or -inf where a bool mask
- * is false), a softmax whose fully masked rows give zeros (interp's semantics), then
+ * is false), a softmax whose fully masked rows (max -inf) give zeros (interp's semantics;
+ * rows with NaN scores stay NaN), then
  * matmul(., v). The scores' epilogue and the softmax fuse; both GEMMs are templates. */
 static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 {
@@ -263,9 +264,11 @@ static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
     int32_t z = e >= 0 ? tgc_rw_emit(rw, TGC_OP_SUM, &e, 1, &red) : -1;
     int32_t ez[2] = {e, z};
     int32_t pr = z >= 0 ? tgc_rw_emit(rw, TGC_OP_DIV, ez, 2, &none) : -1;
+    /* A row is fully masked when its max is -inf; NaN scores are not masked and stay NaN. */
     int32_t zero = pr >= 0 ? emit_scalar_const(rw, 0.0f) : -1;
-    int32_t zz[2] = {z, zero};
-    int32_t ok = zero >= 0 ? tgc_rw_emit(rw, TGC_OP_GT, zz, 2, &none) : -1;
+    int32_t ninf = zero >= 0 ? emit_scalar_const(rw, -INFINITY) : -1;
+    int32_t mn[2] = {mx, ninf};
+    int32_t ok = ninf >= 0 ? tgc_rw_emit(rw, TGC_OP_NE, mn, 2, &none) : -1;
     int32_t w[3] = {ok, pr, zero};
     int32_t p = ok >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &none) : -1;
     int32_t pv[2] = {p, v};
