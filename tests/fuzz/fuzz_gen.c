@@ -727,7 +727,8 @@ static int fz_add_leaf(fz_gen *g, fz_class cls, tgc_dtype dt, fz_data data, int 
         return -1;
     fz_leaf *L = &p->leaves[p->nleaves];
     memset(L, 0, sizeof *L);
-    L->cls = cls;
+    /* parameters are float (tgc_module_param refuses integers): integer state is a buffer */
+    L->cls = cls == FZ_PARAM && !fz_is_float(dt) ? FZ_BUF : cls;
     L->dt = dt;
     L->data = data;
     L->hi_ref = -1;
