@@ -35,7 +35,8 @@ static void fx_trace(fx *x, tgc_model_fn fn, tgc_tensor **in, int n_in, int n_ou
     cfg.dynamic = dyn;
     x->f = tgc_compile(fn, "traced", &cfg);
     assert_non_null(x->f);
-    tgc_tensor *out[4] = {0};
+    tgc_tensor *out[8] = {0};
+    assert_true(n_out <= N_OF(out));
     assert_int_equal(tgc_call(x->f, NULL, in, n_in, out, n_out), TGC_OK);
     x->v = x->f->variants;
     assert_non_null(x->v);
