@@ -67,7 +67,17 @@ typedef enum tgc_bind_kind {
 enum { TGC_BN_HAS_STATS = 1, TGC_BN_HAS_WEIGHT = 2, TGC_BN_HAS_BIAS = 4 };
 enum { TGC_LN_HAS_WEIGHT = 1, TGC_LN_HAS_BIAS = 2 };
 
-/* Ops whose kernel writes one of its inputs (batch_norm in training). */
+/* Effects of a node beyond computing its output from its inputs: what every pass that
+ * removes, merges, folds, hoists or reorders nodes must respect (one query, tgc_op_effects).
+ *   TGC_EFFECT_WRITES_INPUTS: the kernel writes one of its inputs in place (batch_norm in
+ *     training writes running_mean / running_var). Never removed; a node reading a value it
+ *     writes must stay after it (and a reader before it, before it).
+ *   TGC_EFFECT_RANDOM: the kernel draws from the process Philox stream (rand, dropout,
+ *     attention with dropout_p > 0), advancing it. Never removed (a later draw would see other
+ *     bits than eager), merged with another draw, folded, or reordered against another draw. */
+enum { TGC_EFFECT_WRITES_INPUTS = 1u << 0, TGC_EFFECT_RANDOM = 1u << 1 };
+unsigned tgc_op_effects(tgc_op op, const struct tgc_attrs *a);
+/* Ops whose kernel writes one of its inputs: tgc_op_effects & TGC_EFFECT_WRITES_INPUTS. */
 int tgc_op_mutates_inputs(tgc_op op, const struct tgc_attrs *a);
 
 #endif

@@ -20,7 +20,20 @@ const char *tgc_op_name(tgc_op op)
     return (unsigned)op < TGC_OP_COUNT ? op_infos[op].name : "?";
 }
 
+/* The effects of ops.def's entries (documented there beside each op). */
+unsigned tgc_op_effects(tgc_op op, const tgc_attrs *a)
+{
+    switch (op) {
+    case TGC_OP_BATCH_NORM:
+        return a->i[0] && (a->i[1] & TGC_BN_HAS_STATS) ? TGC_EFFECT_WRITES_INPUTS : 0u;
+    case TGC_OP_DROPOUT:
+    case TGC_OP_RAND: return TGC_EFFECT_RANDOM;
+    case TGC_OP_SDPA: return a->f[0] != 0.0 ? TGC_EFFECT_RANDOM : 0u;
+    default: return 0u;
+    }
+}
+
 int tgc_op_mutates_inputs(tgc_op op, const tgc_attrs *a)
 {
-    return op == TGC_OP_BATCH_NORM && a->i[0] && (a->i[1] & TGC_BN_HAS_STATS);
+    return (tgc_op_effects(op, a) & TGC_EFFECT_WRITES_INPUTS) != 0;
 }

@@ -46,7 +46,7 @@ static int same_node(const tgc_node *a, const tgc_node *b)
 
 static int mergeable(const tgc_node *nd, int32_t id, const uint8_t *mutated)
 {
-    if (nd->op == TGC_OP_INPUT || tgc_node_is_random(nd) || (nd->flags & TGC_NODE_MUTATES) ||
+    if (nd->op == TGC_OP_INPUT || tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES) ||
         mutated[id])
         return 0;
     for (int k = 0; k < nd->n_in; k++)

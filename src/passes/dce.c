@@ -1,15 +1,17 @@
-/* Dead code elimination: keeps what an output depends on, every mutating node (its write
- * is the point) and the graph's argument inputs (the call's signature); then drops graph
- * constants that no node reads any more. */
+/* Dead code elimination: keeps what an output depends on, every node with an effect (an
+ * in-place write, a random draw) and the graph's argument inputs (the call's signature); then drops
+ * graph constants that no node reads any more. */
 #include <stdlib.h>
 
 #include "frontend/tensor_impl.h"
 #include "passes/passes.h"
 #include "support/error.h"
 
+/* Effects are roots: an in-place write is the point of its node, and a random draw advances
+ * the Philox stream, so dropping a dead one would shift every later draw. */
 static int is_root(const tgc_node *nd)
 {
-    return (nd->flags & TGC_NODE_MUTATES) ||
+    return tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES) ||
            (nd->op == TGC_OP_INPUT && nd->attrs.i[0] != TGC_BIND_FOLDED);
 }
 

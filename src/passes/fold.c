@@ -14,7 +14,7 @@
 static int foldable(const tgc_graph *g, int i, tgc_tensor *const *val, const uint8_t *mutated)
 {
     const tgc_node *nd = &g->nodes[i];
-    if (nd->op == TGC_OP_INPUT || nd->n_in == 0 || tgc_node_is_random(nd) ||
+    if (nd->op == TGC_OP_INPUT || nd->n_in == 0 || tgc_node_effects(nd) != 0 ||
         (nd->flags & TGC_NODE_MUTATES) || mutated[i])
         return 0;
     for (int k = 0; k < nd->n_in; k++)

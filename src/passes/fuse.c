@@ -4,12 +4,17 @@
  * direct producers that can take it, a reduction joins the group that computes its input
  * (a prologue) or a group reducing the same dims of the same shape (softmax, layer_norm).
  * The one ordering rule keeps the schedule acyclic: a node may join group G only when
- * every other value it reads comes from a group older than G. */
+ * every other value it reads comes from a group older than G. Effects (tgc_op_effects) add
+ * one more: a node with an effect (an in-place write, a random draw) starts a group of its
+ * own, so it keeps its place among the effect nodes, and a node reading a value that is
+ * written in place joins no group older than the newest writer's (it would read the value
+ * from before the write). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kir/access.h"
 #include "passes/fuse.h"
+#include "passes/passes.h"
 #include "support/strbuf.h"
 
 typedef struct fuse_ctx {
@@ -19,6 +24,8 @@ typedef struct fuse_ctx {
     int32_t *base;      /* per node: the non-view node its value is read from */
     int32_t *n_users;   /* per non-view node: consumers through views, outputs counted */
     uint8_t *is_output; /* value or a view of it is a graph output */
+    uint8_t *written;   /* per node: its value (or what it views) is written in place */
+    int last_writer;    /* the newest group of a node that writes an input; -1: none yet */
 } fuse_ctx;
 
 uint32_t tgc_fuse_reduce_dims(const tgc_graph *g, int32_t node)
@@ -111,6 +118,8 @@ static int reads_ok(const fuse_ctx *c, int gid, int32_t i)
     const tgc_node *nd = &c->g->nodes[i];
     for (int k = 0; k < nd->n_in; k++) {
         int32_t u = nd->in[k];
+        if (c->written[u] && gid <= c->last_writer)
+            return 0;
         if (c->f->group_of[u] == gid)
             continue;
         if (source_group(c, u) >= gid)
@@ -229,7 +238,8 @@ static tgc_status fuse_nodes(fuse_ctx *c)
         if (cls == TGC_FUSE_POINTWISE || cls == TGC_FUSE_REDUCE) {
             /* the newest producer group first: longest chains, fewest buffers */
             int tried[8], n_tried = 0;
-            for (int pass = 0; pass < nd->n_in && gid < 0; pass++) {
+            int own = tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES);
+            for (int pass = 0; pass < nd->n_in && gid < 0 && !own; pass++) {
                 int best = -1;
                 for (int k = 0; k < nd->n_in; k++) {
                     int h = f->group_of[nd->in[k]];
@@ -264,6 +274,8 @@ static tgc_status fuse_nodes(fuse_ctx *c)
         }
         if (gid < 0)
             return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
+        if (tgc_node_effects(nd) & TGC_EFFECT_WRITES_INPUTS || (nd->flags & TGC_NODE_MUTATES))
+            c->last_writer = gid;
     }
     return TGC_OK;
 }
@@ -272,13 +284,20 @@ tgc_status tgc_pass_fuse(const tgc_graph *g, const tgc_fuse_hooks *hooks, tgc_fu
 {
     memset(out, 0, sizeof *out);
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    fuse_ctx c = {g,           hooks, out, malloc(n * sizeof(int32_t)), calloc(n, sizeof(int32_t)),
-                  calloc(n, 1)};
+    fuse_ctx c = {g,
+                  hooks,
+                  out,
+                  malloc(n * sizeof(int32_t)),
+                  calloc(n, sizeof(int32_t)),
+                  calloc(n, 1),
+                  tgc_pass_mutated_values(g),
+                  -1};
     out->group_of = malloc(n * sizeof(int32_t));
     out->level = calloc(n, 1);
     out->is_row = calloc(n, 1);
     tgc_status st = TGC_OK;
-    if (!c.base || !c.n_users || !c.is_output || !out->group_of || !out->level || !out->is_row)
+    if (!c.base || !c.n_users || !c.is_output || !c.written || !out->group_of || !out->level ||
+        !out->is_row)
         st = tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
     for (int32_t i = 0; st == TGC_OK && i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
@@ -298,6 +317,7 @@ tgc_status tgc_pass_fuse(const tgc_graph *g, const tgc_fuse_hooks *hooks, tgc_fu
     free(c.base);
     free(c.n_users);
     free(c.is_output);
+    free(c.written);
     if (st != TGC_OK)
         tgc_fusion_free(out);
     return st;

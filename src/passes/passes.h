@@ -8,8 +8,12 @@
  * pass returns the status with the error set; the graph is then unchanged (a pass builds
  * its new node array aside and swaps it in only when complete).
  *
- * Values that a TGC_NODE_MUTATES node writes (and views of them) are never folded,
- * forwarded or merged: their contents change at that node, so node order matters there. */
+ * Effects (tgc_op_effects, ir/op.h) are respected by every pass through the queries below:
+ * values that a node writes in place (TGC_EFFECT_WRITES_INPUTS, flagged TGC_NODE_MUTATES, and
+ * views of them) are never folded, forwarded or merged and their readers never move across
+ * the writer: their contents change at that node, so node order matters there. Random nodes
+ * (TGC_EFFECT_RANDOM) advance the Philox stream: never removed, merged, folded or reordered
+ * against each other, so compiled calls draw exactly the bits eager ones do. */
 #ifndef TGC_PASSES_PASSES_H
 #define TGC_PASSES_PASSES_H
 
@@ -32,7 +36,8 @@ tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep);
 /* Evaluates, once, every node whose inputs are all constants (TGC_BIND_FOLDED inputs and
  * earlier folded results) with the interp kernels and replaces it by a graph constant.
  * Trace constants (TGC_BIND_CONST) count only after tgc_graph_import_consts. Never folds
- * RAND, DROPOUT, mutating nodes, or results over 1 Mi elements. */
+ * nodes with effects (random draws, in-place writers), values written in place, or results
+ * over 1 Mi elements. */
 tgc_status tgc_pass_fold_constants(tgc_graph *g);
 /* Exact algebraic identities (x*1, x/1, x-0, x+(-0), neg(neg x), cast or reshape or
  * expand to the same type, identity permute, contiguous of a non-view, full slices),
@@ -40,10 +45,11 @@ tgc_status tgc_pass_fold_constants(tgc_graph *g);
  * reshape, permute of permute, squeeze/unsqueeze/flatten with constant dims as reshape). */
 tgc_status tgc_pass_simplify(tgc_graph *g);
 /* Merges nodes with the same op, inputs, attributes (floats bitwise) and type. Never
- * merges INPUT, RAND, DROPOUT or mutating nodes. */
+ * merges INPUT nodes, nodes with effects (random draws, in-place writers) or readers of values
+ * written in place. */
 tgc_status tgc_pass_cse(tgc_graph *g);
-/* Removes nodes no output depends on, except mutating ones (and what they read), and
- * drops graph constants no node reads any more. */
+/* Removes nodes no output depends on, except nodes with effects (in-place writers and random
+ * draws, and what they read), and drops graph constants no node reads any more. */
 tgc_status tgc_pass_dce(tgc_graph *g);
 /* decompose, fold, then simplify/cse/dce until nothing changes (at most a few rounds),
  * then tgc_graph_verify. With the graph log channel on, logs the graph before and after
@@ -99,9 +105,22 @@ void tgc_rw_abort(tgc_rewriter *rw);
 /* Per value: 1 when a mutating node writes it or a view of it (so its contents at a node
  * depend on node order). Caller frees; NULL on OOM (error set). */
 uint8_t *tgc_pass_mutated_values(const tgc_graph *g);
+/* The node's effects (TGC_EFFECT_* of ir/op.h): what no pass may drop, merge, fold or
+ * reorder across. */
+static inline unsigned tgc_node_effects(const tgc_node *nd)
+{
+    return tgc_op_effects(nd->op, &nd->attrs);
+}
 /* 1 when the node draws random numbers at run time (rand, dropout, attention dropout):
- * never folded or merged. */
+ * never removed, folded or merged, and kept in order against other draws. */
 int tgc_node_is_random(const tgc_node *nd);
+/* Per node: 1 when its place relative to the effect nodes matters: it has an effect itself
+ * (writes an input in place, draws random numbers) or reads a value that some node writes in
+ * place (or a view of one: tgc_pass_mutated_values). A pass that moves nodes (hoisting) keeps
+ * pinned nodes in their order relative to every effect node; a node that reads a pinned node
+ * moves only with it, since it must come after it anyway. Caller frees; NULL on OOM (error
+ * set). */
+uint8_t *tgc_pass_order_pinned(const tgc_graph *g);
 /* 1 when two vinfos have the same dtype, rank and dims (tgc_sym_same). */
 int tgc_vinfo_same(const tgc_vinfo *a, const tgc_vinfo *b);
 

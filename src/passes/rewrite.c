@@ -44,9 +44,30 @@ tgc_graph *tgc_graph_clone(const tgc_graph *g)
 
 int tgc_node_is_random(const tgc_node *nd)
 {
-    tgc_op_kind k = tgc_op_info_of(nd->op)->kind;
-    return k == TGC_KIND_RANDOM || k == TGC_KIND_CREATE ||
-           (nd->op == TGC_OP_SDPA && nd->attrs.f[0] != 0.0);
+    return (tgc_node_effects(nd) & TGC_EFFECT_RANDOM) != 0;
+}
+
+uint8_t *tgc_pass_order_pinned(const tgc_graph *g)
+{
+    uint8_t *pin = tgc_pass_mutated_values(g);
+    if (!pin)
+        return NULL;
+    /* pin[] holds the written values first; each node's verdict only needs its inputs' */
+    uint8_t *out = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!out) {
+        free(pin);
+        oom("analysing a graph");
+        return NULL;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        int p = tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES);
+        for (int k = 0; k < nd->n_in && !p; k++)
+            p = pin[nd->in[k]];
+        out[i] = (uint8_t)p;
+    }
+    free(pin);
+    return out;
 }
 
 int tgc_vinfo_same(const tgc_vinfo *a, const tgc_vinfo *b)

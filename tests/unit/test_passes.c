@@ -12,6 +12,9 @@
 #include <cmocka.h>
 
 #include "backend/interp/interp.h"
+#ifdef TGC_HAVE_LLVM
+#include "backend/llvm/llvm_prepare.h"
+#endif
 #include "jit/jit.h"
 #include "passes/passes.h"
 #include "tgc/tgc.h"
@@ -32,7 +35,8 @@ static void fx_trace(fx *x, tgc_model_fn fn, tgc_tensor **in, int n_in, int n_ou
     cfg.dynamic = dyn;
     x->f = tgc_compile(fn, "traced", &cfg);
     assert_non_null(x->f);
-    tgc_tensor *out[4] = {0};
+    tgc_tensor *out[8] = {0};
+    assert_true(n_out <= N_OF(out));
     assert_int_equal(tgc_call(x->f, NULL, in, n_in, out, n_out), TGC_OK);
     x->v = x->f->variants;
     assert_non_null(x->v);
@@ -322,6 +326,72 @@ static tgc_status fn_model(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_t
     tgc_tensor *h2 = tgc_gelu(tgc_mul_scalar(h, 1.0));
     out[0] = tgc_softmax(tgc_add(h, h2), 1);
     return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* Dead random draws (dropout, attention dropout, rand) before a live dropout. */
+static tgc_status fn_dead_random(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                 int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    int64_t s[1] = {5};
+    tgc_tensor *d1 = tgc_dropout(in[0], 0.5, 1);
+    tgc_tensor *d2 = tgc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.3, 0, 0);
+    tgc_tensor *d3 = tgc_rand(s, 1, TGC_F32, tgc_cpu());
+    tgc_tensor *d4 = tgc_exp(in[0]);
+    if (!d1 || !d2 || !d3 || !d4)
+        return tgc_last_status();
+    out[0] = tgc_dropout(in[0], 0.5, 1);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* Equal random draws of one input: each must draw its own bits. */
+static tgc_status fn_equal_draws(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                 int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    out[0] = tgc_dropout(in[0], 0.5, 1);
+    out[1] = tgc_dropout(in[0], 0.5, 1);
+    out[2] = tgc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.3, 0, 0);
+    out[3] = tgc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.3, 0, 0);
+    return out[0] && out[1] && out[2] && out[3] ? TGC_OK : tgc_last_status();
+}
+
+/* Captured running stats that batch_norm in training writes, read before and after. */
+static tgc_tensor *g_rm, *g_rv, *g_w;
+
+static tgc_status fn_bn_readers(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    out[0] = tgc_mul_scalar(g_rv, 3.0); /* reads the value from before the write */
+    tgc_tensor *h = tgc_relu(in[0]);
+    tgc_tensor *y = tgc_batch_norm(h, g_rm, g_rv, NULL, NULL, 1, 0.1, 1e-5);
+    out[1] = tgc_matmul(g_rv, g_w);    /* parameter-only: what hoisting moves */
+    out[2] = tgc_minimum(g_w, g_rv);   /* likewise */
+    out[3] = tgc_add(h, g_rv);         /* pointwise over relu's group */
+    out[4] = tgc_mul_scalar(g_w, 2.0); /* not ordered by the write */
+    out[5] = y;
+    for (int k = 0; k < 6; k++)
+        if (!out[k])
+            return tgc_last_status();
+    return TGC_OK;
+}
+
+/* Trace constants as running stats: folding must not evaluate a reader of them. */
+static tgc_status fn_bn_const_stats(tgc_module *m, tgc_tensor *const *in, int n_in,
+                                    tgc_tensor **out, int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    int64_t s[1] = {3};
+    tgc_tensor *rm = tgc_zeros(s, 1, TGC_F32, tgc_cpu());
+    tgc_tensor *rv = tgc_ones(s, 1, TGC_F32, tgc_cpu());
+    tgc_tensor *w = tgc_full(s, 1, 2.0, TGC_F32, tgc_cpu());
+    out[0] = tgc_mul_scalar(rv, 3.0);
+    tgc_tensor *y = tgc_batch_norm(in[0], rm, rv, NULL, NULL, 1, 0.1, 1e-5);
+    out[1] = tgc_mul_scalar(rv, 2.0);
+    out[2] = tgc_mul_scalar(w, 4.0); /* a constant no one writes: folded */
+    out[3] = y;
+    return out[0] && out[1] && out[2] && out[3] ? TGC_OK : tgc_last_status();
 }
 
 /* ---- clone ---- */
@@ -706,6 +776,182 @@ static void dce_removes_dead_nodes(void **state)
     fx_free(&x);
 }
 
+/* Regression test (fuzz new-2): a dead dropout was removed, shifting later draws. */
+static void dce_keeps_dead_random_draws(void **state)
+{
+    (void)state;
+    fx x;
+    tgc_tensor *in[1] = {randn(2, 3, 4, 0, 0)};
+    fx_trace(&x, fn_dead_random, in, 1, 1, TGC_DYNAMIC_NEVER);
+    tgc_graph *before = tgc_graph_clone(x.g);
+    assert_non_null(before);
+    assert_int_equal(tgc_pass_dce(x.g), TGC_OK);
+    assert_int_equal(tgc_graph_verify(x.g), TGC_OK);
+    assert_int_equal(count_op(x.g, TGC_OP_DROPOUT), 2);
+    assert_int_equal(count_op(x.g, TGC_OP_SDPA), 1);
+    assert_int_equal(count_op(x.g, TGC_OP_RAND), 1);
+    assert_int_equal(count_op(x.g, TGC_OP_EXP), 0); /* dead and without effect: removed */
+    /* the live dropout draws the bits eager draws, with and without the pass */
+    tgc_tensor *want[1], *got[1], *orig[1];
+    tgc_manual_seed(77);
+    assert_int_equal(fn_dead_random(NULL, in, 1, want, 1), TGC_OK);
+    tgc_manual_seed(77);
+    run_graph(&x, x.g, in, 1, got);
+    tgc_manual_seed(77);
+    run_graph(&x, before, in, 1, orig);
+    expect_close(got[0], want[0], 0, 0);
+    expect_close(orig[0], want[0], 0, 0);
+    tgc_graph_free(before);
+    fx_free(&x);
+}
+
+static void cse_keeps_equal_random_draws_apart(void **state)
+{
+    (void)state;
+    fx x;
+    tgc_tensor *in[1] = {randn(2, 6, 5, 0, 0)};
+    fx_trace(&x, fn_equal_draws, in, 1, 4, TGC_DYNAMIC_NEVER);
+    assert_int_equal(tgc_pass_cse(x.g), TGC_OK);
+    assert_int_equal(tgc_pass_dce(x.g), TGC_OK);
+    assert_int_equal(tgc_graph_verify(x.g), TGC_OK);
+    assert_int_equal(count_op(x.g, TGC_OP_DROPOUT), 2);
+    assert_int_equal(count_op(x.g, TGC_OP_SDPA), 2);
+    assert_int_not_equal(x.g->outputs[0], x.g->outputs[1]);
+    assert_int_not_equal(x.g->outputs[2], x.g->outputs[3]);
+    tgc_tensor *want[4], *got[4];
+    tgc_manual_seed(5);
+    assert_int_equal(fn_equal_draws(NULL, in, 1, want, 4), TGC_OK);
+    tgc_manual_seed(5);
+    run_graph(&x, x.g, in, 1, got);
+    for (int k = 0; k < 4; k++)
+        expect_close(got[k], want[k], 0, 0);
+    /* the two dropouts differ (30 elements at p = 0.5) */
+    double *a = host_f64(got[0]), *b = host_f64(got[1]);
+    int differ = 0;
+    for (int i = 0; i < 30; i++)
+        differ |= a[i] != b[i];
+    assert_true(differ);
+    free(a);
+    free(b);
+    fx_free(&x);
+}
+
+static void order_pinned_marks_effects_and_readers_of_written_values(void **state)
+{
+    (void)state;
+    int64_t s[1] = {4};
+    g_rm = tgc_zeros(s, 1, TGC_F32, tgc_cpu());
+    g_rv = tgc_ones(s, 1, TGC_F32, tgc_cpu());
+    g_w = tgc_full(s, 1, 0.5, TGC_F32, tgc_cpu());
+    fx x;
+    tgc_tensor *in[1] = {randn(2, 6, 4, 0, 0)};
+    fx_trace(&x, fn_bn_readers, in, 1, 6, TGC_DYNAMIC_NEVER);
+    uint8_t *pin = tgc_pass_order_pinned(x.g);
+    assert_non_null(pin);
+    const int32_t *o = x.g->outputs;
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(pin[o[k]], 1); /* readers of running_var, before and after */
+    assert_int_equal(pin[o[4]], 0);
+    assert_int_equal(pin[o[5]], 1); /* the writer */
+    for (int i = 0; i < x.g->n_nodes; i++) {
+        const tgc_node *nd = &x.g->nodes[i];
+        if (nd->op == TGC_OP_INPUT || nd->op == TGC_OP_RELU)
+            assert_int_equal(pin[i], 0);
+    }
+    free(pin);
+    fx_free(&x);
+    /* random draws are pinned too */
+    tgc_tensor *in2[1] = {randn(2, 3, 4, 0, 0)};
+    fx_trace(&x, fn_equal_draws, in2, 1, 4, TGC_DYNAMIC_NEVER);
+    pin = tgc_pass_order_pinned(x.g);
+    assert_non_null(pin);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(pin[x.g->outputs[k]], 1);
+    free(pin);
+    fx_free(&x);
+}
+
+static void fold_keeps_readers_of_in_place_writes(void **state)
+{
+    (void)state;
+    fx x;
+    int64_t s[2] = {4, 3};
+    const float xv[12] = {1, 2, 3, 4, 6, 8, 0, -1, 5, 2, 2, 2};
+    tgc_tensor *in[1] = {tgc_from_data(xv, sizeof xv, s, 2, TGC_F32, tgc_cpu())};
+    fx_trace(&x, fn_bn_const_stats, in, 1, 4, TGC_DYNAMIC_NEVER);
+    assert_int_equal(count_op(x.g, TGC_OP_MUL_SCALAR), 3);
+    assert_int_equal(tgc_pass_fold_constants(x.g), TGC_OK);
+    assert_int_equal(tgc_graph_verify(x.g), TGC_OK);
+    /* rv * 3 and rv * 2 read a value the batch_norm writes: kept; w * 4 folded */
+    assert_int_equal(count_op(x.g, TGC_OP_MUL_SCALAR), 2);
+    const tgc_node *bn = NULL;
+    for (int i = 0; i < x.g->n_nodes; i++)
+        if (x.g->nodes[i].op == TGC_OP_BATCH_NORM)
+            bn = &x.g->nodes[i];
+    assert_non_null(bn);
+    const tgc_node *rv_in = &x.g->nodes[bn->in[2]];
+    assert_int_equal(rv_in->op, TGC_OP_INPUT);
+    assert_int_equal(rv_in->attrs.i[0], TGC_BIND_FOLDED);
+    tgc_tensor *rv = x.g->consts[rv_in->attrs.i[1]];
+    double *rv0 = host_f64(rv);
+    tgc_tensor *got[4];
+    run_graph(&x, x.g, in, 1, got);
+    double *rv1 = host_f64(rv), *early = host_f64(got[0]), *late = host_f64(got[1]),
+           *w4 = host_f64(got[2]);
+    /* by hand: running_var <- 0.9 running_var + 0.1 (unbiased column variance of xv) */
+    for (int c = 0; c < 3; c++) {
+        double m = 0, v = 0;
+        for (int r = 0; r < 4; r++)
+            m += xv[r * 3 + c] / 4.0;
+        for (int r = 0; r < 4; r++)
+            v += (xv[r * 3 + c] - m) * (xv[r * 3 + c] - m) / 3.0;
+        assert_true(fabs(rv1[c] - (0.9 * rv0[c] + 0.1 * v)) < 1e-5);
+        assert_true(fabs(early[c] - 3.0 * rv0[c]) < 1e-6);
+        assert_true(fabs(late[c] - 2.0 * rv1[c]) < 1e-5);
+        assert_true(fabs(w4[c] - 8.0) == 0);
+    }
+    free(rv0);
+    free(rv1);
+    free(early);
+    free(late);
+    free(w4);
+    fx_free(&x);
+}
+
+#ifdef TGC_HAVE_LLVM
+/* Regression test (fuzz new-1): the LLVM pre-pass hoisted parameter-only readers of
+ * running_var above the batch_norm that writes it, and fusion may put a pointwise reader into
+ * a group that runs before the writer. */
+static void llvm_hoist_and_fusion_keep_readers_after_in_place_write(void **state)
+{
+    (void)state;
+    int64_t s[1] = {4};
+    g_rm = tgc_zeros(s, 1, TGC_F32, tgc_cpu());
+    g_rv = tgc_ones(s, 1, TGC_F32, tgc_cpu());
+    g_w = tgc_full(s, 1, 0.5, TGC_F32, tgc_cpu());
+    fx x;
+    tgc_tensor *in[1] = {randn(2, 6, 4, 0, 0)};
+    fx_trace(&x, fn_bn_readers, in, 1, 6, TGC_DYNAMIC_NEVER);
+    assert_int_equal(tgc_llvm_prepare(x.g), TGC_OK);
+    assert_int_equal(tgc_graph_verify(x.g), TGC_OK);
+    const int32_t *o = x.g->outputs;
+    int32_t bn = o[5];
+    assert_int_equal(x.g->nodes[bn].op, TGC_OP_BATCH_NORM);
+    assert_true(o[0] < bn); /* the early reader stays before the write */
+    for (int k = 1; k < 4; k++)
+        assert_true(o[k] > bn); /* the later ones after it */
+    tgc_fusion f;
+    assert_int_equal(tgc_pass_fuse(x.g, tgc_llvm_fuse_hooks(), &f), TGC_OK);
+    int gbn = f.group_of[bn];
+    assert_true(gbn >= 0);
+    assert_true(f.group_of[o[0]] < gbn);
+    for (int k = 1; k < 4; k++)
+        assert_true(f.group_of[o[k]] > gbn);
+    tgc_fusion_free(&f);
+    fx_free(&x);
+}
+#endif
+
 /* ---- pipeline ---- */
 
 static char log_text[65536];
@@ -817,6 +1063,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(cse_merges_equal_nodes_but_not_random, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(dce_removes_dead_nodes, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(dce_keeps_dead_random_draws, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(cse_keeps_equal_random_draws_apart, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(order_pinned_marks_effects_and_readers_of_written_values,
+                                        scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(fold_keeps_readers_of_in_place_writes, scoped_setup,
+                                        scoped_teardown),
+#ifdef TGC_HAVE_LLVM
+        cmocka_unit_test_setup_teardown(llvm_hoist_and_fusion_keep_readers_after_in_place_write,
+                                        scoped_setup, scoped_teardown),
+#endif
         cmocka_unit_test_setup_teardown(pipeline_optimizes_and_logs, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(pipeline_rejects_invalid_graph, scoped_setup,
                                         scoped_teardown),

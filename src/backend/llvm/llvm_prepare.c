@@ -308,20 +308,25 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 /* Moves every node that depends only on parameters and constants (batch-norm scale and shift from
  * the parameters, masks from constants) ahead of the rest, keeping order otherwise. Fusion lets a
  * node join a group only when its other operands come from older groups, so this is what lets a
- * conv's epilogue take a scale computed from parameters. */
+ * conv's epilogue take a scale computed from parameters. Nodes pinned by an effect
+ * (tgc_pass_order_pinned: random draws, in-place writers, readers of a value written in place,
+ * such as a matmul of the running_var that batch_norm in training updates) stay where they are:
+ * hoisted, a reader would see the value from before the write. */
 static tgc_status hoist_input_only(tgc_graph *g)
 {
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
     uint8_t *only = calloc(n, 1);
-    if (!only)
+    uint8_t *pinned = tgc_pass_order_pinned(g);
+    if (!only || !pinned) {
+        free(only);
+        free(pinned);
         return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
+    }
     int moved = 0, seen_other = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
         /* parameters and constants qualify; the call's arguments (activations) do not */
-        int ok = !(nd->flags & TGC_NODE_MUTATES) && nd->op != TGC_OP_RAND &&
-                 nd->op != TGC_OP_DROPOUT &&
-                 !(nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG);
+        int ok = !pinned[i] && !(nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG);
         for (int k = 0; k < nd->n_in && ok; k++)
             ok = only[nd->in[k]];
         only[i] = (uint8_t)ok;
@@ -340,6 +345,7 @@ static tgc_status hoist_input_only(tgc_graph *g)
         st = tgc_rw_finish(&rw);
     }
     free(only);
+    free(pinned);
     return st;
 }
 
