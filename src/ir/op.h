@@ -79,5 +79,7 @@ enum { TGC_EFFECT_WRITES_INPUTS = 1u << 0, TGC_EFFECT_RANDOM = 1u << 1 };
 unsigned tgc_op_effects(tgc_op op, const struct tgc_attrs *a);
 /* Ops whose kernel writes one of its inputs: tgc_op_effects & TGC_EFFECT_WRITES_INPUTS. */
 int tgc_op_mutates_inputs(tgc_op op, const struct tgc_attrs *a);
+/* 1 when such an op writes its operand k in place (batch_norm: running_mean, running_var). */
+int tgc_op_writes_operand(tgc_op op, const struct tgc_attrs *a, int k);
 
 #endif

@@ -37,3 +37,13 @@ int tgc_op_mutates_inputs(tgc_op op, const tgc_attrs *a)
 {
     return (tgc_op_effects(op, a) & TGC_EFFECT_WRITES_INPUTS) != 0;
 }
+
+int tgc_op_writes_operand(tgc_op op, const tgc_attrs *a, int k)
+{
+    if (!tgc_op_mutates_inputs(op, a))
+        return 0;
+    switch (op) {
+    case TGC_OP_BATCH_NORM: return k == 1 || k == 2; /* running_mean, running_var */
+    default: return 1; /* an op added to tgc_op_effects without its operands: all of them */
+    }
+}

@@ -92,7 +92,7 @@ uint8_t *tgc_pass_mutated_values(const tgc_graph *g)
         const tgc_node *nd = &g->nodes[i];
         if (nd->flags & TGC_NODE_MUTATES)
             for (int k = 0; k < nd->n_in; k++)
-                m[nd->in[k]] = 1;
+                m[nd->in[k]] |= (uint8_t)tgc_op_writes_operand(nd->op, &nd->attrs, k);
         if (m[i] && nd->n_in > 0 && tgc_op_info_of(nd->op)->kind == TGC_KIND_VIEW)
             m[nd->in[0]] = 1;
     }

@@ -38,10 +38,26 @@ static tgc_tensor *vec3(const float *v)
     return t;
 }
 
+/* With g_strided, each state tensor is a stride-2 view of a buffer of twice its size (the
+ * LLVM backend reads such inputs through contiguous copies: writes must reach the view). */
+static int g_strided;
+
 static void reset_state(void)
 {
-    for (int k = 0; k < N_STATE; k++)
-        g_state[k] = vec3(g_init[k]);
+    for (int k = 0; k < N_STATE; k++) {
+        if (!g_strided) {
+            g_state[k] = vec3(g_init[k]);
+            continue;
+        }
+        float twice[6];
+        for (int j = 0; j < 6; j++)
+            twice[j] = j % 2 ? -100.0f : g_init[k][j / 2];
+        int64_t s[1] = {6};
+        tgc_tensor *buf = tgc_from_data(twice, sizeof twice, s, 1, TGC_F32, tgc_cpu());
+        g_state[k] = tgc_slice(buf, 0, 0, 6, 2);
+        assert_non_null(g_state[k]);
+        assert_false(tgc_is_contiguous(g_state[k]));
+    }
 }
 
 static double *host(tgc_tensor *t)
@@ -162,6 +178,19 @@ static void bn_training_then_readers_of_running_stats(void **state)
     compare_backends(fn_bn_readers, in, 1, 7, 3, 2e-5);
 }
 
+static void strided_running_stats_get_their_updates(void **state)
+{
+    (void)state;
+    const float init[N_STATE][3] = {
+        {0.1f, -0.2f, 0.3f}, {1.0f, 0.5f, 2.0f}, {0.9f, 0.6f, 1.5f}, {0.7f, -1.1f, 0.4f}};
+    memcpy(g_init, init, sizeof init);
+    int64_t s[2] = {6, 3};
+    tgc_tensor *in[1] = {tgc_randn(s, 2, TGC_F32, tgc_cpu())};
+    g_strided = 1;
+    compare_backends(fn_bn_readers, in, 1, 7, 3, 2e-5);
+    g_strided = 0;
+}
+
 /* Two writes of one buffer in one call: a reader between them sees the first update only. */
 static tgc_status fn_two_writes(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
                                 int n_out)
@@ -246,6 +275,7 @@ int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, scoped_setup, scoped_teardown)
     const struct CMUnitTest tests[] = {
+        T(strided_running_stats_get_their_updates),
         T(bn_training_then_readers_of_running_stats),
         T(readers_between_two_in_place_writes),
         T(dead_dropout_then_live_dropout_draws_eager_bits),

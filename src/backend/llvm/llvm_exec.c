@@ -13,6 +13,7 @@
 #include "backend/llvm/llvm_artifact.h"
 #include "frontend/tensor_impl.h"
 #include "kir/access.h"
+#include "passes/passes.h"
 #include "runtime/parallel.h"
 #include "support/error.h"
 #include "tgc/ops.h"
@@ -250,6 +251,34 @@ static void profile_line(const llvm_art *a, int si, const struct timespec *t0)
             (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6);
 }
 
+/* Kernels index inputs as row-major, so a strided input is read through a contiguous copy.
+ * An input the graph writes in place (batch_norm's running statistics, through views or not)
+ * gets the copy's final contents written back after the call, or the write would be lost.
+ * Returns per node 1 for such inputs (NULL when the graph writes none, or on OOM with the
+ * error set and *st changed). */
+static uint8_t *written_inputs(const tgc_graph *g, tgc_status *st)
+{
+    int any = 0;
+    for (int32_t i = 0; i < g->n_nodes && !any; i++)
+        any = (g->nodes[i].flags & TGC_NODE_MUTATES) != 0;
+    if (!any)
+        return NULL;
+    uint8_t *w = tgc_pass_mutated_values(g);
+    if (!w)
+        *st = tgc_last_status();
+    return w;
+}
+
+static tgc_status write_back(tgc_tensor *const *orig, tgc_tensor *const *vals, int32_t n,
+                             const uint8_t *written)
+{
+    tgc_status st = TGC_OK;
+    for (int32_t i = 0; i < n && st == TGC_OK; i++)
+        if (written && written[i] && orig[i] && vals[i] && orig[i] != vals[i])
+            st = tgc_copy_(orig[i], vals[i]);
+    return st;
+}
+
 tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args *x,
                         tgc_tensor **outs)
 {
@@ -268,15 +297,21 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
     }
     tgc_scope_push();
     tgc_status st = TGC_OK;
+    uint8_t *written = written_inputs(g, &st);
+    tgc_tensor **orig = written ? calloc(n, sizeof *orig) : NULL;
+    if (written && !orig)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
     for (int32_t i = 0; i < g->n_nodes && st == TGC_OK; i++) {
         const tgc_node *nd = &g->nodes[i];
         if (nd->op != TGC_OP_INPUT)
             continue;
         tgc_tensor *t = tgc_exec_input(a->g, nd, x);
+        if (orig)
+            orig[i] = t;
         if (!t)
             st = tgc_set_error(TGC_ERR_INTERNAL, "tgc llvm: input %%%d is not bound", i);
         else if (!tgc_tensor_is_contiguous(t))
-            t = tgc_contiguous(t); /* kernels index inputs as row-major */
+            t = tgc_contiguous(t); /* kernels index inputs as row-major (see written_inputs) */
         r.vals[i] = t;
         if (st == TGC_OK && !t)
             st = tgc_keep_error(TGC_ERR_OOM, "tgc llvm: out of memory");
@@ -333,6 +368,8 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
         if (prof)
             profile_line(a, si, &t0);
     }
+    if (st == TGC_OK && orig)
+        st = write_back(orig, r.vals, g->n_nodes, written);
     for (int i = 0; i < g->n_outputs && st == TGC_OK; i++) {
         int32_t v = g->outputs[i];
         tgc_tensor *t = value_tensor(&r, v);
@@ -357,5 +394,7 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
     free(r.vals);
     free(r.slot_off);
     free(given);
+    free(written);
+    free(orig);
     return st;
 }
