@@ -135,15 +135,20 @@ tgc_scope *tgc_scope_frame_push(void)
     return s;
 }
 
-void tgc_scope_frame_handoff(tgc_scope *frame, tgc_tensor *t)
+/* Moves t from its scope to the front of scope to. */
+static void move_to(tgc_tensor *t, tgc_scope *to)
 {
-    tgc_scope *to = frame->parent;
     tgc_scope_release(t);
     t->scope = to;
     t->next = to->head;
     if (to->head)
         to->head->prev = t;
     to->head = t;
+}
+
+void tgc_scope_frame_handoff(tgc_scope *frame, tgc_tensor *t)
+{
+    move_to(t, frame->parent);
 }
 
 tgc_status tgc_scope_frame_pop(tgc_scope *frame, const char *fn_name, tgc_status st)
@@ -191,13 +196,7 @@ tgc_status tgc_scope_keep(tgc_tensor *t)
                              "tgc_scope_keep: tensor is in the scope tgc_call opened around the "
                              "model function; a model function cannot keep tensors past its "
                              "call (return them through out[])");
-    tgc_scope *to = s->parent;
-    tgc_scope_release(t);
-    t->scope = to;
-    t->next = to->head;
-    if (to->head)
-        to->head->prev = t;
-    to->head = t;
+    move_to(t, s->parent);
     return TGC_OK;
 }
 
