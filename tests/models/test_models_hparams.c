@@ -14,29 +14,7 @@
 
 #include "examples/models/bert.h"
 #include "examples/models/resnet18.h"
-
-/* max |a - b| <= rtol * max |b| over equal shapes. */
-static void assert_close(tgc_tensor *a, tgc_tensor *b, double rtol)
-{
-    assert_non_null(a);
-    assert_non_null(b);
-    int64_t n = tgc_numel(a);
-    assert_int_equal(n, tgc_numel(b));
-    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
-    assert_non_null(x);
-    assert_non_null(y);
-    assert_int_equal(tgc_copy_to_host(a, x, (size_t)n * sizeof(float)), TGC_OK);
-    assert_int_equal(tgc_copy_to_host(b, y, (size_t)n * sizeof(float)), TGC_OK);
-    double diff = 0, ref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)x[i] - y[i]));
-        ref = fmax(ref, fabs((double)y[i]));
-    }
-    free(x);
-    free(y);
-    if (!(diff <= rtol * ref))
-        fail_msg("max |diff| %g > %g * max |ref| %g", diff, rtol, ref);
-}
+#include "models/model_test_util.h"
 
 /* max |a - b| over equal shapes. */
 static double max_diff(tgc_tensor *a, tgc_tensor *b)
