@@ -2,7 +2,7 @@
 #ifndef TGC_FRONTEND_APPLY_H
 #define TGC_FRONTEND_APPLY_H
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "ir/op.h"
 
 /* Infers the result (errors name the op: "tgc_add: ..."), then either runs the op eagerly

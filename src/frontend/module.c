@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "frontend/module_impl.h"
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
 #include "support/strbuf.h"

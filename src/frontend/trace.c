@@ -7,10 +7,7 @@
 
 #include "support/log.h"
 
-static _Thread_local tgc_trace *current_trace;
 
-tgc_trace *tgc_trace_current(void) { return current_trace; }
-void tgc_trace_set_current(tgc_trace *tr) { current_trace = tr; }
 
 void tgc_trace_break(tgc_trace *tr, const char *fmt, ...)
 {

@@ -8,7 +8,7 @@
 #ifndef TGC_FRONTEND_TRACE_H
 #define TGC_FRONTEND_TRACE_H
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "ir/graph.h"
 #include "support/error.h"
 #include "tgc/compile.h"
@@ -58,8 +58,8 @@ typedef struct tgc_trace {
 } tgc_trace;
 
 /* The calling thread's active trace, or NULL. */
-tgc_trace *tgc_trace_current(void);
-void tgc_trace_set_current(tgc_trace *tr);
+/* tgc_trace_current / tgc_trace_set_current: the thread's active trace, in the tensor core
+ * (tensor/tensor_impl.h), which marks tensors created while tracing as constants. */
 
 /* Value id for a concrete tensor used by an op during tracing (binds it on first use);
  * -1 on error (set). */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "support/error.h"
 
 tgc_graph *tgc_graph_create(void)

@@ -12,32 +12,6 @@
 
 /* ---- dtypes ---- */
 
-int tgc_dtype_is_float(tgc_dtype dt)
-{
-    return dt == TGC_F32 || dt == TGC_F16 || dt == TGC_BF16 || dt == TGC_F64;
-}
-
-static int float_rank(tgc_dtype dt)
-{
-    return dt == TGC_F64 ? 3 : dt == TGC_F32 ? 2 : 1;
-}
-
-tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b)
-{
-    if (a == b || b == TGC_BOOL)
-        return a;
-    if (a == TGC_BOOL)
-        return b;
-    int fa = tgc_dtype_is_float(a), fb = tgc_dtype_is_float(b);
-    if (!fa && !fb)
-        return TGC_I64; /* i32 with i64 */
-    if (fa != fb)
-        return fa ? a : b;
-    if (float_rank(a) == float_rank(b))
-        return TGC_F32; /* f16 with bf16 */
-    return float_rank(a) > float_rank(b) ? a : b;
-}
-
 tgc_dtype si_float_of(tgc_dtype dt)
 {
     return tgc_dtype_is_float(dt) ? dt : TGC_F32;

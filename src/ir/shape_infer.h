@@ -10,12 +10,10 @@
 #define TGC_IR_SHAPE_INFER_H
 
 #include "ir/graph.h"
+#include "tensor/dtype.h" /* tgc_promote, tgc_dtype_is_float */
 
 tgc_status tgc_infer(tgc_op op, const tgc_vinfo *in, int n_in, const tgc_attrs *a,
                      tgc_symtab *syms, tgc_vinfo *out);
 
-/* Dtype promotion of two operands (rules in include/tgc/ops.h). */
-tgc_dtype tgc_promote(tgc_dtype a, tgc_dtype b);
-int tgc_dtype_is_float(tgc_dtype dt);
 
 #endif

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "ir/graph.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"

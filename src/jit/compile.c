@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "frontend/module_impl.h"
-#include "frontend/scope.h"
+#include "tensor/scope.h"
 #include "jit/jit.h"
 #include "support/log.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kir/access.h"
+#include "ir/view_access.h"
 #include "kir/lower.h"
 #include "support/error.h"
 
@@ -45,8 +45,8 @@ uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
-        base[i] = kir_is_view_op(nd->op) ? base[nd->in[0]] : i;
-        if (kir_is_view_op(nd->op))
+        base[i] = tgc_is_view_op(nd->op) ? base[nd->in[0]] : i;
+        if (tgc_is_view_op(nd->op))
             continue;
         for (int k = 0; k < nd->n_in; k++) {
             int32_t u = nd->in[k], b = base[u];
@@ -72,8 +72,8 @@ typedef struct tpl_geo {
 static int broadcast_strides(const tgc_graph *g, int32_t u, const tgc_vinfo *S, int32_t *base,
                              tgc_sdim *off, tgc_sdim *strides)
 {
-    kir_view vw;
-    if (!kir_view_of(g, u, &vw))
+    tgc_view vw;
+    if (!tgc_view_of(g, u, &vw))
         return 0;
     const tgc_vinfo *U = &g->nodes[u].out;
     int lead = S->ndim - U->ndim;
@@ -81,7 +81,7 @@ static int broadcast_strides(const tgc_graph *g, int32_t u, const tgc_vinfo *S, 
         return 0;
     for (int j = 0; j < S->ndim; j++) {
         int kk = j - lead;
-        strides[j] = kk < 0 || (kir_is_const(U->shape[kk], 1) && !kir_is_const(S->shape[j], 1))
+        strides[j] = kk < 0 || (tgc_sdim_is(U->shape[kk], 1) && !tgc_sdim_is(S->shape[j], 1))
                          ? 0
                          : vw.stride[kk];
     }
@@ -92,14 +92,14 @@ static int broadcast_strides(const tgc_graph *g, int32_t u, const tgc_vinfo *S, 
 
 static int is_contiguous_view(const tgc_graph *g, int32_t u, int32_t *base)
 {
-    kir_view vw;
-    if (!kir_view_of(g, u, &vw) || !kir_is_const(vw.off, 0))
+    tgc_view vw;
+    if (!tgc_view_of(g, u, &vw) || !tgc_sdim_is(vw.off, 0))
         return 0;
     tgc_sdim cs[TGC_MAX_DIMS];
     const tgc_vinfo *U = &g->nodes[u].out;
-    kir_contiguous_strides(g->syms, U, cs);
+    tgc_sym_contiguous_strides(g->syms, U, cs);
     for (int d = 0; d < U->ndim; d++)
-        if (!kir_is_const(U->shape[d], 1) && !kir_same(cs[d], vw.stride[d]))
+        if (!tgc_sdim_is(U->shape[d], 1) && !tgc_sdim_same(cs[d], vw.stride[d]))
             return 0;
     *base = vw.base;
     return 1;
@@ -141,15 +141,15 @@ static int tpl_geometry(const tgc_graph *g, int32_t node, tpl_geo *geo)
     }
     int r = S->ndim;
     tgc_sdim sa[TGC_MAX_DIMS], sb[TGC_MAX_DIMS], sc[TGC_MAX_DIMS];
-    kir_contiguous_strides(t, S, sc);
+    tgc_sym_contiguous_strides(t, S, sc);
     if (nd->op == TGC_OP_LINEAR) {
         const tgc_vinfo *x = &g->nodes[nd->in[0]].out, *w = &g->nodes[nd->in[1]].out;
-        kir_view vx, vw;
-        if (w->ndim != 2 || x->ndim < 1 || !kir_view_of(g, nd->in[0], &vx) ||
-            !kir_view_of(g, nd->in[1], &vw))
+        tgc_view vx, vw;
+        if (w->ndim != 2 || x->ndim < 1 || !tgc_view_of(g, nd->in[0], &vx) ||
+            !tgc_view_of(g, nd->in[1], &vw))
             return 0;
         tgc_sdim m_stride = 0;
-        if (x->ndim >= 2 && !kir_dims_mergeable(t, x->shape, vx.stride, 0, x->ndim - 2, &m_stride))
+        if (x->ndim >= 2 && !tgc_dims_mergeable(t, x->shape, vx.stride, 0, x->ndim - 2, &m_stride))
             return 0;
         p->batch = 1;
         p->M = 1;
@@ -199,17 +199,17 @@ static int tpl_geometry(const tgc_graph *g, int32_t node, tpl_geo *geo)
     for (int d = 0; d < r - 2; d++)
         p->batch = tgc_sym_mul(t, p->batch, S->shape[d]);
     p->a_bs = p->b_bs = p->c_bs = 0;
-    if (r > 2 && (!kir_dims_mergeable(t, S->shape, sa, 0, r - 3, &p->a_bs) ||
-                  !kir_dims_mergeable(t, S->shape, sb, 0, r - 3, &p->b_bs) ||
-                  !kir_dims_mergeable(t, S->shape, sc, 0, r - 3, &p->c_bs)))
+    if (r > 2 && (!tgc_dims_mergeable(t, S->shape, sa, 0, r - 3, &p->a_bs) ||
+                  !tgc_dims_mergeable(t, S->shape, sb, 0, r - 3, &p->b_bs) ||
+                  !tgc_dims_mergeable(t, S->shape, sc, 0, r - 3, &p->c_bs)))
         return 0;
     geo->vlo[0] = 0;
     geo->vhi[0] = r - 3;
     geo->vlo[1] = geo->vhi[1] = r - 2;
     geo->vlo[2] = geo->vhi[2] = r - 1;
     /* a weight shared by the whole batch: fold the batch into M (one big GEMM) */
-    if (r > 2 && kir_is_const(p->b_bs, 0) && kir_same(p->a_bs, tgc_sym_mul(t, p->M, p->a_rs)) &&
-        kir_same(p->c_bs, tgc_sym_mul(t, p->M, p->c_rs))) {
+    if (r > 2 && tgc_sdim_is(p->b_bs, 0) && tgc_sdim_same(p->a_bs, tgc_sym_mul(t, p->M, p->a_rs)) &&
+        tgc_sdim_same(p->c_bs, tgc_sym_mul(t, p->M, p->c_rs))) {
         p->M = tgc_sym_mul(t, p->batch, p->M);
         p->batch = 1;
         p->a_bs = p->c_bs = 0;
@@ -236,7 +236,7 @@ static int epilogue_access(const tgc_graph *g, const tpl_geo *geo, const tgc_vin
     acc->off = off;
     for (int v = 0; v < 3; v++)
         if (geo->vhi[v] >= geo->vlo[v] &&
-            !kir_dims_mergeable(g->syms, S->shape, st, geo->vlo[v], geo->vhi[v], &acc->stride[v]))
+            !tgc_dims_mergeable(g->syms, S->shape, st, geo->vlo[v], geo->vhi[v], &acc->stride[v]))
             return 0;
     return 1;
 }
@@ -289,7 +289,7 @@ static int32_t add_load(lctx *c, int32_t u, const tgc_vinfo *node_shape)
     /* a size-1 dim of the node is index 0 whatever var walks its domain dim (a row-shaped
      * node keeps the reduced dims as 1 while their inner vars run): it adds no stride */
     for (int j = 0; j < node_shape->ndim; j++)
-        if (!kir_is_const(st[j], 0) && !kir_is_const(node_shape->shape[j], 1))
+        if (!tgc_sdim_is(st[j], 0) && !tgc_sdim_is(node_shape->shape[j], 1))
             ld.at.stride[c->var_of_dim[dd[j]]] = st[j];
     ld.dtype = c->g->nodes[base].out.dtype;
     return kir_add_load_val(c->k, &ld);
@@ -320,8 +320,8 @@ static int32_t lower_window(lctx *c, int32_t i)
     const tgc_node *nd = &c->g->nodes[i];
     const tgc_attrs *a = &nd->attrs;
     const tgc_vinfo *X = &c->g->nodes[nd->in[0]].out, *O = &nd->out;
-    kir_view vw;
-    if (!kir_view_of(c->g, nd->in[0], &vw)) {
+    tgc_view vw;
+    if (!tgc_view_of(c->g, nd->in[0], &vw)) {
         tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: pool input %%%d is not affine", nd->in[0]);
         return -1;
     }
@@ -412,13 +412,13 @@ static int add_store(lctx *c, int32_t i, int32_t val, int phase)
     const tgc_vinfo *v = &c->g->nodes[i].out;
     tgc_sdim cs[TGC_MAX_DIMS];
     int dd[TGC_MAX_DIMS];
-    kir_contiguous_strides(c->t, v, cs);
+    tgc_sym_contiguous_strides(c->t, v, cs);
     node_dims(c, v, dd);
     kir_store s = {0};
     s.at.buf = kir_buf_of(c->k, i, v->dtype, 1);
     s.at.off = 0;
     for (int j = 0; j < v->ndim; j++)
-        if (!kir_is_const(v->shape[j], 1))
+        if (!tgc_sdim_is(v->shape[j], 1))
             s.at.stride[c->var_of_dim[dd[j]]] = cs[j];
     s.val = val;
     s.dtype = v->dtype;
@@ -475,7 +475,7 @@ static int try_merge(kir_kernel *k, tgc_symtab *t, int v)
         return 0;
     int ok = 1;
     for (int a = 0; a < na && ok; a++)
-        ok = kir_same(acc[a]->stride[v], tgc_sym_mul(t, acc[a]->stride[v + 1], k->extent[v + 1]));
+        ok = tgc_sdim_same(acc[a]->stride[v], tgc_sym_mul(t, acc[a]->stride[v + 1], k->extent[v + 1]));
     free(acc);
     if (!ok)
         return 0;
@@ -490,7 +490,7 @@ static void collapse(kir_kernel *k, tgc_symtab *t)
 {
     /* size-1 vars go first (keep one so a kernel always has a var) */
     for (int v = k->n_outer + k->n_inner - 1; v >= 0; v--)
-        if (kir_is_const(k->extent[v], 1) && k->n_outer + k->n_inner > 1 &&
+        if (tgc_sdim_is(k->extent[v], 1) && k->n_outer + k->n_inner > 1 &&
             !(v >= k->n_outer && k->n_inner == 1))
             drop_var(k, v);
     for (int v = k->n_outer - 2; v >= 0; v--)
@@ -588,8 +588,8 @@ static tgc_status lower_template(lctx *c)
     if (v >= 0 && tn->n_in == 3) {
         /* bias: per column for linear, per output channel (var m) for conv */
         kir_load ld = {0};
-        kir_view vb;
-        if (!kir_view_of(g, tn->in[2], &vb))
+        tgc_view vb;
+        if (!tgc_view_of(g, tn->in[2], &vb))
             return tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: bias view of %%%d", T);
         ld.at.buf = kir_buf_of(k, vb.base, TGC_F32, 0);
         ld.at.off = vb.off;

@@ -3,7 +3,7 @@
  * graph constants that no node reads any more. */
 #include <stdlib.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "passes/passes.h"
 #include "support/error.h"
 

@@ -1,9 +1,10 @@
 /* Constant folding: a node whose inputs are all graph constants is run once, at compile
- * time, through the interp kernels, and becomes a graph constant (TGC_BIND_FOLDED). */
+ * time, through the evaluator the driver passes (interp's), and becomes a graph constant
+ * (TGC_BIND_FOLDED). */
 #include <stdlib.h>
 
-#include "backend/interp/interp.h"
 #include "passes/passes.h"
+#include "tensor/tensor_impl.h"
 #include "support/error.h"
 
 /* A folded constant lives as long as the variant; beyond this many elements it would
@@ -33,7 +34,8 @@ static int foldable(const tgc_graph *g, int i, tgc_tensor *const *val, const uin
 
 /* Runs node i on its constant inputs; a contiguous result owned by the caller (outside
  * any scope), or NULL when the kernel fails on these values (the node then stays). */
-static tgc_tensor *evaluate(const tgc_graph *g, int i, tgc_tensor *const *val)
+static tgc_tensor *evaluate(const tgc_graph *g, int i, tgc_tensor *const *val,
+                            tgc_node_eval_fn eval)
 {
     const tgc_node *nd = &g->nodes[i];
     tgc_tensor *ins[8];
@@ -44,19 +46,16 @@ static tgc_tensor *evaluate(const tgc_graph *g, int i, tgc_tensor *const *val)
         ins[k] = val[nd->in[k]];
     for (int d = 0; d < nd->out.ndim; d++)
         shape[d] = nd->out.shape[d];
-    tgc_tensor *r =
-        tgc_interp_run(nd->op, ins, nd->n_in, &nd->attrs, nd->out.dtype, shape, nd->out.ndim);
-    if (r && !tgc_tensor_is_contiguous(r)) { /* backends read constants densely */
-        static const tgc_attrs none;
-        r = tgc_interp_run(TGC_OP_CONTIGUOUS, &r, 1, &none, nd->out.dtype, shape, nd->out.ndim);
-    }
+    tgc_tensor *r = eval(nd, ins, shape); /* contiguous: backends read constants densely */
     if (r)
         tgc_scope_release(r);
     return r;
 }
 
-tgc_status tgc_pass_fold_constants(tgc_graph *g)
+tgc_status tgc_pass_fold_constants(tgc_graph *g, tgc_node_eval_fn eval)
 {
+    if (!eval)
+        return TGC_OK;
     tgc_rewriter rw;
     if (tgc_rw_begin(&rw, g) != TGC_OK)
         return rw.st;
@@ -75,7 +74,7 @@ tgc_status tgc_pass_fold_constants(tgc_graph *g)
             int64_t k = nd->attrs.i[1];
             val[i] = k >= 0 && k < g->n_consts ? g->consts[k] : NULL;
         }
-        tgc_tensor *t = foldable(g, i, val, mutated) ? evaluate(g, i, val) : NULL;
+        tgc_tensor *t = foldable(g, i, val, mutated) ? evaluate(g, i, val, eval) : NULL;
         if (!t) {
             tgc_clear_error();
             tgc_rw_copy(&rw, i);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kir/access.h"
+#include "ir/view_access.h"
 #include "passes/fuse.h"
 #include "passes/passes.h"
 #include "support/strbuf.h"
@@ -43,7 +43,7 @@ static int same_shape(const tgc_vinfo *a, const tgc_vinfo *b)
     if (a->ndim != b->ndim)
         return 0;
     for (int d = 0; d < a->ndim; d++)
-        if (!kir_same(a->shape[d], b->shape[d]))
+        if (!tgc_sdim_same(a->shape[d], b->shape[d]))
             return 0;
     return 1;
 }
@@ -55,7 +55,7 @@ static int is_row_shape(const tgc_group *gr, const tgc_vinfo *v)
     if (v->ndim == d->ndim) {
         for (int k = 0; k < d->ndim; k++) {
             int red = (gr->red_mask >> k) & 1;
-            if (red ? !kir_is_const(v->shape[k], 1) : !kir_same(v->shape[k], d->shape[k]))
+            if (red ? !tgc_sdim_is(v->shape[k], 1) : !tgc_sdim_same(v->shape[k], d->shape[k]))
                 return 0;
         }
         return 1;
@@ -64,7 +64,7 @@ static int is_row_shape(const tgc_group *gr, const tgc_vinfo *v)
     for (int k = 0; k < d->ndim; k++) {
         if ((gr->red_mask >> k) & 1)
             continue;
-        if (j >= v->ndim || !kir_same(v->shape[j], d->shape[k]))
+        if (j >= v->ndim || !tgc_sdim_same(v->shape[j], d->shape[k]))
             return 0;
         j++;
     }
@@ -302,8 +302,8 @@ tgc_status tgc_pass_fuse(const tgc_graph *g, const tgc_fuse_hooks *hooks, tgc_fu
     for (int32_t i = 0; st == TGC_OK && i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
         out->group_of[i] = -1;
-        c.base[i] = kir_is_view_op(nd->op) ? c.base[nd->in[0]] : i;
-        if (kir_is_view_op(nd->op))
+        c.base[i] = tgc_is_view_op(nd->op) ? c.base[nd->in[0]] : i;
+        if (tgc_is_view_op(nd->op))
             continue;
         for (int k = 0; k < nd->n_in; k++)
             c.n_users[c.base[nd->in[k]]]++;

@@ -33,12 +33,19 @@ tgc_status tgc_pass_decompose(tgc_graph *g);
 /* What a backend computes natively and wants kept whole. */
 enum { TGC_DECOMPOSE_KEEP_ACTIVATIONS = 1u << 0 /* gelu, gelu_tanh, silu */ };
 tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep);
+/* Evaluates node nd on concrete inputs; shape is its concrete output shape. Returns a new
+ * contiguous tensor in the innermost scope, or NULL (error set) when the kernel fails on these
+ * values. Passes evaluate only through this callback, so they never include a backend: the
+ * compile driver hands them interp's (tgc_interp_eval_contiguous, backend/interp/interp.h). */
+typedef tgc_tensor *(*tgc_node_eval_fn)(const tgc_node *nd, tgc_tensor *const *in,
+                                        const int64_t *shape);
 /* Evaluates, once, every node whose inputs are all constants (TGC_BIND_FOLDED inputs and
- * earlier folded results) with the interp kernels and replaces it by a graph constant.
+ * earlier folded results) through eval and replaces it by a graph constant (eval NULL: no
+ * folding).
  * Trace constants (TGC_BIND_CONST) count only after tgc_graph_import_consts. Never folds
  * nodes with effects (random draws, in-place writers), values written in place, or results
  * over 1 Mi elements. */
-tgc_status tgc_pass_fold_constants(tgc_graph *g);
+tgc_status tgc_pass_fold_constants(tgc_graph *g, tgc_node_eval_fn eval);
 /* Exact algebraic identities (x*1, x/1, x-0, x+(-0), neg(neg x), cast or reshape or
  * expand to the same type, identity permute, contiguous of a non-view, full slices),
  * power-of-two mul_scalar chains merged, and view chains canonicalized (reshape of
@@ -51,13 +58,14 @@ tgc_status tgc_pass_cse(tgc_graph *g);
 /* Removes nodes no output depends on, except nodes with effects (in-place writers and random
  * draws, and what they read), and drops graph constants no node reads any more. */
 tgc_status tgc_pass_dce(tgc_graph *g);
-/* decompose, fold, then simplify/cse/dce until nothing changes (at most a few rounds),
+/* decompose, fold (through eval), then simplify/cse/dce until nothing changes (at most a few rounds),
  * then tgc_graph_verify. With the graph log channel on, logs the graph before and after
  * through tgc_log_msg, naming the function `name`. Returns the first failing status. */
-tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name);
+tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name,
+                          tgc_node_eval_fn eval);
 /* The same, with the decompositions a backend wants kept (TGC_DECOMPOSE_KEEP_*). */
 tgc_status tgc_passes_run_opts(tgc_graph *g, const tgc_config *cfg, const char *name,
-                               unsigned keep);
+                               unsigned keep, tgc_node_eval_fn eval);
 
 /* ---- shared by the passes (rewrite.c) ---- */
 

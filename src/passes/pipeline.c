@@ -45,13 +45,14 @@ static void log_graph(const tgc_config *cfg, const tgc_graph *g, const char *nam
     free(text);
 }
 
-tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name)
+tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name,
+                          tgc_node_eval_fn eval)
 {
-    return tgc_passes_run_opts(g, cfg, name, 0);
+    return tgc_passes_run_opts(g, cfg, name, 0, eval);
 }
 
 tgc_status tgc_passes_run_opts(tgc_graph *g, const tgc_config *cfg, const char *name,
-                               unsigned keep)
+                               unsigned keep, tgc_node_eval_fn eval)
 {
     if (!g)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_passes_run: graph is NULL");
@@ -62,7 +63,7 @@ tgc_status tgc_passes_run_opts(tgc_graph *g, const tgc_config *cfg, const char *
     log_graph(cfg, g, name, "before");
     st = tgc_pass_decompose_opts(g, keep);
     if (st == TGC_OK)
-        st = tgc_pass_fold_constants(g);
+        st = tgc_pass_fold_constants(g, eval);
     for (int round = 0; st == TGC_OK && round < PIPELINE_MAX_ROUNDS; round++) {
         uint64_t before = graph_fingerprint(g);
         st = tgc_pass_simplify(g);

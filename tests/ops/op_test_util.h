@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "tgc/tgc.h"
 
 #define N_OF(a)    ((int)(sizeof(a) / sizeof((a)[0])))

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "backend/interp/interp.h"
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "op_test_util.h"
 #include "ops/golden_linalg.h"
 #include "tgc/tgc.h"

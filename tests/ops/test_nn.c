@@ -3,7 +3,7 @@
  * hand-worked cases and numpy goldens (golden_nn.h, from gen_golden_nn.py, whose references
  * were checked against PyTorch 2.11 with its --check-torch mode); strided inputs; the Philox
  * stream contract of the random ops; and the errors a user sees. */
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "op_test_util.h"
 #include "ops/golden_nn.h"
 #include "runtime/philox.h"

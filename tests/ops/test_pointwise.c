@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "backend/interp/interp.h"
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "golden_pointwise_reduce.h"
 #include "op_test_util.h"
 #include "tgc/ops.h"

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "ir/op.h"
 #include "op_test_util.h"
 #include "tgc/tgc.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ir/shape_infer.h"
-#include "kir/access.h"
+#include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/fuse.h"
 
@@ -91,7 +91,7 @@ static inline void gb_outputs(tgc_graph *g, const int32_t *ids, int n)
 static inline tgc_fuse_class gb_classify(const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
-    if (nd->op == TGC_OP_INPUT || kir_is_view_op(nd->op))
+    if (nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op))
         return TGC_FUSE_FREE;
     if (nd->flags & TGC_NODE_MUTATES)
         return TGC_FUSE_OPAQUE;

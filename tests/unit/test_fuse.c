@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "jit/jit.h"
+#include "backend/interp/interp.h"
 #include "passes/passes.h"
 #include "tgc/tgc.h"
 #include "unit/graph_build_util.h"
@@ -38,7 +39,8 @@ static tgc_graph *trace_prepared(tgc_model_fn fn, tgc_tensor **in, int n_in, int
     assert_non_null(g);
     assert_int_equal(tgc_graph_import_consts(g, v->bound, v->guards.n_captured), TGC_OK);
     tgc_fn_free(f);
-    if (tgc_passes_run_opts(g, &cfg, "traced", TGC_DECOMPOSE_KEEP_ACTIVATIONS) != TGC_OK)
+    if (tgc_passes_run_opts(g, &cfg, "traced", TGC_DECOMPOSE_KEEP_ACTIVATIONS,
+                            tgc_interp_eval_contiguous) != TGC_OK)
         fail_msg("passes: %s", tgc_last_error());
     return g;
 }
@@ -85,7 +87,7 @@ static void expect_well_formed(const tgc_graph *g, const tgc_fusion *f)
             placed++;
             for (int k = 0; k < g->nodes[i].n_in; k++) {
                 int32_t u = g->nodes[i].in[k];
-                while (kir_is_view_op(g->nodes[u].op))
+                while (tgc_is_view_op(g->nodes[u].op))
                     u = g->nodes[u].in[0];
                 assert_true(f->group_of[u] <= gi);
             }

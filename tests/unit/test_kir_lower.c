@@ -1,4 +1,4 @@
-/* View chains as affine accesses (kir_view_of) and fused groups lowered to kernel IR
+/* View chains as affine accesses (tgc_view_of) and fused groups lowered to kernel IR
  * (kir_lower_group): iteration domains, strides, phases, stores and template geometry. */
 #include <math.h>
 #include <setjmp.h>
@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "kir/kir.h"
+#include "backend/interp/interp.h"
 #include "passes/passes.h"
 #include "tgc/tgc.h"
 #include "unit/graph_build_util.h"
@@ -21,8 +22,8 @@
 static void expect_view(const tgc_graph *g, int32_t v, int32_t base, int64_t off, int n,
                         const int64_t *strides)
 {
-    kir_view vw;
-    assert_int_equal(kir_view_of(g, v, &vw), 1);
+    tgc_view vw;
+    assert_int_equal(tgc_view_of(g, v, &vw), 1);
     assert_int_equal(g->nodes[v].out.ndim, n);
     assert_int_equal(vw.base, base);
     assert_int_equal(vw.off, off);
@@ -32,7 +33,7 @@ static void expect_view(const tgc_graph *g, int32_t v, int32_t base, int64_t off
                      (long long)strides[d]);
 }
 
-/* ---- kir_view_of ---- */
+/* ---- tgc_view_of ---- */
 
 static void view_of_plain_value_is_row_major(void **state)
 {
@@ -43,8 +44,8 @@ static void view_of_plain_value_is_row_major(void **state)
     int32_t e = gb_un(g, TGC_OP_EXP, x);
     expect_view(g, x, x, 0, 3, (int64_t[]){12, 4, 1});
     expect_view(g, e, e, 0, 3, (int64_t[]){12, 4, 1});
-    assert_false(kir_is_view_op(TGC_OP_CONTIGUOUS));
-    assert_true(kir_is_view_op(TGC_OP_PERMUTE));
+    assert_false(tgc_is_view_op(TGC_OP_CONTIGUOUS));
+    assert_true(tgc_is_view_op(TGC_OP_PERMUTE));
     tgc_graph_free(g);
 }
 
@@ -80,11 +81,11 @@ static void view_of_merge_of_permuted_dims_is_not_affine(void **state)
     int32_t x = gb_input(g, TGC_F32, 3, s);
     int32_t p = gb_ints(g, TGC_OP_PERMUTE, x, (int64_t[]){1, 0, 2}, 3); /* [3, 2, 4] */
     int32_t r = gb_ints(g, TGC_OP_RESHAPE, p, (int64_t[]){6, 4}, 2);
-    kir_view vw;
-    assert_int_equal(kir_view_of(g, r, &vw), 0);
+    tgc_view vw;
+    assert_int_equal(tgc_view_of(g, r, &vw), 0);
     /* ... and so is every view built on it */
     int32_t e = gb_ints(g, TGC_OP_UNSQUEEZE, r, (int64_t[]){0}, 1);
-    assert_int_equal(kir_view_of(g, e, &vw), 0);
+    assert_int_equal(tgc_view_of(g, e, &vw), 0);
     /* merging the untouched trailing dims of the same permute is fine */
     int32_t q = gb_ints(g, TGC_OP_PERMUTE, x, (int64_t[]){2, 0, 1}, 3); /* [4, 2, 3] */
     int32_t ok = gb_ints(g, TGC_OP_RESHAPE, q, (int64_t[]){4, 6}, 2);
@@ -106,8 +107,8 @@ static void view_of_reshape_over_size_zero_dim_is_affine(void **state)
     assert_int_equal(g->nodes[r].out.shape[0], 0);
     expect_view(g, r, x, 0, 1, (int64_t[]){1});
     int32_t sl = gb_ints(g, TGC_OP_SLICE, r, (int64_t[]){0, 1, END, 3}, 4);
-    kir_view vw;
-    assert_int_equal(kir_view_of(g, sl, &vw), 1);
+    tgc_view vw;
+    assert_int_equal(tgc_view_of(g, sl, &vw), 1);
     assert_int_equal(vw.base, x);
     /* [0, 7, 1, 3] -> [7, 0]: the output's 0 is not first */
     int32_t q = gb_ints(g, TGC_OP_RESHAPE, x, (int64_t[]){7, -1}, 2);
@@ -167,15 +168,15 @@ static void view_of_symbolic_dims(void **state)
     tgc_sdim s[2] = {s0, s1};
     int32_t x = gb_input(g, TGC_F32, 2, s);
     const int64_t vals[2] = {9, 11};
-    kir_view vw;
+    tgc_view vw;
     /* transpose: strides 1, s1 */
     int32_t t = gb_ints(g, TGC_OP_PERMUTE, x, (int64_t[]){1, 0}, 2);
-    assert_int_equal(kir_view_of(g, t, &vw), 1);
+    assert_int_equal(tgc_view_of(g, t, &vw), 1);
     assert_int_equal(vw.stride[0], 1);
     assert_int_equal(tgc_sym_eval(g->syms, vw.stride[1], vals), 11);
     /* flatten merges symbolic dims: one stride 1 */
     int32_t f = gb_ints(g, TGC_OP_RESHAPE, x, (int64_t[]){-1}, 1);
-    assert_int_equal(kir_view_of(g, f, &vw), 1);
+    assert_int_equal(tgc_view_of(g, f, &vw), 1);
     assert_int_equal(vw.stride[0], 1);
     assert_int_equal(tgc_sym_eval(g->syms, g->nodes[f].out.shape[0], vals), 99);
     /* split a symbolic-by-constant dim: [s0 * 12] viewed as [s0, 3, 4] */
@@ -186,19 +187,19 @@ static void view_of_symbolic_dims(void **state)
     expect_view(g, ys, y, 0, 3, (int64_t[]){12, 4, 1});
     /* x[-3:, :] on a symbolic dim: offset (s0 - 3) * s1 */
     int32_t sl = gb_ints(g, TGC_OP_SLICE, x, (int64_t[]){0, -3, END, 1}, 4);
-    assert_int_equal(kir_view_of(g, sl, &vw), 1);
+    assert_int_equal(tgc_view_of(g, sl, &vw), 1);
     assert_int_equal(tgc_sym_eval(g->syms, vw.off, vals), 6 * 11);
     assert_int_equal(tgc_sym_eval(g->syms, vw.stride[0], vals), 11);
     assert_int_equal(vw.stride[1], 1);
     /* x[:, 1::2]: offset 1, stride 2 on the symbolic dim */
     int32_t st = gb_ints(g, TGC_OP_SLICE, x, (int64_t[]){1, 1, END, 2}, 4);
-    assert_int_equal(kir_view_of(g, st, &vw), 1);
+    assert_int_equal(tgc_view_of(g, st, &vw), 1);
     assert_int_equal(vw.off, 1);
     assert_int_equal(vw.stride[1], 2);
     assert_int_equal(tgc_sym_eval(g->syms, g->nodes[st].out.shape[1], vals), 5);
     /* unsqueeze between symbolic dims: stride 0 for the new size-1 dim */
     int32_t u = gb_ints(g, TGC_OP_UNSQUEEZE, x, (int64_t[]){1}, 1);
-    assert_int_equal(kir_view_of(g, u, &vw), 1);
+    assert_int_equal(tgc_view_of(g, u, &vw), 1);
     assert_int_equal(tgc_sym_eval(g->syms, vw.stride[0], vals), 11);
     assert_int_equal(vw.stride[1], 0);
     assert_int_equal(vw.stride[2], 1);
@@ -210,12 +211,12 @@ static void dims_mergeable_ignores_size_one_dims(void **state)
     (void)state;
     tgc_symtab *t = tgc_symtab_create();
     tgc_sdim sizes[4] = {2, 1, 3, 4}, strides[4] = {12, 99, 4, 1}, merged = -1;
-    assert_int_equal(kir_dims_mergeable(t, sizes, strides, 0, 3, &merged), 1);
+    assert_int_equal(tgc_dims_mergeable(t, sizes, strides, 0, 3, &merged), 1);
     assert_int_equal(merged, 1);
     tgc_sdim bad[4] = {1, 99, 4, 12}; /* dims 2 and 3 swapped */
-    assert_int_equal(kir_dims_mergeable(t, sizes, bad, 0, 3, NULL), 0);
+    assert_int_equal(tgc_dims_mergeable(t, sizes, bad, 0, 3, NULL), 0);
     tgc_sdim ones[2] = {1, 1}, any[2] = {5, 7};
-    assert_int_equal(kir_dims_mergeable(t, ones, any, 0, 1, &merged), 1);
+    assert_int_equal(tgc_dims_mergeable(t, ones, any, 0, 1, &merged), 1);
     assert_int_equal(merged, 0);
     tgc_symtab_free(t);
 }
@@ -372,7 +373,8 @@ static void lower_view_operands_compose_into_loads(void **state)
 static void prepare(tgc_graph *g)
 {
     tgc_config cfg = tgc_config_default();
-    if (tgc_passes_run_opts(g, &cfg, "test", TGC_DECOMPOSE_KEEP_ACTIVATIONS) != TGC_OK)
+    if (tgc_passes_run_opts(g, &cfg, "test", TGC_DECOMPOSE_KEEP_ACTIVATIONS,
+                            tgc_interp_eval_contiguous) != TGC_OK)
         fail_msg("passes: %s", tgc_last_error());
 }
 

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "frontend/module_impl.h"
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "tgc/autograd.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"

@@ -28,6 +28,12 @@ typedef struct fx {
     tgc_graph *g; /* a clone of the variant's graph, constants imported: what passes get */
 } fx;
 
+/* Constant folding through the oracle, as the compile driver runs it. */
+static tgc_status fold_interp(tgc_graph *g)
+{
+    return tgc_pass_fold_constants(g, tgc_interp_eval_contiguous);
+}
+
 static void fx_trace(fx *x, tgc_model_fn fn, tgc_tensor **in, int n_in, int n_out, tgc_dynamic dyn)
 {
     tgc_config cfg = tgc_config_default();
@@ -600,7 +606,7 @@ static void fold_constant_chain(void **state)
     tgc_tensor *in[1] = {randn(2, 3, 4, 0, 0)};
     fx_trace(&x, fn_fold_chain, in, 1, 2, TGC_DYNAMIC_NEVER);
     assert_int_equal(count_op(x.g, TGC_OP_EXP), 1);
-    tgc_graph *before = apply(&x, tgc_pass_fold_constants, in, 1, 2, 0);
+    tgc_graph *before = apply(&x, fold_interp, in, 1, 2, 0);
     assert_int_equal(tgc_pass_dce(x.g), TGC_OK);
     expect_same_outputs(&x, before, in, 1, 2, 0);
     /* only the add of the argument is left to compute */
@@ -631,7 +637,7 @@ static void fold_leaves_random_and_arguments(void **state)
     tgc_tensor *in[2] = {randn(2, 3, 4, 0, 0), randn(2, 3, 4, 0, 0)};
     fx_trace(&x, fn_common, in, 2, 3, TGC_DYNAMIC_NEVER);
     int n = x.g->n_nodes;
-    assert_int_equal(tgc_pass_fold_constants(x.g), TGC_OK);
+    assert_int_equal(fold_interp(x.g), TGC_OK);
     assert_int_equal(x.g->n_nodes, n);
     assert_int_equal(x.g->n_consts, 0);
     assert_int_equal(count_op(x.g, TGC_OP_RAND), 2);
@@ -880,7 +886,7 @@ static void fold_keeps_readers_of_in_place_writes(void **state)
     tgc_tensor *in[1] = {tgc_from_data(xv, sizeof xv, s, 2, TGC_F32, tgc_cpu())};
     fx_trace(&x, fn_bn_const_stats, in, 1, 4, TGC_DYNAMIC_NEVER);
     assert_int_equal(count_op(x.g, TGC_OP_MUL_SCALAR), 3);
-    assert_int_equal(tgc_pass_fold_constants(x.g), TGC_OK);
+    assert_int_equal(fold_interp(x.g), TGC_OK);
     assert_int_equal(tgc_graph_verify(x.g), TGC_OK);
     /* rv * 3 and rv * 2 read a value the batch_norm writes: kept; w * 4 folded */
     assert_int_equal(count_op(x.g, TGC_OP_MUL_SCALAR), 2);
@@ -978,7 +984,7 @@ static void pipeline_optimizes_and_logs(void **state)
     cfg.log_fn = capture;
     log_text[0] = 0;
     log_lines = 0;
-    assert_int_equal(tgc_passes_run(x.g, &cfg, "model_fwd"), TGC_OK);
+    assert_int_equal(tgc_passes_run(x.g, &cfg, "model_fwd", tgc_interp_eval_contiguous), TGC_OK);
     assert_int_equal(log_lines, 2);
     assert_non_null(strstr(log_text, "'model_fwd' before passes"));
     assert_non_null(strstr(log_text, "'model_fwd' after passes"));
@@ -995,7 +1001,7 @@ static void pipeline_optimizes_and_logs(void **state)
     /* a second run changes nothing */
     char *t1 = tgc_graph_to_text(x.g);
     cfg.log = 0;
-    assert_int_equal(tgc_passes_run(x.g, &cfg, "model_fwd"), TGC_OK);
+    assert_int_equal(tgc_passes_run(x.g, &cfg, "model_fwd", tgc_interp_eval_contiguous), TGC_OK);
     char *t2 = tgc_graph_to_text(x.g);
     assert_string_equal(t1, t2);
     free(t1);
@@ -1016,8 +1022,10 @@ static void pipeline_rejects_invalid_graph(void **state)
     int32_t o = 1;
     assert_int_equal(tgc_graph_set_outputs(g, &o, 1), TGC_OK);
     tgc_config cfg = tgc_config_default();
-    check_error(tgc_passes_run(g, &cfg, "bad"), TGC_ERR_INTERNAL, "not defined before it");
-    check_error(tgc_passes_run(NULL, &cfg, "bad"), TGC_ERR_INVALID_ARG, "graph is NULL");
+    check_error(tgc_passes_run(g, &cfg, "bad", tgc_interp_eval_contiguous), TGC_ERR_INTERNAL,
+                "not defined before it");
+    check_error(tgc_passes_run(NULL, &cfg, "bad", tgc_interp_eval_contiguous), TGC_ERR_INVALID_ARG,
+                "graph is NULL");
     tgc_graph_free(g);
 
     /* a folded input naming a missing constant does not verify */
@@ -1027,7 +1035,8 @@ static void pipeline_rejects_invalid_graph(void **state)
     assert_int_equal(tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &a, &v), 0);
     o = 0;
     assert_int_equal(tgc_graph_set_outputs(g, &o, 1), TGC_OK);
-    check_error(tgc_passes_run(g, &cfg, "bad"), TGC_ERR_INTERNAL, "graph constant 0");
+    check_error(tgc_passes_run(g, &cfg, "bad", tgc_interp_eval_contiguous), TGC_ERR_INTERNAL,
+                "graph constant 0");
     tgc_graph_free(g);
 }
 

@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
 

@@ -8,7 +8,7 @@
 #ifndef TGC_BACKEND_INTERP_H
 #define TGC_BACKEND_INTERP_H
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "ir/graph.h"
 #include "ir/op.h"
 
@@ -22,6 +22,10 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
  * "tgc_<that op>: ..." rather than the name of the part that failed. */
 tgc_tensor *tgc_interp_run_node(const tgc_node *nd, tgc_tensor *const *in,
                                 const int64_t *out_shape);
+/* tgc_interp_run_node with a contiguous result: the constant-folding evaluator the compile
+ * driver hands the passes (tgc_node_eval_fn, passes/passes.h). */
+tgc_tensor *tgc_interp_eval_contiguous(const tgc_node *nd, tgc_tensor *const *in,
+                                       const int64_t *shape);
 /* Renames the pending error of node nd after its user op (see tgc_interp_run_node). */
 void tgc_interp_name_user_op(const tgc_node *nd);
 

@@ -92,3 +92,14 @@ tgc_tensor *tgc_interp_run_node(const tgc_node *nd, tgc_tensor *const *in, const
         tgc_interp_name_user_op(nd);
     return r;
 }
+
+tgc_tensor *tgc_interp_eval_contiguous(const tgc_node *nd, tgc_tensor *const *in,
+                                       const int64_t *shape)
+{
+    tgc_tensor *r = tgc_interp_run_node(nd, in, shape);
+    if (r && !tgc_tensor_is_contiguous(r)) {
+        static const tgc_attrs none;
+        r = tgc_interp_run(TGC_OP_CONTIGUOUS, &r, 1, &none, nd->out.dtype, shape, nd->out.ndim);
+    }
+    return r;
+}

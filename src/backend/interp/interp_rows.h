@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 
 static inline void load_f64(const void *base, tgc_dtype dt, int64_t off, int64_t st, int64_t n,
                             double *dst)

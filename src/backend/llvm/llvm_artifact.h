@@ -20,7 +20,7 @@ typedef struct step {
     kir_kernel *k; /* LOOP / TEMPLATE */
     int32_t node;  /* OPAQUE: the node */
     char name[48];
-    tgc_llvm_slots slots;
+    kir_args slots;
     loop_fn fn;
     tgc_gemm_kernel gk;
     int64_t inner_work; /* for the parallel grain: elements per row if constant, else 0 */

@@ -23,7 +23,7 @@
 #include "backend/llvm/llvm_prepare.h"
 #include "backend/llvm/llvm_codegen.h"
 #include "backend/llvm/llvm_gemm.h"
-#include "kir/access.h"
+#include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/passes.h"
 #include "runtime/parallel.h"
@@ -36,7 +36,7 @@
 
 typedef struct ep_ctx {
     const kir_kernel *k;
-    const tgc_llvm_slots *slots;
+    const kir_args *slots;
     int failed;
 } ep_ctx;
 
@@ -70,7 +70,7 @@ static void art_free(llvm_art *a)
         return;
     for (int i = 0; i < a->n_steps; i++) {
         kir_kernel_free(a->steps[i].k);
-        tgc_llvm_slots_free(&a->steps[i].slots);
+        kir_args_free(&a->steps[i].slots);
     }
     free(a->steps);
     tgc_llvm_code_free(a->code);
@@ -155,7 +155,7 @@ static tgc_status emit_steps(llvm_art *a, const tgc_fusion *fu, const uint8_t *m
             st = tgc_llvm_emit_loop(&u, s->k, s->name, &s->slots);
         } else {
             s->kind = STEP_TEMPLATE;
-            st = tgc_llvm_epilogue_slots(s->k, &s->slots);
+            st = kir_args_collect(s->k, &s->slots);
             eps[gi].k = s->k;
             eps[gi].slots = &s->slots;
             tgc_gemm_epilogue ep = {ep_emit, &eps[gi]};
@@ -226,7 +226,7 @@ static tgc_status plan_memory(llvm_art *a, const uint8_t *mat)
     for (int32_t i = 0; i < g->n_nodes; i++) {
         a->last_use[i] = -1;
         a->def_step[i] = -1;
-        base[i] = kir_is_view_op(g->nodes[i].op) ? base[g->nodes[i].in[0]] : i;
+        base[i] = tgc_is_view_op(g->nodes[i].op) ? base[g->nodes[i].in[0]] : i;
     }
     for (int i = 0; i < g->n_outputs; i++)
         is_out[base[g->outputs[i]]] = 1;
@@ -291,7 +291,8 @@ static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg
     a->g = tgc_graph_clone(src);
     tgc_status st = a->g ? TGC_OK : TGC_ERR_OOM;
     if (st == TGC_OK)
-        st = tgc_passes_run_opts(a->g, cfg, name, TGC_DECOMPOSE_KEEP_ACTIVATIONS);
+        st = tgc_passes_run_opts(a->g, cfg, name, TGC_DECOMPOSE_KEEP_ACTIVATIONS,
+                                 tgc_interp_eval_contiguous);
     if (st == TGC_OK)
         st = tgc_llvm_prepare(a->g);
     tgc_fusion fu = {0};

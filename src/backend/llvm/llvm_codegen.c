@@ -13,6 +13,7 @@
 #include "backend/llvm/llvm_math.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
+#include "tensor/dtype.h"
 
 #define MAX_VL 64
 
@@ -21,7 +22,7 @@ typedef struct cg {
     LLVMBuilderRef b;
     LLVMValueRef fn;
     const kir_kernel *k;
-    const tgc_llvm_slots *slots;
+    const kir_args *slots;
     int vl;
     LLVMValueRef *buf_ptr;
     LLVMValueRef *slot_val;
@@ -35,17 +36,7 @@ typedef struct cg {
     int failed;
 } cg;
 
-/* ---- dtypes ---- */
-
-static int dt_float(tgc_dtype dt)
-{
-    return dt == TGC_F32 || dt == TGC_F16 || dt == TGC_BF16 || dt == TGC_F64;
-}
-
-static int dt_int(tgc_dtype dt)
-{
-    return dt == TGC_I32 || dt == TGC_I64;
-}
+/* ---- dtypes (facts from the dtype table, tensor/dtype.h) ---- */
 
 /* The scalar type values of dt are computed in. */
 static LLVMTypeRef compute_type(const tgc_llvm_unit *u, tgc_dtype dt)
@@ -86,15 +77,15 @@ static LLVMTypeRef like(LLVMValueRef v, LLVMTypeRef t)
 int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in)
 {
     for (int k = 0; k < n_in; k++)
-        if (!dt_float(in[k]) && !dt_int(in[k]) && in[k] != TGC_BOOL)
+        if (!tgc_dtype_is_float(in[k]) && !tgc_dtype_is_int(in[k]) && in[k] != TGC_BOOL)
             return 0;
-    if (dt_float(out))
+    if (tgc_dtype_is_float(out))
         return 1;
     tgc_op_kind kind = tgc_op_info_of(op)->kind;
     if (kind == TGC_KIND_COMPARE || op == TGC_OP_CAST || op == TGC_OP_CONTIGUOUS ||
         op == TGC_OP_WHERE)
-        return out == TGC_BOOL || dt_int(out);
-    if (!dt_int(out))
+        return out == TGC_BOOL || tgc_dtype_is_int(out);
+    if (!tgc_dtype_is_int(out))
         return 0;
     switch (op) {
     case TGC_OP_ADD:
@@ -109,72 +100,6 @@ int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, 
     }
 }
 
-/* ---- slots ---- */
-
-static int slot_find(const tgc_llvm_slots *s, tgc_sdim d)
-{
-    for (int i = 0; i < s->n; i++)
-        if (s->dims[i] == d)
-            return i;
-    return -1;
-}
-
-static int slot_add(tgc_llvm_slots *s, tgc_sdim d)
-{
-    if (TGC_SDIM_IS_CONST(d) || slot_find(s, d) >= 0)
-        return 1;
-    if (s->n == s->cap) {
-        int nc = s->cap ? s->cap * 2 : 16;
-        tgc_sdim *p = realloc(s->dims, (size_t)nc * sizeof *p);
-        if (!p)
-            return 0;
-        s->dims = p;
-        s->cap = nc;
-    }
-    s->dims[s->n++] = d;
-    return 1;
-}
-
-void tgc_llvm_slots_free(tgc_llvm_slots *s)
-{
-    free(s->dims);
-    memset(s, 0, sizeof *s);
-}
-
-static int collect_access(tgc_llvm_slots *s, const kir_kernel *k, const kir_access *a)
-{
-    int ok = slot_add(s, a->off);
-    for (int d = 0; d < kir_domain_dims(k); d++)
-        ok &= slot_add(s, a->stride[d]);
-    return ok;
-}
-
-static tgc_status collect_slots(const kir_kernel *k, tgc_llvm_slots *s)
-{
-    int ok = 1;
-    if (k->kind == KIR_LOOP)
-        for (int d = 0; d < k->n_outer + k->n_inner; d++)
-            ok &= slot_add(s, k->extent[d]);
-    for (int i = 0; i < k->n_loads; i++) {
-        ok &= collect_access(s, k, &k->loads[i].at);
-        for (int g = 0; g < k->loads[i].n_guards; g++) {
-            ok &= collect_access(s, k, &k->loads[i].guard[g]);
-            ok &= slot_add(s, k->loads[i].bound[g]);
-        }
-    }
-    for (int i = 0; i < k->n_stores; i++)
-        ok &= collect_access(s, k, &k->stores[i].at);
-    for (int i = 0; i < k->n_vals; i++)
-        if (k->vals[i].kind == KV_SIZE)
-            ok &= slot_add(s, k->vals[i].sdim);
-    return ok ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
-}
-
-tgc_status tgc_llvm_epilogue_slots(const kir_kernel *k, tgc_llvm_slots *slots)
-{
-    return collect_slots(k, slots);
-}
-
 static LLVMValueRef i64c(const cg *c, int64_t v)
 {
     return LLVMConstInt(c->u->t_i64, (unsigned long long)v, 1);
@@ -184,7 +109,7 @@ static LLVMValueRef dim_val(const cg *c, tgc_sdim d)
 {
     if (TGC_SDIM_IS_CONST(d))
         return i64c(c, d);
-    return c->slot_val[slot_find(c->slots, d)];
+    return c->slot_val[kir_args_slot(c->slots, d)];
 }
 
 /* Loads bufs[] and sizes[] at the current position (the entry block). */
@@ -218,7 +143,7 @@ static LLVMValueRef cst(cg *c, tgc_dtype dt, double v)
 {
     LLVMTypeRef t = compute_type(c->u, dt);
     LLVMValueRef s;
-    if (dt_float(dt))
+    if (tgc_dtype_is_float(dt))
         s = LLVMConstReal(t, v);
     else if (dt == TGC_BOOL)
         s = LLVMConstInt(t, v != 0, 0);
@@ -265,7 +190,7 @@ static LLVMValueRef convert(cg *c, LLVMValueRef v, tgc_dtype from, tgc_dtype to)
     LLVMTypeRef tt = like(v, compute_type(u, to));
     if (from == to)
         return v;
-    if (dt_float(from) && dt_float(to)) {
+    if (tgc_dtype_is_float(from) && tgc_dtype_is_float(to)) {
         LLVMValueRef r = compute_type(u, from) == compute_type(u, to)
                              ? v
                              : (to == TGC_F64 ? LLVMBuildFPExt(c->b, v, tt, "")
@@ -279,11 +204,11 @@ static LLVMValueRef convert(cg *c, LLVMValueRef v, tgc_dtype from, tgc_dtype to)
         return r;
     }
     if (to == TGC_BOOL) {
-        if (dt_float(from))
+        if (tgc_dtype_is_float(from))
             return LLVMBuildFCmp(c->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
         return LLVMBuildICmp(c->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
     }
-    if (dt_float(to)) {
+    if (tgc_dtype_is_float(to)) {
         LLVMValueRef r =
             from == TGC_BOOL ? LLVMBuildUIToFP(c->b, v, tt, "") : LLVMBuildSIToFP(c->b, v, tt, "");
         return (to == TGC_F16 || to == TGC_BF16) ? convert(c, r, TGC_F32, to) : r;
@@ -292,7 +217,7 @@ static LLVMValueRef convert(cg *c, LLVMValueRef v, tgc_dtype from, tgc_dtype to)
     LLVMValueRef r;
     if (from == TGC_BOOL) {
         r = LLVMBuildZExt(c->b, v, tt, "");
-    } else if (dt_float(from)) {
+    } else if (tgc_dtype_is_float(from)) {
         /* saturating, to the target's own bounds (NaN gives 0), as ops.h promises */
         LLVMTypeRef it = like(v, to == TGC_I32 ? u->t_i32 : u->t_i64);
         LLVMTypeRef tys[2] = {it, LLVMTypeOf(v)}, fty;
@@ -690,7 +615,7 @@ static LLVMValueRef emit_op(cg *c, const kir_val *v)
             ct = TGC_I64;
         for (int k = 0; k < 2; k++)
             a[k] = convert(c, emit_val(c, v->in[k]), val_dtype(c, v->in[k]), ct);
-        return compare_op(c, v->op, a[0], a[1], dt_float(ct));
+        return compare_op(c, v->op, a[0], a[1], tgc_dtype_is_float(ct));
     }
     if (v->op == TGC_OP_WHERE) {
         LLVMValueRef cond = convert(c, emit_val(c, v->in[0]), val_dtype(c, v->in[0]), TGC_BOOL);
@@ -702,7 +627,7 @@ static LLVMValueRef emit_op(cg *c, const kir_val *v)
         return convert(c, emit_val(c, v->in[0]), val_dtype(c, v->in[0]), v->dtype);
     for (int k = 0; k < v->n_in; k++)
         a[k] = convert(c, emit_val(c, v->in[k]), val_dtype(c, v->in[k]), v->dtype);
-    LLVMValueRef r = dt_float(v->dtype) ? float_op(c, v, a) : int_op(c, v, a);
+    LLVMValueRef r = tgc_dtype_is_float(v->dtype) ? float_op(c, v, a) : int_op(c, v, a);
     if (!r) {
         c->failed = 1;
         return cst(c, v->dtype, 0);
@@ -729,9 +654,9 @@ static LLVMValueRef emit_val(cg *c, int32_t id)
         } else {
             const kir_reduce *rd = &c->k->reduces[v->index];
             tgc_dtype at =
-                dt_float(c->k->vals[rd->val].dtype) && rd->comb == KR_SUM
+                tgc_dtype_is_float(c->k->vals[rd->val].dtype) && rd->comb == KR_SUM
                     ? TGC_F64
-                    : (dt_float(c->k->vals[rd->val].dtype) ? c->k->vals[rd->val].dtype : TGC_I64);
+                    : (tgc_dtype_is_float(c->k->vals[rd->val].dtype) ? c->k->vals[rd->val].dtype : TGC_I64);
             int saved = c->vec_var;
             c->vec_var = -1;
             LLVMValueRef s = convert(c, c->acc_val[v->index], at, v->dtype);
@@ -798,7 +723,7 @@ static void loop_end(cg *c, loop *l)
 static tgc_dtype acc_dtype(const kir_kernel *k, const kir_reduce *r)
 {
     tgc_dtype in = k->vals[r->val].dtype;
-    if (dt_float(in))
+    if (tgc_dtype_is_float(in))
         return r->comb == KR_SUM ? TGC_F64 : in;
     return TGC_I64;
 }
@@ -807,7 +732,7 @@ static LLVMValueRef acc_identity(cg *c, const kir_reduce *r, tgc_dtype at)
 {
     if (r->comb == KR_SUM)
         return cst(c, at, 0.0);
-    if (dt_float(at))
+    if (tgc_dtype_is_float(at))
         return cst(c, at, r->comb == KR_MAX ? -INFINITY : INFINITY);
     return cst(c, at, r->comb == KR_MAX ? (double)INT64_MIN : (double)INT64_MAX);
 }
@@ -816,8 +741,8 @@ static LLVMValueRef combine(cg *c, const kir_reduce *r, tgc_dtype at, LLVMValueR
                             LLVMValueRef x)
 {
     if (r->comb == KR_SUM)
-        return dt_float(at) ? LLVMBuildFAdd(c->b, acc, x, "") : LLVMBuildAdd(c->b, acc, x, "");
-    if (dt_float(at)) {
+        return tgc_dtype_is_float(at) ? LLVMBuildFAdd(c->b, acc, x, "") : LLVMBuildAdd(c->b, acc, x, "");
+    if (tgc_dtype_is_float(at)) {
         /* NaN wins, as in interp */
         LLVMValueRef take = LLVMBuildOr(
             c->b, LLVMBuildFCmp(c->b, r->comb == KR_MAX ? LLVMRealOGT : LLVMRealOLT, x, acc, ""),
@@ -907,7 +832,7 @@ static int kernel_vl(const tgc_llvm_unit *u, const kir_kernel *k)
 {
     int wide = 0;
     for (int i = 0; i < k->n_vals; i++)
-        if (k->vals[i].dtype == TGC_F64 || dt_int(k->vals[i].dtype))
+        if (k->vals[i].dtype == TGC_F64 || tgc_dtype_is_int(k->vals[i].dtype))
             wide = 1;
     for (int i = 0; i < k->n_reduces; i++)
         if (k->reduces[i].comb == KR_SUM)
@@ -921,9 +846,9 @@ static int kernel_vl(const tgc_llvm_unit *u, const kir_kernel *k)
 }
 
 tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char *name,
-                              tgc_llvm_slots *slots)
+                              kir_args *slots)
 {
-    tgc_status st = collect_slots(k, slots);
+    tgc_status st = kir_args_collect(k, slots);
     if (st != TGC_OK)
         return st;
     cg c = {0};
@@ -995,7 +920,7 @@ tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char 
 }
 
 LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
-                                    const tgc_llvm_slots *slots, LLVMValueRef acc,
+                                    const kir_args *slots, LLVMValueRef acc,
                                     const tgc_gemm_ep_pos *pos)
 {
     if (k->result < 0 || (k->n_vals == 1 && k->vals[0].kind == KV_ACC))

@@ -14,30 +14,20 @@
 #define TGC_BACKEND_LLVM_CODEGEN_H
 
 #include "backend/llvm/llvm_jit.h"
-#include "kir/kir.h"
-
-/* The symbolic dims a kernel reads at run time, in slot order. */
-typedef struct tgc_llvm_slots {
-    tgc_sdim *dims;
-    int n, cap;
-} tgc_llvm_slots;
+#include "kir/abi.h"
 
 /* 1 when the LOOP codegen handles every value of node-level dtype/op combination. */
 int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in);
 
-/* Emits LOOP kernel k as function `name` (already unit-unique). Fills slots. */
+/* Emits LOOP kernel k as function `name` (already unit-unique). Fills slots (kir/abi.h). */
 tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char *name,
-                              tgc_llvm_slots *slots);
+                              kir_args *slots);
 
-/* Collects the slots of a template kernel's epilogue (call before emitting the template). */
-tgc_status tgc_llvm_epilogue_slots(const kir_kernel *k, tgc_llvm_slots *slots);
 /* The epilogue of template kernel k applied to accumulator vector acc (see llvm_gemm.h for
- * the position); slots as filled by tgc_llvm_epilogue_slots. */
+ * the position); slots as filled by kir_args_collect. */
 struct tgc_gemm_ep_pos;
 LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
-                                    const tgc_llvm_slots *slots, LLVMValueRef acc,
+                                    const kir_args *slots, LLVMValueRef acc,
                                     const struct tgc_gemm_ep_pos *pos);
-
-void tgc_llvm_slots_free(tgc_llvm_slots *s);
 
 #endif

@@ -2,7 +2,7 @@
 #ifndef TGC_BACKEND_LLVM_EAGER_H
 #define TGC_BACKEND_LLVM_EAGER_H
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 #include "ir/op.h"
 
 /* Runs op eagerly on native kernels. *handled = 0 when the op should run on interp instead

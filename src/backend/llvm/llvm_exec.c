@@ -11,8 +11,8 @@
 
 #include "backend/interp/interp.h"
 #include "backend/llvm/llvm_artifact.h"
-#include "frontend/tensor_impl.h"
-#include "kir/access.h"
+#include "tensor/tensor_impl.h"
+#include "ir/view_access.h"
 #include "passes/passes.h"
 #include "runtime/parallel.h"
 #include "support/error.h"
@@ -59,7 +59,7 @@ static tgc_tensor *value_tensor(run_ctx *r, int32_t v)
     if (r->vals[v])
         return r->vals[v];
     const tgc_node *nd = &r->a->g->nodes[v];
-    if (!kir_is_view_op(nd->op))
+    if (!tgc_is_view_op(nd->op))
         return NULL;
     tgc_tensor *src = value_tensor(r, nd->in[0]);
     if (!src)

@@ -5,18 +5,19 @@
 
 #include "backend/llvm/llvm_codegen.h"
 #include "backend/llvm/llvm_prepare.h"
-#include "frontend/tensor_impl.h"
-#include "kir/access.h"
+#include "tensor/tensor_impl.h"
+#include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/passes.h"
 #include "support/error.h"
+#include "tensor/dtype.h"
 
 /* ---- classification for fusion ---- */
 
 static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
-    if (nd->op == TGC_OP_INPUT || kir_is_view_op(nd->op))
+    if (nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op))
         return TGC_FUSE_FREE;
     if (nd->flags & TGC_NODE_MUTATES)
         return TGC_FUSE_OPAQUE;
@@ -39,8 +40,7 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
     case TGC_KIND_REDUCE:
         if (nd->op == TGC_OP_SUM || nd->op == TGC_OP_MEAN || nd->op == TGC_OP_MAX) {
             tgc_dtype x = in[0];
-            int fl = x == TGC_F32 || x == TGC_F64 || x == TGC_F16 || x == TGC_BF16;
-            return fl && nd->out.dtype == x ? TGC_FUSE_REDUCE : TGC_FUSE_OPAQUE;
+            return tgc_dtype_is_float(x) && nd->out.dtype == x ? TGC_FUSE_REDUCE : TGC_FUSE_OPAQUE;
         }
         return TGC_FUSE_OPAQUE;
     case TGC_KIND_POOL:
@@ -102,9 +102,9 @@ static tgc_status rewrite_nodes(tgc_graph *g, node_pred wants, node_emit emit, i
 /* A view that fails on its own: its input's view is affine, its own is not. */
 static int view_not_affine(const tgc_graph *g, int32_t i)
 {
-    kir_view v;
+    tgc_view v;
     const tgc_node *nd = &g->nodes[i];
-    return kir_is_view_op(nd->op) && !kir_view_of(g, i, &v) && kir_view_of(g, nd->in[0], &v);
+    return tgc_is_view_op(nd->op) && !tgc_view_of(g, i, &v) && tgc_view_of(g, nd->in[0], &v);
 }
 
 /* The same view over a contiguous copy of its input. */
@@ -125,7 +125,7 @@ static tgc_status materialize_views(tgc_graph *g)
 {
     int n_views = 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
-        n_views += kir_is_view_op(g->nodes[i].op);
+        n_views += tgc_is_view_op(g->nodes[i].op);
     for (int round = 0; round < n_views; round++) {
         int n = 0;
         tgc_status st = rewrite_nodes(g, view_not_affine, emit_view_of_copy, &n);
@@ -135,8 +135,8 @@ static tgc_status materialize_views(tgc_graph *g)
             break;
     }
     for (int32_t i = 0; i < g->n_nodes; i++) {
-        kir_view v;
-        if (kir_is_view_op(g->nodes[i].op) && !kir_view_of(g, i, &v))
+        tgc_view v;
+        if (tgc_is_view_op(g->nodes[i].op) && !tgc_view_of(g, i, &v))
             return tgc_set_error(TGC_ERR_INTERNAL,
                                  "tgc llvm: view %%%d (%s) is still not affine after copies", i,
                                  tgc_op_name(g->nodes[i].op));
@@ -286,7 +286,7 @@ static int operands_unstridable(const tgc_graph *g, int32_t i)
         kir_template_ok(g, i))
         return 0;
     for (int k = 0; k < 2 && k < nd->n_in; k++)
-        if (kir_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
+        if (tgc_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
             return 1;
     return 0;
 }
@@ -299,7 +299,7 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
     tgc_attrs none = {0};
     for (int k = 0; k < nd->n_in; k++) {
         in[k] = tgc_rw_new(rw, nd->in[k]);
-        if (k < 2 && kir_is_view_op(g->nodes[nd->in[k]].op))
+        if (k < 2 && tgc_is_view_op(g->nodes[nd->in[k]].op))
             in[k] = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
     }
     return tgc_rw_emit(rw, nd->op, in, nd->n_in, &nd->attrs);

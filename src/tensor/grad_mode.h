@@ -4,8 +4,8 @@
  * no-grad levels of its own, but a tgc_no_grad_pop below the depth the frame entered with
  * is refused (TGC_ERR_INVALID_ARG): grad mode is part of a variant's guards, and the caller's
  * level is not the function's to change. */
-#ifndef TGC_FRONTEND_GRAD_MODE_H
-#define TGC_FRONTEND_GRAD_MODE_H
+#ifndef TGC_TENSOR_GRAD_MODE_H
+#define TGC_TENSOR_GRAD_MODE_H
 
 /* Makes the current depth the floor; returns the previous floor, for tgc_grad_frame_leave. */
 int tgc_grad_frame_enter(void);

@@ -3,13 +3,12 @@
  * A concrete tensor views a refcounted storage (offset and strides in elements). A traced
  * tensor (t->trace != NULL) has no storage: it names value `value` of the trace's graph
  * and its shape is symbolic (sshape); shape[] holds the trace-time hints. */
-#ifndef TGC_FRONTEND_TENSOR_IMPL_H
-#define TGC_FRONTEND_TENSOR_IMPL_H
+#ifndef TGC_TENSOR_TENSOR_IMPL_H
+#define TGC_TENSOR_TENSOR_IMPL_H
 
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "ir/sym.h"
 #include "runtime/storage.h"
 #include "tgc/tensor.h"
 
@@ -39,7 +38,7 @@ struct tgc_tensor {
     /* tracing */
     struct tgc_trace *trace;
     int32_t value;
-    tgc_sdim sshape[TGC_MAX_DIMS];
+    int64_t sshape[TGC_MAX_DIMS]; /* tgc_sdim handles (ir/sym.h) of the trace's symtab */
 
     /* ownership: a scope's doubly linked list, or a module */
     struct tgc_scope *scope;
@@ -47,7 +46,19 @@ struct tgc_tensor {
     struct tgc_module *module;
 };
 
+/* ---- the thread's active trace (set by the tracer; tensors created while one is active are
+ * graph constants, TGC_T_TRACE_CONST) ---- */
+struct tgc_trace *tgc_trace_current(void);
+void tgc_trace_set_current(struct tgc_trace *tr);
+
 /* ---- creation (internal) ---- */
+/* 1 when shape (ndim dims) is a valid tensor shape; else 0 with the error set, naming fn. */
+int tgc_shape_check(const char *fn, const int64_t *shape, int ndim);
+/* 1 when dt is a dtype and tensors can live on dev; else 0 with the error set. */
+int tgc_dtype_device_check(const char *fn, tgc_dtype dt, tgc_device dev);
+/* tgc_tensor_new with fn naming the public op in errors (shape, dtype, device, OOM). */
+tgc_tensor *tgc_tensor_new_checked(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,
+                                   tgc_device dev);
 /* A contiguous tensor with fresh storage, in the innermost scope. */
 tgc_tensor *tgc_tensor_new(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
 /* A view of base's storage with the given geometry, in the innermost scope. */

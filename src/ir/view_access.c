@@ -1,14 +1,14 @@
-/* View chains as affine accesses (see access.h). */
-#include "kir/access.h"
+/* View chains as affine accesses (see view_access.h). */
+#include "ir/view_access.h"
 
 #define SLICE_TO_END ((int64_t)1 << 62)
 
-int kir_is_view_op(tgc_op op)
+int tgc_is_view_op(tgc_op op)
 {
     return tgc_op_info_of(op)->kind == TGC_KIND_VIEW && op != TGC_OP_CONTIGUOUS;
 }
 
-void kir_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides)
+void tgc_sym_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides)
 {
     tgc_sdim s = 1;
     for (int d = v->ndim - 1; d >= 0; d--) {
@@ -17,14 +17,14 @@ void kir_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides
     }
 }
 
-int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a, int b,
+int tgc_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a, int b,
                        tgc_sdim *merged)
 {
     int inner = -1;
     for (int d = b; d >= a; d--) {
-        if (kir_is_const(sizes[d], 1))
+        if (tgc_sdim_is(sizes[d], 1))
             continue;
-        if (inner >= 0 && !kir_same(strides[d], tgc_sym_mul(t, strides[inner], sizes[inner])))
+        if (inner >= 0 && !tgc_sdim_same(strides[d], tgc_sym_mul(t, strides[inner], sizes[inner])))
             return 0;
         inner = d;
     }
@@ -32,7 +32,7 @@ int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *str
     if (merged) {
         int last = -1;
         for (int d = b; d >= a && last < 0; d--)
-            if (!kir_is_const(sizes[d], 1))
+            if (!tgc_sdim_is(sizes[d], 1))
                 last = d;
         *merged = last >= 0 ? strides[last] : 0;
     }
@@ -55,7 +55,7 @@ static tgc_sdim slice_start(tgc_symtab *t, tgc_sdim len, int64_t v)
 static int has_zero_dim(const tgc_vinfo *v)
 {
     for (int d = 0; d < v->ndim; d++)
-        if (kir_is_const(v->shape[d], 0))
+        if (tgc_sdim_is(v->shape[d], 0))
             return 1;
     return 0;
 }
@@ -68,17 +68,17 @@ static int reshape_view(tgc_symtab *t, const tgc_vinfo *in, const tgc_sdim *is,
     /* no elements: no access is ever made, so any strides describe the view (pairing by
      * products would stop at the first 0 with dims of both sides left over) */
     if (has_zero_dim(in) || has_zero_dim(out)) {
-        kir_contiguous_strides(t, out, os);
+        tgc_sym_contiguous_strides(t, out, os);
         return 1;
     }
     int i = 0, o = 0;
     while (i < in->ndim || o < out->ndim) {
         /* size-1 dims pair with nothing */
-        if (i < in->ndim && kir_is_const(in->shape[i], 1)) {
+        if (i < in->ndim && tgc_sdim_is(in->shape[i], 1)) {
             i++;
             continue;
         }
-        if (o < out->ndim && kir_is_const(out->shape[o], 1)) {
+        if (o < out->ndim && tgc_sdim_is(out->shape[o], 1)) {
             os[o++] = 0;
             continue;
         }
@@ -86,7 +86,7 @@ static int reshape_view(tgc_symtab *t, const tgc_vinfo *in, const tgc_sdim *is,
             return 0;
         int i0 = i, o0 = o;
         tgc_sdim pi = in->shape[i++], po = out->shape[o++];
-        while (!kir_same(pi, po)) {
+        while (!tgc_sdim_same(pi, po)) {
             int64_t hi = tgc_sym_hint(t, pi), ho = tgc_sym_hint(t, po);
             if (hi < ho && i < in->ndim) {
                 pi = tgc_sym_mul(t, pi, in->shape[i++]);
@@ -101,7 +101,7 @@ static int reshape_view(tgc_symtab *t, const tgc_vinfo *in, const tgc_sdim *is,
             }
         }
         tgc_sdim inner;
-        if (!kir_dims_mergeable(t, in->shape, is, i0, i - 1, &inner))
+        if (!tgc_dims_mergeable(t, in->shape, is, i0, i - 1, &inner))
             return 0;
         tgc_sdim s = inner;
         for (int d = o - 1; d >= o0; d--) {
@@ -112,18 +112,18 @@ static int reshape_view(tgc_symtab *t, const tgc_vinfo *in, const tgc_sdim *is,
     return 1;
 }
 
-int kir_view_of(const tgc_graph *g, int32_t v, kir_view *out)
+int tgc_view_of(const tgc_graph *g, int32_t v, tgc_view *out)
 {
     tgc_symtab *t = g->syms;
     const tgc_node *nd = &g->nodes[v];
-    if (!kir_is_view_op(nd->op)) {
+    if (!tgc_is_view_op(nd->op)) {
         out->base = v;
         out->off = 0;
-        kir_contiguous_strides(t, &nd->out, out->stride);
+        tgc_sym_contiguous_strides(t, &nd->out, out->stride);
         return 1;
     }
-    kir_view src;
-    if (!kir_view_of(g, nd->in[0], &src))
+    tgc_view src;
+    if (!tgc_view_of(g, nd->in[0], &src))
         return 0;
     const tgc_vinfo *in = &g->nodes[nd->in[0]].out, *o = &nd->out;
     const tgc_attrs *a = &nd->attrs;
@@ -139,7 +139,7 @@ int kir_view_of(const tgc_graph *g, int32_t v, kir_view *out)
         for (int d = 0; d < o->ndim; d++) {
             int di = d - lead;
             out->stride[d] =
-                di < 0 || (kir_is_const(in->shape[di], 1) && !kir_is_const(o->shape[d], 1))
+                di < 0 || (tgc_sdim_is(in->shape[di], 1) && !tgc_sdim_is(o->shape[d], 1))
                     ? 0
                     : src.stride[di];
         }

@@ -2,34 +2,34 @@
  * unsqueeze, slice, flatten) over a materialized value becomes one affine access —
  * element (off + sum_d stride[d] * i[d]) of the base value's contiguous buffer — so no
  * view is ever copied. Strides and offsets are symbolic dims of the graph's symtab. */
-#ifndef TGC_KIR_ACCESS_H
-#define TGC_KIR_ACCESS_H
+#ifndef TGC_IR_VIEW_ACCESS_H
+#define TGC_IR_VIEW_ACCESS_H
 
 #include "ir/graph.h"
 
-typedef struct kir_view {
+typedef struct tgc_view {
     int32_t base; /* the non-view value whose buffer is read */
     tgc_sdim off;
     tgc_sdim stride[TGC_MAX_DIMS]; /* per dim of the viewed value */
-} kir_view;
+} tgc_view;
 
 /* 1 when op is a view kind that lowering folds into indexing (CONTIGUOUS is not). */
-int kir_is_view_op(tgc_op op);
+int tgc_is_view_op(tgc_op op);
 /* The affine view of value v (v itself when it is not a view). 0 when a reshape in the
  * chain merges dims whose strides do not allow it (the caller materializes). */
-int kir_view_of(const tgc_graph *g, int32_t v, kir_view *out);
+int tgc_view_of(const tgc_graph *g, int32_t v, tgc_view *out);
 /* Row-major strides of a shape. */
-void kir_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides);
+void tgc_sym_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *strides);
 /* 1 when dims [a, b] of (sizes, strides) can be walked as one dim: stride[d] ==
  * stride[d+1] * size[d+1]; size-1 dims are ignored. *merged gets the inner stride. */
-int kir_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a, int b,
+int tgc_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a, int b,
                        tgc_sdim *merged);
 /* 1 when a and b are the same dim (constants compare by value). */
-static inline int kir_same(tgc_sdim a, tgc_sdim b)
+static inline int tgc_sdim_same(tgc_sdim a, tgc_sdim b)
 {
     return a == b;
 }
-static inline int kir_is_const(tgc_sdim d, int64_t c)
+static inline int tgc_sdim_is(tgc_sdim d, int64_t c)
 {
     return TGC_SDIM_IS_CONST(d) && d == c;
 }

@@ -2,10 +2,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "frontend/grad_mode.h"
-#include "frontend/scope.h"
-#include "frontend/tensor_impl.h"
-#include "frontend/trace.h"
+#include "tensor/grad_mode.h"
+#include "tensor/scope.h"
+#include "tensor/tensor_impl.h"
 #include "support/error.h"
 
 struct tgc_scope {

@@ -1,8 +1,6 @@
-/* Grad mode (per thread) and the requires_grad flag. */
-#include "frontend/grad_mode.h"
-#include "frontend/module_impl.h"
-#include "frontend/tensor_impl.h"
-#include "ir/shape_infer.h"
+/* Grad mode: the per-thread no-grad depth and the floor a model function's frame sets
+ * (tensor/grad_mode.h). */
+#include "tensor/grad_mode.h"
 #include "support/error.h"
 #include "tgc/autograd.h"
 
@@ -48,25 +46,3 @@ int tgc_grad_enabled(void)
     return no_grad_depth == 0;
 }
 
-tgc_status tgc_requires_grad(tgc_tensor *t, int on)
-{
-    if (!t)
-        return tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_requires_grad: tensor is NULL");
-    if (on && !tgc_dtype_is_float(t->dtype))
-        return tgc_set_error(TGC_ERR_DTYPE,
-                             "tgc_requires_grad: tensor is %s; only f32, f16, bf16 and f64 "
-                             "tensors can require gradients (cast it first with tgc_cast)",
-                             tgc_dtype_name(t->dtype));
-    if (on)
-        t->flags |= TGC_T_REQUIRES_GRAD;
-    else
-        t->flags &= ~(uint32_t)TGC_T_REQUIRES_GRAD;
-    if (t->module)
-        tgc_module_invalidate(t->module);
-    return TGC_OK;
-}
-
-int tgc_requires_grad_of(const tgc_tensor *t)
-{
-    return t && (t->flags & TGC_T_REQUIRES_GRAD) ? 1 : 0;
-}

@@ -6,10 +6,10 @@
  * and so is tgc_scope_keep of a tensor owned by the frame: the library decides what
  * outlives the function (its outputs, handed off with tgc_scope_frame_handoff). The frame
  * guards the thread's grad mode the same way (frontend/grad_mode.h). */
-#ifndef TGC_FRONTEND_SCOPE_H
-#define TGC_FRONTEND_SCOPE_H
+#ifndef TGC_TENSOR_SCOPE_H
+#define TGC_TENSOR_SCOPE_H
 
-#include "frontend/tensor_impl.h"
+#include "tensor/tensor_impl.h"
 
 typedef struct tgc_scope tgc_scope;
 

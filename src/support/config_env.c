@@ -1,0 +1,122 @@
+/* tgc_config_default: defaults, then the TGC_* environment (the only place it is read).
+ * Lowest layer, so that every layer can start from the defaults without calling up. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tgc/config.h"
+#include "support/error.h"
+#include "support/log.h"
+
+/* An unparsable TGC_* value is ignored with one warning per variable and value: the
+ * defaults are called often (every tgc_config_default), the warning must not repeat. */
+static pthread_mutex_t warn_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void warn_bad_env(const char *name, const char *value, const char *accepted,
+                         const char *fallback)
+{
+    static struct {
+        const char *name;
+        char value[64];
+    } warned[32];
+    static int n_warned;
+    int seen = 0;
+    pthread_mutex_lock(&warn_lock);
+    for (int i = 0; i < n_warned && !seen; i++)
+        seen = strcmp(warned[i].name, name) == 0 &&
+               strncmp(warned[i].value, value, sizeof warned[i].value - 1) == 0;
+    if (!seen && n_warned < (int)(sizeof warned / sizeof warned[0])) {
+        warned[n_warned].name = name;
+        snprintf(warned[n_warned].value, sizeof warned[n_warned].value, "%s", value);
+        n_warned++;
+    }
+    pthread_mutex_unlock(&warn_lock);
+    if (seen)
+        return;
+    tgc_config quiet = {0}; /* no callback yet: warnings go to stderr */
+    tgc_log_msg(&quiet, 0, "tgc: ignoring %s='%s': expected %s; using %s", name, value, accepted,
+                fallback);
+}
+
+static int env_int(const char *name, int lo, int fallback, const char *accepted)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return fallback;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || errno || v < lo || v > 1000000) {
+        char fb[32];
+        snprintf(fb, sizeof fb, "%d", fallback);
+        warn_bad_env(name, s, accepted, fb);
+        return fallback;
+    }
+    return (int)v;
+}
+
+static int env_choice(const char *name, const char *const *names, int n, int fallback)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return fallback;
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return i;
+    char accepted[160] = "one of ";
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(accepted);
+        snprintf(accepted + l, sizeof accepted - l, "%s%s", i ? ", " : "", names[i]);
+    }
+    warn_bad_env(name, s, accepted, names[fallback]);
+    return fallback;
+}
+
+/* TGC_LOG: a list of channel names; an unknown name is reported, the known ones apply. */
+static unsigned env_log(void)
+{
+    const char *s = getenv("TGC_LOG");
+    if (!s || !*s)
+        return 0;
+    unsigned bits = tgc_log_parse(s);
+    for (const char *p = s + strspn(s, ",+ "); *p; p += strspn(p, ",+ ")) {
+        size_t n = strcspn(p, ",+ ");
+        char word[64];
+        snprintf(word, sizeof word, "%.*s", (int)n, p);
+        if (n >= sizeof word || !tgc_log_parse(word)) {
+            warn_bad_env("TGC_LOG", s,
+                         "a comma-separated list of recompiles, guards, graph, dynamic, perf, "
+                         "kernels, all",
+                         "the known names only");
+            break;
+        }
+        p += n;
+    }
+    return bits;
+}
+
+tgc_config tgc_config_default(void)
+{
+    static const char *const backends[] = {"auto", "llvm", "cuda", "eager", "interp"};
+    static const char *const dynamics[] = {"auto", "always", "never"};
+    tgc_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    c.backend = (tgc_backend_kind)env_choice("TGC_BACKEND", backends, 5, TGC_BACKEND_AUTO);
+    c.mode = TGC_MODE_DEFAULT;
+    c.cache_size_limit = env_int("TGC_CACHE_SIZE_LIMIT", 1, 8,
+                                 "an integer from 1 to 1000000 (variants per function)");
+    c.accumulated_cache_size_limit = env_int("TGC_ACCUMULATED_CACHE_SIZE_LIMIT", 1, 256,
+                                             "an integer from 1 to 1000000 (variants per process)");
+    c.on_cache_limit = TGC_ON_LIMIT_FALLBACK_EAGER;
+    c.dynamic = (tgc_dynamic)env_choice("TGC_DYNAMIC", dynamics, 3, TGC_DYNAMIC_AUTO);
+    c.cache_dir = getenv("TGC_CACHE_DIR");
+    c.dump_dir = getenv("TGC_DUMP_DIR");
+    c.num_threads =
+        env_int("TGC_NUM_THREADS", 0, 0, "an integer from 0 to 1000000 (0: one thread per core)");
+    c.log = env_log();
+    return c;
+}
