@@ -275,7 +275,8 @@ static tgc_status write_back(tgc_tensor *const *orig, tgc_tensor *const *vals, i
     tgc_status st = TGC_OK;
     for (int32_t i = 0; i < n && st == TGC_OK; i++)
         if (written && written[i] && orig[i] && vals[i] && orig[i] != vals[i])
-            st = tgc_copy_(orig[i], vals[i]);
+            if ((st = tgc_interp_copy(orig[i], vals[i])) == TGC_OK)
+                tgc_storage_bump(orig[i]->storage);
     return st;
 }
 
@@ -311,7 +312,9 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
         if (!t)
             st = tgc_set_error(TGC_ERR_INTERNAL, "tgc llvm: input %%%d is not bound", i);
         else if (!tgc_tensor_is_contiguous(t))
-            t = tgc_contiguous(t); /* kernels index inputs as row-major (see written_inputs) */
+            /* kernels index inputs as row-major (see written_inputs) */
+            t = tgc_interp_run(TGC_OP_CONTIGUOUS, &t, 1, &(tgc_attrs){0}, t->dtype, t->shape,
+                               t->ndim);
         r.vals[i] = t;
         if (st == TGC_OK && !t)
             st = tgc_keep_error(TGC_ERR_OOM, "tgc llvm: out of memory");
