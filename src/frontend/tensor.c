@@ -14,6 +14,7 @@
 #include "runtime/philox.h"
 #include "support/checked.h"
 #include "support/error.h"
+#include "tensor/copy.h"
 #include "tgc/ops.h"
 
 /* ---- creation API ---- */
@@ -273,7 +274,7 @@ tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
     if (want) {
         int64_t strides[TGC_MAX_DIMS];
         tgc_contiguous_strides(t->shape, t->ndim, strides);
-        tgc_interp_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype, t->offset,
+        tgc_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype, t->offset,
                                 t->strides, t->shape, t->ndim);
     }
     return TGC_OK;
@@ -328,7 +329,7 @@ tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src)
             tgc_format_dims(dst->shape, dst->ndim, a, sizeof a),
             tgc_format_dims(dst->strides, dst->ndim, b, sizeof b));
     }
-    tgc_status st = tgc_interp_copy(dst, src);
+    tgc_status st = tgc_tensor_copy(dst, src);
     if (st != TGC_OK)
         return st;
     tgc_storage_bump(dst->storage);

@@ -61,5 +61,6 @@ tgc_status kir_args_collect(const kir_kernel *k, kir_args *a)
     for (int i = 0; i < k->n_vals; i++)
         if (k->vals[i].kind == KV_SIZE)
             ok &= slot_add(a, k->vals[i].sdim);
-    return ok ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory collecting a kernel's sizes");
+    return ok ? TGC_OK
+              : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory collecting a kernel's sizes");
 }

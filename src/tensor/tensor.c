@@ -289,7 +289,7 @@ int tgc_dtype_device_check(const char *fn, tgc_dtype dt, tgc_device dev)
 }
 
 tgc_tensor *tgc_tensor_new_checked(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,
-                              tgc_device dev)
+                                   tgc_device dev)
 {
     if (!tgc_shape_check(fn, shape, ndim) || !tgc_dtype_device_check(fn, dt, dev))
         return NULL;
@@ -345,4 +345,3 @@ tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape, const 
     tgc_scope_adopt(t);
     return t;
 }
-

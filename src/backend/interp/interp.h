@@ -45,16 +45,6 @@ tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in,
 int tgc_interp_view_geometry(tgc_op op, const tgc_tensor *in, const tgc_attrs *a,
                              const int64_t *out_shape, int out_ndim, int64_t *strides,
                              int64_t *offset);
-/* Strided element copy with dtype conversion (k_movement.c): dst/src point at element 0 of
- * their buffers; offsets and strides are in elements. Contiguous runs become memcpy. */
-void tgc_interp_copy_strided(void *dst, tgc_dtype ddt, int64_t doff, const int64_t *dstrides,
-                             const void *src, tgc_dtype sdt, int64_t soff, const int64_t *sstrides,
-                             const int64_t *shape, int ndim);
-/* Copies src's elements into dst in row-major order: same shape (any strides on both), or
- * same numel with different shapes. Overlapping storage is handled through a temporary.
- * Does not bump dst's version (the caller does). */
-tgc_status tgc_interp_copy(tgc_tensor *dst, const tgc_tensor *src);
-
 /* MATMUL, LINEAR, CONV2D */
 tgc_status tgc_interp_linalg(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                              tgc_tensor *out);

@@ -16,6 +16,7 @@
 #include "passes/passes.h"
 #include "runtime/parallel.h"
 #include "support/error.h"
+#include "tensor/copy.h"
 #include "tgc/ops.h"
 
 /* ---- run ---- */
@@ -275,7 +276,7 @@ static tgc_status write_back(tgc_tensor *const *orig, tgc_tensor *const *vals, i
     tgc_status st = TGC_OK;
     for (int32_t i = 0; i < n && st == TGC_OK; i++)
         if (written && written[i] && orig[i] && vals[i] && orig[i] != vals[i])
-            if ((st = tgc_interp_copy(orig[i], vals[i])) == TGC_OK)
+            if ((st = tgc_tensor_copy(orig[i], vals[i])) == TGC_OK)
                 tgc_storage_bump(orig[i]->storage);
     return st;
 }
