@@ -1,12 +1,22 @@
-/* The backend interface: one small vtable per backend (interp now; LLVM and CUDA next).
+/* The backend interface: one vtable per backend, and the four graph-level entry points
+ * jit/ and the eager engine call (tgc_backend_compile / _run / _kernel_count / _release).
  *
- * compile turns a verified graph into an artifact (for interp: the graph plus an execution
- * plan); run executes an artifact on concrete inputs; release frees it. supports_op lets a
- * graph fall back per op. Every backend consumes the same exec arguments. */
+ * Two kinds of backend implement it:
+ *  - a graph runner (interp) runs whole graphs itself: it sets `graph` and nothing else
+ *    but name and device;
+ *  - a compiled backend (LLVM; CUDA next) leaves `graph` NULL and supplies only what is its
+ *    own: fusion classification, compile of the kernels of a variant, launch, template runs,
+ *    code release and, for devices, synchronization. The shared compile driver (driver.c:
+ *    passes, prepare, fusion, lowering, memory plan) and executor (exec.c: arena, binding,
+ *    views, opaque steps on interp, outputs) do the rest, for every compiled backend.
+ *
+ * Which members are optional is said at each; a compiled backend must set every member
+ * not marked optional. The kernels a compiled backend receives are described in plan.h. */
 #ifndef TGC_BACKEND_BACKEND_H
 #define TGC_BACKEND_BACKEND_H
 
 #include "ir/graph.h"
+#include "passes/fuse.h"
 #include "tgc/config.h"
 
 typedef struct tgc_exec_args {
@@ -19,26 +29,74 @@ typedef struct tgc_exec_args {
     const int64_t *symvals; /* value of each symbol for this call */
 } tgc_exec_args;
 
-typedef struct tgc_backend {
-    const char *name;
-    int (*supports_op)(tgc_op op);
-    /* The graph outlives the artifact; name is the function's, for logs and dumps. */
+struct tgc_plan_kernel;
+struct tgc_launch_env;
+
+/* A graph runner's whole-graph entry points (see tgc_backend_compile and friends for the
+ * contracts they share). */
+typedef struct tgc_graph_ops {
     tgc_status (*compile)(const tgc_graph *g, const tgc_config *cfg, const char *name,
                           void **artifact);
-    /* Writes g->n_outputs new tensors into outs, owned by the caller's innermost scope. */
     tgc_status (*run)(void *artifact, const tgc_graph *g, const tgc_exec_args *x,
                       tgc_tensor **outs);
-    /* Kernel launches per run, for tgc_stats. */
     int (*kernel_count)(const void *artifact);
     void (*release)(void *artifact);
+} tgc_graph_ops;
+
+typedef struct tgc_backend {
+    const char *name;           /* in logs and errors */
+    tgc_device_type device;     /* where its buffers live; the eager registry's key */
+    const tgc_graph_ops *graph; /* graph runners only; NULL: the shared driver compiles */
+
+    /* ---- compiled backends (graph == NULL) ---- */
+    /* TGC_DECOMPOSE_KEEP_* (passes.h): composite ops its kernels compute themselves. */
+    unsigned decompose_keep;
+    /* Optional: backend-specific rewrites of the optimized graph before fusion (g is the
+     * driver's clone). Errors fail the compile. */
+    tgc_status (*prepare)(tgc_graph *g);
+    /* How fusion classifies nodes for it (passes/fuse.h): an OPAQUE node runs on interp. */
+    const tgc_fuse_hooks *fuse;
+    /* Compiles all n kernels of one variant at once (one unit, one optimizer run), in plan
+     * order, and returns the code owning them in *code (released with release_code, also
+     * when a later step of the compile fails). Sets ks[i].handle, the backend's data for
+     * launch / run_template of kernel i; may read everything else of ks[i] (the kernel IR,
+     * its size slots, its name) and must not keep pointers into ks past the call other than
+     * handles into its own code. cfg is the function's (dump_dir: write its own code text as
+     * "<name>.<suffix>"). Errors: TGC_ERR_COMPILE (with the reason), TGC_ERR_OOM. */
+    tgc_status (*compile)(const tgc_config *cfg, const char *name, struct tgc_plan_kernel *ks,
+                          int n, void **code);
+    /* Runs LOOP kernel k over its whole domain: bufs[i] is element 0 of kernel buffer i on
+     * the backend's device, sizes[j] the value of size slot j (kir/abi.h). Called from any
+     * thread, concurrently with other calls of the same code. */
+    tgc_status (*launch)(const struct tgc_plan_kernel *k, void *const *bufs, const int64_t *sizes,
+                         const struct tgc_launch_env *env);
+    /* Optional (NULL when its fuse hooks never classify TGC_FUSE_TEMPLATE): runs a GEMM /
+     * CONV template kernel with its epilogue; same arguments and rules as launch. */
+    tgc_status (*run_template)(const struct tgc_plan_kernel *k, void *const *bufs,
+                               const int64_t *sizes, const struct tgc_launch_env *env);
+    /* Frees what compile returned (every handle into it dies). NULL code is fine. */
+    void (*release_code)(void *code);
+    /* Optional (NULL on host backends): waits until the device finished the work launched
+     * so far, before the executor reads its memory from the host (staging for an opaque
+     * step, write-back of inputs written in place). */
+    tgc_status (*synchronize)(tgc_device dev);
 } tgc_backend;
+
+/* Compiles verified graph g (which outlives the artifact) for backend b; name names the
+ * variant in logs and dump files. */
+tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,
+                               const char *name, void **artifact);
+/* Runs an artifact: writes g->n_outputs new tensors into outs, owned by the caller's
+ * innermost scope (all NULL on failure, error set). Thread-safe over one artifact. */
+tgc_status tgc_backend_run(const tgc_backend *b, void *artifact, const tgc_graph *g,
+                           const tgc_exec_args *x, tgc_tensor **outs);
+/* Kernel launches per run, for tgc_stats. */
+int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact);
+void tgc_backend_release(const tgc_backend *b, void *artifact);
 
 const tgc_backend *tgc_backend_interp(void);
 /* The tensor INPUT node nd of g is bound to in this call; NULL when the binding is out of
  * range. */
 tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x);
-/* The backend a config asks for in this build: AUTO is LLVM when built with it, else interp.
- * NULL with TGC_ERR_UNSUPPORTED set when the kind is not available. */
-const tgc_backend *tgc_backend_for(const tgc_config *cfg);
 
 #endif

@@ -1,14 +1,13 @@
-/* tgc_apply: the one path of every op, eager or traced. */
+/* tgc_apply: the one path of every op, eager or traced. Traced ops are recorded into the
+ * trace's graph; eager ones run through the eager engine (backend/eager.h), which picks the
+ * inputs' device's backend. */
 #include "frontend/apply.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/interp/interp.h"
-#ifdef TGC_HAVE_LLVM
-#include "backend/llvm/llvm_eager.h"
-#endif
+#include "backend/eager.h"
 #include "frontend/trace.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
@@ -49,13 +48,7 @@ static tgc_tensor *run_eager(tgc_op op, tgc_tensor *const *in, int n_in, const t
     tgc_vinfo out;
     if (tgc_infer(op, v, n_in, a, NULL, &out) != TGC_OK)
         return NULL;
-#ifdef TGC_HAVE_LLVM
-    int handled;
-    tgc_tensor *r = tgc_llvm_eager(op, in, n_in, a, &handled);
-    if (handled)
-        return r;
-#endif
-    return tgc_interp_run(op, in, n_in, a, out.dtype, out.shape, out.ndim);
+    return tgc_eager_run(op, in, n_in, a, &out);
 }
 
 /* Shape inference failed while tracing: its message names symbols ("a is [s0, s1]"). Say

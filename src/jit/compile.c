@@ -162,7 +162,7 @@ static tgc_status run_variant(tgc_fn *f, const tgc_variant *v, tgc_module *self,
     tgc_exec_args x = {in, n_in, NULL, 0, v->bound, v->guards.n_captured, symvals};
     if (self)
         x.params = tgc_module_flat(self, &x.n_params);
-    return f->backend->run(v->artifact, v->graph, &x, out);
+    return tgc_backend_run(f->backend, v->artifact, v->graph, &x, out);
 }
 
 static double now_ns(void)
@@ -279,7 +279,8 @@ static void publish_variant(tgc_fn *f, tgc_variant *v, const char *reason)
     f->stats.recompiles += !v->is_eager && v->id > 1;
     f->stats.compile_seconds += v->compile_seconds;
     f->stats.variants = f->n_variants;
-    f->stats.kernels_last_variant = v->is_eager ? 0 : f->backend->kernel_count(v->artifact);
+    f->stats.kernels_last_variant =
+        v->is_eager ? 0 : tgc_backend_kernel_count(f->backend, v->artifact);
     f->stats.graph_breaks += v->is_eager;
 }
 

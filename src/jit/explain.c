@@ -34,9 +34,9 @@ char *tgc_fn_explain(const tgc_fn *cf)
             tgc_sb_printf(&sb, "  runs eagerly: graph break: %s\n", v->break_reason);
         else
             tgc_sb_printf(&sb, "  %d graph nodes, %d kernels\n", v->graph->n_nodes,
-                          f->backend->kernel_count(v->artifact));
-        tgc_sb_printf(&sb, "  hits %llu, compile %.2f ms\n  guards:\n",
-                      (unsigned long long)v->hits, 1e3 * v->compile_seconds);
+                          tgc_backend_kernel_count(f->backend, v->artifact));
+        tgc_sb_printf(&sb, "  hits %llu, compile %.2f ms\n  guards:\n", (unsigned long long)v->hits,
+                      1e3 * v->compile_seconds);
         tgc_guards_describe(&v->guards, &sb);
     }
     pthread_mutex_unlock(&f->lock);
@@ -62,7 +62,7 @@ char *tgc_fn_graph(const tgc_fn *cf, int variant, int dot)
         text = dot ? tgc_graph_to_dot(v->graph) : tgc_graph_to_text(v->graph);
     pthread_mutex_unlock(&f->lock);
     if (!text)
-        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_graph: '%s' has no compiled variant %d",
-                      f->name, variant);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_graph: '%s' has no compiled variant %d", f->name,
+                      variant);
     return text;
 }

@@ -4,7 +4,7 @@
 
 #include <pthread.h>
 
-#include "backend/backend.h"
+#include "backend/registry.h"
 #include "jit/guard.h"
 #include "tgc/compile.h"
 

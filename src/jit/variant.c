@@ -176,7 +176,7 @@ static tgc_status finish_graph(tgc_fn *f, tgc_variant *v, const int32_t *out_ids
     if (st == TGC_OK) {
         char name[256]; /* names the variant in logs and in the backend's dump files */
         snprintf(name, sizeof name, "%s_v%d", f->name, v->id);
-        st = f->backend->compile(v->graph, &f->cfg, name, &v->artifact);
+        st = tgc_backend_compile(f->backend, v->graph, &f->cfg, name, &v->artifact);
     }
     if (st == TGC_OK)
         dump_graph(f, v);
@@ -253,7 +253,7 @@ void tgc_variant_free(const tgc_fn *f, tgc_variant *v)
     if (!v)
         return;
     if (v->artifact)
-        f->backend->release(v->artifact);
+        tgc_backend_release(f->backend, v->artifact);
     tgc_guards_free(&v->guards);
     free(v->bound);
     tgc_graph_free(v->graph);

@@ -109,6 +109,13 @@ void tgc_rw_rollback(tgc_rewriter *rw, int mark);
 /* Replaces the nodes of g by the new ones and remaps the outputs. */
 tgc_status tgc_rw_finish(tgc_rewriter *rw);
 void tgc_rw_abort(tgc_rewriter *rw);
+/* Replaces every node `wants` selects by what `emit` appends for it (its new value id), in
+ * one rebuild of g. A node whose emission fails, or does not reproduce the node's type, is
+ * kept as it was (its partial output rolled back). *n_selected (may be NULL) counts the
+ * selected nodes; with none, g is left untouched. */
+typedef int (*tgc_node_pred)(const tgc_graph *g, int32_t i);
+typedef int32_t (*tgc_node_emit)(tgc_rewriter *rw, const tgc_graph *g, int32_t i);
+tgc_status tgc_rw_nodes(tgc_graph *g, tgc_node_pred wants, tgc_node_emit emit, int *n_selected);
 
 /* Per value: 1 when a mutating node writes it or a view of it (so its contents at a node
  * depend on node order). Caller frees; NULL on OOM (error set). */

@@ -1,5 +1,6 @@
-/* Graph clone and the rebuild helper every pass uses: a pass builds a new node array
- * beside the old one and swaps it in when complete, so a failure leaves the graph alone. */
+/* Graph clone and the rebuild helpers every pass uses: a pass builds a new node array
+ * beside the old one and swaps it in when complete, so a failure leaves the graph alone;
+ * tgc_rw_nodes replaces the nodes a predicate selects in one such rebuild. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,4 +252,32 @@ int32_t tgc_rw_emit_const(tgc_rewriter *rw, tgc_tensor *t)
     a.i[0] = TGC_BIND_FOLDED;
     a.i[1] = k;
     return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v);
+}
+
+/* One rebuild replacing the selected nodes (see passes.h). */
+tgc_status tgc_rw_nodes(tgc_graph *g, tgc_node_pred wants, tgc_node_emit emit, int *n_selected)
+{
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n += wants(g, i) != 0;
+    if (n_selected)
+        *n_selected = n;
+    if (!n)
+        return TGC_OK;
+    tgc_rewriter rw;
+    if (tgc_rw_begin(&rw, g) != TGC_OK)
+        return rw.st;
+    for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++) {
+        if (wants(g, i)) {
+            int mark = rw.next.n_nodes;
+            int32_t r = emit(&rw, g, i);
+            if (r >= 0 && tgc_vinfo_same(tgc_rw_type(&rw, r), &g->nodes[i].out)) {
+                rw.map[i] = r;
+                continue;
+            }
+            tgc_rw_rollback(&rw, mark);
+        }
+        tgc_rw_copy(&rw, i);
+    }
+    return tgc_rw_finish(&rw);
 }

@@ -1,5 +1,6 @@
-/* tgc_config_default: defaults, then the TGC_* environment (the only place it is read).
- * Lowest layer, so that every layer can start from the defaults without calling up. */
+/* tgc_config_default: defaults, then the TGC_* environment; and the process-wide switches of
+ * config_env.h (TGC_EAGER, TGC_PROFILE). The only place the environment is read. Lowest
+ * layer, so that every layer can start from the defaults without calling up. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <strings.h>
 
 #include "tgc/config.h"
+#include "support/config_env.h"
 #include "support/error.h"
 #include "support/log.h"
 
@@ -119,4 +121,27 @@ tgc_config tgc_config_default(void)
         env_int("TGC_NUM_THREADS", 0, 0, "an integer from 0 to 1000000 (0: one thread per core)");
     c.log = env_log();
     return c;
+}
+
+/* Read once: eager ops and compiled calls test them on every call, on many threads. */
+static pthread_once_t switches_once = PTHREAD_ONCE_INIT;
+static int eager_interp, profile;
+
+static void read_switches(void)
+{
+    const char *e = getenv("TGC_EAGER"), *b = getenv("TGC_BACKEND");
+    eager_interp = (e && strcmp(e, "interp") == 0) || (b && strcmp(b, "interp") == 0);
+    profile = getenv("TGC_PROFILE") != NULL;
+}
+
+int tgc_env_eager_interp(void)
+{
+    pthread_once(&switches_once, read_switches);
+    return eager_interp;
+}
+
+int tgc_env_profile(void)
+{
+    pthread_once(&switches_once, read_switches);
+    return profile;
 }

@@ -35,7 +35,7 @@
 #include "op_test_util.h"
 #include "tgc/tgc.h"
 #ifdef TGC_HAVE_LLVM
-#include "backend/llvm/llvm_eager.h"
+#include "backend/eager.h"
 #endif
 
 enum { TE_EXACT = 0, TE_REL = 1 };
@@ -434,11 +434,11 @@ static void te_run(te_ctx *x, int case_i, tgc_fn *f, int rep)
     tgc_clear_error();
     tgc_manual_seed(0xD0D0 + (uint64_t)rep);
 #ifdef TGC_HAVE_LLVM
-    tgc_llvm_eager_force_interp(1); /* the reference side is always the interp oracle */
+    tgc_eager_force_interp(1); /* the reference side is always the interp oracle */
 #endif
     tgc_status st = x->c->fn(me, args, n_args, eo, 1);
 #ifdef TGC_HAVE_LLVM
-    tgc_llvm_eager_force_interp(0);
+    tgc_eager_force_interp(0);
 #endif
     if (st != TGC_OK) {
         te_fail(x, "eager run failed: %s: %s", tgc_status_str(st), tgc_last_error());

@@ -27,7 +27,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "backend/llvm/llvm_eager.h"
+#include "backend/eager.h"
 #include "tgc/tgc.h"
 #include "unit/unit_test_util.h"
 
@@ -45,11 +45,11 @@ static tgc_tensor *from_values(const double *v, int64_t n_vals, const int64_t *s
     assert_non_null(buf);
     for (int64_t i = 0; i < n; i++)
         buf[i] = v[i % n_vals];
-    tgc_llvm_eager_force_interp(1);
+    tgc_eager_force_interp(1);
     tgc_tensor *t = tgc_from_data(buf, (size_t)n * sizeof *buf, shape, ndim, TGC_F64, tgc_cpu());
     if (dt != TGC_F64)
         t = tgc_cast(t, dt);
-    tgc_llvm_eager_force_interp(0);
+    tgc_eager_force_interp(0);
     free(buf);
     assert_non_null(t);
     return t;
@@ -58,23 +58,23 @@ static tgc_tensor *from_values(const double *v, int64_t n_vals, const int64_t *s
 /* Uniform in [lo, hi), of dtype dt (integers truncate). */
 static tgc_tensor *uniform(const int64_t *shape, int ndim, tgc_dtype dt, double lo, double hi)
 {
-    tgc_llvm_eager_force_interp(1);
+    tgc_eager_force_interp(1);
     tgc_tensor *t = tgc_rand(shape, ndim, TGC_F64, tgc_cpu());
     t = tgc_add_scalar(tgc_mul_scalar(t, hi - lo), lo);
     if (dt != TGC_F64)
         t = tgc_cast(t, dt);
-    tgc_llvm_eager_force_interp(0);
+    tgc_eager_force_interp(0);
     assert_non_null(t);
     return t;
 }
 
 static tgc_tensor *normal(const int64_t *shape, int ndim, tgc_dtype dt)
 {
-    tgc_llvm_eager_force_interp(1);
+    tgc_eager_force_interp(1);
     tgc_tensor *t = tgc_randn(shape, ndim, TGC_F32, tgc_cpu());
     if (dt != TGC_F32)
         t = tgc_cast(t, dt);
-    tgc_llvm_eager_force_interp(0);
+    tgc_eager_force_interp(0);
     assert_non_null(t);
     return t;
 }
@@ -85,9 +85,9 @@ static tgc_tensor *normal(const int64_t *shape, int ndim, tgc_dtype dt)
 
 static double *host_f64(tgc_tensor *t)
 {
-    tgc_llvm_eager_force_interp(1);
+    tgc_eager_force_interp(1);
     tgc_tensor *c = tgc_cast(t, TGC_F64);
-    tgc_llvm_eager_force_interp(0);
+    tgc_eager_force_interp(0);
     assert_non_null(c);
     size_t n = (size_t)tgc_numel(c);
     double *p = malloc((n ? n : 1) * sizeof *p);
@@ -110,9 +110,9 @@ static void tolerance(tgc_dtype dt, double *rtol, double *atol)
 
 static int64_t *host_i64(tgc_tensor *t)
 {
-    tgc_llvm_eager_force_interp(1);
+    tgc_eager_force_interp(1);
     tgc_tensor *c = tgc_cast(t, TGC_I64);
-    tgc_llvm_eager_force_interp(0);
+    tgc_eager_force_interp(0);
     assert_non_null(c);
     size_t n = (size_t)tgc_numel(c);
     int64_t *p = malloc((n ? n : 1) * sizeof *p);
@@ -202,9 +202,9 @@ static void expect_call(tgc_fn *f, tgc_model_fn fn, const char *what, tgc_tensor
     assert_true(n_out <= MAX_OUT);
     if (tgc_call(f, NULL, in, n_in, got, n_out) != TGC_OK)
         fail_msg("%s: %s", what, tgc_last_error());
-    tgc_llvm_eager_force_interp(1);
+    tgc_eager_force_interp(1);
     tgc_status st = fn(NULL, in, n_in, want, n_out);
-    tgc_llvm_eager_force_interp(0);
+    tgc_eager_force_interp(0);
     if (st != TGC_OK)
         fail_msg("%s (eager): %s", what, tgc_last_error());
     for (int k = 0; k < n_out; k++)

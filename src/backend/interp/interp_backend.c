@@ -1,17 +1,17 @@
-/* The interp backend: runs a graph node by node through the interp kernels, freeing each
- * intermediate after its last use. */
+/* The interp backend, a graph runner (backend.h: it sets `graph`): runs a graph node by node
+ * through the interp kernels, freeing each intermediate after its last use as the shared
+ * last-use planner (memplan.h) computed it, one step per node. */
 #include <stdlib.h>
 
 #include "backend/backend.h"
 #include "backend/interp/interp.h"
+#include "backend/memplan.h"
 #include "support/error.h"
 
 typedef struct interp_plan {
-    int32_t *last_use; /* per node: the last node that reads it (n_nodes: an output) */
+    tgc_memplan mem; /* last_use per node: the last node that reads it (n_nodes: an output) */
     int kernels;
 } interp_plan;
-
-static int interp_supports(tgc_op op) { return op != TGC_OP_INPUT; }
 
 static tgc_status interp_compile(const tgc_graph *g, const tgc_config *cfg, const char *name,
                                  void **artifact)
@@ -19,21 +19,33 @@ static tgc_status interp_compile(const tgc_graph *g, const tgc_config *cfg, cons
     (void)cfg;
     (void)name;
     interp_plan *p = calloc(1, sizeof *p);
-    if (p)
-        p->last_use = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof(int32_t));
-    if (!p || !p->last_use) {
+    int n_uses = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n_uses += 1 + g->nodes[i].n_in;
+    int32_t *start = malloc((size_t)(g->n_nodes + 1) * sizeof *start);
+    tgc_mem_use *uses = malloc((size_t)(n_uses ? n_uses : 1) * sizeof *uses);
+    tgc_status st = p && start && uses ? TGC_OK : TGC_ERR_OOM;
+    if (st == TGC_OK) {
+        int32_t u = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const tgc_node *nd = &g->nodes[i];
+            start[i] = u;
+            if (nd->op != TGC_OP_INPUT && tgc_op_info_of(nd->op)->kind != TGC_KIND_VIEW)
+                p->kernels++;
+            for (int k = 0; k < nd->n_in; k++)
+                uses[u++] = (tgc_mem_use){nd->in[k], 0};
+            uses[u++] = (tgc_mem_use){i, 1};
+        }
+        start[g->n_nodes] = u;
+        tgc_mem_steps ms = {g->n_nodes, start, uses};
+        st = tgc_memplan_build(g, &ms, 0, NULL, NULL, &p->mem);
+    }
+    free(start);
+    free(uses);
+    if (st != TGC_OK) {
         free(p);
         return tgc_set_error(TGC_ERR_OOM, "tgc interp: out of memory planning a graph");
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        p->last_use[i] = -1;
-        if (g->nodes[i].op != TGC_OP_INPUT && tgc_op_info_of(g->nodes[i].op)->kind != TGC_KIND_VIEW)
-            p->kernels++;
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            p->last_use[g->nodes[i].in[k]] = i;
-    }
-    for (int i = 0; i < g->n_outputs; i++)
-        p->last_use[g->outputs[i]] = g->n_nodes;
     *artifact = p;
     return TGC_OK;
 }
@@ -82,7 +94,8 @@ static tgc_status interp_run(void *artifact, const tgc_graph *g, const tgc_exec_
     tgc_scope_push();
     for (int i = 0; i < g->n_nodes && st == TGC_OK; i++) {
         const tgc_node *nd = &g->nodes[i];
-        vals[i] = nd->op == TGC_OP_INPUT ? tgc_exec_input(g, nd, x) : run_node(g, nd, vals, x->symvals);
+        vals[i] =
+            nd->op == TGC_OP_INPUT ? tgc_exec_input(g, nd, x) : run_node(g, nd, vals, x->symvals);
         if (!vals[i]) {
             st = tgc_keep_error(TGC_ERR_INTERNAL, "tgc interp: node %%%d (%s) failed", i,
                                 tgc_op_name(nd->op));
@@ -90,7 +103,7 @@ static tgc_status interp_run(void *artifact, const tgc_graph *g, const tgc_exec_
         }
         for (int k = 0; k < nd->n_in; k++) {
             int32_t v = nd->in[k];
-            if (p->last_use[v] == i && g->nodes[v].op != TGC_OP_INPUT) {
+            if (p->mem.last_use[v] == i && g->nodes[v].op != TGC_OP_INPUT) {
                 tgc_tensor_free(vals[v]);
                 vals[v] = NULL;
             }
@@ -122,13 +135,14 @@ static void interp_release(void *artifact)
 {
     interp_plan *p = artifact;
     if (p)
-        free(p->last_use);
+        tgc_memplan_free(&p->mem);
     free(p);
 }
 
 const tgc_backend *tgc_backend_interp(void)
 {
-    static const tgc_backend b = {"interp",        interp_supports,     interp_compile,
-                                  interp_run,      interp_kernel_count, interp_release};
+    static const tgc_graph_ops ops = {interp_compile, interp_run, interp_kernel_count,
+                                      interp_release};
+    static const tgc_backend b = {.name = "interp", .device = TGC_DEVICE_CPU, .graph = &ops};
     return &b;
 }

@@ -1,36 +1,40 @@
-/* The LLVM CPU backend: graph -> passes -> fusion -> kernel IR -> one LLVM module per
- * variant -> native code; and the executor that runs it.
- *
- * Compile: the variant's graph is cloned and optimized (passes.h), prepared for this
- * backend (llvm_prepare.h), fused (fuse.h), each LOOP / TEMPLATE group lowered to a kernel
- * (lower.h) and emitted into one unit (one O3 run, one JIT add). OPAQUE groups run on
- * interp at call time (llvm_exec.c runs the artifact).
- *
- * Memory: every intermediate buffer gets a slot by lifetime (values whose live ranges do
- * not overlap share a slot); a call sizes the slots from its symbol values and carves them
- * out of one arena the artifact keeps between calls. Outputs are fresh tensors. */
-#include <math.h>
-#include <pthread.h>
+/* The LLVM CPU backend: what is LLVM's own in the shared pipeline (backend.h). The driver
+ * (driver.c) hands it the kernels of a variant; it emits them all into one LLVM unit (one O3
+ * run, one JIT add): LOOP kernels through llvm_codegen.c, GEMM / conv templates with their
+ * fused epilogues through llvm_gemm.c, then looks the functions up. The executor (exec.c)
+ * launches them: a LOOP kernel's parallel rows split over threads (tgc_parallel_for), a
+ * template through the runtime's GEMM / conv drivers (runtime/gemm.h). Graph preparation and
+ * the fusion hooks are in llvm_prepare.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "backend/backend.h"
-#include "backend/interp/interp.h"
-#include "backend/llvm/llvm_artifact.h"
+#include <pthread.h>
+
 #include "backend/llvm/llvm_backend.h"
-#include "backend/llvm/llvm_prepare.h"
 #include "backend/llvm/llvm_codegen.h"
 #include "backend/llvm/llvm_gemm.h"
-#include "ir/view_access.h"
-#include "kir/lower.h"
+#include "backend/llvm/llvm_prepare.h"
+#include "backend/plan.h"
 #include "passes/passes.h"
 #include "runtime/parallel.h"
 #include "support/error.h"
-#include "support/log.h"
-#include "support/strbuf.h"
-#include "tgc/ops.h"
+
+/* A LOOP kernel: rows [lo, hi) (see llvm_codegen.h). */
+typedef void (*loop_fn)(void **bufs, const int64_t *sizes, int64_t lo, int64_t hi);
+
+/* The handle of one kernel (tgc_plan_kernel.handle). */
+typedef struct llvm_kernel {
+    loop_fn fn;         /* LOOP */
+    tgc_gemm_kernel gk; /* GEMM / CONV */
+    int64_t inner_work; /* LOOP, for the parallel grain: elements per row if constant, else 0 */
+} llvm_kernel;
+
+/* The code of a variant: its unit's JIT code and the kernels' handles. */
+typedef struct llvm_code {
+    tgc_llvm_code *code;
+    llvm_kernel *kernels;
+} llvm_code;
 
 /* ---- compile ---- */
 
@@ -64,26 +68,6 @@ static const tgc_gemm_config *conv_config(const tgc_llvm_unit *u, const kir_kern
     return NULL;
 }
 
-static void art_free(llvm_art *a)
-{
-    if (!a)
-        return;
-    for (int i = 0; i < a->n_steps; i++) {
-        kir_kernel_free(a->steps[i].k);
-        kir_args_free(&a->steps[i].slots);
-    }
-    free(a->steps);
-    tgc_llvm_code_free(a->code);
-    tgc_graph_free(a->g);
-    free(a->slot_of);
-    free(a->last_use);
-    free(a->def_step);
-    if (a->arena)
-        tgc_storage_unref(a->arena);
-    pthread_mutex_destroy(&a->arena_lock);
-    free(a);
-}
-
 static int64_t const_product(const kir_kernel *k, int from, int to)
 {
     int64_t p = 1;
@@ -108,252 +92,201 @@ static void dump_text(const tgc_config *cfg, const char *name, const char *suffi
     }
 }
 
-static tgc_status emit_steps(llvm_art *a, const tgc_fusion *fu, const uint8_t *mat,
-                             const tgc_config *cfg, const char *name)
+static void llvm_release_code(void *code)
 {
-    tgc_llvm_unit u;
-    tgc_status st = tgc_llvm_unit_begin(&u, name);
-    if (st != TGC_OK)
+    llvm_code *c = code;
+    if (!c)
+        return;
+    tgc_llvm_code_free(c->code);
+    free(c->kernels);
+    free(c);
+}
+
+/* Emits kernel i of ks into u. */
+static tgc_status emit_kernel(tgc_llvm_unit *u, tgc_plan_kernel *pk, llvm_kernel *lk, ep_ctx *ep)
+{
+    const kir_kernel *k = pk->k;
+    char fname[48];
+    tgc_llvm_unit_name(u, pk->name, fname, sizeof fname);
+    if (k->kind == KIR_LOOP) {
+        lk->inner_work = const_product(k, k->n_outer, k->n_outer + k->n_inner);
+        kir_args slots = {0}; /* the codegen's own copy of pk->slots (same collection) */
+        tgc_status st = tgc_llvm_emit_loop(u, k, fname, &slots);
+        kir_args_free(&slots);
         return st;
-    ep_ctx *eps = calloc((size_t)(fu->n_groups ? fu->n_groups : 1), sizeof *eps);
-    a->steps = calloc((size_t)(fu->n_groups ? fu->n_groups : 1), sizeof *a->steps);
-    if (!eps || !a->steps) {
+    }
+    ep->k = k;
+    ep->slots = &pk->slots;
+    tgc_gemm_epilogue e = {ep_emit, ep};
+    tgc_status st = k->kind == KIR_GEMM
+                        ? tgc_llvm_gemm_emit(u, fname, &e, &lk->gk)
+                        : tgc_llvm_conv_emit_cfg(u, fname, NULL, &e, conv_config(u, k), &lk->gk);
+    if (st == TGC_OK && ep->failed)
+        st = tgc_set_error(TGC_ERR_COMPILE,
+                           "tgc llvm: the epilogue of kernel %s uses an op the LLVM codegen "
+                           "does not support",
+                           pk->name);
+    return st;
+}
+
+static tgc_status llvm_compile(const tgc_config *cfg, const char *name, tgc_plan_kernel *ks, int n,
+                               void **out)
+{
+    *out = NULL;
+    llvm_code *c = calloc(1, sizeof *c);
+    ep_ctx *eps = calloc((size_t)(n ? n : 1), sizeof *eps);
+    if (c)
+        c->kernels = calloc((size_t)(n ? n : 1), sizeof *c->kernels);
+    if (!c || !eps || !c->kernels) {
         free(eps);
-        tgc_llvm_unit_abort(&u);
+        llvm_release_code(c);
         return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
     }
-    tgc_strbuf kir_text = {0};
-    for (int gi = 0; gi < fu->n_groups && st == TGC_OK; gi++) {
-        step *s = &a->steps[a->n_steps];
-        const tgc_group *gr = &fu->groups[gi];
-        if (gr->kind == TGC_GROUP_OPAQUE) {
-            s->kind = STEP_OPAQUE;
-            s->node = gr->anchor;
-            a->n_steps++;
-            continue;
-        }
-        st = kir_lower_group(a->g, fu, gi, mat, &s->k);
-        if (st != TGC_OK || !s->k)
-            break;
-        if (s->k->n_stores == 0 && s->k->kind == KIR_LOOP) {
-            kir_kernel_free(s->k); /* nothing read outside: dead after fusion */
-            s->k = NULL;
-            continue;
-        }
-        char base[32];
-        snprintf(base, sizeof base, "k%d", gi);
-        tgc_llvm_unit_name(&u, base, s->name, sizeof s->name);
-        if (cfg->dump_dir || (cfg->log & TGC_LOG_KERNELS)) {
-            char *t = kir_kernel_to_text(s->k, a->g->syms);
-            if (t)
-                tgc_sb_puts(&kir_text, t);
-            free(t);
-        }
-        if (s->k->kind == KIR_LOOP) {
-            s->kind = STEP_LOOP;
-            s->inner_work = const_product(s->k, s->k->n_outer, s->k->n_outer + s->k->n_inner);
-            st = tgc_llvm_emit_loop(&u, s->k, s->name, &s->slots);
-        } else {
-            s->kind = STEP_TEMPLATE;
-            st = kir_args_collect(s->k, &s->slots);
-            eps[gi].k = s->k;
-            eps[gi].slots = &s->slots;
-            tgc_gemm_epilogue ep = {ep_emit, &eps[gi]};
-            if (st == TGC_OK && s->k->kind == KIR_GEMM)
-                st = tgc_llvm_gemm_emit(&u, s->name, &ep, &s->gk);
-            else if (st == TGC_OK)
-                st = tgc_llvm_conv_emit_cfg(&u, s->name, NULL, &ep, conv_config(&u, s->k), &s->gk);
-            if (st == TGC_OK && eps[gi].failed)
-                st = tgc_set_error(TGC_ERR_COMPILE,
-                                   "tgc llvm: the epilogue of kernel k%d uses an "
-                                   "op the LLVM codegen does not support",
-                                   gi);
-        }
-        a->n_steps++;
-        a->kernels++;
-    }
+    tgc_llvm_unit u;
+    tgc_status st = tgc_llvm_unit_begin(&u, name);
+    for (int i = 0; i < n && st == TGC_OK; i++)
+        st = emit_kernel(&u, &ks[i], &c->kernels[i], &eps[i]);
     free(eps);
-    char *kt = tgc_sb_take(&kir_text);
-    if (kt && (cfg->log & TGC_LOG_KERNELS))
-        tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc: kernels of '%s':\n%s", name, kt);
-    dump_text(cfg, name, "kir.txt", kt);
-    free(kt);
     if (st != TGC_OK) {
         tgc_llvm_unit_abort(&u);
+        llvm_release_code(c);
         return st;
     }
     char *ir_before = NULL, *ir_after = NULL;
     int want_ir = cfg->dump_dir != NULL;
     st =
-        tgc_llvm_unit_finish(&u, &a->code, want_ir ? &ir_before : NULL, want_ir ? &ir_after : NULL);
+        tgc_llvm_unit_finish(&u, &c->code, want_ir ? &ir_before : NULL, want_ir ? &ir_after : NULL);
     dump_text(cfg, name, "ll", ir_before);
     dump_text(cfg, name, "opt.ll", ir_after);
     free(ir_before);
     free(ir_after);
-    for (int i = 0; st == TGC_OK && i < a->n_steps; i++) {
-        step *s = &a->steps[i];
-        if (s->kind == STEP_LOOP) {
-            char base[32];
-            snprintf(base, sizeof base, "k%d", s->k->id);
-            s->fn = (loop_fn)tgc_llvm_code_lookup(a->code, base);
-            if (!s->fn)
+    for (int i = 0; st == TGC_OK && i < n; i++) {
+        llvm_kernel *lk = &c->kernels[i];
+        ks[i].handle = lk;
+        if (ks[i].k->kind == KIR_LOOP) {
+            lk->fn = (loop_fn)tgc_llvm_code_lookup(c->code, ks[i].name);
+            if (!lk->fn)
                 st = TGC_ERR_COMPILE;
-        } else if (s->kind == STEP_TEMPLATE) {
-            st = tgc_gemm_kernel_bind(&s->gk, a->code);
+        } else {
+            st = tgc_gemm_kernel_bind(&lk->gk, c->code);
         }
     }
-    return st;
-}
-
-/* Buffer slots by lifetime: a value is live from the step that writes it to the last
- * step that reads it; a slot is reused once its value is dead. */
-static tgc_status plan_memory(llvm_art *a, const uint8_t *mat)
-{
-    const tgc_graph *g = a->g;
-    size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    a->slot_of = malloc(n * sizeof(int32_t));
-    a->last_use = malloc(n * sizeof(int32_t));
-    a->def_step = malloc(n * sizeof(int32_t));
-    int32_t *slot_free_after = malloc(n * sizeof(int32_t));
-    int32_t *base = malloc(n * sizeof(int32_t));
-    uint8_t *is_out = calloc(n, 1);
-    if (!a->slot_of || !a->last_use || !a->def_step || !slot_free_after || !is_out || !base) {
-        free(slot_free_after);
-        free(is_out);
-        free(base);
-        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        a->last_use[i] = -1;
-        a->def_step[i] = -1;
-        base[i] = tgc_is_view_op(g->nodes[i].op) ? base[g->nodes[i].in[0]] : i;
-    }
-    for (int i = 0; i < g->n_outputs; i++)
-        is_out[base[g->outputs[i]]] = 1;
-    for (int si = 0; si < a->n_steps; si++) {
-        step *s = &a->steps[si];
-        if (s->kind == STEP_OPAQUE) {
-            const tgc_node *nd = &g->nodes[s->node];
-            for (int k = 0; k < nd->n_in; k++)
-                a->last_use[base[nd->in[k]]] = si;
-            a->def_step[s->node] = si;
-            continue;
-        }
-        for (int b = 0; b < s->k->n_bufs; b++) {
-            int32_t v = s->k->bufs[b].value;
-            if (s->k->bufs[b].written) {
-                if (a->def_step[v] < 0)
-                    a->def_step[v] = si;
-            } else {
-                a->last_use[v] = si;
-            }
-        }
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        a->slot_of[i] = -1;
-    a->n_slots = 0;
-    for (int si = 0; si < a->n_steps; si++) {
-        step *s = &a->steps[si];
-        if (s->kind == STEP_OPAQUE)
-            continue;
-        for (int b = 0; b < s->k->n_bufs; b++) {
-            int32_t v = s->k->bufs[b].value;
-            if (!s->k->bufs[b].written || a->def_step[v] != si || is_out[v] || !mat[v] ||
-                g->nodes[v].op == TGC_OP_INPUT)
-                continue;
-            int slot = -1;
-            for (int q = 0; q < a->n_slots && slot < 0; q++)
-                if (slot_free_after[q] < si)
-                    slot = q;
-            if (slot < 0)
-                slot = a->n_slots++;
-            a->slot_of[v] = slot;
-            /* live through its last read (a value nobody reads dies at once) */
-            slot_free_after[slot] = a->last_use[v] > si ? a->last_use[v] : si;
-        }
-    }
-    for (int i = 0; i < g->n_outputs; i++)
-        a->last_use[base[g->outputs[i]]] = a->n_steps;
-    free(base);
-    free(slot_free_after);
-    free(is_out);
-    return TGC_OK;
-}
-
-static tgc_status llvm_compile_named(const tgc_graph *src, const tgc_config *cfg, const char *name,
-                                     void **artifact)
-{
-    llvm_art *a = calloc(1, sizeof *a);
-    if (!a)
-        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
-    pthread_mutex_init(&a->arena_lock, NULL);
-    a->n_threads = tgc_threads_resolve(cfg->num_threads);
-    a->g = tgc_graph_clone(src);
-    tgc_status st = a->g ? TGC_OK : TGC_ERR_OOM;
-    if (st == TGC_OK)
-        st = tgc_passes_run_opts(a->g, cfg, name, TGC_DECOMPOSE_KEEP_ACTIVATIONS,
-                                 tgc_interp_eval_contiguous);
-    if (st == TGC_OK)
-        st = tgc_llvm_prepare(a->g);
-    tgc_fusion fu = {0};
-    uint8_t *mat = NULL;
-    if (st == TGC_OK)
-        st = tgc_pass_fuse(a->g, tgc_llvm_fuse_hooks(), &fu);
-    if (st == TGC_OK && ((cfg->log & TGC_LOG_GRAPH) || cfg->dump_dir)) {
-        /* the graph as compiled (after the passes and the backend's preparation) */
-        char *t = tgc_fusion_to_text(a->g, &fu), *gt = tgc_graph_to_text(a->g);
-        if (cfg->log & TGC_LOG_GRAPH)
-            tgc_log_msg(cfg, TGC_LOG_GRAPH, "tgc: fusion groups of '%s':\n%s", name, t ? t : "");
-        tgc_strbuf sb = {0};
-        tgc_sb_printf(&sb, "%s\n%s", gt ? gt : "", t ? t : "");
-        char *both = tgc_sb_take(&sb);
-        dump_text(cfg, name, "opt.txt", both);
-        free(both);
-        free(gt);
-        free(t);
-    }
-    if (st == TGC_OK && !(mat = kir_materialized(a->g, &fu)))
-        st = TGC_ERR_OOM;
-    if (st == TGC_OK)
-        st = emit_steps(a, &fu, mat, cfg, name);
-    if (st == TGC_OK)
-        st = plan_memory(a, mat);
-    free(mat);
-    tgc_fusion_free(&fu);
     if (st != TGC_OK) {
-        art_free(a);
-        return st == TGC_ERR_OOM && !tgc_last_error()[0]
-                   ? tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory")
-                   : tgc_keep_error(st, "tgc llvm: compiling '%s' failed", name);
+        llvm_release_code(c);
+        for (int i = 0; i < n; i++)
+            ks[i].handle = NULL;
+        return st;
     }
-    *artifact = a;
+    *out = c;
     return TGC_OK;
 }
 
-static tgc_status llvm_compile(const tgc_graph *g, const tgc_config *cfg, const char *name,
-                               void **artifact)
+/* ---- launch ---- */
+
+typedef struct loop_call {
+    loop_fn fn;
+    void **bufs;
+    const int64_t *sizes;
+} loop_call;
+
+static void run_rows(void *ctx, int64_t lo, int64_t hi)
 {
-    return llvm_compile_named(g, cfg, name ? name : "graph", artifact);
+    const loop_call *c = ctx;
+    c->fn(c->bufs, c->sizes, lo, hi);
 }
 
-static int llvm_supports(tgc_op op)
+static int64_t ev(const tgc_launch_env *env, tgc_sdim d)
 {
-    return op != TGC_OP_INPUT;
+    return tgc_sym_eval(env->syms, d, env->symvals);
 }
 
-static int llvm_kernel_count(const void *artifact)
+/* The kernel's parallel rows (chunks of a 1-D domain, or the flattened outer dims) over the
+ * function's threads, with a grain of about 16K elements of work. */
+static tgc_status llvm_launch(const tgc_plan_kernel *pk, void *const *bufs, const int64_t *sizes,
+                              const tgc_launch_env *env)
 {
-    return ((const llvm_art *)artifact)->kernels;
+    const kir_kernel *k = pk->k;
+    const llvm_kernel *lk = pk->handle;
+    int64_t rows = 1, row_work = lk->inner_work;
+    if (k->chunk > 0) {
+        int64_t e = ev(env, k->extent[0]);
+        rows = (e + k->chunk - 1) / k->chunk;
+        row_work = k->chunk;
+    } else {
+        for (int d = 0; d < k->n_outer; d++)
+            rows *= ev(env, k->extent[d]);
+        if (!row_work) {
+            row_work = 1;
+            for (int d = k->n_outer; d < k->n_outer + k->n_inner; d++)
+                row_work *= ev(env, k->extent[d]);
+        }
+    }
+    loop_call lc = {lk->fn, (void **)bufs, sizes};
+    int64_t grain = row_work > 0 ? 1 + 16384 / (row_work * (k->n_phases)) : 1;
+    tgc_parallel_for(rows, grain, env->n_threads, run_rows, &lc);
+    return TGC_OK;
 }
 
-static void llvm_release(void *artifact)
+static tgc_status llvm_run_template(const tgc_plan_kernel *pk, void *const *bufs,
+                                    const int64_t *sizes, const tgc_launch_env *env)
 {
-    art_free(artifact);
+    const kir_template *t = &pk->k->tpl;
+    const llvm_kernel *lk = pk->handle;
+    void *ep_args[2] = {(void *)bufs, (void *)sizes};
+    if (pk->k->kind == KIR_CONV) {
+        tgc_conv_args ca = {0};
+        const int64_t *at = t->attrs.i;
+        ca.p = (tgc_conv_params){ev(env, t->cn), ev(env, t->cc), ev(env, t->ch), ev(env, t->cw),
+                                 ev(env, t->co), ev(env, t->kh), ev(env, t->kw), at[0],
+                                 at[1],          at[2],          at[3],          at[4],
+                                 at[5],          at[6]};
+        ca.x = bufs[t->a];
+        ca.w = bufs[t->b];
+        ca.y = bufs[t->out];
+        ca.ep_args = ep_args;
+        return tgc_conv_run(&lk->gk, &ca, env->n_threads);
+    }
+    tgc_gemm_args ga = {0};
+    ga.batch = ev(env, t->batch);
+    ga.m = ev(env, t->M);
+    ga.n = ev(env, t->N);
+    ga.k = ev(env, t->K);
+    ga.a = (const float *)bufs[t->a] + ev(env, t->a_off);
+    ga.a_bs = ev(env, t->a_bs);
+    ga.a_rs = ev(env, t->a_rs);
+    ga.a_cs = ev(env, t->a_cs);
+    ga.b = (const float *)bufs[t->b] + ev(env, t->b_off);
+    ga.b_bs = ev(env, t->b_bs);
+    ga.b_rs = ev(env, t->b_rs);
+    ga.b_cs = ev(env, t->b_cs);
+    ga.c = bufs[t->out];
+    ga.c_bs = ev(env, t->c_bs);
+    ga.c_rs = ev(env, t->c_rs);
+    ga.ep_args = ep_args;
+    return tgc_gemm_run(&lk->gk, &ga, env->n_threads);
+}
+
+/* The hooks live in llvm_prepare.c behind a function, so the vtable is filled once. */
+static pthread_once_t vtable_once = PTHREAD_ONCE_INIT;
+static tgc_backend vtable;
+
+static void fill_vtable(void)
+{
+    vtable = (tgc_backend){
+        .name = "llvm",
+        .device = TGC_DEVICE_CPU,
+        .decompose_keep = TGC_DECOMPOSE_KEEP_ACTIVATIONS,
+        .prepare = tgc_llvm_prepare,
+        .fuse = tgc_llvm_fuse_hooks(),
+        .compile = llvm_compile,
+        .launch = llvm_launch,
+        .run_template = llvm_run_template,
+        .release_code = llvm_release_code,
+    };
 }
 
 const tgc_backend *tgc_backend_llvm(void)
 {
-    static const tgc_backend b = {"llvm",       llvm_supports,     llvm_compile,
-                                  tgc_llvm_run, llvm_kernel_count, llvm_release};
-    return &b;
+    pthread_once(&vtable_once, fill_vtable);
+    return &vtable;
 }

@@ -1,4 +1,4 @@
-/* The LLVM CPU backend (see llvm_backend.c) and its eager path (llvm_eager.c). Only built
+/* The LLVM CPU backend (see llvm_backend.c): a compiled backend of backend.h. Only built
  * with TGC_HAVE_LLVM. */
 #ifndef TGC_BACKEND_LLVM_BACKEND_H
 #define TGC_BACKEND_LLVM_BACKEND_H

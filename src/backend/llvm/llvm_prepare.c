@@ -65,40 +65,6 @@ const tgc_fuse_hooks *tgc_llvm_fuse_hooks(void)
     return &hooks;
 }
 
-/* Replaces every node `wants` selects by what `emit` appends for it (its new value id), in
- * one rebuild of g. A node whose emission fails, or does not reproduce the node's type, is
- * kept as it was (its partial output rolled back). *n_selected (may be NULL) counts the
- * selected nodes; with none, g is left untouched. */
-typedef int (*node_pred)(const tgc_graph *g, int32_t i);
-typedef int32_t (*node_emit)(tgc_rewriter *rw, const tgc_graph *g, int32_t i);
-
-static tgc_status rewrite_nodes(tgc_graph *g, node_pred wants, node_emit emit, int *n_selected)
-{
-    int n = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        n += wants(g, i) != 0;
-    if (n_selected)
-        *n_selected = n;
-    if (!n)
-        return TGC_OK;
-    tgc_rewriter rw;
-    if (tgc_rw_begin(&rw, g) != TGC_OK)
-        return rw.st;
-    for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++) {
-        if (wants(g, i)) {
-            int mark = rw.next.n_nodes;
-            int32_t r = emit(&rw, g, i);
-            if (r >= 0 && tgc_vinfo_same(tgc_rw_type(&rw, r), &g->nodes[i].out)) {
-                rw.map[i] = r;
-                continue;
-            }
-            tgc_rw_rollback(&rw, mark);
-        }
-        tgc_rw_copy(&rw, i);
-    }
-    return tgc_rw_finish(&rw);
-}
-
 /* A view that fails on its own: its input's view is affine, its own is not. */
 static int view_not_affine(const tgc_graph *g, int32_t i)
 {
@@ -128,7 +94,7 @@ static tgc_status materialize_views(tgc_graph *g)
         n_views += tgc_is_view_op(g->nodes[i].op);
     for (int round = 0; round < n_views; round++) {
         int n = 0;
-        tgc_status st = rewrite_nodes(g, view_not_affine, emit_view_of_copy, &n);
+        tgc_status st = tgc_rw_nodes(g, view_not_affine, emit_view_of_copy, &n);
         if (st != TGC_OK)
             return st;
         if (!n)
@@ -351,14 +317,14 @@ static tgc_status hoist_input_only(tgc_graph *g)
 
 tgc_status tgc_llvm_prepare(tgc_graph *g)
 {
-    tgc_status st = rewrite_nodes(g, adaptive_pool_to_gemm, emit_adaptive_pool, NULL);
+    tgc_status st = tgc_rw_nodes(g, adaptive_pool_to_gemm, emit_adaptive_pool, NULL);
     if (st == TGC_OK)
-        st = rewrite_nodes(g, sdpa_decomposable, emit_sdpa, NULL);
+        st = tgc_rw_nodes(g, sdpa_decomposable, emit_sdpa, NULL);
     if (st == TGC_OK)
         st = materialize_views(g);
     if (st == TGC_OK) /* copies of GEMM / conv operands the templates cannot stride through
                        * (attention's per-head q and k): one pass buys the packed GEMM */
-        st = rewrite_nodes(g, operands_unstridable, emit_on_copies, NULL);
+        st = tgc_rw_nodes(g, operands_unstridable, emit_on_copies, NULL);
     if (st == TGC_OK)
         st = hoist_input_only(g);
     return st;

@@ -1,5 +1,9 @@
-/* What the backends share: which one a config gets in this build, and input binding. */
-#include "backend/backend.h"
+/* The backend registry (see registry.h): the list of backends this build has. */
+#include "backend/registry.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
 #include "support/error.h"
 #ifdef TGC_HAVE_LLVM
 #include "backend/llvm/llvm_backend.h"
@@ -38,15 +42,37 @@ const tgc_backend *tgc_backend_for(const tgc_config *cfg)
     return NULL;
 }
 
-tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x)
+#ifdef TGC_HAVE_LLVM
+/* Whether LLVM can target this machine is decided once (tgc_llvm_host), so the eager path
+ * asks nothing per op. */
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static const tgc_backend *cpu_backend;
+
+static void find_cpu_backend(void)
 {
-    int64_t idx = nd->attrs.i[1];
-    switch ((tgc_bind_kind)nd->attrs.i[0]) {
-    case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
-    case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
-    case TGC_BIND_CAPTURED:
-    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx] : NULL;
-    case TGC_BIND_FOLDED: return idx >= 0 && idx < g->n_consts ? g->consts[idx] : NULL;
+    tgc_status saved = tgc_last_status();
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", tgc_last_error());
+    cpu_backend = tgc_llvm_host() ? tgc_backend_llvm() : NULL;
+    /* without an LLVM target eager ops run on interp; the caller's error state stays */
+    if (saved != TGC_OK)
+        tgc_set_error(saved, "%s", msg);
+    else
+        tgc_clear_error();
+}
+#endif
+
+const tgc_backend *tgc_backend_for_device(tgc_device_type dev)
+{
+    switch (dev) {
+    case TGC_DEVICE_CPU:
+#ifdef TGC_HAVE_LLVM
+        pthread_once(&cpu_once, find_cpu_backend);
+        return cpu_backend;
+#else
+        return NULL;
+#endif
+    case TGC_DEVICE_CUDA: return NULL;
     }
     return NULL;
 }

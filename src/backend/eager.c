@@ -1,9 +1,13 @@
-/* Eager ops on LLVM: each op compiles once per signature into native kernels and is cached
- * for the life of the process; anything the backend would only hand back to interp stays
- * on interp.
+/* Eager ops, for every compiled backend: an op on tensors of a device runs on that device's
+ * compiled backend (registry.h: LLVM on CPU), compiled once per signature through the
+ * shared driver into a plan (one node graph) cached for the life of the process; anything
+ * the backend would only hand back to interp (a plan without kernels, a signature that does
+ * not compile, an op that is no candidate) runs on interp, the reference, on CPU.
+ * TGC_EAGER=interp or TGC_BACKEND=interp (support/config_env.h) and the test hook
+ * tgc_eager_force_interp send every op to interp.
  *
- * A signature is the op, its attributes, input dtypes and ranks, and the pattern of sizes:
- * which dims are 1 and which dims equal an earlier one. Every other size is a symbol, so a
+ * A signature is the backend, the op, its attributes, input dtypes and ranks, and the pattern of
+ * sizes: which dims are 1 and which dims equal an earlier one. Every other size is a symbol, so a
  * sweep over sequence lengths or batch sizes reuses one kernel. Shape inference may still
  * have decided something from the first call's sizes (a window that fits); those decisions
  * are the graph's assumptions, checked on every call: a call that breaks one runs on
@@ -22,14 +26,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/llvm/llvm_backend.h"
-#include "backend/llvm/llvm_eager.h"
+#include "backend/eager.h"
+#include "backend/interp/interp.h"
+#include "backend/registry.h"
 #include "ir/shape_infer.h"
+#include "support/config_env.h"
 #include "support/error.h"
 
 #define EAGER_MAX_IN 6
 
 typedef struct ekey {
+    const tgc_backend *backend;
     tgc_op op;
     int n_in;
     tgc_dtype dt[EAGER_MAX_IN];
@@ -46,7 +53,7 @@ typedef struct eentry {
     ekey key;
     uint64_t hash;
     tgc_graph *g;
-    void *art; /* NULL: this signature runs on interp */
+    void *art; /* the backend's plan; NULL: this signature runs on interp */
     int ready; /* g and art are final (under g_lock) */
     struct eentry *next;
 } eentry;
@@ -55,18 +62,9 @@ typedef struct eentry {
 static eentry *g_table[EAGER_BUCKETS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_ready = PTHREAD_COND_INITIALIZER;
-static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_disabled; /* written once under g_env_once */
 static _Thread_local int t_force_interp;
 
-static void read_env(void)
-{
-    /* TGC_BACKEND=interp makes interp the engine of everything, eager ops included */
-    const char *e = getenv("TGC_EAGER"), *b = getenv("TGC_BACKEND");
-    g_disabled = (e && strcmp(e, "interp") == 0) || (b && strcmp(b, "interp") == 0);
-}
-
-void tgc_llvm_eager_force_interp(int on)
+void tgc_eager_force_interp(int on)
 {
     t_force_interp = on;
 }
@@ -80,9 +78,11 @@ static uint64_t hash_bytes(const void *p, size_t n)
     return h;
 }
 
-static void make_key(ekey *k, tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
+static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const *in, int n_in,
+                     const tgc_attrs *a)
 {
     memset(k, 0, sizeof *k);
+    k->backend = b;
     k->op = op;
     k->n_in = n_in;
     int64_t flat_size[EAGER_MAX_IN * TGC_MAX_DIMS];
@@ -189,10 +189,11 @@ static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in,
         cfg.dump_dir = NULL;
         char name[64];
         snprintf(name, sizeof name, "eager_%s", tgc_op_name(op));
-        if (tgc_backend_llvm()->compile(e->g, &cfg, name, &e->art) != TGC_OK)
+        const tgc_backend *b = e->key.backend;
+        if (tgc_backend_compile(b, e->g, &cfg, name, &e->art) != TGC_OK)
             e->art = NULL;
-        else if (tgc_backend_llvm()->kernel_count(e->art) == 0) {
-            tgc_backend_llvm()->release(e->art);
+        else if (tgc_backend_kernel_count(b, e->art) == 0) {
+            tgc_backend_release(b, e->art);
             e->art = NULL;
         }
     }
@@ -204,10 +205,11 @@ static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in,
 
 /* The ready entry of this signature, compiled by this thread or another; NULL when out of
  * memory. */
-static eentry *lookup_or_compile(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
+static eentry *lookup_or_compile(const tgc_backend *b, tgc_op op, tgc_tensor *const *in, int n_in,
+                                 const tgc_attrs *a)
 {
     ekey k;
-    make_key(&k, op, in, n_in, a);
+    make_key(&k, b, op, in, n_in, a);
     uint64_t h = hash_bytes(&k, sizeof k);
     eentry **slot = &g_table[h % EAGER_BUCKETS];
     pthread_mutex_lock(&g_lock);
@@ -238,17 +240,14 @@ static eentry *lookup_or_compile(tgc_op op, tgc_tensor *const *in, int n_in, con
     return e;
 }
 
-tgc_tensor *tgc_llvm_eager(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
-                           int *handled)
+/* The op on the compiled backend b's cached kernels; *handled = 0 when interp should run it
+ * instead (this signature does not compile to kernels, or a call breaks an assumption its
+ * kernels were compiled under). */
+static tgc_tensor *run_compiled(const tgc_backend *b, tgc_op op, tgc_tensor *const *in, int n_in,
+                                const tgc_attrs *a, int *handled)
 {
     *handled = 0;
-    pthread_once(&g_env_once, read_env);
-    if (g_disabled || t_force_interp || n_in < 1 || n_in > EAGER_MAX_IN || !eager_candidate(op))
-        return NULL;
-    for (int i = 0; i < n_in; i++)
-        if (in[i]->device.type != TGC_DEVICE_CPU)
-            return NULL;
-    eentry *e = lookup_or_compile(op, in, n_in, a);
+    eentry *e = lookup_or_compile(b, op, in, n_in, a);
     if (!e || !e->art)
         return NULL;
     int64_t symvals[EAGER_MAX_IN * TGC_MAX_DIMS];
@@ -264,7 +263,29 @@ tgc_tensor *tgc_llvm_eager(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
     tgc_exec_args x = {in, n_in, NULL, 0, NULL, 0, symvals};
     tgc_tensor *out = NULL;
     *handled = 1;
-    if (tgc_backend_llvm()->run(e->art, e->g, &x, &out) != TGC_OK)
+    if (tgc_backend_run(b, e->art, e->g, &x, &out) != TGC_OK)
         return NULL;
     return out;
+}
+
+tgc_tensor *tgc_eager_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                          const tgc_vinfo *out)
+{
+    tgc_device_type dev = n_in > 0 ? in[0]->device.type : TGC_DEVICE_CPU;
+    const tgc_backend *b = tgc_backend_for_device(dev);
+    if (b && !tgc_env_eager_interp() && !t_force_interp && n_in <= EAGER_MAX_IN && n_in >= 1 &&
+        eager_candidate(op)) {
+        int handled;
+        tgc_tensor *r = run_compiled(b, op, in, n_in, a, &handled);
+        if (handled)
+            return r;
+    }
+    if (dev != TGC_DEVICE_CPU) {
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "tgc_%s: no backend of this build runs ops on the "
+                      "inputs' device; copy them to the CPU first",
+                      tgc_op_name(op));
+        return NULL;
+    }
+    return tgc_interp_run(op, in, n_in, a, out->dtype, out->shape, out->ndim);
 }

@@ -1,0 +1,271 @@
+/* The compile driver, the same for every compiled backend: a variant's graph becomes a plan
+ * (plan.h) through
+ *   clone -> passes (tgc_passes_run_opts, with the backend's decompose-keep flags; constant
+ *   folding evaluates on interp) -> the backend's prepare (optional) -> fusion with the
+ *   backend's hooks -> graph logs and dumps -> kir_lower_group per LOOP / TEMPLATE group ->
+ *   the backend's compile of ALL kernels of the variant in one call (LLVM: one unit, one O3
+ *   run) -> the memory plan (memplan.h) over the steps.
+ * OPAQUE groups become steps run on interp (exec.c); each such op is named once per variant
+ * on the perf channel, here, so calls pay nothing for it.
+ *
+ * Also the graph-level entry points of backend.h, which route graph runners (interp) to
+ * their own members and compiled backends to this driver and the executor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/interp/interp.h"
+#include "backend/plan.h"
+#include "kir/lower.h"
+#include "passes/passes.h"
+#include "runtime/parallel.h"
+#include "support/error.h"
+#include "support/log.h"
+#include "support/strbuf.h"
+
+void tgc_plan_free(tgc_plan *p)
+{
+    if (!p)
+        return;
+    if (p->backend && p->code)
+        p->backend->release_code(p->code);
+    for (int i = 0; i < p->n_kernels; i++) {
+        kir_kernel_free(p->kernels[i].k);
+        kir_args_free(&p->kernels[i].slots);
+    }
+    free(p->kernels);
+    free(p->steps);
+    tgc_memplan_free(&p->mem);
+    tgc_graph_free(p->g);
+    if (p->arena)
+        tgc_storage_unref(p->arena);
+    pthread_mutex_destroy(&p->arena_lock);
+    free(p);
+}
+
+static void dump_text(const tgc_config *cfg, const char *name, const char *suffix, const char *text)
+{
+    if (!cfg->dump_dir || !text)
+        return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.%s", cfg->dump_dir, name, suffix);
+    FILE *fp = fopen(path, "w");
+    if (fp) {
+        fputs(text, fp);
+        fclose(fp);
+    }
+}
+
+/* The graph as compiled (after the passes and the backend's preparation) and its groups. */
+static void log_graph(const tgc_plan *p, const tgc_fusion *fu, const tgc_config *cfg,
+                      const char *name)
+{
+    if (!(cfg->log & TGC_LOG_GRAPH) && !cfg->dump_dir)
+        return;
+    char *t = tgc_fusion_to_text(p->g, fu), *gt = tgc_graph_to_text(p->g);
+    if (cfg->log & TGC_LOG_GRAPH)
+        tgc_log_msg(cfg, TGC_LOG_GRAPH, "tgc: fusion groups of '%s':\n%s", name, t ? t : "");
+    tgc_strbuf sb = {0};
+    tgc_sb_printf(&sb, "%s\n%s", gt ? gt : "", t ? t : "");
+    char *both = tgc_sb_take(&sb);
+    dump_text(cfg, name, "opt.txt", both);
+    free(both);
+    free(gt);
+    free(t);
+}
+
+/* One perf line per op the backend hands to interp in this variant. */
+static void log_fallbacks(const tgc_plan *p, const tgc_config *cfg, const char *name)
+{
+    if (!(cfg->log & TGC_LOG_PERF))
+        return;
+    for (int si = 0; si < p->n_steps; si++) {
+        if (p->steps[si].kernel >= 0)
+            continue;
+        tgc_op op = p->g->nodes[p->steps[si].node].op;
+        int first = 1, count = 0;
+        for (int j = 0; j < p->n_steps; j++)
+            if (p->steps[j].kernel < 0 && p->g->nodes[p->steps[j].node].op == op) {
+                first &= j >= si;
+                count++;
+            }
+        if (first)
+            tgc_log_msg(cfg, TGC_LOG_PERF,
+                        "tgc: '%s' runs %s on interp (%d node%s): the %s backend has no "
+                        "kernel for it%s",
+                        name, tgc_op_name(op), count, count == 1 ? "" : "s", p->backend->name,
+                        p->device.type == TGC_DEVICE_CPU ? "" : "; its data is staged to the host");
+    }
+}
+
+/* Lowers every LOOP / TEMPLATE group to a kernel and orders the steps. */
+static tgc_status lower_groups(tgc_plan *p, const tgc_fusion *fu, const uint8_t *mat,
+                               const tgc_config *cfg, const char *name)
+{
+    size_t ng = (size_t)(fu->n_groups ? fu->n_groups : 1);
+    p->steps = calloc(ng, sizeof *p->steps);
+    p->kernels = calloc(ng, sizeof *p->kernels);
+    if (!p->steps || !p->kernels)
+        return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling '%s'", name);
+    int want_text = cfg->dump_dir || (cfg->log & TGC_LOG_KERNELS);
+    tgc_strbuf kir_text = {0};
+    tgc_status st = TGC_OK;
+    for (int gi = 0; gi < fu->n_groups && st == TGC_OK; gi++) {
+        const tgc_group *gr = &fu->groups[gi];
+        tgc_step *s = &p->steps[p->n_steps];
+        if (gr->kind == TGC_GROUP_OPAQUE) {
+            s->kernel = -1;
+            s->node = gr->anchor;
+            p->n_steps++;
+            continue;
+        }
+        kir_kernel *k = NULL;
+        st = kir_lower_group(p->g, fu, gi, mat, &k);
+        if (st != TGC_OK || !k)
+            break;
+        if (k->n_stores == 0 && k->kind == KIR_LOOP) {
+            kir_kernel_free(k); /* nothing read outside: dead after fusion */
+            continue;
+        }
+        tgc_plan_kernel *pk = &p->kernels[p->n_kernels];
+        pk->k = k;
+        snprintf(pk->name, sizeof pk->name, "k%d", gi);
+        s->kernel = p->n_kernels++;
+        s->node = -1;
+        p->n_steps++;
+        st = kir_args_collect(k, &pk->slots);
+        if (want_text) {
+            char *t = kir_kernel_to_text(k, p->g->syms);
+            if (t)
+                tgc_sb_puts(&kir_text, t);
+            free(t);
+        }
+    }
+    char *kt = tgc_sb_take(&kir_text);
+    if (kt && (cfg->log & TGC_LOG_KERNELS))
+        tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc: kernels of '%s':\n%s", name, kt);
+    dump_text(cfg, name, "kir.txt", kt);
+    free(kt);
+    return st;
+}
+
+/* The steps' buffer uses for the planner: a kernel reads and writes its buffers, an opaque
+ * step reads its node's inputs and writes the node. Only kernel outputs go to the arena. */
+static tgc_status plan_memory(tgc_plan *p, const uint8_t *mat)
+{
+    int n_uses = 0;
+    for (int si = 0; si < p->n_steps; si++)
+        n_uses += p->steps[si].kernel >= 0 ? p->kernels[p->steps[si].kernel].k->n_bufs
+                                           : 1 + p->g->nodes[p->steps[si].node].n_in;
+    int32_t *start = malloc((size_t)(p->n_steps + 1) * sizeof *start);
+    tgc_mem_use *uses = malloc((size_t)(n_uses ? n_uses : 1) * sizeof *uses);
+    uint8_t *slotted = malloc((size_t)(p->n_steps ? p->n_steps : 1));
+    tgc_status st = TGC_OK;
+    if (!start || !uses || !slotted)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc: out of memory planning buffers");
+    int32_t u = 0;
+    for (int si = 0; si < p->n_steps && st == TGC_OK; si++) {
+        start[si] = u;
+        const tgc_step *s = &p->steps[si];
+        slotted[si] = s->kernel >= 0;
+        if (s->kernel >= 0) {
+            const kir_kernel *k = p->kernels[s->kernel].k;
+            for (int b = 0; b < k->n_bufs; b++)
+                uses[u++] = (tgc_mem_use){k->bufs[b].value, (uint8_t)(k->bufs[b].written != 0)};
+        } else {
+            const tgc_node *nd = &p->g->nodes[s->node];
+            for (int i = 0; i < nd->n_in; i++)
+                uses[u++] = (tgc_mem_use){nd->in[i], 0};
+            uses[u++] = (tgc_mem_use){s->node, 1};
+        }
+    }
+    if (st == TGC_OK) {
+        start[p->n_steps] = u;
+        tgc_mem_steps ms = {p->n_steps, start, uses};
+        st = tgc_memplan_build(p->g, &ms, TGC_MEMPLAN_VIEWS_ALIAS | TGC_MEMPLAN_SLOTS, mat, slotted,
+                               &p->mem);
+    }
+    free(start);
+    free(uses);
+    free(slotted);
+    return st;
+}
+
+static int writes_inputs(const tgc_graph *g)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].flags & TGC_NODE_MUTATES)
+            return 1;
+    return 0;
+}
+
+tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tgc_config *cfg,
+                            const char *name, tgc_plan **out)
+{
+    tgc_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling '%s'", name);
+    pthread_mutex_init(&p->arena_lock, NULL);
+    p->backend = b;
+    p->device = (tgc_device){b->device, 0};
+    p->n_threads = tgc_threads_resolve(cfg->num_threads);
+    p->g = tgc_graph_clone(src);
+    tgc_status st = p->g ? TGC_OK : TGC_ERR_OOM;
+    if (st == TGC_OK)
+        st = tgc_passes_run_opts(p->g, cfg, name, b->decompose_keep, tgc_interp_eval_contiguous);
+    if (st == TGC_OK && b->prepare)
+        st = b->prepare(p->g);
+    tgc_fusion fu = {0};
+    uint8_t *mat = NULL;
+    if (st == TGC_OK)
+        st = tgc_pass_fuse(p->g, b->fuse, &fu);
+    if (st == TGC_OK)
+        log_graph(p, &fu, cfg, name);
+    if (st == TGC_OK && !(mat = kir_materialized(p->g, &fu)))
+        st = TGC_ERR_OOM;
+    if (st == TGC_OK)
+        st = lower_groups(p, &fu, mat, cfg, name);
+    if (st == TGC_OK)
+        st = b->compile(cfg, name, p->kernels, p->n_kernels, &p->code);
+    if (st == TGC_OK)
+        st = plan_memory(p, mat);
+    free(mat);
+    tgc_fusion_free(&fu);
+    if (st != TGC_OK) {
+        tgc_plan_free(p);
+        return st == TGC_ERR_OOM && !tgc_last_error()[0]
+                   ? tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", b->name)
+                   : tgc_keep_error(st, "tgc %s: compiling '%s' failed", b->name, name);
+    }
+    p->writes_inputs = (uint8_t)writes_inputs(p->g);
+    log_fallbacks(p, cfg, name);
+    *out = p;
+    return TGC_OK;
+}
+
+tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,
+                               const char *name, void **artifact)
+{
+    if (!name)
+        name = "graph";
+    if (b->graph)
+        return b->graph->compile(g, cfg, name, artifact);
+    tgc_plan *p = NULL;
+    tgc_status st = tgc_plan_compile(b, g, cfg, name, &p);
+    *artifact = p;
+    return st;
+}
+
+int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact)
+{
+    return b->graph ? b->graph->kernel_count(artifact) : ((const tgc_plan *)artifact)->n_kernels;
+}
+
+void tgc_backend_release(const tgc_backend *b, void *artifact)
+{
+    if (b->graph)
+        b->graph->release(artifact);
+    else
+        tgc_plan_free(artifact);
+}

@@ -1,0 +1,368 @@
+/* The executor of compiled plans (plan.h), the same for every compiled backend: binds the
+ * call's inputs (a contiguous copy of a strided one, since kernels index inputs as
+ * row-major), sizes the arena slots from the call's symbol values, runs the steps (kernels
+ * through the backend's launch / run_template, opaque nodes on interp through one staging
+ * step), writes back inputs the graph writes in place, and hands out the outputs.
+ *
+ * Thread-safe: calls share the plan; the arena kept between calls is taken with a trylock
+ * (a concurrent call allocates a private one). The per-call path allocates the same few
+ * arrays whatever the number of steps; a step allocates nothing unless it has more than 64
+ * buffers or 256 size slots. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/interp/interp.h"
+#include "backend/plan.h"
+#include "ir/view_access.h"
+#include "passes/passes.h"
+#include "support/config_env.h"
+#include "support/error.h"
+#include "tensor/copy.h"
+#include "tensor/tensor_impl.h"
+#include "tgc/ops.h"
+
+tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x)
+{
+    int64_t idx = nd->attrs.i[1];
+    switch ((tgc_bind_kind)nd->attrs.i[0]) {
+    case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
+    case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
+    case TGC_BIND_CAPTURED:
+    case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx] : NULL;
+    case TGC_BIND_FOLDED: return idx >= 0 && idx < g->n_consts ? g->consts[idx] : NULL;
+    }
+    return NULL;
+}
+
+typedef struct run_ctx {
+    tgc_plan *p;
+    const tgc_exec_args *x;
+    tgc_tensor **vals;
+    tgc_storage *arena;
+    int64_t *slot_off; /* byte offset of each slot in the arena */
+} run_ctx;
+
+static tgc_tensor *wrap(tgc_storage *s, int64_t byte_off, tgc_dtype dt, const int64_t *shape,
+                        int ndim)
+{
+    tgc_tensor *t = tgc_tensor_alloc_unowned();
+    if (!t)
+        return NULL;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        t->shape[d] = shape[d];
+    tgc_contiguous_strides(t->shape, ndim, t->strides);
+    t->offset = byte_off / (int64_t)tgc_dtype_size(dt);
+    t->storage = s;
+    tgc_storage_ref(s);
+    tgc_scope_adopt(t);
+    return t;
+}
+
+static void eval_shape(const run_ctx *r, const tgc_vinfo *v, int64_t *shape)
+{
+    for (int d = 0; d < v->ndim; d++)
+        shape[d] = tgc_sym_eval(r->p->g->syms, v->shape[d], r->x->symvals);
+}
+
+/* The tensor of value v: computed values are in vals; views are made on demand. */
+static tgc_tensor *value_tensor(run_ctx *r, int32_t v)
+{
+    if (r->vals[v])
+        return r->vals[v];
+    const tgc_node *nd = &r->p->g->nodes[v];
+    if (!tgc_is_view_op(nd->op))
+        return NULL;
+    tgc_tensor *src = value_tensor(r, nd->in[0]);
+    if (!src)
+        return NULL;
+    int64_t shape[TGC_MAX_DIMS];
+    eval_shape(r, &nd->out, shape);
+    r->vals[v] = tgc_interp_run(nd->op, &src, 1, &nd->attrs, nd->out.dtype, shape, nd->out.ndim);
+    return r->vals[v];
+}
+
+/* Makes sure value v has a buffer (a planned slot or a fresh tensor). */
+static tgc_tensor *ensure_buffer(run_ctx *r, int32_t v)
+{
+    if (r->vals[v])
+        return r->vals[v];
+    const tgc_vinfo *vi = &r->p->g->nodes[v].out;
+    int64_t shape[TGC_MAX_DIMS];
+    eval_shape(r, vi, shape);
+    int slot = r->p->mem.slot_of[v];
+    if (slot >= 0 && r->arena)
+        r->vals[v] = wrap(r->arena, r->slot_off[slot], vi->dtype, shape, vi->ndim);
+    else
+        r->vals[v] = tgc_tensor_new(shape, vi->ndim, vi->dtype, r->p->device);
+    return r->vals[v];
+}
+
+static void *data_ptr(const tgc_tensor *t)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)tgc_dtype_size(t->dtype);
+}
+
+/* THE kernel binding: bufs[i] = element 0 of kernel buffer i (written buffers get a slot or a
+ * fresh tensor, and their storage's version bumped), sizes[j] = size slot j of this call. */
+static tgc_status bind_kernel(run_ctx *r, const tgc_plan_kernel *pk, void **bufs, int64_t *sizes)
+{
+    const kir_kernel *k = pk->k;
+    for (int b = 0; b < k->n_bufs; b++) {
+        int32_t v = k->bufs[b].value;
+        tgc_tensor *t = k->bufs[b].written ? ensure_buffer(r, v) : value_tensor(r, v);
+        if (!t)
+            return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: no buffer for value %%%d",
+                                  r->p->backend->name, v);
+        bufs[b] = data_ptr(t);
+        if (k->bufs[b].written && t->storage)
+            tgc_storage_bump(t->storage);
+    }
+    for (int j = 0; j < pk->slots.n; j++)
+        sizes[j] = tgc_sym_eval(r->p->g->syms, pk->slots.dims[j], r->x->symvals);
+    return TGC_OK;
+}
+
+static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
+{
+    void *bufs_small[64];
+    int64_t sizes_small[256];
+    const kir_kernel *k = pk->k;
+    void **bufs = k->n_bufs <= 64 ? bufs_small : malloc((size_t)k->n_bufs * sizeof *bufs);
+    int64_t *sizes = pk->slots.n <= 256 ? sizes_small : malloc((size_t)pk->slots.n * sizeof *sizes);
+    tgc_status st = TGC_OK;
+    if (!bufs || !sizes)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
+    if (st == TGC_OK)
+        st = bind_kernel(r, pk, bufs, sizes);
+    tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads};
+    if (st == TGC_OK)
+        st = k->kind == KIR_LOOP ? r->p->backend->launch(pk, bufs, sizes, &env)
+                                 : r->p->backend->run_template(pk, bufs, sizes, &env);
+    if (bufs != bufs_small)
+        free(bufs);
+    if (sizes != sizes_small)
+        free(sizes);
+    return st;
+}
+
+/* A node the backend has no kernel for, on interp. On a device other than the host, its
+ * inputs are copied to the host and its result back (the compile named the op on the perf
+ * channel); on the host the values are used in place. */
+static tgc_status run_opaque(run_ctx *r, int32_t node)
+{
+    const tgc_plan *p = r->p;
+    const tgc_node *nd = &p->g->nodes[node];
+    const char *fn = tgc_op_name(nd->op);
+    tgc_tensor *ins[8];
+    if (nd->n_in > 8)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc %s: %s with %d inputs", p->backend->name, fn,
+                             nd->n_in);
+    int staged = p->device.type != TGC_DEVICE_CPU;
+    tgc_status st = staged && p->backend->synchronize ? p->backend->synchronize(p->device) : TGC_OK;
+    for (int k = 0; k < nd->n_in && st == TGC_OK; k++) {
+        if (!(ins[k] = value_tensor(r, nd->in[k])))
+            return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: input of %s missing", p->backend->name,
+                                  fn);
+        if (staged && !(ins[k] = tgc_tensor_copy_to(fn, ins[k], tgc_cpu())))
+            st = tgc_last_status();
+    }
+    if (st != TGC_OK)
+        return st;
+    int64_t shape[TGC_MAX_DIMS];
+    eval_shape(r, &nd->out, shape);
+    tgc_tensor *res = tgc_interp_run_node(nd, ins, shape);
+    if (res && staged)
+        res = tgc_tensor_copy_to(fn, res, p->device);
+    r->vals[node] = res;
+    return res ? TGC_OK
+               : tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: %s failed", p->backend->name, fn);
+}
+
+/* Sizes the slots for this call and takes the cached arena (or a private one when another
+ * call holds it). Returns 1 when the cached arena is held (release it after the call). */
+static int take_arena(run_ctx *r)
+{
+    tgc_plan *p = r->p;
+    if (!p->mem.n_slots)
+        return 0;
+    int64_t *need = calloc((size_t)p->mem.n_slots, sizeof *need);
+    if (!need)
+        return 0;
+    for (int32_t v = 0; v < p->g->n_nodes; v++) {
+        int s = p->mem.slot_of[v];
+        if (s < 0)
+            continue;
+        const tgc_vinfo *vi = &p->g->nodes[v].out;
+        int64_t shape[TGC_MAX_DIMS];
+        eval_shape(r, vi, shape);
+        int64_t bytes = tgc_shape_numel(shape, vi->ndim) * (int64_t)tgc_dtype_size(vi->dtype);
+        bytes = (bytes + 63) & ~(int64_t)63;
+        if (bytes > need[s])
+            need[s] = bytes;
+    }
+    int64_t total = 0;
+    for (int s = 0; s < p->mem.n_slots; s++) {
+        r->slot_off[s] = total;
+        total += need[s];
+    }
+    free(need);
+    int held = pthread_mutex_trylock(&p->arena_lock) == 0;
+    if (held) {
+        if (!p->arena || p->arena->nbytes < (size_t)total) {
+            if (p->arena)
+                tgc_storage_unref(p->arena);
+            p->arena = tgc_storage_new((size_t)(total ? total : 64), p->device);
+        }
+        r->arena = p->arena;
+        if (!r->arena) {
+            pthread_mutex_unlock(&p->arena_lock);
+            held = 0;
+        }
+    }
+    if (!held)
+        r->arena = tgc_storage_new((size_t)(total ? total : 64), p->device);
+    else
+        tgc_storage_ref(r->arena);
+    return held;
+}
+
+/* TGC_PROFILE=1 (support/config_env.h): one line per step and call on stderr. */
+static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const tgc_step *s = &p->steps[si];
+    const kir_kernel *k = s->kernel >= 0 ? p->kernels[s->kernel].k : NULL;
+    fprintf(stderr, "tgc profile: step %d %s %.3f ms\n", si,
+            !k                    ? tgc_op_name(p->g->nodes[s->node].op)
+            : k->kind == KIR_LOOP ? "loop"
+                                  : tgc_op_name(k->tpl.op),
+            (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6);
+}
+
+/* Binds the inputs. Kernels index inputs as row-major, so a strided input is read through
+ * a contiguous copy; when the graph writes inputs in place (batch_norm's running statistics,
+ * through views or not), *orig keeps the callers' tensors so the copies' final contents can
+ * be written back (write_back), or the write would be lost. */
+static tgc_status bind_inputs(run_ctx *r, tgc_tensor ***orig, uint8_t **written)
+{
+    const tgc_graph *g = r->p->g;
+    tgc_status st = TGC_OK;
+    if (r->p->writes_inputs) {
+        size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
+        *written = tgc_pass_mutated_values(g);
+        *orig = *written ? calloc(n, sizeof **orig) : NULL;
+        if (!*orig)
+            return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
+    }
+    for (int32_t i = 0; i < g->n_nodes && st == TGC_OK; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        if (nd->op != TGC_OP_INPUT)
+            continue;
+        tgc_tensor *t = tgc_exec_input(g, nd, r->x);
+        if (*orig)
+            (*orig)[i] = t;
+        if (!t)
+            st = tgc_set_error(TGC_ERR_INTERNAL, "tgc %s: input %%%d is not bound",
+                               r->p->backend->name, i);
+        else if (!tgc_tensor_is_contiguous(t))
+            t = tgc_interp_run(TGC_OP_CONTIGUOUS, &t, 1, &(tgc_attrs){0}, t->dtype, t->shape,
+                               t->ndim);
+        r->vals[i] = t;
+        if (st == TGC_OK && !t)
+            st = tgc_keep_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
+    }
+    return st;
+}
+
+static tgc_status write_back(const tgc_plan *p, tgc_tensor *const *orig, tgc_tensor *const *vals,
+                             const uint8_t *written)
+{
+    tgc_status st = p->backend->synchronize ? p->backend->synchronize(p->device) : TGC_OK;
+    for (int32_t i = 0; i < p->g->n_nodes && st == TGC_OK; i++)
+        if (written[i] && orig[i] && vals[i] && orig[i] != vals[i])
+            if ((st = tgc_tensor_copy(orig[i], vals[i])) == TGC_OK)
+                tgc_storage_bump(orig[i]->storage);
+    return st;
+}
+
+/* Output i as a caller-owned handle: the value itself when this call created it outside the
+ * arena and has not handed it out yet, else a fresh view of it. */
+static tgc_status hand_out(run_ctx *r, unsigned char *given, tgc_tensor **outs)
+{
+    const tgc_graph *g = r->p->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int32_t v = g->outputs[i];
+        tgc_tensor *t = value_tensor(r, v);
+        if (!t)
+            return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: output %d missing",
+                                  r->p->backend->name, i);
+        int owned = g->nodes[v].op != TGC_OP_INPUT && !given[v] && t->storage != r->arena;
+        outs[i] = owned ? t : tgc_tensor_view(t, t->shape, t->strides, t->ndim, t->offset);
+        given[v] = 1;
+        if (!outs[i] || tgc_scope_keep(outs[i]) != TGC_OK)
+            return tgc_keep_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
+    }
+    return TGC_OK;
+}
+
+tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
+{
+    const tgc_graph *g = p->g;
+    size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    run_ctx r = {p, x, calloc(n, sizeof(tgc_tensor *)), NULL,
+                 calloc((size_t)(p->mem.n_slots ? p->mem.n_slots : 1), sizeof(int64_t))};
+    unsigned char *given = calloc(n, 1);
+    if (!r.vals || !given || !r.slot_off) {
+        free(r.vals);
+        free(given);
+        free(r.slot_off);
+        return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", p->backend->name);
+    }
+    tgc_scope_push();
+    tgc_tensor **orig = NULL;
+    uint8_t *written = NULL;
+    tgc_status st = bind_inputs(&r, &orig, &written);
+    int held = st == TGC_OK ? take_arena(&r) : 0;
+    int prof = tgc_env_profile();
+    for (int si = 0; si < p->n_steps && st == TGC_OK; si++) {
+        const tgc_step *s = &p->steps[si];
+        struct timespec t0;
+        if (prof)
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = s->kernel >= 0 ? run_kernel(&r, &p->kernels[s->kernel]) : run_opaque(&r, s->node);
+        if (prof)
+            profile_line(p, si, &t0);
+    }
+    if (st == TGC_OK && orig)
+        st = write_back(p, orig, r.vals, written);
+    if (st == TGC_OK)
+        st = hand_out(&r, given, outs);
+    if (st != TGC_OK)
+        for (int i = 0; i < g->n_outputs; i++)
+            outs[i] = NULL;
+    tgc_scope_pop();
+    if (r.arena)
+        tgc_storage_unref(r.arena);
+    if (held)
+        pthread_mutex_unlock(&p->arena_lock);
+    free(r.vals);
+    free(r.slot_off);
+    free(given);
+    free(written);
+    free(orig);
+    return st;
+}
+
+tgc_status tgc_backend_run(const tgc_backend *b, void *artifact, const tgc_graph *g,
+                           const tgc_exec_args *x, tgc_tensor **outs)
+{
+    if (b->graph)
+        return b->graph->run(artifact, g, x, outs);
+    return tgc_plan_run(artifact, x, outs);
+}

@@ -1,0 +1,17 @@
+/* The backend registry: which backend a config gets in this build, and which compiled
+ * backend serves a device for eager ops. The only place (with the backends themselves)
+ * that knows which backends a build has. */
+#ifndef TGC_BACKEND_REGISTRY_H
+#define TGC_BACKEND_REGISTRY_H
+
+#include "backend/backend.h"
+
+/* The backend a config asks for in this build: AUTO is LLVM when built with it, else interp.
+ * NULL with TGC_ERR_UNSUPPORTED set when the kind is not available. */
+const tgc_backend *tgc_backend_for(const tgc_config *cfg);
+/* The compiled backend whose kernels run eager ops on tensors of device type dev; NULL when
+ * there is none in this build or on this machine (eager ops then run on interp, on CPU).
+ * The error state is left as it was. */
+const tgc_backend *tgc_backend_for_device(tgc_device_type dev);
+
+#endif
