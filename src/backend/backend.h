@@ -57,12 +57,13 @@ typedef struct tgc_backend {
     /* How fusion classifies nodes for it (passes/fuse.h): an OPAQUE node runs on interp. */
     const tgc_fuse_hooks *fuse;
     /* Compiles all n kernels of one variant at once (one unit, one optimizer run), in plan
-     * order, and returns the code owning them in *code (released with release_code, also
-     * when a later step of the compile fails). Sets ks[i].handle, the backend's data for
-     * launch / run_template of kernel i; may read everything else of ks[i] (the kernel IR,
-     * its size slots, its name) and must not keep pointers into ks past the call other than
-     * handles into its own code. cfg is the function's (dump_dir: write its own code text as
-     * "<name>.<suffix>"). Errors: TGC_ERR_COMPILE (with the reason), TGC_ERR_OOM. */
+     * order, and returns the code owning them in *code (the plan releases it with
+     * release_code); on failure it frees its partial work and leaves *code NULL. Sets
+     * ks[i].handle, the backend's data for launch / run_template of kernel i; may read the
+     * rest of ks[i] (the kernel IR, its size slots, its name) during the call and keep the
+     * kernel IR, which the plan owns for as long as the code lives. cfg is the function's
+     * (dump_dir: write its own code text as "<dump_dir>/<name>.<suffix>"). Errors:
+     * TGC_ERR_COMPILE (with the reason), TGC_ERR_OOM. */
     tgc_status (*compile)(const tgc_config *cfg, const char *name, struct tgc_plan_kernel *ks,
                           int n, void **code);
     /* Runs LOOP kernel k over its whole domain: bufs[i] is element 0 of kernel buffer i on

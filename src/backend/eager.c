@@ -14,7 +14,7 @@
  * interp.
  *
  * The cache is never emptied: its entries stay reachable until the process exits, when
- * LLVM's own teardown order makes releasing JIT code unsafe.
+ * a JIT's teardown order (LLVM's) makes releasing its code unsafe.
  *
  * Threads: the table is guarded by g_lock, held only to find or insert an entry, never
  * while compiling, so eager ops of other signatures (and compiled functions) keep running

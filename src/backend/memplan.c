@@ -42,8 +42,9 @@ static tgc_status assign_slots(const tgc_graph *g, const tgc_mem_steps *s, const
             continue;
         for (int32_t u = s->start[si]; u < s->start[si + 1]; u++) {
             int32_t v = s->uses[u].value;
-            if (!s->uses[u].written || def_step[v] != si || is_out[v] || (mat && !mat[v]) ||
-                g->nodes[v].op == TGC_OP_INPUT || m->slot_of[v] >= 0)
+            /* base[v] != v: a view, which has no buffer of its own */
+            if (!s->uses[u].written || def_step[v] != si || base[v] != v || is_out[v] ||
+                (mat && !mat[v]) || g->nodes[v].op == TGC_OP_INPUT || m->slot_of[v] >= 0)
                 continue;
             int slot = -1;
             for (int q = 0; q < m->n_slots && slot < 0; q++)

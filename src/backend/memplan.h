@@ -31,8 +31,9 @@ typedef enum {
 
 typedef struct tgc_memplan {
     int32_t *last_use; /* per value: last step reading it; n_steps: an output; -1: never */
-    int32_t *slot_of;  /* per value: its arena slot; -1: none (input, output, opaque result,
-                        * view); NULL without TGC_MEMPLAN_SLOTS */
+    int32_t *slot_of;  /* per value: its arena slot; -1: none (an input, an output or what
+                        * an output views, a result of an unslotted step, a view when views
+                        * alias); NULL without TGC_MEMPLAN_SLOTS */
     int n_slots;
 } tgc_memplan;
 

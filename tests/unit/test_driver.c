@@ -1,0 +1,377 @@
+/* The shared compile driver and executor (backend/plan.h) with a second compiled backend
+ * that implements only the vtable: "mini", defined here, fuses f32 add / sub / mul into LOOP
+ * kernels and runs them by interpreting their kernel IR; everything else is opaque and runs
+ * on interp through the executor's fallback step. Its results are checked against the interp
+ * backend bit for bit. Also: the shared memory planner (slot reuse, outputs never in the
+ * arena) and the perf-log line of an opaque fallback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend/memplan.h"
+#include "backend/plan.h"
+#include "ir/view_access.h"
+#include "support/error.h"
+#include "tensor/tensor_impl.h"
+#include "tgc/tgc.h"
+#include "unit/graph_build_util.h"
+#include "unit/unit_test_util.h"
+
+/* ---- the "mini" backend ---- */
+
+static int mini_compiles;     /* compile calls */
+static int mini_kernels_seen; /* kernels handed to those calls */
+static int mini_launches;
+
+static tgc_fuse_class mini_classify(const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    if (nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op))
+        return TGC_FUSE_FREE;
+    int f32 = nd->out.dtype == TGC_F32;
+    for (int k = 0; k < nd->n_in; k++)
+        f32 &= g->nodes[nd->in[k]].out.dtype == TGC_F32;
+    if (f32 && (nd->op == TGC_OP_ADD || nd->op == TGC_OP_SUB || nd->op == TGC_OP_MUL))
+        return TGC_FUSE_POINTWISE;
+    return TGC_FUSE_OPAQUE;
+}
+
+static int mini_epilogue_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand)
+{
+    (void)g, (void)tpl, (void)node, (void)operand;
+    return 0;
+}
+
+static const tgc_fuse_hooks mini_hooks = {mini_classify, mini_epilogue_ok};
+
+/* "Compiling" keeps the kernel IR as the code: launch interprets it. */
+static tgc_status mini_compile(const tgc_config *cfg, const char *name, tgc_plan_kernel *ks, int n,
+                               void **code)
+{
+    (void)cfg, (void)name;
+    mini_compiles++;
+    mini_kernels_seen += n;
+    for (int i = 0; i < n; i++) {
+        const kir_kernel *k = ks[i].k;
+        if (k->kind != KIR_LOOP || k->n_reduces || k->n_phases != 1)
+            return tgc_set_error(TGC_ERR_COMPILE, "mini: kernel %s is not pointwise", ks[i].name);
+        ks[i].handle = ks[i].k;
+    }
+    *code = calloc(1, 1); /* something to release */
+    return *code ? TGC_OK : TGC_ERR_OOM;
+}
+
+static int64_t mini_dim(const tgc_plan_kernel *pk, const int64_t *sizes, tgc_sdim d)
+{
+    return TGC_SDIM_IS_CONST(d) ? d : sizes[kir_args_slot(&pk->slots, d)];
+}
+
+static int64_t mini_index(const tgc_plan_kernel *pk, const int64_t *sizes, const kir_access *at,
+                          const int64_t *var, int nd)
+{
+    int64_t i = mini_dim(pk, sizes, at->off);
+    for (int d = 0; d < nd; d++)
+        i += mini_dim(pk, sizes, at->stride[d]) * var[d];
+    return i;
+}
+
+static tgc_status mini_launch(const tgc_plan_kernel *pk, void *const *bufs, const int64_t *sizes,
+                              const tgc_launch_env *env)
+{
+    (void)env;
+    mini_launches++;
+    const kir_kernel *k = pk->handle;
+    int nd = k->n_outer + k->n_inner;
+    int64_t ext[KIR_MAX_DIMS], var[KIR_MAX_DIMS] = {0}, total = 1;
+    for (int d = 0; d < nd; d++)
+        total *= ext[d] = mini_dim(pk, sizes, k->extent[d]);
+    double *v = malloc((size_t)(k->n_vals ? k->n_vals : 1) * sizeof *v);
+    if (!v)
+        return TGC_ERR_OOM;
+    for (int64_t e = 0; e < total; e++) {
+        for (int i = 0; i < k->n_vals; i++) {
+            const kir_val *x = &k->vals[i];
+            if (x->kind == KV_LOAD) {
+                const kir_load *l = &k->loads[x->index];
+                v[i] = ((const float *)bufs[l->at.buf])[mini_index(pk, sizes, &l->at, var, nd)];
+            } else if (x->kind == KV_CONST) {
+                v[i] = x->cval;
+            } else { /* KV_OP: add, sub or mul, rounded to f32 like interp */
+                double a = v[x->in[0]], b = v[x->in[1]];
+                v[i] = (float)(x->op == TGC_OP_ADD ? a + b : x->op == TGC_OP_SUB ? a - b : a * b);
+            }
+        }
+        for (int s = 0; s < k->n_stores; s++) {
+            const kir_store *st = &k->stores[s];
+            ((float *)bufs[st->at.buf])[mini_index(pk, sizes, &st->at, var, nd)] =
+                (float)v[st->val];
+        }
+        for (int d = nd - 1; d >= 0 && ++var[d] == ext[d]; d--)
+            var[d] = 0;
+    }
+    free(v);
+    return TGC_OK;
+}
+
+static void mini_release(void *code)
+{
+    free(code);
+}
+
+static const tgc_backend mini = {
+    .name = "mini",
+    .device = TGC_DEVICE_CPU,
+    .fuse = &mini_hooks,
+    .compile = mini_compile,
+    .launch = mini_launch,
+    .release_code = mini_release,
+};
+
+/* ---- helpers ---- */
+
+typedef struct logs {
+    char text[4096];
+    int n;
+} logs;
+
+static void capture(unsigned channel, const char *message, void *user)
+{
+    logs *l = user;
+    if (channel != TGC_LOG_PERF)
+        return;
+    l->n++;
+    strncat(l->text, message, sizeof l->text - strlen(l->text) - 2);
+    strcat(l->text, "\n");
+}
+
+static tgc_tensor *rnd(int64_t d0, int64_t d1)
+{
+    int64_t s[2] = {d0, d1};
+    tgc_tensor *t = tgc_randn(s, d1 ? 2 : 1, TGC_F32, tgc_cpu());
+    assert_non_null(t);
+    return t;
+}
+
+/* Runs g on backend b over in; outs owned by the current scope. */
+static void run_on(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg, tgc_tensor **in,
+                   int n_in, tgc_tensor **out)
+{
+    void *art = NULL;
+    if (tgc_backend_compile(b, g, cfg, "drv", &art) != TGC_OK)
+        fail_msg("compile on %s: %s", b->name, tgc_last_error());
+    int64_t symvals[1] = {0};
+    tgc_exec_args x = {in, n_in, NULL, 0, NULL, 0, symvals};
+    if (tgc_backend_run(b, art, g, &x, out) != TGC_OK)
+        fail_msg("run on %s: %s", b->name, tgc_last_error());
+    tgc_backend_release(b, art);
+}
+
+/* The same bits on mini as on interp. */
+static void assert_same(const tgc_tensor *a, const tgc_tensor *b)
+{
+    assert_int_equal(tgc_numel(a), tgc_numel(b));
+    assert_true(tgc_tensor_is_contiguous(a) && tgc_tensor_is_contiguous(b));
+    assert_memory_equal(tgc_tensor_base(a), tgc_tensor_base(b),
+                        (size_t)tgc_numel(a) * sizeof(float));
+}
+
+static const tgc_sdim s45[2] = {4, 5}, s5[1] = {5};
+
+/* ---- tests ---- */
+
+/* (a + b) * c - a with a broadcast operand: one LOOP kernel, compiled once per variant. */
+static void test_pointwise_kernel(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45), b = gb_input(g, TGC_F32, 1, s5),
+            c = gb_input(g, TGC_F32, 2, s45);
+    int32_t r = gb_bin(g, TGC_OP_SUB, gb_bin(g, TGC_OP_MUL, gb_bin(g, TGC_OP_ADD, a, b), c), a);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_tensor *in[3] = {rnd(4, 5), rnd(5, 0), rnd(4, 5)};
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    mini_compiles = mini_kernels_seen = mini_launches = 0;
+    tgc_tensor *want = NULL, *got = NULL;
+    run_on(tgc_backend_interp(), g, &cfg, in, 3, &want);
+    run_on(&mini, g, &cfg, in, 3, &got);
+    assert_int_equal(mini_compiles, 1);
+    assert_int_equal(mini_kernels_seen, 1);
+    assert_int_equal(mini_launches, 1);
+    assert_same(got, want);
+    assert_float_equal(((float *)tgc_tensor_base(got))[7],
+                       (float)((float)(((float *)tgc_tensor_base(in[0]))[7] +
+                                       ((float *)tgc_tensor_base(in[1]))[2]) *
+                               ((float *)tgc_tensor_base(in[2]))[7]) -
+                           ((float *)tgc_tensor_base(in[0]))[7],
+                       1e-6);
+    tgc_graph_free(g);
+}
+
+/* kernel -> exp (opaque: interp) -> kernel, with a transposed (strided) input that the
+ * executor copies: two kernels, one fallback named once on the perf channel, and the first
+ * kernel's result (read by the fallback) in the arena while the output is not. */
+static void test_opaque_fallback(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45), b = gb_input(g, TGC_F32, 2, s45);
+    int32_t s = gb_bin(g, TGC_OP_ADD, a, b);
+    int32_t e1 = gb_un(g, TGC_OP_EXP, s);
+    int32_t e2 = gb_un(g, TGC_OP_EXP, gb_bin(g, TGC_OP_MUL, e1, b));
+    int32_t r = gb_bin(g, TGC_OP_MUL, e2, a);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_tensor *bt = tgc_transpose(rnd(5, 4), 0, 1);
+    assert_non_null(bt);
+    assert_false(tgc_tensor_is_contiguous(bt));
+    tgc_tensor *in[2] = {rnd(4, 5), bt};
+    logs l = {0};
+    tgc_config cfg = tgc_config_default();
+    cfg.log = TGC_LOG_PERF;
+    cfg.log_fn = capture;
+    cfg.log_user = &l;
+    tgc_tensor *want = NULL, *got = NULL;
+    run_on(tgc_backend_interp(), g, &cfg, in, 2, &want);
+    assert_int_equal(l.n, 0); /* interp has no fallbacks */
+
+    mini_launches = 0;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&mini, g, &cfg, "drv_fn", &p), TGC_OK);
+    assert_int_equal(p->n_kernels, 3);
+    assert_int_equal(p->n_steps, 5);
+    assert_int_equal(l.n, 1);
+    assert_non_null(strstr(l.text, "'drv_fn' runs exp on interp (2 nodes)"));
+    assert_non_null(strstr(l.text, "mini"));
+    assert_true(p->mem.n_slots >= 1);
+    int64_t symvals[1] = {0};
+    tgc_exec_args x = {in, 2, NULL, 0, NULL, 0, symvals};
+    assert_int_equal(tgc_plan_run(p, &x, &got), TGC_OK);
+    assert_int_equal(mini_launches, 3);
+    assert_non_null(p->arena);
+    assert_ptr_not_equal(got->storage, p->arena);
+    assert_same(got, want);
+    /* a second call reuses the arena and gives the same bits */
+    tgc_storage *arena = p->arena;
+    tgc_tensor *again = NULL;
+    assert_int_equal(tgc_plan_run(p, &x, &again), TGC_OK);
+    assert_ptr_equal(p->arena, arena);
+    assert_same(again, want);
+    assert_int_equal(l.n, 1); /* calls log nothing */
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+}
+
+/* A backend whose fuse hooks make sums reductions: the LOOP kernel it then receives has an
+ * accumulator, which mini's compile refuses; the variant fails with its message. */
+static tgc_fuse_class reduce_classify(const tgc_graph *g, int32_t i)
+{
+    if (g->nodes[i].op == TGC_OP_SUM && g->nodes[i].out.dtype == TGC_F32)
+        return TGC_FUSE_REDUCE;
+    return mini_classify(g, i);
+}
+
+static const tgc_fuse_hooks reduce_hooks = {reduce_classify, mini_epilogue_ok};
+
+static void test_backend_compile_error(void **state)
+{
+    (void)state;
+    tgc_backend reducing = mini;
+    reducing.fuse = &reduce_hooks;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45);
+    tgc_attrs red = {.ni = 2};
+    red.i[0] = 2; /* dim 1 */
+    red.i[1] = 0;
+    int32_t r = gb_op(g, TGC_OP_SUM, &a, 1, &red);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    void *art = NULL;
+    mini_compiles = 0;
+    check_error(tgc_backend_compile(&reducing, g, &cfg, "drv_err", &art), TGC_ERR_COMPILE,
+                "is not pointwise");
+    assert_int_equal(mini_compiles, 1);
+    assert_null(art);
+    /* the same graph on mini itself: the sum is opaque, nothing to compile */
+    assert_int_equal(tgc_backend_compile(&mini, g, &cfg, "drv_ok", &art), TGC_OK);
+    assert_int_equal(tgc_backend_kernel_count(&mini, art), 0);
+    tgc_backend_release(&mini, art);
+    tgc_graph_free(g);
+}
+
+/* The planner on a chain x -> a -> b -> c -> d -> view(d) (output), one node per step:
+ * a and c share slot 0 (a is dead after b reads it), b gets slot 1, the output d (viewed by
+ * the graph's output) and the input never get one. */
+static void test_memplan_slots(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    int32_t x = gb_input(g, TGC_F32, 2, s45);
+    int32_t a = gb_un(g, TGC_OP_EXP, x), b = gb_un(g, TGC_OP_EXP, a), c = gb_un(g, TGC_OP_EXP, b),
+            d = gb_un(g, TGC_OP_EXP, c);
+    int64_t shape[1] = {20};
+    int32_t v = gb_ints(g, TGC_OP_RESHAPE, d, shape, 1);
+    assert_int_equal(tgc_graph_set_outputs(g, &v, 1), TGC_OK);
+    int32_t start[7];
+    tgc_mem_use uses[16];
+    int u = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        start[i] = u;
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            uses[u++] = (tgc_mem_use){g->nodes[i].in[k], 0};
+        uses[u++] = (tgc_mem_use){i, 1};
+    }
+    start[g->n_nodes] = u;
+    tgc_mem_steps ms = {g->n_nodes, start, uses};
+    tgc_memplan m;
+    assert_int_equal(
+        tgc_memplan_build(g, &ms, TGC_MEMPLAN_VIEWS_ALIAS | TGC_MEMPLAN_SLOTS, NULL, NULL, &m),
+        TGC_OK);
+    assert_int_equal(m.n_slots, 2);
+    assert_int_equal(m.slot_of[x], -1);
+    assert_int_equal(m.slot_of[a], 0);
+    assert_int_equal(m.slot_of[b], 1);
+    assert_int_equal(m.slot_of[c], 0);
+    assert_int_equal(m.slot_of[d], -1); /* viewed by the output: a fresh tensor */
+    assert_int_equal(m.slot_of[v], -1);
+    assert_int_equal(m.last_use[a], 2);
+    assert_int_equal(m.last_use[d], g->n_nodes); /* through the view: live past the end */
+    tgc_memplan_free(&m);
+
+    /* interp's use: no aliasing, no slots; the view itself is the output */
+    assert_int_equal(tgc_memplan_build(g, &ms, 0, NULL, NULL, &m), TGC_OK);
+    assert_null(m.slot_of);
+    assert_int_equal(m.last_use[d], v);
+    assert_int_equal(m.last_use[v], g->n_nodes);
+    assert_int_equal(m.last_use[x], a);
+    tgc_memplan_free(&m);
+
+    /* only steps marked slotted put their results in the arena */
+    uint8_t slotted[6] = {1, 1, 0, 1, 1, 1};
+    assert_int_equal(
+        tgc_memplan_build(g, &ms, TGC_MEMPLAN_VIEWS_ALIAS | TGC_MEMPLAN_SLOTS, NULL, slotted, &m),
+        TGC_OK);
+    assert_int_equal(m.slot_of[b], -1);
+    assert_int_equal(m.slot_of[a], 0);
+    assert_int_equal(m.slot_of[c], 0); /* a died at step 2, b took no slot */
+    assert_int_equal(m.n_slots, 1);
+    tgc_memplan_free(&m);
+    tgc_graph_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_pointwise_kernel, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_opaque_fallback, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_memplan_slots, scoped_setup, scoped_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, group_shutdown);
+}
