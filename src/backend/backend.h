@@ -95,6 +95,12 @@ tgc_status tgc_backend_run(const tgc_backend *b, void *artifact, const tgc_graph
 int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact);
 void tgc_backend_release(const tgc_backend *b, void *artifact);
 
+/* Writes text to "<cfg->dump_dir>/<name>.<suffix>" when cfg has a dump folder (the driver's
+ * graph and kernel-IR dumps, a backend's code text). Best effort: a file that cannot be
+ * written is skipped. */
+void tgc_backend_dump_text(const tgc_config *cfg, const char *name, const char *suffix,
+                           const char *text);
+
 const tgc_backend *tgc_backend_interp(void);
 /* The tensor INPUT node nd of g is bound to in this call; NULL when the binding is out of
  * range. */

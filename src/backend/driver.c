@@ -36,6 +36,7 @@ void tgc_plan_free(tgc_plan *p)
     }
     free(p->kernels);
     free(p->steps);
+    free(p->mutated);
     tgc_memplan_free(&p->mem);
     tgc_graph_free(p->g);
     if (p->arena)
@@ -44,7 +45,8 @@ void tgc_plan_free(tgc_plan *p)
     free(p);
 }
 
-static void dump_text(const tgc_config *cfg, const char *name, const char *suffix, const char *text)
+void tgc_backend_dump_text(const tgc_config *cfg, const char *name, const char *suffix,
+                           const char *text)
 {
     if (!cfg->dump_dir || !text)
         return;
@@ -69,7 +71,7 @@ static void log_graph(const tgc_plan *p, const tgc_fusion *fu, const tgc_config 
     tgc_strbuf sb = {0};
     tgc_sb_printf(&sb, "%s\n%s", gt ? gt : "", t ? t : "");
     char *both = tgc_sb_take(&sb);
-    dump_text(cfg, name, "opt.txt", both);
+    tgc_backend_dump_text(cfg, name, "opt.txt", both);
     free(both);
     free(gt);
     free(t);
@@ -145,7 +147,7 @@ static tgc_status lower_groups(tgc_plan *p, const tgc_fusion *fu, const uint8_t 
     char *kt = tgc_sb_take(&kir_text);
     if (kt && (cfg->log & TGC_LOG_KERNELS))
         tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc: kernels of '%s':\n%s", name, kt);
-    dump_text(cfg, name, "kir.txt", kt);
+    tgc_backend_dump_text(cfg, name, "kir.txt", kt);
     free(kt);
     return st;
 }
@@ -230,6 +232,8 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
         st = b->compile(cfg, name, p->kernels, p->n_kernels, &p->code);
     if (st == TGC_OK)
         st = plan_memory(p, mat);
+    if (st == TGC_OK && writes_inputs(p->g) && !(p->mutated = tgc_pass_mutated_values(p->g)))
+        st = tgc_last_status();
     free(mat);
     tgc_fusion_free(&fu);
     if (st != TGC_OK) {
@@ -238,7 +242,6 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
                    ? tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", b->name)
                    : tgc_keep_error(st, "tgc %s: compiling '%s' failed", b->name, name);
     }
-    p->writes_inputs = (uint8_t)writes_inputs(p->g);
     log_fallbacks(p, cfg, name);
     *out = p;
     return TGC_OK;

@@ -17,7 +17,6 @@
 #include "backend/interp/interp.h"
 #include "backend/plan.h"
 #include "ir/view_access.h"
-#include "passes/passes.h"
 #include "support/config_env.h"
 #include "support/error.h"
 #include "tensor/copy.h"
@@ -249,17 +248,12 @@ static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
  * a contiguous copy; when the graph writes inputs in place (batch_norm's running statistics,
  * through views or not), *orig keeps the callers' tensors so the copies' final contents can
  * be written back (write_back), or the write would be lost. */
-static tgc_status bind_inputs(run_ctx *r, tgc_tensor ***orig, uint8_t **written)
+static tgc_status bind_inputs(run_ctx *r, tgc_tensor ***orig)
 {
     const tgc_graph *g = r->p->g;
     tgc_status st = TGC_OK;
-    if (r->p->writes_inputs) {
-        size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
-        *written = tgc_pass_mutated_values(g);
-        *orig = *written ? calloc(n, sizeof **orig) : NULL;
-        if (!*orig)
-            return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
-    }
+    if (r->p->mutated && !(*orig = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof **orig)))
+        return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
     for (int32_t i = 0; i < g->n_nodes && st == TGC_OK; i++) {
         const tgc_node *nd = &g->nodes[i];
         if (nd->op != TGC_OP_INPUT)
@@ -280,12 +274,11 @@ static tgc_status bind_inputs(run_ctx *r, tgc_tensor ***orig, uint8_t **written)
     return st;
 }
 
-static tgc_status write_back(const tgc_plan *p, tgc_tensor *const *orig, tgc_tensor *const *vals,
-                             const uint8_t *written)
+static tgc_status write_back(const tgc_plan *p, tgc_tensor *const *orig, tgc_tensor *const *vals)
 {
     tgc_status st = p->backend->synchronize ? p->backend->synchronize(p->device) : TGC_OK;
     for (int32_t i = 0; i < p->g->n_nodes && st == TGC_OK; i++)
-        if (written[i] && orig[i] && vals[i] && orig[i] != vals[i])
+        if (p->mutated[i] && orig[i] && vals[i] && orig[i] != vals[i])
             if ((st = tgc_tensor_copy(orig[i], vals[i])) == TGC_OK)
                 tgc_storage_bump(orig[i]->storage);
     return st;
@@ -326,8 +319,7 @@ tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
     }
     tgc_scope_push();
     tgc_tensor **orig = NULL;
-    uint8_t *written = NULL;
-    tgc_status st = bind_inputs(&r, &orig, &written);
+    tgc_status st = bind_inputs(&r, &orig);
     int held = st == TGC_OK ? take_arena(&r) : 0;
     int prof = tgc_env_profile();
     for (int si = 0; si < p->n_steps && st == TGC_OK; si++) {
@@ -340,7 +332,7 @@ tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
             profile_line(p, si, &t0);
     }
     if (st == TGC_OK && orig)
-        st = write_back(p, orig, r.vals, written);
+        st = write_back(p, orig, r.vals);
     if (st == TGC_OK)
         st = hand_out(&r, given, outs);
     if (st != TGC_OK)
@@ -354,7 +346,6 @@ tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
     free(r.vals);
     free(r.slot_off);
     free(given);
-    free(written);
     free(orig);
     return st;
 }

@@ -51,7 +51,9 @@ typedef struct tgc_plan {
     void *code; /* the backend's, from its compile */
     int n_threads;
     tgc_memplan mem;
-    uint8_t writes_inputs; /* some node writes an input in place: write back after a call */
+    /* per value: 1 when a node writes it in place (tgc_pass_mutated_values); NULL when no
+     * node does. Inputs so marked are written back after a call. */
+    uint8_t *mutated;
     /* the arena kept between calls */
     pthread_mutex_t arena_lock;
     tgc_storage *arena;

@@ -5,11 +5,8 @@
  * launches them: a LOOP kernel's parallel rows split over threads (tgc_parallel_for), a
  * template through the runtime's GEMM / conv drivers (runtime/gemm.h). Graph preparation and
  * the fusion hooks are in llvm_prepare.c. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "backend/llvm/llvm_backend.h"
 #include "backend/llvm/llvm_codegen.h"
@@ -79,19 +76,6 @@ static int64_t const_product(const kir_kernel *k, int from, int to)
     return p;
 }
 
-static void dump_text(const tgc_config *cfg, const char *name, const char *suffix, const char *text)
-{
-    if (!cfg->dump_dir || !text)
-        return;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.%s", cfg->dump_dir, name, suffix);
-    FILE *fp = fopen(path, "w");
-    if (fp) {
-        fputs(text, fp);
-        fclose(fp);
-    }
-}
-
 static void llvm_release_code(void *code)
 {
     llvm_code *c = code;
@@ -156,8 +140,8 @@ static tgc_status llvm_compile(const tgc_config *cfg, const char *name, tgc_plan
     int want_ir = cfg->dump_dir != NULL;
     st =
         tgc_llvm_unit_finish(&u, &c->code, want_ir ? &ir_before : NULL, want_ir ? &ir_after : NULL);
-    dump_text(cfg, name, "ll", ir_before);
-    dump_text(cfg, name, "opt.ll", ir_after);
+    tgc_backend_dump_text(cfg, name, "ll", ir_before);
+    tgc_backend_dump_text(cfg, name, "opt.ll", ir_after);
     free(ir_before);
     free(ir_after);
     for (int i = 0; st == TGC_OK && i < n; i++) {
