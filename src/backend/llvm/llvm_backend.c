@@ -132,11 +132,13 @@ static tgc_status emit_steps(llvm_art *a, const tgc_fusion *fu, const uint8_t *m
             a->n_steps++;
             continue;
         }
-        st = kir_lower_group(a->g, fu, gi, mat, &s->k);
+        st = kir_lower_group(a->g, fu, gi, mat, tgc_llvm_kir_target(), &s->k);
         if (st != TGC_OK || !s->k)
             break;
-        if (s->k->n_stores == 0 && s->k->kind == KIR_LOOP) {
-            kir_kernel_free(s->k); /* nothing read outside: dead after fusion */
+        if (s->k->n_stores == 0 && s->k->n_rands == 0 && s->k->kind == KIR_LOOP) {
+            /* nothing read outside: dead after fusion (a dead draw still runs: it advances
+             * the stream) */
+            kir_kernel_free(s->k);
             s->k = NULL;
             continue;
         }

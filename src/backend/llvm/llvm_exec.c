@@ -15,6 +15,7 @@
 #include "ir/view_access.h"
 #include "passes/passes.h"
 #include "runtime/parallel.h"
+#include "runtime/philox.h"
 #include "support/error.h"
 #include "tensor/copy.h"
 #include "tgc/ops.h"
@@ -104,6 +105,20 @@ static void run_rows(void *ctx, int64_t lo, int64_t hi)
     c->fn(c->bufs, c->sizes, lo, hi);
 }
 
+/* The random draws of kernel k (kir/abi.h): one tgc_rng_draw per draw, in the kernel's order
+ * (graph node order; steps run draws in node order, fuse.c), its seed and base counter
+ * written after the size slots, as interp's kernels draw at the same point of the call. */
+static void fill_draws(run_ctx *r, const kir_kernel *k, const kir_args *slots, int64_t *sizes)
+{
+    for (int i = 0; i < k->n_rands; i++) {
+        int64_t n = tgc_sym_eval(r->a->g->syms, k->rands[i].numel, r->x->symvals);
+        uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
+        int w = kir_args_rand_word(slots, i);
+        sizes[w] = (int64_t)seed;
+        sizes[w + 1] = (int64_t)base;
+    }
+}
+
 static tgc_status bind_buffers(run_ctx *r, const step *s, void **bufs, int64_t *sizes)
 {
     const kir_kernel *k = s->k;
@@ -118,6 +133,7 @@ static tgc_status bind_buffers(run_ctx *r, const step *s, void **bufs, int64_t *
     }
     for (int j = 0; j < s->slots.n; j++)
         sizes[j] = tgc_sym_eval(r->a->g->syms, s->slots.dims[j], r->x->symvals);
+    fill_draws(r, k, &s->slots, sizes);
     return TGC_OK;
 }
 
@@ -337,8 +353,8 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
             continue;
         }
         void **bufs = s->k->n_bufs <= 64 ? bufs_small : malloc((size_t)s->k->n_bufs * sizeof *bufs);
-        int64_t *sizes =
-            s->slots.n <= 256 ? sizes_small : malloc((size_t)s->slots.n * sizeof *sizes);
+        int n_words = kir_args_words(&s->slots);
+        int64_t *sizes = n_words <= 256 ? sizes_small : malloc((size_t)n_words * sizeof *sizes);
         if (!bufs || !sizes)
             st = tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
         if (st == TGC_OK)
@@ -346,10 +362,10 @@ tgc_status tgc_llvm_run(void *artifact, const tgc_graph *g0, const tgc_exec_args
         if (st == TGC_OK && s->kind == STEP_LOOP) {
             const kir_kernel *k = s->k;
             int64_t rows = 1, row_work = s->inner_work;
-            if (k->chunk > 0) {
-                int64_t e = ev(&r, k->extent[0]);
-                rows = (e + k->chunk - 1) / k->chunk;
-                row_work = k->chunk;
+            if (k->sched.split_axis >= 0) {
+                int64_t e = ev(&r, k->extent[0]), chunk = k->sched.split;
+                rows = (e + chunk - 1) / chunk;
+                row_work = chunk;
             } else {
                 for (int d = 0; d < k->n_outer; d++)
                     rows *= ev(&r, k->extent[d]);
