@@ -14,6 +14,10 @@ kir_kernel *kir_kernel_new(kir_kind kind)
     }
     k->kind = kind;
     k->result = -1;
+    /* no schedule yet (templates never get one: the template decides its own loops) */
+    k->sched.vec_axis = -1;
+    k->sched.split_axis = -1;
+    k->sched.lanes = 1;
     return k;
 }
 

@@ -135,7 +135,8 @@ typedef struct kir_kernel {
     int n_outer, n_inner;
     tgc_sdim extent[KIR_MAX_DIMS]; /* outer dims first */
     int n_phases;
-    kir_schedule sched; /* LOOP: the axes' roles on the target lowered for */
+    kir_schedule sched; /* LOOP: the axes' roles on the target lowered for (templates:
+                         * none, vec_axis and split_axis -1) */
 
     kir_val *vals;
     int n_vals, cap_vals;

@@ -669,6 +669,11 @@ static LLVMValueRef compare_op(cg *c, tgc_op op, LLVMValueRef x, LLVMValueRef y,
                                            LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
     static const LLVMIntPredicate ip[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
                                           LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    /* the predicates follow ops.def's order of the compares */
+    static_assert(TGC_OP_NE == TGC_OP_EQ + 1 && TGC_OP_LT == TGC_OP_EQ + 2 &&
+                      TGC_OP_LE == TGC_OP_EQ + 3 && TGC_OP_GT == TGC_OP_EQ + 4 &&
+                      TGC_OP_GE == TGC_OP_EQ + 5,
+                  "compare ops out of order");
     int i = (int)(op - TGC_OP_EQ);
     return is_float ? LLVMBuildFCmp(c->b, fp[i], x, y, "") : LLVMBuildICmp(c->b, ip[i], x, y, "");
 }
