@@ -75,6 +75,19 @@ static tgc_status fn_two_draws(tgc_module *m, tgc_tensor *const *in, int n_in, t
     return out[0] && out[1] && out[2] ? TGC_OK : tgc_last_status();
 }
 
+/* Draws inside a reduction kernel: out[0] = max over dim 1 of dropout(x) (a prologue draw,
+ * full shaped); out[1] = x + dropout(max over dim 1 of x, keepdim) (a row-shaped draw read
+ * back by the next phase: one counter per row, the same in every lane). */
+static tgc_status fn_dropout_reductions(tgc_module *m, tgc_tensor *const *in, int n_in,
+                                        tgc_tensor **out, int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    const int dim = 1;
+    out[0] = tgc_max(tgc_dropout(in[0], g_p, 1), &dim, 1, 0);
+    out[1] = tgc_add(in[0], tgc_dropout(tgc_max(in[0], &dim, 1, 1), g_p, 1));
+    return out[0] && out[1] ? TGC_OK : tgc_last_status();
+}
+
 /* ---- running and comparing ---- */
 
 typedef struct logbuf {
@@ -289,6 +302,20 @@ static void two_draws_keep_interp_order(void **state)
     compiled_free(&c);
 }
 
+static void draws_inside_reductions_equal_interp(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][2] = {{4, 37}, {9, 1}, {3, 100}};
+    for (int i = 0; i < N_OF(shapes); i++) {
+        tgc_tensor *x = input(shapes[i], 2, TGC_F32);
+        compiled c = compile_both(fn_dropout_reductions);
+        call_both(&c, "draws in reductions", &x, 1, 2);
+        if (strstr(c.log->text, "opaque"))
+            fail_msg("an opaque group in:\n%s", c.log->text);
+        compiled_free(&c);
+    }
+}
+
 static void dynamic_shapes_draw_per_call_size(void **state)
 {
     (void)state;
@@ -319,6 +346,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(dropout_probabilities_equal_interp, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(two_draws_keep_interp_order, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(draws_inside_reductions_equal_interp, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(dynamic_shapes_draw_per_call_size, scoped_setup,
                                         scoped_teardown),
     };
