@@ -373,8 +373,10 @@ static int operands_unstridable(const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
     tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
-    if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) || nd->out.dtype != TGC_F32 ||
-        kir_template_ok(g, i, tgc_llvm_kir_target()))
+    const kir_target *t = tgc_llvm_kir_target();
+    kir_tpl_kind tpl = kind == TGC_KIND_CONV ? KIR_TPL_CONV : KIR_TPL_GEMM;
+    if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) ||
+        !kir_target_has_template(t, tpl, nd->out.dtype) || kir_template_ok(g, i, t))
         return 0;
     for (int k = 0; k < 2 && k < nd->n_in; k++)
         if (tgc_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
