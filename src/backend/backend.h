@@ -16,6 +16,7 @@
 #define TGC_BACKEND_BACKEND_H
 
 #include "ir/graph.h"
+#include "kir/schedule.h"
 #include "passes/fuse.h"
 #include "tgc/config.h"
 
@@ -56,6 +57,10 @@ typedef struct tgc_backend {
     tgc_status (*prepare)(tgc_graph *g);
     /* How fusion classifies nodes for it (passes/fuse.h): an OPAQUE node runs on interp. */
     const tgc_fuse_hooks *fuse;
+    /* The machine its kernels are lowered for (kir/schedule.h): vector widths, the split of
+     * flat domains, grid or not, and which templates exist for which dtypes. The driver
+     * lowers every group with it; the schedule in each kernel is what launch must run. */
+    const kir_target *(*target)(void);
     /* Compiles all n kernels of one variant at once (one unit, one optimizer run), in plan
      * order, and returns the code owning them in *code (the plan releases it with
      * release_code); on failure it frees its partial work and leaves *code NULL. Sets

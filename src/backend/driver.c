@@ -123,11 +123,13 @@ static tgc_status lower_groups(tgc_plan *p, const tgc_fusion *fu, const uint8_t 
             continue;
         }
         kir_kernel *k = NULL;
-        st = kir_lower_group(p->g, fu, gi, mat, &k);
+        st = kir_lower_group(p->g, fu, gi, mat, p->backend->target(), &k);
         if (st != TGC_OK || !k)
             break;
-        if (k->n_stores == 0 && k->kind == KIR_LOOP) {
-            kir_kernel_free(k); /* nothing read outside: dead after fusion */
+        if (k->n_stores == 0 && k->n_rands == 0 && k->kind == KIR_LOOP) {
+            /* nothing read outside: dead after fusion (a dead draw still runs: it advances
+             * the stream) */
+            kir_kernel_free(k);
             continue;
         }
         tgc_plan_kernel *pk = &p->kernels[p->n_kernels];

@@ -17,6 +17,7 @@
 #include "backend/interp/interp.h"
 #include "backend/plan.h"
 #include "ir/view_access.h"
+#include "runtime/philox.h"
 #include "support/config_env.h"
 #include "support/error.h"
 #include "tensor/copy.h"
@@ -106,8 +107,24 @@ static void *data_ptr(const tgc_tensor *t)
     return (char *)t->storage->data + t->offset * (int64_t)tgc_dtype_size(t->dtype);
 }
 
+/* The random draws of kernel k (kir/abi.h): one tgc_rng_draw per draw, in the kernel's order
+ * (graph node order; steps run draws in node order, fuse.c), its seed and base counter
+ * written after the size slots, as interp's kernels draw at the same point of the call. */
+static void fill_draws(run_ctx *r, const tgc_plan_kernel *pk, int64_t *sizes)
+{
+    const kir_kernel *k = pk->k;
+    for (int i = 0; i < k->n_rands; i++) {
+        int64_t n = tgc_sym_eval(r->p->g->syms, k->rands[i].numel, r->x->symvals);
+        uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
+        int w = kir_args_rand_word(&pk->slots, i);
+        sizes[w] = (int64_t)seed;
+        sizes[w + 1] = (int64_t)base;
+    }
+}
+
 /* THE kernel binding: bufs[i] = element 0 of kernel buffer i (written buffers get a slot or a
- * fresh tensor, and their storage's version bumped), sizes[j] = size slot j of this call. */
+ * fresh tensor, and their storage's version bumped), sizes[j] = size slot j of this call,
+ * then the seed and base counter of each random draw (kir/abi.h). */
 static tgc_status bind_kernel(run_ctx *r, const tgc_plan_kernel *pk, void **bufs, int64_t *sizes)
 {
     const kir_kernel *k = pk->k;
@@ -123,6 +140,7 @@ static tgc_status bind_kernel(run_ctx *r, const tgc_plan_kernel *pk, void **bufs
     }
     for (int j = 0; j < pk->slots.n; j++)
         sizes[j] = tgc_sym_eval(r->p->g->syms, pk->slots.dims[j], r->x->symvals);
+    fill_draws(r, pk, sizes);
     return TGC_OK;
 }
 
@@ -132,7 +150,8 @@ static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
     int64_t sizes_small[256];
     const kir_kernel *k = pk->k;
     void **bufs = k->n_bufs <= 64 ? bufs_small : malloc((size_t)k->n_bufs * sizeof *bufs);
-    int64_t *sizes = pk->slots.n <= 256 ? sizes_small : malloc((size_t)pk->slots.n * sizeof *sizes);
+    int n_words = kir_args_words(&pk->slots);
+    int64_t *sizes = n_words <= 256 ? sizes_small : malloc((size_t)n_words * sizeof *sizes);
     tgc_status st = TGC_OK;
     if (!bufs || !sizes)
         st = tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);

@@ -58,9 +58,22 @@ tgc_status kir_args_collect(const kir_kernel *k, kir_args *a)
     }
     for (int i = 0; i < k->n_stores; i++)
         ok &= collect_access(a, k, &k->stores[i].at);
+    for (int i = 0; i < k->n_rands; i++)
+        ok &= collect_access(a, k, &k->rands[i].at);
     for (int i = 0; i < k->n_vals; i++)
         if (k->vals[i].kind == KV_SIZE)
             ok &= slot_add(a, k->vals[i].sdim);
+    a->n_rands = k->n_rands;
     return ok ? TGC_OK
               : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory collecting a kernel's sizes");
+}
+
+int kir_args_rand_word(const kir_args *a, int r)
+{
+    return a->n + 2 * r;
+}
+
+int kir_args_words(const kir_args *a)
+{
+    return a->n + 2 * a->n_rands;
 }

@@ -14,6 +14,10 @@ kir_kernel *kir_kernel_new(kir_kind kind)
     }
     k->kind = kind;
     k->result = -1;
+    /* no schedule yet (templates never get one: the template decides its own loops) */
+    k->sched.vec_axis = -1;
+    k->sched.split_axis = -1;
+    k->sched.lanes = 1;
     return k;
 }
 
@@ -26,6 +30,7 @@ void kir_kernel_free(kir_kernel *k)
     free(k->reduces);
     free(k->stores);
     free(k->bufs);
+    free(k->rands);
     free(k);
 }
 
@@ -72,6 +77,11 @@ int32_t kir_add_store(kir_kernel *k, const kir_store *s)
     return push((void **)&k->stores, &k->n_stores, &k->cap_stores, sizeof *s, s);
 }
 
+int32_t kir_add_rand(kir_kernel *k, const kir_rand *r)
+{
+    return push((void **)&k->rands, &k->n_rands, &k->cap_rands, sizeof *r, r);
+}
+
 int32_t kir_buf_of(kir_kernel *k, int32_t value, tgc_dtype dt, int written)
 {
     for (int i = 0; i < k->n_bufs; i++)
@@ -95,10 +105,10 @@ static void put_dim(tgc_strbuf *sb, const tgc_symtab *syms, tgc_sdim d)
     tgc_sb_puts(sb, buf);
 }
 
-static void put_access(tgc_strbuf *sb, const kir_kernel *k, const tgc_symtab *syms,
-                       const kir_access *a)
+/* off + stride*i... of an access */
+static void put_index(tgc_strbuf *sb, const kir_kernel *k, const tgc_symtab *syms,
+                      const kir_access *a)
 {
-    tgc_sb_printf(sb, "buf%d[", a->buf);
     put_dim(sb, syms, a->off);
     for (int d = 0; d < kir_domain_dims(k); d++) {
         if (TGC_SDIM_IS_CONST(a->stride[d]) && a->stride[d] == 0)
@@ -107,10 +117,35 @@ static void put_access(tgc_strbuf *sb, const kir_kernel *k, const tgc_symtab *sy
         put_dim(sb, syms, a->stride[d]);
         tgc_sb_printf(sb, "*i%d", d);
     }
+}
+
+static void put_access(tgc_strbuf *sb, const kir_kernel *k, const tgc_symtab *syms,
+                       const kir_access *a)
+{
+    tgc_sb_printf(sb, "buf%d[", a->buf);
+    put_index(sb, k, syms, a);
     tgc_sb_puts(sb, "]");
 }
 
 static const char *const comb_names[] = {"sum", "max", "min"};
+static const char *const dist_names[] = {"uniform", "uniform24", "normal"};
+
+static void put_schedule(tgc_strbuf *sb, const kir_kernel *k)
+{
+    const kir_schedule *s = &k->sched;
+    tgc_sb_puts(sb, "  schedule [");
+    for (int d = 0; d < k->n_outer + k->n_inner; d++) {
+        tgc_sb_printf(sb, "%s%s", d ? ", " : "", kir_axis_role_name(s->role[d]));
+        if (s->role[d] == KIR_AXIS_VECTOR)
+            tgc_sb_printf(sb, " x%d", s->lanes);
+        if (s->role[d] == KIR_AXIS_BLOCK)
+            tgc_sb_printf(sb, " x%d", s->block_threads);
+    }
+    tgc_sb_puts(sb, "]");
+    if (s->split_axis >= 0)
+        tgc_sb_printf(sb, " split i%d by %lld", s->split_axis, (long long)s->split);
+    tgc_sb_puts(sb, "\n");
+}
 
 char *kir_kernel_to_text(const kir_kernel *k, const tgc_symtab *syms)
 {
@@ -127,6 +162,7 @@ char *kir_kernel_to_text(const kir_kernel *k, const tgc_symtab *syms)
             put_dim(&sb, syms, k->extent[d]);
         }
         tgc_sb_printf(&sb, "] phases %d\n", k->n_phases);
+        put_schedule(&sb, k);
     } else {
         tgc_sb_printf(&sb, " %s batch ", tgc_op_name(k->tpl.op));
         put_dim(&sb, syms, k->tpl.batch);
@@ -136,7 +172,8 @@ char *kir_kernel_to_text(const kir_kernel *k, const tgc_symtab *syms)
         put_dim(&sb, syms, k->tpl.N);
         tgc_sb_puts(&sb, " K ");
         put_dim(&sb, syms, k->tpl.K);
-        tgc_sb_printf(&sb, " a=buf%d b=buf%d out=buf%d\n", k->tpl.a, k->tpl.b, k->tpl.out);
+        tgc_sb_printf(&sb, " a=buf%d b=buf%d out=buf%d %s\n", k->tpl.a, k->tpl.b, k->tpl.out,
+                      tgc_dtype_name(k->tpl.dtype));
     }
     for (int i = 0; i < k->n_bufs; i++)
         tgc_sb_printf(&sb, "  buf%d = %%%d %s%s\n", i, k->bufs[i].value,
@@ -165,6 +202,14 @@ char *kir_kernel_to_text(const kir_kernel *k, const tgc_symtab *syms)
             tgc_sb_puts(&sb, "size ");
             put_dim(&sb, syms, v->sdim);
             break;
+        case KV_RAND: {
+            const kir_rand *r = &k->rands[v->index];
+            tgc_sb_printf(&sb, "philox %s(seed%d, base%d + ", dist_names[v->dist], v->index,
+                          v->index);
+            put_index(&sb, k, syms, &r->at);
+            tgc_sb_printf(&sb, ") of %%%d", r->node);
+            break;
+        }
         case KV_OP:
             tgc_sb_printf(&sb, "%s(", tgc_op_name(v->op));
             for (int j = 0; j < v->n_in; j++)

@@ -14,10 +14,9 @@
 #include "kir/lower.h"
 #include "support/error.h"
 
-#define KIR_CHUNK 16384
-
 typedef struct lctx {
     const tgc_graph *g;
+    const kir_target *target;
     tgc_symtab *t;
     const tgc_fusion *f;
     const tgc_group *gr;
@@ -114,10 +113,11 @@ static int tpl_geometry(const tgc_graph *g, int32_t node, tpl_geo *geo)
     kir_template *p = &geo->t;
     p->op = nd->op;
     p->attrs = nd->attrs;
-    if (S->dtype != TGC_F32)
-        return 0;
+    /* one dtype for operands and result, accumulated in that dtype (the float32 templates
+     * accumulate in float32, as interp's matmul does) */
+    p->dtype = p->acc_dtype = p->out_dtype = S->dtype;
     for (int k = 0; k < nd->n_in; k++)
-        if (g->nodes[nd->in[k]].out.dtype != TGC_F32)
+        if (g->nodes[nd->in[k]].out.dtype != S->dtype)
             return 0;
     if (nd->op == TGC_OP_CONV2D) {
         const tgc_vinfo *x = &g->nodes[nd->in[0]].out, *w = &g->nodes[nd->in[1]].out;
@@ -219,10 +219,11 @@ static int tpl_geometry(const tgc_graph *g, int32_t node, tpl_geo *geo)
     return 1;
 }
 
-int kir_template_ok(const tgc_graph *g, int32_t node)
+int kir_template_ok(const tgc_graph *g, int32_t node, const kir_target *target)
 {
     tpl_geo geo;
-    return tpl_geometry(g, node, &geo);
+    kir_tpl_kind kind = g->nodes[node].op == TGC_OP_CONV2D ? KIR_TPL_CONV : KIR_TPL_GEMM;
+    return tpl_geometry(g, node, &geo) && kir_target_has_template(target, kind, geo.t.dtype);
 }
 
 /* Epilogue strides of operand u read at output shape S: one merged stride per var. */
@@ -246,9 +247,10 @@ int kir_epilogue_operand_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32
     tpl_geo geo;
     kir_access acc;
     int32_t base;
+    /* tpl passed kir_template_ok for the target: its dtype is one the template has */
     if (!tpl_geometry(g, tpl, &geo))
         return 0;
-    if (g->nodes[node].out.dtype != TGC_F32)
+    if (g->nodes[node].out.dtype != geo.t.out_dtype)
         return 0;
     return epilogue_access(g, &geo, &g->nodes[node].out, operand, &acc, &base);
 }
@@ -407,6 +409,57 @@ static int32_t lower_reduce(lctx *c, int32_t i)
     return dv < 0 ? -1 : kir_add_val(c->k, &cast);
 }
 
+/* The draw of random node i: its counters are the row-major positions of its elements, so
+ * the index is a contiguous access of the node's own shape. */
+static int32_t add_rand(lctx *c, int32_t i, kir_rand_dist dist, tgc_dtype dt)
+{
+    const tgc_vinfo *v = &c->g->nodes[i].out;
+    tgc_sdim cs[TGC_MAX_DIMS];
+    int dd[TGC_MAX_DIMS];
+    tgc_sym_contiguous_strides(c->t, v, cs);
+    node_dims(c, v, dd);
+    kir_rand r = {0};
+    r.at.buf = -1;
+    for (int j = 0; j < v->ndim; j++)
+        if (!tgc_sdim_is(v->shape[j], 1))
+            r.at.stride[c->var_of_dim[dd[j]]] = cs[j];
+    r.node = i;
+    r.numel = 1;
+    for (int j = 0; j < v->ndim; j++)
+        r.numel = tgc_sym_mul(c->t, r.numel, v->shape[j]);
+    int32_t ri = kir_add_rand(c->k, &r);
+    kir_val rv = {.kind = KV_RAND, .dtype = dt, .index = ri, .dist = dist};
+    return ri < 0 ? -1 : kir_add_val(c->k, &rv);
+}
+
+/* dropout(x) as interp computes it (k_nn.c): in double, x * (u >= p ? 1 / (1 - p) : 0)
+ * with u = tgc_philox_uniform of the element's counter, rounded once to x's dtype. A
+ * multiply, not a select, so NaN and -0 propagate. */
+static int32_t lower_dropout(lctx *c, int32_t i, int32_t x)
+{
+    const tgc_node *nd = &c->g->nodes[i];
+    const double p = nd->attrs.f[0];
+    const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+    int32_t u = add_rand(c, i, KIR_RAND_UNIFORM24, TGC_F32);
+    kir_val pv = {.kind = KV_CONST, .dtype = TGC_F64, .cval = p};
+    int32_t pc = u < 0 ? -1 : kir_add_val(c->k, &pv);
+    kir_val ge = {.kind = KV_OP, .op = TGC_OP_GE, .dtype = TGC_BOOL, .n_in = 2, .in = {u, pc}};
+    int32_t keep = pc < 0 ? -1 : kir_add_val(c->k, &ge);
+    kir_val sv = {.kind = KV_CONST, .dtype = TGC_F64, .cval = scale};
+    int32_t sc = keep < 0 ? -1 : kir_add_val(c->k, &sv);
+    kir_val zv = {.kind = KV_CONST, .dtype = TGC_F64, .cval = 0.0};
+    int32_t zc = sc < 0 ? -1 : kir_add_val(c->k, &zv);
+    kir_val w = {
+        .kind = KV_OP, .op = TGC_OP_WHERE, .dtype = TGC_F64, .n_in = 3, .in = {keep, sc, zc}};
+    int32_t f = zc < 0 ? -1 : kir_add_val(c->k, &w);
+    kir_val xd = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = TGC_F64, .n_in = 1, .in = {x}};
+    int32_t xv = f < 0 ? -1 : kir_add_val(c->k, &xd);
+    kir_val m = {.kind = KV_OP, .op = TGC_OP_MUL, .dtype = TGC_F64, .n_in = 2, .in = {xv, f}};
+    int32_t mv = xv < 0 ? -1 : kir_add_val(c->k, &m);
+    kir_val out = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = nd->out.dtype, .n_in = 1, .in = {mv}};
+    return mv < 0 ? -1 : kir_add_val(c->k, &out);
+}
+
 static int add_store(lctx *c, int32_t i, int32_t val, int phase)
 {
     const tgc_vinfo *v = &c->g->nodes[i].out;
@@ -426,10 +479,11 @@ static int add_store(lctx *c, int32_t i, int32_t val, int phase)
     return kir_add_store(c->k, &s) >= 0;
 }
 
-/* Every access of k (loads, their guards, stores), as pointers; caller frees. NULL on OOM. */
+/* Every access of k (loads, their guards, stores, draws' indices), as pointers; caller frees. NULL
+ * on OOM. */
 static kir_access **accesses(kir_kernel *k, int *n)
 {
-    int cap = k->n_stores;
+    int cap = k->n_stores + k->n_rands;
     for (int i = 0; i < k->n_loads; i++)
         cap += 1 + k->loads[i].n_guards;
     kir_access **out = malloc((size_t)(cap ? cap : 1) * sizeof *out);
@@ -443,6 +497,8 @@ static kir_access **accesses(kir_kernel *k, int *n)
     }
     for (int i = 0; i < k->n_stores; i++)
         out[(*n)++] = &k->stores[i].at;
+    for (int i = 0; i < k->n_rands; i++)
+        out[(*n)++] = &k->rands[i].at;
     return out;
 }
 
@@ -475,7 +531,8 @@ static int try_merge(kir_kernel *k, tgc_symtab *t, int v)
         return 0;
     int ok = 1;
     for (int a = 0; a < na && ok; a++)
-        ok = tgc_sdim_same(acc[a]->stride[v], tgc_sym_mul(t, acc[a]->stride[v + 1], k->extent[v + 1]));
+        ok = tgc_sdim_same(acc[a]->stride[v],
+                           tgc_sym_mul(t, acc[a]->stride[v + 1], k->extent[v + 1]));
     free(acc);
     if (!ok)
         return 0;
@@ -529,6 +586,12 @@ static tgc_status lower_loop(lctx *c)
         int32_t v;
         if (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) {
             v = lower_window(c, i);
+        } else if (nd->op == TGC_OP_RAND) {
+            v = add_rand(c, i, nd->attrs.f[0] != 0 ? KIR_RAND_NORMAL : KIR_RAND_UNIFORM,
+                         nd->out.dtype);
+        } else if (nd->op == TGC_OP_DROPOUT) {
+            int32_t x = operand(c, nd->in[0], &nd->out);
+            v = x < 0 ? -1 : lower_dropout(c, i, x);
         } else if (is_reduce_op(nd->op) && gr->anchor >= 0 && c->f->is_row[i] &&
                    c->g->nodes[nd->in[0]].out.ndim == D->ndim) {
             v = lower_reduce(c, i);
@@ -561,8 +624,7 @@ static tgc_status lower_loop(lctx *c)
     /* a pointwise domain may also merge across its last dim */
     while (pure && k->n_outer > 0 && try_merge(k, c->t, k->n_outer - 1))
         ;
-    if (pure && k->n_outer == 0 && k->n_inner == 1)
-        k->chunk = KIR_CHUNK;
+    kir_schedule_kernel(k, c->target);
     return TGC_OK;
 }
 
@@ -579,11 +641,12 @@ static tgc_status lower_template(lctx *c)
                              tgc_op_name(tn->op));
     k->kind = tn->op == TGC_OP_CONV2D ? KIR_CONV : KIR_GEMM;
     k->tpl = geo.t;
-    k->tpl.a = kir_buf_of(k, geo.a_base, TGC_F32, 0);
-    k->tpl.b = kir_buf_of(k, geo.b_base, TGC_F32, 0);
-    k->tpl.out = kir_buf_of(k, gr->tip, TGC_F32, 1);
+    const tgc_dtype dt = k->tpl.dtype;
+    k->tpl.a = kir_buf_of(k, geo.a_base, dt, 0);
+    k->tpl.b = kir_buf_of(k, geo.b_base, dt, 0);
+    k->tpl.out = kir_buf_of(k, gr->tip, k->tpl.out_dtype, 1);
     const tgc_vinfo *S = &tn->out;
-    kir_val acc = {.kind = KV_ACC, .dtype = TGC_F32, .index = 0};
+    kir_val acc = {.kind = KV_ACC, .dtype = k->tpl.acc_dtype, .index = 0};
     int32_t v = kir_add_val(k, &acc);
     if (v >= 0 && tn->n_in == 3) {
         /* bias: per column for linear, per output channel (var m) for conv */
@@ -591,12 +654,12 @@ static tgc_status lower_template(lctx *c)
         tgc_view vb;
         if (!tgc_view_of(g, tn->in[2], &vb))
             return tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: bias view of %%%d", T);
-        ld.at.buf = kir_buf_of(k, vb.base, TGC_F32, 0);
+        ld.at.buf = kir_buf_of(k, vb.base, dt, 0);
         ld.at.off = vb.off;
         ld.at.stride[tn->op == TGC_OP_CONV2D ? 1 : 2] = vb.stride[0];
-        ld.dtype = TGC_F32;
+        ld.dtype = dt;
         int32_t bv = kir_add_load_val(k, &ld);
-        kir_val add = {.kind = KV_OP, .op = TGC_OP_ADD, .dtype = TGC_F32, .n_in = 2, .in = {v, bv}};
+        kir_val add = {.kind = KV_OP, .op = TGC_OP_ADD, .dtype = dt, .n_in = 2, .in = {v, bv}};
         v = bv < 0 ? -1 : kir_add_val(k, &add);
     }
     if (v < 0)
@@ -630,13 +693,14 @@ static tgc_status lower_template(lctx *c)
 }
 
 tgc_status kir_lower_group(const tgc_graph *g, const tgc_fusion *f, int gid,
-                           const uint8_t *materialized, kir_kernel **out)
+                           const uint8_t *materialized, const kir_target *target, kir_kernel **out)
 {
     *out = NULL;
     const tgc_group *gr = &f->groups[gid];
     if (gr->kind == TGC_GROUP_OPAQUE)
         return TGC_OK;
     lctx c = {g,
+              target,
               g->syms,
               f,
               gr,

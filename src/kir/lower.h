@@ -9,15 +9,18 @@
  * views, or a graph output). Caller frees; NULL on OOM. */
 uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f);
 
-/* 1 when matmul / linear / conv2d node `node` maps onto the GEMM or conv template: float32,
- * operands whose views the template can stride through, batch dims that flatten. */
-int kir_template_ok(const tgc_graph *g, int32_t node);
+/* 1 when matmul / linear / conv2d node `node` maps onto the GEMM or conv template: a dtype
+ * the target has that template for (kir_target_has_template), operands of that dtype whose
+ * views the template can stride through, batch dims that flatten. */
+int kir_template_ok(const tgc_graph *g, int32_t node, const kir_target *target);
 /* The fusion hook: 1 when `node` (of the template's output shape) reading `operand` can be
  * part of template `tpl`'s epilogue. */
 int kir_epilogue_operand_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand);
 
-/* Builds the kernel of LOOP or TEMPLATE group gid. *out is NULL for an empty group. */
+/* Builds the kernel of LOOP or TEMPLATE group gid for `target` (a LOOP kernel's schedule,
+ * kir/schedule.h, comes from it). *out is NULL for an empty group. RAND members become
+ * KV_RAND draws, DROPOUT members a draw and the keep-and-scale arithmetic. */
 tgc_status kir_lower_group(const tgc_graph *g, const tgc_fusion *f, int gid,
-                           const uint8_t *materialized, kir_kernel **out);
+                           const uint8_t *materialized, const kir_target *target, kir_kernel **out);
 
 #endif

@@ -5,10 +5,13 @@
  * (a prologue) or a group reducing the same dims of the same shape (softmax, layer_norm).
  * The one ordering rule keeps the schedule acyclic: a node may join group G only when
  * every other value it reads comes from a group older than G. Effects (tgc_op_effects) add
- * one more: a node with an effect (an in-place write, a random draw) starts a group of its
- * own, so it keeps its place among the effect nodes, and a node reading a value that is
- * written in place joins no group older than the newest writer's (it would read the value
- * from before the write). */
+ * more: a node that writes in place starts a group of its own, so it keeps its place among
+ * the effect nodes, and a node reading a value that is written in place joins no group older
+ * than the newest writer's (it would read the value from before the write). A random draw
+ * may join a LOOP group (dropout fuses with its producer), but none older than the newest
+ * draw's group: groups run in id order and each draws its counters when it runs, so draws
+ * happen in graph node order, as interp's. A draw belongs to one group, so its counters are
+ * reserved once per call. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,7 @@ typedef struct fuse_ctx {
     uint8_t *is_output; /* value or a view of it is a graph output */
     uint8_t *written;   /* per node: its value (or what it views) is written in place */
     int last_writer;    /* the newest group of a node that writes an input; -1: none yet */
+    int last_random;    /* the newest group of a random draw; -1: none yet */
 } fuse_ctx;
 
 uint32_t tgc_fuse_reduce_dims(const tgc_graph *g, int32_t node)
@@ -135,6 +139,9 @@ static int try_join_pointwise(fuse_ctx *c, int gid, int32_t i)
     const tgc_node *nd = &c->g->nodes[i];
     if (gr->kind == TGC_GROUP_OPAQUE || !reads_ok(c, gid, i))
         return 0;
+    int random = (tgc_node_effects(nd) & TGC_EFFECT_RANDOM) != 0;
+    if (random && (gr->kind != TGC_GROUP_LOOP || gid < c->last_random))
+        return 0;
     if (gr->kind == TGC_GROUP_TEMPLATE) {
         int32_t tip = gr->tip;
         if (!same_shape(&nd->out, &c->g->nodes[gr->anchor].out) || c->n_users[tip] != 1 ||
@@ -238,7 +245,8 @@ static tgc_status fuse_nodes(fuse_ctx *c)
         if (cls == TGC_FUSE_POINTWISE || cls == TGC_FUSE_REDUCE) {
             /* the newest producer group first: longest chains, fewest buffers */
             int tried[8], n_tried = 0;
-            int own = tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES);
+            int own = (tgc_node_effects(nd) & ~(unsigned)TGC_EFFECT_RANDOM) != 0 ||
+                      (nd->flags & TGC_NODE_MUTATES);
             for (int pass = 0; pass < nd->n_in && gid < 0 && !own; pass++) {
                 int best = -1;
                 for (int k = 0; k < nd->n_in; k++) {
@@ -276,6 +284,8 @@ static tgc_status fuse_nodes(fuse_ctx *c)
             return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
         if (tgc_node_effects(nd) & TGC_EFFECT_WRITES_INPUTS || (nd->flags & TGC_NODE_MUTATES))
             c->last_writer = gid;
+        if (tgc_node_effects(nd) & TGC_EFFECT_RANDOM)
+            c->last_random = gid;
     }
     return TGC_OK;
 }
@@ -291,6 +301,7 @@ tgc_status tgc_pass_fuse(const tgc_graph *g, const tgc_fuse_hooks *hooks, tgc_fu
                   calloc(n, sizeof(int32_t)),
                   calloc(n, 1),
                   tgc_pass_mutated_values(g),
+                  -1,
                   -1};
     out->group_of = malloc(n * sizeof(int32_t));
     out->level = calloc(n, 1);

@@ -84,6 +84,25 @@ static inline void gb_outputs(tgc_graph *g, const int32_t *ids, int n)
         fail_msg("%s", tgc_last_error());
 }
 
+/* A CPU target like the LLVM backend's on a 256-bit machine (tgc_llvm_kir_target): f32 lanes
+ * 8, f64 / i64 lanes 4, at least 4, reductions at f32 width, flat domains split by 16384,
+ * f32 GEMM and conv templates. */
+static inline const kir_target *gb_target(void)
+{
+    static kir_target t;
+    if (!t.name) {
+        for (int dt = 0; dt < TGC_DTYPE_COUNT; dt++)
+            t.lanes[dt] = dt == TGC_F64 || dt == TGC_I32 || dt == TGC_I64 ? 4 : 8;
+        t.min_lanes = 4;
+        t.reduce_lanes = 8;
+        t.flat_split = 16384;
+        t.template_dtypes[KIR_TPL_GEMM] = 1u << TGC_F32;
+        t.template_dtypes[KIR_TPL_CONV] = 1u << TGC_F32;
+        t.name = "test-cpu";
+    }
+    return &t;
+}
+
 /* The LLVM backend's fusion classes (llvm_backend.c), for graphs of f32/f64 values:
  * pointwise ops and contiguous copies are POINTWISE, sum / mean / max of floats and a 1x1
  * adaptive average pool are REDUCE, max / avg pools of f32 / f64 are WINDOW, matmul / linear
@@ -120,7 +139,8 @@ static inline tgc_fuse_class gb_classify(const tgc_graph *g, int32_t i)
                    ? TGC_FUSE_REDUCE
                    : TGC_FUSE_OPAQUE;
     case TGC_KIND_MATMUL:
-    case TGC_KIND_CONV: return kir_template_ok(g, i) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
+    case TGC_KIND_CONV:
+        return kir_template_ok(g, i, gb_target()) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
     default: return TGC_FUSE_OPAQUE;
     }
 }

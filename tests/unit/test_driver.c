@@ -124,10 +124,23 @@ static void mini_release(void *code)
     free(code);
 }
 
+/* A scalar machine: no SIMD, no split of flat domains, no templates; its launch walks the
+ * whole domain. */
+static const kir_target *mini_target(void)
+{
+    static const kir_target t = {
+        .name = "mini",
+        .lanes = {1, 1, 1, 1, 1, 1, 1},
+        .min_lanes = 1,
+    };
+    return &t;
+}
+
 static const tgc_backend mini = {
     .name = "mini",
     .device = TGC_DEVICE_CPU,
     .fuse = &mini_hooks,
+    .target = mini_target,
     .compile = mini_compile,
     .launch = mini_launch,
     .release_code = mini_release,

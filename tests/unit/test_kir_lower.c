@@ -238,7 +238,7 @@ static void lower_all(const tgc_graph *g, lowered *l)
     assert_non_null(l->mat);
     assert_true(l->f.n_groups <= 8);
     for (int i = 0; i < l->f.n_groups; i++)
-        if (kir_lower_group(g, &l->f, i, l->mat, &l->k[i]) != TGC_OK)
+        if (kir_lower_group(g, &l->f, i, l->mat, gb_target(), &l->k[i]) != TGC_OK)
             fail_msg("group %d: %s", i, tgc_last_error());
     l->n = l->f.n_groups;
 }
@@ -274,7 +274,7 @@ static void lower_contiguous_pointwise_is_one_chunked_loop(void **state)
     assert_int_equal(k->n_outer, 0);
     assert_int_equal(k->n_inner, 1);
     assert_int_equal(k->extent[0], 120);
-    assert_true(k->chunk > 0);
+    assert_true(k->sched.split > 0);
     assert_int_equal(k->n_phases, 1);
     assert_int_equal(k->n_loads, 2);
     assert_int_equal(load_stride(k, 0, 0), 1);
@@ -305,7 +305,7 @@ static void lower_symbolic_pointwise_merges_symbolic_extents(void **state)
     assert_int_equal(l.n, 1);
     const kir_kernel *k = l.k[0];
     assert_int_equal(k->n_outer + k->n_inner, 1);
-    assert_true(k->chunk > 0);
+    assert_true(k->sched.split > 0);
     const int64_t vals[1] = {13};
     assert_int_equal(tgc_sym_eval(g->syms, k->extent[0], vals), 104);
     lowered_free(&l);
@@ -324,7 +324,7 @@ static void lower_channel_broadcast_keeps_stride_zero(void **state)
     lower_all(g, &l);
     assert_int_equal(l.n, 1);
     const kir_kernel *k = l.k[0];
-    assert_int_equal(k->chunk, 0);
+    assert_int_equal(k->sched.split, 0);
     /* [2, 3 | 20]: H and W merge, N and C cannot (the bias walks C only) */
     assert_int_equal(k->n_outer, 2);
     assert_int_equal(k->n_inner, 1);
@@ -398,7 +398,7 @@ static void lower_softmax_is_three_phases_with_last_phase_store(void **state)
     assert_int_equal(k->n_inner, 1);
     assert_int_equal(k->extent[0], 4);
     assert_int_equal(k->extent[1], 10);
-    assert_int_equal(k->chunk, 0);
+    assert_int_equal(k->sched.split, 0);
     assert_int_equal(k->n_reduces, 2);
     assert_int_equal(k->reduces[0].comb, KR_MAX);
     assert_int_equal(k->reduces[0].phase, 0);

@@ -192,10 +192,10 @@ static tgc_status llvm_launch(const tgc_plan_kernel *pk, void *const *bufs, cons
     const kir_kernel *k = pk->k;
     const llvm_kernel *lk = pk->handle;
     int64_t rows = 1, row_work = lk->inner_work;
-    if (k->chunk > 0) {
-        int64_t e = ev(env, k->extent[0]);
-        rows = (e + k->chunk - 1) / k->chunk;
-        row_work = k->chunk;
+    if (k->sched.split_axis >= 0) { /* a 1-D domain strip-mined by the schedule */
+        int64_t e = ev(env, k->extent[0]), chunk = k->sched.split;
+        rows = (e + chunk - 1) / chunk;
+        row_work = chunk;
     } else {
         for (int d = 0; d < k->n_outer; d++)
             rows *= ev(env, k->extent[d]);
@@ -262,6 +262,7 @@ static void fill_vtable(void)
         .decompose_keep = TGC_DECOMPOSE_KEEP_ACTIVATIONS,
         .prepare = tgc_llvm_prepare,
         .fuse = tgc_llvm_fuse_hooks(),
+        .target = tgc_llvm_kir_target,
         .compile = llvm_compile,
         .launch = llvm_launch,
         .run_template = llvm_run_template,

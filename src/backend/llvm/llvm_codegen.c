@@ -4,7 +4,9 @@
  * Values are emitted on demand per loop body and memoized there, so a value used by
  * several stores or reductions of one phase is computed once, and a value used in two
  * phases is recomputed from the (cached) row instead of being kept in memory. */
+#include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,30 +76,100 @@ static LLVMTypeRef like(LLVMValueRef v, LLVMTypeRef t)
     return LLVMGetTypeKind(vt) == LLVMVectorTypeKind ? LLVMVectorType(t, LLVMGetVectorSize(vt)) : t;
 }
 
+/* What the loop codegen emits for each op of ops.def as a KV_OP value: CG_FLOAT (float_op
+ * computes it on floats), CG_INT (int_op on integers), CG_ANY (emit_op handles it for every
+ * dtype: compares, where, casts, contiguous copies), 0 (never a KV_OP: lowered otherwise or
+ * run elsewhere). One entry per op, so a new op fails to compile until it is decided here. */
+enum { CG_FLOAT = 1, CG_INT = 2, CG_ANY = 4 };
+#define CG_INPUT               0
+#define CG_ADD                 (CG_FLOAT | CG_INT)
+#define CG_SUB                 (CG_FLOAT | CG_INT)
+#define CG_MUL                 (CG_FLOAT | CG_INT)
+#define CG_DIV                 CG_FLOAT
+#define CG_POW                 CG_FLOAT
+#define CG_MAXIMUM             (CG_FLOAT | CG_INT)
+#define CG_MINIMUM             (CG_FLOAT | CG_INT)
+#define CG_EQ                  CG_ANY
+#define CG_NE                  CG_ANY
+#define CG_LT                  CG_ANY
+#define CG_LE                  CG_ANY
+#define CG_GT                  CG_ANY
+#define CG_GE                  CG_ANY
+#define CG_WHERE               CG_ANY
+#define CG_ADD_SCALAR          CG_FLOAT
+#define CG_SUB_SCALAR          CG_FLOAT
+#define CG_MUL_SCALAR          CG_FLOAT
+#define CG_DIV_SCALAR          CG_FLOAT
+#define CG_POW_SCALAR          CG_FLOAT
+#define CG_CLAMP               CG_FLOAT
+#define CG_NEG                 (CG_FLOAT | CG_INT)
+#define CG_ABS                 (CG_FLOAT | CG_INT)
+#define CG_EXP                 CG_FLOAT
+#define CG_LOG                 CG_FLOAT
+#define CG_SQRT                CG_FLOAT
+#define CG_RSQRT               CG_FLOAT
+#define CG_TANH                CG_FLOAT
+#define CG_SIGMOID             CG_FLOAT
+#define CG_RELU                (CG_FLOAT | CG_INT)
+#define CG_GELU                CG_FLOAT
+#define CG_GELU_TANH           CG_FLOAT
+#define CG_SILU                CG_FLOAT
+#define CG_ERF                 CG_FLOAT
+#define CG_CAST                CG_ANY
+#define CG_SUM                 0 /* reductions: kir_reduce */
+#define CG_MEAN                0
+#define CG_MAX                 0
+#define CG_VAR                 0
+#define CG_ARGMAX              0
+#define CG_SOFTMAX             0
+#define CG_LOG_SOFTMAX         0
+#define CG_RESHAPE             0 /* views: accesses */
+#define CG_PERMUTE             0
+#define CG_EXPAND              0
+#define CG_SQUEEZE             0
+#define CG_UNSQUEEZE           0
+#define CG_SLICE               0
+#define CG_FLATTEN             0
+#define CG_CONTIGUOUS          CG_ANY
+#define CG_CAT                 0
+#define CG_STACK               0
+#define CG_PAD                 0
+#define CG_EMBEDDING           0
+#define CG_GATHER              0
+#define CG_INDEX_SELECT        0
+#define CG_MATMUL              0 /* templates */
+#define CG_LINEAR              0
+#define CG_CONV2D              0
+#define CG_MAX_POOL2D          0 /* guarded loads */
+#define CG_AVG_POOL2D          0
+#define CG_ADAPTIVE_AVG_POOL2D 0
+#define CG_BATCH_NORM          0
+#define CG_LAYER_NORM          0
+#define CG_DROPOUT             0 /* KV_RAND and arithmetic */
+#define CG_RAND                0 /* KV_RAND */
+#define CG_ARANGE              0
+#define CG_CROSS_ENTROPY       0
+#define CG_NLL_LOSS            0
+#define CG_SDPA                0
+
+static const unsigned char cg_ops[] = {
+#define X(e, nm, mn, mx, kind) CG_##e,
+#include "ir/ops.def"
+#undef X
+};
+static_assert(sizeof(cg_ops) / sizeof(cg_ops[0]) == TGC_OP_COUNT, "LLVM codegen ops out of sync");
+
 int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in)
 {
     for (int k = 0; k < n_in; k++)
         if (!tgc_dtype_is_float(in[k]) && !tgc_dtype_is_int(in[k]) && in[k] != TGC_BOOL)
             return 0;
+    unsigned how = (unsigned)op < TGC_OP_COUNT ? cg_ops[op] : 0;
     if (tgc_dtype_is_float(out))
-        return 1;
-    tgc_op_kind kind = tgc_op_info_of(op)->kind;
-    if (kind == TGC_KIND_COMPARE || op == TGC_OP_CAST || op == TGC_OP_CONTIGUOUS ||
-        op == TGC_OP_WHERE)
+        return (how & (CG_FLOAT | CG_ANY)) != 0;
+    if (how & CG_ANY)
         return out == TGC_BOOL || tgc_dtype_is_int(out);
-    if (!tgc_dtype_is_int(out))
-        return 0;
-    switch (op) {
-    case TGC_OP_ADD:
-    case TGC_OP_SUB:
-    case TGC_OP_MUL:
-    case TGC_OP_MAXIMUM:
-    case TGC_OP_MINIMUM:
-    case TGC_OP_NEG:
-    case TGC_OP_ABS:
-    case TGC_OP_RELU: return 1;
-    default: return 0;
-    }
+    return tgc_dtype_is_int(out) && (how & CG_INT);
 }
 
 static LLVMValueRef i64c(const cg *c, int64_t v)
@@ -120,9 +192,10 @@ static void load_args(cg *c, LLVMValueRef bufs, LLVMValueRef sizes)
         LLVMValueRef p = LLVMBuildGEP2(c->b, u->t_ptr, bufs, (LLVMValueRef[]){i64c(c, i)}, 1, "");
         c->buf_ptr[i] = LLVMBuildLoad2(c->b, u->t_ptr, p, "buf");
     }
-    for (int j = 0; j < c->slots->n; j++) {
+    /* the size slots, then each draw's seed and base (kir/abi.h) */
+    for (int j = 0; j < kir_args_words(c->slots); j++) {
         LLVMValueRef p = LLVMBuildGEP2(c->b, u->t_i64, sizes, (LLVMValueRef[]){i64c(c, j)}, 1, "");
-        c->slot_val[j] = LLVMBuildLoad2(c->b, u->t_i64, p, "size");
+        c->slot_val[j] = LLVMBuildLoad2(c->b, u->t_i64, p, j < c->slots->n ? "size" : "rng");
     }
 }
 
@@ -596,6 +669,11 @@ static LLVMValueRef compare_op(cg *c, tgc_op op, LLVMValueRef x, LLVMValueRef y,
                                            LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
     static const LLVMIntPredicate ip[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
                                           LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+    /* the predicates follow ops.def's order of the compares */
+    static_assert(TGC_OP_NE == TGC_OP_EQ + 1 && TGC_OP_LT == TGC_OP_EQ + 2 &&
+                      TGC_OP_LE == TGC_OP_EQ + 3 && TGC_OP_GT == TGC_OP_EQ + 4 &&
+                      TGC_OP_GE == TGC_OP_EQ + 5,
+                  "compare ops out of order");
     int i = (int)(op - TGC_OP_EQ);
     return is_float ? LLVMBuildFCmp(c->b, fp[i], x, y, "") : LLVMBuildICmp(c->b, ip[i], x, y, "");
 }
@@ -638,6 +716,101 @@ static LLVMValueRef emit_op(cg *c, const kir_val *v)
     return r;
 }
 
+/* ---- random numbers: Philox4x32-10 (runtime/philox.h), lane-wise integer code ---- */
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+/* hi and lo words of a * m, a 32-bit vector (or scalar), as one 32x32->64 multiply. */
+static void mulhilo(cg *c, LLVMValueRef a, uint32_t m, LLVMValueRef *hi, LLVMValueRef *lo)
+{
+    tgc_llvm_unit *u = c->u;
+    LLVMValueRef w = LLVMBuildZExt(c->b, a, like(a, u->t_i64), "");
+    LLVMValueRef p = LLVMBuildMul(c->b, w, ivec(c, w, u->t_i64, (long long)m), "");
+    *lo = LLVMBuildTrunc(c->b, p, like(a, u->t_i32), "");
+    *hi = LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, p, ivec(c, p, u->t_i64, 32), ""),
+                         like(a, u->t_i32), "");
+}
+
+/* Word 0 of Philox4x32-10 of counter {ctr lo, ctr hi, 0, 0} (ctr: i64 lanes) under key
+ * {seed lo, seed hi} (seed: a scalar i64): tgc_philox_bits. The key schedule is scalar. */
+static LLVMValueRef philox_bits(cg *c, LLVMValueRef ctr, LLVMValueRef seed)
+{
+    tgc_llvm_unit *u = c->u;
+    LLVMTypeRef t32 = like(ctr, u->t_i32);
+    LLVMValueRef c0 = LLVMBuildTrunc(c->b, ctr, t32, "");
+    LLVMValueRef c1 =
+        LLVMBuildTrunc(c->b, LLVMBuildLShr(c->b, ctr, ivec(c, ctr, u->t_i64, 32), ""), t32, "");
+    LLVMValueRef c2 = LLVMConstNull(t32), c3 = LLVMConstNull(t32);
+    LLVMValueRef k0 = LLVMBuildTrunc(c->b, seed, u->t_i32, "");
+    LLVMValueRef k1 = LLVMBuildTrunc(
+        c->b, LLVMBuildLShr(c->b, seed, LLVMConstInt(u->t_i64, 32, 0), ""), u->t_i32, "");
+    int vec = LLVMGetTypeKind(LLVMTypeOf(ctr)) == LLVMVectorTypeKind;
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 = LLVMBuildAdd(c->b, k0, LLVMConstInt(u->t_i32, PHILOX_W0, 0), "");
+            k1 = LLVMBuildAdd(c->b, k1, LLVMConstInt(u->t_i32, PHILOX_W1, 0), "");
+        }
+        LLVMValueRef hi0, lo0, hi1, lo1;
+        mulhilo(c, c0, PHILOX_M0, &hi0, &lo0);
+        mulhilo(c, c2, PHILOX_M1, &hi1, &lo1);
+        LLVMValueRef vk0 = vec ? splat_val(c, k0) : k0, vk1 = vec ? splat_val(c, k1) : k1;
+        c0 = LLVMBuildXor(c->b, LLVMBuildXor(c->b, hi1, c1, ""), vk0, "");
+        c1 = lo1;
+        c2 = LLVMBuildXor(c->b, LLVMBuildXor(c->b, hi0, c3, ""), vk1, "");
+        c3 = lo0;
+    }
+    return c0;
+}
+
+/* (bits >> (32 - m)) * 2^-m as f32: exact (m <= 24). */
+static LLVMValueRef bits_to_unit(cg *c, LLVMValueRef bits, int m)
+{
+    tgc_llvm_unit *u = c->u;
+    LLVMValueRef top = LLVMBuildLShr(c->b, bits, ivec(c, bits, u->t_i32, 32 - m), "");
+    LLVMValueRef f = LLVMBuildUIToFP(c->b, top, like(bits, u->t_f32), "");
+    LLVMValueRef scale = LLVMConstReal(u->t_f32, ldexp(1.0, -m));
+    return LLVMBuildFMul(c->b, f, splat_val(c, scale), "");
+}
+
+/* A KV_RAND value (kir.h's kir_rand_dist), the same bits as interp's kernels. */
+static LLVMValueRef emit_rand(cg *c, const kir_val *v)
+{
+    tgc_llvm_unit *u = c->u;
+    const kir_rand *rd = &c->k->rands[v->index];
+    int w = kir_args_rand_word(c->slots, v->index);
+    LLVMValueRef seed = c->slot_val[w], base = c->slot_val[w + 1];
+    LLVMValueRef idx = access_index(c, &rd->at);
+    if (c->vec_var >= 0)
+        idx = lane_index(c, idx, rd->at.stride[c->vec_var]);
+    LLVMValueRef ctr = LLVMBuildAdd(c->b, idx, splat_val(c, base), "ctr");
+    if (v->dist != KIR_RAND_NORMAL) {
+        int m = v->dist == KIR_RAND_UNIFORM24 ? 24
+                : v->dtype == TGC_F16         ? 11
+                : v->dtype == TGC_BF16        ? 8
+                                              : 24;
+        return convert(c, bits_to_unit(c, philox_bits(c, ctr, seed), m), TGC_F32, v->dtype);
+    }
+    /* Box-Muller in double, as tgc_philox_normal: u1 at c, u2 at c | 2^63,
+     * sqrt(-2 log(1 - u1)) * cos(2 pi u2), rounded to f32 once. log and cos are the C
+     * library's (LLVM calls them lane by lane), so the bits are interp's. */
+    LLVMValueRef ctr2 =
+        LLVMBuildOr(c->b, ctr, ivec(c, ctr, u->t_i64, (long long)(UINT64_C(1) << 63)), "");
+    LLVMTypeRef dt = like(ctr, u->t_f64);
+    LLVMValueRef u1 = LLVMBuildFPExt(c->b, bits_to_unit(c, philox_bits(c, ctr, seed), 24), dt, "");
+    LLVMValueRef u2 = LLVMBuildFPExt(c->b, bits_to_unit(c, philox_bits(c, ctr2, seed), 24), dt, "");
+    LLVMValueRef one = splat_val(c, LLVMConstReal(u->t_f64, 1.0));
+    LLVMValueRef lg = tgc_lm_intrinsic1(u, "llvm.log", LLVMBuildFSub(c->b, one, u1, ""));
+    LLVMValueRef rr = tgc_lm_intrinsic1(
+        u, "llvm.sqrt", LLVMBuildFMul(c->b, splat_val(c, LLVMConstReal(u->t_f64, -2.0)), lg, ""));
+    LLVMValueRef ang = LLVMBuildFMul(
+        c->b, splat_val(c, LLVMConstReal(u->t_f64, 6.283185307179586476925286766559)), u2, "");
+    LLVMValueRef z = LLVMBuildFMul(c->b, rr, tgc_lm_intrinsic1(u, "llvm.cos", ang), "");
+    return convert(c, LLVMBuildFPTrunc(c->b, z, like(ctr, u->t_f32), ""), TGC_F32, v->dtype);
+}
+
 static LLVMValueRef emit_val(cg *c, int32_t id)
 {
     if (c->memo[id])
@@ -656,7 +829,8 @@ static LLVMValueRef emit_val(cg *c, int32_t id)
             tgc_dtype at =
                 tgc_dtype_is_float(c->k->vals[rd->val].dtype) && rd->comb == KR_SUM
                     ? TGC_F64
-                    : (tgc_dtype_is_float(c->k->vals[rd->val].dtype) ? c->k->vals[rd->val].dtype : TGC_I64);
+                    : (tgc_dtype_is_float(c->k->vals[rd->val].dtype) ? c->k->vals[rd->val].dtype
+                                                                     : TGC_I64);
             int saved = c->vec_var;
             c->vec_var = -1;
             LLVMValueRef s = convert(c, c->acc_val[v->index], at, v->dtype);
@@ -665,6 +839,7 @@ static LLVMValueRef emit_val(cg *c, int32_t id)
         }
         break;
     case KV_OP: r = emit_op(c, v); break;
+    case KV_RAND: r = emit_rand(c, v); break;
     }
     c->memo[id] = r;
     return r;
@@ -741,7 +916,8 @@ static LLVMValueRef combine(cg *c, const kir_reduce *r, tgc_dtype at, LLVMValueR
                             LLVMValueRef x)
 {
     if (r->comb == KR_SUM)
-        return tgc_dtype_is_float(at) ? LLVMBuildFAdd(c->b, acc, x, "") : LLVMBuildAdd(c->b, acc, x, "");
+        return tgc_dtype_is_float(at) ? LLVMBuildFAdd(c->b, acc, x, "")
+                                      : LLVMBuildAdd(c->b, acc, x, "");
     if (tgc_dtype_is_float(at)) {
         /* NaN wins, as in interp */
         LLVMValueRef take = LLVMBuildOr(
@@ -828,38 +1004,30 @@ static void emit_phase(cg *c, int phase, LLVMValueRef inner_lo, LLVMValueRef inn
     free(acc_slot);
 }
 
-static int kernel_vl(const tgc_llvm_unit *u, const kir_kernel *k)
-{
-    int wide = 0;
-    for (int i = 0; i < k->n_vals; i++)
-        if (k->vals[i].dtype == TGC_F64 || tgc_dtype_is_int(k->vals[i].dtype))
-            wide = 1;
-    for (int i = 0; i < k->n_reduces; i++)
-        if (k->reduces[i].comb == KR_SUM)
-            wide = 1; /* f64 accumulators */
-    int bits = u->target->vec_bits;
-    int vl = bits / (wide ? 64 : 32);
-    /* sums accumulate in double: keep float inputs at full width anyway (two registers) */
-    if (wide && k->n_reduces && bits >= 256)
-        vl = bits / 32;
-    return vl < 4 ? 4 : vl;
-}
-
 tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char *name,
                               kir_args *slots)
 {
     tgc_status st = kir_args_collect(k, slots);
     if (st != TGC_OK)
         return st;
+    /* this codegen runs the innermost axis as vectors and the outer ones as rows (or one
+     * strip-mined axis): the schedule tgc_llvm_kir_target gives */
+    int last = k->n_outer + k->n_inner - 1;
+    if (k->sched.vec_axis != last || k->sched.lanes < 1 || k->sched.lanes > MAX_VL ||
+        (k->sched.split_axis >= 0 && (k->sched.split_axis != 0 || k->n_outer != 0)))
+        return tgc_set_error(TGC_ERR_COMPILE,
+                             "tgc llvm: kernel k%d has a schedule this codegen does not run "
+                             "(lower it for tgc_llvm_kir_target())",
+                             k->id);
     cg c = {0};
     c.u = u;
     c.b = u->b;
     c.k = k;
     c.slots = slots;
-    c.vl = kernel_vl(u, k);
+    c.vl = k->sched.lanes;
     c.vec_var = -1;
     c.buf_ptr = calloc((size_t)k->n_bufs + 1, sizeof *c.buf_ptr);
-    c.slot_val = calloc((size_t)slots->n + 1, sizeof *c.slot_val);
+    c.slot_val = calloc((size_t)kir_args_words(slots) + 1, sizeof *c.slot_val);
     c.memo = calloc((size_t)k->n_vals + 1, sizeof *c.memo);
     c.acc_val = calloc((size_t)k->n_reduces + 1, sizeof *c.acc_val);
     if (!c.buf_ptr || !c.slot_val || !c.memo || !c.acc_val) {
@@ -879,10 +1047,10 @@ tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char 
     LLVMValueRef o =
         loop_begin(&c, &rows, LLVMGetParam(c.fn, 2), LLVMGetParam(c.fn, 3), i64c(&c, 1));
     LLVMValueRef inner_lo = NULL, inner_hi = NULL;
-    if (k->chunk > 0) {
+    if (k->sched.split_axis >= 0) { /* the one axis, strip-mined: row o is a chunk of it */
         LLVMValueRef e = dim_val(&c, k->extent[0]);
-        inner_lo = LLVMBuildMul(c.b, o, i64c(&c, k->chunk), "");
-        LLVMValueRef end = LLVMBuildAdd(c.b, inner_lo, i64c(&c, k->chunk), "");
+        inner_lo = LLVMBuildMul(c.b, o, i64c(&c, k->sched.split), "");
+        LLVMValueRef end = LLVMBuildAdd(c.b, inner_lo, i64c(&c, k->sched.split), "");
         inner_hi = LLVMBuildSelect(c.b, LLVMBuildICmp(c.b, LLVMIntSLT, end, e, ""), end, e, "");
     } else {
         LLVMValueRef rem = o;
@@ -919,9 +1087,8 @@ tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char 
     return TGC_OK;
 }
 
-LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
-                                    const kir_args *slots, LLVMValueRef acc,
-                                    const tgc_gemm_ep_pos *pos)
+LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k, const kir_args *slots,
+                                    LLVMValueRef acc, const tgc_gemm_ep_pos *pos)
 {
     if (k->result < 0 || (k->n_vals == 1 && k->vals[0].kind == KV_ACC))
         return acc;
@@ -936,7 +1103,7 @@ LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
     c.mask = pos->mask;
     c.gemm_acc = acc;
     c.buf_ptr = calloc((size_t)k->n_bufs + 1, sizeof *c.buf_ptr);
-    c.slot_val = calloc((size_t)slots->n + 1, sizeof *c.slot_val);
+    c.slot_val = calloc((size_t)kir_args_words(slots) + 1, sizeof *c.slot_val);
     c.memo = calloc((size_t)k->n_vals + 1, sizeof *c.memo);
     if (!c.buf_ptr || !c.slot_val || !c.memo) {
         free(c.buf_ptr);
@@ -957,4 +1124,36 @@ LLVMValueRef tgc_llvm_epilogue_emit(tgc_llvm_unit *u, const kir_kernel *k,
     free(c.slot_val);
     free(c.memo);
     return c.failed ? NULL : r;
+}
+
+/* The host's target for kernel IR: the vector widths this codegen runs (values compute in
+ * f32, f64 or i64 lanes of the widest profitable register, at least 4 lanes; kernels with
+ * reductions keep f32 width from 256 bits up, their f64 accumulators in two registers), flat
+ * domains in rows of 16384 elements (enough work per row to amortize a thread hand-off), and
+ * the f32 GEMM and conv templates (llvm_gemm.h). Built once from tgc_llvm_host(). */
+static kir_target g_target;
+static pthread_once_t g_target_once = PTHREAD_ONCE_INIT;
+
+static void init_target(void)
+{
+    const tgc_llvm_target *h = tgc_llvm_host();
+    int bits = h ? h->vec_bits : 128;
+    g_target.name = "llvm";
+    for (int dt = 0; dt < TGC_DTYPE_COUNT; dt++) {
+        tgc_dtype d = (tgc_dtype)dt;
+        int wide = d == TGC_F64 || tgc_dtype_is_int(d); /* f64 and i64 lanes */
+        g_target.lanes[dt] = bits / (wide ? 64 : 32);
+    }
+    g_target.min_lanes = 4;
+    g_target.reduce_lanes = bits >= 256 ? bits / 32 : 0;
+    g_target.flat_split = 16384;
+    g_target.has_grid = 0;
+    g_target.template_dtypes[KIR_TPL_GEMM] = 1u << TGC_F32;
+    g_target.template_dtypes[KIR_TPL_CONV] = 1u << TGC_F32;
+}
+
+const kir_target *tgc_llvm_kir_target(void)
+{
+    pthread_once(&g_target_once, init_target);
+    return &g_target;
 }

@@ -1,4 +1,5 @@
 /* Graph preparation for the LLVM backend (see llvm_prepare.h). */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,36 +15,122 @@
 
 /* ---- classification for fusion ---- */
 
+/* What this backend does with each op: one entry per op of ops.def, so adding an op without
+ * deciding fails to compile (an undefined PLAN_ macro, or the table's static_assert). */
+typedef enum {
+    LP_FREE,      /* INPUT and views: no kernel */
+    LP_POINTWISE, /* a kernel-IR op (tgc_llvm_pointwise_supported decides per dtype) */
+    LP_COPY,      /* contiguous: an identity copy */
+    LP_REDUCE,    /* sum / mean / max */
+    LP_POOL,      /* windows (max / avg) and global average pools */
+    LP_TEMPLATE,  /* matmul / linear / conv2d: the GEMM and conv templates */
+    LP_RANDOM,    /* Philox draws (rand, dropout): KV_RAND values in loop kernels */
+    LP_INTERP     /* run on interp (an OPAQUE step); softmax, log_softmax, var, layer_norm and
+                   * batch_norm arrive decomposed by the passes, sdpa and adaptive pools
+                   * rewritten by tgc_llvm_prepare where it can */
+} llvm_plan;
+
+#define PLAN_INPUT               LP_FREE
+#define PLAN_ADD                 LP_POINTWISE
+#define PLAN_SUB                 LP_POINTWISE
+#define PLAN_MUL                 LP_POINTWISE
+#define PLAN_DIV                 LP_POINTWISE
+#define PLAN_POW                 LP_POINTWISE
+#define PLAN_MAXIMUM             LP_POINTWISE
+#define PLAN_MINIMUM             LP_POINTWISE
+#define PLAN_EQ                  LP_POINTWISE
+#define PLAN_NE                  LP_POINTWISE
+#define PLAN_LT                  LP_POINTWISE
+#define PLAN_LE                  LP_POINTWISE
+#define PLAN_GT                  LP_POINTWISE
+#define PLAN_GE                  LP_POINTWISE
+#define PLAN_WHERE               LP_POINTWISE
+#define PLAN_ADD_SCALAR          LP_POINTWISE
+#define PLAN_SUB_SCALAR          LP_POINTWISE
+#define PLAN_MUL_SCALAR          LP_POINTWISE
+#define PLAN_DIV_SCALAR          LP_POINTWISE
+#define PLAN_POW_SCALAR          LP_POINTWISE
+#define PLAN_CLAMP               LP_POINTWISE
+#define PLAN_NEG                 LP_POINTWISE
+#define PLAN_ABS                 LP_POINTWISE
+#define PLAN_EXP                 LP_POINTWISE
+#define PLAN_LOG                 LP_POINTWISE
+#define PLAN_SQRT                LP_POINTWISE
+#define PLAN_RSQRT               LP_POINTWISE
+#define PLAN_TANH                LP_POINTWISE
+#define PLAN_SIGMOID             LP_POINTWISE
+#define PLAN_RELU                LP_POINTWISE
+#define PLAN_GELU                LP_POINTWISE
+#define PLAN_GELU_TANH           LP_POINTWISE
+#define PLAN_SILU                LP_POINTWISE
+#define PLAN_ERF                 LP_POINTWISE
+#define PLAN_CAST                LP_POINTWISE
+#define PLAN_SUM                 LP_REDUCE
+#define PLAN_MEAN                LP_REDUCE
+#define PLAN_MAX                 LP_REDUCE
+#define PLAN_VAR                 LP_INTERP
+#define PLAN_ARGMAX              LP_INTERP
+#define PLAN_SOFTMAX             LP_INTERP
+#define PLAN_LOG_SOFTMAX         LP_INTERP
+#define PLAN_RESHAPE             LP_FREE
+#define PLAN_PERMUTE             LP_FREE
+#define PLAN_EXPAND              LP_FREE
+#define PLAN_SQUEEZE             LP_FREE
+#define PLAN_UNSQUEEZE           LP_FREE
+#define PLAN_SLICE               LP_FREE
+#define PLAN_FLATTEN             LP_FREE
+#define PLAN_CONTIGUOUS          LP_COPY
+#define PLAN_CAT                 LP_INTERP
+#define PLAN_STACK               LP_INTERP
+#define PLAN_PAD                 LP_INTERP
+#define PLAN_EMBEDDING           LP_INTERP
+#define PLAN_GATHER              LP_INTERP
+#define PLAN_INDEX_SELECT        LP_INTERP
+#define PLAN_MATMUL              LP_TEMPLATE
+#define PLAN_LINEAR              LP_TEMPLATE
+#define PLAN_CONV2D              LP_TEMPLATE
+#define PLAN_MAX_POOL2D          LP_POOL
+#define PLAN_AVG_POOL2D          LP_POOL
+#define PLAN_ADAPTIVE_AVG_POOL2D LP_POOL
+#define PLAN_BATCH_NORM          LP_INTERP
+#define PLAN_LAYER_NORM          LP_INTERP
+#define PLAN_DROPOUT             LP_RANDOM
+#define PLAN_RAND                LP_RANDOM
+#define PLAN_ARANGE              LP_INTERP
+#define PLAN_CROSS_ENTROPY       LP_INTERP
+#define PLAN_NLL_LOSS            LP_INTERP
+#define PLAN_SDPA                LP_INTERP
+
+static const unsigned char plans[] = {
+#define X(e, nm, mn, mx, kind) PLAN_##e,
+#include "ir/ops.def"
+#undef X
+};
+static_assert(sizeof(plans) / sizeof(plans[0]) == TGC_OP_COUNT, "LLVM op plans out of sync");
+
 static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
-    if (nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op))
+    llvm_plan plan = (llvm_plan)plans[nd->op];
+    if (plan == LP_FREE)
         return TGC_FUSE_FREE;
     if (nd->flags & TGC_NODE_MUTATES)
         return TGC_FUSE_OPAQUE;
-    tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
     tgc_dtype in[3];
     for (int k = 0; k < nd->n_in && k < 3; k++)
         in[k] = g->nodes[nd->in[k]].out.dtype;
-    switch (kind) {
-    case TGC_KIND_BINARY:
-    case TGC_KIND_COMPARE:
-    case TGC_KIND_TERNARY:
-    case TGC_KIND_SCALAR:
-    case TGC_KIND_UNARY:
+    switch (plan) {
+    case LP_POINTWISE:
         return tgc_llvm_pointwise_supported(nd->op, nd->out.dtype, in, nd->n_in)
                    ? TGC_FUSE_POINTWISE
                    : TGC_FUSE_OPAQUE;
-    case TGC_KIND_VIEW: /* contiguous: an identity copy */
+    case LP_COPY:
         return nd->out.dtype == TGC_F32 || nd->out.dtype == TGC_F64 ? TGC_FUSE_POINTWISE
                                                                     : TGC_FUSE_OPAQUE;
-    case TGC_KIND_REDUCE:
-        if (nd->op == TGC_OP_SUM || nd->op == TGC_OP_MEAN || nd->op == TGC_OP_MAX) {
-            tgc_dtype x = in[0];
-            return tgc_dtype_is_float(x) && nd->out.dtype == x ? TGC_FUSE_REDUCE : TGC_FUSE_OPAQUE;
-        }
-        return TGC_FUSE_OPAQUE;
-    case TGC_KIND_POOL:
+    case LP_REDUCE:
+        return tgc_dtype_is_float(in[0]) && nd->out.dtype == in[0] ? TGC_FUSE_REDUCE
+                                                                   : TGC_FUSE_OPAQUE;
+    case LP_POOL:
         /* the window lowering divides by kh*kw: exclude_padding runs on interp */
         if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) && !nd->attrs.i[6] &&
             (in[0] == TGC_F32 || in[0] == TGC_F64) && nd->out.ndim >= 3)
@@ -52,8 +139,12 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
             (in[0] == TGC_F32 || in[0] == TGC_F64))
             return TGC_FUSE_REDUCE;
         return TGC_FUSE_OPAQUE;
-    case TGC_KIND_MATMUL:
-    case TGC_KIND_CONV: return kir_template_ok(g, i) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
+    case LP_TEMPLATE:
+        return kir_template_ok(g, i, tgc_llvm_kir_target()) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
+    case LP_RANDOM:
+        /* a draw is a pointwise value of its element's counter (dropout: of its input too);
+         * the fuser keeps draws in graph order (fuse.c) */
+        return tgc_dtype_is_float(nd->out.dtype) ? TGC_FUSE_POINTWISE : TGC_FUSE_OPAQUE;
     default: return TGC_FUSE_OPAQUE;
     }
 }
@@ -248,8 +339,10 @@ static int operands_unstridable(const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
     tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
-    if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) || nd->out.dtype != TGC_F32 ||
-        kir_template_ok(g, i))
+    const kir_target *t = tgc_llvm_kir_target();
+    kir_tpl_kind tpl = kind == TGC_KIND_CONV ? KIR_TPL_CONV : KIR_TPL_GEMM;
+    if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) ||
+        !kir_target_has_template(t, tpl, nd->out.dtype) || kir_template_ok(g, i, t))
         return 0;
     for (int k = 0; k < 2 && k < nd->n_in; k++)
         if (tgc_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
