@@ -499,6 +499,22 @@ static tgc_status add_one(tgc_module *self, tgc_tensor *const *in, int n_in, tgc
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
+static tgc_status add_w(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                        int n_out)
+{
+    (void)n_in, (void)n_out;
+    out[0] = tgc_add(in[0], tgc_module_get(self, "w"));
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_status w_plus_one(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)in, (void)n_in, (void)n_out;
+    out[0] = tgc_add_scalar(tgc_module_get(self, "w"), 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
 static void test_host_only_code_refuses_devices(void **state)
 {
     (void)state;
@@ -524,6 +540,22 @@ static void test_host_only_code_refuses_devices(void **state)
                 "tgc_call: in[0] is on cuda:0, but a compiled function runs on host memory only");
     assert_null(y);
     tgc_fn_free(f);
+    /* ... and module tensors on a device when the trace meets them */
+    tgc_module *m = tgc_module_create("net", NULL);
+    assert_non_null(tgc_module_param(m, "w", h));
+    assert_int_equal(tgc_module_to(m, tgc_cuda(0)), TGC_OK);
+    f = tgc_compile(w_plus_one, "w_plus_one", NULL);
+    check_error(tgc_call(f, m, NULL, 0, &y, 1), TGC_ERR_DEVICE,
+                "tgc_call: a module or captured tensor is on cuda:0, but the compiled graph runs "
+                "on host memory only");
+    assert_null(y);
+    tgc_fn_free(f);
+    f = tgc_compile(add_w, "add_w", NULL); /* a host input with it: the op refuses the mix */
+    check_error(tgc_call(f, m, &h, 1, &y, 1), TGC_ERR_DEVICE,
+                "tgc_add: inputs 0 and 1 are on different devices (cpu and cuda:0)");
+    assert_null(y);
+    tgc_fn_free(f);
+    tgc_module_free(m);
     /* the inputs are untouched */
     float got[6];
     read_f32(d, got, 6);
