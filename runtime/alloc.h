@@ -40,7 +40,8 @@ struct tgc_allocator {
     const char *name; /* the device type as users write it: "cpu", "cuda" */
     void *ctx;        /* the allocator's own state, passed back to every member */
     /* Optional: number of devices of this type; tgc_device_check rejects an index outside
-     * [0, count). NULL: every index is accepted (the host). */
+     * [0, count). Asked at every tensor creation on the device: return a cached count.
+     * NULL: every index is accepted (the host). */
     int (*device_count)(void *ctx);
     /* A block of at least nbytes (nbytes may be 0), contents uninitialised; {NULL, 0} when
      * out of memory (no error set: the caller names the op). Called on every tensor's

@@ -305,7 +305,9 @@ tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev)
 {
     if (null_query(t, "tgc_to") || !tgc_dtype_device_check("tgc_to", t->dtype, dev))
         return NULL;
-    if (tgc_device_equal(t->device, dev))
+    /* on a device without kernels only the tensor core's copy makes a strided view dense */
+    if (tgc_device_equal(t->device, dev) &&
+        (dev.type == TGC_DEVICE_CPU || tgc_tensor_is_contiguous(t)))
         return tgc_contiguous(t);
     if (traced_data_access(t, "tgc_to"))
         return NULL;

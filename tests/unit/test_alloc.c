@@ -418,6 +418,13 @@ static void test_strided_device_sources(void **state)
     float hv[12];
     read_f32(h, hv, 12);
     assert_memory_equal(hv, got, sizeof got);
+    tgc_tensor *dense = tgc_to(v, tgc_cuda(0)); /* made dense on its own device */
+    assert_non_null(dense);
+    assert_true(on_fake(dense));
+    assert_true(tgc_is_contiguous(dense));
+    assert_ptr_not_equal(dense->storage, d->storage);
+    read_f32(dense, hv, 12);
+    assert_memory_equal(hv, got, sizeof got);
     assert_true(tgc_item_f64(v) == 1.0);
 
     /* a converting copy into a strided device destination keeps the elements around it */
