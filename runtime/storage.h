@@ -1,5 +1,8 @@
-/* Refcounted host (and later device) memory behind tensors. The runtime never includes
- * compiler headers. */
+/* Refcounted memory behind tensors, on the host or on a device: the bytes come from the
+ * allocator registered for the device's type (runtime/alloc.h), which the storage remembers
+ * and frees through. `data` is a host address only when the device is the host; device
+ * memory is reached only through its allocator's copy. The runtime never includes compiler
+ * headers. */
 #ifndef TGC_RUNTIME_STORAGE_H
 #define TGC_RUNTIME_STORAGE_H
 
@@ -7,18 +10,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/alloc.h"
 #include "tgc/tensor.h"
 
 typedef struct tgc_storage {
-    void *data; /* 64-byte aligned */
+    void *data; /* 64-byte aligned on the host; a device address otherwise */
     size_t nbytes;
     size_t cap; /* bytes allocated (a reused block may be larger) */
     atomic_int refs;
     atomic_uint_fast64_t version; /* bumped by every in-place write */
     tgc_device device;
+    const tgc_allocator *alloc; /* made the block; frees it */
 } tgc_storage;
 
-/* New storage with refs = 1, contents uninitialised; NULL when out of memory. */
+/* New storage on dev with refs = 1, contents uninitialised; NULL when out of memory or when
+ * no allocator is registered for dev's type (tgc_device_check tells which, with a message). */
 tgc_storage *tgc_storage_new(size_t nbytes, tgc_device dev);
 void tgc_storage_ref(tgc_storage *s);
 void tgc_storage_unref(tgc_storage *s);

@@ -138,10 +138,15 @@ TGC_API int64_t tgc_numel(const tgc_tensor *t);
 TGC_API int tgc_is_contiguous(const tgc_tensor *t);
 
 /* ---- data movement ---- */
+/* t on dev: tgc_contiguous(t) when t is on dev already (a view of t when contiguous), else a
+ * contiguous copy on dev. A device is available when its backend is (TGC_ERR_DEVICE
+ * otherwise); an op takes inputs of one device. */
 TGC_API tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev);
-/* Copies the tensor's elements, row-major, into dst (nbytes must be numel * dtype size). */
+/* Copies the tensor's elements, row-major, into dst (nbytes must be numel * dtype size), from
+ * any device. */
 TGC_API tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes);
-/* Copies src into dst elementwise (same shape; dtypes may differ). Bumps dst's version.
+/* Copies src into dst elementwise (same shape; dtypes and devices may differ). Bumps dst's
+ * version.
  * dst must not overlap itself (an expanded view, stride 0 over a size above 1, has
  * elements that share memory): TGC_ERR_INVALID_ARG. */
 TGC_API tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src);

@@ -26,10 +26,13 @@ static int check_inputs(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_tr
                           tgc_op_name(op), k);
             return 0;
         }
-        if (in[k]->device.type != in[0]->device.type ||
-            in[k]->device.index != in[0]->device.index) {
-            tgc_set_error(TGC_ERR_DEVICE, "tgc_%s: inputs 0 and %d are on different devices",
-                          tgc_op_name(op), k);
+        if (!tgc_device_equal(in[k]->device, in[0]->device)) {
+            char d0[48], dk[48];
+            tgc_set_error(TGC_ERR_DEVICE,
+                          "tgc_%s: inputs 0 and %d are on different devices (%s and %s); move "
+                          "one with tgc_to",
+                          tgc_op_name(op), k, tgc_format_device(in[0]->device, d0, sizeof d0),
+                          tgc_format_device(in[k]->device, dk, sizeof dk));
             return 0;
         }
     }

@@ -1,9 +1,11 @@
-/* Modules: named parameters, buffers and children, with a cached structure signature. */
+/* Modules: named parameters, buffers and children, with a cached structure signature, and
+ * tgc_module_to moving every tensor of a tree to a device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/module_impl.h"
+#include "tensor/copy.h"
 #include "tensor/tensor_impl.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
@@ -310,11 +312,49 @@ int tgc_module_is_training(const tgc_module *m)
     return m ? m->training : 0;
 }
 
+/* Every tensor of the tree is copied to dev first (the tensor core's copy, as tgc_to), and
+ * only when all copies succeeded do the module's tensors take the new storage: a failure
+ * leaves the module as it was. Views the caller made of the old tensors keep the old
+ * memory. */
 tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
 {
     if (!m)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
-    return tgc_device_check("tgc_module_to", dev) ? TGC_OK : tgc_last_status();
+    if (!tgc_device_check("tgc_module_to", dev))
+        return tgc_last_status();
+    int n;
+    tgc_tensor *const *flat = tgc_module_flat(m, &n);
+    if (!flat && count_tensors(m) > 0)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_module_to: out of memory");
+    /* ts: the module's tensors (the flat list itself goes stale at the first invalidation);
+     * moved: their copies on dev (NULL where a tensor is there already) */
+    tgc_tensor **ts = calloc((size_t)(2 * n + 1), sizeof *ts), **moved = ts + n;
+    if (!ts)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_module_to: out of memory");
+    tgc_status st = TGC_OK;
+    for (int i = 0; i < n && st == TGC_OK; i++) {
+        ts[i] = flat[i];
+        if (!tgc_device_equal(ts[i]->device, dev) &&
+            !(moved[i] = tgc_tensor_copy_to("tgc_module_to", ts[i], dev)))
+            st = tgc_last_status();
+    }
+    for (int i = 0; i < n; i++) {
+        tgc_tensor *t = ts[i], *r = moved[i];
+        if (!r)
+            continue;
+        if (st == TGC_OK) { /* t takes r's storage and geometry; r leaves with t's old one */
+            tgc_storage *old = t->storage;
+            t->storage = r->storage;
+            r->storage = old;
+            t->device = dev;
+            t->offset = 0;
+            memcpy(t->strides, r->strides, sizeof t->strides);
+            tgc_module_invalidate(t->module);
+        }
+        tgc_tensor_free(r);
+    }
+    free(ts);
+    return st;
 }
 
 void *tgc_module_userdata(const tgc_module *m)

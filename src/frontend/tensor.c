@@ -1,5 +1,7 @@
 /* The public tensor API: creation ops, queries, copies between devices and to the host,
- * scalar reads (the objects themselves are the tensor core, src/tensor/). */
+ * scalar reads (the objects themselves are the tensor core, src/tensor/). Creation on a
+ * device initialises on the host and copies over; every move between devices is the tensor
+ * core's copy (tensor/copy.h). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -19,16 +21,49 @@
 
 /* ---- creation API ---- */
 
-static void fill(tgc_tensor *t, double v)
+/* Host memory to initialise t's elements in: t's own on the host; on a device a staging
+ * buffer that init_end copies over (devices have no fill kernels here). NULL with the error
+ * set (t freed) when out of memory. */
+static void *init_begin(const char *fn, tgc_tensor *t)
 {
-    int64_t n = tgc_shape_numel(t->shape, t->ndim);
-    void *p = tgc_tensor_base(t);
-    if (v == 0 && !signbit(v)) {
-        memset(p, 0, (size_t)n * tgc_dtype_size(t->dtype));
-        return;
+    if (tgc_on_host(t))
+        return tgc_host_data(t);
+    size_t nb = (size_t)tgc_shape_numel(t->shape, t->ndim) * tgc_dtype_size(t->dtype);
+    void *p = malloc(nb ? nb : 1);
+    if (!p) {
+        tgc_set_error(TGC_ERR_OOM, "%s: out of memory for a %zu-byte staging buffer", fn, nb);
+        tgc_tensor_free(t);
     }
-    for (int64_t i = 0; i < n; i++)
-        tgc_store(p, t->dtype, i, v);
+    return p;
+}
+
+/* t, its elements written from p (init_begin's); NULL with the error set when the copy to
+ * the device fails. */
+static tgc_tensor *init_end(const char *fn, tgc_tensor *t, void *p)
+{
+    if (p == tgc_host_data(t))
+        return t;
+    tgc_status st = tgc_tensor_write(fn, t, p);
+    free(p);
+    if (st != TGC_OK) {
+        tgc_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static tgc_tensor *filled(const char *fn, tgc_tensor *t, double v)
+{
+    void *p = t ? init_begin(fn, t) : NULL;
+    if (!p)
+        return NULL;
+    int64_t n = tgc_shape_numel(t->shape, t->ndim);
+    if (v == 0 && !signbit(v))
+        memset(p, 0, (size_t)n * tgc_dtype_size(t->dtype));
+    else
+        for (int64_t i = 0; i < n; i++)
+            tgc_store(p, t->dtype, i, v);
+    return init_end(fn, t, p);
 }
 
 tgc_tensor *tgc_empty(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
@@ -38,26 +73,17 @@ tgc_tensor *tgc_empty(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device d
 
 tgc_tensor *tgc_zeros(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
 {
-    tgc_tensor *t = tgc_tensor_new_checked("tgc_zeros", shape, ndim, dt, dev);
-    if (t)
-        fill(t, 0);
-    return t;
+    return filled("tgc_zeros", tgc_tensor_new_checked("tgc_zeros", shape, ndim, dt, dev), 0);
 }
 
 tgc_tensor *tgc_ones(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
 {
-    tgc_tensor *t = tgc_tensor_new_checked("tgc_ones", shape, ndim, dt, dev);
-    if (t)
-        fill(t, 1);
-    return t;
+    return filled("tgc_ones", tgc_tensor_new_checked("tgc_ones", shape, ndim, dt, dev), 1);
 }
 
 tgc_tensor *tgc_full(const int64_t *shape, int ndim, double value, tgc_dtype dt, tgc_device dev)
 {
-    tgc_tensor *t = tgc_tensor_new_checked("tgc_full", shape, ndim, dt, dev);
-    if (t)
-        fill(t, value);
-    return t;
+    return filled("tgc_full", tgc_tensor_new_checked("tgc_full", shape, ndim, dt, dev), value);
 }
 
 tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_device dev)
@@ -85,17 +111,19 @@ tgc_tensor *tgc_arange(double start, double end, double step, tgc_dtype dt, tgc_
     }
     int64_t count = (int64_t)n;
     tgc_tensor *t = tgc_tensor_new_checked("tgc_arange", &count, 1, dt, dev);
-    if (!t)
+    void *p = t ? init_begin("tgc_arange", t) : NULL;
+    if (!p)
         return NULL;
     for (int64_t i = 0; i < count; i++)
-        tgc_store(tgc_tensor_base(t), dt, i, start + (double)i * step);
-    return t;
+        tgc_store(p, dt, i, start + (double)i * step);
+    return init_end("tgc_arange", t, p);
 }
 
 tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape, int ndim,
                           tgc_dtype dt, tgc_device dev)
 {
-    if (!tgc_shape_check("tgc_from_data", shape, ndim) || !tgc_dtype_device_check("tgc_from_data", dt, dev))
+    if (!tgc_shape_check("tgc_from_data", shape, ndim) ||
+        !tgc_dtype_device_check("tgc_from_data", dt, dev))
         return NULL;
     size_t want = (size_t)tgc_shape_numel(shape, ndim) * tgc_dtype_size(dt);
     if (nbytes != want) {
@@ -110,13 +138,20 @@ tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape,
         return NULL;
     }
     tgc_tensor *t = tgc_tensor_new_checked("tgc_from_data", shape, ndim, dt, dev);
-    if (t && want)
-        memcpy(tgc_tensor_base(t), data, want);
+    if (!t || !want)
+        return t;
+    if (tgc_on_host(t)) {
+        memcpy(tgc_host_data(t), data, want);
+    } else if (tgc_tensor_write("tgc_from_data", t, data) != TGC_OK) {
+        tgc_tensor_free(t);
+        return NULL;
+    }
     return t;
 }
 
 /* Through tgc_apply, so that inside a traced function the draw is a graph node that runs
- * on every call (and advances the stream like eager code), not a trace-time constant. */
+ * on every call (and advances the stream like eager code), not a trace-time constant. On a
+ * device the draw runs on the host (the same Philox bits) and is copied over. */
 static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,
                                  tgc_device dev, int normal)
 {
@@ -127,6 +162,16 @@ static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim,
                       tgc_dtype_name(dt));
         return NULL;
     }
+    int on_device = dev.type != TGC_DEVICE_CPU;
+    if (on_device && tgc_trace_current()) {
+        char d[48];
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "%s: drawing on %s inside a traced function is not supported: compiled "
+                      "graphs run on the host in this build; draw on tgc_cpu() and move the "
+                      "result with tgc_to",
+                      fn, tgc_format_device(dev, d, sizeof d));
+        return NULL;
+    }
     tgc_attrs a = {0};
     for (int d = 0; d < ndim; d++)
         a.i[d] = shape[d];
@@ -134,7 +179,12 @@ static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim,
     a.dtype = dt;
     a.f[0] = normal;
     a.nf = 1;
-    return tgc_apply(TGC_OP_RAND, NULL, 0, &a);
+    tgc_tensor *r = tgc_apply(TGC_OP_RAND, NULL, 0, &a);
+    if (!r || !on_device)
+        return r;
+    tgc_tensor *moved = tgc_tensor_copy_to(fn, r, dev);
+    tgc_tensor_free(r);
+    return moved;
 }
 
 tgc_tensor *tgc_rand(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev)
@@ -255,7 +305,13 @@ tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev)
 {
     if (null_query(t, "tgc_to") || !tgc_dtype_device_check("tgc_to", t->dtype, dev))
         return NULL;
-    return tgc_contiguous(t);
+    /* on a device without kernels only the tensor core's copy makes a strided view dense */
+    if (tgc_device_equal(t->device, dev) &&
+        (dev.type == TGC_DEVICE_CPU || tgc_tensor_is_contiguous(t)))
+        return tgc_contiguous(t);
+    if (traced_data_access(t, "tgc_to"))
+        return NULL;
+    return tgc_tensor_copy_to("tgc_to", t, dev);
 }
 
 tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
@@ -271,13 +327,7 @@ tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes)
                              want);
     if (want && !dst)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_copy_to_host: dst is NULL");
-    if (want) {
-        int64_t strides[TGC_MAX_DIMS];
-        tgc_contiguous_strides(t->shape, t->ndim, strides);
-        tgc_copy_strided(dst, t->dtype, 0, strides, tgc_tensor_base(t), t->dtype, t->offset,
-                                t->strides, t->shape, t->ndim);
-    }
-    return TGC_OK;
+    return tgc_tensor_read("tgc_copy_to_host", t, dst);
 }
 
 /* 1 when two index tuples of t reach one element: some size > 1 dim's stride does not
@@ -336,6 +386,15 @@ tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src)
     return TGC_OK;
 }
 
+/* The bytes of t's element at its offset into v: read in place on the host, copied from a
+ * device. 0 with the error set when the copy fails. */
+static const void *item_bytes(const tgc_tensor *t, const char *fn, uint64_t *v)
+{
+    if (tgc_on_host(t))
+        return (const char *)tgc_host_data(t) + t->offset * (int64_t)tgc_dtype_size(t->dtype);
+    return tgc_tensor_read_item(fn, t, v) == TGC_OK ? v : NULL;
+}
+
 static double item(const tgc_tensor *t, const char *fn)
 {
     if (null_query(t, fn))
@@ -346,7 +405,11 @@ static double item(const tgc_tensor *t, const char *fn)
         tgc_set_error(TGC_ERR_INVALID_ARG, "%s: tensor is empty", fn);
         return NAN;
     }
-    double v = tgc_load(tgc_tensor_base(t), t->dtype, t->offset);
+    uint64_t buf;
+    const void *p = item_bytes(t, fn, &buf);
+    if (!p)
+        return NAN;
+    double v = tgc_load(p, t->dtype, 0);
     tgc_trace *tr = tgc_trace_current();
     if (tr)
         tgc_trace_read_value(tr, t, fn);
@@ -362,11 +425,14 @@ int64_t tgc_item_i64(const tgc_tensor *t)
 {
     double v = item(t, "tgc_item_i64");
     /* integers beyond 2^53 do not survive the trip through double: read them directly */
-    if (t && !t->trace && t->storage && tgc_shape_numel(t->shape, t->ndim) > 0) {
-        if (t->dtype == TGC_I64)
-            return ((const int64_t *)tgc_tensor_base(t))[t->offset];
-        if (t->dtype == TGC_I32)
-            return ((const int32_t *)tgc_tensor_base(t))[t->offset];
+    if (t && !t->trace && t->storage && tgc_shape_numel(t->shape, t->ndim) > 0 &&
+        (t->dtype == TGC_I64 || t->dtype == TGC_I32)) {
+        uint64_t buf;
+        const void *p = item_bytes(t, "tgc_item_i64", &buf);
+        if (p && t->dtype == TGC_I64)
+            return *(const int64_t *)p;
+        if (p)
+            return *(const int32_t *)p;
     }
     return v != v                        ? 0
            : v >= 9223372036854775807.0  ? INT64_MAX

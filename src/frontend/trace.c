@@ -7,8 +7,6 @@
 
 #include "support/log.h"
 
-
-
 void tgc_trace_break(tgc_trace *tr, const char *fmt, ...)
 {
     if (tr->broken)
@@ -70,6 +68,10 @@ static int bind_other(tgc_trace *tr, tgc_tensor *t)
 
 int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
 {
+    /* compiled graphs run on the host in this build: a device tensor is refused here, before
+     * a backend would read its memory */
+    if (!tgc_host_check("tgc_call", "the compiled graph", "a module or captured tensor", t))
+        return -1;
     int p = param_index(tr, t);
     if (p < 0) {
         int b = bind_other(tr, t);
@@ -138,11 +140,11 @@ double tgc_trace_read_value(tgc_trace *tr, const tgc_tensor *t, const char *what
             tgc_trace_break(tr, "%s reads an empty input", what);
             return 0;
         }
-        double v = tgc_load(tgc_tensor_base(arg), arg->dtype, arg->offset);
+        double v = tgc_load(tgc_host_data(arg), arg->dtype, arg->offset);
         add_value_guard(tr, (int)nd->attrs.i[1], v);
         tgc_log_msg(tr->cfg, TGC_LOG_GUARDS,
-                "tgc: '%s': %s read input %lld while tracing; guarding on its value %g",
-                tr->fn_name, what, (long long)nd->attrs.i[1], v);
+                    "tgc: '%s': %s read input %lld while tracing; guarding on its value %g",
+                    tr->fn_name, what, (long long)nd->attrs.i[1], v);
         return v;
     }
     tgc_trace_break(tr, "%s reads the value of a traced tensor (%%%d = %s)", what, t->value,

@@ -114,7 +114,7 @@ static int value_ok(const tgc_value_guard *v, tgc_tensor *const *in)
 {
     const tgc_tensor *t = in[v->input];
     return tgc_shape_numel(t->shape, t->ndim) > 0 &&
-           tgc_load(tgc_tensor_base(t), t->dtype, t->offset) == v->value;
+           tgc_load(tgc_host_data(t), t->dtype, t->offset) == v->value;
 }
 
 static int assumptions_ok(const tgc_guards *g, const int64_t *symvals)
@@ -311,7 +311,7 @@ tgc_miss_kind tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tens
                      "value of input %d (read with tgc_item_*) changed: expected %g, got %g",
                      g->values[i].input, g->values[i].value,
                      tgc_shape_numel(t->shape, t->ndim)
-                         ? tgc_load(tgc_tensor_base(t), t->dtype, t->offset)
+                         ? tgc_load(tgc_host_data(t), t->dtype, t->offset)
                          : 0.0);
             return TGC_MISS_VALUE;
         }

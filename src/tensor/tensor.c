@@ -1,6 +1,6 @@
-/* The tensor core: tensor objects, their geometry and lifetime, element access, and the
- * thread's active trace slot (tensor/tensor_impl.h). Public queries and creation ops that
- * record into a trace are frontend/tensor.c. */
+/* The tensor core: tensor objects, their geometry and lifetime, element access, the device
+ * and host-memory checks, and the thread's active trace slot (tensor/tensor_impl.h). Public queries
+ * and creation ops that record into a trace are frontend/tensor.c. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -264,6 +264,17 @@ int tgc_shape_check(const char *fn, const int64_t *shape, int ndim)
 
 int tgc_device_check(const char *fn, tgc_device dev)
 {
+    const tgc_allocator *a = tgc_allocator_of(dev.type);
+    if (a && (!a->device_count || (dev.index >= 0 && dev.index < a->device_count(a->ctx))))
+        return 1;
+    if (a) {
+        int n = a->device_count(a->ctx);
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "%s: device %s:%d is not available: %d %s device%s present; use an index "
+                      "below %d, or tgc_cpu()",
+                      fn, a->name, dev.index, n, a->name, n == 1 ? " is" : "s are", n);
+        return 0;
+    }
     if (dev.type == TGC_DEVICE_CUDA) {
         tgc_set_error(TGC_ERR_DEVICE,
                       "%s: device cuda:%d is not available: this build has no CUDA backend yet; "
@@ -271,12 +282,21 @@ int tgc_device_check(const char *fn, tgc_device dev)
                       fn, dev.index);
         return 0;
     }
-    if (dev.type != TGC_DEVICE_CPU) {
-        tgc_set_error(TGC_ERR_DEVICE, "%s: unknown device type %d (index %d); use tgc_cpu()", fn,
-                      (int)dev.type, dev.index);
-        return 0;
-    }
-    return 1;
+    tgc_set_error(TGC_ERR_DEVICE, "%s: unknown device type %d (index %d); use tgc_cpu()", fn,
+                  (int)dev.type, dev.index);
+    return 0;
+}
+
+int tgc_host_check(const char *fn, const char *who, const char *what, const tgc_tensor *t)
+{
+    if (tgc_on_host(t))
+        return 1;
+    char d[48];
+    tgc_set_error(TGC_ERR_DEVICE,
+                  "%s: %s is on %s, but %s runs on host memory only; move it with "
+                  "tgc_to(t, tgc_cpu())",
+                  fn, what, tgc_format_device(t->device, d, sizeof d), who);
+    return 0;
 }
 
 int tgc_dtype_device_check(const char *fn, tgc_dtype dt, tgc_device dev)

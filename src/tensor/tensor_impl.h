@@ -1,6 +1,8 @@
 /* The tensor object behind the opaque tgc_tensor, and helpers for kernels.
  *
- * A concrete tensor views a refcounted storage (offset and strides in elements). A traced
+ * A concrete tensor views a refcounted storage (offset and strides in elements) on the host
+ * or on a device; code that touches elements with the CPU reaches them only through
+ * tgc_host_data, after a host check (tgc_host_check). A traced
  * tensor (t->trace != NULL) has no storage: it names value `value` of the trace's graph
  * and its shape is symbolic (sshape); shape[] holds the trace-time hints. */
 #ifndef TGC_TENSOR_TENSOR_IMPL_H
@@ -62,12 +64,13 @@ tgc_tensor *tgc_tensor_new_checked(const char *fn, const int64_t *shape, int ndi
 /* A contiguous tensor with fresh storage, in the innermost scope. */
 tgc_tensor *tgc_tensor_new(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
 /* A view of base's storage with the given geometry, in the innermost scope. */
-tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape,
-                            const int64_t *strides, int ndim, int64_t offset);
+tgc_tensor *tgc_tensor_view(const tgc_tensor *base, const int64_t *shape, const int64_t *strides,
+                            int ndim, int64_t offset);
 /* A tensor object with no owner (not in any scope); refs = 1. Free with tgc_tensor_unref. */
 tgc_tensor *tgc_tensor_alloc_unowned(void);
-/* 1 when tensors can live on dev in this build; else 0 with TGC_ERR_DEVICE set, the message
- * starting with fn and naming the device (or its unknown type). */
+/* 1 when tensors can live on dev: an allocator is registered for its type (runtime/alloc.h;
+ * the host's always is) and the index is one it has; else 0 with TGC_ERR_DEVICE set, the
+ * message starting with fn and naming the device (or its unknown type). */
 int tgc_device_check(const char *fn, tgc_device dev);
 void tgc_tensor_ref(tgc_tensor *t);
 void tgc_tensor_unref(tgc_tensor *t);
@@ -85,11 +88,35 @@ int64_t tgc_tensor_elem_offset(const tgc_tensor *t, int64_t linear);
 /* Normalizes dim against ndim (negative from the end); -1 when out of range. */
 int tgc_norm_dim(int dim, int ndim);
 
-/* ---- element access: values go through double (exact for every dtype's range used) ---- */
-static inline void *tgc_tensor_base(const tgc_tensor *t)
+/* ---- host memory ---- */
+/* 1 when t's elements are in host memory (or t has no storage: traced); 0 when they are on a
+ * device, where only the tensor core's copies (tensor/copy.h) reach them. */
+static inline int tgc_on_host(const tgc_tensor *t)
+{
+    return !t->storage || t->storage->device.type == TGC_DEVICE_CPU;
+}
+/* 1 when t is on the host; else 0 with TGC_ERR_DEVICE set: "<fn>: <what> is on cuda:0, but
+ * <who> runs on host memory only; move it with tgc_to(t, tgc_cpu())" (fn: the user's op,
+ * who: the host-only code, what: which tensor). The check host-only code makes at its
+ * entry. */
+int tgc_host_check(const char *fn, const char *who, const char *what, const tgc_tensor *t);
+/* HOST MEMORY ONLY: the host address of element 0 of t's storage (NULL without storage),
+ * for code that reads or writes elements with the CPU. Never call it on a tensor that may
+ * be on a device: such code checks tgc_on_host / tgc_host_check at its entry first (interp:
+ * tgc_interp_run; the frontend: its ops), and moves other memory with the tensor core's
+ * copies. */
+static inline void *tgc_host_data(const tgc_tensor *t)
 {
     return t->storage ? t->storage->data : 0;
 }
+/* The old name of tgc_host_data (same contract), still used by src/backend/llvm/ and the
+ * files directly in src/backend/, which move to tgc_host_data with their rewrite. */
+static inline void *tgc_tensor_base(const tgc_tensor *t)
+{
+    return tgc_host_data(t);
+}
+
+/* ---- element access: values go through double (exact for every dtype's range used) ---- */
 double tgc_load(const void *base, tgc_dtype dt, int64_t off);
 void tgc_store(void *base, tgc_dtype dt, int64_t off, double v);
 float tgc_half_to_float(uint16_t h);

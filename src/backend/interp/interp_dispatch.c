@@ -1,4 +1,5 @@
-/* Eager execution of one op through the interp kernels. */
+/* Eager execution of one op through the interp kernels: the one entry that checks that the
+ * inputs are in host memory (the kernels read them through tgc_host_data). */
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,6 +51,15 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
         if (tgc_interp_view_geometry(op, in[0], a, out_shape, out_ndim, strides, &offset))
             return tgc_tensor_view(in[0], out_shape, strides, out_ndim, offset);
     }
+    /* Views are geometry and work on any device; the kernels read host memory. */
+    char fn[48], what[24];
+    for (int k = 0; k < n_in; k++)
+        if (!tgc_on_host(in[k])) {
+            snprintf(fn, sizeof fn, "tgc_%s", tgc_op_name(op));
+            snprintf(what, sizeof what, "input %d", k);
+            tgc_host_check(fn, "the interp backend", what, in[k]);
+            return NULL;
+        }
     tgc_tensor *out =
         tgc_tensor_new(out_shape, out_ndim, out_dtype, n_in ? in[0]->device : tgc_cpu());
     if (!out && tgc_last_status() == TGC_ERR_OOM) { /* name the op, not the allocator */

@@ -64,7 +64,7 @@ static int64_t row_offset(const tgc_tensor *t, int64_t r)
 
 static const float *f32_ptr(const tgc_tensor *t)
 {
-    return (const float *)tgc_tensor_base(t) + t->offset;
+    return (const float *)tgc_host_data(t) + t->offset;
 }
 
 static tgc_status oom(const char *what)
@@ -82,7 +82,7 @@ static tgc_status contiguous_f32(const tgc_tensor *t, const float **data, float 
         return TGC_OK;
     }
     int64_t n = numel_of(t);
-    const float *base = (const float *)tgc_tensor_base(t);
+    const float *base = (const float *)tgc_host_data(t);
     float *buf = malloc((size_t)n * sizeof(float));
     if (!buf)
         return oom("input copy");
@@ -341,8 +341,8 @@ static void dgemm(const dgemm_args *g)
             for (int64_t k = 0; k < g->k; k++)
                 acc += gload(&g->a, i, k) * gload(&g->b, k, j);
             if (bias)
-                acc += tgc_load(tgc_tensor_base(bias), bias->dtype,
-                                bias->offset + j * bias->strides[0]);
+                acc +=
+                    tgc_load(tgc_host_data(bias), bias->dtype, bias->offset + j * bias->strides[0]);
             tgc_store(g->c, g->c_dt, g->c_off + i * g->ldc + j, acc);
         }
     }
@@ -447,7 +447,7 @@ static void mm_batch_offsets(const mm_geom *g, int64_t bi, int64_t *oa, int64_t 
 static tgc_status matmul_f32(const tgc_tensor *a, const tgc_tensor *b, tgc_tensor *out,
                              const mm_geom *g)
 {
-    float *c = (float *)tgc_tensor_base(out) + out->offset;
+    float *c = (float *)tgc_host_data(out) + out->offset;
     if (g->k == 0) {
         /* an empty sum; the operands may be empty, so no pointer into them is formed */
         memset(c, 0, (size_t)(g->batch * g->m * g->n) * sizeof(float));
@@ -482,9 +482,9 @@ static void matmul_generic(const tgc_tensor *a, const tgc_tensor *b, tgc_tensor 
         dgemm_args ga = {.m = g->m,
                          .n = g->n,
                          .k = g->k,
-                         .a = {tgc_tensor_base(a), a->dtype, a->offset + oa, g->a_rs, g->a_cs},
-                         .b = {tgc_tensor_base(b), b->dtype, b->offset + ob, g->b_rs, g->b_cs},
-                         .c = tgc_tensor_base(out),
+                         .a = {tgc_host_data(a), a->dtype, a->offset + oa, g->a_rs, g->a_cs},
+                         .b = {tgc_host_data(b), b->dtype, b->offset + ob, g->b_rs, g->b_cs},
+                         .c = tgc_host_data(out),
                          .c_dt = out->dtype,
                          .c_off = out->offset + bi * g->m * g->n,
                          .ldc = g->n};
@@ -539,7 +539,7 @@ static tgc_status linear_f32(tgc_tensor *const *in, int n_in, tgc_tensor *out, c
                      .n = g->out_f,
                      .k = g->in_f,
                      .b = {f32_ptr(w), w->strides[1], w->strides[0]},
-                     .c = (float *)tgc_tensor_base(out) + out->offset,
+                     .c = (float *)tgc_host_data(out) + out->offset,
                      .ldc = g->out_f};
     int64_t rs = 0;
     tgc_status s = TGC_OK;
@@ -574,10 +574,10 @@ static void linear_generic(tgc_tensor *const *in, int n_in, tgc_tensor *out, con
             .m = 1,
             .n = g->out_f,
             .k = g->in_f,
-            .a = {tgc_tensor_base(x), x->dtype, row_offset(x, r), 0, x->strides[x->ndim - 1]},
-            .b = {tgc_tensor_base(w), w->dtype, w->offset, w->strides[1], w->strides[0]},
+            .a = {tgc_host_data(x), x->dtype, row_offset(x, r), 0, x->strides[x->ndim - 1]},
+            .b = {tgc_host_data(w), w->dtype, w->offset, w->strides[1], w->strides[0]},
             .bias = n_in == 3 ? in[2] : NULL,
-            .c = tgc_tensor_base(out),
+            .c = tgc_host_data(out),
             .c_dt = out->dtype,
             .c_off = out->offset + r * g->out_f,
             .ldc = g->out_f};
@@ -755,7 +755,7 @@ static tgc_status conv_f32(tgc_tensor *const *in, int n_in, tgc_tensor *out, con
     int pointwise = conv_is_pointwise(g, x, &hw_stride);
     conv_bufs b = {0};
     tgc_status s = conv_bufs_init(in, n_in, g, pointwise, &b);
-    float *c = (float *)tgc_tensor_base(out) + out->offset;
+    float *c = (float *)tgc_host_data(out) + out->offset;
     for (int64_t n = 0; s == TGC_OK && n < g->n; n++) {
         for (int64_t gi = 0; gi < g->groups; gi++) {
             sgemm_args ga = {.m = g->og,
@@ -782,7 +782,7 @@ static tgc_status conv_f32(tgc_tensor *const *in, int n_in, tgc_tensor *out, con
 static double conv_point(const tgc_tensor *x, const tgc_tensor *w, const conv_geom *g, int64_t n,
                          int64_t o, int64_t oh, int64_t ow)
 {
-    const void *xb = tgc_tensor_base(x), *wb = tgc_tensor_base(w);
+    const void *xb = tgc_host_data(x), *wb = tgc_host_data(w);
     const int64_t *xs = x->strides, *ws = w->strides;
     int64_t c0 = (o / g->og) * g->cg;
     double acc = 0.0;
@@ -810,12 +810,12 @@ static void conv_generic(tgc_tensor *const *in, int n_in, tgc_tensor *out, const
     int64_t idx = out->offset;
     for (int64_t n = 0; n < g->n; n++) {
         for (int64_t o = 0; o < g->o; o++) {
-            double b = bias ? tgc_load(tgc_tensor_base(bias), bias->dtype,
+            double b = bias ? tgc_load(tgc_host_data(bias), bias->dtype,
                                        bias->offset + o * bias->strides[0])
                             : 0.0;
             for (int64_t oh = 0; oh < g->oh; oh++)
                 for (int64_t ow = 0; ow < g->ow; ow++)
-                    tgc_store(tgc_tensor_base(out), out->dtype, idx++,
+                    tgc_store(tgc_host_data(out), out->dtype, idx++,
                               b + conv_point(in[0], in[1], g, n, o, oh, ow));
         }
     }

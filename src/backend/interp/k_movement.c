@@ -235,7 +235,7 @@ static tgc_status shape_mismatch(tgc_op op, const char *what, const tgc_tensor *
 static void copy_into(tgc_tensor *out, int64_t doff, const int64_t *dst, const tgc_tensor *src,
                       int64_t soff, const int64_t *shape, int nd)
 {
-    tgc_copy_strided(tgc_tensor_base(out), out->dtype, doff, dst, tgc_tensor_base(src), src->dtype,
+    tgc_copy_strided(tgc_host_data(out), out->dtype, doff, dst, tgc_host_data(src), src->dtype,
                      soff, src->strides, shape, nd);
 }
 
@@ -244,7 +244,7 @@ static tgc_status view_copy(tgc_op op, const tgc_tensor *in, const tgc_attrs *a,
     int64_t st[TGC_MAX_DIMS], off, ost[TGC_MAX_DIMS];
     tgc_row_major_strides(out->shape, out->ndim, ost);
     if (tgc_interp_view_geometry(op, in, a, out->shape, out->ndim, st, &off)) {
-        tgc_copy_strided(tgc_tensor_base(out), out->dtype, out->offset, ost, tgc_tensor_base(in),
+        tgc_copy_strided(tgc_host_data(out), out->dtype, out->offset, ost, tgc_host_data(in),
                          in->dtype, off, st, out->shape, out->ndim);
         return TGC_OK;
     }
@@ -322,7 +322,7 @@ static void fill_value(tgc_tensor *out, double value)
     size_t esz = tgc_dtype_size(out->dtype);
     if (n == 0)
         return;
-    char *p = (char *)tgc_tensor_base(out) + out->offset * (int64_t)esz;
+    char *p = (char *)tgc_host_data(out) + out->offset * (int64_t)esz;
     tgc_store(p, out->dtype, 0, value);
     int zero = 1;
     for (size_t b = 0; b < esz; b++)
@@ -404,13 +404,13 @@ static tgc_status read_indices(tgc_op op, const tgc_tensor *idx, int64_t limit, 
         return TGC_OK;
     if (idx->dtype == TGC_I64) {
         tgc_row_major_strides(idx->shape, idx->ndim, ost);
-        tgc_copy_strided(ids, TGC_I64, 0, ost, tgc_tensor_base(idx), TGC_I64, idx->offset,
+        tgc_copy_strided(ids, TGC_I64, 0, ost, tgc_host_data(idx), TGC_I64, idx->offset,
                          idx->strides, idx->shape, idx->ndim);
     } else {
         const int64_t *ist = idx->strides;
         int64_t pos[TGC_MAX_DIMS] = {0}, off = idx->offset;
         for (int64_t p = 0; p < n; p++) {
-            ids[p] = read_index(tgc_tensor_base(idx), idx->dtype, off);
+            ids[p] = read_index(tgc_host_data(idx), idx->dtype, off);
             for (int k = idx->ndim - 1; k >= 0; k--) {
                 off += ist[k];
                 if (++pos[k] < idx->shape[k])
@@ -443,9 +443,8 @@ static void select_slices(const tgc_tensor *t, int dim, const int64_t *ids, int6
     tgc_row_major_strides(shape, nd, ost);
     shape[dim] = 1;
     for (int64_t j = 0; j < n; j++)
-        tgc_copy_strided(tgc_tensor_base(out), out->dtype, out->offset + j * ost[dim], ost,
-                         tgc_tensor_base(t), t->dtype, t->offset + ids[j] * tst[dim], tst, shape,
-                         nd);
+        tgc_copy_strided(tgc_host_data(out), out->dtype, out->offset + j * ost[dim], ost,
+                         tgc_host_data(t), t->dtype, t->offset + ids[j] * tst[dim], tst, shape, nd);
 }
 
 static tgc_status select_kernel(tgc_op op, const tgc_tensor *t, int dim, const tgc_tensor *idx,
@@ -497,8 +496,8 @@ static tgc_status gather_kernel(const tgc_tensor *t, const tgc_attrs *a, const t
     int64_t n = tgc_shape_numel(idx->shape, nd);
     int64_t limit = nd ? t->shape[dim] : 1, tdim = nd ? t->strides[dim] : 0;
     int64_t pos[TGC_MAX_DIMS] = {0}, ioff = idx->offset, toff = t->offset;
-    const char *ibase = tgc_tensor_base(idx), *tbase = tgc_tensor_base(t);
-    char *obase = tgc_tensor_base(out);
+    const char *ibase = tgc_host_data(idx), *tbase = tgc_host_data(t);
+    char *obase = tgc_host_data(out);
     size_t esz = tgc_dtype_size(out->dtype);
     int same = t->dtype == out->dtype;
     for (int64_t p = 0; p < n; p++) {
@@ -526,7 +525,7 @@ static tgc_status gather_kernel(const tgc_tensor *t, const tgc_attrs *a, const t
 
 static tgc_status check_host(tgc_op op, const tgc_tensor *t)
 {
-    if (tgc_tensor_base(t) || tgc_shape_numel(t->shape, t->ndim) == 0)
+    if (tgc_host_data(t) || tgc_shape_numel(t->shape, t->ndim) == 0)
         return TGC_OK;
     return tgc_set_error(TGC_ERR_INTERNAL,
                          "tgc_%s: a tensor without host storage reached "

@@ -108,7 +108,7 @@ static void gather(const tgc_tensor *t, int64_t start, int64_t n, double *dst)
 {
     if (n <= 0)
         return;
-    const void *base = tgc_tensor_base(t);
+    const void *base = tgc_host_data(t);
     walk w;
     walk_init(&w, t, start);
     for (int64_t k = 0; k < n;) {
@@ -136,7 +136,7 @@ static void gather_i64(const tgc_tensor *t, int64_t start, int64_t n, int64_t *d
 {
     if (n <= 0)
         return;
-    const void *base = tgc_tensor_base(t);
+    const void *base = tgc_host_data(t);
     walk w;
     walk_init(&w, t, start);
     for (int64_t k = 0; k < n;) {
@@ -159,7 +159,7 @@ static void scatter_out(tgc_tensor *out, int64_t start, int64_t n, const double 
 {
     if (n <= 0)
         return;
-    void *base = tgc_tensor_base(out);
+    void *base = tgc_host_data(out);
     int64_t o = out->offset + start;
     if (out->dtype == TGC_F32) {
         float *p = (float *)base + o;
@@ -320,8 +320,8 @@ static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     double *buf = malloc((size_t)cnt * sizeof *buf);
     if (!buf)
         return oom("batch_norm");
-    void *rm_base = rm ? tgc_tensor_base(rm) : NULL;
-    void *rv_base = rv ? tgc_tensor_base(rv) : NULL;
+    void *rm_base = rm ? tgc_host_data(rm) : NULL;
+    void *rv_base = rv ? tgc_host_data(rv) : NULL;
 
     for (int64_t c = 0; c < C; c++) {
         for (int64_t n = 0; n < N; n++)
@@ -353,9 +353,9 @@ static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
         }
         double scale = 1.0 / sqrt(var + eps), shift = 0;
         if (wt)
-            scale *= ld(tgc_tensor_base(wt), wt->dtype, wt->offset + c * wt->strides[0]);
+            scale *= ld(tgc_host_data(wt), wt->dtype, wt->offset + c * wt->strides[0]);
         if (bs)
-            shift = ld(tgc_tensor_base(bs), bs->dtype, bs->offset + c * bs->strides[0]);
+            shift = ld(tgc_host_data(bs), bs->dtype, bs->offset + c * bs->strides[0]);
         for (int64_t j = 0; j < cnt; j++)
             buf[j] = (buf[j] - mean) * scale + shift;
         for (int64_t n = 0; n < N; n++)
@@ -482,7 +482,7 @@ static tgc_status loss(tgc_op op, tgc_tensor *const *in, const tgc_attrs *a, tgc
         }
     }
 
-    const void *xb = tgc_tensor_base(x);
+    const void *xb = tgc_host_data(x);
     double total = 0;
     int64_t count = 0;
     for (int64_t p = 0; p < P; p++) {
@@ -584,8 +584,8 @@ static tgc_status sdpa(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_
         return oom("scaled_dot_product_attention");
     double *qrow = scratch, *w = qrow + E, *acc = w + S;
 
-    const void *qb = tgc_tensor_base(q), *kb = tgc_tensor_base(k), *vb = tgc_tensor_base(v);
-    const void *mb = mask ? tgc_tensor_base(mask) : NULL;
+    const void *qb = tgc_host_data(q), *kb = tgc_host_data(k), *vb = tgc_host_data(v);
+    const void *mb = mask ? tgc_host_data(mask) : NULL;
     int64_t bidx[TGC_MAX_DIMS] = {0};
     for (int64_t b = 0; b < B; b++) {
         const int64_t qo = batch_offset(q, 2, bidx, nb);

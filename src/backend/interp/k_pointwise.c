@@ -453,7 +453,7 @@ static tgc_status pw_fail(const char *op, const char *what)
 
 static void set_operand(pw_call *c, int k, const tgc_tensor *t, tgc_dtype cast_dt)
 {
-    c->base[k] = tgc_tensor_base(t);
+    c->base[k] = tgc_host_data(t);
     c->dt[k] = t->dtype;
     c->cast_dt[k] = cast_dt == TGC_DTYPE_COUNT ? t->dtype : cast_dt;
     c->off0[k] = t->offset;

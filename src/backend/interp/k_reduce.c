@@ -367,9 +367,9 @@ static tgc_status red_setup(red_call *c, tgc_op op, tgc_tensor *const *in, int n
     memset(c, 0, sizeof *c);
     c->op = op;
     c->a = a;
-    c->xbase = tgc_tensor_base(x);
+    c->xbase = tgc_host_data(x);
     c->xdt = x->dtype;
-    c->obase = tgc_tensor_base(out);
+    c->obase = tgc_host_data(out);
     c->odt = out->dtype;
     c->as_int = !tgc_dtype_is_float(x->dtype) &&
                 (op == TGC_OP_SUM || op == TGC_OP_MAX || op == TGC_OP_ARGMAX);
