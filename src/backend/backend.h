@@ -71,7 +71,8 @@ typedef struct tgc_backend {
      * TGC_ERR_COMPILE (with the reason), TGC_ERR_OOM. */
     tgc_status (*compile)(const tgc_config *cfg, const char *name, struct tgc_plan_kernel *ks,
                           int n, void **code);
-    /* Runs LOOP kernel k over its whole domain: bufs[i] is element 0 of kernel buffer i on
+    /* Runs LOOP kernel k over its whole domain, split over up to env->n_threads as the
+     * backend sees fit (LLVM: the parallel rows): bufs[i] is element 0 of kernel buffer i on
      * the backend's device, sizes[j] the value of size slot j (kir/abi.h). Called from any
      * thread, concurrently with other calls of the same code. */
     tgc_status (*launch)(const struct tgc_plan_kernel *k, void *const *bufs, const int64_t *sizes,
