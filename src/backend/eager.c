@@ -280,12 +280,8 @@ tgc_tensor *tgc_eager_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_
         if (handled)
             return r;
     }
-    if (dev != TGC_DEVICE_CPU) {
-        tgc_set_error(TGC_ERR_DEVICE,
-                      "tgc_%s: no backend of this build runs ops on the "
-                      "inputs' device; copy them to the CPU first",
-                      tgc_op_name(op));
-        return NULL;
-    }
+    /* The reference on the host. On a device without a backend, interp still makes views (they
+     * are geometry only) and refuses anything that reads elements with TGC_ERR_DEVICE, naming
+     * the op, the input and its device. */
     return tgc_interp_run(op, in, n_in, a, out->dtype, out->shape, out->ndim);
 }

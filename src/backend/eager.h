@@ -6,7 +6,8 @@
 
 /* Runs op on concrete inputs (all on one device), out being its inferred result type: on
  * the kernels of the device's compiled backend when that backend compiles this signature,
- * else on interp (on CPU). The result lives in the innermost scope; NULL on failure (error
+ * else on interp (the reference; on a device without a backend only views, as interp refuses
+ * to read device memory: TGC_ERR_DEVICE). The result lives in the innermost scope; NULL on failure (error
  * set). */
 tgc_tensor *tgc_eager_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                           const tgc_vinfo *out);

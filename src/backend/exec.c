@@ -102,11 +102,6 @@ static tgc_tensor *ensure_buffer(run_ctx *r, int32_t v)
     return r->vals[v];
 }
 
-static void *data_ptr(const tgc_tensor *t)
-{
-    return (char *)t->storage->data + t->offset * (int64_t)tgc_dtype_size(t->dtype);
-}
-
 /* The random draws of kernel k (kir/abi.h): one tgc_rng_draw per draw, in the kernel's order
  * (graph node order; steps run draws in node order, fuse.c), its seed and base counter
  * written after the size slots, as interp's kernels draw at the same point of the call. */
@@ -134,7 +129,7 @@ static tgc_status bind_kernel(run_ctx *r, const tgc_plan_kernel *pk, void **bufs
         if (!t)
             return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: no buffer for value %%%d",
                                   r->p->backend->name, v);
-        bufs[b] = data_ptr(t);
+        bufs[b] = tgc_device_ptr(t);
         if (k->bufs[b].written && t->storage)
             tgc_storage_bump(t->storage);
     }

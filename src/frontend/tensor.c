@@ -10,7 +10,6 @@
 #include "tensor/tensor_impl.h"
 #include "frontend/trace.h"
 #include "ir/shape_infer.h"
-#include "backend/interp/interp.h"
 #include "frontend/apply.h"
 #include "frontend/module_impl.h"
 #include "runtime/philox.h"

@@ -109,11 +109,12 @@ static inline void *tgc_host_data(const tgc_tensor *t)
 {
     return t->storage ? t->storage->data : 0;
 }
-/* The old name of tgc_host_data (same contract), still used by src/backend/llvm/ and the
- * files directly in src/backend/, which move to tgc_host_data with their rewrite. */
-static inline void *tgc_tensor_base(const tgc_tensor *t)
+/* The address of element 0 of t's view (storage start + offset) in the memory of the device t
+ * lives on: what a kernel of that device's backend is handed (backend/exec.c). Host code
+ * dereferences it only when tgc_on_host(t). */
+static inline void *tgc_device_ptr(const tgc_tensor *t)
 {
-    return tgc_host_data(t);
+    return (char *)t->storage->data + t->offset * (int64_t)tgc_dtype_size(t->dtype);
 }
 
 /* ---- element access: values go through double (exact for every dtype's range used) ---- */

@@ -671,7 +671,7 @@ static int64_t rnd(int64_t n) /* uniform in [0, n) */
 /* The i-th row-major element of t, read through its own strides (the oracle). */
 static double elem(const tgc_tensor *t, int64_t i)
 {
-    return tgc_load(tgc_tensor_base(t), t->dtype, tgc_tensor_elem_offset(t, i));
+    return tgc_load(tgc_host_data(t), t->dtype, tgc_tensor_elem_offset(t, i));
 }
 
 static void expect_same_elements(const tgc_tensor *got, const tgc_tensor *want)

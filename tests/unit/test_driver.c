@@ -190,7 +190,7 @@ static void assert_same(const tgc_tensor *a, const tgc_tensor *b)
 {
     assert_int_equal(tgc_numel(a), tgc_numel(b));
     assert_true(tgc_tensor_is_contiguous(a) && tgc_tensor_is_contiguous(b));
-    assert_memory_equal(tgc_tensor_base(a), tgc_tensor_base(b),
+    assert_memory_equal(tgc_host_data(a), tgc_host_data(b),
                         (size_t)tgc_numel(a) * sizeof(float));
 }
 
@@ -218,11 +218,11 @@ static void test_pointwise_kernel(void **state)
     assert_int_equal(mini_kernels_seen, 1);
     assert_int_equal(mini_launches, 1);
     assert_same(got, want);
-    assert_float_equal(((float *)tgc_tensor_base(got))[7],
-                       (float)((float)(((float *)tgc_tensor_base(in[0]))[7] +
-                                       ((float *)tgc_tensor_base(in[1]))[2]) *
-                               ((float *)tgc_tensor_base(in[2]))[7]) -
-                           ((float *)tgc_tensor_base(in[0]))[7],
+    assert_float_equal(((float *)tgc_host_data(got))[7],
+                       (float)((float)(((float *)tgc_host_data(in[0]))[7] +
+                                       ((float *)tgc_host_data(in[1]))[2]) *
+                               ((float *)tgc_host_data(in[2]))[7]) -
+                           ((float *)tgc_host_data(in[0]))[7],
                        1e-6);
     tgc_graph_free(g);
 }

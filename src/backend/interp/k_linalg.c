@@ -7,6 +7,13 @@
  *     GEMM. The interp runs eager CNNs, so this path has to be fast, not just correct.
  *   - every other dtype mix: plain loops through tgc_load/tgc_store with double
  *     accumulation, the obviously-correct oracle.
+ *
+ * This SGEMM stays independent of runtime/gemm.c on purpose. interp is the oracle the LLVM
+ * GEMM and conv templates are tested against; if both used the runtime's blocking, packing and
+ * threading, a defect there would be invisible to every comparison. The runtime's driver also
+ * needs JIT-compiled micro-kernels, which a build without LLVM does not have, while interp must
+ * run everywhere. The two share nothing but the problem statement.
+ *
  * Inputs may have any strides (0 included); out is contiguous and already has the
  * inferred dtype and shape, which the kernels re-derive and check so that an inference bug
  * becomes TGC_ERR_INTERNAL instead of a memory error. */

@@ -210,7 +210,7 @@ static tgc_tensor *pool_matrix(int64_t in, int64_t out, int transpose)
     tgc_tensor *t = tgc_tensor_new(shape, 2, TGC_F32, tgc_cpu());
     if (!t)
         return NULL;
-    float *d = tgc_tensor_base(t);
+    float *d = tgc_host_data(t);
     memset(d, 0, (size_t)(in * out) * sizeof(float));
     for (int64_t i = 0; i < out; i++) {
         int64_t lo = i * in / out, hi = ((i + 1) * in + out - 1) / out;
@@ -226,7 +226,7 @@ static int32_t emit_scalar_const(tgc_rewriter *rw, float v)
 {
     tgc_tensor *t = tgc_tensor_new(NULL, 0, TGC_F32, tgc_cpu());
     if (t) {
-        *(float *)tgc_tensor_base(t) = v;
+        *(float *)tgc_host_data(t) = v;
         tgc_scope_release(t);
     }
     return tgc_rw_emit_const(rw, t);
