@@ -100,10 +100,12 @@ static tgc_status check_call(const tgc_fn *f, tgc_tensor *const *in, int n_in, t
             return tgc_set_error(TGC_ERR_INVALID_ARG,
                                  "tgc_call: '%s' in[%d] is a traced tensor that escaped its trace",
                                  f->name, i);
-        char what[24];
-        snprintf(what, sizeof what, "in[%d]", i);
-        if (!tgc_host_check("tgc_call", "a compiled function", what, in[i]))
-            return TGC_ERR_DEVICE; /* compiled graphs run on the host in this build */
+        if (!tgc_on_host(in[i])) { /* compiled graphs run on the host in this build */
+            char what[24]; /* formatted only on failure: this is every call's path */
+            snprintf(what, sizeof what, "in[%d]", i);
+            tgc_host_check("tgc_call", "a compiled function", what, in[i]);
+            return TGC_ERR_DEVICE;
+        }
     }
     return TGC_OK;
 }

@@ -16,6 +16,7 @@
 
 #include "backend/memplan.h"
 #include "backend/plan.h"
+#include "runtime/alloc.h"
 #include "ir/view_access.h"
 #include "support/error.h"
 #include "tensor/tensor_impl.h"
@@ -190,8 +191,7 @@ static void assert_same(const tgc_tensor *a, const tgc_tensor *b)
 {
     assert_int_equal(tgc_numel(a), tgc_numel(b));
     assert_true(tgc_tensor_is_contiguous(a) && tgc_tensor_is_contiguous(b));
-    assert_memory_equal(tgc_host_data(a), tgc_host_data(b),
-                        (size_t)tgc_numel(a) * sizeof(float));
+    assert_memory_equal(tgc_host_data(a), tgc_host_data(b), (size_t)tgc_numel(a) * sizeof(float));
 }
 
 static const tgc_sdim s45[2] = {4, 5}, s5[1] = {5};
@@ -218,12 +218,12 @@ static void test_pointwise_kernel(void **state)
     assert_int_equal(mini_kernels_seen, 1);
     assert_int_equal(mini_launches, 1);
     assert_same(got, want);
-    assert_float_equal(((float *)tgc_host_data(got))[7],
-                       (float)((float)(((float *)tgc_host_data(in[0]))[7] +
-                                       ((float *)tgc_host_data(in[1]))[2]) *
-                               ((float *)tgc_host_data(in[2]))[7]) -
-                           ((float *)tgc_host_data(in[0]))[7],
-                       1e-6);
+    assert_float_equal(
+        ((float *)tgc_host_data(got))[7],
+        (float)((float)(((float *)tgc_host_data(in[0]))[7] + ((float *)tgc_host_data(in[1]))[2]) *
+                ((float *)tgc_host_data(in[2]))[7]) -
+            ((float *)tgc_host_data(in[0]))[7],
+        1e-6);
     tgc_graph_free(g);
 }
 
@@ -278,6 +278,129 @@ static void test_opaque_fallback(void **state)
     assert_int_equal(l.n, 1); /* calls log nothing */
     tgc_plan_free(p);
     tgc_graph_free(g);
+}
+
+/* ---- a backend off the host ---- */
+
+/* A "device" for TGC_DEVICE_CUDA whose memory is host malloc, so mini's launch can still read
+ * it; it counts what crosses between it and the host. */
+static struct {
+    int h2d, d2h, d2d, syncs;
+} g_dev;
+
+static tgc_block dev_alloc(void *ctx, int index, size_t nbytes)
+{
+    (void)ctx;
+    (void)index;
+    void *p = malloc(nbytes ? nbytes : 1);
+    return (tgc_block){p, p ? (nbytes ? nbytes : 1) : 0};
+}
+
+static void dev_free(void *ctx, int index, tgc_block b)
+{
+    (void)ctx;
+    (void)index;
+    free(b.ptr);
+}
+
+static tgc_status dev_copy(void *ctx, void *dst, tgc_device ddev, const void *src, tgc_device sdev,
+                           size_t n)
+{
+    (void)ctx;
+    if (ddev.type == TGC_DEVICE_CPU)
+        g_dev.d2h++;
+    else if (sdev.type == TGC_DEVICE_CPU)
+        g_dev.h2d++;
+    else
+        g_dev.d2d++;
+    memcpy(dst, src, n);
+    return TGC_OK;
+}
+
+static tgc_mem_stats dev_stats(void *ctx, int index)
+{
+    (void)ctx;
+    (void)index;
+    return (tgc_mem_stats){0, 0, 0};
+}
+
+static void dev_empty(void *ctx)
+{
+    (void)ctx;
+}
+
+static const tgc_allocator dev_allocator = {
+    .name = "cuda",
+    .alloc = dev_alloc,
+    .free = dev_free,
+    .copy = dev_copy,
+    .stats = dev_stats,
+    .empty_cache = dev_empty,
+};
+
+static tgc_status mini_dev_sync(tgc_device dev)
+{
+    assert_int_equal(dev.type, TGC_DEVICE_CUDA);
+    g_dev.syncs++;
+    return TGC_OK;
+}
+
+/* mini on the device: kernel -> exp (opaque) -> kernel -> exp -> kernel. Each fallback step
+ * synchronizes, copies its input to the host, runs interp and copies its result back; the
+ * kernels read and write device memory only; the perf line says the data is staged; the
+ * values equal interp's on the host. */
+static void test_opaque_fallback_stages_off_host(void **state)
+{
+    (void)state;
+    assert_int_equal(tgc_allocator_register(TGC_DEVICE_CUDA, &dev_allocator), TGC_OK);
+    tgc_backend dev_mini = mini;
+    dev_mini.name = "mini-dev";
+    dev_mini.device = TGC_DEVICE_CUDA;
+    dev_mini.synchronize = mini_dev_sync;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45), b = gb_input(g, TGC_F32, 2, s45);
+    int32_t e1 = gb_un(g, TGC_OP_EXP, gb_bin(g, TGC_OP_ADD, a, b));
+    int32_t e2 = gb_un(g, TGC_OP_EXP, gb_bin(g, TGC_OP_MUL, e1, b));
+    int32_t r = gb_bin(g, TGC_OP_MUL, e2, a);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_tensor *host[2] = {rnd(4, 5), rnd(4, 5)};
+    tgc_config cfg = tgc_config_default();
+    tgc_tensor *want = NULL;
+    cfg.log = 0;
+    run_on(tgc_backend_interp(), g, &cfg, host, 2, &want);
+
+    memset(&g_dev, 0, sizeof g_dev);
+    tgc_tensor *in[2] = {tgc_to(host[0], tgc_cuda(0)), tgc_to(host[1], tgc_cuda(0))};
+    assert_non_null(in[0]);
+    assert_non_null(in[1]);
+    assert_int_equal(g_dev.h2d, 2);
+    logs l = {0};
+    cfg.log = TGC_LOG_PERF;
+    cfg.log_fn = capture;
+    cfg.log_user = &l;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&dev_mini, g, &cfg, "dev_fn", &p), TGC_OK);
+    assert_int_equal(l.n, 1);
+    assert_non_null(strstr(l.text, "'dev_fn' runs exp on interp (2 nodes)"));
+    assert_non_null(strstr(l.text, "its data is staged to the host"));
+    int64_t symvals[1] = {0};
+    tgc_exec_args x = {in, 2, NULL, 0, NULL, 0, symvals};
+    tgc_tensor *got = NULL;
+    memset(&g_dev, 0, sizeof g_dev);
+    assert_int_equal(tgc_plan_run(p, &x, &got), TGC_OK);
+    assert_int_equal(tgc_device_of(got).type, TGC_DEVICE_CUDA);
+    assert_int_equal(g_dev.d2h, 2); /* one input per fallback step */
+    assert_int_equal(g_dev.h2d, 2); /* one result per fallback step */
+    assert_true(g_dev.syncs >= 2);
+    tgc_tensor *back = tgc_to(got, tgc_cpu());
+    assert_non_null(back);
+    assert_same(back, want);
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+    tgc_tensor_free(in[0]);
+    tgc_tensor_free(in[1]);
+    tgc_tensor_free(got);
+    tgc_allocator_unregister(TGC_DEVICE_CUDA); /* its last storage is gone */
 }
 
 /* A backend whose fuse hooks make sums reductions: the LOOP kernel it then receives has an
@@ -383,6 +506,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_pointwise_kernel, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_opaque_fallback_stages_off_host, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_memplan_slots, scoped_setup, scoped_teardown),
     };
