@@ -145,3 +145,13 @@ int tgc_env_profile(void)
     pthread_once(&switches_once, read_switches);
     return profile;
 }
+
+const char *tgc_env_llvm_cpu(void)
+{
+    return getenv("TGC_LLVM_CPU");
+}
+
+const char *tgc_env_llvm_features(void)
+{
+    return getenv("TGC_LLVM_FEATURES");
+}

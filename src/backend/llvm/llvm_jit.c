@@ -29,6 +29,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "backend/llvm/llvm_jit.h"
+#include "support/config_env.h"
 #include "support/error.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -79,8 +80,8 @@ static void init_once(void)
     char *triple = LLVMGetDefaultTargetTriple();
     snprintf(g_triple, sizeof g_triple, "%s", triple);
     LLVMDisposeMessage(triple);
-    const char *cpu_env = getenv("TGC_LLVM_CPU");
-    const char *feat_env = getenv("TGC_LLVM_FEATURES");
+    const char *cpu_env = tgc_env_llvm_cpu();
+    const char *feat_env = tgc_env_llvm_features();
     char *cpu = LLVMGetHostCPUName();
     char *feat = LLVMGetHostCPUFeatures();
     snprintf(g_target.cpu, sizeof g_target.cpu, "%s", cpu_env && *cpu_env ? cpu_env : cpu);
