@@ -94,10 +94,7 @@ static tgc_status emit_kernel(tgc_llvm_unit *u, tgc_plan_kernel *pk, llvm_kernel
     tgc_llvm_unit_name(u, pk->name, fname, sizeof fname);
     if (k->kind == KIR_LOOP) {
         lk->inner_work = const_product(k, k->n_outer, k->n_outer + k->n_inner);
-        kir_args slots = {0}; /* the codegen's own copy of pk->slots (same collection) */
-        tgc_status st = tgc_llvm_emit_loop(u, k, fname, &slots);
-        kir_args_free(&slots);
-        return st;
+        return tgc_llvm_emit_loop(u, k, fname, &pk->slots);
     }
     ep->k = k;
     ep->slots = &pk->slots;

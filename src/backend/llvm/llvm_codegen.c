@@ -1005,11 +1005,8 @@ static void emit_phase(cg *c, int phase, LLVMValueRef inner_lo, LLVMValueRef inn
 }
 
 tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char *name,
-                              kir_args *slots)
+                              const kir_args *slots)
 {
-    tgc_status st = kir_args_collect(k, slots);
-    if (st != TGC_OK)
-        return st;
     /* this codegen runs the innermost axis as vectors and the outer ones as rows (or one
      * strip-mined axis): the schedule tgc_llvm_kir_target gives */
     int last = k->n_outer + k->n_inner - 1;

@@ -26,9 +26,10 @@ const kir_target *tgc_llvm_kir_target(void);
 /* 1 when the LOOP codegen handles every value of node-level dtype/op combination. */
 int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in);
 
-/* Emits LOOP kernel k as function `name` (already unit-unique). Fills slots (kir/abi.h). */
+/* Emits LOOP kernel k as function `name` (already unit-unique), reading its sizes through
+ * slots, the kernel's ABI as the driver collected it (kir_args_collect, kir/abi.h). */
 tgc_status tgc_llvm_emit_loop(tgc_llvm_unit *u, const kir_kernel *k, const char *name,
-                              kir_args *slots);
+                              const kir_args *slots);
 
 /* The epilogue of template kernel k applied to accumulator vector acc (see llvm_gemm.h for
  * the position); slots as filled by kir_args_collect. */
