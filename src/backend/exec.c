@@ -278,9 +278,8 @@ static tgc_status bind_inputs(run_ctx *r, tgc_tensor ***orig)
         if (!t)
             st = tgc_set_error(TGC_ERR_INTERNAL, "tgc %s: input %%%d is not bound",
                                r->p->backend->name, i);
-        else if (!tgc_tensor_is_contiguous(t))
-            t = tgc_interp_run(TGC_OP_CONTIGUOUS, &t, 1, &(tgc_attrs){0}, t->dtype, t->shape,
-                               t->ndim);
+        else if (!tgc_tensor_is_contiguous(t)) /* on the input's own device */
+            t = tgc_tensor_copy_to("tgc_call", t, t->device);
         r->vals[i] = t;
         if (st == TGC_OK && !t)
             st = tgc_keep_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);

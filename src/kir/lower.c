@@ -409,20 +409,29 @@ static int32_t lower_reduce(lctx *c, int32_t i)
     return dv < 0 ? -1 : kir_add_val(c->k, &cast);
 }
 
+/* The row-major access of a value of shape v in its own contiguous buffer (offset 0): how a
+ * node's result is stored, and which counter each element of a draw takes. at's other fields
+ * (buf) are the caller's. */
+static void own_access(lctx *c, const tgc_vinfo *v, kir_access *at)
+{
+    tgc_sdim cs[TGC_MAX_DIMS];
+    int dd[TGC_MAX_DIMS];
+    tgc_sym_contiguous_strides(c->t, v, cs);
+    node_dims(c, v, dd);
+    at->off = 0;
+    for (int j = 0; j < v->ndim; j++)
+        if (!tgc_sdim_is(v->shape[j], 1))
+            at->stride[c->var_of_dim[dd[j]]] = cs[j];
+}
+
 /* The draw of random node i: its counters are the row-major positions of its elements, so
  * the index is a contiguous access of the node's own shape. */
 static int32_t add_rand(lctx *c, int32_t i, kir_rand_dist dist, tgc_dtype dt)
 {
     const tgc_vinfo *v = &c->g->nodes[i].out;
-    tgc_sdim cs[TGC_MAX_DIMS];
-    int dd[TGC_MAX_DIMS];
-    tgc_sym_contiguous_strides(c->t, v, cs);
-    node_dims(c, v, dd);
     kir_rand r = {0};
+    own_access(c, v, &r.at);
     r.at.buf = -1;
-    for (int j = 0; j < v->ndim; j++)
-        if (!tgc_sdim_is(v->shape[j], 1))
-            r.at.stride[c->var_of_dim[dd[j]]] = cs[j];
     r.node = i;
     r.numel = 1;
     for (int j = 0; j < v->ndim; j++)
@@ -463,16 +472,9 @@ static int32_t lower_dropout(lctx *c, int32_t i, int32_t x)
 static int add_store(lctx *c, int32_t i, int32_t val, int phase)
 {
     const tgc_vinfo *v = &c->g->nodes[i].out;
-    tgc_sdim cs[TGC_MAX_DIMS];
-    int dd[TGC_MAX_DIMS];
-    tgc_sym_contiguous_strides(c->t, v, cs);
-    node_dims(c, v, dd);
     kir_store s = {0};
+    own_access(c, v, &s.at);
     s.at.buf = kir_buf_of(c->k, i, v->dtype, 1);
-    s.at.off = 0;
-    for (int j = 0; j < v->ndim; j++)
-        if (!tgc_sdim_is(v->shape[j], 1))
-            s.at.stride[c->var_of_dim[dd[j]]] = cs[j];
     s.val = val;
     s.dtype = v->dtype;
     s.phase = phase;
