@@ -5,6 +5,7 @@
  *   TGC_LOG=recompiles,guards,graph,kernels,dynamic,perf,all   log channels (stderr or log_fn)
  *   TGC_BACKEND=auto|llvm|cuda|eager|interp
  *   TGC_CACHE_SIZE_LIMIT=N, TGC_ACCUMULATED_CACHE_SIZE_LIMIT=N, TGC_DYNAMIC=auto|always|never
+ *   TGC_MATMUL_PRECISION=highest|high|medium (cfg.matmul_precision)
  *   TGC_DUMP_DIR=dir (graph IR text and DOT per variant; with LLVM also kernel IR and LLVM IR
  *   before and after O3), TGC_CACHE_DIR=dir, TGC_NUM_THREADS=N
  * A value that does not parse (TGC_CACHE_SIZE_LIMIT=abc, TGC_DYNAMIC=sometimes, an unknown
@@ -36,6 +37,15 @@ typedef enum tgc_mode {
     TGC_MODE_REDUCE_OVERHEAD, /* CUDA graphs */
     TGC_MODE_MAX_AUTOTUNE
 } tgc_mode;
+
+/* How float32 matrix products (matmul, linear, conv2d, attention) are computed on the GPU;
+ * part of the cache key. The CPU always computes HIGHEST. */
+typedef enum tgc_matmul_precision {
+    TGC_PRECISION_HIGHEST = 0, /* true fp32 (fp32 FMA): PyTorch's default */
+    TGC_PRECISION_HIGH,        /* TF32 tensor cores, fp32 accumulation
+                                * (torch.set_float32_matmul_precision('high')) */
+    TGC_PRECISION_MEDIUM       /* bf16 tensor cores, fp32 accumulation ('medium') */
+} tgc_matmul_precision;
 
 typedef enum tgc_on_cache_limit {
     TGC_ON_LIMIT_FALLBACK_EAGER = 0, /* one warning, then eager for calls that miss */
@@ -78,6 +88,10 @@ typedef struct tgc_config {
     unsigned log;              /* TGC_LOG_* channels */
     tgc_log_fn log_fn;         /* NULL: stderr */
     void *log_user;
+    tgc_matmul_precision matmul_precision; /* TGC_MATMUL_PRECISION=highest|high|medium */
+    /* CUDA: the stream (a CUstream) a compiled function launches on; NULL: the calling
+     * thread's stream for the inputs' device (tgc_cuda_set_stream, else its own). */
+    void *cuda_stream;
 } tgc_config;
 
 TGC_API tgc_config tgc_config_default(void);

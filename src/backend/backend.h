@@ -81,6 +81,15 @@ typedef struct tgc_backend {
      * CONV template kernel with its epilogue; same arguments and rules as launch. */
     tgc_status (*run_template)(const struct tgc_plan_kernel *k, void *const *bufs,
                                const int64_t *sizes, const struct tgc_launch_env *env);
+    /* Optional: runs one node the fusion hooks classified OPAQUE natively on the backend's
+     * device, in place of interp (a device backend's kernels for indexing, concatenation,
+     * losses, attention...). ins[] are the node's inputs as tensors on the device (any
+     * strides: views), shape its evaluated output shape; on success *out is a new
+     * tensor on the device in the current scope. Draws from the Philox stream in the
+     * node's turn, like interp. TGC_ERR_UNSUPPORTED with no error kept when it has no
+     * kernel for the node: the executor then stages it through interp. */
+    tgc_status (*run_node)(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                           tgc_tensor **out, const struct tgc_launch_env *env);
     /* Frees what compile returned (every handle into it dies). NULL code is fine. */
     void (*release_code)(void *code);
     /* Optional (NULL on host backends): waits until the device finished the work launched

@@ -30,6 +30,9 @@ typedef struct tgc_launch_env {
     const tgc_symtab *syms;
     const int64_t *symvals;
     int n_threads;
+    tgc_device device; /* the plan's device */
+    void *stream;      /* device backends: the stream to launch on (NULL: the backend's own
+                        * for this thread and device) */
 } tgc_launch_env;
 
 /* A step: kernel >= 0 runs plan kernel `kernel`; kernel < 0 runs graph node `node` on

@@ -120,6 +120,9 @@ tgc_config tgc_config_default(void)
     c.num_threads =
         env_int("TGC_NUM_THREADS", 0, 0, "an integer from 0 to 1000000 (0: one thread per core)");
     c.log = env_log();
+    static const char *const precisions[] = {"highest", "high", "medium"};
+    c.matmul_precision = (tgc_matmul_precision)env_choice("TGC_MATMUL_PRECISION", precisions, 3,
+                                                          TGC_PRECISION_HIGHEST);
     return c;
 }
 
