@@ -66,11 +66,12 @@ typedef struct tgc_backend {
      * release_code); on failure it frees its partial work and leaves *code NULL. Sets
      * ks[i].handle, the backend's data for launch / run_template of kernel i; may read the
      * rest of ks[i] (the kernel IR, its size slots, its name) during the call and keep the
-     * kernel IR, which the plan owns for as long as the code lives. cfg is the function's
+     * kernel IR, which the plan owns for as long as the code lives. dev is the device the
+     * code runs on (of the backend's type: a GPU backend loads it there). cfg is the function's
      * (dump_dir: write its own code text as "<dump_dir>/<name>.<suffix>"). Errors:
      * TGC_ERR_COMPILE (with the reason), TGC_ERR_OOM. */
-    tgc_status (*compile)(const tgc_config *cfg, const char *name, struct tgc_plan_kernel *ks,
-                          int n, void **code);
+    tgc_status (*compile)(const tgc_config *cfg, tgc_device dev, const char *name,
+                          struct tgc_plan_kernel *ks, int n, void **code);
     /* Runs LOOP kernel k over its whole domain, split over up to env->n_threads as the
      * backend sees fit (LLVM: the parallel rows): bufs[i] is element 0 of kernel buffer i on
      * the backend's device, sizes[j] the value of size slot j (kir/abi.h). Called from any
@@ -98,10 +99,11 @@ typedef struct tgc_backend {
     tgc_status (*synchronize)(tgc_device dev);
 } tgc_backend;
 
-/* Compiles verified graph g (which outlives the artifact) for backend b; name names the
- * variant in logs and dump files. */
+/* Compiles verified graph g (which outlives the artifact) for backend b, to run on device dev
+ * (of b's device type; graph runners ignore it); name names the variant in logs and dump
+ * files. */
 tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,
-                               const char *name, void **artifact);
+                               tgc_device dev, const char *name, void **artifact);
 /* Runs an artifact: writes g->n_outputs new tensors into outs, owned by the caller's
  * innermost scope (all NULL on failure, error set). Thread-safe over one artifact. */
 tgc_status tgc_backend_run(const tgc_backend *b, void *artifact, const tgc_graph *g,

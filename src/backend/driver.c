@@ -205,15 +205,16 @@ static int writes_inputs(const tgc_graph *g)
 }
 
 tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tgc_config *cfg,
-                            const char *name, tgc_plan **out)
+                            tgc_device dev, const char *name, tgc_plan **out)
 {
     tgc_plan *p = calloc(1, sizeof *p);
     if (!p)
         return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling '%s'", name);
     pthread_mutex_init(&p->arena_lock, NULL);
     p->backend = b;
-    p->device = (tgc_device){b->device, 0};
+    p->device = (tgc_device){b->device, dev.type == b->device ? dev.index : 0};
     p->n_threads = tgc_threads_resolve(cfg->num_threads);
+    p->stream = cfg->cuda_stream;
     p->g = tgc_graph_clone(src);
     tgc_status st = p->g ? TGC_OK : TGC_ERR_OOM;
     if (st == TGC_OK)
@@ -231,7 +232,7 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
     if (st == TGC_OK)
         st = lower_groups(p, &fu, mat, cfg, name);
     if (st == TGC_OK)
-        st = b->compile(cfg, name, p->kernels, p->n_kernels, &p->code);
+        st = b->compile(cfg, p->device, name, p->kernels, p->n_kernels, &p->code);
     if (st == TGC_OK)
         st = plan_memory(p, mat);
     if (st == TGC_OK && writes_inputs(p->g) && !(p->mutated = tgc_pass_mutated_values(p->g)))
@@ -250,14 +251,14 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
 }
 
 tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,
-                               const char *name, void **artifact)
+                               tgc_device dev, const char *name, void **artifact)
 {
     if (!name)
         name = "graph";
     if (b->graph)
         return b->graph->compile(g, cfg, name, artifact);
     tgc_plan *p = NULL;
-    tgc_status st = tgc_plan_compile(b, g, cfg, name, &p);
+    tgc_status st = tgc_plan_compile(b, g, cfg, dev, name, &p);
     *artifact = p;
     return st;
 }

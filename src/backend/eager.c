@@ -37,6 +37,7 @@
 
 typedef struct ekey {
     const tgc_backend *backend;
+    int dev_index; /* the device (of the backend's type) its code is loaded on */
     tgc_op op;
     int n_in;
     tgc_dtype dt[EAGER_MAX_IN];
@@ -83,6 +84,7 @@ static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const
 {
     memset(k, 0, sizeof *k);
     k->backend = b;
+    k->dev_index = n_in > 0 && in[0]->device.type == b->device ? in[0]->device.index : 0;
     k->op = op;
     k->n_in = n_in;
     int64_t flat_size[EAGER_MAX_IN * TGC_MAX_DIMS];
@@ -190,9 +192,12 @@ static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in,
         char name[64];
         snprintf(name, sizeof name, "eager_%s", tgc_op_name(op));
         const tgc_backend *b = e->key.backend;
-        if (tgc_backend_compile(b, e->g, &cfg, name, &e->art) != TGC_OK)
+        tgc_device dev = {b->device, e->key.dev_index};
+        if (tgc_backend_compile(b, e->g, &cfg, dev, name, &e->art) != TGC_OK)
             e->art = NULL;
-        else if (tgc_backend_kernel_count(b, e->art) == 0) {
+        else if (tgc_backend_kernel_count(b, e->art) == 0 && b->device == TGC_DEVICE_CPU) {
+            /* on the host interp is as good; on a device its plan keeps the data there
+             * (native opaque steps, run_node) */
             tgc_backend_release(b, e->art);
             e->art = NULL;
         }

@@ -152,7 +152,8 @@ static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
         st = tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
     if (st == TGC_OK)
         st = bind_kernel(r, pk, bufs, sizes);
-    tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads, r->p->device, NULL};
+    tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads, r->p->device,
+                          r->p->stream};
     if (st == TGC_OK)
         st = k->kind == KIR_LOOP ? r->p->backend->launch(pk, bufs, sizes, &env)
                                  : r->p->backend->run_template(pk, bufs, sizes, &env);

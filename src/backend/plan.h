@@ -51,7 +51,8 @@ typedef struct tgc_plan {
     int n_steps;
     tgc_plan_kernel *kernels;
     int n_kernels;
-    void *code; /* the backend's, from its compile */
+    void *code;   /* the backend's, from its compile */
+    void *stream; /* cfg->cuda_stream: the stream launches go to (NULL: the thread's) */
     int n_threads;
     tgc_memplan mem;
     /* per value: 1 when a node writes it in place (tgc_pass_mutated_values); NULL when no
@@ -64,7 +65,7 @@ typedef struct tgc_plan {
 
 /* The driver (driver.c): compiles g for compiled backend b into a plan. */
 tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,
-                            const char *name, tgc_plan **out);
+                            tgc_device dev, const char *name, tgc_plan **out);
 void tgc_plan_free(tgc_plan *p);
 
 /* The executor (exec.c): runs plan p (tgc_backend_run's contract). */

@@ -4,7 +4,11 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "runtime/alloc.h"
 #include "support/error.h"
+#ifdef TGC_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #ifdef TGC_HAVE_LLVM
 #include "backend/llvm/llvm_backend.h"
 #include "backend/llvm/llvm_jit.h"
@@ -16,9 +20,14 @@ const tgc_backend *tgc_backend_for(const tgc_config *cfg)
     case TGC_BACKEND_INTERP:
     case TGC_BACKEND_EAGER: return tgc_backend_interp();
     case TGC_BACKEND_CUDA:
-        tgc_set_error(TGC_ERR_UNSUPPORTED, "tgc_compile: the CUDA backend is not available in "
-                                           "this build; use TGC_BACKEND_AUTO or TGC_BACKEND_LLVM");
+#ifdef TGC_HAVE_CUDA
+        return tgc_backend_cuda(); /* NULL with TGC_ERR_DEVICE: what is missing */
+#else
+        tgc_set_error(TGC_ERR_DEVICE, "tgc_compile: the CUDA backend is not available: this "
+                                      "build has no CUDA backend (configured with "
+                                      "TGC_WITH_CUDA=OFF or without the CUDA toolkit headers)");
         return NULL;
+#endif
     case TGC_BACKEND_LLVM:
     case TGC_BACKEND_AUTO:
 #ifdef TGC_HAVE_LLVM
@@ -72,7 +81,60 @@ const tgc_backend *tgc_backend_for_device(tgc_device_type dev)
 #else
         return NULL;
 #endif
-    case TGC_DEVICE_CUDA: return NULL;
+    case TGC_DEVICE_CUDA:
+#ifdef TGC_HAVE_CUDA
+    {
+        tgc_status saved = tgc_last_status();
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", tgc_last_error());
+        const tgc_backend *b = tgc_backend_cuda();
+        if (saved != TGC_OK)
+            tgc_set_error(saved, "%s", msg);
+        else
+            tgc_clear_error();
+        return b;
     }
+#else
+        return NULL;
+#endif
+    }
+    return NULL;
+}
+
+const tgc_backend *tgc_backend_for_call(const tgc_config *cfg, tgc_device dev)
+{
+    if (dev.type == TGC_DEVICE_CPU) {
+        if (cfg->backend == TGC_BACKEND_CUDA) {
+            tgc_set_error(TGC_ERR_DEVICE,
+                          "tgc_call: cfg.backend is CUDA but the inputs are on the cpu; move "
+                          "them (and the module) with tgc_to / tgc_module_to, or use "
+                          "TGC_BACKEND_AUTO");
+            return NULL;
+        }
+        return tgc_backend_for(cfg);
+    }
+    char d[48];
+    tgc_format_device(dev, d, sizeof d);
+    if (dev.type == TGC_DEVICE_CUDA &&
+        (cfg->backend == TGC_BACKEND_AUTO || cfg->backend == TGC_BACKEND_CUDA)) {
+#ifdef TGC_HAVE_CUDA
+        const tgc_backend *b = tgc_backend_cuda();
+        if (!b) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", tgc_last_error());
+            tgc_set_error(TGC_ERR_DEVICE, "tgc_call: the inputs are on %s, but %s", d, why);
+        }
+        return b;
+#else
+        tgc_set_error(TGC_ERR_DEVICE, "tgc_call: the inputs are on %s, but this build has no "
+                                      "CUDA backend", d);
+        return NULL;
+#endif
+    }
+    static const char *const names[] = {"auto", "llvm", "cuda", "eager", "interp"};
+    tgc_set_error(TGC_ERR_DEVICE,
+                  "tgc_call: the inputs are on %s, but cfg.backend %s runs on the host; use "
+                  "TGC_BACKEND_AUTO or TGC_BACKEND_CUDA, or move the inputs with tgc_to",
+                  d, (unsigned)cfg->backend < 5 ? names[cfg->backend] : "?");
     return NULL;
 }

@@ -68,10 +68,17 @@ static int bind_other(tgc_trace *tr, tgc_tensor *t)
 
 int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
 {
-    /* compiled graphs run on the host in this build: a device tensor is refused here, before
-     * a backend would read its memory */
-    if (!tgc_host_check("tgc_call", "the compiled graph", "a module or captured tensor", t))
+    /* a variant runs on one device (its inputs'): a module or captured tensor elsewhere is
+     * refused here, before a backend would read its memory */
+    if (!tgc_device_equal(t->device, tr->device)) {
+        char a[48], b[48];
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "tgc_call: '%s' reads a module or captured tensor on %s, but its inputs "
+                      "are on %s; move the module with tgc_module_to (one device per call)",
+                      tr->fn_name ? tr->fn_name : "fn", tgc_format_device(t->device, a, sizeof a),
+                      tgc_format_device(tr->device, b, sizeof b));
         return -1;
+    }
     int p = param_index(tr, t);
     if (p < 0) {
         int b = bind_other(tr, t);

@@ -41,6 +41,7 @@ typedef struct tgc_trace {
     const tgc_config *cfg;
     const char *fn_name;
     tgc_module *self;
+    tgc_device device;   /* where the variant runs: every bound tensor must live there */
     tgc_tensor **params; /* self's flat tensor list */
     int n_params;
     int32_t *param_value; /* value id per param, -1 until used */

@@ -100,11 +100,13 @@ static tgc_status check_call(const tgc_fn *f, tgc_tensor *const *in, int n_in, t
             return tgc_set_error(TGC_ERR_INVALID_ARG,
                                  "tgc_call: '%s' in[%d] is a traced tensor that escaped its trace",
                                  f->name, i);
-        if (!tgc_on_host(in[i])) { /* compiled graphs run on the host in this build */
-            char what[24]; /* formatted only on failure: this is every call's path */
-            snprintf(what, sizeof what, "in[%d]", i);
-            tgc_host_check("tgc_call", "a compiled function", what, in[i]);
-            return TGC_ERR_DEVICE;
+        if (!tgc_device_equal(in[i]->device, in[0]->device)) { /* one device per call */
+            char a[48], b[48]; /* formatted only on failure: this is every call's path */
+            return tgc_set_error(TGC_ERR_DEVICE,
+                                 "tgc_call: '%s' in[%d] is on %s but in[0] is on %s; a call "
+                                 "runs on one device: move them with tgc_to",
+                                 f->name, i, tgc_format_device(in[i]->device, a, sizeof a),
+                                 tgc_format_device(in[0]->device, b, sizeof b));
         }
     }
     return TGC_OK;
@@ -168,7 +170,7 @@ static tgc_status run_variant(tgc_fn *f, const tgc_variant *v, tgc_module *self,
     tgc_exec_args x = {in, n_in, NULL, 0, v->bound, v->guards.n_captured, symvals};
     if (self)
         x.params = tgc_module_flat(self, &x.n_params);
-    return tgc_backend_run(f->backend, v->artifact, v->graph, &x, out);
+    return tgc_backend_run(v->backend, v->artifact, v->graph, &x, out);
 }
 
 static double now_ns(void)
@@ -286,7 +288,7 @@ static void publish_variant(tgc_fn *f, tgc_variant *v, const char *reason)
     f->stats.compile_seconds += v->compile_seconds;
     f->stats.variants = f->n_variants;
     f->stats.kernels_last_variant =
-        v->is_eager ? 0 : tgc_backend_kernel_count(f->backend, v->artifact);
+        v->is_eager ? 0 : tgc_backend_kernel_count(v->backend, v->artifact);
     f->stats.graph_breaks += v->is_eager;
 }
 

@@ -33,8 +33,12 @@ char *tgc_fn_explain(const tgc_fn *cf)
         if (v->is_eager)
             tgc_sb_printf(&sb, "  runs eagerly: graph break: %s\n", v->break_reason);
         else
-            tgc_sb_printf(&sb, "  %d graph nodes, %d kernels\n", v->graph->n_nodes,
-                          tgc_backend_kernel_count(f->backend, v->artifact));
+        {
+            char d[48];
+            tgc_sb_printf(&sb, "  %d graph nodes, %d kernels (%s backend, on %s)\n",
+                          v->graph->n_nodes, tgc_backend_kernel_count(v->backend, v->artifact),
+                          v->backend->name, tgc_format_device(v->device, d, sizeof d));
+        }
         tgc_sb_printf(&sb, "  hits %llu, compile %.2f ms\n  guards:\n", (unsigned long long)v->hits,
                       1e3 * v->compile_seconds);
         tgc_guards_describe(&v->guards, &sb);

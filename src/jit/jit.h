@@ -13,6 +13,8 @@ typedef struct tgc_variant {
     int is_eager; /* the trace hit a graph break: calls matching these guards run eagerly */
     tgc_guards guards;
     tgc_graph *graph;
+    const tgc_backend *backend; /* the backend for the inputs' device (tgc_backend_for_call) */
+    tgc_device device;          /* where it runs: its inputs' device */
     void *artifact;
     tgc_tensor **bound; /* the guards' captured and constant tensors, for tgc_exec_args */
     char reason[256];   /* why it was compiled */

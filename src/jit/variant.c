@@ -176,11 +176,21 @@ static tgc_status finish_graph(tgc_fn *f, tgc_variant *v, const int32_t *out_ids
     if (st == TGC_OK) {
         char name[256]; /* names the variant in logs and in the backend's dump files */
         snprintf(name, sizeof name, "%s_v%d", f->name, v->id);
-        st = tgc_backend_compile(f->backend, v->graph, &f->cfg, name, &v->artifact);
+        st = tgc_backend_compile(v->backend, v->graph, &f->cfg, v->device, name, &v->artifact);
     }
     if (st == TGC_OK)
         dump_graph(f, v);
     return st;
+}
+
+/* Where a call runs: its inputs' device (tgc_call checked they agree), else its module's. */
+static tgc_device call_device(tgc_module *self, tgc_tensor *const *in, int n_in)
+{
+    if (n_in > 0)
+        return in[0]->device;
+    int n = 0;
+    tgc_tensor *const *ps = self ? tgc_module_flat(self, &n) : NULL;
+    return n > 0 ? ps[0]->device : tgc_cpu();
 }
 
 tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in, int n_in,
@@ -196,6 +206,10 @@ tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *
     tgc_status st = tr.g ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling");
     if (st == TGC_OK) {
         v->id = id;
+        v->device = call_device(self, in, n_in);
+        if (!(v->backend = tgc_backend_for_call(&f->cfg, v->device)))
+            st = tgc_last_status();
+        tr.device = v->device;
         tr.cfg = &f->cfg;
         tr.fn_name = f->name;
         tr.self = self;
@@ -250,10 +264,11 @@ tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *
 
 void tgc_variant_free(const tgc_fn *f, tgc_variant *v)
 {
+    (void)f;
     if (!v)
         return;
     if (v->artifact)
-        tgc_backend_release(f->backend, v->artifact);
+        tgc_backend_release(v->backend, v->artifact);
     tgc_guards_free(&v->guards);
     free(v->bound);
     tgc_graph_free(v->graph);

@@ -540,11 +540,12 @@ static void test_host_only_code_refuses_devices(void **state)
     int64_t os[] = {2, 3};
     check_null(tgc_interp_run(TGC_OP_ADD, in, 2, &(tgc_attrs){0}, TGC_F32, os, 2), TGC_ERR_DEVICE,
                "tgc_add: input 1 is on cuda:0");
-    /* a compiled function refuses device inputs before a backend reads them */
+    /* a compiled function refuses device inputs when no backend compiles for the device (this
+     * fake device has an allocator but no CUDA backend behind it) */
     tgc_fn *f = tgc_compile(add_one, "add_one", NULL);
     tgc_tensor *y = NULL;
     check_error(tgc_call(f, NULL, &d, 1, &y, 1), TGC_ERR_DEVICE,
-                "tgc_call: in[0] is on cuda:0, but a compiled function runs on host memory only");
+                "tgc_call: the inputs are on cuda:0, but ");
     assert_null(y);
     tgc_fn_free(f);
     /* ... and module tensors on a device when the trace meets them */
@@ -553,8 +554,7 @@ static void test_host_only_code_refuses_devices(void **state)
     assert_int_equal(tgc_module_to(m, tgc_cuda(0)), TGC_OK);
     f = tgc_compile(w_plus_one, "w_plus_one", NULL);
     check_error(tgc_call(f, m, NULL, 0, &y, 1), TGC_ERR_DEVICE,
-                "tgc_call: a module or captured tensor is on cuda:0, but the compiled graph runs "
-                "on host memory only");
+                "tgc_call: the inputs are on cuda:0, but ");
     assert_null(y);
     tgc_fn_free(f);
     f = tgc_compile(add_w, "add_w", NULL); /* a host input with it: the op refuses the mix */

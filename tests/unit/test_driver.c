@@ -52,10 +52,10 @@ static int mini_epilogue_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32
 static const tgc_fuse_hooks mini_hooks = {mini_classify, mini_epilogue_ok};
 
 /* "Compiling" keeps the kernel IR as the code: launch interprets it. */
-static tgc_status mini_compile(const tgc_config *cfg, const char *name, tgc_plan_kernel *ks, int n,
-                               void **code)
+static tgc_status mini_compile(const tgc_config *cfg, tgc_device dev, const char *name,
+                               tgc_plan_kernel *ks, int n, void **code)
 {
-    (void)cfg, (void)name;
+    (void)cfg, (void)dev, (void)name;
     mini_compiles++;
     mini_kernels_seen += n;
     for (int i = 0; i < n; i++) {
@@ -177,7 +177,7 @@ static void run_on(const tgc_backend *b, const tgc_graph *g, const tgc_config *c
                    int n_in, tgc_tensor **out)
 {
     void *art = NULL;
-    if (tgc_backend_compile(b, g, cfg, "drv", &art) != TGC_OK)
+    if (tgc_backend_compile(b, g, cfg, tgc_cpu(), "drv", &art) != TGC_OK)
         fail_msg("compile on %s: %s", b->name, tgc_last_error());
     int64_t symvals[1] = {0};
     tgc_exec_args x = {in, n_in, NULL, 0, NULL, 0, symvals};
@@ -255,7 +255,7 @@ static void test_opaque_fallback(void **state)
 
     mini_launches = 0;
     tgc_plan *p = NULL;
-    assert_int_equal(tgc_plan_compile(&mini, g, &cfg, "drv_fn", &p), TGC_OK);
+    assert_int_equal(tgc_plan_compile(&mini, g, &cfg, tgc_cpu(), "drv_fn", &p), TGC_OK);
     assert_int_equal(p->n_kernels, 3);
     assert_int_equal(p->n_steps, 5);
     assert_int_equal(l.n, 1);
@@ -379,7 +379,7 @@ static void test_opaque_fallback_stages_off_host(void **state)
     cfg.log_fn = capture;
     cfg.log_user = &l;
     tgc_plan *p = NULL;
-    assert_int_equal(tgc_plan_compile(&dev_mini, g, &cfg, "dev_fn", &p), TGC_OK);
+    assert_int_equal(tgc_plan_compile(&dev_mini, g, &cfg, (tgc_device){dev_mini.device, 0}, "dev_fn", &p), TGC_OK);
     assert_int_equal(l.n, 1);
     assert_non_null(strstr(l.text, "'dev_fn' runs exp on interp (2 nodes)"));
     assert_non_null(strstr(l.text, "its data is staged to the host"));
@@ -430,12 +430,12 @@ static void test_backend_compile_error(void **state)
     cfg.log = 0;
     void *art = NULL;
     mini_compiles = 0;
-    check_error(tgc_backend_compile(&reducing, g, &cfg, "drv_err", &art), TGC_ERR_COMPILE,
+    check_error(tgc_backend_compile(&reducing, g, &cfg, tgc_cpu(), "drv_err", &art), TGC_ERR_COMPILE,
                 "is not pointwise");
     assert_int_equal(mini_compiles, 1);
     assert_null(art);
     /* the same graph on mini itself: the sum is opaque, nothing to compile */
-    assert_int_equal(tgc_backend_compile(&mini, g, &cfg, "drv_ok", &art), TGC_OK);
+    assert_int_equal(tgc_backend_compile(&mini, g, &cfg, tgc_cpu(), "drv_ok", &art), TGC_OK);
     assert_int_equal(tgc_backend_kernel_count(&mini, art), 0);
     tgc_backend_release(&mini, art);
     tgc_graph_free(g);

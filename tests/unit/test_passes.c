@@ -72,7 +72,7 @@ static void run_graph(const fx *x, const tgc_graph *g, tgc_tensor **in, int n_in
     tgc_exec_args a = {in, n_in, NULL, 0, x->v->bound, x->v->guards.n_captured, symvals};
     void *art = NULL;
     tgc_config cfg = tgc_config_default();
-    assert_int_equal(tgc_backend_compile(b, g, &cfg, "test", &art), TGC_OK);
+    assert_int_equal(tgc_backend_compile(b, g, &cfg, tgc_cpu(), "test", &art), TGC_OK);
     tgc_status st = tgc_backend_run(b, art, g, &a, out);
     tgc_backend_release(b, art);
     if (st != TGC_OK)

@@ -110,9 +110,10 @@ static tgc_status emit_kernel(tgc_llvm_unit *u, tgc_plan_kernel *pk, llvm_kernel
     return st;
 }
 
-static tgc_status llvm_compile(const tgc_config *cfg, const char *name, tgc_plan_kernel *ks, int n,
-                               void **out)
+static tgc_status llvm_compile(const tgc_config *cfg, tgc_device dev, const char *name,
+                               tgc_plan_kernel *ks, int n, void **out)
 {
+    (void)dev; /* the host */
     *out = NULL;
     llvm_code *c = calloc(1, sizeof *c);
     ep_ctx *eps = calloc((size_t)(n ? n : 1), sizeof *eps);
