@@ -9,7 +9,8 @@
  *
  * With a GPU (tgc_cuda_available() == TGC_OK; otherwise these tests are skipped and one line
  * says how many and why): the caching allocator's reuse and statistics, round trips
- * host -> device -> device -> host of odd sizes across the staging chunk boundaries, strided
+ * host -> device -> device -> host of odd sizes across the staging chunk boundaries, from and
+ * to page-locked host memory (copied without staging), strided
  * device views read back, an allocation larger than the GPU (TGC_ERR_OOM naming the bytes
  * asked and free, the process going on), per-thread and caller-set streams with
  * stream-keyed reuse, memory statistics and empty_cache. */
@@ -334,6 +335,36 @@ static void test_gpu_round_trips(void **state)
     free(w);
 }
 
+/* Host memory the driver page-locked is copied without staging; the bytes must be the same. */
+static void test_gpu_pinned_host(void **state)
+{
+    (void)state;
+    NEED_GPU();
+#ifdef TGC_HAVE_CUDA
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    const size_t n = ((size_t)5 << 20) + 7; /* past the size that asks whether memory is pinned */
+    uint8_t *in = NULL, *out = NULL;
+    assert_int_equal(tgc_cuda_enter(0), TGC_OK);
+    assert_int_equal(d->cuMemHostAlloc((void **)&in, n, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+    assert_int_equal(d->cuMemHostAlloc((void **)&out, n, CU_MEMHOSTALLOC_PORTABLE), CUDA_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+        in[i] = rnd8() & 1;
+    memset(out, 9, n);
+    int64_t shape[] = {(int64_t)n};
+    tgc_tensor *t = tgc_from_data(in, n, shape, 1, TGC_BOOL, tgc_cuda(0));
+    assert_non_null(t);
+    assert_int_equal(tgc_copy_to_host(t, out, n), TGC_OK);
+    assert_int_equal(memcmp(in, out, n), 0);
+    /* and pinned to pageable through the device */
+    uint8_t *page = malloc(n);
+    assert_int_equal(tgc_copy_to_host(t, page, n), TGC_OK);
+    assert_int_equal(memcmp(in, page, n), 0);
+    free(page);
+    assert_int_equal(d->cuMemFreeHost(in), CUDA_SUCCESS);
+    assert_int_equal(d->cuMemFreeHost(out), CUDA_SUCCESS);
+#endif
+}
+
 static void test_gpu_strided_read(void **state)
 {
     (void)state;
@@ -507,6 +538,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_driver_override_stub, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_cache_reuse, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_round_trips, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_pinned_host, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_strided_read, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_oom, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_streams, scoped_setup, scoped_teardown),
@@ -514,7 +546,7 @@ int main(int argc, char **argv)
                                         scoped_teardown),
     };
     if (!g_gpu)
-        printf("6 GPU tests skipped: %s\n", g_reason);
+        printf("7 GPU tests skipped: %s\n", g_reason);
     else
         printf("3 no-GPU tests skipped: a GPU is present\n");
     return cmocka_run_group_tests_name("cuda_runtime", tests, NULL, group_shutdown);

@@ -201,16 +201,53 @@ API CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
     *t = total;
     return CUDA_SUCCESS;
 }
+/* "Page-locked" host blocks, for cuPointerGetAttribute */
+#define MAX_HOST 256
+static struct {
+    char *p;
+    size_t n;
+} host_blocks[MAX_HOST];
+
 API CUresult cuMemHostAlloc(void **p, size_t n, unsigned f)
 {
     (void)f;
     *p = malloc(n);
-    return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!*p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    LOCKED({
+        for (int i = 0; i < MAX_HOST; i++)
+            if (!host_blocks[i].p) {
+                host_blocks[i].p = *p;
+                host_blocks[i].n = n;
+                break;
+            }
+    });
+    return CUDA_SUCCESS;
 }
 API CUresult cuMemFreeHost(void *p)
 {
+    LOCKED({
+        for (int i = 0; i < MAX_HOST; i++)
+            if (host_blocks[i].p == p)
+                host_blocks[i].p = NULL;
+    });
     free(p);
     return CUDA_SUCCESS;
+}
+API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
+{
+    if (a != CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_ERROR_INVALID_VALUE; /* what the driver says of unregistered memory */
+    LOCKED({
+        for (int i = 0; i < MAX_HOST; i++)
+            if (host_blocks[i].p && (char *)ptr >= host_blocks[i].p &&
+                (char *)ptr < host_blocks[i].p + host_blocks[i].n) {
+                *(unsigned *)data = CU_MEMORYTYPE_HOST;
+                r = CUDA_SUCCESS;
+            }
+    });
+    return r;
 }
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
 {

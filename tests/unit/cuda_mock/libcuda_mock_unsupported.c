@@ -11,7 +11,6 @@
 
 NOT_SUPPORTED(cuMemsetD8Async)
 NOT_SUPPORTED(cuMemsetD32Async)
-NOT_SUPPORTED(cuPointerGetAttribute)
 NOT_SUPPORTED(cuStreamWaitEvent)
 NOT_SUPPORTED(cuEventQuery)
 NOT_SUPPORTED(cuEventElapsedTime_v2)
