@@ -12,8 +12,8 @@
  * host -> device -> device -> host of odd sizes across the staging chunk boundaries, from and
  * to page-locked host memory (copied without staging), strided
  * device views read back, an allocation larger than the GPU (TGC_ERR_OOM naming the bytes
- * asked and free, the process going on), per-thread and caller-set streams with
- * stream-keyed reuse, memory statistics and empty_cache. */
+ * asked and free, the process going on), allocation refused during stream capture, per-thread and
+ * caller-set streams with stream-keyed reuse, memory statistics and empty_cache. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -475,6 +475,47 @@ static void test_gpu_streams(void **state)
 #endif
 }
 
+/* While the thread's stream is being captured, a cache miss does not call cuMemAlloc: the
+ * allocation fails and says why; a cached block of the class is still handed out. */
+static void test_gpu_capture_refuses_alloc(void **state)
+{
+    (void)state;
+    NEED_GPU();
+#ifdef TGC_HAVE_CUDA
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    const int64_t cached_shape[] = {777, 5};     /* 15540 bytes: the 15872-byte class */
+    const int64_t fresh_shape[] = {3, 1003, 11}; /* 132396 bytes: the 132608-byte class */
+    tgc_tensor *warm = tgc_empty(cached_shape, 2, TGC_F32, tgc_cuda(0));
+    assert_non_null(warm);
+    void *p = dev_ptr(warm);
+    tgc_tensor_free(warm);
+    CUstream s = tgc_cuda_stream(0);
+    assert_non_null(s);
+    assert_int_equal(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    tgc_tensor *a = tgc_empty(cached_shape, 2, TGC_F32, tgc_cuda(0));
+    tgc_tensor *b = tgc_empty(fresh_shape, 3, TGC_F32, tgc_cuda(0));
+    tgc_status bs = tgc_last_status();
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tgc_last_error());
+    CUgraph g = NULL;
+    assert_int_equal(d->cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    if (g)
+        assert_int_equal(d->cuGraphDestroy(g), CUDA_SUCCESS);
+    assert_non_null(a);
+    assert_ptr_equal(dev_ptr(a), p);
+    assert_null(b);
+    assert_int_equal(bs, TGC_ERR_RUNTIME);
+    if (!strstr(msg, "tgc_empty: allocation failed on cuda:0: asked for 129.5 KiB while the "
+                     "stream is being captured into a CUDA graph"))
+        fail_msg("capture message: %s", msg);
+    /* after the capture the same allocation works */
+    tgc_tensor *c = tgc_empty(fresh_shape, 3, TGC_F32, tgc_cuda(0));
+    assert_non_null(c);
+    tgc_tensor_free(a);
+    tgc_tensor_free(c);
+#endif
+}
+
 static void test_gpu_stats_and_empty_cache(void **state)
 {
     (void)state;
@@ -542,11 +583,13 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_gpu_strided_read, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_oom, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_streams, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_capture_refuses_alloc, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_stats_and_empty_cache, scoped_setup,
                                         scoped_teardown),
     };
     if (!g_gpu)
-        printf("7 GPU tests skipped: %s\n", g_reason);
+        printf("8 GPU tests skipped: %s\n", g_reason);
     else
         printf("3 no-GPU tests skipped: a GPU is present\n");
     return cmocka_run_group_tests_name("cuda_runtime", tests, NULL, group_shutdown);

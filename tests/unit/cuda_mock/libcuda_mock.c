@@ -25,6 +25,7 @@ typedef struct op {
 typedef struct mstream {
     op *ops;
     size_t n, cap, done;
+    int capturing;
 } mstream;
 typedef struct mevent {
     mstream *s;
@@ -310,9 +311,25 @@ API CUresult cuStreamQuery(CUstream s)
 }
 API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *c)
 {
-    (void)s;
-    *c = CU_STREAM_CAPTURE_STATUS_NONE;
+    *c = str(s)->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
+}
+/* Capture only flips the stream's status (no graph is built: the runtime never replays). */
+API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    str(s)->capturing = 1;
+    return CUDA_SUCCESS;
+}
+API CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+    str(s)->capturing = 0;
+    *g = NULL;
+    return CUDA_SUCCESS;
+}
+API CUresult cuGraphDestroy(CUgraph g)
+{
+    return g ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 API CUresult cuEventCreate(CUevent *e, unsigned f)
 {
