@@ -51,6 +51,7 @@ static char g_reason[1024]; /* why not */
 
 /* ---- without a GPU ---- */
 
+#ifdef TGC_HAVE_CUDA
 /* What tgc_cuda_available must say on this machine, found independently: the library that
  * cannot be opened, or NULL when libcuda opens (then the failure, if any, is later). */
 static const char *expected_missing(void)
@@ -69,6 +70,8 @@ static const char *expected_missing(void)
     }
     return "libcuda.so.1 could not be opened (";
 }
+
+#endif
 
 static void test_unavailable_reason(void **state)
 {
@@ -146,6 +149,7 @@ static void test_unavailable_api(void **state)
 
 /* ---- the driver override, in child processes ---- */
 
+#ifdef TGC_HAVE_CUDA
 /* Runs this test binary as "--child" with TGC_CUDA_DRIVER=driver; its output (status
  * name, a newline, the message) into out. */
 static void run_child(const char *driver, char *out, size_t n)
@@ -174,6 +178,8 @@ static void run_child(const char *driver, char *out, size_t n)
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 }
 
+#endif
+
 static int child_main(void)
 {
     tgc_status s = tgc_cuda_available();
@@ -187,11 +193,14 @@ static int child_main(void)
     return 0;
 }
 
+#ifdef TGC_HAVE_CUDA
 static void expect_in(const char *out, const char *text)
 {
     if (!strstr(out, text))
         fail_msg("child output \"%s\" lacks \"%s\"", out, text);
 }
+
+#endif
 
 static void test_driver_override_missing(void **state)
 {
