@@ -438,6 +438,16 @@ tgc_status tgc_cuda_stream_set(int dev, void *stream)
     return TGC_OK;
 }
 
+CUstream tgc_cuda_stream_swap(int dev, CUstream s)
+{
+    thread_state *st = loaded() && dev >= 0 && dev < g_count ? state() : NULL;
+    if (!st)
+        return NULL;
+    CUstream prev = st->set[dev];
+    st->set[dev] = s;
+    return prev;
+}
+
 tgc_status tgc_cuda_sync(int dev)
 {
     tgc_status s = check_index("tgc_cuda_synchronize", dev);

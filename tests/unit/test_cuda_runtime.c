@@ -478,11 +478,16 @@ static void test_gpu_streams(void **state)
     tgc_tensor *u = tgc_empty(shape, 2, TGC_F32, tgc_cuda(0));
     assert_non_null(u);
     assert_true(dev_ptr(u) != p); /* not handed across streams */
-    assert_int_equal(tgc_cuda_set_stream(0, mine), TGC_OK);
+    /* back on `mine` (through the runtime's swap, as a caller's cfg.cuda_stream is) */
+    assert_null(tgc_cuda_stream_swap(0, mine));
+    assert_ptr_equal(tgc_cuda_current_stream(0), mine);
     tgc_tensor *v = tgc_empty(shape, 2, TGC_F32, tgc_cuda(0));
     assert_non_null(v);
     assert_ptr_equal(dev_ptr(v), p); /* reused on its own stream */
     tgc_tensor_free(v);
+    assert_ptr_equal(tgc_cuda_stream_swap(0, NULL), mine);
+    assert_ptr_equal(tgc_cuda_current_stream(0), own);
+    assert_int_equal(tgc_cuda_set_stream(0, mine), TGC_OK);
     assert_int_equal(tgc_cuda_synchronize(0), TGC_OK);
     assert_int_equal(tgc_cuda_set_stream(0, NULL), TGC_OK);
     tgc_tensor_free(u);
