@@ -223,8 +223,13 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
         return fail_with(TGC_ERR_OOM, "out of host memory for a block record");
     CUdeviceptr ptr = 0;
     CUresult r = d->cuMemAlloc(&ptr, cap);
+    const tgc_cuda_props *pr = tgc_cuda_props_of(index);
+    /* a size beyond the device may be refused as an invalid value: out of memory too */
+#define OOM_(r)                                                                                    \
+    ((r) == CUDA_ERROR_OUT_OF_MEMORY ||                                                            \
+     ((r) == CUDA_ERROR_INVALID_VALUE && pr && cap > pr->total_mem))
     int retried = 0;
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    if (OOM_(r)) {
         pthread_mutex_lock(&p->mu);
         blk *all = drain(p);
         pthread_mutex_unlock(&p->mu);
@@ -235,7 +240,7 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
     if (r != CUDA_SUCCESS) {
         free(b);
         size_t fr = 0, tot = 0;
-        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        if (OOM_(r)) {
             d->cuMemGetInfo(&fr, &tot);
             return fail_with(TGC_ERR_OOM, "asked for %s (%zu bytes), %s free of %s%s",
                              tgc_cuda_format_bytes(nbytes, a, sizeof a), nbytes,
@@ -244,11 +249,11 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
                              retried ? " (the cache was emptied and the allocation retried)" : "");
         }
         char why[256];
-        return fail_with(r == CUDA_ERROR_INVALID_VALUE ? TGC_ERR_OOM : TGC_ERR_RUNTIME,
-                         "asked for %s (%zu bytes): cuMemAlloc failed: %s",
+        return fail_with(TGC_ERR_RUNTIME, "asked for %s (%zu bytes): cuMemAlloc failed: %s",
                          tgc_cuda_format_bytes(nbytes, a, sizeof a), nbytes,
                          tgc_cuda_describe(r, why, sizeof why));
     }
+#undef OOM_
     b->ptr = ptr;
     b->cap = cap;
     b->stream = s;
