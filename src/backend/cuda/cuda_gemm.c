@@ -243,7 +243,7 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
     tgc_sb_printf(&o,
                   "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(%s_b b, %s_s s, "
                   "tgc_gemm_geom g, void *ws)\n{\n"
-                  "    extern __shared__ __align__(16) char tgc_smem[];\n"
+                  "    TGC_DYN_SMEM(tgc_smem);\n"
                   "    tgc_gemm_geom G = g;\n",
                   c->threads, fname, fname, fname);
     put_consts(&o, k);

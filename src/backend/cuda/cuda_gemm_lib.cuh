@@ -26,6 +26,11 @@ typedef struct tgc_gemm_geom {
 #define TGC_TPL_F16 3   // f16 smem, ldmatrix, mma m16n8k16 f16
 #define TGC_TPL_BF16 4  // bf16 smem, ldmatrix, mma m16n8k16 bf16
 
+// The dynamic shared memory of a template kernel, and the few instructions the library
+// uses through inline PTX. tools/gemm_emu/emu.h defines TGC_GEMM_EMU and provides host
+// emulations of these instead, to run the kernels on the CPU.
+#ifndef TGC_GEMM_EMU
+#define TGC_DYN_SMEM(name) extern __shared__ __align__(16) char name[]
 __device__ __forceinline__ unsigned tgc_smem_addr(const void *p)
 {
     unsigned r;
@@ -114,6 +119,7 @@ template <int TRANS> __device__ __forceinline__ void tgc_ldsm_x4(unsigned *r, co
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                      : "r"(tgc_smem_addr(p)));
 }
+#endif // TGC_GEMM_EMU
 __device__ __forceinline__ long long tgc_min_ll(long long a, long long b)
 {
     return a < b ? a : b;
@@ -223,7 +229,7 @@ template <int ES, int BN, int BK, int NT, int PAD> struct tgc_im2col {
                 ciw[c] = iw0;
                 cbase[c] = (img * G.cc + gi * cg) * HW + (long long)ih0 * W + iw0;
             } else {
-                cih[c] = -(1 << 30); // every tap out of bounds
+                cih[c] = -(1 << 28); // every tap out of bounds
                 ciw[c] = 0;
                 cbase[c] = 0;
             }
@@ -236,7 +242,7 @@ template <int ES, int BN, int BK, int NT, int PAD> struct tgc_im2col {
         for (int r = 0; r < BK / RS; r++) {
             int k = kr0 + r * RS;
             long long kk = k0 + k;
-            int rd = -(1 << 30), sd = 0;
+            int rd = -(1 << 28), sd = 0;
             long long koff = 0;
             if (kk < K) {
                 int ci = (int)(kk / KHW), rr = (int)(kk - (long long)ci * KHW);
