@@ -8,6 +8,7 @@
  *
  *   bench_cuda_gemm            all cases
  *   bench_cuda_gemm quick      correctness only (no 4096^3 timing)
+ *   bench_cuda_gemm sweep      also times every timed case with alternative block tiles
  *   bench_cuda_gemm emit DIR   no GPU: writes every case's kernel for tools/gemm_emu/run.sh
  *
  * Exit status 0 when every case is within its tolerance, 1 otherwise, 77 when there is no
@@ -322,7 +323,7 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
 
 static int g_case_idx;
 
-static int run_case(const tcase *tc, int sm, int sms, int quick)
+static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_tpl *force)
 {
     tgc_graph *g = tgc_graph_create();
     int32_t o;
@@ -388,7 +389,19 @@ static int run_case(const tcase *tc, int sm, int sms, int quick)
     kir_args_collect(k, &slots);
     tgc_strbuf sb = {0};
     tgc_cuda_tpl cfg;
-    if (tgc_cuda_render_template(&sb, k, &slots, "tgc_k", tc->prec, sm, &cfg) != TGC_OK) {
+    tgc_status rs = force ? tgc_cuda_render_template_tile(&sb, k, &slots, "tgc_k", tc->prec, sm,
+                                                          force, &cfg)
+                          : tgc_cuda_render_template(&sb, k, &slots, "tgc_k", tc->prec, sm, &cfg);
+    if (rs == TGC_ERR_INVALID_ARG && force) { /* a tile the mode cannot take: not a failure */
+        tgc_sb_free(&sb);
+        kir_args_free(&slots);
+        kir_kernel_free(k);
+        free(mat);
+        tgc_fusion_free(&f);
+        tgc_graph_free(g);
+        return 0;
+    }
+    if (rs != TGC_OK) {
         fprintf(stderr, "%s: render: %s\n", tc->name, tgc_last_error());
         return 1;
     }
@@ -545,6 +558,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick)
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "quick");
+    int sweep = argc > 1 && !strcmp(argv[1], "sweep");
     int sm = 90, sms = 132;
     if (argc > 2 && !strcmp(argv[1], "emit"))
         g_emit_dir = argv[2];
@@ -644,14 +658,32 @@ int main(int argc, char **argv)
     if (g_emit_dir) {
         for (int i = 0; i < ne; i++) {
             g_case_idx = i;
-            fails += run_case(&emu[i], sm, sms, quick);
+            fails += run_case(&emu[i], sm, sms, quick, NULL);
         }
         printf("bench_cuda_gemm: wrote %d cases to %s\n", ne, g_emit_dir);
         return fails ? 1 : 0;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         g_case_idx = (int)i;
-        fails += run_case(&cases[i], sm, sms, quick);
+        fails += run_case(&cases[i], sm, sms, quick, NULL);
+        if (!sweep || !cases[i].timed)
+            continue;
+        /* bm bn bk wm wn stages */
+        static const int tiles[][6] = {
+            {128, 128, 32, 2, 4, 4}, {128, 128, 32, 2, 2, 3}, {128, 128, 32, 2, 2, 4},
+            {128, 256, 32, 2, 4, 3}, {256, 128, 32, 4, 2, 3}, {128, 256, 32, 2, 4, 4},
+            {128, 128, 16, 2, 4, 4}, {128, 128, 64, 2, 4, 3}, {64, 128, 32, 2, 2, 4},
+            {128, 128, 8, 0, 0, 2},  {128, 128, 8, 0, 0, 3},  {128, 128, 8, 0, 0, 5},
+            {128, 128, 16, 0, 0, 2}, {128, 128, 16, 0, 0, 3}, {128, 128, 16, 0, 0, 4},
+        };
+        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+            tgc_cuda_tpl f = {.bm = tiles[t][0], .bn = tiles[t][1], .bk = tiles[t][2],
+                              .wm = tiles[t][3], .wn = tiles[t][4], .stages = tiles[t][5]};
+            int simt_tile = f.wm == 0;
+            if (simt_tile != (cases[i].dt == TGC_F32 && cases[i].prec == H))
+                continue;
+            fails += run_case(&cases[i], sm, sms, quick, &f);
+        }
     }
     printf("bench_cuda_gemm: %d of %zu cases failed (sm_%d, %d SMs)\n", fails,
            sizeof cases / sizeof cases[0], sm, sms);

@@ -205,9 +205,54 @@ static void put_consts(tgc_strbuf *o, const kir_kernel *k)
             tgc_sb_printf(o, "    G.%s = %lldLL;\n", f[i].name, (long long)f[i].d);
 }
 
-tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
-                                    const char *fname, tgc_matmul_precision prec, int sm,
-                                    tgc_cuda_tpl *cfg)
+/* Applies a forced tile to p (bm, bn, bk, wm, wn, stages); 0 when it breaks a constraint of
+ * the library's templates (the static_asserts there, checked here first). */
+static int force_tile(plan *p, const tgc_cuda_tpl *f)
+{
+    tgc_cuda_tpl *c = &p->c;
+    const int simt = c->mode == TGC_CUDA_TPL_SIMT, conv = c->kind == KIR_CONV;
+    if (f->stages < 2 || f->stages > 8)
+        return 0;
+    if (simt) {
+        if (f->bm != 128 || f->bn != 128 || (f->bk != 8 && f->bk != 16))
+            return 0;
+    } else {
+        int nt = 32 * f->wm * f->wn;
+        if (f->wm < 1 || f->wn < 1 || nt > 1024 || f->bk % 16 || f->bm % (16 * f->wm) ||
+            f->bn % (16 * f->wn))
+            return 0;
+        c->wm = f->wm;
+        c->wn = f->wn;
+        c->threads = nt;
+    }
+    c->bm = f->bm;
+    c->bn = f->bn;
+    c->bk = f->bk;
+    c->stages = f->stages;
+    const int nt = c->threads, v = 16 / p->es;
+    const opnd *o[2] = {&p->a, &p->b};
+    const int mn[2] = {c->bm, c->bn};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && conv) {
+            int rs = nt >= c->bn ? nt / c->bn : 1;
+            if ((c->bn % nt && nt % c->bn) || c->bk % rs)
+                return 0;
+            continue;
+        }
+        if ((mn[i] * c->bk) % nt)
+            return 0;
+        if (o[i]->vec && (o[i]->layout == 0 ? mn[i] * (c->bk / v) : c->bk * (mn[i] / v)) % nt)
+            return 0;
+    }
+    int sa = stage_elems(p->a.layout, c->bm, c->bk, p->a.pad);
+    int sb = stage_elems(p->b.layout, c->bn, c->bk, p->b.pad);
+    c->smem_bytes = (unsigned)(c->stages * (sa + sb) * p->es);
+    return c->smem_bytes <= 227u * 1024u;
+}
+
+static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
+                         const char *fname, tgc_matmul_precision prec, int sm,
+                         const tgc_cuda_tpl *force, tgc_cuda_tpl *cfg)
 {
     if (!out || !k || !slots || !fname || !cfg)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_render_template: NULL argument");
@@ -228,6 +273,12 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
                              fname, sm);
     plan p;
     choose(k, mode, &p);
+    if (force && !force_tile(&p, force))
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc cuda: tile %dx%dx%d, %dx%d warps, %d stages does not fit the "
+                             "mode-%d template of kernel %s",
+                             force->bm, force->bn, force->bk, force->wm, force->wn, force->stages,
+                             mode, fname);
     const int conv = k->kind == KIR_CONV;
     tgc_strbuf o = {0};
     tgc_sb_puts(&o, tgc_gemm_lib);
@@ -267,7 +318,9 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
                   "    pb.G = G;\n"
                   "    pb.ep.b = b;\n"
                   "    pb.ep.s = s;\n",
-                  conv ? "conv" : "gemm", p.es, fname, (int)k->tpl.a, (int)k->tpl.b);
+                  conv ? "conv" : "gemm", p.es, fname,
+                  /* conv: the GEMM's A is the weights (tpl.b), its B the im2col of x */
+                  (int)(conv ? k->tpl.b : k->tpl.a), (int)(conv ? k->tpl.a : k->tpl.b));
     if (conv) {
         const int64_t *a = k->tpl.attrs.i;
         tgc_sb_printf(&o,
@@ -296,6 +349,23 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
         return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", fname);
     *cfg = p.c;
     return TGC_OK;
+}
+
+tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
+                                    const char *fname, tgc_matmul_precision prec, int sm,
+                                    tgc_cuda_tpl *cfg)
+{
+    return render(out, k, slots, fname, prec, sm, NULL, cfg);
+}
+
+tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
+                                         const kir_args *slots, const char *fname,
+                                         tgc_matmul_precision prec, int sm,
+                                         const tgc_cuda_tpl *tile, tgc_cuda_tpl *cfg)
+{
+    if (!tile)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_render_template_tile: NULL tile");
+    return render(out, k, slots, fname, prec, sm, tile, cfg);
 }
 
 /* ---- launch ---- */

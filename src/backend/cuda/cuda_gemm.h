@@ -62,6 +62,16 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
                                     const char *fname, tgc_matmul_precision prec, int sm,
                                     tgc_cuda_tpl *cfg);
 
+/* tgc_cuda_render_template with the block tile forced: tile's bm, bn, bk, wm, wn and stages
+ * (SIMT: bm = bn = 128, bk 8 or 16, any stages 2..8) replace the chosen ones, the rest is
+ * ignored. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the tile breaks
+ * a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a multiple of
+ * the block's threads, at most 227 KiB of shared memory). */
+tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
+                                         const kir_args *slots, const char *fname,
+                                         tgc_matmul_precision prec, int sm,
+                                         const tgc_cuda_tpl *tile, tgc_cuda_tpl *cfg);
+
 /* The launch of a rendered template kernel for the sizes in g on a device with `sms`
  * multiprocessors: grid, block, dynamic smem bytes and workspace bytes (0: pass NULL).
  * grid is never 0 in any dim (an empty problem launches blocks that return at once). */
