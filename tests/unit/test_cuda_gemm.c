@@ -23,6 +23,7 @@
 #ifdef TGC_HAVE_CUDA
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_target.h"
 
 static int g_skipped;
@@ -80,6 +81,7 @@ static char *render_compile(const tk *t, tgc_matmul_precision prec, tgc_cuda_tpl
                             char **src_out)
 {
     tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, tgc_cuda_prelude()); /* as the backend starts every program */
     if (tgc_cuda_render_template(&sb, t->k, &t->slots, "tgc_k", prec, 90, cfg) != TGC_OK)
         fail_msg("render: %s", tgc_last_error());
     char *src = tgc_sb_take(&sb);
@@ -359,6 +361,104 @@ static void half_conv_compiles(void **state)
     tgc_graph_free(g);
 }
 
+static void fused_epilogues_compile(void **state)
+{
+    (void)state;
+    /* linear + bias + relu (f32, every precision; bf16) */
+    for (int dt = 0; dt < 2; dt++) {
+        tgc_dtype d = dt ? TGC_BF16 : TGC_F32;
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sx[2] = {256, 768}, sw[2] = {3072, 768}, sb[1] = {3072};
+        int32_t x = gb_input(g, d, 2, sx), w = gb_input(g, d, 2, sw), b = gb_input(g, d, 1, sb);
+        int32_t in[3] = {x, w, b};
+        int32_t o = gb_un(g, TGC_OP_RELU, gb_op(g, TGC_OP_LINEAR, in, 3, NULL));
+        gb_outputs(g, &o, 1);
+        tk t;
+        lower_tpl(g, &t);
+        assert_int_equal(t.k->vals[t.k->result].op, TGC_OP_RELU);
+        for (int p = 0; p < (dt ? 1 : 3); p++) {
+            tgc_cuda_tpl cfg;
+            char *src = NULL;
+            char *ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, &src);
+            assert_null(strstr(src, "= acc;")); /* the epilogue's value is stored */
+            free(ptx);
+            free(src);
+        }
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+    /* conv + bias + residual + relu, and a scaled f16 attention-score matmul */
+    {
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sx[4] = {8, 32, 16, 16}, sw[4] = {64, 32, 3, 3}, sb[1] = {64},
+                 sr[4] = {8, 64, 16, 16};
+        int32_t x = gb_input(g, TGC_F32, 4, sx), w = gb_input(g, TGC_F32, 4, sw);
+        int32_t b = gb_input(g, TGC_F32, 1, sb), r = gb_input(g, TGC_F32, 4, sr);
+        tgc_attrs a = {.ni = 7};
+        const int64_t at[7] = {1, 1, 1, 1, 1, 1, 1};
+        memcpy(a.i, at, sizeof at);
+        int32_t in[3] = {x, w, b};
+        int32_t c = gb_op(g, TGC_OP_CONV2D, in, 3, &a);
+        int32_t o = gb_un(g, TGC_OP_RELU, gb_bin(g, TGC_OP_ADD, c, r));
+        gb_outputs(g, &o, 1);
+        tk t;
+        lower_tpl(g, &t);
+        assert_int_equal(t.k->n_loads, 2);
+        tgc_cuda_tpl cfg;
+        free(render_compile(&t, TGC_PRECISION_HIGH, &cfg, NULL));
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+    {
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sq[3] = {12, 128, 64}, sk[3] = {12, 128, 64};
+        int32_t q = gb_input(g, TGC_F16, 3, sq), k = gb_input(g, TGC_F16, 3, sk);
+        int32_t kt = gb_ints(g, TGC_OP_PERMUTE, k, (int64_t[]){0, 2, 1}, 3);
+        int32_t o = gb_scalar(g, TGC_OP_MUL_SCALAR, gb_bin(g, TGC_OP_MATMUL, q, kt), 0.125);
+        gb_outputs(g, &o, 1);
+        tk t;
+        lower_tpl(g, &t);
+        tgc_cuda_tpl cfg;
+        char *src = NULL;
+        free(render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, &src));
+        assert_int_equal(cfg.mode, TGC_CUDA_TPL_F16);
+        free(src);
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+}
+
+static void forced_tiles_are_checked(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    matmul_graph(g, TGC_BF16, 4096, 4096, 4096);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl cfg, want = {.bm = 128, .bn = 256, .bk = 32, .wm = 2, .wn = 4, .stages = 4};
+    assert_int_equal(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST,
+                                                   90, &want, &cfg),
+                     TGC_OK);
+    assert_int_equal(cfg.bn, 256);
+    assert_int_equal(cfg.threads, 256);
+    assert_int_equal(cfg.smem_bytes, 4u * (128 * 40 + 32 * 264) * 2);
+    tgc_cuda_tpl bad = want;
+    bad.bn = 40; /* not a multiple of 16 per warp */
+    check_error(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST, 90,
+                                              &bad, &cfg),
+                TGC_ERR_INVALID_ARG, "does not fit");
+    bad = want;
+    bad.bm = 256;
+    bad.stages = 8; /* 8 x 37 KiB of shared memory */
+    check_error(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST, 90,
+                                              &bad, &cfg),
+                TGC_ERR_INVALID_ARG, "does not fit");
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
 static void unsupported_dtype_and_arch_are_errors(void **state)
 {
     (void)state;
@@ -402,6 +502,8 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(conv_shapes_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(half_conv_compiles, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(unsupported_dtype_and_arch_are_errors, scoped_setup,
                                         scoped_teardown),
     };

@@ -3,9 +3,11 @@
  * configuration and operand layouts per kernel, compiles the kernel's constant sizes in and
  * writes a small wrapper: the ABI structs, the epilogue functor and the __global__ entry that
  * instantiates the library's templates. Pure functions of their arguments; thread-safe. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/cuda_render.h"
 #include "support/error.h"
 
 static const char tgc_gemm_lib[] =
@@ -151,20 +153,16 @@ static const char *ctype(tgc_dtype dt)
 }
 
 /* The epilogue functor: (v0, v1, v2) = (batch, m, n) epilogue vars, acc the fp32 sum; stores
- * the result at v0 * c_bs + v1 * c_rs + v2 of the output buffer. */
+ * the result at v0 * c_bs + v1 * c_rs + v2 of the output buffer. The DAG is rendered by
+ * tgc_cuda_render_vals (cuda_render.h; its helpers come from the prelude the program starts
+ * with). */
 static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_args *slots,
                                   const char *fname)
 {
-    (void)slots;
     const kir_template *t = &k->tpl;
     int32_t res = k->result;
-    if (res >= 0 && k->vals[res].kind == KV_ACC)
-        res = -1;
-    if (res >= 0)
-        return tgc_set_error(TGC_ERR_UNSUPPORTED,
-                             "tgc cuda: template kernel %s has a fused epilogue, which this "
-                             "build's template renderer does not render yet",
-                             fname);
+    if (res >= 0 && k->vals[res].kind == KV_ACC && k->vals[res].dtype == TGC_F32)
+        res = -1; /* the bare sum */
     tgc_sb_printf(o,
                   "struct %s_ep {\n"
                   "    %s_b b;\n"
@@ -174,13 +172,39 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
                   "long long v2, float acc) const\n"
                   "    {\n",
                   fname, fname, fname);
-    const char *ot = ctype(t->out_dtype);
+    char name[64] = "acc";
+    if (res >= 0) {
+        uint8_t *emitted = calloc((size_t)(k->n_vals > 0 ? k->n_vals : 1), 1);
+        if (!emitted)
+            return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s",
+                                 fname);
+        tgc_cuda_val_env env = {.acc = {"acc"},
+                                .var = {"v0", "v1", "v2"},
+                                .bufs = "b.p",
+                                .sizes = "s.v",
+                                .prefix = "tv"};
+        tgc_strbuf body = {0};
+        tgc_status st = tgc_cuda_render_vals(&body, k, slots, &env, res, name, sizeof name, emitted);
+        free(emitted);
+        if (st != TGC_OK) {
+            tgc_sb_free(&body);
+            return tgc_keep_error(st, "tgc cuda: the epilogue of template kernel %s", fname);
+        }
+        if (body.data)
+            tgc_sb_puts(o, body.data);
+        tgc_sb_free(&body);
+        if (k->vals[res].dtype != t->out_dtype)
+            return tgc_set_error(TGC_ERR_INTERNAL,
+                                 "tgc cuda: the epilogue of kernel %s gives %s, its output is %s",
+                                 fname, tgc_dtype_name(k->vals[res].dtype),
+                                 tgc_dtype_name(t->out_dtype));
+    }
+    const char *idx = "v0 * c_bs + v1 * c_rs + v2";
     if (t->out_dtype == TGC_F32)
-        tgc_sb_printf(o, "        ((float *)b.p[%d])[v0 * c_bs + v1 * c_rs + v2] = acc;\n",
-                      (int)t->out);
+        tgc_sb_printf(o, "        ((float *)b.p[%d])[%s] = %s;\n", (int)t->out, idx, name);
     else
-        tgc_sb_printf(o, "        ((%s *)b.p[%d])[v0 * c_bs + v1 * c_rs + v2] = tgc_f32_bits(acc, %d);\n",
-                      ot, (int)t->out, t->out_dtype == TGC_BF16);
+        tgc_sb_printf(o, "        ((unsigned short *)b.p[%d])[%s] = tgc_f32_bits(%s, %d);\n",
+                      (int)t->out, idx, name, t->out_dtype == TGC_BF16);
     tgc_sb_puts(o, "    }\n};\n");
     return TGC_OK;
 }
