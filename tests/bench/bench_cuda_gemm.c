@@ -33,6 +33,7 @@ int main(void)
 #else
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_target.h"
 #include "ir/shape_infer.h"
 #include "ir/view_access.h"
@@ -179,6 +180,7 @@ typedef struct tcase {
     tgc_matmul_precision prec;
     int64_t d[11]; /* matmul: M N K [batch]; conv: n c h w o kh kw stride pad dil groups */
     int timed;
+    int epi; /* 0 none, 1 bias + relu (linear / conv), 2 conv bias + residual + relu, 3 x 0.125 */
 } tcase;
 
 static uint16_t to_half_bits(float f, tgc_dtype dt)
@@ -279,11 +281,34 @@ static double ref_conv(const tgc_gemm_geom *G, const int64_t *at, const float *x
     return s;
 }
 
+static int buf_of(const kir_kernel *k, int32_t value)
+{
+    for (int i = 0; value >= 0 && i < k->n_bufs; i++)
+        if (k->bufs[i].value == value)
+            return i;
+    return -1;
+}
+
+/* the epilogue applied to the sum r of output element idx (conv: channel co) */
+static double apply_epi(int epi, double r, const float *bias, const float *res, int64_t chan,
+                        size_t idx)
+{
+    if (epi == 1 || epi == 2)
+        r += bias[chan];
+    if (epi == 2)
+        r += res[idx];
+    if (epi == 1 || epi == 2)
+        r = r < 0 ? 0 : r;
+    if (epi == 3)
+        r *= 0.125;
+    return r;
+}
+
 static const char *g_emit_dir; /* "emit DIR": write each case for tools/gemm_emu, no GPU */
 
 /* Writes case idx's kernel text and what tools/gemm_emu/emu_main.cpp needs to run it. */
 static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_graph *g,
-                     const char *src, const tgc_cuda_tpl *cfg, int sms)
+                     const char *src, const tgc_cuda_tpl *cfg, int sms, int bias, int res)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/case%02d.cu", g_emit_dir, idx);
@@ -316,6 +341,7 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     fprintf(fp, "};\nstatic unsigned TGC_GRID[3] = {%u, %u, %u};\n", grid[0], grid[1], grid[2]);
     fprintf(fp, "static const unsigned TGC_NT = %u, TGC_SMEM = %u;\nstatic const size_t TGC_WS = %zu;\n",
             block[0], smem, ws);
+    fprintf(fp, "static const int TGC_EPI = %d, TGC_BIAS = %d, TGC_RES = %d;\n", tc->epi, bias, res);
     fprintf(fp, "#define TGC_KERNEL tgc_k\n#define TGC_KB tgc_k_b\n#define TGC_KS tgc_k_s\n");
     fclose(fp);
     return 0;
@@ -326,19 +352,27 @@ static int g_case_idx;
 static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_tpl *force)
 {
     tgc_graph *g = tgc_graph_create();
-    int32_t o;
+    int32_t o, bias_id = -1, res_id = -1;
     const int64_t *d = tc->d;
     if (tc->kind == C_CONV) {
         int64_t sx[4] = {d[0], d[1], d[2], d[3]}, sw[4] = {d[4], d[1] / d[10], d[5], d[6]};
-        int32_t in[2] = {add_input(g, tc->dt, 4, sx), add_input(g, tc->dt, 4, sw)};
+        int32_t in[3] = {add_input(g, tc->dt, 4, sx), add_input(g, tc->dt, 4, sw), -1};
         tgc_attrs a = {.ni = 7};
         const int64_t at[7] = {d[7], d[7], d[8], d[8], d[9], d[9], d[10]};
         memcpy(a.i, at, sizeof at);
-        o = add_op(g, TGC_OP_CONV2D, in, 2, &a);
+        if (tc->epi == 1 || tc->epi == 2)
+            in[2] = bias_id = add_input(g, tc->dt, 1, &d[4]);
+        o = add_op(g, TGC_OP_CONV2D, in, in[2] >= 0 ? 3 : 2, &a);
+        if (tc->epi == 2) {
+            int32_t r[2] = {o, res_id = add_input(g, tc->dt, 4, g->nodes[o].out.shape)};
+            o = add_op(g, TGC_OP_ADD, r, 2, NULL);
+        }
     } else if (tc->kind == C_LINEAR) {
         int64_t sx[2] = {d[0], d[2]}, sw[2] = {d[1], d[2]};
-        int32_t in[2] = {add_input(g, tc->dt, 2, sx), add_input(g, tc->dt, 2, sw)};
-        o = add_op(g, TGC_OP_LINEAR, in, 2, NULL);
+        int32_t in[3] = {add_input(g, tc->dt, 2, sx), add_input(g, tc->dt, 2, sw), -1};
+        if (tc->epi == 1)
+            in[2] = bias_id = add_input(g, tc->dt, 1, &d[1]);
+        o = add_op(g, TGC_OP_LINEAR, in, in[2] >= 0 ? 3 : 2, NULL);
     } else if (tc->kind == C_MATMUL_TA) {
         int64_t sa[2] = {d[2], d[0]}, sb[2] = {d[2], d[1]};
         int32_t a = add_input(g, tc->dt, 2, sa);
@@ -361,6 +395,13 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         int64_t sa[2] = {d[0], d[2]}, sb[2] = {d[2], d[1]};
         int32_t in[2] = {add_input(g, tc->dt, 2, sa), add_input(g, tc->dt, 2, sb)};
         o = add_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    }
+    if (tc->epi == 1 || tc->epi == 2)
+        o = add_op(g, TGC_OP_RELU, &o, 1, NULL);
+    if (tc->epi == 3) {
+        tgc_attrs sc = {.nf = 1};
+        sc.f[0] = 0.125;
+        o = add_op(g, TGC_OP_MUL_SCALAR, &o, 1, &sc);
     }
     tgc_graph_set_outputs(g, &o, 1);
     tgc_fusion f;
@@ -389,6 +430,8 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     kir_args_collect(k, &slots);
     tgc_strbuf sb = {0};
     tgc_cuda_tpl cfg;
+    if (!g_emit_dir) /* the emulator brings its own subset of the prelude */
+        tgc_sb_puts(&sb, tgc_cuda_prelude());
     tgc_status rs = force ? tgc_cuda_render_template_tile(&sb, k, &slots, "tgc_k", tc->prec, sm,
                                                           force, &cfg)
                           : tgc_cuda_render_template(&sb, k, &slots, "tgc_k", tc->prec, sm, &cfg);
@@ -408,7 +451,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     char *src = tgc_sb_take(&sb), *cubin = NULL;
     size_t cubin_n = 0;
     if (g_emit_dir) {
-        int r = emit_case(g_case_idx, tc, k, g, src, &cfg, sms);
+        int r = emit_case(g_case_idx, tc, k, g, src, &cfg, sms, buf_of(k, bias_id), buf_of(k, res_id));
         free(src);
         kir_args_free(&slots);
         kir_kernel_free(k);
@@ -476,6 +519,8 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     /* check */
     const kir_template *t = &k->tpl;
     hostbuf *out = &hb[t->out], *A = &hb[t->a], *B = &hb[t->b];
+    int bi_ = buf_of(k, bias_id), ri_ = buf_of(k, res_id);
+    hostbuf *bias = bi_ >= 0 ? &hb[bi_] : NULL, *resb = ri_ >= 0 ? &hb[ri_] : NULL;
     size_t es = tgc_dtype_size(out->dt);
     void *raw = malloc(out->n * es);
     CU(cu.DtoH(raw, out->d, out->n * es));
@@ -493,12 +538,18 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
             int64_t ohw = geo.oh * geo.ow, img = (int64_t)idx / (geo.co * ohw);
             int64_t co = ((int64_t)idx / ohw) % geo.co, q = (int64_t)idx % ohw;
             r = ref_conv(&geo, t->attrs.i, A->f, B->f, img, co, q, &as);
+            r = apply_epi(tc->epi, r, bias ? bias->f : NULL, resb ? resb->f : NULL, co, idx);
         } else {
             int64_t b = geo.c_bs ? (int64_t)idx / geo.c_bs : 0, rem = (int64_t)idx - b * geo.c_bs;
             r = ref_gemm(&geo, A->f, B->f, b, rem / geo.c_rs, rem % geo.c_rs, &as);
+            r = apply_epi(tc->epi, r, bias ? bias->f : NULL, NULL, rem % geo.c_rs, idx);
         }
         double got = es == 2 ? from_half_bits(((uint16_t *)raw)[idx], out->dt) : ((float *)raw)[idx];
-        double err = fabs(got - r), lim = ts * as + to * fabs(r) + 1e-30;
+        /* each epilogue op of a 16-bit kernel rounds: allow two roundings of every term */
+        double mag = fabs(r);
+        if (tc->epi && to > 0)
+            mag = 2 * (as + (bias ? 1.0 : 0.0) + (resb ? 1.0 : 0.0));
+        double err = fabs(got - r), lim = ts * as + to * mag + 1e-30;
         if (!(err <= lim)) {
             if (bad < 5)
                 fprintf(stderr, "%s: element %zu: got %.9g want %.9g (limit %.3g)\n", tc->name, idx,
@@ -573,46 +624,53 @@ int main(int argc, char **argv)
     const tgc_matmul_precision H = TGC_PRECISION_HIGHEST, T = TGC_PRECISION_HIGH,
                                M = TGC_PRECISION_MEDIUM;
     const tcase cases[] = {
-        {"mm f32 highest 4096", C_MATMUL, TGC_F32, H, {4096, 4096, 4096}, 1},
-        {"mm f32 tf32 4096", C_MATMUL, TGC_F32, T, {4096, 4096, 4096}, 1},
-        {"mm f32 bf16 4096", C_MATMUL, TGC_F32, M, {4096, 4096, 4096}, 1},
-        {"mm f16 4096", C_MATMUL, TGC_F16, H, {4096, 4096, 4096}, 1},
-        {"mm bf16 4096", C_MATMUL, TGC_BF16, H, {4096, 4096, 4096}, 1},
-        {"mm f32 highest odd", C_MATMUL, TGC_F32, H, {333, 517, 201}, 0},
-        {"mm f32 tf32 odd", C_MATMUL, TGC_F32, T, {333, 517, 201}, 0},
-        {"mm f32 bf16 odd", C_MATMUL, TGC_F32, M, {333, 517, 201}, 0},
-        {"mm f16 odd", C_MATMUL, TGC_F16, H, {333, 517, 203}, 0},
-        {"mm bf16 odd", C_MATMUL, TGC_BF16, H, {333, 517, 203}, 0},
-        {"mm f32 tf32 K%4!=0 (no vec)", C_MATMUL, TGC_F32, T, {130, 130, 131}, 0},
-        {"mm f16 K%8!=0 (no vec)", C_MATMUL, TGC_F16, H, {130, 130, 131}, 0},
-        {"mmT f32 highest", C_MATMUL_TA, TGC_F32, H, {300, 260, 170}, 0},
-        {"mmT f32 tf32", C_MATMUL_TA, TGC_F32, T, {300, 260, 170}, 0},
-        {"mmT bf16", C_MATMUL_TA, TGC_BF16, H, {300, 264, 176}, 0},
-        {"linear f32 highest", C_LINEAR, TGC_F32, H, {1024, 768, 768}, 0},
-        {"linear f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1},
-        {"linear f16", C_LINEAR, TGC_F16, H, {1024, 3072, 768}, 1},
-        {"linear bf16 small-M", C_LINEAR, TGC_BF16, H, {8, 768, 768}, 0},
-        {"bmm NT f32 tf32", C_BMM_NT, TGC_F32, T, {128, 128, 64, 96}, 0},
-        {"bmm NT f32 highest", C_BMM_NT, TGC_F32, H, {100, 77, 64, 12}, 0},
-        {"bmm NT f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0},
-        {"splitK f32 highest", C_MATMUL, TGC_F32, H, {64, 10, 16384}, 0},
-        {"splitK f32 tf32", C_MATMUL, TGC_F32, T, {256, 256, 16384}, 1},
-        {"splitK bf16", C_MATMUL, TGC_BF16, H, {64, 100, 8192}, 0},
-        {"conv3x3 f32 highest", C_CONV, TGC_F32, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1},
-        {"conv3x3 f32 tf32", C_CONV, TGC_F32, T, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1},
-        {"conv3x3 f32 bf16", C_CONV, TGC_F32, M, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 0},
-        {"conv3x3 bf16", C_CONV, TGC_BF16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1},
-        {"conv3x3 256ch tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1}, 1},
-        {"conv stem 7x7/2 tf32", C_CONV, TGC_F32, T, {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1}, 0},
-        {"conv s2 d2 g2 highest", C_CONV, TGC_F32, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0},
-        {"conv s2 d2 g2 tf32", C_CONV, TGC_F32, T, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0},
-        {"conv s2 d2 g2 f16", C_CONV, TGC_F16, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0},
-        {"conv depthwise tf32", C_CONV, TGC_F32, T, {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0},
-        {"conv 1x1/2 tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1}, 0},
-        {"conv 512ch 2x2 splitK tf32", C_CONV, TGC_F32, T, {2, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1}, 0},
+        {"mm f32 highest 4096", C_MATMUL, TGC_F32, H, {4096, 4096, 4096}, 1, 0},
+        {"mm f32 tf32 4096", C_MATMUL, TGC_F32, T, {4096, 4096, 4096}, 1, 0},
+        {"mm f32 bf16 4096", C_MATMUL, TGC_F32, M, {4096, 4096, 4096}, 1, 0},
+        {"mm f16 4096", C_MATMUL, TGC_F16, H, {4096, 4096, 4096}, 1, 0},
+        {"mm bf16 4096", C_MATMUL, TGC_BF16, H, {4096, 4096, 4096}, 1, 0},
+        {"mm f32 highest odd", C_MATMUL, TGC_F32, H, {333, 517, 201}, 0, 0},
+        {"mm f32 tf32 odd", C_MATMUL, TGC_F32, T, {333, 517, 201}, 0, 0},
+        {"mm f32 bf16 odd", C_MATMUL, TGC_F32, M, {333, 517, 201}, 0, 0},
+        {"mm f16 odd", C_MATMUL, TGC_F16, H, {333, 517, 203}, 0, 0},
+        {"mm bf16 odd", C_MATMUL, TGC_BF16, H, {333, 517, 203}, 0, 0},
+        {"mm f32 tf32 K%4!=0 (no vec)", C_MATMUL, TGC_F32, T, {130, 130, 131}, 0, 0},
+        {"mm f16 K%8!=0 (no vec)", C_MATMUL, TGC_F16, H, {130, 130, 131}, 0, 0},
+        {"mmT f32 highest", C_MATMUL_TA, TGC_F32, H, {300, 260, 170}, 0, 0},
+        {"mmT f32 tf32", C_MATMUL_TA, TGC_F32, T, {300, 260, 170}, 0, 0},
+        {"mmT bf16", C_MATMUL_TA, TGC_BF16, H, {300, 264, 176}, 0, 0},
+        {"linear f32 highest", C_LINEAR, TGC_F32, H, {1024, 768, 768}, 0, 0},
+        {"linear f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 0},
+        {"linear f16", C_LINEAR, TGC_F16, H, {1024, 3072, 768}, 1, 0},
+        {"linear bf16 small-M", C_LINEAR, TGC_BF16, H, {8, 768, 768}, 0, 0},
+        {"bmm NT f32 tf32", C_BMM_NT, TGC_F32, T, {128, 128, 64, 96}, 0, 0},
+        {"bmm NT f32 highest", C_BMM_NT, TGC_F32, H, {100, 77, 64, 12}, 0, 0},
+        {"bmm NT f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 0},
+        {"splitK f32 highest", C_MATMUL, TGC_F32, H, {64, 10, 16384}, 0, 0},
+        {"splitK f32 tf32", C_MATMUL, TGC_F32, T, {256, 256, 16384}, 1, 0},
+        {"splitK bf16", C_MATMUL, TGC_BF16, H, {64, 100, 8192}, 0, 0},
+        {"conv3x3 f32 highest", C_CONV, TGC_F32, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv3x3 f32 tf32", C_CONV, TGC_F32, T, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv3x3 f32 bf16", C_CONV, TGC_F32, M, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 0, 0},
+        {"conv3x3 bf16", C_CONV, TGC_BF16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv3x3 256ch tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv stem 7x7/2 tf32", C_CONV, TGC_F32, T, {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1}, 0, 0},
+        {"conv s2 d2 g2 highest", C_CONV, TGC_F32, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
+        {"conv s2 d2 g2 tf32", C_CONV, TGC_F32, T, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
+        {"conv s2 d2 g2 f16", C_CONV, TGC_F16, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
+        {"conv depthwise tf32", C_CONV, TGC_F32, T, {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0, 0},
+        {"conv 1x1/2 tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1}, 0, 0},
+        {"conv 512ch 2x2 splitK tf32", C_CONV, TGC_F32, T, {2, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1}, 0, 0},
+        {"linear+bias+relu f32 highest", C_LINEAR, TGC_F32, H, {512, 768, 768}, 0, 1},
+        {"linear+bias+relu f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 1},
+        {"linear+bias+relu bf16", C_LINEAR, TGC_BF16, H, {1024, 3072, 768}, 1, 1},
+        {"conv+bias+res+relu tf32", C_CONV, TGC_F32, T, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 2},
+        {"conv+bias+res+relu f16", C_CONV, TGC_F16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 0, 2},
+        {"conv+bias+relu g2 highest", C_CONV, TGC_F32, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 1},
+        {"bmm NT x0.125 f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 3},
     };
     /* emit: small shapes with every feature, every mode (the CPU emulator is slow) */
-    enum { NE = 64 };
+    enum { NE = 96 };
     static tcase emu[NE];
     static char names[NE][64];
     int ne = 0;
@@ -622,20 +680,25 @@ int main(int argc, char **argv)
             ckind kind;
             int all_modes;
             int64_t d[11];
+            int epi;
         } base[] = {
-            {"mm odd", C_MATMUL, 1, {133, 77, 70}},
-            {"mmT", C_MATMUL_TA, 1, {70, 136, 40}},
-            {"linear", C_LINEAR, 1, {150, 72, 48}},
-            {"bmm NT", C_BMM_NT, 1, {40, 24, 32, 3}},
-            {"splitK", C_MATMUL, 1, {64, 10, 2048}},
-            {"conv3x3", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}},
-            {"conv s2 d2 g2", C_CONV, 1, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}},
-            {"mm K%vec", C_MATMUL, 0, {130, 66, 131}},
-            {"conv stem 7x7/2", C_CONV, 0, {2, 3, 16, 16, 16, 7, 7, 2, 3, 1, 1}},
-            {"conv depthwise", C_CONV, 0, {2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}},
-            {"conv 1x1/2", C_CONV, 0, {2, 32, 8, 8, 64, 1, 1, 2, 0, 1, 1}},
-            {"conv splitK", C_CONV, 0, {1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1}},
-            {"mm 200x130 M>64", C_MATMUL, 0, {200, 130, 64}},
+            {"linear+bias+relu", C_LINEAR, 1, {150, 72, 48}, 1},
+            {"conv+bias+res+relu", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 2},
+            {"conv+bias+relu g2", C_CONV, 0, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 1},
+            {"bmm NT x0.125", C_BMM_NT, 0, {40, 24, 32, 3}, 3},
+            {"mm odd", C_MATMUL, 1, {133, 77, 70}, 0},
+            {"mmT", C_MATMUL_TA, 1, {70, 136, 40}, 0},
+            {"linear", C_LINEAR, 1, {150, 72, 48}, 0},
+            {"bmm NT", C_BMM_NT, 1, {40, 24, 32, 3}, 0},
+            {"splitK", C_MATMUL, 1, {64, 10, 2048}, 0},
+            {"conv3x3", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 0},
+            {"conv s2 d2 g2", C_CONV, 1, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0},
+            {"mm K%vec", C_MATMUL, 0, {130, 66, 131}, 0},
+            {"conv stem 7x7/2", C_CONV, 0, {2, 3, 16, 16, 16, 7, 7, 2, 3, 1, 1}, 0},
+            {"conv depthwise", C_CONV, 0, {2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0},
+            {"conv 1x1/2", C_CONV, 0, {2, 32, 8, 8, 64, 1, 1, 2, 0, 1, 1}, 0},
+            {"conv splitK", C_CONV, 0, {1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1}, 0},
+            {"mm 200x130 M>64", C_MATMUL, 0, {200, 130, 64}, 0},
         };
         const struct {
             const char *tag;
@@ -649,7 +712,8 @@ int main(int argc, char **argv)
                 if (!base[b].all_modes && m != 1 && m != 3)
                     continue;
                 snprintf(names[ne], sizeof names[ne], "%s %s", base[b].name, modes[m].tag);
-                emu[ne] = (tcase){names[ne], base[b].kind, modes[m].dt, modes[m].p, {0}, 0};
+                emu[ne] = (tcase){names[ne], base[b].kind, modes[m].dt, modes[m].p, {0}, 0,
+                                  base[b].epi};
                 memcpy(emu[ne].d, base[b].d, sizeof emu[ne].d);
                 ne++;
             }

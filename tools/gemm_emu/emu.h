@@ -272,6 +272,61 @@ inline long long tgc_min_ll_emu_unused(long long a)
     return a;
 }
 
+// The part of hb's prelude (cuda_render.h) that rendered epilogues call.
+inline float __int_as_float(int i)
+{
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+inline unsigned __float_as_uint(float f)
+{
+    return tgc_f2u(f);
+}
+#define TGC_DEV static inline
+TGC_DEV float tgc_h2f(uint16_t h)
+{
+    return tgc_f16_to_f32(h);
+}
+TGC_DEV uint16_t tgc_f2h(float f)
+{
+    if (f != f)
+        return (uint16_t)(((tgc_f2u(f) >> 16) & 0x8000u) | 0x7e00u);
+    return tgc_f16_rn(f);
+}
+TGC_DEV float tgc_bf2f(uint16_t h)
+{
+    return __uint_as_float((unsigned)h << 16);
+}
+TGC_DEV uint16_t tgc_f2bf(float f)
+{
+    return tgc_bf16_rn(f);
+}
+TGC_DEV float tgc_round_h(float f)
+{
+    return tgc_h2f(tgc_f2h(f));
+}
+TGC_DEV float tgc_round_bf(float f)
+{
+    return tgc_bf2f(tgc_f2bf(f));
+}
+TGC_DEV float tgc_relu(float x)
+{
+    return x < 0.0f ? 0.0f : x;
+}
+TGC_DEV double tgc_relu(double x)
+{
+    return x < 0.0 ? 0.0 : x;
+}
+TGC_DEV float tgc_maximum(float x, float y)
+{
+    return x > y || x != x ? x : y;
+}
+TGC_DEV float tgc_minimum(float x, float y)
+{
+    return x < y || x != x ? x : y;
+}
+
 // Runs kernel fn over the grid with nt threads per block and smem bytes of dynamic smem.
 typedef void (*tgc_emu_body)(void *ctx);
 void tgc_emu_launch(unsigned grid[3], unsigned nt, size_t smem, tgc_emu_body body, void *ctx);
