@@ -1,0 +1,502 @@
+/* GEMM / CONV template kernels -> CUDA C (see cuda_gemm.h). The device code is the template
+ * library cuda_gemm_lib.cuh (embedded as cuda_gemm_lib.inc); this file picks a tile
+ * configuration and operand layouts per kernel, compiles the kernel's constant sizes in and
+ * writes a small wrapper: the ABI structs, the epilogue functor and the __global__ entry that
+ * instantiates the library's templates. Pure functions of their arguments; thread-safe. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/cuda_render.h"
+#include "support/error.h"
+
+static const char tgc_gemm_lib[] =
+#include "backend/cuda/cuda_gemm_lib.inc"
+    ;
+
+/* ---- configuration ---- */
+
+static int is_const(tgc_sdim d, int64_t v)
+{
+    return TGC_SDIM_IS_CONST(d) && d == v;
+}
+
+/* constant value or -1 */
+static int64_t cval(tgc_sdim d)
+{
+    return TGC_SDIM_IS_CONST(d) ? (int64_t)d : -1;
+}
+
+typedef struct opnd {
+    int layout; /* 0 K-major, 1 MN-major */
+    int pad, vec, kfast;
+} opnd;
+
+typedef struct plan {
+    tgc_cuda_tpl c;
+    int es;
+    opnd a, b; /* b unused for conv (im2col) */
+    int b_pad;
+} plan;
+
+static int mode_of(const kir_kernel *k, tgc_matmul_precision prec)
+{
+    switch (k->tpl.dtype) {
+    case TGC_F32:
+        return prec == TGC_PRECISION_HIGH     ? TGC_CUDA_TPL_TF32
+               : prec == TGC_PRECISION_MEDIUM ? TGC_CUDA_TPL_BF16X
+                                              : TGC_CUDA_TPL_SIMT;
+    case TGC_F16:
+        return TGC_CUDA_TPL_F16;
+    case TGC_BF16:
+        return TGC_CUDA_TPL_BF16;
+    default:
+        return -1;
+    }
+}
+
+/* Stage size in elements of one operand tile (must match tgc_ld / tgc_im2col). */
+static int stage_elems(int layout, int bmn, int bk, int pad)
+{
+    return layout == 0 ? bmn * (bk + pad) : bk * (bmn + pad);
+}
+
+static void choose(const kir_kernel *k, int mode, plan *p)
+{
+    const kir_template *t = &k->tpl;
+    const int conv = k->kind == KIR_CONV;
+    memset(p, 0, sizeof *p);
+    p->c.kind = k->kind;
+    p->c.mode = mode;
+    p->c.split_k = 1;
+    p->es = mode >= TGC_CUDA_TPL_F16 ? 2 : 4;
+    int64_t groups = conv ? t->attrs.i[6] : 1;
+    /* M, N when constant (-1 otherwise) */
+    int64_t M = conv ? (cval(t->co) >= 0 ? cval(t->co) / (groups ? groups : 1) : -1) : cval(t->M);
+    int64_t N = conv ? -1 : cval(t->N);
+    if (conv && cval(t->cn) >= 0 && cval(t->oh) >= 0 && cval(t->ow) >= 0)
+        N = cval(t->cn) * cval(t->oh) * cval(t->ow);
+    if (mode == TGC_CUDA_TPL_SIMT) {
+        p->c.bm = p->c.bn = 128;
+        p->c.bk = 8;
+        p->c.threads = 256;
+        p->c.stages = 4;
+        p->a.layout = p->b.layout = 1;
+        p->a.pad = p->b.pad = 4;
+        p->b_pad = 4;
+        if (conv) {
+            p->a.kfast = 1; /* weights: k contiguous, transposed into the stage */
+        } else {
+            p->a.vec = is_const(t->a_rs, 1);
+            p->a.kfast = !p->a.vec && is_const(t->a_cs, 1);
+            p->b.vec = is_const(t->b_cs, 1);
+            p->b.kfast = !p->b.vec && is_const(t->b_rs, 1);
+        }
+    } else {
+        const int h16 = mode >= TGC_CUDA_TPL_F16;
+        p->c.bm = p->c.bn = 128;
+        p->c.bk = 32;
+        p->c.wm = 2;
+        p->c.wn = 4;
+        /* 128 x 128 with 8 warps of 64 x 32; a side of at most 64 gets a 64 tile and 4 warps */
+        int small_m = M >= 0 && M <= 64, small_n = N >= 0 && N <= 64;
+        if (small_m && small_n) {
+            p->c.bm = p->c.bn = 64;
+            p->c.wm = p->c.wn = 2;
+        } else if (small_m) {
+            p->c.bm = 64;
+            p->c.wm = 1;
+        } else if (small_n) {
+            p->c.bn = 64;
+            p->c.wn = 2;
+        }
+        p->c.threads = 32 * p->c.wm * p->c.wn;
+        p->c.stages = h16 ? 4 : 3;
+        int padk = h16 ? 8 : 4, padmn = 8;
+        p->b_pad = padmn;
+        if (conv || is_const(t->a_cs, 1)) {
+            p->a = (opnd){0, padk, 1, 1};
+        } else if (is_const(t->a_rs, 1)) {
+            p->a = (opnd){1, padmn, 1, 0};
+        } else {
+            p->a = (opnd){0, padk, 0, 1};
+        }
+        if (!conv) {
+            if (is_const(t->b_rs, 1))
+                p->b = (opnd){0, padk, 1, 1};
+            else if (is_const(t->b_cs, 1))
+                p->b = (opnd){1, padmn, 1, 0};
+            else
+                p->b = (opnd){1, padmn, 0, 0};
+        }
+    }
+    if (conv)
+        p->b = (opnd){1, p->b_pad, 0, 0};
+    int sa = stage_elems(p->a.layout, p->c.bm, p->c.bk, p->a.pad);
+    int sb = stage_elems(p->b.layout, p->c.bn, p->c.bk, p->b.pad);
+    p->c.smem_bytes = (unsigned)(p->c.stages * (sa + sb) * p->es);
+}
+
+/* ---- text ---- */
+
+static const char *ctype(tgc_dtype dt)
+{
+    switch (dt) {
+    case TGC_F32:
+        return "float";
+    case TGC_F16:
+    case TGC_BF16:
+        return "unsigned short";
+    default:
+        return NULL;
+    }
+}
+
+/* The epilogue functor: (v0, v1, v2) = (batch, m, n) epilogue vars, acc the fp32 sum; stores
+ * the result at v0 * c_bs + v1 * c_rs + v2 of the output buffer. The DAG is rendered by
+ * tgc_cuda_render_vals (cuda_render.h; its helpers come from the prelude the program starts
+ * with). */
+static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_args *slots,
+                                  const char *fname)
+{
+    const kir_template *t = &k->tpl;
+    int32_t res = k->result;
+    if (res >= 0 && k->vals[res].kind == KV_ACC && k->vals[res].dtype == TGC_F32)
+        res = -1; /* the bare sum */
+    tgc_sb_printf(o,
+                  "struct %s_ep {\n"
+                  "    %s_b b;\n"
+                  "    %s_s s;\n"
+                  "    long long c_bs, c_rs;\n"
+                  "    __device__ __forceinline__ void operator()(long long v0, long long v1, "
+                  "long long v2, float acc) const\n"
+                  "    {\n",
+                  fname, fname, fname);
+    char name[64] = "acc";
+    if (res >= 0) {
+        uint8_t *emitted = calloc((size_t)(k->n_vals > 0 ? k->n_vals : 1), 1);
+        if (!emitted)
+            return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s",
+                                 fname);
+        tgc_cuda_val_env env = {.acc = {"acc"},
+                                .var = {"v0", "v1", "v2"},
+                                .bufs = "b.p",
+                                .sizes = "s.v",
+                                .prefix = "tv"};
+        tgc_strbuf body = {0};
+        tgc_status st = tgc_cuda_render_vals(&body, k, slots, &env, res, name, sizeof name, emitted);
+        free(emitted);
+        if (st != TGC_OK) {
+            tgc_sb_free(&body);
+            return tgc_keep_error(st, "tgc cuda: the epilogue of template kernel %s", fname);
+        }
+        if (body.data)
+            tgc_sb_puts(o, body.data);
+        tgc_sb_free(&body);
+        if (k->vals[res].dtype != t->out_dtype)
+            return tgc_set_error(TGC_ERR_INTERNAL,
+                                 "tgc cuda: the epilogue of kernel %s gives %s, its output is %s",
+                                 fname, tgc_dtype_name(k->vals[res].dtype),
+                                 tgc_dtype_name(t->out_dtype));
+    }
+    const char *idx = "v0 * c_bs + v1 * c_rs + v2";
+    if (t->out_dtype == TGC_F32)
+        tgc_sb_printf(o, "        ((float *)b.p[%d])[%s] = %s;\n", (int)t->out, idx, name);
+    else
+        tgc_sb_printf(o, "        ((unsigned short *)b.p[%d])[%s] = tgc_f32_bits(%s, %d);\n",
+                      (int)t->out, idx, name, t->out_dtype == TGC_BF16);
+    tgc_sb_puts(o, "    }\n};\n");
+    return TGC_OK;
+}
+
+/* G.<field> = constant, for every constant sdim of the template */
+static void put_consts(tgc_strbuf *o, const kir_kernel *k)
+{
+    const kir_template *t = &k->tpl;
+    const struct {
+        const char *name;
+        tgc_sdim d;
+    } f[] = {
+        {"batch", t->batch}, {"M", t->M},       {"N", t->N},       {"K", t->K},
+        {"a_off", t->a_off}, {"a_bs", t->a_bs}, {"a_rs", t->a_rs}, {"a_cs", t->a_cs},
+        {"b_off", t->b_off}, {"b_bs", t->b_bs}, {"b_rs", t->b_rs}, {"b_cs", t->b_cs},
+        {"c_bs", t->c_bs},   {"c_rs", t->c_rs}, {"cn", t->cn},     {"cc", t->cc},
+        {"ch", t->ch},       {"cw", t->cw},     {"co", t->co},     {"kh", t->kh},
+        {"kw", t->kw},       {"oh", t->oh},     {"ow", t->ow},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (TGC_SDIM_IS_CONST(f[i].d))
+            tgc_sb_printf(o, "    G.%s = %lldLL;\n", f[i].name, (long long)f[i].d);
+}
+
+/* Applies a forced tile to p (bm, bn, bk, wm, wn, stages); 0 when it breaks a constraint of
+ * the library's templates (the static_asserts there, checked here first). */
+static int force_tile(plan *p, const tgc_cuda_tpl *f)
+{
+    tgc_cuda_tpl *c = &p->c;
+    const int simt = c->mode == TGC_CUDA_TPL_SIMT, conv = c->kind == KIR_CONV;
+    if (f->stages < 2 || f->stages > 8)
+        return 0;
+    if (simt) {
+        if (f->bm != 128 || f->bn != 128 || (f->bk != 8 && f->bk != 16))
+            return 0;
+    } else {
+        int nt = 32 * f->wm * f->wn;
+        if (f->wm < 1 || f->wn < 1 || nt > 1024 || f->bk % 16 || f->bm % (16 * f->wm) ||
+            f->bn % (16 * f->wn))
+            return 0;
+        c->wm = f->wm;
+        c->wn = f->wn;
+        c->threads = nt;
+    }
+    c->bm = f->bm;
+    c->bn = f->bn;
+    c->bk = f->bk;
+    c->stages = f->stages;
+    const int nt = c->threads, v = 16 / p->es;
+    const opnd *o[2] = {&p->a, &p->b};
+    const int mn[2] = {c->bm, c->bn};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && conv) {
+            int rs = nt >= c->bn ? nt / c->bn : 1;
+            if ((c->bn % nt && nt % c->bn) || c->bk % rs)
+                return 0;
+            continue;
+        }
+        if ((mn[i] * c->bk) % nt)
+            return 0;
+        if (o[i]->vec && (o[i]->layout == 0 ? mn[i] * (c->bk / v) : c->bk * (mn[i] / v)) % nt)
+            return 0;
+    }
+    int sa = stage_elems(p->a.layout, c->bm, c->bk, p->a.pad);
+    int sb = stage_elems(p->b.layout, c->bn, c->bk, p->b.pad);
+    c->smem_bytes = (unsigned)(c->stages * (sa + sb) * p->es);
+    return c->smem_bytes <= 227u * 1024u;
+}
+
+static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
+                         const char *fname, tgc_matmul_precision prec, int sm,
+                         const tgc_cuda_tpl *force, tgc_cuda_tpl *cfg)
+{
+    if (!out || !k || !slots || !fname || !cfg)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_render_template: NULL argument");
+    if (k->kind != KIR_GEMM && k->kind != KIR_CONV)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_cuda_render_template: kernel %s is not a GEMM or CONV template",
+                             fname);
+    int mode = mode_of(k, prec);
+    if (mode < 0 || !ctype(k->tpl.out_dtype))
+        return tgc_set_error(TGC_ERR_UNSUPPORTED,
+                             "tgc cuda: no %s template for %s operands (kernel %s)",
+                             k->kind == KIR_CONV ? "conv" : "GEMM", tgc_dtype_name(k->tpl.dtype),
+                             fname);
+    if (sm < 80)
+        return tgc_set_error(TGC_ERR_UNSUPPORTED,
+                             "tgc cuda: the GEMM / conv templates need sm_80 or newer (cp.async, "
+                             "mma.sync); kernel %s was asked for sm_%d",
+                             fname, sm);
+    plan p;
+    choose(k, mode, &p);
+    if (force && !force_tile(&p, force))
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc cuda: tile %dx%dx%d, %dx%d warps, %d stages does not fit the "
+                             "mode-%d template of kernel %s",
+                             force->bm, force->bn, force->bk, force->wm, force->wn, force->stages,
+                             mode, fname);
+    const int conv = k->kind == KIR_CONV;
+    tgc_strbuf o = {0};
+    tgc_sb_puts(&o, tgc_gemm_lib);
+    tgc_sb_printf(&o, "struct %s_b { void *p[%d]; };\n", fname, k->n_bufs > 0 ? k->n_bufs : 1);
+    int nw = kir_args_words(slots);
+    tgc_sb_printf(&o, "struct %s_s { long long v[%d]; };\n", fname, nw > 0 ? nw : 1);
+    tgc_status st = render_epilogue(&o, k, slots, fname);
+    if (st != TGC_OK) {
+        tgc_sb_free(&o);
+        return st;
+    }
+    const tgc_cuda_tpl *c = &p.c;
+    tgc_sb_printf(&o,
+                  "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(%s_b b, %s_s s, "
+                  "tgc_gemm_geom g, void *ws)\n{\n"
+                  "    TGC_DYN_SMEM(tgc_smem);\n"
+                  "    tgc_gemm_geom G = g;\n",
+                  c->threads, fname, fname, fname);
+    put_consts(&o, k);
+    tgc_sb_printf(&o, "    typedef tgc_ld<%d, %d, %d, %d, %d, %d, %d, %d> LA;\n", p.es, c->bm,
+                  c->bk, c->threads, p.a.layout, p.a.pad, p.a.vec, p.a.kfast);
+    if (conv)
+        tgc_sb_printf(&o, "    typedef tgc_im2col<%d, %d, %d, %d, %d> LB;\n", p.es, c->bn, c->bk,
+                      c->threads, p.b.pad);
+    else
+        tgc_sb_printf(&o, "    typedef tgc_ld<%d, %d, %d, %d, %d, %d, %d, %d> LB;\n", p.es, c->bn,
+                      c->bk, c->threads, p.b.layout, p.b.pad, p.b.vec, p.b.kfast);
+    if (c->mode == TGC_CUDA_TPL_SIMT)
+        tgc_sb_printf(&o, "    typedef tgc_simt_comp<%d, LA, LB> COMP;\n", c->bk);
+    else
+        tgc_sb_printf(&o, "    typedef tgc_tc_comp<%d, %d, %d, %d, %d, %d, LA, LB> COMP;\n", c->mode,
+                      c->bm, c->bn, c->bk, c->wm, c->wn);
+    tgc_sb_printf(&o,
+                  "    tgc_%s_prob<LA, LB, %d, %s_ep> pb;\n"
+                  "    pb.A = (const char *)b.p[%d];\n"
+                  "    pb.B = (const char *)b.p[%d];\n"
+                  "    pb.G = G;\n"
+                  "    pb.ep.b = b;\n"
+                  "    pb.ep.s = s;\n",
+                  conv ? "conv" : "gemm", p.es, fname,
+                  /* conv: the GEMM's A is the weights (tpl.b), its B the im2col of x */
+                  (int)(conv ? k->tpl.b : k->tpl.a), (int)(conv ? k->tpl.a : k->tpl.b));
+    if (conv) {
+        const int64_t *a = k->tpl.attrs.i;
+        tgc_sb_printf(&o,
+                      "    pb.at.sh = %lld;\n    pb.at.sw = %lld;\n    pb.at.ph = %lld;\n"
+                      "    pb.at.pw = %lld;\n    pb.at.dh = %lld;\n    pb.at.dw = %lld;\n"
+                      "    pb.at.groups = %lld;\n"
+                      "    pb.ep.c_rs = G.oh * G.ow;\n"
+                      "    pb.ep.c_bs = G.co * pb.ep.c_rs;\n",
+                      (long long)a[0], (long long)a[1], (long long)a[2], (long long)a[3],
+                      (long long)a[4], (long long)a[5], (long long)a[6]);
+    } else {
+        tgc_sb_puts(&o, "    pb.ep.c_bs = G.c_bs;\n    pb.ep.c_rs = G.c_rs;\n");
+    }
+    tgc_sb_printf(&o,
+                  "    pb.setup();\n"
+                  "    tgc_tpl_run<%d, %d, %d, %d, %d, %d, COMP>(pb, ws, tgc_smem);\n"
+                  "}\n",
+                  c->stages, c->bm, c->bn, c->bk, c->threads, p.es);
+    if (o.failed) {
+        tgc_sb_free(&o);
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", fname);
+    }
+    tgc_sb_puts(out, o.data);
+    tgc_sb_free(&o);
+    if (out->failed)
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", fname);
+    *cfg = p.c;
+    return TGC_OK;
+}
+
+tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
+                                    const char *fname, tgc_matmul_precision prec, int sm,
+                                    tgc_cuda_tpl *cfg)
+{
+    return render(out, k, slots, fname, prec, sm, NULL, cfg);
+}
+
+tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
+                                         const kir_args *slots, const char *fname,
+                                         tgc_matmul_precision prec, int sm,
+                                         const tgc_cuda_tpl *tile, tgc_cuda_tpl *cfg)
+{
+    if (!tile)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_render_template_tile: NULL tile");
+    return render(out, k, slots, fname, prec, sm, tile, cfg);
+}
+
+/* ---- launch ---- */
+
+typedef struct dims {
+    int64_t batch, M, N, K;
+} dims;
+
+static dims dims_of(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g)
+{
+    dims d;
+    if (cfg->kind == KIR_CONV) {
+        int64_t groups = k->tpl.attrs.i[6] > 0 ? k->tpl.attrs.i[6] : 1;
+        d.batch = groups;
+        d.M = g->co / groups;
+        d.N = g->cn * g->oh * g->ow;
+        d.K = g->cc / groups * g->kh * g->kw;
+    } else {
+        d.batch = g->batch;
+        d.M = g->M;
+        d.N = g->N;
+        d.K = g->K;
+    }
+    return d;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+/* splits for split-K: only when the tiles leave most SMs idle and K is long */
+static int64_t splits_of(const tgc_cuda_tpl *cfg, const dims *d, int64_t tiles, int sms)
+{
+    int64_t ktiles = ceil_div(d->K, cfg->bk);
+    int64_t work = tiles * d->batch;
+    if (!cfg->split_k || work <= 0 || d->batch > 65535 || sms <= 0 || work * 2 > sms ||
+        ktiles < 8)
+        return 1;
+    int64_t s = sms / work;
+    if (s > ktiles / 4)
+        s = ktiles / 4;
+    if (s > 16)
+        s = 16;
+    return s < 2 ? 1 : s;
+}
+
+static size_t counter_bytes(int64_t tiles)
+{
+    return (size_t)((tiles * 4 + 255) / 256 * 256);
+}
+
+void tgc_cuda_template_launch(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g,
+                              int sms, unsigned grid[3], unsigned block[3], unsigned *smem,
+                              size_t *ws_bytes)
+{
+    dims d = dims_of(cfg, k, g);
+    int64_t tiles = ceil_div(d.M, cfg->bm) * ceil_div(d.N, cfg->bn);
+    int64_t splits = splits_of(cfg, &d, tiles, sms);
+    int64_t z = d.batch < 1 ? 1 : d.batch > 65535 ? 65535 : d.batch;
+    grid[0] = (unsigned)(tiles < 1 ? 1 : tiles);
+    grid[1] = (unsigned)splits;
+    grid[2] = (unsigned)z;
+    block[0] = (unsigned)cfg->threads;
+    block[1] = block[2] = 1;
+    *smem = cfg->smem_bytes;
+    *ws_bytes = 0;
+    if (splits > 1)
+        *ws_bytes = counter_bytes(tiles * d.batch) +
+                    (size_t)(tiles * d.batch * splits) * (size_t)cfg->bm * (size_t)cfg->bn * 4u;
+}
+
+size_t tgc_cuda_template_ws_zero_bytes(const tgc_cuda_tpl *cfg, const kir_kernel *k,
+                                       const tgc_gemm_geom *g, int sms)
+{
+    dims d = dims_of(cfg, k, g);
+    int64_t tiles = ceil_div(d.M, cfg->bm) * ceil_div(d.N, cfg->bn);
+    return splits_of(cfg, &d, tiles, sms) > 1 ? counter_bytes(tiles * d.batch) : 0;
+}
+
+void tgc_cuda_template_geom(const kir_kernel *k, const tgc_symtab *syms, const int64_t *vals,
+                            tgc_gemm_geom *g)
+{
+    const kir_template *t = &k->tpl;
+#define EV(f) g->f = (long long)tgc_sym_eval(syms, t->f, vals)
+    EV(batch);
+    EV(M);
+    EV(N);
+    EV(K);
+    EV(a_off);
+    EV(a_bs);
+    EV(a_rs);
+    EV(a_cs);
+    EV(b_off);
+    EV(b_bs);
+    EV(b_rs);
+    EV(b_cs);
+    EV(c_bs);
+    EV(c_rs);
+    EV(cn);
+    EV(cc);
+    EV(ch);
+    EV(cw);
+    EV(co);
+    EV(kh);
+    EV(kw);
+    EV(oh);
+    EV(ow);
+#undef EV
+}

@@ -1,0 +1,91 @@
+/* GEMM and CONV template kernels of the CUDA backend: kir_kernel (KIR_GEMM / KIR_CONV with
+ * its fused epilogue) -> CUDA C text for NVRTC, plus the launch geometry for given sizes.
+ *
+ * Kernel ABI (COMMON ABI plus two parameters):
+ *   extern "C" __global__ void NAME(NAME_b b, NAME_s s, tgc_gemm_geom g, void *ws)
+ * g is evaluated per call by the launcher (tgc_sym_eval of every tpl sdim; 0 for the ones the
+ * kind does not use); constant sdims are also compiled in, so only symbolic ones are read
+ * from g. ws: device workspace of *ws_bytes (split-K partials and tile counters), NULL when
+ * 0. Contract for ws: its first tgc_cuda_template_ws_zero_bytes() bytes (the counters) must
+ * be zero before a launch; every launch leaves them zero again, so zeroing once when the
+ * workspace is allocated suffices (cuMemsetD8Async of the whole ws before each launch is
+ * also correct, and capturable).
+ *
+ * Modes: F32 operands with TGC_PRECISION_HIGHEST -> SIMT FFMA (exact fp32); HIGH -> TF32
+ * mma.sync m16n8k8 (inputs rounded with cvt.rna.tf32); MEDIUM -> bf16 mma.sync m16n8k16
+ * (fp32 staged, rounded to bf16 at fragment load); F16 / BF16 operands -> m16n8k16 with
+ * ldmatrix. fp32 accumulation everywhere. The render is a pure function of (k, slots, prec,
+ * sm); rendering and launch geometry are thread-safe. */
+#ifndef TGC_BACKEND_CUDA_GEMM_H
+#define TGC_BACKEND_CUDA_GEMM_H
+
+#include <stddef.h>
+
+#include "kir/abi.h"
+#include "kir/kir.h"
+#include "support/strbuf.h"
+#include "tgc/config.h"
+
+/* The per-call geometry, laid out exactly as the generated text's struct (all int64). */
+typedef struct tgc_gemm_geom {
+    long long batch, M, N, K, a_off, a_bs, a_rs, a_cs, b_off, b_bs, b_rs, b_cs, c_bs, c_rs;
+    long long cn, cc, ch, cw, co, kh, kw, oh, ow;
+} tgc_gemm_geom;
+
+typedef enum tgc_cuda_tpl_mode {
+    TGC_CUDA_TPL_SIMT = 0, /* fp32 FFMA */
+    TGC_CUDA_TPL_TF32 = 1, /* fp32 operands, TF32 mma */
+    TGC_CUDA_TPL_BF16X = 2, /* fp32 operands rounded to bf16, bf16 mma */
+    TGC_CUDA_TPL_F16 = 3,  /* f16 operands */
+    TGC_CUDA_TPL_BF16 = 4  /* bf16 operands */
+} tgc_cuda_tpl_mode;
+
+/* The configuration a render chose (input to the launch). Plain data. */
+typedef struct tgc_cuda_tpl {
+    int kind;  /* KIR_GEMM or KIR_CONV */
+    int mode;  /* tgc_cuda_tpl_mode */
+    int bm, bn, bk; /* block tile */
+    int wm, wn;     /* warps along m and n (SIMT: 16 x 16 threads of 8 x 8) */
+    int stages;     /* cp.async pipeline depth */
+    int threads;    /* block threads */
+    unsigned smem_bytes; /* dynamic shared memory (> 48 KiB needs the opt-in attribute) */
+    int split_k;    /* split-K allowed (the launch picks the split count per call) */
+} tgc_cuda_tpl;
+
+/* Appends kernel k (KIR_GEMM or KIR_CONV) as CUDA C to out: the template library once per
+ * program (guarded with #ifndef), the NAME_b / NAME_s structs, the epilogue and the
+ * __global__ NAME. slots: the kernel's size slots (kir_args_collect of k). prec applies to
+ * F32 operands. sm: e.g. 90. *cfg receives the configuration. Errors: TGC_ERR_UNSUPPORTED
+ * (an operand dtype the templates do not have, an epilogue op the renderer does not have),
+ * TGC_ERR_OOM. */
+tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
+                                    const char *fname, tgc_matmul_precision prec, int sm,
+                                    tgc_cuda_tpl *cfg);
+
+/* tgc_cuda_render_template with the block tile forced: tile's bm, bn, bk, wm, wn and stages
+ * (SIMT: bm = bn = 128, bk 8 or 16, any stages 2..8) replace the chosen ones, the rest is
+ * ignored. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the tile breaks
+ * a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a multiple of
+ * the block's threads, at most 227 KiB of shared memory). */
+tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
+                                         const kir_args *slots, const char *fname,
+                                         tgc_matmul_precision prec, int sm,
+                                         const tgc_cuda_tpl *tile, tgc_cuda_tpl *cfg);
+
+/* The launch of a rendered template kernel for the sizes in g on a device with `sms`
+ * multiprocessors: grid, block, dynamic smem bytes and workspace bytes (0: pass NULL).
+ * grid is never 0 in any dim (an empty problem launches blocks that return at once). */
+void tgc_cuda_template_launch(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g,
+                              int sms, unsigned grid[3], unsigned block[3], unsigned *smem,
+                              size_t *ws_bytes);
+
+/* Bytes at the start of the workspace that must be zero before a launch (the split-K tile
+ * counters); 0 when the launch needs no workspace. */
+size_t tgc_cuda_template_ws_zero_bytes(const tgc_cuda_tpl *cfg, const kir_kernel *k,
+                                       const tgc_gemm_geom *g, int sms);
+
+/* The geometry of k for the symbol values vals (what the launcher passes as g). */
+void tgc_cuda_template_geom(const kir_kernel *k, const tgc_symtab *syms, const int64_t *vals,
+                            tgc_gemm_geom *g);
+
+#endif

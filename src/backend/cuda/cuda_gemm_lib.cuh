@@ -1,0 +1,672 @@
+// The device library of the GEMM / conv templates (CUDA C++ for NVRTC; source of truth for
+// cuda_gemm_lib.inc, which tools/cuda_embed.sh regenerates: `sh tools/cuda_embed.sh`).
+// cuda_gemm.c appends it once per program (guarded), then one small wrapper per template
+// kernel that instantiates these templates with the kernel's tile configuration, its
+// operand loaders and its fused epilogue. Needs no CUDA header (16-bit values are raw bits).
+//
+// Problem: for bi < batch, C[bi, m, n] = ep(sum_k A(bi, m, k) * B(bi, k, n)), m < M, n < N.
+// A block computes one BM x BN tile of one batch item over a range of k tiles (split-K:
+// gridDim.y splits, partials in the workspace, the last split's block reduces them in split
+// order and applies the epilogue). Shared memory holds ST stages of A and B tiles, each in
+// one of two layouts: K-major ([mn][k], row length BK + pad) or MN-major ([k][mn], row
+// length BMN + pad); the pads keep the fragment reads and ldmatrix conflict free and every
+// row 16-byte aligned for cp.async.
+#ifndef TGC_GEMM_LIB_V1
+#define TGC_GEMM_LIB_V1
+
+typedef struct tgc_gemm_geom {
+    long long batch, M, N, K, a_off, a_bs, a_rs, a_cs, b_off, b_bs, b_rs, b_cs, c_bs, c_rs;
+    long long cn, cc, ch, cw, co, kh, kw, oh, ow;
+} tgc_gemm_geom;
+
+// modes (tgc_cuda_tpl_mode)
+#define TGC_TPL_SIMT 0  // fp32 FFMA
+#define TGC_TPL_TF32 1  // fp32 smem, mma m16n8k8 tf32
+#define TGC_TPL_BF16X 2 // fp32 smem, converted to bf16 at fragment load, mma m16n8k16 bf16
+#define TGC_TPL_F16 3   // f16 smem, ldmatrix, mma m16n8k16 f16
+#define TGC_TPL_BF16 4  // bf16 smem, ldmatrix, mma m16n8k16 bf16
+
+// The dynamic shared memory of a template kernel, and the few instructions the library
+// uses through inline PTX. tools/gemm_emu/emu.h defines TGC_GEMM_EMU and provides host
+// emulations of these instead, to run the kernels on the CPU.
+#ifndef TGC_GEMM_EMU
+#define TGC_DYN_SMEM(name) extern __shared__ __align__(16) char name[]
+__device__ __forceinline__ unsigned tgc_smem_addr(const void *p)
+{
+    unsigned r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ void tgc_cp16(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tgc_smem_addr(dst)),
+                 "l"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void tgc_cp4(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(tgc_smem_addr(dst)),
+                 "l"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void tgc_cp_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void tgc_cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ unsigned tgc_to_tf32(float x)
+{
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+// lo -> bits 0..15 (the element of the smaller index), hi -> bits 16..31
+__device__ __forceinline__ unsigned tgc_pack_bf16(float lo, float hi)
+{
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ float tgc_bits_f32(unsigned short h, int is_bf16)
+{
+    if (is_bf16)
+        return __uint_as_float(((unsigned)h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ unsigned short tgc_f32_bits(float f, int is_bf16)
+{
+    unsigned short h;
+    if (is_bf16)
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    else
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ void tgc_mma_tf32(float *c, const unsigned *a, const unsigned *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <int BF16>
+__device__ __forceinline__ void tgc_mma_16(float *c, const unsigned *a, const unsigned *b)
+{
+    if (BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <int TRANS> __device__ __forceinline__ void tgc_ldsm_x4(unsigned *r, const void *p)
+{
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(tgc_smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(tgc_smem_addr(p)));
+}
+#endif // TGC_GEMM_EMU
+__device__ __forceinline__ long long tgc_min_ll(long long a, long long b)
+{
+    return a < b ? a : b;
+}
+
+// ---- operand loaders: one BMN x BK tile of an operand into one smem stage ----
+//
+// A strided operand: element (mn, k) of the tile at p + (mn * smn + k * sk) * ES, valid for
+// mn < MN, k < K (zeros elsewhere). L: smem layout (0 K-major, 1 MN-major). VEC: the layout's
+// contiguous dim has global stride 1, so 16-byte cp.async chunks apply when `vec` (p and the
+// other stride 16-byte aligned, checked per call). KFAST: element path with consecutive
+// threads along k (else along mn).
+template <int ES, int BMN, int BK, int NT, int L_, int PAD, int VEC, int KFAST> struct tgc_ld {
+    static constexpr int L = L_;
+    static constexpr int LD = L == 0 ? BK + PAD : BMN + PAD;
+    static constexpr int SIZE = (L == 0 ? BMN : BK) * LD; // elements of one stage
+    const char *p;
+    long long smn, sk, MN, K;
+    bool vec;
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        if (VEC && vec) {
+            constexpr int V = 16 / ES;
+            constexpr int C = (L == 0 ? BK : BMN) / V;
+            constexpr int R = L == 0 ? BMN : BK;
+            static_assert((R * C) % NT == 0, "vector loader: chunks not a multiple of threads");
+#pragma unroll
+            for (int i = 0; i < R * C / NT; i++) {
+                int e = (int)threadIdx.x + i * NT;
+                int row = e / C, c = (e % C) * V;
+                const char *src;
+                int bytes;
+                if (L == 0) {
+                    long long kk = k0 + c;
+                    bool ok = row < MN && kk < K;
+                    bytes = ok ? (int)tgc_min_ll(V, K - kk) * ES : 0;
+                    src = ok ? p + ((long long)row * smn + kk) * ES : p;
+                } else {
+                    long long kk = k0 + row;
+                    bool ok = kk < K && c < MN;
+                    bytes = ok ? (int)tgc_min_ll(V, MN - c) * ES : 0;
+                    src = ok ? p + (kk * sk + c) * ES : p;
+                }
+                tgc_cp16(s + (row * LD + c) * ES, src, bytes);
+            }
+            return;
+        }
+        static_assert((BMN * BK) % NT == 0, "element loader: tile not a multiple of threads");
+#pragma unroll 8
+        for (int i = 0; i < BMN * BK / NT; i++) {
+            int e = (int)threadIdx.x + i * NT;
+            int k = KFAST ? e % BK : e / BMN, mn = KFAST ? e / BK : e % BMN;
+            long long kk = k0 + k;
+            bool ok = mn < MN && kk < K;
+            const char *src = ok ? p + ((long long)mn * smn + kk * sk) * ES : p;
+            char *dst = s + (L == 0 ? mn * LD + k : k * LD + mn) * ES;
+            if (ES == 4)
+                tgc_cp4(dst, src, ok ? 4 : 0);
+            else
+                *(unsigned short *)dst = ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
+        }
+    }
+};
+
+struct tgc_conv_attr {
+    int sh, sw, ph, pw, dh, dw, groups;
+};
+
+// The im2col operand of a conv (the B side: k = (ci, r, s) of one group, n = (img, oh, ow)),
+// gathered straight from x NCHW into an MN-major stage; padding and edges read as zeros.
+// Thread t owns CPT columns (their pixel decoded once) and BK / RS rows per stage.
+template <int ES, int BN, int BK, int NT, int PAD> struct tgc_im2col {
+    static constexpr int L = 1;
+    static constexpr int LD = BN + PAD;
+    static constexpr int SIZE = BK * LD;
+    static constexpr int CPT = BN >= NT ? BN / NT : 1;
+    static constexpr int RS = NT >= BN ? NT / BN : 1;
+    static_assert(BN % NT == 0 || NT % BN == 0, "im2col: BN and threads");
+    static_assert(BK % RS == 0, "im2col: rows per stage");
+    const char *x;
+    long long K, HW;
+    int H, W, KW, KHW, DH, DW;
+    long long cbase[CPT];
+    int cih[CPT], ciw[CPT];
+    __device__ __forceinline__ void init(const char *x_, const tgc_gemm_geom &G,
+                                         const tgc_conv_attr &at, long long n0, long long gi)
+    {
+        x = x_;
+        H = (int)G.ch;
+        W = (int)G.cw;
+        HW = G.ch * G.cw;
+        KW = (int)G.kw;
+        KHW = (int)(G.kh * G.kw);
+        DH = at.dh;
+        DW = at.dw;
+        long long cg = G.cc / at.groups;
+        K = cg * G.kh * G.kw;
+        long long ohw = G.oh * G.ow, ntot = G.cn * ohw;
+#pragma unroll
+        for (int c = 0; c < CPT; c++) {
+            long long n = n0 + (BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN);
+            if (n < ntot) {
+                long long img = n / ohw, q = n - img * ohw;
+                int oh = (int)(q / G.ow), ow = (int)(q - (long long)oh * G.ow);
+                int ih0 = oh * at.sh - at.ph, iw0 = ow * at.sw - at.pw;
+                cih[c] = ih0;
+                ciw[c] = iw0;
+                cbase[c] = (img * G.cc + gi * cg) * HW + (long long)ih0 * W + iw0;
+            } else {
+                cih[c] = -(1 << 28); // every tap out of bounds
+                ciw[c] = 0;
+                cbase[c] = 0;
+            }
+        }
+    }
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        int kr0 = NT >= BN ? (int)threadIdx.x / BN : 0;
+#pragma unroll 4
+        for (int r = 0; r < BK / RS; r++) {
+            int k = kr0 + r * RS;
+            long long kk = k0 + k;
+            int rd = -(1 << 28), sd = 0;
+            long long koff = 0;
+            if (kk < K) {
+                int ci = (int)(kk / KHW), rr = (int)(kk - (long long)ci * KHW);
+                int kr = rr / KW, ks = rr - kr * KW;
+                rd = kr * DH;
+                sd = ks * DW;
+                koff = (long long)ci * HW + (long long)rd * W + sd;
+            }
+#pragma unroll
+            for (int c = 0; c < CPT; c++) {
+                int ih = cih[c] + rd, iw = ciw[c] + sd;
+                bool ok = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+                const char *src = ok ? x + (cbase[c] + koff) * ES : x;
+                int n = BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN;
+                char *dst = s + (k * LD + n) * ES;
+                if (ES == 4)
+                    tgc_cp4(dst, src, ok ? 4 : 0);
+                else
+                    *(unsigned short *)dst =
+                        ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
+            }
+        }
+    }
+};
+
+// element (mn, k) of a stage in layout L with row length LD
+template <int L, int LD> __device__ __forceinline__ int tgc_sidx(int mn, int k)
+{
+    return L == 0 ? mn * LD + k : k * LD + mn;
+}
+
+// ---- the pipelined main loop over k tiles [kb, ke) ----
+// Stages: tile kb + i lives in stage i % ST. One barrier per k tile: after it, tile kt is
+// complete for every thread and every thread is done with tile kt - 1, whose stage the
+// prefetch of tile kt + ST - 1 then overwrites. One commit group per tile (empty ones
+// included) keeps cp.async.wait_group's count exact.
+template <int ST, class LA, class LB, class COMPUTE>
+__device__ __forceinline__ void tgc_pipeline(const LA &la, const LB &lb, int kb, int ke, char *sA,
+                                             char *sB, int es, int bk, COMPUTE &comp)
+{
+    const int sa = LA::SIZE * es, sb = LB::SIZE * es;
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (kb + s < ke) {
+            la.load(sA + s * sa, (long long)(kb + s) * bk);
+            lb.load(sB + s * sb, (long long)(kb + s) * bk);
+        }
+        tgc_cp_commit();
+    }
+    for (int kt = kb; kt < ke; kt++) {
+        tgc_cp_wait<ST - 2>();
+        __syncthreads();
+        int nk = kt + ST - 1;
+        if (nk < ke) {
+            int st = (nk - kb) % ST;
+            la.load(sA + st * sa, (long long)nk * bk);
+            lb.load(sB + st * sb, (long long)nk * bk);
+        }
+        tgc_cp_commit();
+        int st = (kt - kb) % ST;
+        comp(sA + st * sa, sB + st * sb);
+    }
+    tgc_cp_wait<0>();
+    __syncthreads();
+}
+
+// Tensor-core compute of one stage: warp tile (BM / WM) x (BN / WN), fragments per mode.
+template <int MODE, int BM, int BN, int BK, int WM, int WN, class LA, class LB> struct tgc_tc_comp {
+    static constexpr int WTM = BM / WM, WTN = BN / WN, MT = WTM / 16, NT8 = WTN / 8;
+    static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile");
+    float acc[MT][NT8][4];
+    int wm0, wn0, lane;
+    __device__ __forceinline__ void init()
+    {
+        int warp = (int)threadIdx.x / 32;
+        lane = (int)threadIdx.x % 32;
+        wm0 = (warp / WN) * WTM;
+        wn0 = (warp % WN) * WTN;
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int j = 0; j < NT8; j++)
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    acc[i][j][r] = 0.0f;
+    }
+    __device__ __forceinline__ void operator()(const char *sA_, const char *sB_)
+    {
+        const int g = lane >> 2, t = lane & 3;
+        if (MODE == TGC_TPL_TF32) {
+            const float *sA = (const float *)sA_, *sB = (const float *)sB_;
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 8) {
+                unsigned af[MT][4], bf[NT8][2];
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    int m = wm0 + i * 16 + g;
+                    af[i][0] = tgc_to_tf32(sA[tgc_sidx<LA::L, LA::LD>(m, kk + t)]);
+                    af[i][1] = tgc_to_tf32(sA[tgc_sidx<LA::L, LA::LD>(m + 8, kk + t)]);
+                    af[i][2] = tgc_to_tf32(sA[tgc_sidx<LA::L, LA::LD>(m, kk + t + 4)]);
+                    af[i][3] = tgc_to_tf32(sA[tgc_sidx<LA::L, LA::LD>(m + 8, kk + t + 4)]);
+                }
+#pragma unroll
+                for (int j = 0; j < NT8; j++) {
+                    int n = wn0 + j * 8 + g;
+                    bf[j][0] = tgc_to_tf32(sB[tgc_sidx<LB::L, LB::LD>(n, kk + t)]);
+                    bf[j][1] = tgc_to_tf32(sB[tgc_sidx<LB::L, LB::LD>(n, kk + t + 4)]);
+                }
+#pragma unroll
+                for (int i = 0; i < MT; i++)
+#pragma unroll
+                    for (int j = 0; j < NT8; j++)
+                        tgc_mma_tf32(acc[i][j], af[i], bf[j]);
+            }
+        } else if (MODE == TGC_TPL_BF16X) {
+            const float *sA = (const float *)sA_, *sB = (const float *)sB_;
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16) {
+                unsigned af[MT][4], bf[NT8][2];
+                const int k0 = kk + 2 * t;
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    int m = wm0 + i * 16 + g;
+#pragma unroll
+                    for (int r = 0; r < 4; r++) {
+                        int mm = m + (r & 1) * 8, kx = k0 + (r >> 1) * 8;
+                        af[i][r] = tgc_pack_bf16(sA[tgc_sidx<LA::L, LA::LD>(mm, kx)],
+                                                 sA[tgc_sidx<LA::L, LA::LD>(mm, kx + 1)]);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < NT8; j++) {
+                    int n = wn0 + j * 8 + g;
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        bf[j][r] = tgc_pack_bf16(sB[tgc_sidx<LB::L, LB::LD>(n, k0 + r * 8)],
+                                                 sB[tgc_sidx<LB::L, LB::LD>(n, k0 + r * 8 + 1)]);
+                }
+#pragma unroll
+                for (int i = 0; i < MT; i++)
+#pragma unroll
+                    for (int j = 0; j < NT8; j++)
+                        tgc_mma_16<1>(acc[i][j], af[i], bf[j]);
+            }
+        } else {
+            const unsigned short *sA = (const unsigned short *)sA_,
+                                 *sB = (const unsigned short *)sB_;
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16) {
+                unsigned af[MT][4], bf[NT8][2];
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    int m0 = wm0 + i * 16;
+                    if (LA::L == 0)
+                        tgc_ldsm_x4<0>(af[i], sA + (m0 + (lane & 15)) * LA::LD + kk +
+                                                  (lane >> 4) * 8);
+                    else
+                        tgc_ldsm_x4<1>(af[i], sA + (kk + (lane & 7) + (lane >> 4) * 8) * LA::LD +
+                                                  m0 + ((lane >> 3) & 1) * 8);
+                }
+#pragma unroll
+                for (int j = 0; j < NT8; j += 2) {
+                    int n0 = wn0 + j * 8;
+                    unsigned r[4];
+                    if (LB::L == 0)
+                        tgc_ldsm_x4<0>(r, sB + (n0 + (lane & 7) + (lane >> 4) * 8) * LB::LD + kk +
+                                              ((lane >> 3) & 1) * 8);
+                    else
+                        tgc_ldsm_x4<1>(r, sB + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * LB::LD +
+                                              n0 + (lane >> 4) * 8);
+                    bf[j][0] = r[0];
+                    bf[j][1] = r[1];
+                    bf[j + 1][0] = r[2];
+                    bf[j + 1][1] = r[3];
+                }
+#pragma unroll
+                for (int i = 0; i < MT; i++)
+#pragma unroll
+                    for (int j = 0; j < NT8; j++)
+                        tgc_mma_16<MODE == TGC_TPL_BF16>(acc[i][j], af[i], bf[j]);
+            }
+        }
+    }
+    static constexpr int NACC = MT * NT8 * 4;
+    __device__ __forceinline__ float &at(int q)
+    {
+        return acc[q / (NT8 * 4)][(q / 4) % NT8][q % 4];
+    }
+    // tile coordinates of accumulator q
+    __device__ __forceinline__ void pos(int q, int &m, int &n) const
+    {
+        int i = q / (NT8 * 4), j = (q / 4) % NT8, r = q % 4;
+        m = wm0 + i * 16 + (lane >> 2) + (r >> 1) * 8;
+        n = wn0 + j * 8 + 2 * (lane & 3) + (r & 1);
+    }
+};
+
+// SIMT fp32 compute: 256 threads as 16 x 16, each an 8 x 8 block made of four 4 x 4 pieces
+// at rows ty*4 + {0, 64}, columns tx*4 + {0, 64} (float4 smem reads, conflict free). Both
+// operands MN-major.
+template <int BK, class LA, class LB> struct tgc_simt_comp {
+    static_assert(LA::L == 1 && LB::L == 1, "SIMT needs MN-major stages");
+    float acc[8][8];
+    int tx, ty;
+    __device__ __forceinline__ void init()
+    {
+        tx = (int)threadIdx.x % 16;
+        ty = (int)threadIdx.x / 16;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[i][j] = 0.0f;
+    }
+    __device__ __forceinline__ void operator()(const char *sA_, const char *sB_)
+    {
+        const float *sA = (const float *)sA_, *sB = (const float *)sB_;
+#pragma unroll
+        for (int k = 0; k < BK; k++) {
+            float4 a0 = *(const float4 *)(sA + k * LA::LD + ty * 4);
+            float4 a1 = *(const float4 *)(sA + k * LA::LD + 64 + ty * 4);
+            float4 b0 = *(const float4 *)(sB + k * LB::LD + tx * 4);
+            float4 b1 = *(const float4 *)(sB + k * LB::LD + 64 + tx * 4);
+            float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+    }
+    static constexpr int NACC = 64;
+    __device__ __forceinline__ float &at(int q)
+    {
+        return acc[q / 8][q % 8];
+    }
+    __device__ __forceinline__ void pos(int q, int &m, int &n) const
+    {
+        int i = q / 8, j = q % 8;
+        m = (i >> 2) * 64 + ty * 4 + (i & 3);
+        n = (j >> 2) * 64 + tx * 4 + (j & 3);
+    }
+};
+
+// Split-K: every split's block writes its partial tile (fragment order, coalesced) to the
+// workspace, then the last block to arrive for the tile sums all partials in split order
+// (deterministic) and returns true; the others return false. Workspace: `tiles` uint
+// counters (256-byte rounded; zero before the launch, left zero after it), then the
+// partials [tiles][splits][NACC * NT] floats.
+template <int NT, class COMP>
+__device__ __forceinline__ bool tgc_splitk(COMP &c, void *ws, long long tile, long long tiles)
+{
+    const int splits = (int)gridDim.y;
+    if (splits <= 1)
+        return true;
+    __shared__ int tgc_last;
+    unsigned *cnt = (unsigned *)ws;
+    float *part = (float *)((char *)ws + (tiles * 4 + 255) / 256 * 256);
+    const long long tsz = (long long)COMP::NACC * NT;
+    float *mine = part + (tile * splits + blockIdx.y) * tsz;
+#pragma unroll
+    for (int q = 0; q < COMP::NACC; q++)
+        __stcg(mine + (long long)q * NT + threadIdx.x, c.at(q));
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned prev = atomicAdd(cnt + tile, 1u);
+        tgc_last = prev == (unsigned)(splits - 1);
+    }
+    __syncthreads();
+    if (!tgc_last)
+        return false;
+    __threadfence();
+#pragma unroll
+    for (int q = 0; q < COMP::NACC; q++)
+        c.at(q) = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        const float *ps = part + (tile * splits + s) * tsz;
+#pragma unroll
+        for (int q = 0; q < COMP::NACC; q++)
+            c.at(q) += __ldcg(ps + (long long)q * NT + threadIdx.x);
+    }
+    if (threadIdx.x == 0)
+        cnt[tile] = 0u;
+    return true;
+}
+
+// Block -> tile with grouped ordering (GROUP tile rows share B tiles in L2).
+__device__ __forceinline__ bool tgc_tile_of(long long tiles_m, long long tiles_n, long long &tm,
+                                            long long &tn)
+{
+    const long long GROUP = 8;
+    if (tiles_m <= 0 || tiles_n <= 0)
+        return false;
+    long long pid = blockIdx.x, width = GROUP * tiles_n, gid = pid / width, first = gid * GROUP;
+    long long gsz = tiles_m - first < GROUP ? tiles_m - first : GROUP;
+    if (gsz <= 0)
+        return false;
+    tm = first + (pid % width) % gsz;
+    tn = (pid % width) / gsz;
+    return tm < tiles_m && tn < tiles_n;
+}
+
+// The whole template kernel: PROB gives the sizes, the loaders per (batch item, tile) and the
+// epilogue; COMP the compute; one block per (tile, split, batch item).
+template <int ST, int BM, int BN, int BK, int NT, int ES, class COMP, class PROB>
+__device__ __forceinline__ void tgc_tpl_run(const PROB &pb, void *ws, char *smem)
+{
+    const long long tiles_m = (pb.M + BM - 1) / BM, tiles_n = (pb.N + BN - 1) / BN;
+    long long tm, tn;
+    if (!tgc_tile_of(tiles_m, tiles_n, tm, tn))
+        return;
+    const long long m0 = tm * BM, n0 = tn * BN;
+    const int ktiles = (int)((pb.K + BK - 1) / BK);
+    const int splits = (int)gridDim.y, sp = (int)blockIdx.y;
+    const int kb = (int)((long long)ktiles * sp / splits),
+              ke = (int)((long long)ktiles * (sp + 1) / splits);
+    for (long long bi = blockIdx.z; bi < pb.batch; bi += gridDim.z) {
+        typename PROB::LA la;
+        typename PROB::LB lb;
+        pb.loaders(bi, m0, n0, la, lb);
+        COMP comp;
+        comp.init();
+        char *sA = smem, *sB = smem + ST * PROB::LA::SIZE * ES;
+        tgc_pipeline<ST>(la, lb, kb, ke, sA, sB, ES, BK, comp);
+        if (!tgc_splitk<NT>(comp, ws, bi * tiles_m * tiles_n + blockIdx.x,
+                            pb.batch * tiles_m * tiles_n))
+            continue;
+#pragma unroll
+        for (int q = 0; q < COMP::NACC; q++) {
+            int m, n;
+            comp.pos(q, m, n);
+            if (m0 + m < pb.M && n0 + n < pb.N)
+                pb.out(bi, m0 + m, n0 + n, comp.at(q));
+        }
+        __syncthreads();
+    }
+}
+
+// GEMM problem: A(bi, m, k) = A[a_off + bi*a_bs + m*a_rs + k*a_cs], B(bi, k, n) likewise.
+template <class LA_, class LB_, int ES, class EP> struct tgc_gemm_prob {
+    typedef LA_ LA;
+    typedef LB_ LB;
+    const char *A, *B;
+    tgc_gemm_geom G;
+    bool va, vb;
+    EP ep;
+    long long batch, M, N, K;
+    __device__ __forceinline__ void setup()
+    {
+        batch = G.batch;
+        M = G.M;
+        N = G.N;
+        K = G.K;
+        // 16-byte chunks need the tile bases aligned: the base pointer and the strides
+        // between rows of chunks, for every tile and batch item
+        const char *a0 = A + G.a_off * ES, *b0 = B + G.b_off * ES;
+        va = ((unsigned long long)a0 % 16 == 0) && ((LA::L == 0 ? G.a_rs : G.a_cs) * ES) % 16 == 0 &&
+             (G.a_bs * ES) % 16 == 0;
+        vb = ((unsigned long long)b0 % 16 == 0) && ((LB::L == 0 ? G.b_cs : G.b_rs) * ES) % 16 == 0 &&
+             (G.b_bs * ES) % 16 == 0;
+    }
+    __device__ __forceinline__ void loaders(long long bi, long long m0, long long n0, LA &la,
+                                            LB &lb) const
+    {
+        la.p = A + (G.a_off + bi * G.a_bs + m0 * G.a_rs) * ES;
+        la.smn = G.a_rs;
+        la.sk = G.a_cs;
+        la.MN = M - m0;
+        la.K = K;
+        la.vec = va;
+        lb.p = B + (G.b_off + bi * G.b_bs + n0 * G.b_cs) * ES;
+        lb.smn = G.b_cs;
+        lb.sk = G.b_rs;
+        lb.MN = N - n0;
+        lb.K = K;
+        lb.vec = vb;
+    }
+    __device__ __forceinline__ void out(long long bi, long long m, long long n, float v) const
+    {
+        ep(bi, m, n, v);
+    }
+};
+
+// Conv problem (implicit GEMM, batch folded into the pixels): per group gi (the batch
+// index), M = output channels of the group, N = images x OH x OW, K = (C / groups) x KH x KW;
+// A = the weights [co][k] (K-major), B = im2col(x). The epilogue sees (image, channel,
+// pixel) as its (batch, m, n) vars, as lower.c and the CPU conv define them.
+template <class LA_, class LB_, int ES, class EP> struct tgc_conv_prob {
+    typedef LA_ LA;
+    typedef LB_ LB;
+    const char *A, *B;
+    tgc_gemm_geom G;
+    tgc_conv_attr at;
+    bool va, vb;
+    EP ep;
+    long long batch, M, N, K, ohw;
+    __device__ __forceinline__ void setup()
+    {
+        batch = at.groups;
+        M = G.co / at.groups;
+        ohw = G.oh * G.ow;
+        N = G.cn * ohw;
+        K = (G.cc / at.groups) * G.kh * G.kw;
+        va = ((unsigned long long)A % 16 == 0) && (K * ES) % 16 == 0;
+        vb = false;
+    }
+    __device__ __forceinline__ void loaders(long long gi, long long m0, long long n0, LA &la,
+                                            LB &lb) const
+    {
+        la.p = A + ((gi * M + m0) * K) * ES;
+        la.smn = K;
+        la.sk = 1;
+        la.MN = M - m0;
+        la.K = K;
+        la.vec = va;
+        lb.init(B, G, at, n0, gi);
+    }
+    __device__ __forceinline__ void out(long long gi, long long m, long long n, float v) const
+    {
+        long long img = n / ohw, q = n - img * ohw;
+        ep(img, gi * M + m, q, v);
+    }
+};
+
+#endif // TGC_GEMM_LIB_V1

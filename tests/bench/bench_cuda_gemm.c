@@ -1,0 +1,756 @@
+/* GPU correctness and speed of the CUDA GEMM / conv templates alone (cuda_gemm.h), without
+ * the CUDA backend's glue: each case is a small graph lowered with the CUDA target, its
+ * template kernel rendered, compiled by NVRTC for the device's sm, loaded and launched
+ * through the driver API (libcuda.so.1 opened here with dlopen; no toolkit header), and its
+ * output compared with a double-precision CPU reference computed from the kernel's own
+ * template geometry (every element for small cases, 4096 sampled elements for large ones).
+ * Large cases are also timed (median of CUDA-event-timed launches) and print TFLOP/s.
+ *
+ *   bench_cuda_gemm            all cases
+ *   bench_cuda_gemm quick      correctness only (no 4096^3 timing)
+ *   bench_cuda_gemm sweep      also times every timed case with alternative block tiles
+ *   bench_cuda_gemm emit DIR   no GPU: writes every case's kernel for tools/gemm_emu/run.sh
+ *
+ * Exit status 0 when every case is within its tolerance, 1 otherwise, 77 when there is no
+ * GPU or no NVRTC (nothing run). Tolerance per element: |got - ref| <= ts * sum_k |a_k b_k| +
+ * to * |ref| + 1e-30, ts by mode (SIMT 1e-5, TF32 2e-3, bf16 1e-2, f16/bf16 operands 1e-5
+ * since their products are exact in fp32), to by output dtype (f16 2^-10, bf16 2^-7). */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tgc/tgc.h"
+
+#ifndef TGC_HAVE_CUDA
+int main(void)
+{
+    printf("bench_cuda_gemm: built without the CUDA backend\n");
+    return 77;
+}
+#else
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_render.h"
+#include "backend/cuda/cuda_target.h"
+#include "ir/shape_infer.h"
+#include "ir/view_access.h"
+#include "kir/lower.h"
+#include "passes/fuse.h"
+
+/* ---- the driver API, by hand (cuda.h is for runtime/ and src/backend/cuda only) ---- */
+typedef int CUres;
+typedef unsigned long long CUdptr;
+static struct {
+    CUres (*Init)(unsigned);
+    CUres (*DeviceGet)(int *, int);
+    CUres (*DeviceGetAttribute)(int *, int, int);
+    CUres (*PrimaryCtxRetain)(void **, int);
+    CUres (*CtxSetCurrent)(void *);
+    CUres (*ModuleLoadData)(void **, const void *);
+    CUres (*ModuleUnload)(void *);
+    CUres (*ModuleGetFunction)(void **, void *, const char *);
+    CUres (*FuncSetAttribute)(void *, int, int);
+    CUres (*MemAlloc)(CUdptr *, size_t);
+    CUres (*MemFree)(CUdptr);
+    CUres (*HtoD)(CUdptr, const void *, size_t);
+    CUres (*DtoH)(void *, CUdptr, size_t);
+    CUres (*MemsetD8)(CUdptr, unsigned char, size_t);
+    CUres (*Launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                    void *, void **, void **);
+    CUres (*CtxSync)(void);
+    CUres (*EventCreate)(void **, unsigned);
+    CUres (*EventRecord)(void *, void *);
+    CUres (*EventSync)(void *);
+    CUres (*EventElapsed)(float *, void *, void *);
+    CUres (*GetErrorName)(CUres, const char **);
+} cu;
+enum { ATTR_SMS = 16, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, FUNC_MAX_DYN_SMEM = 8 };
+
+static int cu_fail(CUres r, const char *what)
+{
+    const char *n = "?";
+    if (cu.GetErrorName)
+        cu.GetErrorName(r, &n);
+    fprintf(stderr, "bench_cuda_gemm: %s failed: %s (%d)\n", what, n, r);
+    return 1;
+}
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        CUres r_ = (call);                                                                         \
+        if (r_ != 0)                                                                               \
+            return cu_fail(r_, #call);                                                             \
+    } while (0)
+
+static int cu_open(int *sm, int *sms)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return 0;
+#define SYM(f, name)                                                                               \
+    if (!(*(void **)&cu.f = dlsym(h, name)))                                                       \
+        return 0;
+    SYM(Init, "cuInit");
+    SYM(DeviceGet, "cuDeviceGet");
+    SYM(DeviceGetAttribute, "cuDeviceGetAttribute");
+    SYM(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    SYM(CtxSetCurrent, "cuCtxSetCurrent");
+    SYM(ModuleLoadData, "cuModuleLoadData");
+    SYM(ModuleUnload, "cuModuleUnload");
+    SYM(ModuleGetFunction, "cuModuleGetFunction");
+    SYM(FuncSetAttribute, "cuFuncSetAttribute");
+    SYM(MemAlloc, "cuMemAlloc_v2");
+    SYM(MemFree, "cuMemFree_v2");
+    SYM(HtoD, "cuMemcpyHtoD_v2");
+    SYM(DtoH, "cuMemcpyDtoH_v2");
+    SYM(MemsetD8, "cuMemsetD8_v2");
+    SYM(Launch, "cuLaunchKernel");
+    SYM(CtxSync, "cuCtxSynchronize");
+    SYM(EventCreate, "cuEventCreate");
+    SYM(EventRecord, "cuEventRecord");
+    SYM(EventSync, "cuEventSynchronize");
+    SYM(GetErrorName, "cuGetErrorName");
+    if (!(*(void **)&cu.EventElapsed = dlsym(h, "cuEventElapsedTime_v2")))
+        SYM(EventElapsed, "cuEventElapsedTime");
+#undef SYM
+    int dev, maj, min;
+    void *ctx;
+    if (cu.Init(0) || cu.DeviceGet(&dev, 0) || cu.PrimaryCtxRetain(&ctx, dev) ||
+        cu.CtxSetCurrent(ctx) || cu.DeviceGetAttribute(&maj, ATTR_CC_MAJOR, dev) ||
+        cu.DeviceGetAttribute(&min, ATTR_CC_MINOR, dev) ||
+        cu.DeviceGetAttribute(sms, ATTR_SMS, dev))
+        return 0;
+    *sm = maj * 10 + min;
+    return 1;
+}
+
+/* ---- graphs ---- */
+
+static int32_t add_input(tgc_graph *g, tgc_dtype dt, int nd, const int64_t *shape)
+{
+    static int n_in;
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_ARG;
+    a.i[1] = n_in++;
+    tgc_vinfo v = {.dtype = dt, .ndim = nd};
+    for (int d = 0; d < nd; d++)
+        v.shape[d] = shape[d];
+    return tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &a, &v);
+}
+
+static int32_t add_op(tgc_graph *g, tgc_op op, const int32_t *in, int n, const tgc_attrs *a)
+{
+    tgc_vinfo iv[4], out;
+    tgc_attrs none = {0};
+    for (int k = 0; k < n; k++)
+        iv[k] = g->nodes[in[k]].out;
+    if (tgc_infer(op, iv, n, a ? a : &none, g->syms, &out) != TGC_OK) {
+        fprintf(stderr, "infer %s: %s\n", tgc_op_name(op), tgc_last_error());
+        exit(2);
+    }
+    return tgc_graph_add(g, op, in, n, a ? a : &none, &out);
+}
+
+static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    if (nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op))
+        return TGC_FUSE_FREE;
+    switch (tgc_op_info_of(nd->op)->kind) {
+    case TGC_KIND_MATMUL:
+    case TGC_KIND_CONV:
+        return kir_template_ok(g, i, tgc_cuda_kir_target()) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
+    case TGC_KIND_BINARY:
+    case TGC_KIND_UNARY:
+    case TGC_KIND_SCALAR: return TGC_FUSE_POINTWISE;
+    default: return TGC_FUSE_OPAQUE;
+    }
+}
+static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
+
+/* ---- cases ---- */
+
+typedef enum { C_MATMUL, C_MATMUL_TA, C_LINEAR, C_BMM_NT, C_CONV } ckind;
+typedef struct tcase {
+    const char *name;
+    ckind kind;
+    tgc_dtype dt;
+    tgc_matmul_precision prec;
+    int64_t d[11]; /* matmul: M N K [batch]; conv: n c h w o kh kw stride pad dil groups */
+    int timed;
+    int epi; /* 0 none, 1 bias + relu (linear / conv), 2 conv bias + residual + relu, 3 x 0.125 */
+} tcase;
+
+static uint16_t to_half_bits(float f, tgc_dtype dt)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (dt == TGC_BF16)
+        return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    /* f16, round to nearest even; inputs are in [-1, 1] so no overflow or subnormal care */
+    int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t s = (u >> 16) & 0x8000u, m = u & 0x7fffffu;
+    if (e <= 0)
+        return (uint16_t)s; /* tiny -> 0 */
+    uint32_t h = s | ((uint32_t)e << 10) | (m >> 13);
+    uint32_t rest = m & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)h;
+}
+
+static float from_half_bits(uint16_t h, tgc_dtype dt)
+{
+    uint32_t u;
+    if (dt == TGC_BF16) {
+        u = (uint32_t)h << 16;
+    } else {
+        uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
+        if (e == 0)
+            return (s ? -1.0f : 1.0f) * (float)m * 5.9604645e-8f;
+        if (e == 31)
+            u = s | 0x7f800000u | (m << 13);
+        else
+            u = s | ((e - 15 + 127) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+typedef struct hostbuf {
+    int32_t value;
+    tgc_dtype dt;
+    size_t n;
+    float *f; /* values as the kernel sees them (rounded for 16-bit) */
+    CUdptr d;
+} hostbuf;
+
+static int64_t numel_of(const tgc_vinfo *v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++)
+        n *= v->shape[d];
+    return n;
+}
+
+/* reference of output element (b, m, n) (GEMM) from the template geometry */
+static double ref_gemm(const tgc_gemm_geom *G, const float *A, const float *B, int64_t b,
+                       int64_t m, int64_t n, double *abssum)
+{
+    double s = 0, as = 0;
+    for (int64_t k = 0; k < G->K; k++) {
+        double p = (double)A[G->a_off + b * G->a_bs + m * G->a_rs + k * G->a_cs] *
+                   (double)B[G->b_off + b * G->b_bs + k * G->b_rs + n * G->b_cs];
+        s += p;
+        as += fabs(p);
+    }
+    *abssum = as;
+    return s;
+}
+
+static double ref_conv(const tgc_gemm_geom *G, const int64_t *at, const float *x, const float *w,
+                       int64_t img, int64_t co, int64_t q, double *abssum)
+{
+    int64_t groups = at[6], cg = G->cc / groups, og = G->co / groups, gi = co / og;
+    int64_t oh = q / G->ow, ow = q % G->ow;
+    double s = 0, as = 0;
+    for (int64_t c = 0; c < cg; c++)
+        for (int64_t r = 0; r < G->kh; r++)
+            for (int64_t t = 0; t < G->kw; t++) {
+                int64_t ih = oh * at[0] - at[2] + r * at[4], iw = ow * at[1] - at[3] + t * at[5];
+                if (ih < 0 || ih >= G->ch || iw < 0 || iw >= G->cw)
+                    continue;
+                double p = (double)x[((img * G->cc + gi * cg + c) * G->ch + ih) * G->cw + iw] *
+                           (double)w[((co * cg + c) * G->kh + r) * G->kw + t];
+                s += p;
+                as += fabs(p);
+            }
+    *abssum = as;
+    return s;
+}
+
+static int buf_of(const kir_kernel *k, int32_t value)
+{
+    for (int i = 0; value >= 0 && i < k->n_bufs; i++)
+        if (k->bufs[i].value == value)
+            return i;
+    return -1;
+}
+
+/* the epilogue applied to the sum r of output element idx (conv: channel co) */
+static double apply_epi(int epi, double r, const float *bias, const float *res, int64_t chan,
+                        size_t idx)
+{
+    if (epi == 1 || epi == 2)
+        r += bias[chan];
+    if (epi == 2)
+        r += res[idx];
+    if (epi == 1 || epi == 2)
+        r = r < 0 ? 0 : r;
+    if (epi == 3)
+        r *= 0.125;
+    return r;
+}
+
+static const char *g_emit_dir; /* "emit DIR": write each case for tools/gemm_emu, no GPU */
+
+/* Writes case idx's kernel text and what tools/gemm_emu/emu_main.cpp needs to run it. */
+static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_graph *g,
+                     const char *src, const tgc_cuda_tpl *cfg, int sms, int bias, int res)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/case%02d.cu", g_emit_dir, idx);
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return 1;
+    tgc_gemm_geom geo;
+    tgc_cuda_template_geom(k, g->syms, NULL, &geo);
+    unsigned grid[3], block[3], smem;
+    size_t ws;
+    tgc_cuda_template_launch(cfg, k, &geo, sms, grid, block, &smem, &ws);
+    fprintf(fp, "// %s\n%s\n", tc->name, src);
+    fprintf(fp, "static const char *TGC_NAME = \"%s\";\n", tc->name);
+    fprintf(fp, "static const int TGC_NB = %d, TGC_A = %d, TGC_B = %d, TGC_OUT = %d, TGC_CONV = %d, "
+                "TGC_MODE = %d;\n",
+            k->n_bufs, (int)k->tpl.a, (int)k->tpl.b, (int)k->tpl.out, k->kind == KIR_CONV, cfg->mode);
+    fprintf(fp, "static const int TGC_DT[] = {");
+    for (int i = 0; i < k->n_bufs; i++)
+        fprintf(fp, "%d, ", k->bufs[i].dtype == TGC_F32 ? 0 : k->bufs[i].dtype == TGC_F16 ? 1 : 2);
+    fprintf(fp, "};\nstatic const long long TGC_NUMEL[] = {");
+    for (int i = 0; i < k->n_bufs; i++)
+        fprintf(fp, "%lldLL, ", (long long)numel_of(&g->nodes[k->bufs[i].value].out));
+    const long long *G = &geo.batch;
+    fprintf(fp, "};\nstatic tgc_gemm_geom TGC_GEOM = {");
+    for (int i = 0; i < 23; i++)
+        fprintf(fp, "%lldLL, ", G[i]);
+    fprintf(fp, "};\nstatic const long long TGC_ATTR[7] = {");
+    for (int i = 0; i < 7; i++)
+        fprintf(fp, "%lldLL, ", (long long)k->tpl.attrs.i[i]);
+    fprintf(fp, "};\nstatic unsigned TGC_GRID[3] = {%u, %u, %u};\n", grid[0], grid[1], grid[2]);
+    fprintf(fp, "static const unsigned TGC_NT = %u, TGC_SMEM = %u;\nstatic const size_t TGC_WS = %zu;\n",
+            block[0], smem, ws);
+    fprintf(fp, "static const int TGC_EPI = %d, TGC_BIAS = %d, TGC_RES = %d;\n", tc->epi, bias, res);
+    fprintf(fp, "#define TGC_KERNEL tgc_k\n#define TGC_KB tgc_k_b\n#define TGC_KS tgc_k_s\n");
+    fclose(fp);
+    return 0;
+}
+
+static int g_case_idx;
+
+static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_tpl *force)
+{
+    tgc_graph *g = tgc_graph_create();
+    int32_t o, bias_id = -1, res_id = -1;
+    const int64_t *d = tc->d;
+    if (tc->kind == C_CONV) {
+        int64_t sx[4] = {d[0], d[1], d[2], d[3]}, sw[4] = {d[4], d[1] / d[10], d[5], d[6]};
+        int32_t in[3] = {add_input(g, tc->dt, 4, sx), add_input(g, tc->dt, 4, sw), -1};
+        tgc_attrs a = {.ni = 7};
+        const int64_t at[7] = {d[7], d[7], d[8], d[8], d[9], d[9], d[10]};
+        memcpy(a.i, at, sizeof at);
+        if (tc->epi == 1 || tc->epi == 2)
+            in[2] = bias_id = add_input(g, tc->dt, 1, &d[4]);
+        o = add_op(g, TGC_OP_CONV2D, in, in[2] >= 0 ? 3 : 2, &a);
+        if (tc->epi == 2) {
+            int32_t r[2] = {o, res_id = add_input(g, tc->dt, 4, g->nodes[o].out.shape)};
+            o = add_op(g, TGC_OP_ADD, r, 2, NULL);
+        }
+    } else if (tc->kind == C_LINEAR) {
+        int64_t sx[2] = {d[0], d[2]}, sw[2] = {d[1], d[2]};
+        int32_t in[3] = {add_input(g, tc->dt, 2, sx), add_input(g, tc->dt, 2, sw), -1};
+        if (tc->epi == 1)
+            in[2] = bias_id = add_input(g, tc->dt, 1, &d[1]);
+        o = add_op(g, TGC_OP_LINEAR, in, in[2] >= 0 ? 3 : 2, NULL);
+    } else if (tc->kind == C_MATMUL_TA) {
+        int64_t sa[2] = {d[2], d[0]}, sb[2] = {d[2], d[1]};
+        int32_t a = add_input(g, tc->dt, 2, sa);
+        tgc_attrs p = {.ni = 2};
+        p.i[0] = 1;
+        p.i[1] = 0;
+        int32_t at = add_op(g, TGC_OP_PERMUTE, &a, 1, &p);
+        int32_t in[2] = {at, add_input(g, tc->dt, 2, sb)};
+        o = add_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    } else if (tc->kind == C_BMM_NT) {
+        int64_t sa[3] = {d[3], d[0], d[2]}, sb[3] = {d[3], d[1], d[2]};
+        int32_t b = add_input(g, tc->dt, 3, sb);
+        tgc_attrs p = {.ni = 3};
+        p.i[0] = 0;
+        p.i[1] = 2;
+        p.i[2] = 1;
+        int32_t in[2] = {add_input(g, tc->dt, 3, sa), add_op(g, TGC_OP_PERMUTE, &b, 1, &p)};
+        o = add_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    } else {
+        int64_t sa[2] = {d[0], d[2]}, sb[2] = {d[2], d[1]};
+        int32_t in[2] = {add_input(g, tc->dt, 2, sa), add_input(g, tc->dt, 2, sb)};
+        o = add_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    }
+    if (tc->epi == 1 || tc->epi == 2)
+        o = add_op(g, TGC_OP_RELU, &o, 1, NULL);
+    if (tc->epi == 3) {
+        tgc_attrs sc = {.nf = 1};
+        sc.f[0] = 0.125;
+        o = add_op(g, TGC_OP_MUL_SCALAR, &o, 1, &sc);
+    }
+    tgc_graph_set_outputs(g, &o, 1);
+    tgc_fusion f;
+    if (tgc_pass_fuse(g, &hooks, &f) != TGC_OK) {
+        fprintf(stderr, "%s: fuse: %s\n", tc->name, tgc_last_error());
+        return 1;
+    }
+    uint8_t *mat = kir_materialized(g, &f);
+    kir_kernel *k = NULL;
+    for (int i = 0; i < f.n_groups && !k; i++) {
+        kir_kernel *kk = NULL;
+        if (kir_lower_group(g, &f, i, mat, tgc_cuda_kir_target(), &kk) != TGC_OK) {
+            fprintf(stderr, "%s: lower: %s\n", tc->name, tgc_last_error());
+            return 1;
+        }
+        if (kk && kk->kind != KIR_LOOP)
+            k = kk;
+        else
+            kir_kernel_free(kk);
+    }
+    if (!k) {
+        fprintf(stderr, "%s: no template kernel\n", tc->name);
+        return 1;
+    }
+    kir_args slots = {0};
+    kir_args_collect(k, &slots);
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl cfg;
+    if (!g_emit_dir) /* the emulator brings its own subset of the prelude */
+        tgc_sb_puts(&sb, tgc_cuda_prelude());
+    tgc_status rs = force ? tgc_cuda_render_template_tile(&sb, k, &slots, "tgc_k", tc->prec, sm,
+                                                          force, &cfg)
+                          : tgc_cuda_render_template(&sb, k, &slots, "tgc_k", tc->prec, sm, &cfg);
+    if (rs == TGC_ERR_INVALID_ARG && force) { /* a tile the mode cannot take: not a failure */
+        tgc_sb_free(&sb);
+        kir_args_free(&slots);
+        kir_kernel_free(k);
+        free(mat);
+        tgc_fusion_free(&f);
+        tgc_graph_free(g);
+        return 0;
+    }
+    if (rs != TGC_OK) {
+        fprintf(stderr, "%s: render: %s\n", tc->name, tgc_last_error());
+        return 1;
+    }
+    char *src = tgc_sb_take(&sb), *cubin = NULL;
+    size_t cubin_n = 0;
+    if (g_emit_dir) {
+        int r = emit_case(g_case_idx, tc, k, g, src, &cfg, sms, buf_of(k, bias_id), buf_of(k, res_id));
+        free(src);
+        kir_args_free(&slots);
+        kir_kernel_free(k);
+        free(mat);
+        tgc_fusion_free(&f);
+        tgc_graph_free(g);
+        return r;
+    }
+    if (tgc_nvrtc_compile(tc->name, src, sm, &cubin, &cubin_n, NULL) != TGC_OK) {
+        fprintf(stderr, "%s: %s\n", tc->name, tgc_last_error());
+        return 1;
+    }
+    void *mod, *fn;
+    CU(cu.ModuleLoadData(&mod, cubin));
+    CU(cu.ModuleGetFunction(&fn, mod, "tgc_k"));
+    if (cfg.smem_bytes > 48 * 1024)
+        CU(cu.FuncSetAttribute(fn, FUNC_MAX_DYN_SMEM, (int)cfg.smem_bytes));
+    /* buffers */
+    hostbuf hb[8];
+    int nb = k->n_bufs;
+    for (int i = 0; i < nb; i++) {
+        const tgc_vinfo *v = &g->nodes[k->bufs[i].value].out;
+        hb[i].value = k->bufs[i].value;
+        hb[i].dt = v->dtype;
+        hb[i].n = (size_t)numel_of(v);
+        hb[i].f = malloc(hb[i].n * sizeof(float));
+        size_t es = tgc_dtype_size(v->dtype);
+        void *raw = malloc(hb[i].n * es);
+        for (size_t j = 0; j < hb[i].n; j++) {
+            float x = k->bufs[i].written ? NAN : frand();
+            if (es == 2) {
+                uint16_t h = k->bufs[i].written ? 0x7e00 : to_half_bits(x, v->dtype);
+                ((uint16_t *)raw)[j] = h;
+                hb[i].f[j] = from_half_bits(h, v->dtype);
+            } else {
+                ((float *)raw)[j] = x;
+                hb[i].f[j] = x;
+            }
+        }
+        CU(cu.MemAlloc(&hb[i].d, hb[i].n * es + 16));
+        CU(cu.HtoD(hb[i].d, raw, hb[i].n * es));
+        free(raw);
+    }
+    void *bufs[8];
+    for (int i = 0; i < nb; i++)
+        bufs[i] = (void *)(uintptr_t)hb[i].d;
+    int64_t sizes[16] = {0};
+    for (int i = 0; i < slots.n; i++)
+        sizes[i] = tgc_sym_eval(g->syms, slots.dims[i], NULL);
+    tgc_gemm_geom geo;
+    tgc_cuda_template_geom(k, g->syms, NULL, &geo);
+    unsigned grid[3], block[3], smem;
+    size_t ws_n;
+    tgc_cuda_template_launch(&cfg, k, &geo, sms, grid, block, &smem, &ws_n);
+    CUdptr ws = 0;
+    if (ws_n) {
+        CU(cu.MemAlloc(&ws, ws_n));
+        CU(cu.MemsetD8(ws, 0, ws_n));
+    }
+    void *wsp = (void *)(uintptr_t)ws;
+    void *params[4] = {bufs, sizes, &geo, &wsp};
+    CU(cu.Launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL, params,
+                 NULL));
+    CU(cu.CtxSync());
+    /* check */
+    const kir_template *t = &k->tpl;
+    hostbuf *out = &hb[t->out], *A = &hb[t->a], *B = &hb[t->b];
+    int bi_ = buf_of(k, bias_id), ri_ = buf_of(k, res_id);
+    hostbuf *bias = bi_ >= 0 ? &hb[bi_] : NULL, *resb = ri_ >= 0 ? &hb[ri_] : NULL;
+    size_t es = tgc_dtype_size(out->dt);
+    void *raw = malloc(out->n * es);
+    CU(cu.DtoH(raw, out->d, out->n * es));
+    double ts = cfg.mode == TGC_CUDA_TPL_SIMT    ? 1e-5
+                : cfg.mode == TGC_CUDA_TPL_TF32  ? 2e-3
+                : cfg.mode == TGC_CUDA_TPL_BF16X ? 1e-2
+                                                 : 1e-5;
+    double to = out->dt == TGC_F16 ? 1.0 / 1024 : out->dt == TGC_BF16 ? 1.0 / 128 : 0;
+    size_t total = out->n, samples = total <= (1u << 18) ? total : 4096, bad = 0;
+    double worst = 0;
+    for (size_t s = 0; s < samples; s++) {
+        size_t idx = samples == total ? s : (size_t)((rng = rng * 6364136223846793005ull + 1) >> 20) % total;
+        double as, r;
+        if (tc->kind == C_CONV) {
+            int64_t ohw = geo.oh * geo.ow, img = (int64_t)idx / (geo.co * ohw);
+            int64_t co = ((int64_t)idx / ohw) % geo.co, q = (int64_t)idx % ohw;
+            r = ref_conv(&geo, t->attrs.i, A->f, B->f, img, co, q, &as);
+            r = apply_epi(tc->epi, r, bias ? bias->f : NULL, resb ? resb->f : NULL, co, idx);
+        } else {
+            int64_t b = geo.c_bs ? (int64_t)idx / geo.c_bs : 0, rem = (int64_t)idx - b * geo.c_bs;
+            r = ref_gemm(&geo, A->f, B->f, b, rem / geo.c_rs, rem % geo.c_rs, &as);
+            r = apply_epi(tc->epi, r, bias ? bias->f : NULL, NULL, rem % geo.c_rs, idx);
+        }
+        double got = es == 2 ? from_half_bits(((uint16_t *)raw)[idx], out->dt) : ((float *)raw)[idx];
+        /* each epilogue op of a 16-bit kernel rounds: allow two roundings of every term */
+        double mag = fabs(r);
+        if (tc->epi && to > 0)
+            mag = 2 * (as + (bias ? 1.0 : 0.0) + (resb ? 1.0 : 0.0));
+        double err = fabs(got - r), lim = ts * as + to * mag + 1e-30;
+        if (!(err <= lim)) {
+            if (bad < 5)
+                fprintf(stderr, "%s: element %zu: got %.9g want %.9g (limit %.3g)\n", tc->name, idx,
+                        got, r, lim);
+            bad++;
+        }
+        if (lim > 0 && err / lim > worst)
+            worst = err / lim;
+    }
+    free(raw);
+    double flops = tc->kind == C_CONV ? 2.0 * (double)geo.cn * geo.co * geo.oh * geo.ow *
+                                            (geo.cc / t->attrs.i[6]) * geo.kh * geo.kw
+                                      : 2.0 * (double)geo.batch * geo.M * geo.N * geo.K;
+    double tflops = 0;
+    if (tc->timed && !quick) {
+        void *e0, *e1;
+        CU(cu.EventCreate(&e0, 0));
+        CU(cu.EventCreate(&e1, 0));
+        for (int i = 0; i < 3; i++)
+            CU(cu.Launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL,
+                         params, NULL));
+        int reps = 20;
+        CU(cu.EventRecord(e0, NULL));
+        for (int i = 0; i < reps; i++)
+            CU(cu.Launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL,
+                         params, NULL));
+        CU(cu.EventRecord(e1, NULL));
+        CU(cu.EventSync(e1));
+        float ms;
+        CU(cu.EventElapsed(&ms, e0, e1));
+        tflops = flops * reps / (ms * 1e-3) / 1e12;
+    }
+    printf("%-34s mode %d tile %dx%dx%d st %d thr %d smem %6u grid %ux%ux%u ws %8zu  %s "
+           "(worst %.2f of limit, %zu/%zu checked)",
+           tc->name, cfg.mode, cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.threads, smem, grid[0],
+           grid[1], grid[2], ws_n, bad ? "FAIL" : "ok", worst, samples, total);
+    if (tflops > 0)
+        printf("  %.1f TFLOP/s", tflops);
+    printf("\n");
+    for (int i = 0; i < nb; i++) {
+        cu.MemFree(hb[i].d);
+        free(hb[i].f);
+    }
+    if (ws)
+        cu.MemFree(ws);
+    cu.ModuleUnload(mod);
+    free(cubin);
+    free(src);
+    kir_args_free(&slots);
+    kir_kernel_free(k);
+    free(mat);
+    tgc_fusion_free(&f);
+    tgc_graph_free(g);
+    return bad != 0;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && !strcmp(argv[1], "quick");
+    int sweep = argc > 1 && !strcmp(argv[1], "sweep");
+    int sm = 90, sms = 132;
+    if (argc > 2 && !strcmp(argv[1], "emit"))
+        g_emit_dir = argv[2];
+    if (!g_emit_dir && !cu_open(&sm, &sms)) {
+        printf("bench_cuda_gemm: no GPU (libcuda.so.1 / device unavailable): nothing run\n");
+        return 77;
+    }
+    if (!g_emit_dir && tgc_nvrtc_load() != TGC_OK) {
+        printf("bench_cuda_gemm: %s\n", tgc_last_error());
+        return 77;
+    }
+    const tgc_matmul_precision H = TGC_PRECISION_HIGHEST, T = TGC_PRECISION_HIGH,
+                               M = TGC_PRECISION_MEDIUM;
+    const tcase cases[] = {
+        {"mm f32 highest 4096", C_MATMUL, TGC_F32, H, {4096, 4096, 4096}, 1, 0},
+        {"mm f32 tf32 4096", C_MATMUL, TGC_F32, T, {4096, 4096, 4096}, 1, 0},
+        {"mm f32 bf16 4096", C_MATMUL, TGC_F32, M, {4096, 4096, 4096}, 1, 0},
+        {"mm f16 4096", C_MATMUL, TGC_F16, H, {4096, 4096, 4096}, 1, 0},
+        {"mm bf16 4096", C_MATMUL, TGC_BF16, H, {4096, 4096, 4096}, 1, 0},
+        {"mm f32 highest odd", C_MATMUL, TGC_F32, H, {333, 517, 201}, 0, 0},
+        {"mm f32 tf32 odd", C_MATMUL, TGC_F32, T, {333, 517, 201}, 0, 0},
+        {"mm f32 bf16 odd", C_MATMUL, TGC_F32, M, {333, 517, 201}, 0, 0},
+        {"mm f16 odd", C_MATMUL, TGC_F16, H, {333, 517, 203}, 0, 0},
+        {"mm bf16 odd", C_MATMUL, TGC_BF16, H, {333, 517, 203}, 0, 0},
+        {"mm f32 tf32 K%4!=0 (no vec)", C_MATMUL, TGC_F32, T, {130, 130, 131}, 0, 0},
+        {"mm f16 K%8!=0 (no vec)", C_MATMUL, TGC_F16, H, {130, 130, 131}, 0, 0},
+        {"mmT f32 highest", C_MATMUL_TA, TGC_F32, H, {300, 260, 170}, 0, 0},
+        {"mmT f32 tf32", C_MATMUL_TA, TGC_F32, T, {300, 260, 170}, 0, 0},
+        {"mmT bf16", C_MATMUL_TA, TGC_BF16, H, {300, 264, 176}, 0, 0},
+        {"linear f32 highest", C_LINEAR, TGC_F32, H, {1024, 768, 768}, 0, 0},
+        {"linear f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 0},
+        {"linear f16", C_LINEAR, TGC_F16, H, {1024, 3072, 768}, 1, 0},
+        {"linear bf16 small-M", C_LINEAR, TGC_BF16, H, {8, 768, 768}, 0, 0},
+        {"bmm NT f32 tf32", C_BMM_NT, TGC_F32, T, {128, 128, 64, 96}, 0, 0},
+        {"bmm NT f32 highest", C_BMM_NT, TGC_F32, H, {100, 77, 64, 12}, 0, 0},
+        {"bmm NT f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 0},
+        {"splitK f32 highest", C_MATMUL, TGC_F32, H, {64, 10, 16384}, 0, 0},
+        {"splitK f32 tf32", C_MATMUL, TGC_F32, T, {256, 256, 16384}, 1, 0},
+        {"splitK bf16", C_MATMUL, TGC_BF16, H, {64, 100, 8192}, 0, 0},
+        {"conv3x3 f32 highest", C_CONV, TGC_F32, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv3x3 f32 tf32", C_CONV, TGC_F32, T, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv3x3 f32 bf16", C_CONV, TGC_F32, M, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 0, 0},
+        {"conv3x3 bf16", C_CONV, TGC_BF16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv3x3 256ch tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1}, 1, 0},
+        {"conv stem 7x7/2 tf32", C_CONV, TGC_F32, T, {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1}, 0, 0},
+        {"conv s2 d2 g2 highest", C_CONV, TGC_F32, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
+        {"conv s2 d2 g2 tf32", C_CONV, TGC_F32, T, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
+        {"conv s2 d2 g2 f16", C_CONV, TGC_F16, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
+        {"conv depthwise tf32", C_CONV, TGC_F32, T, {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0, 0},
+        {"conv 1x1/2 tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1}, 0, 0},
+        {"conv 512ch 2x2 splitK tf32", C_CONV, TGC_F32, T, {2, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1}, 0, 0},
+        {"linear+bias+relu f32 highest", C_LINEAR, TGC_F32, H, {512, 768, 768}, 0, 1},
+        {"linear+bias+relu f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 1},
+        {"linear+bias+relu bf16", C_LINEAR, TGC_BF16, H, {1024, 3072, 768}, 1, 1},
+        {"conv+bias+res+relu tf32", C_CONV, TGC_F32, T, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 2},
+        {"conv+bias+res+relu f16", C_CONV, TGC_F16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 0, 2},
+        {"conv+bias+relu g2 highest", C_CONV, TGC_F32, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 1},
+        {"bmm NT x0.125 f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 3},
+    };
+    /* emit: small shapes with every feature, every mode (the CPU emulator is slow) */
+    enum { NE = 96 };
+    static tcase emu[NE];
+    static char names[NE][64];
+    int ne = 0;
+    if (g_emit_dir) {
+        const struct {
+            const char *name;
+            ckind kind;
+            int all_modes;
+            int64_t d[11];
+            int epi;
+        } base[] = {
+            {"linear+bias+relu", C_LINEAR, 1, {150, 72, 48}, 1},
+            {"conv+bias+res+relu", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 2},
+            {"conv+bias+relu g2", C_CONV, 0, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 1},
+            {"bmm NT x0.125", C_BMM_NT, 0, {40, 24, 32, 3}, 3},
+            {"mm odd", C_MATMUL, 1, {133, 77, 70}, 0},
+            {"mmT", C_MATMUL_TA, 1, {70, 136, 40}, 0},
+            {"linear", C_LINEAR, 1, {150, 72, 48}, 0},
+            {"bmm NT", C_BMM_NT, 1, {40, 24, 32, 3}, 0},
+            {"splitK", C_MATMUL, 1, {64, 10, 2048}, 0},
+            {"conv3x3", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 0},
+            {"conv s2 d2 g2", C_CONV, 1, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0},
+            {"mm K%vec", C_MATMUL, 0, {130, 66, 131}, 0},
+            {"conv stem 7x7/2", C_CONV, 0, {2, 3, 16, 16, 16, 7, 7, 2, 3, 1, 1}, 0},
+            {"conv depthwise", C_CONV, 0, {2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0},
+            {"conv 1x1/2", C_CONV, 0, {2, 32, 8, 8, 64, 1, 1, 2, 0, 1, 1}, 0},
+            {"conv splitK", C_CONV, 0, {1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1}, 0},
+            {"mm 200x130 M>64", C_MATMUL, 0, {200, 130, 64}, 0},
+        };
+        const struct {
+            const char *tag;
+            tgc_dtype dt;
+            tgc_matmul_precision p;
+        } modes[5] = {{"f32 highest", TGC_F32, H}, {"f32 tf32", TGC_F32, T},
+                      {"f32 bf16", TGC_F32, M},    {"f16", TGC_F16, H},
+                      {"bf16", TGC_BF16, H}};
+        for (size_t b = 0; b < sizeof base / sizeof base[0]; b++)
+            for (int m = 0; m < 5; m++) {
+                if (!base[b].all_modes && m != 1 && m != 3)
+                    continue;
+                snprintf(names[ne], sizeof names[ne], "%s %s", base[b].name, modes[m].tag);
+                emu[ne] = (tcase){names[ne], base[b].kind, modes[m].dt, modes[m].p, {0}, 0,
+                                  base[b].epi};
+                memcpy(emu[ne].d, base[b].d, sizeof emu[ne].d);
+                ne++;
+            }
+    }
+    int fails = 0;
+    if (g_emit_dir) {
+        for (int i = 0; i < ne; i++) {
+            g_case_idx = i;
+            fails += run_case(&emu[i], sm, sms, quick, NULL);
+        }
+        printf("bench_cuda_gemm: wrote %d cases to %s\n", ne, g_emit_dir);
+        return fails ? 1 : 0;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        g_case_idx = (int)i;
+        fails += run_case(&cases[i], sm, sms, quick, NULL);
+        if (!sweep || !cases[i].timed)
+            continue;
+        /* bm bn bk wm wn stages */
+        static const int tiles[][6] = {
+            {128, 128, 32, 2, 4, 4}, {128, 128, 32, 2, 2, 3}, {128, 128, 32, 2, 2, 4},
+            {128, 256, 32, 2, 4, 3}, {256, 128, 32, 4, 2, 3}, {128, 256, 32, 2, 4, 4},
+            {128, 128, 16, 2, 4, 4}, {128, 128, 64, 2, 4, 3}, {64, 128, 32, 2, 2, 4},
+            {128, 128, 8, 0, 0, 2},  {128, 128, 8, 0, 0, 3},  {128, 128, 8, 0, 0, 5},
+            {128, 128, 16, 0, 0, 2}, {128, 128, 16, 0, 0, 3}, {128, 128, 16, 0, 0, 4},
+        };
+        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+            tgc_cuda_tpl f = {.bm = tiles[t][0], .bn = tiles[t][1], .bk = tiles[t][2],
+                              .wm = tiles[t][3], .wn = tiles[t][4], .stages = tiles[t][5]};
+            int simt_tile = f.wm == 0;
+            if (simt_tile != (cases[i].dt == TGC_F32 && cases[i].prec == H))
+                continue;
+            fails += run_case(&cases[i], sm, sms, quick, &f);
+        }
+    }
+    printf("bench_cuda_gemm: %d of %zu cases failed (sm_%d, %d SMs)\n", fails,
+           sizeof cases / sizeof cases[0], sm, sms);
+    return fails ? 1 : 0;
+}
+#endif

@@ -1,0 +1,526 @@
+/* The CUDA GEMM / conv templates (src/backend/cuda/cuda_gemm.h): kernels built by the real
+ * lowering (graphs fused with the CUDA target's template dtypes), rendered for each mode and
+ * compiled by NVRTC for sm_90 (skipped, with a visible count, where NVRTC is absent); the
+ * mode's instruction is in the PTX; the launch geometry and split-K workspace for given
+ * sizes. No GPU is needed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kir/abi.h"
+#include "kir/kir.h"
+#include "passes/passes.h"
+#include "tgc/tgc.h"
+#include "unit/graph_build_util.h"
+#include "unit/unit_test_util.h"
+
+#ifdef TGC_HAVE_CUDA
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_render.h"
+#include "backend/cuda/cuda_target.h"
+
+static int g_skipped;
+
+/* gb_classify with the CUDA target's templates (f32, f16, bf16). */
+static tgc_fuse_class cu_classify(const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    tgc_op_kind kd = tgc_op_info_of(nd->op)->kind;
+    if (kd == TGC_KIND_MATMUL || kd == TGC_KIND_CONV)
+        return kir_template_ok(g, i, tgc_cuda_kir_target()) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
+    return gb_classify(g, i);
+}
+
+static const tgc_fuse_hooks cu_hooks = {cu_classify, kir_epilogue_operand_ok};
+
+typedef struct tk {
+    tgc_fusion f;
+    uint8_t *mat;
+    kir_kernel *k; /* the template kernel */
+    kir_args slots;
+} tk;
+
+/* Lowers g and returns its (single) template kernel. */
+static void lower_tpl(const tgc_graph *g, tk *t)
+{
+    memset(t, 0, sizeof *t);
+    if (tgc_pass_fuse(g, &cu_hooks, &t->f) != TGC_OK)
+        fail_msg("fuse: %s", tgc_last_error());
+    t->mat = kir_materialized(g, &t->f);
+    for (int i = 0; i < t->f.n_groups; i++) {
+        kir_kernel *k = NULL;
+        if (kir_lower_group(g, &t->f, i, t->mat, tgc_cuda_kir_target(), &k) != TGC_OK)
+            fail_msg("lower group %d: %s", i, tgc_last_error());
+        if (k && k->kind != KIR_LOOP && !t->k)
+            t->k = k;
+        else
+            kir_kernel_free(k);
+    }
+    assert_non_null(t->k);
+    assert_int_equal(kir_args_collect(t->k, &t->slots), TGC_OK);
+}
+
+static void tk_free(tk *t)
+{
+    kir_args_free(&t->slots);
+    kir_kernel_free(t->k);
+    free(t->mat);
+    tgc_fusion_free(&t->f);
+}
+
+/* Renders t's kernel as "tgc_k" for prec and compiles it; returns the PTX (caller frees)
+ * or NULL when NVRTC is absent (counted as skipped). */
+static char *render_compile(const tk *t, tgc_matmul_precision prec, tgc_cuda_tpl *cfg,
+                            char **src_out)
+{
+    tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, tgc_cuda_prelude()); /* as the backend starts every program */
+    if (tgc_cuda_render_template(&sb, t->k, &t->slots, "tgc_k", prec, 90, cfg) != TGC_OK)
+        fail_msg("render: %s", tgc_last_error());
+    char *src = tgc_sb_take(&sb);
+    assert_non_null(src);
+    char *ptx = NULL;
+    if (tgc_nvrtc_load() != TGC_OK) {
+        g_skipped++;
+        if (src_out)
+            *src_out = src;
+        else
+            free(src);
+        return NULL;
+    }
+    char *cubin = NULL;
+    size_t n = 0;
+    if (tgc_nvrtc_compile("tgc_k", src, 90, &cubin, &n, &ptx) != TGC_OK)
+        fail_msg("%s", tgc_last_error());
+    assert_true(n > 0);
+    free(cubin);
+    if (src_out)
+        *src_out = src;
+    else
+        free(src);
+    return ptx;
+}
+
+static void check_mode_ptx(const char *ptx, int mode)
+{
+    if (!ptx)
+        return;
+    int tf32 = strstr(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != NULL;
+    int bf16 = strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL;
+    int f16 = strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL;
+    assert_int_equal(tf32, mode == TGC_CUDA_TPL_TF32);
+    assert_int_equal(bf16, mode == TGC_CUDA_TPL_BF16X || mode == TGC_CUDA_TPL_BF16);
+    assert_int_equal(f16, mode == TGC_CUDA_TPL_F16);
+    assert_non_null(strstr(ptx, "cp.async"));
+    if (mode == TGC_CUDA_TPL_SIMT)
+        assert_non_null(strstr(ptx, "fma.rn.f32"));
+}
+
+static int32_t matmul_graph(tgc_graph *g, tgc_dtype dt, tgc_sdim m, tgc_sdim n, tgc_sdim k)
+{
+    tgc_sdim sa[2] = {m, k}, sb[2] = {k, n};
+    int32_t a = gb_input(g, dt, 2, sa), b = gb_input(g, dt, 2, sb);
+    int32_t o = gb_bin(g, TGC_OP_MATMUL, a, b);
+    gb_outputs(g, &o, 1);
+    return o;
+}
+
+static void matmul_every_precision_compiles_with_its_instruction(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    matmul_graph(g, TGC_F32, 4096, 4096, 4096);
+    tk t;
+    lower_tpl(g, &t);
+    const tgc_matmul_precision precs[3] = {TGC_PRECISION_HIGHEST, TGC_PRECISION_HIGH,
+                                           TGC_PRECISION_MEDIUM};
+    const int modes[3] = {TGC_CUDA_TPL_SIMT, TGC_CUDA_TPL_TF32, TGC_CUDA_TPL_BF16X};
+    for (int i = 0; i < 3; i++) {
+        tgc_cuda_tpl cfg;
+        char *src = NULL;
+        char *ptx = render_compile(&t, precs[i], &cfg, &src);
+        assert_int_equal(cfg.mode, modes[i]);
+        assert_non_null(strstr(src, "extern \"C\" __global__ void __launch_bounds__"));
+        assert_non_null(strstr(src, "G.K = 4096LL;"));
+        assert_non_null(strstr(src, i == 0 ? "tgc_simt_comp<" : "tgc_tc_comp<"));
+        check_mode_ptx(ptx, modes[i]);
+        free(ptx);
+        free(src);
+        /* 4096^3: 32 x 32 tiles, no split */
+        tgc_gemm_geom geo;
+        tgc_cuda_template_geom(t.k, g->syms, NULL, &geo);
+        assert_int_equal(geo.M, 4096);
+        assert_int_equal(geo.b_rs, 4096);
+        unsigned grid[3], block[3], smem;
+        size_t ws;
+        tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
+        assert_int_equal(grid[0], 32 * 32);
+        assert_int_equal(grid[1], 1);
+        assert_int_equal(grid[2], 1);
+        assert_int_equal(block[0], (unsigned)cfg.threads);
+        assert_int_equal(smem, cfg.smem_bytes);
+        assert_true(smem <= 227u * 1024u);
+        assert_int_equal(ws, 0);
+        print_message("mode %d: %ux%ux%u tiles, %d threads, %d stages, %u B smem\n", cfg.mode,
+                      cfg.bm, cfg.bn, cfg.bk, cfg.threads, cfg.stages, smem);
+    }
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
+static void half_operands_use_their_own_mma(void **state)
+{
+    (void)state;
+    const tgc_dtype dts[2] = {TGC_F16, TGC_BF16};
+    for (int i = 0; i < 2; i++) {
+        tgc_graph *g = tgc_graph_create();
+        matmul_graph(g, dts[i], 1000, 520, 333); /* odd sizes: predicated edges */
+        tk t;
+        lower_tpl(g, &t);
+        tgc_cuda_tpl cfg;
+        char *ptx = render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL);
+        assert_int_equal(cfg.mode, i == 0 ? TGC_CUDA_TPL_F16 : TGC_CUDA_TPL_BF16);
+        check_mode_ptx(ptx, cfg.mode);
+        if (ptx)
+            assert_non_null(strstr(ptx, "ldmatrix"));
+        free(ptx);
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+}
+
+static void symbolic_sizes_are_read_from_the_geometry(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim s = tgc_sym_new(g->syms, 128, 0, 0);
+    tgc_sdim sx[3] = {8, s, 768}, sw[2] = {3072, 768};
+    int32_t x = gb_input(g, TGC_F32, 3, sx), w = gb_input(g, TGC_F32, 2, sw);
+    int32_t in[2] = {x, w};
+    int32_t o = gb_op(g, TGC_OP_LINEAR, in, 2, NULL);
+    gb_outputs(g, &o, 1);
+    tk t;
+    lower_tpl(g, &t);
+    assert_false(TGC_SDIM_IS_CONST(t.k->tpl.M));
+    for (int p = 0; p < 3; p++) {
+        tgc_cuda_tpl cfg;
+        char *src = NULL;
+        char *ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, &src);
+        assert_null(strstr(src, "G.M ="));        /* symbolic: from g */
+        assert_non_null(strstr(src, "G.K = 768LL;")); /* constant: compiled in */
+        free(ptx);
+        free(src);
+    }
+    const int64_t vals[1] = {77};
+    tgc_gemm_geom geo;
+    tgc_cuda_template_geom(t.k, g->syms, vals, &geo);
+    assert_int_equal(geo.M, 8 * 77);
+    assert_int_equal(geo.N, 3072);
+    assert_int_equal(geo.b_rs, 1);
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
+static void strided_and_batched_operands_compile(void **state)
+{
+    (void)state;
+    /* A transposed (a_rs == 1) and a batched B^T (b_rs == 1): attention scores */
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim sq[3] = {12, 64, 200}, sk[3] = {12, 200, 64};
+    int32_t q = gb_input(g, TGC_F32, 3, sq), k = gb_input(g, TGC_F32, 3, sk);
+    int32_t qt = gb_ints(g, TGC_OP_PERMUTE, q, (int64_t[]){0, 2, 1}, 3); /* [12, 200, 64] */
+    int32_t kt = gb_ints(g, TGC_OP_PERMUTE, k, (int64_t[]){0, 2, 1}, 3); /* [12, 64, 200] */
+    int32_t o = gb_bin(g, TGC_OP_MATMUL, qt, kt);
+    gb_outputs(g, &o, 1);
+    tk t;
+    lower_tpl(g, &t);
+    assert_int_equal(t.k->tpl.a_rs, 1);
+    assert_int_equal(t.k->tpl.b_rs, 1);
+    assert_int_equal(t.k->tpl.batch, 12);
+    for (int p = 0; p < 3; p++) {
+        tgc_cuda_tpl cfg;
+        char *ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, NULL);
+        free(ptx);
+        tgc_gemm_geom geo;
+        tgc_cuda_template_geom(t.k, g->syms, NULL, &geo);
+        unsigned grid[3], block[3], smem;
+        size_t ws;
+        tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
+        assert_int_equal(grid[2], 12);
+    }
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
+static void skinny_shapes_split_k_with_a_workspace(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    matmul_graph(g, TGC_F32, 64, 10, 16384);
+    tk t;
+    lower_tpl(g, &t);
+    for (int p = 0; p < 3; p++) {
+        tgc_cuda_tpl cfg;
+        char *ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, NULL);
+        free(ptx);
+        tgc_gemm_geom geo;
+        tgc_cuda_template_geom(t.k, g->syms, NULL, &geo);
+        unsigned grid[3], block[3], smem;
+        size_t ws;
+        tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
+        assert_int_equal(grid[0], 1);
+        assert_true(grid[1] >= 2 && grid[1] <= 16);
+        size_t zero = tgc_cuda_template_ws_zero_bytes(&cfg, t.k, &geo, 132);
+        assert_int_equal(zero, 256);
+        assert_int_equal(ws, zero + (size_t)grid[1] * cfg.bm * cfg.bn * 4);
+        if (p == TGC_PRECISION_HIGH)
+            assert_int_equal(cfg.bm, 64);
+    }
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
+static void conv_shapes_compile(void **state)
+{
+    (void)state;
+    /* {n, c, h, w, o, kh, kw, stride, pad, dilation, groups} */
+    const int64_t cases[][11] = {
+        {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},  /* ResNet basic block */
+        {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},   /* stem: K = 147 (no 16-byte rows) */
+        {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},   /* stride, dilation, groups */
+        {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32},    /* depthwise */
+        {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1},  /* 1x1 downsample */
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        const int64_t *p = cases[c];
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sx[4] = {p[0], p[1], p[2], p[3]}, sw[4] = {p[4], p[1] / p[10], p[5], p[6]};
+        int32_t x = gb_input(g, TGC_F32, 4, sx), w = gb_input(g, TGC_F32, 4, sw);
+        tgc_attrs a = {.ni = 7};
+        const int64_t at[7] = {p[7], p[7], p[8], p[8], p[9], p[9], p[10]};
+        memcpy(a.i, at, sizeof at);
+        int32_t in[2] = {x, w};
+        int32_t o = gb_op(g, TGC_OP_CONV2D, in, 2, &a);
+        gb_outputs(g, &o, 1);
+        tk t;
+        lower_tpl(g, &t);
+        assert_int_equal(t.k->kind, KIR_CONV);
+        for (int pr = 0; pr < 3; pr++) {
+            if (c > 1 && pr == 2)
+                continue; /* keep the NVRTC time down: MEDIUM shares TF32's loaders */
+            tgc_cuda_tpl cfg;
+            char *src = NULL;
+            char *ptx = render_compile(&t, (tgc_matmul_precision)pr, &cfg, &src);
+            assert_non_null(strstr(src, "tgc_im2col<"));
+            check_mode_ptx(ptx, cfg.mode);
+            free(ptx);
+            free(src);
+            tgc_gemm_geom geo;
+            tgc_cuda_template_geom(t.k, g->syms, NULL, &geo);
+            unsigned grid[3], block[3], smem;
+            size_t ws;
+            tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
+            int64_t oh = geo.oh, ow = geo.ow;
+            int64_t tiles = (p[4] / p[10] + cfg.bm - 1) / cfg.bm *
+                            ((p[0] * oh * ow + cfg.bn - 1) / cfg.bn);
+            assert_int_equal(grid[0], (unsigned)tiles);
+            assert_int_equal(grid[2], (unsigned)p[10]);
+        }
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+}
+
+static void half_conv_compiles(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim sx[4] = {16, 64, 16, 16}, sw[4] = {128, 64, 3, 3};
+    int32_t x = gb_input(g, TGC_BF16, 4, sx), w = gb_input(g, TGC_BF16, 4, sw);
+    tgc_attrs a = {.ni = 7};
+    const int64_t at[7] = {1, 1, 1, 1, 1, 1, 1};
+    memcpy(a.i, at, sizeof at);
+    int32_t in[2] = {x, w};
+    int32_t o = gb_op(g, TGC_OP_CONV2D, in, 2, &a);
+    gb_outputs(g, &o, 1);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_cuda_tpl cfg;
+    char *ptx = render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL);
+    assert_int_equal(cfg.mode, TGC_CUDA_TPL_BF16);
+    check_mode_ptx(ptx, cfg.mode);
+    free(ptx);
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
+static void fused_epilogues_compile(void **state)
+{
+    (void)state;
+    /* linear + bias + relu (f32, every precision; bf16) */
+    for (int dt = 0; dt < 2; dt++) {
+        tgc_dtype d = dt ? TGC_BF16 : TGC_F32;
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sx[2] = {256, 768}, sw[2] = {3072, 768}, sb[1] = {3072};
+        int32_t x = gb_input(g, d, 2, sx), w = gb_input(g, d, 2, sw), b = gb_input(g, d, 1, sb);
+        int32_t in[3] = {x, w, b};
+        int32_t o = gb_un(g, TGC_OP_RELU, gb_op(g, TGC_OP_LINEAR, in, 3, NULL));
+        gb_outputs(g, &o, 1);
+        tk t;
+        lower_tpl(g, &t);
+        assert_int_equal(t.k->vals[t.k->result].op, TGC_OP_RELU);
+        for (int p = 0; p < (dt ? 1 : 3); p++) {
+            tgc_cuda_tpl cfg;
+            char *src = NULL;
+            char *ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, &src);
+            assert_null(strstr(src, "= acc;")); /* the epilogue's value is stored */
+            free(ptx);
+            free(src);
+        }
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+    /* conv + bias + residual + relu, and a scaled f16 attention-score matmul */
+    {
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sx[4] = {8, 32, 16, 16}, sw[4] = {64, 32, 3, 3}, sb[1] = {64},
+                 sr[4] = {8, 64, 16, 16};
+        int32_t x = gb_input(g, TGC_F32, 4, sx), w = gb_input(g, TGC_F32, 4, sw);
+        int32_t b = gb_input(g, TGC_F32, 1, sb), r = gb_input(g, TGC_F32, 4, sr);
+        tgc_attrs a = {.ni = 7};
+        const int64_t at[7] = {1, 1, 1, 1, 1, 1, 1};
+        memcpy(a.i, at, sizeof at);
+        int32_t in[3] = {x, w, b};
+        int32_t c = gb_op(g, TGC_OP_CONV2D, in, 3, &a);
+        int32_t o = gb_un(g, TGC_OP_RELU, gb_bin(g, TGC_OP_ADD, c, r));
+        gb_outputs(g, &o, 1);
+        tk t;
+        lower_tpl(g, &t);
+        assert_int_equal(t.k->n_loads, 2);
+        tgc_cuda_tpl cfg;
+        free(render_compile(&t, TGC_PRECISION_HIGH, &cfg, NULL));
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+    {
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sq[3] = {12, 128, 64}, sk[3] = {12, 128, 64};
+        int32_t q = gb_input(g, TGC_F16, 3, sq), k = gb_input(g, TGC_F16, 3, sk);
+        int32_t kt = gb_ints(g, TGC_OP_PERMUTE, k, (int64_t[]){0, 2, 1}, 3);
+        int32_t o = gb_scalar(g, TGC_OP_MUL_SCALAR, gb_bin(g, TGC_OP_MATMUL, q, kt), 0.125);
+        gb_outputs(g, &o, 1);
+        tk t;
+        lower_tpl(g, &t);
+        tgc_cuda_tpl cfg;
+        char *src = NULL;
+        free(render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, &src));
+        assert_int_equal(cfg.mode, TGC_CUDA_TPL_F16);
+        free(src);
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+}
+
+static void forced_tiles_are_checked(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    matmul_graph(g, TGC_BF16, 4096, 4096, 4096);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl cfg, want = {.bm = 128, .bn = 256, .bk = 32, .wm = 2, .wn = 4, .stages = 4};
+    assert_int_equal(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST,
+                                                   90, &want, &cfg),
+                     TGC_OK);
+    assert_int_equal(cfg.bn, 256);
+    assert_int_equal(cfg.threads, 256);
+    assert_int_equal(cfg.smem_bytes, 4u * (128 * 40 + 32 * 264) * 2);
+    tgc_cuda_tpl bad = want;
+    bad.bn = 40; /* not a multiple of 16 per warp */
+    check_error(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST, 90,
+                                              &bad, &cfg),
+                TGC_ERR_INVALID_ARG, "does not fit");
+    bad = want;
+    bad.bm = 256;
+    bad.stages = 8; /* 8 x 37 KiB of shared memory */
+    check_error(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST, 90,
+                                              &bad, &cfg),
+                TGC_ERR_INVALID_ARG, "does not fit");
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
+static void unsupported_dtype_and_arch_are_errors(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    matmul_graph(g, TGC_F32, 16, 16, 16);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl cfg;
+    check_error(tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 75, &cfg),
+                TGC_ERR_UNSUPPORTED, "sm_80");
+    t.k->tpl.dtype = TGC_F64;
+    check_error(tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &cfg),
+                TGC_ERR_UNSUPPORTED, "f64 operands");
+    t.k->tpl.dtype = TGC_F32;
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
+static int report_skips(void **state)
+{
+    (void)state;
+    if (g_skipped)
+        printf("[  SKIPPED ] %d NVRTC compiles: libnvrtc not found\n", g_skipped);
+    return group_shutdown(state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(matmul_every_precision_compiles_with_its_instruction,
+                                        scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(half_operands_use_their_own_mma, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(symbolic_sizes_are_read_from_the_geometry, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(strided_and_batched_operands_compile, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(skinny_shapes_split_k_with_a_workspace, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(conv_shapes_compile, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(half_conv_compiles, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(unsupported_dtype_and_arch_are_errors, scoped_setup,
+                                        scoped_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, report_skips);
+}
+
+#else /* no CUDA toolkit: nothing to test */
+
+static void cuda_backend_not_built(void **state)
+{
+    (void)state;
+    skip();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(cuda_backend_not_built)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#endif

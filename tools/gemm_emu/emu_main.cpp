@@ -1,0 +1,124 @@
+// Runs one case written by `bench_cuda_gemm emit DIR` on the CPU emulator and compares every
+// output element with a double reference from the template geometry (the same tolerances as
+// bench_cuda_gemm). Build: see run.sh (the case file is included through TGC_CASE).
+#include "emu.h"
+#include TGC_CASE
+
+static uint64_t rng = 88172645463325252ull;
+static float frand()
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+struct ctx_t {
+    TGC_KB b;
+    TGC_KS s;
+    void *ws;
+};
+static void body(void *p)
+{
+    ctx_t *c = (ctx_t *)p;
+    TGC_KERNEL(c->b, c->s, TGC_GEOM, c->ws);
+}
+
+int main()
+{
+    ctx_t c;
+    memset(&c, 0, sizeof c);
+    float *f[8];
+    for (int i = 0; i < TGC_NB; i++) {
+        size_t n = (size_t)TGC_NUMEL[i], es = TGC_DT[i] ? 2 : 4;
+        void *raw = aligned_alloc(256, (n * es + 255) / 256 * 256 + 256);
+        f[i] = (float *)malloc(n * sizeof(float));
+        for (size_t j = 0; j < n; j++) {
+            float x = i == TGC_OUT ? NAN : frand();
+            if (es == 2) {
+                unsigned short h = i == TGC_OUT ? 0x7e00 : tgc_f32_bits(x, TGC_DT[i] == 2);
+                ((unsigned short *)raw)[j] = h;
+                f[i][j] = tgc_bits_f32(h, TGC_DT[i] == 2);
+            } else {
+                ((float *)raw)[j] = x;
+                f[i][j] = x;
+            }
+        }
+        c.b.p[i] = raw;
+    }
+    c.ws = TGC_WS ? calloc(1, TGC_WS) : nullptr;
+    tgc_emu_launch(TGC_GRID, TGC_NT, TGC_SMEM, body, &c);
+    if (TGC_WS) { // the counters must be back to zero
+        const tgc_gemm_geom &G = TGC_GEOM;
+        (void)G;
+        for (size_t i = 0; i < 256 / 4; i++)
+            if (((unsigned *)c.ws)[i]) {
+                printf("%s: split-K counter %zu left at %u\n", TGC_NAME, i, ((unsigned *)c.ws)[i]);
+                return 1;
+            }
+    }
+    const tgc_gemm_geom &G = TGC_GEOM;
+    const float *A = f[TGC_A], *B = f[TGC_B];
+    int odt = TGC_DT[TGC_OUT];
+    double ts = TGC_MODE == 0 ? 1e-5 : TGC_MODE == 1 ? 2e-3 : TGC_MODE == 2 ? 1e-2 : 1e-5;
+    double to = odt == 1 ? 1.0 / 1024 : odt == 2 ? 1.0 / 128 : 0;
+    size_t n = (size_t)TGC_NUMEL[TGC_OUT], bad = 0;
+    double worst = 0;
+    for (size_t idx = 0; idx < n; idx++) {
+        double s = 0, as = 0;
+        if (TGC_CONV) {
+            long long ohw = G.oh * G.ow, img = (long long)idx / (G.co * ohw);
+            long long co = ((long long)idx / ohw) % G.co, q = (long long)idx % ohw;
+            long long groups = TGC_ATTR[6], cg = G.cc / groups, og = G.co / groups, gi = co / og;
+            long long oh = q / G.ow, ow = q % G.ow;
+            for (long long ci = 0; ci < cg; ci++)
+                for (long long r = 0; r < G.kh; r++)
+                    for (long long t = 0; t < G.kw; t++) {
+                        long long ih = oh * TGC_ATTR[0] - TGC_ATTR[2] + r * TGC_ATTR[4];
+                        long long iw = ow * TGC_ATTR[1] - TGC_ATTR[3] + t * TGC_ATTR[5];
+                        if (ih < 0 || ih >= G.ch || iw < 0 || iw >= G.cw)
+                            continue;
+                        double p = (double)A[((img * G.cc + gi * cg + ci) * G.ch + ih) * G.cw + iw] *
+                                   (double)B[((co * cg + ci) * G.kh + r) * G.kw + t];
+                        s += p;
+                        as += fabs(p);
+                    }
+        } else {
+            long long b = G.c_bs ? (long long)idx / G.c_bs : 0, rem = (long long)idx - b * G.c_bs;
+            long long m = rem / G.c_rs, nn = rem % G.c_rs;
+            for (long long k = 0; k < G.K; k++) {
+                double p = (double)A[G.a_off + b * G.a_bs + m * G.a_rs + k * G.a_cs] *
+                           (double)B[G.b_off + b * G.b_bs + k * G.b_rs + nn * G.b_cs];
+                s += p;
+                as += fabs(p);
+            }
+        }
+        long long chan = TGC_CONV ? ((long long)idx / (G.oh * G.ow)) % G.co
+                                  : (long long)idx % G.c_rs;
+        if (TGC_EPI == 1 || TGC_EPI == 2)
+            s += f[TGC_BIAS][chan];
+        if (TGC_EPI == 2)
+            s += f[TGC_RES][idx];
+        if (TGC_EPI == 1 || TGC_EPI == 2)
+            s = s < 0 ? 0 : s;
+        if (TGC_EPI == 3)
+            s *= 0.125;
+        double mag = fabs(s);
+        if (TGC_EPI && to > 0) // every 16-bit epilogue op rounds
+            mag = 2 * (as + (TGC_EPI == 1 || TGC_EPI == 2) + (TGC_EPI == 2));
+        double got = odt ? tgc_bits_f32(((unsigned short *)c.b.p[TGC_OUT])[idx], odt == 2)
+                         : ((float *)c.b.p[TGC_OUT])[idx];
+        double err = fabs(got - s), lim = ts * as + to * mag + 1e-30;
+        if (!(err <= lim)) {
+            if (bad < 5)
+                printf("%s: element %zu: got %.9g want %.9g (limit %.3g)\n", TGC_NAME, idx, got, s,
+                       lim);
+            bad++;
+        }
+        if (err / lim > worst)
+            worst = err / lim;
+    }
+    printf("%-34s %s: %zu/%zu bad, worst %.3f of limit (grid %u x %u x %u, %u threads)\n", TGC_NAME,
+           bad ? "FAIL" : "ok", bad, n, worst, TGC_GRID[0], TGC_GRID[1], TGC_GRID[2], TGC_NT);
+    return bad != 0;
+}
