@@ -1,0 +1,1116 @@
+/* tgc_cuda_op_supported / tgc_cuda_op_run: the host side of the native-op kernels
+ * (cuda_ops_kernels.cu). For each op it derives interp's geometry (the same helpers'
+ * logic as src/backend/interp, re-derived here from the tensors' shapes and strides), fills
+ * the kernel's argument struct and launches through cuda_ops_launch.c. Inputs are read in
+ * place on the device with their own strides; nothing is copied to the host except the
+ * 16-byte bounds flag of indexing ops and losses. Thread-safe: no state of its own. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_attention.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops_impl.h"
+#include "backend/interp/interp.h"
+#include "ir/op.h"
+#include "runtime/philox.h"
+#include "support/error.h"
+#include "tensor/copy.h"
+#include "tensor/dtype.h"
+#include "tgc/ops.h"
+
+/* ---- small helpers ---- */
+
+static tgc_status unsupported(void)
+{
+    tgc_clear_error();
+    return TGC_ERR_UNSUPPORTED;
+}
+
+static int64_t numel(const tgc_tensor *t)
+{
+    return tgc_shape_numel(t->shape, t->ndim);
+}
+
+static int64_t prod(const int64_t *shape, int from, int to)
+{
+    int64_t p = 1;
+    for (int d = from; d < to; d++)
+        p *= shape[d];
+    return p;
+}
+
+static ops_tv tv_of(const tgc_tensor *t)
+{
+    ops_tv v;
+    memset(&v, 0, sizeof v);
+    v.nd = t->ndim;
+    v.dt = (int)t->dtype;
+    for (int d = 0; d < t->ndim; d++) {
+        v.shape[d] = t->shape[d];
+        v.st[d] = t->strides[d];
+    }
+    return v;
+}
+
+static ops_tv tv_make(const int64_t *shape, const int64_t *st, int nd, tgc_dtype dt)
+{
+    ops_tv v;
+    memset(&v, 0, sizeof v);
+    v.nd = nd;
+    v.dt = (int)dt;
+    for (int d = 0; d < nd; d++) {
+        v.shape[d] = shape[d];
+        v.st[d] = st[d];
+    }
+    return v;
+}
+
+static ops_tv tv_contig(const int64_t *shape, int nd, tgc_dtype dt)
+{
+    int64_t st[TGC_MAX_DIMS];
+    tgc_row_major_strides(shape, nd, st);
+    return tv_make(shape, st, nd, dt);
+}
+
+/* Device address of element 0 of t's view (NULL for a tensor without storage). */
+static void *dptr(const tgc_tensor *t)
+{
+    return t && t->storage ? tgc_device_ptr(t) : NULL;
+}
+
+static void *dptr_at(const tgc_tensor *t, int64_t elem_off)
+{
+    return (char *)t->storage->data + elem_off * (int64_t)tgc_dtype_size(t->dtype);
+}
+
+static int norm_axis(int64_t d, int nd)
+{
+    if (d < 0)
+        d += nd;
+    return d >= 0 && d < nd ? (int)d : -1;
+}
+
+static tgc_status new_out(const ops_ctx *c, const int64_t *shape, int nd, tgc_dtype dt,
+                          tgc_tensor **out)
+{
+    *out = tgc_tensor_new(shape, nd, dt, c->dev);
+    if (*out)
+        return TGC_OK;
+    if (tgc_last_status() == TGC_ERR_OOM) {
+        char dims[160];
+        return tgc_set_error(TGC_ERR_OOM,
+                             "tgc_%s: out of memory for its %s result of shape %s on cuda:%d", c->op,
+                             tgc_dtype_name(dt), tgc_format_dims(shape, nd, dims, sizeof dims),
+                             c->dev.index);
+    }
+    return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_OOM;
+}
+
+static tgc_status launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work,
+                         void **params)
+{
+    return tgc_ops_launch(c, k, shape, work, params);
+}
+
+/* ---- bounds flag: [0] smallest bad position (~0: none), [1] the value found there ---- */
+
+typedef struct flag_buf {
+    tgc_tensor *t;
+} flag_buf;
+
+static tgc_status flag_begin(const ops_ctx *c, flag_buf *f)
+{
+    int64_t two = 2;
+    f->t = tgc_tensor_new(&two, 1, TGC_I64, c->dev);
+    if (!f->t)
+        return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_OOM;
+    void *p = dptr(f->t);
+    void *args[] = {&p};
+    return launch(c, OPS_K_FLAG_INIT, OPS_SINGLE, 1, args);
+}
+
+/* Queues the check of n indices of ix against [0, limit) (skipping `ignore` when has_ignore). */
+static tgc_status flag_check(const ops_ctx *c, flag_buf *f, const tgc_tensor *ix, int64_t n,
+                             int64_t limit, int has_ignore, int64_t ignore)
+{
+    ops_tv v = tv_of(ix);
+    void *ip = dptr(ix), *fp = dptr(f->t);
+    void *a1[] = {&v, &ip, &n, &limit, &has_ignore, &ignore, &fp};
+    tgc_status s = launch(c, OPS_K_CHECK_INDEX, OPS_GRID, n, a1);
+    void *a2[] = {&v, &ip, &fp};
+    return s != TGC_OK ? s : launch(c, OPS_K_INDEX_REPORT, OPS_SINGLE, 1, a2);
+}
+
+/* Synchronizes and reads the flag: *bad = 1 with the position and value when one was out of
+ * range. While the stream is being captured nothing can be read: the kernels skip bad
+ * indices (the result stays in bounds) and *bad = 0. */
+static tgc_status flag_end(const ops_ctx *c, flag_buf *f, int *bad, int64_t *pos, int64_t *val)
+{
+    *bad = 0;
+    tgc_status s = TGC_OK;
+    if (!tgc_ops_capturing(c)) {
+        s = tgc_ops_sync(c);
+        tgc_tensor *h = s == TGC_OK ? tgc_to(f->t, tgc_cpu()) : NULL;
+        if (s == TGC_OK && !h)
+            s = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
+        if (h) {
+            const uint64_t *v = tgc_host_data(h);
+            v = (const uint64_t *)((const char *)v + h->offset * 8);
+            if (v[0] != ~(uint64_t)0) {
+                *bad = 1;
+                *pos = (int64_t)v[0];
+                *val = (int64_t)v[1];
+            }
+            tgc_tensor_free(h);
+        }
+    }
+    tgc_tensor_free(f->t);
+    f->t = NULL;
+    return s;
+}
+
+/* ---- pointwise (and cast): k_pointwise.c's three paths as two (its f32 path equals its
+ * double path bit for bit) ---- */
+
+static int all_integer_pw(tgc_tensor *const *in, int n_in, tgc_dtype odt)
+{
+    if (tgc_dtype_is_float(odt))
+        return 0;
+    for (int k = 0; k < n_in; k++)
+        if (tgc_dtype_is_float(in[k]->dtype))
+            return 0;
+    return 1;
+}
+
+static int is_int_scalar(double s)
+{
+    return s == (double)(int64_t)s && s > -9223372036854775808.0 && s < 9223372036854775808.0;
+}
+
+static int64_t sat_i64(double v)
+{
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    if (v >= 9223372036854775808.0)
+        return INT64_MAX;
+    return (int64_t)v;
+}
+
+static double floor_d(double v)
+{
+    double t = (double)(int64_t)v;
+    return t > v ? t - 1 : t;
+}
+
+static double ceil_d(double v)
+{
+    double t = (double)(int64_t)v;
+    return t < v ? t + 1 : t;
+}
+
+/* prepare_int_path of k_pointwise.c */
+static int int_path(tgc_op op, tgc_op_kind kind, const tgc_attrs *a, tgc_tensor *const *in,
+                    int n_in, tgc_dtype odt, ops_pw *pw)
+{
+    const double lo = a->f[0], hi = a->f[1];
+    if (!all_integer_pw(in, n_in, odt))
+        return 0;
+    switch (op) {
+    case TGC_OP_DIV:
+    case TGC_OP_POW:
+    case TGC_OP_DIV_SCALAR:
+    case TGC_OP_POW_SCALAR: return 0;
+    case TGC_OP_ADD_SCALAR:
+    case TGC_OP_SUB_SCALAR:
+    case TGC_OP_MUL_SCALAR:
+        if (!(lo == lo) || !is_int_scalar(lo))
+            return 0;
+        pw->s0 = (int64_t)lo;
+        return 1;
+    case TGC_OP_CLAMP:
+        if (lo != lo || hi != hi)
+            return 0;
+        /* saturate first: huge bounds do not fit the int64 round trip of ceil/floor */
+        pw->s0 = lo <= -9.2e18 ? INT64_MIN : lo >= 9.2e18 ? INT64_MAX : sat_i64(ceil_d(lo));
+        pw->s1 = hi <= -9.2e18 ? INT64_MIN : hi >= 9.2e18 ? INT64_MAX : sat_i64(floor_d(hi));
+        return 1;
+    default:
+        return kind != TGC_KIND_UNARY || op == TGC_OP_CAST || op == TGC_OP_NEG ||
+               op == TGC_OP_ABS || op == TGC_OP_RELU;
+    }
+}
+
+static int broadcast_strides(const tgc_tensor *t, const int64_t *shape, int nd, int64_t *st)
+{
+    int lead = nd - t->ndim;
+    if (lead < 0)
+        return 0;
+    for (int d = 0; d < nd; d++) {
+        int k = d - lead;
+        if (k < 0 || t->shape[k] == 1)
+            st[d] = 0;
+        else if (t->shape[k] == shape[d])
+            st[d] = t->strides[k];
+        else
+            return 0;
+    }
+    return 1;
+}
+
+static tgc_status run_pointwise(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                                const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_op op = nd->op;
+    const tgc_op_kind kind = tgc_op_info_of(op)->kind;
+    const int n_in = nd->n_in, ndim = nd->out.ndim;
+    const tgc_dtype odt = nd->out.dtype;
+    if (n_in < 1 || n_in > 3)
+        return unsupported();
+    ops_pw pw;
+    memset(&pw, 0, sizeof pw);
+    pw.o = tv_contig(shape, ndim, odt);
+    pw.nin = n_in;
+    pw.op = (int)op;
+    pw.f0 = nd->attrs.f[0];
+    pw.f1 = nd->attrs.f[1];
+    tgc_dtype cdt = TGC_DTYPE_COUNT;
+    if (kind == TGC_KIND_COMPARE)
+        cdt = tgc_promote(in[0]->dtype, in[1]->dtype);
+    else if (kind != TGC_KIND_TERNARY && op != TGC_OP_CAST)
+        cdt = odt;
+    for (int k = 0; k < n_in; k++) {
+        int64_t st[TGC_MAX_DIMS];
+        if (!broadcast_strides(in[k], shape, ndim, st))
+            return tgc_set_error(TGC_ERR_INTERNAL,
+                                 "tgc_%s: input %d does not broadcast to the output's shape",
+                                 c->op, k);
+        pw.in[k] = tv_make(shape, st, ndim, in[k]->dtype);
+        pw.cast_dt[k] = (int)(cdt == TGC_DTYPE_COUNT ? in[k]->dtype : cdt);
+    }
+    pw.int_path = int_path(op, kind, &nd->attrs, in, n_in, odt, &pw);
+    tgc_status s = new_out(c, shape, ndim, odt, out);
+    if (s != TGC_OK)
+        return s;
+    int64_t n = numel(*out);
+    void *o = dptr(*out), *a = dptr(in[0]), *b = n_in > 1 ? dptr(in[1]) : NULL;
+    void *cc = n_in > 2 ? dptr(in[2]) : NULL;
+    void *args[] = {&pw, &o, &a, &b, &cc, &n};
+    return launch(c, OPS_K_POINTWISE, OPS_GRID, n, args);
+}
+
+/* ---- copies ---- */
+
+/* dst region (base pointer dp, strides dst over src's shape) = src (its own geometry) */
+static tgc_status copy_into(const ops_ctx *c, void *dp, const int64_t *dst, tgc_dtype ddt,
+                            const tgc_tensor *src, void *sp, const int64_t *shape, int nd,
+                            const int64_t *sst)
+{
+    ops_tv d = tv_make(shape, dst, nd, ddt), s = tv_make(shape, sst, nd, src->dtype);
+    int64_t n = prod(shape, 0, nd);
+    void *args[] = {&d, &dp, &s, &sp, &n};
+    return launch(c, OPS_K_COPY, OPS_GRID, n, args);
+}
+
+static tgc_status run_view_copy(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                                const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    const int ndim = nd->out.ndim;
+    int64_t st[TGC_MAX_DIMS], off = x->offset, ost[TGC_MAX_DIMS];
+    int view = tgc_interp_view_geometry(nd->op, x, &nd->attrs, shape, ndim, st, &off);
+    if (!view && nd->op != TGC_OP_RESHAPE && nd->op != TGC_OP_FLATTEN &&
+        nd->op != TGC_OP_CONTIGUOUS)
+        return unsupported();
+    if (!view && numel(x) != prod(shape, 0, ndim))
+        return unsupported();
+    tgc_status s = new_out(c, shape, ndim, nd->out.dtype, out);
+    if (s != TGC_OK || numel(*out) == 0)
+        return s;
+    if (view) {
+        tgc_row_major_strides(shape, ndim, ost);
+        return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr_at(x, off), shape, ndim, st);
+    }
+    /* a reshape that is not a view: x's elements in row-major order */
+    tgc_row_major_strides(x->shape, x->ndim, ost);
+    return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr(x), x->shape, x->ndim,
+                     x->strides);
+}
+
+static tgc_status run_cat(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                          const int64_t *shape, tgc_tensor **out)
+{
+    const int ndim = nd->out.ndim;
+    int dim = norm_axis(nd->attrs.i[0], ndim);
+    if (dim < 0)
+        return unsupported();
+    int64_t ost[TGC_MAX_DIMS], total = 0;
+    for (int k = 0; k < nd->n_in; k++) {
+        const tgc_tensor *t = in[k];
+        if (numel(t) == 0)
+            continue;
+        if (t->ndim != ndim)
+            return unsupported();
+        for (int d = 0; d < ndim; d++)
+            if (d != dim && t->shape[d] != shape[d])
+                return unsupported();
+        total += t->shape[dim];
+    }
+    if (prod(shape, 0, ndim) > 0 && total != shape[dim])
+        return unsupported();
+    tgc_status s = new_out(c, shape, ndim, nd->out.dtype, out);
+    if (s != TGC_OK)
+        return s;
+    tgc_row_major_strides(shape, ndim, ost);
+    int64_t at = 0;
+    size_t esz = tgc_dtype_size(nd->out.dtype);
+    for (int k = 0; k < nd->n_in && s == TGC_OK; k++) {
+        const tgc_tensor *t = in[k];
+        if (numel(t) == 0)
+            continue;
+        void *dp = (char *)dptr(*out) + at * ost[dim] * (int64_t)esz;
+        s = copy_into(c, dp, ost, nd->out.dtype, t, dptr(t), t->shape, t->ndim, t->strides);
+        at += t->shape[dim];
+    }
+    return s;
+}
+
+static tgc_status run_stack(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                            const int64_t *shape, tgc_tensor **out)
+{
+    const int ndim = nd->out.ndim;
+    int dim = norm_axis(nd->attrs.i[0], ndim);
+    if (dim < 0 || shape[dim] != nd->n_in)
+        return unsupported();
+    int64_t ost[TGC_MAX_DIMS], pst[TGC_MAX_DIMS];
+    tgc_row_major_strides(shape, ndim, ost);
+    for (int d = 0, k = 0; d < ndim; d++)
+        if (d != dim)
+            pst[k++] = ost[d];
+    for (int k = 0; k < nd->n_in; k++) {
+        const tgc_tensor *t = in[k];
+        if (t->ndim != ndim - 1)
+            return unsupported();
+        for (int d = 0; d < t->ndim; d++)
+            if (t->shape[d] != shape[d < dim ? d : d + 1])
+                return unsupported();
+    }
+    tgc_status s = new_out(c, shape, ndim, nd->out.dtype, out);
+    size_t esz = tgc_dtype_size(nd->out.dtype);
+    for (int k = 0; k < nd->n_in && s == TGC_OK; k++) {
+        const tgc_tensor *t = in[k];
+        if (numel(t) == 0)
+            continue;
+        void *dp = (char *)dptr(*out) + k * ost[dim] * (int64_t)esz;
+        s = copy_into(c, dp, pst, nd->out.dtype, t, dptr(t), t->shape, t->ndim, t->strides);
+    }
+    return s;
+}
+
+static tgc_status run_pad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                          const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    const tgc_attrs *a = &nd->attrs;
+    int64_t before[TGC_MAX_DIMS] = {0}, after[TGC_MAX_DIMS] = {0};
+    int64_t ost[TGC_MAX_DIMS], cnt[TGC_MAX_DIMS];
+    const int ndim = x->ndim;
+    int64_t pairs = a->i[0];
+    if (pairs < 0 || pairs > ndim || nd->out.ndim != ndim || 1 + 2 * pairs > a->ni)
+        return unsupported();
+    for (int k = 0; k < pairs; k++) {
+        before[ndim - 1 - k] = a->i[1 + 2 * k];
+        after[ndim - 1 - k] = a->i[2 + 2 * k];
+    }
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] != x->shape[d] + before[d] + after[d])
+            return unsupported();
+    tgc_status s = new_out(c, shape, ndim, nd->out.dtype, out);
+    if (s != TGC_OK)
+        return s;
+    int64_t n = numel(*out);
+    if (n == 0)
+        return TGC_OK;
+    void *o = dptr(*out);
+    int dt = (int)nd->out.dtype;
+    double v = a->f[0];
+    void *fa[] = {&o, &dt, &n, &v};
+    s = launch(c, OPS_K_FILL, OPS_GRID, n, fa);
+    tgc_row_major_strides(shape, ndim, ost);
+    int64_t soff = x->offset, doff = 0;
+    for (int d = 0; d < ndim; d++) {
+        int64_t lo = before[d] < 0 ? -before[d] : 0;
+        int64_t hi = after[d] < 0 ? x->shape[d] + after[d] : x->shape[d];
+        cnt[d] = hi - lo;
+        if (cnt[d] <= 0)
+            return s;
+        soff += lo * x->strides[d];
+        doff += (lo + before[d]) * ost[d];
+    }
+    if (s != TGC_OK)
+        return s;
+    void *dp = (char *)o + doff * (int64_t)tgc_dtype_size(nd->out.dtype);
+    return copy_into(c, dp, ost, nd->out.dtype, x, dptr_at(x, soff), cnt, ndim, x->strides);
+}
+
+/* ---- indexing ---- */
+
+static tgc_status index_error(const ops_ctx *c, int64_t v, int64_t limit, int64_t pos)
+{
+    return tgc_set_error(TGC_ERR_INVALID_ARG,
+                         "tgc_%s: index %" PRId64 " out of range [0, %" PRId64
+                         ") at position %" PRId64,
+                         c->op, v, limit, pos);
+}
+
+/* embedding and index_select: out = t with dim replaced by the ids of ix */
+static tgc_status run_select(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                             const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *t = in[0], *ix = in[1];
+    int dim = 0;
+    if (nd->op == TGC_OP_EMBEDDING) {
+        if (t->ndim != 2)
+            return unsupported();
+    } else {
+        dim = t->ndim ? norm_axis(nd->attrs.i[0], t->ndim) : 0;
+        if (dim < 0 || ix->ndim > 1)
+            return unsupported();
+    }
+    if (ix->dtype != TGC_I32 && ix->dtype != TGC_I64)
+        return unsupported();
+    int64_t n = numel(ix), limit = t->ndim ? t->shape[dim] : 1, want = n;
+    for (int d = 0; d < t->ndim; d++)
+        want *= d == dim ? 1 : t->shape[d];
+    if (prod(shape, 0, nd->out.ndim) != want)
+        return unsupported();
+    ops_tv tv = tv_of(t);
+    if (t->ndim == 0) {
+        tv.nd = 1;
+        tv.shape[0] = 1;
+        tv.st[0] = 0;
+    }
+    int64_t inner = prod(tv.shape, dim + 1, tv.nd);
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || n == 0)
+        return s;
+    flag_buf f = {0};
+    s = flag_begin(c, &f);
+    if (s == TGC_OK)
+        s = flag_check(c, &f, ix, n, limit, 0, 0);
+    ops_tv iv = tv_of(ix);
+    void *tp = dptr(t), *ip = dptr(ix), *op = dptr(*out);
+    int odt = (int)nd->out.dtype;
+    void *args[] = {&tv, &tp, &iv, &ip, &op, &odt, &dim, &n, &inner, &limit, &want};
+    if (s == TGC_OK && want > 0)
+        s = launch(c, OPS_K_SELECT, OPS_GRID, want, args);
+    int bad = 0;
+    int64_t pos = 0, val = 0;
+    if (f.t) {
+        tgc_status s2 = flag_end(c, &f, &bad, &pos, &val);
+        s = s != TGC_OK ? s : s2;
+    }
+    if (s == TGC_OK && bad)
+        s = index_error(c, val, limit, pos);
+    return s;
+}
+
+static tgc_status run_gather(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                             const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *t = in[0], *ix = in[1];
+    const int r = ix->ndim;
+    int dim = r ? norm_axis(nd->attrs.i[0], r) : 0;
+    if (dim < 0 || t->ndim != r || !tgc_shape_equal(ix->shape, r, shape, nd->out.ndim) ||
+        (ix->dtype != TGC_I32 && ix->dtype != TGC_I64))
+        return unsupported();
+    for (int d = 0; d < r; d++)
+        if (d != dim && ix->shape[d] > t->shape[d]) {
+            char b1[96], b2[96];
+            return tgc_set_error(TGC_ERR_SHAPE,
+                                 "tgc_gather: index %s is larger than input %s at dim %d",
+                                 tgc_format_dims(ix->shape, r, b1, sizeof b1),
+                                 tgc_format_dims(t->shape, r, b2, sizeof b2), d);
+        }
+    int64_t n = numel(ix), limit = r ? t->shape[dim] : 1;
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || n == 0)
+        return s;
+    flag_buf f = {0};
+    s = flag_begin(c, &f);
+    if (s == TGC_OK)
+        s = flag_check(c, &f, ix, n, limit, 0, 0);
+    ops_tv tv = tv_of(t), iv = tv_of(ix);
+    void *tp = dptr(t), *ip = dptr(ix), *op = dptr(*out);
+    int odt = (int)nd->out.dtype;
+    void *args[] = {&tv, &tp, &iv, &ip, &op, &odt, &dim, &limit, &n};
+    if (s == TGC_OK)
+        s = launch(c, OPS_K_GATHER, OPS_GRID, n, args);
+    int bad = 0;
+    int64_t pos = 0, val = 0;
+    if (f.t) {
+        tgc_status s2 = flag_end(c, &f, &bad, &pos, &val);
+        s = s != TGC_OK ? s : s2;
+    }
+    if (s == TGC_OK && bad)
+        s = index_error(c, val, limit, pos);
+    return s;
+}
+
+/* ---- reductions, softmax ---- */
+
+static tgc_status run_reduce(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                             const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    const tgc_op op = nd->op;
+    const tgc_attrs *a = &nd->attrs;
+    uint64_t mask;
+    if (op == TGC_OP_ARGMAX) {
+        if (a->i[0] < 0 || a->i[0] >= (x->ndim > 0 ? x->ndim : 1))
+            return unsupported();
+        mask = (uint64_t)1 << a->i[0];
+    } else {
+        mask = (uint64_t)a->i[0];
+    }
+    if (x->ndim == 0)
+        mask &= ~(uint64_t)1;
+    if (mask >> x->ndim)
+        return unsupported();
+    ops_rg g;
+    memset(&g, 0, sizeof g);
+    g.count = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        ops_tv *v = (mask >> d & 1) ? &g.red : &g.keep;
+        v->shape[v->nd] = x->shape[d];
+        v->st[v->nd++] = x->strides[d];
+        if (mask >> d & 1)
+            g.count *= x->shape[d];
+    }
+    g.red.dt = (int)x->dtype;
+    g.keep.dt = (int)x->dtype;
+    g.op = (int)op;
+    g.as_int =
+        !tgc_dtype_is_float(x->dtype) && (op == TGC_OP_SUM || op == TGC_OP_MAX || op == TGC_OP_ARGMAX);
+    g.odt = (int)nd->out.dtype;
+    g.correction = op == TGC_OP_VAR ? (double)a->i[2] : 0.0;
+    g.nout = prod(g.keep.shape, 0, g.keep.nd);
+    if (g.nout != prod(shape, 0, nd->out.ndim))
+        return unsupported();
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || g.nout == 0)
+        return s;
+    void *xp = dptr(x), *op_ = dptr(*out);
+    void *args[] = {&g, &xp, &op_};
+    return launch(c, OPS_K_REDUCE, OPS_BLOCKS, g.nout, args);
+}
+
+static tgc_status run_softmax(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                              const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    int dim = (int)nd->attrs.i[0];
+    if (dim < 0 || dim >= (x->ndim > 0 ? x->ndim : 1) ||
+        !tgc_shape_equal(x->shape, x->ndim, shape, nd->out.ndim))
+        return unsupported();
+    int64_t full[TGC_MAX_DIMS];
+    tgc_row_major_strides(x->shape, x->ndim, full);
+    ops_sg g;
+    memset(&g, 0, sizeof g);
+    g.n = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d == dim) {
+            g.n = x->shape[d];
+            g.xst = x->strides[d];
+            g.ost = full[d];
+            continue;
+        }
+        g.keep.shape[g.keep.nd] = x->shape[d];
+        g.keep.st[g.keep.nd++] = x->strides[d];
+        g.okeep.shape[g.okeep.nd] = x->shape[d];
+        g.okeep.st[g.okeep.nd++] = full[d];
+    }
+    g.rows = prod(g.keep.shape, 0, g.keep.nd);
+    g.odt = (int)nd->out.dtype;
+    g.log_ = nd->op == TGC_OP_LOG_SOFTMAX;
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || numel(*out) == 0)
+        return s;
+    void *xp = dptr(x), *op = dptr(*out);
+    int xdt = (int)x->dtype;
+    void *args[] = {&g, &xp, &op, &xdt};
+    return launch(c, OPS_K_SOFTMAX, OPS_BLOCKS, g.rows, args);
+}
+
+/* ---- norms ---- */
+
+static ops_pv pv_of(const tgc_tensor *t)
+{
+    ops_pv p;
+    memset(&p, 0, sizeof p);
+    if (t) {
+        p.v = tv_of(t);
+        p.present = 1;
+    }
+    return p;
+}
+
+static tgc_status run_layer_norm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                                 const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0], *wt = NULL, *bs = NULL;
+    const int n_norm = (int)nd->attrs.i[0];
+    const int64_t bits = nd->attrs.i[1];
+    int k = 1;
+    if (bits & TGC_LN_HAS_WEIGHT)
+        wt = k < nd->n_in ? in[k++] : NULL;
+    if (bits & TGC_LN_HAS_BIAS)
+        bs = k < nd->n_in ? in[k++] : NULL;
+    if (k != nd->n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) ||
+        ((bits & TGC_LN_HAS_BIAS) && !bs) || n_norm < 0 || n_norm > x->ndim)
+        return unsupported();
+    int64_t M = prod(x->shape, x->ndim - n_norm, x->ndim);
+    int64_t rows = prod(x->shape, 0, x->ndim - n_norm);
+    if ((wt && numel(wt) != M) || (bs && numel(bs) != M))
+        return unsupported();
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || numel(*out) == 0)
+        return s;
+    ops_tv xv = tv_of(x);
+    ops_pv wv = pv_of(wt), bv = pv_of(bs);
+    void *xp = dptr(x), *op = dptr(*out), *wp = dptr(wt), *bp = dptr(bs);
+    int odt = (int)nd->out.dtype;
+    double eps = nd->attrs.f[0];
+    void *args[] = {&xv, &xp, &op, &odt, &rows, &M, &eps, &wv, &wp, &bv, &bp};
+    return launch(c, OPS_K_LAYER_NORM, OPS_BLOCKS, rows, args);
+}
+
+static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                                 const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    const int training = nd->attrs.i[0] != 0;
+    const int64_t bits = nd->attrs.i[1];
+    tgc_tensor *rm = NULL, *rv = NULL;
+    const tgc_tensor *wt = NULL, *bs = NULL;
+    int k = 1, n_in = nd->n_in;
+    if (bits & TGC_BN_HAS_STATS) {
+        if (k + 2 > n_in)
+            return unsupported();
+        rm = in[k++];
+        rv = in[k++];
+    }
+    if (bits & TGC_BN_HAS_WEIGHT) {
+        if (k + 1 > n_in)
+            return unsupported();
+        wt = in[k++];
+    }
+    if (bits & TGC_BN_HAS_BIAS) {
+        if (k + 1 > n_in)
+            return unsupported();
+        bs = in[k++];
+    }
+    if (k != n_in || (!training && !rm) || x->ndim < 2)
+        return unsupported();
+    int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim);
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || numel(*out) == 0)
+        return s; /* an empty batch leaves the running stats alone, as interp */
+    ops_tv xv = tv_of(x);
+    ops_pv mv = pv_of(rm), vv = pv_of(rv), wv = pv_of(wt), bv = pv_of(bs);
+    void *xp = dptr(x), *op = dptr(*out), *mp = dptr(rm), *vp = dptr(rv), *wp = dptr(wt),
+         *bp = dptr(bs);
+    int odt = (int)nd->out.dtype, tr = training;
+    double momentum = nd->attrs.f[0], eps = nd->attrs.f[1];
+    void *args[] = {&xv, &xp, &op,  &odt, &N,  &C,  &S,  &tr,  &momentum, &eps,
+                    &mv, &mp, &vv, &vp,  &wv, &wp, &bv, &bp};
+    s = launch(c, OPS_K_BATCH_NORM, OPS_BLOCKS, C, args);
+    if (s == TGC_OK && training && rm) {
+        tgc_storage_bump(rm->storage);
+        tgc_storage_bump(rv->storage);
+    }
+    return s;
+}
+
+/* ---- pools ---- */
+
+static tgc_status run_pool(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                           const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    const tgc_attrs *a = &nd->attrs;
+    const int r = x->ndim;
+    if (r < 2 || nd->out.ndim != r)
+        return unsupported();
+    int64_t H = x->shape[r - 2], W = x->shape[r - 1], OH = shape[r - 2], OW = shape[r - 1];
+    int kind = nd->op == TGC_OP_MAX_POOL2D ? 0 : nd->op == TGC_OP_AVG_POOL2D ? 1 : 2;
+    int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
+    int excl = 0;
+    if (kind != 2) {
+        kh = a->i[0];
+        kw = a->i[1];
+        sh = a->i[2];
+        sw = a->i[3];
+        ph = a->i[4];
+        pw = a->i[5];
+        excl = a->i[6] != 0;
+        if (kh < 1 || kw < 1 || sh < 1 || sw < 1)
+            return unsupported();
+    } else if (OH < 1 || OW < 1) {
+        if (prod(shape, 0, r) != 0)
+            return unsupported();
+    }
+    tgc_status s = new_out(c, shape, r, nd->out.dtype, out);
+    int64_t n = numel(*out ? *out : x);
+    if (s != TGC_OK || n == 0)
+        return s;
+    ops_tv planes = tv_make(x->shape, x->strides, r - 2, x->dtype);
+    void *xp = dptr(x), *op = dptr(*out);
+    int xdt = (int)x->dtype, odt = (int)nd->out.dtype;
+    int64_t hs = x->strides[r - 2], ws = x->strides[r - 1];
+    void *args[] = {&planes, &xp, &xdt, &hs, &ws, &H,  &W,  &op,   &odt, &OH,
+                    &OW,     &kind, &kh, &kw, &sh, &sw, &ph, &pw, &excl, &n};
+    return launch(c, OPS_K_POOL2D, OPS_GRID, n, args);
+}
+
+/* ---- losses ---- */
+
+static tgc_status run_loss(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                           const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0], *tg = in[1];
+    int ce = nd->op == TGC_OP_CROSS_ENTROPY;
+    const int reduction = (int)nd->attrs.i[0];
+    int64_t ignore = nd->attrs.i[1];
+    double eps = ce ? nd->attrs.f[0] : 0.0;
+    if (x->ndim < 1 || (tg->dtype != TGC_I32 && tg->dtype != TGC_I64) ||
+        (reduction != TGC_REDUCE_NONE && reduction != TGC_REDUCE_MEAN &&
+         reduction != TGC_REDUCE_SUM))
+        return unsupported();
+    const int cdim = x->ndim == 1 ? 0 : 1;
+    int64_t N = x->ndim == 1 ? 1 : x->shape[0], C = x->shape[cdim];
+    int64_t D = prod(x->shape, cdim + 1, x->ndim), P = N * D, cstride = x->strides[cdim];
+    if (numel(tg) != P)
+        return unsupported();
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK)
+        return s;
+    if (reduction == TGC_REDUCE_NONE && P == 0)
+        return TGC_OK;
+    flag_buf f = {0};
+    tgc_tensor *scratch = NULL;
+    if (P > 0) {
+        s = flag_begin(c, &f);
+        if (s == TGC_OK)
+            s = flag_check(c, &f, tg, P, C, 1, ignore);
+    }
+    if (s == TGC_OK && reduction != TGC_REDUCE_NONE) {
+        int64_t two_p = 2 * (P > 0 ? P : 1);
+        scratch = tgc_tensor_new(&two_p, 1, TGC_F64, c->dev);
+        if (!scratch)
+            s = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_OOM;
+    }
+    ops_tv xv = tv_of(x), tv = tv_of(tg);
+    void *xp = dptr(x), *tp = dptr(tg), *op = dptr(*out), *sp = dptr(scratch);
+    int odt = (int)nd->out.dtype, none = reduction == TGC_REDUCE_NONE;
+    void *args[] = {&xv, &xp, &tv, &tp, &P, &C, &D, &cstride, &ignore, &ce, &eps,
+                    &none, &op, &odt, &sp};
+    if (s == TGC_OK && P > 0)
+        s = launch(c, OPS_K_LOSS, OPS_WARPS, P, args);
+    int mean = reduction == TGC_REDUCE_MEAN;
+    void *rargs[] = {&sp, &P, &mean, &op, &odt};
+    if (s == TGC_OK && !none)
+        s = launch(c, OPS_K_LOSS_REDUCE, OPS_SINGLE, 1, rargs);
+    int bad = 0;
+    int64_t pos = 0, val = 0;
+    if (f.t) {
+        tgc_status s2 = flag_end(c, &f, &bad, &pos, &val);
+        s = s != TGC_OK ? s : s2;
+    } else if (scratch && s == TGC_OK && !tgc_ops_capturing(c)) {
+        s = tgc_ops_sync(c); /* the scratch is freed below: let the kernels finish first */
+    }
+    tgc_tensor_free(scratch);
+    if (s == TGC_OK && bad)
+        s = tgc_set_error(TGC_ERR_INVALID_ARG,
+                          "tgc_%s: target %lld out of range [0, %lld) at position %lld",
+                          ce ? "cross_entropy" : "nll_loss", (long long)val, (long long)C,
+                          (long long)pos);
+    return s;
+}
+
+/* ---- creation and random ---- */
+
+static tgc_status run_create(const ops_ctx *c, const tgc_node *nd, const int64_t *shape,
+                             tgc_tensor **out)
+{
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK)
+        return s;
+    int64_t n = numel(*out);
+    void *op = dptr(*out);
+    int dt = (int)nd->out.dtype;
+    if (nd->op == TGC_OP_ARANGE) {
+        double start = nd->attrs.f[0], step = nd->attrs.f[1];
+        void *args[] = {&op, &dt, &n, &start, &step};
+        return launch(c, OPS_K_ARANGE, OPS_GRID, n, args);
+    }
+    uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
+    int normal = nd->attrs.f[0] != 0;
+    void *args[] = {&op, &dt, &n, &seed, &base, &normal};
+    return launch(c, OPS_K_RAND, OPS_GRID, n, args);
+}
+
+static tgc_status run_dropout(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                              const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    if (!tgc_shape_equal(x->shape, x->ndim, shape, nd->out.ndim))
+        return unsupported();
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    int64_t n = s == TGC_OK ? numel(*out) : 0;
+    if (s != TGC_OK || n == 0)
+        return s; /* interp draws nothing for an empty tensor */
+    const double p = nd->attrs.f[0], scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+    uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
+    ops_tv xv = tv_of(x);
+    void *xp = dptr(x), *op = dptr(*out);
+    int odt = (int)nd->out.dtype;
+    double pp = p, sc = scale;
+    void *args[] = {&xv, &xp, &op, &odt, &n, &seed, &base, &pp, &sc};
+    return launch(c, OPS_K_DROPOUT, OPS_GRID, n, args);
+}
+
+/* ---- linear algebra (double accumulation, every dtype) ---- */
+
+static tgc_status run_matmul(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                             const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *a = in[0], *b = in[1];
+    if (a->ndim < 1 || b->ndim < 1)
+        return unsupported();
+    ops_mm g;
+    memset(&g, 0, sizeof g);
+    int64_t kb;
+    int na, nb;
+    if (a->ndim == 1) {
+        g.m = 1;
+        g.k = a->shape[0];
+        g.a_rs = 0;
+        g.a_cs = a->strides[0];
+        na = 0;
+    } else {
+        g.m = a->shape[a->ndim - 2];
+        g.k = a->shape[a->ndim - 1];
+        g.a_rs = a->strides[a->ndim - 2];
+        g.a_cs = a->strides[a->ndim - 1];
+        na = a->ndim - 2;
+    }
+    if (b->ndim == 1) {
+        kb = b->shape[0];
+        g.n = 1;
+        g.b_rs = b->strides[0];
+        g.b_cs = 0;
+        nb = 0;
+    } else {
+        kb = b->shape[b->ndim - 2];
+        g.n = b->shape[b->ndim - 1];
+        g.b_rs = b->strides[b->ndim - 2];
+        g.b_cs = b->strides[b->ndim - 1];
+        nb = b->ndim - 2;
+    }
+    if (kb != g.k)
+        return unsupported();
+    int nbat = na > nb ? na : nb;
+    int64_t batch = 1;
+    g.batch.nd = nbat;
+    for (int d = 0; d < nbat; d++) {
+        int da = d - (nbat - na), db = d - (nbat - nb);
+        int64_t za = da >= 0 ? a->shape[da] : 1, zb = db >= 0 ? b->shape[db] : 1;
+        if (za != zb && za != 1 && zb != 1)
+            return unsupported();
+        g.batch.shape[d] = za == 0 || zb == 0 ? 0 : za > zb ? za : zb;
+        g.batch.st[d] = za == 1 ? 0 : a->strides[da];
+        g.sb[d] = zb == 1 ? 0 : b->strides[db];
+        batch *= g.batch.shape[d];
+    }
+    g.adt = (int)a->dtype;
+    g.bdt = (int)b->dtype;
+    g.odt = (int)nd->out.dtype;
+    int64_t total = batch * g.m * g.n;
+    if (total != prod(shape, 0, nd->out.ndim))
+        return unsupported();
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || total == 0)
+        return s;
+    void *ap = dptr(a), *bp = dptr(b), *op = dptr(*out);
+    void *args[] = {&g, &ap, &bp, &op, &total};
+    return launch(c, OPS_K_MATMUL, OPS_GRID, total, args);
+}
+
+static tgc_status run_linear(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                             const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0], *w = in[1], *bias = nd->n_in == 3 ? in[2] : NULL;
+    if (x->ndim < 1 || w->ndim != 2 || (bias && bias->ndim != 1))
+        return unsupported();
+    int64_t in_f = x->shape[x->ndim - 1], out_f = w->shape[0];
+    if (w->shape[1] != in_f || (bias && bias->shape[0] != out_f))
+        return unsupported();
+    ops_tv xl = tv_make(x->shape, x->strides, x->ndim - 1, x->dtype);
+    int64_t rows = prod(x->shape, 0, x->ndim - 1), total = rows * out_f;
+    if (total != prod(shape, 0, nd->out.ndim))
+        return unsupported();
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK || total == 0)
+        return s;
+    void *xp = dptr(x), *wp = dptr(w), *bp = dptr(bias), *op = dptr(*out);
+    int64_t xk = x->strides[x->ndim - 1], w0 = w->strides[0], w1 = w->strides[1];
+    int64_t bst = bias ? bias->strides[0] : 0;
+    int wdt = (int)w->dtype, bdt = bias ? (int)bias->dtype : 0, odt = (int)nd->out.dtype;
+    void *args[] = {&xl, &xp, &xk, &wp, &wdt, &w0, &w1, &bp,
+                    &bdt, &bst, &op, &odt, &in_f, &out_f, &total};
+    return launch(c, OPS_K_LINEAR, OPS_GRID, total, args);
+}
+
+static int64_t conv_out_size(int64_t n, int64_t pad, int64_t dil, int64_t k, int64_t stride)
+{
+    int64_t span = n + 2 * pad - dil * (k - 1) - 1;
+    return span < 0 ? 0 : span / stride + 1;
+}
+
+static tgc_status run_conv2d(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                             const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0], *w = in[1], *bias = nd->n_in == 3 ? in[2] : NULL;
+    const tgc_attrs *a = &nd->attrs;
+    if (x->ndim != 4 || w->ndim != 4 || (bias && bias->ndim != 1))
+        return unsupported();
+    ops_cv g;
+    memset(&g, 0, sizeof g);
+    g.sh = a->i[0];
+    g.sw = a->i[1];
+    g.ph = a->i[2];
+    g.pw = a->i[3];
+    g.dh = a->i[4];
+    g.dw = a->i[5];
+    int64_t groups = a->i[6];
+    if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.dh < 1 || g.dw < 1 || groups < 1)
+        return unsupported();
+    g.n = x->shape[0];
+    g.c = x->shape[1];
+    g.h = x->shape[2];
+    g.w = x->shape[3];
+    g.o = w->shape[0];
+    g.cg = w->shape[1];
+    g.kh = w->shape[2];
+    g.kw = w->shape[3];
+    g.og = g.o / groups;
+    g.oh = conv_out_size(g.h, g.ph, g.dh, g.kh, g.sh);
+    g.ow = conv_out_size(g.w, g.pw, g.dw, g.kw, g.sw);
+    int64_t want[4] = {g.n, g.o, g.oh, g.ow};
+    if (g.cg * groups != g.c || g.og * groups != g.o || (bias && bias->shape[0] != g.o) ||
+        !tgc_shape_equal(shape, nd->out.ndim, want, 4))
+        return unsupported();
+    for (int d = 0; d < 4; d++) {
+        g.xs[d] = x->strides[d];
+        g.ws[d] = w->strides[d];
+    }
+    g.bst = bias ? bias->strides[0] : 0;
+    g.xdt = (int)x->dtype;
+    g.wdt = (int)w->dtype;
+    g.bdt = bias ? (int)bias->dtype : 0;
+    g.odt = (int)nd->out.dtype;
+    tgc_status s = new_out(c, shape, 4, nd->out.dtype, out);
+    int64_t total = s == TGC_OK ? numel(*out) : 0;
+    if (s != TGC_OK || total == 0)
+        return s;
+    void *xp = dptr(x), *wp = dptr(w), *bp = dptr(bias), *op = dptr(*out);
+    void *args[] = {&g, &xp, &wp, &bp, &op, &total};
+    return launch(c, OPS_K_CONV2D, OPS_GRID, total, args);
+}
+
+/* ---- entry points ---- */
+
+int tgc_cuda_op_supported(const tgc_node *nd)
+{
+    if (!nd || (unsigned)nd->op >= TGC_OP_COUNT || (unsigned)nd->out.dtype >= TGC_DTYPE_COUNT)
+        return 0;
+    switch (tgc_op_info_of(nd->op)->kind) {
+    case TGC_KIND_SOURCE: return 0;
+    case TGC_KIND_ATTENTION: return tgc_cuda_attention_supported(nd);
+    case TGC_KIND_LOSS:
+        return nd->attrs.i[0] == TGC_REDUCE_NONE || nd->attrs.i[0] == TGC_REDUCE_MEAN ||
+               nd->attrs.i[0] == TGC_REDUCE_SUM;
+    default: return 1;
+    }
+}
+
+static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *ins,
+                           const int64_t *shape, tgc_tensor **out)
+{
+    switch (tgc_op_info_of(nd->op)->kind) {
+    case TGC_KIND_BINARY:
+    case TGC_KIND_COMPARE:
+    case TGC_KIND_TERNARY:
+    case TGC_KIND_SCALAR:
+    case TGC_KIND_UNARY: return run_pointwise(c, nd, ins, shape, out);
+    case TGC_KIND_REDUCE: return run_reduce(c, nd, ins, shape, out);
+    case TGC_KIND_NORM: return run_softmax(c, nd, ins, shape, out);
+    case TGC_KIND_VIEW: return run_view_copy(c, nd, ins, shape, out);
+    case TGC_KIND_MOVE:
+        return nd->op == TGC_OP_CAT     ? run_cat(c, nd, ins, shape, out)
+               : nd->op == TGC_OP_STACK ? run_stack(c, nd, ins, shape, out)
+                                        : run_pad(c, nd, ins, shape, out);
+    case TGC_KIND_INDEX:
+        return nd->op == TGC_OP_GATHER ? run_gather(c, nd, ins, shape, out)
+                                       : run_select(c, nd, ins, shape, out);
+    case TGC_KIND_MATMUL:
+        return nd->op == TGC_OP_MATMUL ? run_matmul(c, nd, ins, shape, out)
+                                       : run_linear(c, nd, ins, shape, out);
+    case TGC_KIND_CONV: return run_conv2d(c, nd, ins, shape, out);
+    case TGC_KIND_POOL: return run_pool(c, nd, ins, shape, out);
+    case TGC_KIND_NN:
+        return nd->op == TGC_OP_BATCH_NORM ? run_batch_norm(c, nd, ins, shape, out)
+                                           : run_layer_norm(c, nd, ins, shape, out);
+    case TGC_KIND_RANDOM: return run_dropout(c, nd, ins, shape, out);
+    case TGC_KIND_CREATE: return run_create(c, nd, shape, out);
+    case TGC_KIND_LOSS: return run_loss(c, nd, ins, shape, out);
+    default: return unsupported();
+    }
+}
+
+tgc_status tgc_cuda_op_run(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                           tgc_tensor **out, const struct tgc_launch_env *env)
+{
+    *out = NULL;
+    if (!nd || !env || env->device.type != TGC_DEVICE_CUDA || !tgc_cuda_op_supported(nd))
+        return unsupported();
+    if (nd->op == TGC_OP_SDPA)
+        return tgc_cuda_attention_run(nd, ins, shape, out, env);
+    const tgc_op_info *info = tgc_op_info_of(nd->op);
+    if (nd->n_in < info->min_inputs || (info->max_inputs >= 0 && nd->n_in > info->max_inputs) ||
+        nd->out.ndim < 0 || nd->out.ndim > TGC_MAX_DIMS)
+        return unsupported();
+    for (int k = 0; k < nd->n_in; k++) {
+        const tgc_tensor *t = ins[k];
+        if (!t || t->trace || t->ndim > TGC_MAX_DIMS || (unsigned)t->dtype >= TGC_DTYPE_COUNT)
+            return unsupported();
+        /* every input must be on this device (an empty one may have no storage) */
+        if (numel(t) > 0 && (!t->storage || t->storage->device.type != TGC_DEVICE_CUDA ||
+                             t->storage->device.index != env->device.index))
+            return unsupported();
+    }
+    ops_ctx c = {env->device, env->stream, tgc_op_name(nd->op)};
+    tgc_status s = dispatch(&c, nd, ins, shape, out);
+    if (s != TGC_OK) {
+        if (*out)
+            tgc_tensor_free(*out);
+        *out = NULL;
+        if (s == TGC_ERR_UNSUPPORTED)
+            tgc_clear_error();
+        else
+            tgc_interp_name_user_op(nd);
+    }
+    return s;
+}

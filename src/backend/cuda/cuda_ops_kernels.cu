@@ -1,0 +1,1081 @@
+/* The native GPU kernels for the ops the CUDA backend's fusion leaves opaque (cuda_ops.c).
+ *
+ * This file is CUDA C text, not built by the host compiler: cuda_ops_kernels.inc holds it as
+ * a C string (regenerate with src/backend/cuda/embed_cu.py after editing), and cuda_ops.c
+ * prepends the op and dtype numbers of ops.def as #defines (OP_*, DT_*) before handing the
+ * whole program to NVRTC. Everything lives in namespace tgcops so it cannot collide with a
+ * prelude; the entry points are extern "C" tgc_ops_*.
+ *
+ * Semantics are interp's (src/backend/interp): values go through double, stores convert like
+ * tgc_store (float to integer saturates, NaN becomes 0; f16/bf16 round to nearest even from
+ * float), integer sums wrap in 64 bits, NaN wins max/argmax, random bits are Philox4x32-10
+ * word 0 of counter (base + i). Element dtypes are switched on at run time (the switch is
+ * uniform across a launch); every index product is 64-bit. */
+
+namespace tgcops {
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#define TGC_OPS_MAXD 8
+
+/* A strided view: row-major element i lives at sum_d idx_d * st[d] (elements) from its
+ * element 0, which is the pointer passed beside it. */
+struct TV {
+    i64 shape[TGC_OPS_MAXD];
+    i64 st[TGC_OPS_MAXD];
+    int nd;
+    int dt;
+};
+
+__device__ __forceinline__ i64 tv_off(const TV &t, i64 i)
+{
+    i64 off = 0;
+    for (int d = t.nd - 1; d >= 0; d--) {
+        i64 s = t.shape[d];
+        i64 q = i / s;
+        off += (i - q * s) * t.st[d];
+        i = q;
+    }
+    return off;
+}
+
+/* ---- f16 / bf16, bit for bit the host's tgc_half_to_float & co ---- */
+
+__device__ __forceinline__ float half_to_float(u16 h)
+{
+    u32 sign = (u32)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ff;
+    u32 bits;
+    if (ex == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (ex == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else {
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            bits = sign | ((u32)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else {
+        bits = sign | ((ex + 127 - 15) << 23) | (man << 13);
+    }
+    return __uint_as_float(bits);
+}
+
+__device__ __forceinline__ u16 float_to_half(float f)
+{
+    u32 x = __float_as_uint(f);
+    u16 sign = (u16)((x >> 16) & 0x8000);
+    u32 absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u)
+        return sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0);
+    if (absx >= 0x477ff000u)
+        return sign | 0x7c00;
+    if (absx < 0x38800000u) {
+        float a = __uint_as_float(absx);
+        return sign | (u16)rintf(a * 16777216.0f);
+    }
+    u32 mant_odd = (absx >> 13) & 1;
+    absx += 0xc8000fffu + mant_odd;
+    return sign | (u16)(absx >> 13);
+}
+
+__device__ __forceinline__ float bf16_to_float(u16 h)
+{
+    return __uint_as_float((u32)h << 16);
+}
+
+__device__ __forceinline__ u16 float_to_bf16(float f)
+{
+    u32 x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (u16)((x >> 16) | 0x40);
+    x += 0x7fff + ((x >> 16) & 1);
+    return (u16)(x >> 16);
+}
+
+/* ---- element access ---- */
+
+__device__ __forceinline__ double ld(const void *p, int dt, i64 off)
+{
+    switch (dt) {
+    case DT_F32: return ((const float *)p)[off];
+    case DT_F16: return half_to_float(((const u16 *)p)[off]);
+    case DT_BF16: return bf16_to_float(((const u16 *)p)[off]);
+    case DT_I32: return ((const int *)p)[off];
+    case DT_I64: return (double)((const i64 *)p)[off];
+    case DT_BOOL: return ((const u8 *)p)[off] != 0;
+    case DT_F64: return ((const double *)p)[off];
+    default: return 0;
+    }
+}
+
+/* integer and bool dtypes exactly; floats truncate (only integer operands take this path) */
+__device__ __forceinline__ i64 ldi(const void *p, int dt, i64 off)
+{
+    switch (dt) {
+    case DT_I32: return ((const int *)p)[off];
+    case DT_I64: return ((const i64 *)p)[off];
+    case DT_BOOL: return ((const u8 *)p)[off] != 0;
+    default: {
+        double v = ld(p, dt, off);
+        return v >= -9.0e18 && v <= 9.0e18 ? (i64)v : (i64)0x8000000000000000ull;
+    }
+    }
+}
+
+__device__ __forceinline__ i64 sat_i64(double v, double lo, double hi)
+{
+    if (v != v)
+        return 0;
+    if (v <= lo)
+        return (i64)lo;
+    if (v >= hi)
+        return (i64)hi;
+    return (i64)v;
+}
+
+__device__ __forceinline__ void st(void *p, int dt, i64 off, double v)
+{
+    switch (dt) {
+    case DT_F32: ((float *)p)[off] = (float)v; break;
+    case DT_F16: ((u16 *)p)[off] = float_to_half((float)v); break;
+    case DT_BF16: ((u16 *)p)[off] = float_to_bf16((float)v); break;
+    case DT_I32: ((int *)p)[off] = (int)sat_i64(v, -2147483648.0, 2147483647.0); break;
+    case DT_I64:
+        ((i64 *)p)[off] = v >= 9223372036854775808.0
+                              ? (i64)0x7fffffffffffffffll
+                              : sat_i64(v, -9223372036854775808.0, 9223372036854774784.0);
+        break;
+    case DT_BOOL: ((u8 *)p)[off] = v != 0; break;
+    case DT_F64: ((double *)p)[off] = v; break;
+    default: break;
+    }
+}
+
+/* an int64 result into an integer dtype without passing through double (i32 wraps) */
+__device__ __forceinline__ void sti(void *p, int dt, i64 off, i64 v)
+{
+    switch (dt) {
+    case DT_I32: ((int *)p)[off] = (int)v; break;
+    case DT_I64: ((i64 *)p)[off] = v; break;
+    case DT_BOOL: ((u8 *)p)[off] = v != 0; break;
+    default: st(p, dt, off, (double)v); break;
+    }
+}
+
+__device__ __forceinline__ int dt_size(int dt)
+{
+    switch (dt) {
+    case DT_F16:
+    case DT_BF16: return 2;
+    case DT_I64:
+    case DT_F64: return 8;
+    case DT_BOOL: return 1;
+    default: return 4;
+    }
+}
+
+/* one element from (sp, sdt, soff) to (dp, ddt, doff): a move when the dtypes agree */
+__device__ __forceinline__ void move_elem(void *dp, int ddt, i64 doff, const void *sp, int sdt,
+                                          i64 soff)
+{
+    if (ddt == sdt) {
+        switch (dt_size(ddt)) {
+        case 1: ((u8 *)dp)[doff] = ((const u8 *)sp)[soff]; return;
+        case 2: ((u16 *)dp)[doff] = ((const u16 *)sp)[soff]; return;
+        case 4: ((u32 *)dp)[doff] = ((const u32 *)sp)[soff]; return;
+        default: ((u64 *)dp)[doff] = ((const u64 *)sp)[soff]; return;
+        }
+    }
+    st(dp, ddt, doff, ld(sp, sdt, soff));
+}
+
+__device__ __forceinline__ int is_float_dt(int dt)
+{
+    return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_F64;
+}
+
+/* ---- Philox4x32-10, runtime/philox.c bit for bit ---- */
+
+__device__ __forceinline__ u32 philox_bits(u64 seed, u64 counter)
+{
+    u32 c0 = (u32)counter, c1 = (u32)(counter >> 32), c2 = 0, c3 = 0;
+    u32 k0 = (u32)seed, k1 = (u32)(seed >> 32);
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        u32 hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        u32 hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+    }
+    return c0;
+}
+
+__device__ __forceinline__ float philox_uniform(u64 seed, u64 counter)
+{
+    return (float)(philox_bits(seed, counter) >> 8) * 0x1p-24f;
+}
+
+__device__ __forceinline__ float philox_normal(u64 seed, u64 counter)
+{
+    const double two_pi = 6.283185307179586476925286766559;
+    double u1 = philox_uniform(seed, counter);
+    double u2 = philox_uniform(seed, counter | (1ull << 63));
+    double r = sqrt(-2.0 * log(1.0 - u1));
+    return (float)(r * cos(two_pi * u2));
+}
+
+/* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ---- */
+
+__device__ __forceinline__ double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double nanmax(double m, double v)
+{
+    return (v > m || v != v) ? v : m;
+}
+
+__device__ __forceinline__ double warp_max(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = nanmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block; every thread gets the result. sh: 32 doubles of shared memory. */
+__device__ double block_sum(double v, double *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.0;
+    return warp_sum(v);
+}
+
+__device__ double block_max(double v, double *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -__longlong_as_double(0x7ff0000000000000ll);
+    return warp_max(v);
+}
+
+__device__ __forceinline__ u64 warp_usum(u64 v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ u64 block_usum(u64 v, u64 *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_usum(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0ull;
+    return warp_usum(v);
+}
+
+__device__ __forceinline__ i64 warp_imax(i64 v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        i64 u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    return v;
+}
+
+__device__ i64 block_imax(i64 v, i64 *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_imax(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : (i64)0x8000000000000000ull;
+    return warp_imax(v);
+}
+
+/* argmax candidates: (value, position); the first NaN wins, else the larger value, ties
+ * to the smaller position (interp's "first maximum"). pos < 0: no candidate. */
+struct AM {
+    double v;
+    i64 iv;
+    i64 pos;
+};
+
+__device__ __forceinline__ AM am_pick(AM a, AM b, int as_int)
+{
+    if (b.pos < 0)
+        return a;
+    if (a.pos < 0)
+        return b;
+    AM lo = a.pos < b.pos ? a : b, hi = a.pos < b.pos ? b : a;
+    if (as_int)
+        return hi.iv > lo.iv ? hi : lo;
+    if (lo.v != lo.v)
+        return lo;
+    if (hi.v != hi.v)
+        return hi;
+    return hi.v > lo.v ? hi : lo;
+}
+
+__device__ AM block_argmax(AM a, int as_int, AM *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        AM b;
+        b.v = __shfl_xor_sync(0xffffffffu, a.v, o);
+        b.iv = __shfl_xor_sync(0xffffffffu, a.iv, o);
+        b.pos = __shfl_xor_sync(0xffffffffu, a.pos, o);
+        a = am_pick(a, b, as_int);
+    }
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = a;
+    __syncthreads();
+    if (lane < nw) {
+        a = sh[lane];
+    } else {
+        a.pos = -1;
+        a.v = 0;
+        a.iv = 0;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        AM b;
+        b.v = __shfl_xor_sync(0xffffffffu, a.v, o);
+        b.iv = __shfl_xor_sync(0xffffffffu, a.iv, o);
+        b.pos = __shfl_xor_sync(0xffffffffu, a.pos, o);
+        a = am_pick(a, b, as_int);
+    }
+    return a;
+}
+
+#define GRID_STRIDE(i, n)                                                                          \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                              \
+         i += (i64)blockDim.x * gridDim.x)
+
+#define BLOCK_STRIDE(r, n) for (i64 r = blockIdx.x; r < (n); r += gridDim.x)
+
+/* ---- pointwise math: k_pointwise.c's definitions ---- */
+
+__device__ __forceinline__ double pw_max(double x, double y)
+{
+    return x > y || x != x ? x : y;
+}
+__device__ __forceinline__ double pw_min(double x, double y)
+{
+    return x < y || x != x ? x : y;
+}
+__device__ __forceinline__ double pw_sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+__device__ double pw_eval(int op, double x, double y, double z, double f0, double f1)
+{
+    switch (op) {
+    case OP_ADD: return x + y;
+    case OP_SUB: return x - y;
+    case OP_MUL: return x * y;
+    case OP_DIV: return x / y;
+    case OP_POW: return pow(x, y);
+    case OP_MAXIMUM: return pw_max(x, y);
+    case OP_MINIMUM: return pw_min(x, y);
+    case OP_EQ: return x == y;
+    case OP_NE: return x != y;
+    case OP_LT: return x < y;
+    case OP_LE: return x <= y;
+    case OP_GT: return x > y;
+    case OP_GE: return x >= y;
+    case OP_WHERE: return x != 0 ? y : z;
+    case OP_ADD_SCALAR: return x + f0;
+    case OP_SUB_SCALAR: return x - f0;
+    case OP_MUL_SCALAR: return x * f0;
+    case OP_DIV_SCALAR: return x / f0;
+    case OP_POW_SCALAR: return pow(x, f0);
+    case OP_CLAMP: {
+        if (f0 != f0 || f1 != f1)
+            return __longlong_as_double(0x7ff8000000000000ll);
+        double r = x < f0 ? f0 : x;
+        return r > f1 ? f1 : r;
+    }
+    case OP_NEG: return -x;
+    case OP_ABS: return fabs(x);
+    case OP_EXP: return exp(x);
+    case OP_LOG: return log(x);
+    case OP_SQRT: return sqrt(x);
+    case OP_RSQRT: return 1.0 / sqrt(x);
+    case OP_TANH: return tanh(x);
+    case OP_SIGMOID: return pw_sigmoid(x);
+    case OP_RELU: return x < 0 ? 0.0 : x;
+    case OP_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+    case OP_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+    case OP_SILU: return x * pw_sigmoid(x);
+    case OP_ERF: return erf(x);
+    default: return x; /* CAST */
+    }
+}
+
+__device__ i64 pw_eval_int(int op, i64 x, i64 y, i64 z, i64 s0, i64 s1)
+{
+    u64 ux = (u64)x, uy = (u64)y;
+    switch (op) {
+    case OP_ADD: return (i64)(ux + uy);
+    case OP_SUB: return (i64)(ux - uy);
+    case OP_MUL: return (i64)(ux * uy);
+    case OP_MAXIMUM: return x > y ? x : y;
+    case OP_MINIMUM: return x < y ? x : y;
+    case OP_EQ: return x == y;
+    case OP_NE: return x != y;
+    case OP_LT: return x < y;
+    case OP_LE: return x <= y;
+    case OP_GT: return x > y;
+    case OP_GE: return x >= y;
+    case OP_WHERE: return x ? y : z;
+    case OP_ADD_SCALAR: return (i64)(ux + (u64)s0);
+    case OP_SUB_SCALAR: return (i64)(ux - (u64)s0);
+    case OP_MUL_SCALAR: return (i64)(ux * (u64)s0);
+    case OP_CLAMP: {
+        i64 r = x < s0 ? s0 : x;
+        return r > s1 ? s1 : r;
+    }
+    case OP_NEG: return (i64)(0 - ux);
+    case OP_ABS: return x < 0 ? (i64)(0 - ux) : x;
+    case OP_RELU: return x < 0 ? 0 : x;
+    default: return x; /* CAST */
+    }
+}
+
+/* the cast to the common dtype before the math (k_pointwise.c round_to) */
+__device__ __forceinline__ double round_to(double v, int from, int to)
+{
+    if (from == to)
+        return v;
+    switch (to) {
+    case DT_F32: return (float)v;
+    case DT_F16: return half_to_float(float_to_half((float)v));
+    case DT_BF16: return bf16_to_float(float_to_bf16((float)v));
+    default: return v;
+    }
+}
+
+/* Pointwise over out's shape; in[k] strides are 0 where it broadcasts. */
+struct PW {
+    TV o;
+    TV in[3];
+    int cast_dt[3];
+    int nin, op, int_path;
+    double f0, f1;
+    i64 s0, s1;
+};
+
+} // namespace tgcops
+
+using namespace tgcops;
+
+extern "C" __global__ void tgc_ops_pointwise(PW c, void *o, const void *a, const void *b,
+                                             const void *cc, i64 n)
+{
+    GRID_STRIDE(i, n)
+    {
+        i64 oo = tv_off(c.o, i);
+        i64 ia = tv_off(c.in[0], i);
+        i64 ib = c.nin > 1 ? tv_off(c.in[1], i) : 0;
+        i64 ic = c.nin > 2 ? tv_off(c.in[2], i) : 0;
+        if (c.int_path) {
+            i64 x = ldi(a, c.in[0].dt, ia);
+            i64 y = c.nin > 1 ? ldi(b, c.in[1].dt, ib) : x;
+            i64 z = c.nin > 2 ? ldi(cc, c.in[2].dt, ic) : x;
+            sti(o, c.o.dt, oo, pw_eval_int(c.op, x, y, z, c.s0, c.s1));
+        } else {
+            double x = round_to(ld(a, c.in[0].dt, ia), c.in[0].dt, c.cast_dt[0]);
+            double y = c.nin > 1 ? round_to(ld(b, c.in[1].dt, ib), c.in[1].dt, c.cast_dt[1]) : x;
+            double z = c.nin > 2 ? round_to(ld(cc, c.in[2].dt, ic), c.in[2].dt, c.cast_dt[2]) : x;
+            st(o, c.o.dt, oo, pw_eval(c.op, x, y, z, c.f0, c.f1));
+        }
+    }
+}
+
+/* ---- movement ---- */
+
+/* dst (its own strides over src's shape) = src, converting like tgc_store */
+extern "C" __global__ void tgc_ops_copy(TV d, void *dp, TV s, const void *sp, i64 n)
+{
+    GRID_STRIDE(i, n)
+    {
+        move_elem(dp, d.dt, tv_off(d, i), sp, s.dt, tv_off(s, i));
+    }
+}
+
+extern "C" __global__ void tgc_ops_fill(void *p, int dt, i64 n, double v)
+{
+    GRID_STRIDE(i, n)
+    {
+        st(p, dt, i, v);
+    }
+}
+
+/* index checks: flag[0] = smallest bad position (~0 when none), flag[1] its value */
+extern "C" __global__ void tgc_ops_flag_init(u64 *flag)
+{
+    flag[0] = ~0ull;
+    flag[1] = 0;
+}
+
+extern "C" __global__ void tgc_ops_check_index(TV ix, const void *ip, i64 n, i64 limit,
+                                               int has_ignore, i64 ignore, u64 *flag)
+{
+    GRID_STRIDE(i, n)
+    {
+        i64 v = ldi(ip, ix.dt, tv_off(ix, i));
+        if (has_ignore && v == ignore)
+            continue;
+        if (v < 0 || v >= limit)
+            atomicMin(flag, (u64)i);
+    }
+}
+
+extern "C" __global__ void tgc_ops_index_report(TV ix, const void *ip, u64 *flag)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0 && flag[0] != ~0ull)
+        flag[1] = (u64)ldi(ip, ix.dt, tv_off(ix, (i64)flag[0]));
+}
+
+/* index_select / embedding: out [outer, n, inner] from t with dim `dim` indexed by ix;
+ * t's dims before dim are outer (shape[0..dim)), after it inner. */
+extern "C" __global__ void tgc_ops_select(TV t, const void *tp, TV ix, const void *ip, void *op,
+                                          int odt, int dim, i64 n, i64 inner, i64 limit,
+                                          i64 total)
+{
+    GRID_STRIDE(e, total)
+    {
+        i64 in_ = e % inner, r = e / inner;
+        i64 j = r % n, ou = r / n;
+        i64 id = ldi(ip, ix.dt, tv_off(ix, j));
+        if (id < 0 || id >= limit)
+            continue; /* reported by the check; the result is discarded */
+        i64 off = id * t.st[dim];
+        for (int d = t.nd - 1; d > dim; d--) {
+            i64 s = t.shape[d], q = in_ / s;
+            off += (in_ - q * s) * t.st[d];
+            in_ = q;
+        }
+        for (int d = dim - 1; d >= 0; d--) {
+            i64 s = t.shape[d], q = ou / s;
+            off += (ou - q * s) * t.st[d];
+            ou = q;
+        }
+        move_elem(op, odt, e, tp, t.dt, off);
+    }
+}
+
+/* gather: out[p] = t[pos with dim replaced by ix[p]], p over ix's shape */
+extern "C" __global__ void tgc_ops_gather(TV t, const void *tp, TV ix, const void *ip, void *op,
+                                          int odt, int dim, i64 limit, i64 n)
+{
+    GRID_STRIDE(p, n)
+    {
+        i64 r = p, ioff = 0, toff = 0;
+        for (int d = ix.nd - 1; d >= 0; d--) {
+            i64 s = ix.shape[d], q = r / s, k = r - q * s;
+            ioff += k * ix.st[d];
+            if (d != dim)
+                toff += k * t.st[d];
+            r = q;
+        }
+        i64 v = ldi(ip, ix.dt, ioff);
+        if (v < 0 || v >= limit)
+            continue;
+        if (t.nd > 0)
+            toff += v * t.st[dim];
+        move_elem(op, odt, p, tp, t.dt, toff);
+    }
+}
+
+/* ---- creation and random ---- */
+
+extern "C" __global__ void tgc_ops_arange(void *o, int dt, i64 n, double start, double step)
+{
+    GRID_STRIDE(i, n)
+    {
+        st(o, dt, i, start + (double)i * step);
+    }
+}
+
+extern "C" __global__ void tgc_ops_rand(void *o, int dt, i64 n, u64 seed, u64 base, int normal)
+{
+    GRID_STRIDE(i, n)
+    {
+        u64 c = base + (u64)i;
+        double v;
+        if (normal) {
+            v = philox_normal(seed, c);
+        } else {
+            u32 bits = philox_bits(seed, c);
+            if (dt == DT_F16)
+                v = (double)(bits >> 21) * 0x1p-11;
+            else if (dt == DT_BF16)
+                v = (double)(bits >> 24) * 0x1p-8;
+            else
+                v = (double)(bits >> 8) * 0x1p-24;
+        }
+        st(o, dt, i, v);
+    }
+}
+
+extern "C" __global__ void tgc_ops_dropout(TV x, const void *xp, void *o, int odt, i64 n, u64 seed,
+                                           u64 base, double p, double scale)
+{
+    GRID_STRIDE(i, n)
+    {
+        int keep = philox_uniform(seed, base + (u64)i) >= p;
+        st(o, odt, i, ld(xp, x.dt, tv_off(x, i)) * (keep ? scale : 0.0));
+    }
+}
+
+/* ---- reductions: one block per output element ---- */
+
+struct RG {
+    TV keep; /* kept dims of x (shape, x strides): output element order */
+    TV red;  /* reduced dims of x (shape, x strides), row-major visiting order */
+    i64 count, nout;
+    int op, as_int, odt;
+    double correction;
+};
+
+extern "C" __global__ void tgc_ops_reduce(RG g, const void *x, void *o)
+{
+    __shared__ double shd[32];
+    __shared__ u64 shu[32];
+    __shared__ AM sha[32];
+    const int xdt = g.red.dt;
+    BLOCK_STRIDE(r, g.nout)
+    {
+        const i64 base = tv_off(g.keep, r);
+        if (g.op == OP_ARGMAX) {
+            AM a;
+            a.pos = -1;
+            a.v = 0;
+            a.iv = 0;
+            for (i64 j = threadIdx.x; j < g.count; j += blockDim.x) {
+                AM b;
+                b.pos = j;
+                i64 off = base + tv_off(g.red, j);
+                if (g.as_int) {
+                    b.iv = ldi(x, xdt, off);
+                    b.v = 0;
+                } else {
+                    b.v = ld(x, xdt, off);
+                    b.iv = 0;
+                }
+                a = am_pick(a, b, g.as_int);
+            }
+            a = block_argmax(a, g.as_int, sha);
+            if (threadIdx.x == 0)
+                sti(o, g.odt, r, a.pos < 0 ? 0 : a.pos);
+        } else if (g.as_int && g.op == OP_SUM) {
+            u64 s = 0;
+            for (i64 j = threadIdx.x; j < g.count; j += blockDim.x)
+                s += (u64)ldi(x, xdt, base + tv_off(g.red, j));
+            s = block_usum(s, shu);
+            if (threadIdx.x == 0)
+                sti(o, g.odt, r, (i64)s);
+        } else if (g.as_int) { /* MAX */
+            i64 m = (i64)0x8000000000000000ull;
+            for (i64 j = threadIdx.x; j < g.count; j += blockDim.x) {
+                i64 v = ldi(x, xdt, base + tv_off(g.red, j));
+                m = v > m ? v : m;
+            }
+            m = block_imax(m, (i64 *)shu);
+            if (threadIdx.x == 0)
+                sti(o, g.odt, r, m);
+        } else if (g.op == OP_MAX) {
+            double m = -__longlong_as_double(0x7ff0000000000000ll);
+            for (i64 j = threadIdx.x; j < g.count; j += blockDim.x)
+                m = nanmax(m, ld(x, xdt, base + tv_off(g.red, j)));
+            m = block_max(m, shd);
+            if (threadIdx.x == 0)
+                st(o, g.odt, r, m);
+        } else {
+            double s = 0;
+            for (i64 j = threadIdx.x; j < g.count; j += blockDim.x)
+                s += ld(x, xdt, base + tv_off(g.red, j));
+            s = block_sum(s, shd);
+            const double n = (double)g.count;
+            if (g.op == OP_VAR) {
+                const double mean = s / n;
+                double q = 0;
+                for (i64 j = threadIdx.x; j < g.count; j += blockDim.x) {
+                    double d = ld(x, xdt, base + tv_off(g.red, j)) - mean;
+                    q += d * d;
+                }
+                q = block_sum(q, shd);
+                s = q / fmax(0.0, n - g.correction);
+            } else if (g.op == OP_MEAN) {
+                s = s / n;
+            }
+            if (threadIdx.x == 0)
+                st(o, g.odt, r, s);
+        }
+    }
+}
+
+/* softmax / log_softmax along one dim: one block per row */
+struct SG {
+    TV keep; /* kept dims: shape and x strides */
+    TV okeep; /* kept dims: shape and out strides */
+    i64 n, xst, ost, rows;
+    int odt, log_;
+};
+
+extern "C" __global__ void tgc_ops_softmax(SG g, const void *x, void *o, int xdt)
+{
+    __shared__ double sh[32];
+    BLOCK_STRIDE(r, g.rows)
+    {
+        const i64 xb = tv_off(g.keep, r), ob = tv_off(g.okeep, r);
+        double m = -__longlong_as_double(0x7ff0000000000000ll);
+        for (i64 j = threadIdx.x; j < g.n; j += blockDim.x)
+            m = nanmax(m, ld(x, xdt, xb + j * g.xst));
+        m = block_max(m, sh);
+        double s = 0;
+        for (i64 j = threadIdx.x; j < g.n; j += blockDim.x)
+            s += exp(ld(x, xdt, xb + j * g.xst) - m);
+        s = block_sum(s, sh);
+        const double ls = log(s);
+        for (i64 j = threadIdx.x; j < g.n; j += blockDim.x) {
+            double v = ld(x, xdt, xb + j * g.xst);
+            st(o, g.odt, ob + j * g.ost, g.log_ ? v - m - ls : exp(v - m) / s);
+        }
+    }
+}
+
+/* a per-feature or per-channel parameter: element k at p[k * st] (in row-major order of its
+ * own view when v.nd > 1) */
+struct PV {
+    TV v;
+    int present;
+};
+
+__device__ __forceinline__ double pv_ld(const PV &p, const void *ptr, i64 k, double dflt)
+{
+    return p.present ? ld(ptr, p.v.dt, tv_off(p.v, k)) : dflt;
+}
+
+/* layer_norm over rows of M elements (x's last dims) */
+extern "C" __global__ void tgc_ops_layer_norm(TV x, const void *xp, void *o, int odt, i64 rows,
+                                              i64 M, double eps, PV w, const void *wp, PV b,
+                                              const void *bp)
+{
+    __shared__ double sh[32];
+    BLOCK_STRIDE(r, rows)
+    {
+        double s = 0;
+        for (i64 j = threadIdx.x; j < M; j += blockDim.x)
+            s += ld(xp, x.dt, tv_off(x, r * M + j));
+        s = block_sum(s, sh);
+        const double mean = s / (double)M;
+        double q = 0;
+        for (i64 j = threadIdx.x; j < M; j += blockDim.x) {
+            double d = ld(xp, x.dt, tv_off(x, r * M + j)) - mean;
+            q += d * d;
+        }
+        q = block_sum(q, sh);
+        const double rstd = 1.0 / sqrt(q / (double)M + eps);
+        for (i64 j = threadIdx.x; j < M; j += blockDim.x) {
+            double v = ld(xp, x.dt, tv_off(x, r * M + j));
+            st(o, odt, r * M + j, (v - mean) * rstd * pv_ld(w, wp, j, 1.0) + pv_ld(b, bp, j, 0.0));
+        }
+    }
+}
+
+/* batch_norm, x [N, C, S...]: one block per channel; training updates the running stats */
+extern "C" __global__ void tgc_ops_batch_norm(TV x, const void *xp, void *o, int odt, i64 N, i64 C,
+                                              i64 S, int training, double momentum, double eps,
+                                              PV rm, void *rmp, PV rv, void *rvp, PV w,
+                                              const void *wp, PV b, const void *bp)
+{
+    __shared__ double sh[32];
+    const i64 cnt = N * S;
+    BLOCK_STRIDE(c, C)
+    {
+        double mean, var;
+        if (training) {
+            double s = 0;
+            for (i64 j = threadIdx.x; j < cnt; j += blockDim.x) {
+                i64 n = j / S, k = j - n * S;
+                s += ld(xp, x.dt, tv_off(x, (n * C + c) * S + k));
+            }
+            s = block_sum(s, sh);
+            mean = s / (double)cnt;
+            double q = 0;
+            for (i64 j = threadIdx.x; j < cnt; j += blockDim.x) {
+                i64 n = j / S, k = j - n * S;
+                double d = ld(xp, x.dt, tv_off(x, (n * C + c) * S + k)) - mean;
+                q += d * d;
+            }
+            q = block_sum(q, sh);
+            var = q / (double)cnt;
+            if (rm.present && threadIdx.x == 0) {
+                i64 om = c * rm.v.st[0], ov = c * rv.v.st[0];
+                double unbiased = q / (double)(cnt - 1);
+                st(rmp, rm.v.dt, om, (1.0 - momentum) * ld(rmp, rm.v.dt, om) + momentum * mean);
+                st(rvp, rv.v.dt, ov, (1.0 - momentum) * ld(rvp, rv.v.dt, ov) + momentum * unbiased);
+            }
+        } else {
+            mean = ld(rmp, rm.v.dt, c * rm.v.st[0]);
+            var = ld(rvp, rv.v.dt, c * rv.v.st[0]);
+        }
+        double scale = 1.0 / sqrt(var + eps), shift = 0;
+        if (w.present)
+            scale *= ld(wp, w.v.dt, c * w.v.st[0]);
+        if (b.present)
+            shift = ld(bp, b.v.dt, c * b.v.st[0]);
+        for (i64 j = threadIdx.x; j < cnt; j += blockDim.x) {
+            i64 n = j / S, k = j - n * S;
+            i64 e = (n * C + c) * S + k;
+            st(o, odt, e, (ld(xp, x.dt, tv_off(x, e)) - mean) * scale + shift);
+        }
+    }
+}
+
+/* ---- pools: x [..., H, W] (planes = the leading dims), one thread per output ---- */
+
+__device__ __forceinline__ void pool_window(i64 i, i64 m, i64 n, i64 k, i64 s, i64 p,
+                                            int exclude_pad, i64 *lo_, i64 *hi_, i64 *span_)
+{
+    i64 lo, hi, span;
+    if (k == 0) {
+        lo = i * n / m;
+        hi = ((i + 1) * n + m - 1) / m;
+        span = hi - lo;
+    } else {
+        lo = i * s - p;
+        hi = lo + k;
+        span = (hi < n + p ? hi : n + p) - lo;
+    }
+    *lo_ = lo > 0 ? lo : 0;
+    *hi_ = hi < n ? hi : n;
+    *span_ = exclude_pad ? *hi_ - *lo_ : span;
+}
+
+/* planes: x's leading dims as a TV (shape, x strides); hs, ws: x's strides of H and W.
+ * kind 0 max, 1 avg, 2 adaptive avg */
+extern "C" __global__ void tgc_ops_pool2d(TV planes, const void *xp, int xdt, i64 hs, i64 ws,
+                                          i64 H, i64 W, void *o, int odt, i64 OH, i64 OW, int kind,
+                                          i64 kh, i64 kw, i64 sh, i64 sw, i64 ph, i64 pw,
+                                          int exclude_pad, i64 n)
+{
+    GRID_STRIDE(e, n)
+    {
+        i64 ow = e % OW, t = e / OW;
+        i64 oh = t % OH, p = t / OH;
+        i64 base = tv_off(planes, p);
+        i64 hlo, hhi, hsp, wlo, whi, wsp;
+        if (kind == 2) {
+            pool_window(oh, OH, H, 0, 1, 0, 0, &hlo, &hhi, &hsp);
+            pool_window(ow, OW, W, 0, 1, 0, 0, &wlo, &whi, &wsp);
+        } else {
+            pool_window(oh, OH, H, kh, sh, ph, exclude_pad, &hlo, &hhi, &hsp);
+            pool_window(ow, OW, W, kw, sw, pw, exclude_pad, &wlo, &whi, &wsp);
+        }
+        double acc = kind == 0 ? -__longlong_as_double(0x7ff0000000000000ll) : 0.0;
+        for (i64 i = hlo; i < hhi; i++)
+            for (i64 j = wlo; j < whi; j++) {
+                double v = ld(xp, xdt, base + i * hs + j * ws);
+                if (kind == 0)
+                    acc = ((v > acc) | (v != v)) ? v : acc;
+                else
+                    acc += v;
+            }
+        if (kind != 0)
+            acc = acc / (double)(hsp * wsp);
+        st(o, odt, e, acc);
+    }
+}
+
+/* ---- losses: x [N, C, D...] or [C]; one warp per target position ---- */
+
+/* NONE: out[p] written directly; else scratch[2p] = loss, scratch[2p+1] = 1 when counted */
+extern "C" __global__ void tgc_ops_loss(TV x, const void *xp, TV tg, const void *tp, i64 P, i64 C,
+                                        i64 D, i64 cstride, i64 ignore, int ce, double eps,
+                                        int none, void *o, int odt, double *scratch)
+{
+    const int lane = threadIdx.x & 31;
+    const i64 wid = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 p = wid; p < P; p += nwarps) {
+        i64 t = ldi(tp, tg.dt, tv_off(tg, p));
+        double l = 0;
+        int counted = 0;
+        if (t != ignore && t >= 0 && t < C) {
+            counted = 1;
+            const i64 n = p / D, d = p - (p / D) * D;
+            const i64 off0 = tv_off(x, n * C * D + d);
+            if (!ce) {
+                l = -ld(xp, x.dt, off0 + t * cstride);
+            } else {
+                double m = -__longlong_as_double(0x7ff0000000000000ll), sumx = 0;
+                for (i64 c = lane; c < C; c += 32) {
+                    double v = ld(xp, x.dt, off0 + c * cstride);
+                    m = v > m ? v : m;
+                    sumx += v;
+                }
+                for (int s = 16; s > 0; s >>= 1) {
+                    double u = __shfl_xor_sync(0xffffffffu, m, s);
+                    m = u > m ? u : m;
+                }
+                sumx = warp_sum(sumx);
+                double se = 0;
+                for (i64 c = lane; c < C; c += 32)
+                    se += exp(ld(xp, x.dt, off0 + c * cstride) - m);
+                se = warp_sum(se);
+                const double lse = m + log(se);
+                l = lse - ld(xp, x.dt, off0 + t * cstride);
+                if (eps != 0.0) {
+                    double smooth = ((double)C * lse - sumx) / (double)C;
+                    l = (1.0 - eps) * l + eps * smooth;
+                }
+            }
+        }
+        if (lane == 0) {
+            if (none) {
+                st(o, odt, p, l);
+            } else {
+                scratch[2 * p] = l;
+                scratch[2 * p + 1] = counted;
+            }
+        }
+    }
+}
+
+/* one block: out[0] = sum (or mean over the counted) of the scratch losses */
+extern "C" __global__ void tgc_ops_loss_reduce(const double *scratch, i64 P, int mean, void *o,
+                                               int odt)
+{
+    __shared__ double sh[32];
+    double s = 0, c = 0;
+    for (i64 p = threadIdx.x; p < P; p += blockDim.x) {
+        s += scratch[2 * p];
+        c += scratch[2 * p + 1];
+    }
+    s = block_sum(s, sh);
+    c = block_sum(c, sh);
+    if (threadIdx.x == 0)
+        st(o, odt, 0, mean ? s / c : s);
+}
+
+/* ---- linear algebra for dtypes without a template: double accumulation ---- */
+
+struct MM {
+    i64 m, n, k, a_rs, a_cs, b_rs, b_cs;
+    TV batch; /* broadcast batch shape; st: a's batch strides */
+    i64 sb[TGC_OPS_MAXD]; /* b's batch strides */
+    int adt, bdt, odt;
+};
+
+extern "C" __global__ void tgc_ops_matmul(MM g, const void *a, const void *b, void *o, i64 total)
+{
+    GRID_STRIDE(e, total)
+    {
+        i64 j = e % g.n, t = e / g.n;
+        i64 i = t % g.m, bi = t / g.m;
+        i64 oa = 0, ob = 0;
+        for (int d = g.batch.nd - 1; d >= 0; d--) {
+            i64 s = g.batch.shape[d], q = bi / s, k = bi - q * s;
+            oa += k * g.batch.st[d];
+            ob += k * g.sb[d];
+            bi = q;
+        }
+        double acc = 0;
+        for (i64 k = 0; k < g.k; k++)
+            acc += ld(a, g.adt, oa + i * g.a_rs + k * g.a_cs) *
+                   ld(b, g.bdt, ob + k * g.b_rs + j * g.b_cs);
+        st(o, g.odt, e, acc);
+    }
+}
+
+/* linear: x [rows (x's leading dims), in], w [out, in], bias [out] */
+extern "C" __global__ void tgc_ops_linear(TV xl, const void *x, i64 xk, const void *w, int wdt,
+                                          i64 w0, i64 w1, const void *bias, int bdt, i64 bst,
+                                          void *o, int odt, i64 in_f, i64 out_f, i64 total)
+{
+    GRID_STRIDE(e, total)
+    {
+        i64 j = e % out_f, r = e / out_f;
+        i64 xo = tv_off(xl, r);
+        double acc = 0;
+        for (i64 k = 0; k < in_f; k++)
+            acc += ld(x, xl.dt, xo + k * xk) * ld(w, wdt, j * w0 + k * w1);
+        if (bias)
+            acc += ld(bias, bdt, j * bst);
+        st(o, odt, e, acc);
+    }
+}
+
+struct CV {
+    i64 n, c, h, w, o, cg, og, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
+    i64 xs[4], ws[4];
+    i64 bst;
+    int xdt, wdt, bdt, odt;
+};
+
+extern "C" __global__ void tgc_ops_conv2d(CV g, const void *x, const void *w, const void *bias,
+                                          void *o, i64 total)
+{
+    GRID_STRIDE(e, total)
+    {
+        i64 ow = e % g.ow, t = e / g.ow;
+        i64 oh = t % g.oh;
+        t /= g.oh;
+        i64 oc = t % g.o, n = t / g.o;
+        i64 c0 = (oc / g.og) * g.cg;
+        double acc = 0;
+        for (i64 c = 0; c < g.cg; c++)
+            for (i64 ki = 0; ki < g.kh; ki++) {
+                i64 ih = oh * g.sh - g.ph + ki * g.dh;
+                if (ih < 0 || ih >= g.h)
+                    continue;
+                for (i64 kj = 0; kj < g.kw; kj++) {
+                    i64 iw = ow * g.sw - g.pw + kj * g.dw;
+                    if (iw < 0 || iw >= g.w)
+                        continue;
+                    i64 xo = n * g.xs[0] + (c0 + c) * g.xs[1] + ih * g.xs[2] + iw * g.xs[3];
+                    i64 wo = oc * g.ws[0] + c * g.ws[1] + ki * g.ws[2] + kj * g.ws[3];
+                    acc += ld(x, g.xdt, xo) * ld(w, g.wdt, wo);
+                }
+            }
+        double bv = bias ? ld(bias, g.bdt, oc * g.bst) : 0.0;
+        st(o, g.odt, e, bv + acc);
+    }
+}

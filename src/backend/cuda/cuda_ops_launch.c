@@ -1,0 +1,183 @@
+/* The native-op program on the devices: compiled once per architecture (sm_XY) per process,
+ * loaded once per device (a module and its kernel handles kept for the process), and the
+ * launches, stream synchronization and capture query of cuda_ops.c.
+ *
+ * Thread-safety: one mutex guards the per-architecture images and the per-device modules;
+ * the first caller for a device compiles and loads while later callers wait, and a failure
+ * is remembered (status and message) and repeated on every later call for that device.
+ * After loading, launches read the kernel table without the lock. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops_impl.h"
+#include "runtime/cuda.h"
+#include "support/error.h"
+
+#define OPS_MAX_ARCHS 8
+
+typedef struct ops_image {
+    int sm;
+    char *cubin;
+    size_t size;
+} ops_image;
+
+typedef struct ops_dev {
+    int state; /* 0 not tried, 1 loaded, -1 failed */
+    tgc_status status;
+    char msg[768];
+    CUmodule mod;
+    CUfunction fn[OPS_K_COUNT];
+    int sms;
+} ops_dev;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static ops_image g_images[OPS_MAX_ARCHS];
+static ops_dev g_devs[TGC_CUDA_MAX_DEVICES];
+
+/* The cubin for sm, compiled on first request (called with g_lock held). */
+static tgc_status image_for(int sm, const ops_image **img)
+{
+    for (int i = 0; i < OPS_MAX_ARCHS; i++)
+        if (g_images[i].cubin && g_images[i].sm == sm) {
+            *img = &g_images[i];
+            return TGC_OK;
+        }
+    for (int i = 0; i < OPS_MAX_ARCHS; i++) {
+        if (g_images[i].cubin)
+            continue;
+        tgc_status s = tgc_cuda_ops_compile(sm, &g_images[i].cubin, &g_images[i].size);
+        if (s != TGC_OK)
+            return s;
+        g_images[i].sm = sm;
+        *img = &g_images[i];
+        return TGC_OK;
+    }
+    return tgc_set_error(TGC_ERR_INTERNAL, "tgc cuda: native ops compiled for too many archs");
+}
+
+static tgc_status load_dev(int dev, ops_dev *d)
+{
+    const tgc_cuda_driver *drv = tgc_cuda_drv();
+    const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
+    if (!drv || !pr)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
+    const ops_image *img = NULL;
+    tgc_status s = image_for(pr->major * 10 + pr->minor, &img);
+    if (s == TGC_OK)
+        s = tgc_cuda_enter(dev);
+    if (s != TGC_OK)
+        return s;
+    s = tgc_cuda_error(drv->cuModuleLoadData(&d->mod, img->cubin),
+                       "tgc cuda: loading the native-op kernels (cuModuleLoadData)");
+    if (s != TGC_OK)
+        return s;
+    int n;
+    const char *const *names = tgc_cuda_ops_kernel_names(&n);
+    for (int k = 0; k < n && s == TGC_OK; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "tgc cuda: cuModuleGetFunction(%s)", names[k]);
+        s = tgc_cuda_error(drv->cuModuleGetFunction(&d->fn[k], d->mod, names[k]), what);
+    }
+    if (s != TGC_OK) {
+        drv->cuModuleUnload(d->mod);
+        d->mod = NULL;
+        return s;
+    }
+    d->sms = pr->sms > 0 ? pr->sms : 1;
+    return TGC_OK;
+}
+
+static tgc_status dev_ready(int dev, ops_dev **out)
+{
+    if (dev < 0 || dev >= TGC_CUDA_MAX_DEVICES)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: no device cuda:%d", dev);
+    ops_dev *d = &g_devs[dev];
+    pthread_mutex_lock(&g_lock);
+    if (d->state == 0) {
+        tgc_status s = load_dev(dev, d);
+        d->state = s == TGC_OK ? 1 : -1;
+        d->status = s;
+        if (s != TGC_OK)
+            snprintf(d->msg, sizeof d->msg, "%s", tgc_last_error());
+    }
+    int state = d->state;
+    tgc_status st = d->status;
+    pthread_mutex_unlock(&g_lock);
+    if (state < 0)
+        return tgc_set_error(st, "%s", d->msg);
+    *out = d;
+    return TGC_OK;
+}
+
+static CUstream stream_of(const ops_ctx *c)
+{
+    return c->stream ? (CUstream)c->stream : tgc_cuda_stream(c->dev.index);
+}
+
+tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work,
+                          void **params)
+{
+    if (work <= 0)
+        return TGC_OK;
+    ops_dev *d = NULL;
+    tgc_status s = dev_ready(c->dev.index, &d);
+    if (s == TGC_OK)
+        s = tgc_cuda_enter(c->dev.index);
+    if (s != TGC_OK)
+        return s;
+    CUstream st = stream_of(c);
+    if (!st)
+        return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
+    const int64_t cap = (int64_t)d->sms * 32;
+    unsigned block = 256;
+    int64_t grid;
+    switch (shape) {
+    case OPS_GRID: grid = (work + block - 1) / block; break;
+    case OPS_BLOCKS: grid = work; break;
+    case OPS_WARPS: grid = (work + block / 32 - 1) / (block / 32); break;
+    default: grid = 1; break;
+    }
+    if (grid > cap && shape != OPS_SINGLE)
+        grid = cap; /* the kernels stride over the rest */
+    if (grid < 1)
+        grid = 1;
+    int n;
+    const char *const *names = tgc_cuda_ops_kernel_names(&n);
+    char what[128];
+    snprintf(what, sizeof what, "tgc_%s: launching %s", c->op ? c->op : "op", names[k]);
+    return tgc_cuda_error(tgc_cuda_drv()->cuLaunchKernel(d->fn[k], (unsigned)grid, 1, 1, block, 1,
+                                                         1, 0, st, params, NULL),
+                          what);
+}
+
+tgc_status tgc_ops_sync(const ops_ctx *c)
+{
+    tgc_status s = tgc_cuda_drv() ? tgc_cuda_enter(c->dev.index)
+                                  : tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: CUDA is not loaded");
+    if (s != TGC_OK)
+        return s;
+    CUstream st = stream_of(c);
+    if (!st)
+        return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
+    char what[96];
+    snprintf(what, sizeof what, "tgc_%s: waiting for its kernels", c->op ? c->op : "op");
+    return tgc_cuda_error(tgc_cuda_drv()->cuStreamSynchronize(st), what);
+}
+
+int tgc_ops_capturing(const ops_ctx *c)
+{
+    if (!tgc_cuda_drv() || tgc_cuda_enter(c->dev.index) != TGC_OK) {
+        tgc_clear_error();
+        return 0;
+    }
+    CUstream st = stream_of(c);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!st || tgc_cuda_drv()->cuStreamIsCapturing(st, &cs) != CUDA_SUCCESS) {
+        tgc_clear_error();
+        return 0;
+    }
+    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}

@@ -1,0 +1,68 @@
+/* The text of the native-op kernel program (cuda_ops_kernels.cu, embedded by embed_cu.py as
+ * cuda_ops_kernels.inc) with the op and dtype numbers of ops.def and tensor.h prepended as
+ * #defines, so the kernels switch on the same numbers the host passes; and its NVRTC compile.
+ * Pure functions; thread-safe. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops_impl.h"
+#include "ir/op.h"
+#include "support/error.h"
+
+#include "backend/cuda/cuda_ops_kernels.inc"
+
+static const char *const op_macro_names[] = {
+#define X(e, name, mn, mx, kind) #e,
+#include "ir/ops.def"
+#undef X
+};
+static_assert(sizeof(op_macro_names) / sizeof(op_macro_names[0]) == TGC_OP_COUNT,
+              "op names out of sync with ops.def");
+
+static const char *const dt_macro_names[TGC_DTYPE_COUNT] = {
+    [TGC_F32] = "F32", [TGC_F16] = "F16", [TGC_BF16] = "BF16", [TGC_I32] = "I32",
+    [TGC_I64] = "I64", [TGC_BOOL] = "BOOL", [TGC_F64] = "F64"};
+
+static const char *const kernel_names[] = {
+#define OPS_K_NAME(e, name) name,
+    OPS_KERNELS(OPS_K_NAME)
+#undef OPS_K_NAME
+};
+
+const char *const *tgc_cuda_ops_kernel_names(int *n)
+{
+    *n = OPS_K_COUNT;
+    return kernel_names;
+}
+
+char *tgc_cuda_ops_source(void)
+{
+    static const char body[] = TGC_CUDA_OPS_BODY;
+    size_t cap = sizeof body + 64 * (TGC_OP_COUNT + TGC_DTYPE_COUNT) + 64;
+    char *s = malloc(cap);
+    if (!s)
+        return NULL;
+    size_t n = (size_t)snprintf(s, cap, "/* tgc native ops */\n");
+    for (int i = 0; i < TGC_OP_COUNT; i++)
+        n += (size_t)snprintf(s + n, cap - n, "#define OP_%s %d\n", op_macro_names[i], i);
+    for (int i = 0; i < TGC_DTYPE_COUNT; i++)
+        n += (size_t)snprintf(s + n, cap - n, "#define DT_%s %d\n", dt_macro_names[i], i);
+    memcpy(s + n, body, sizeof body);
+    return s;
+}
+
+tgc_status tgc_cuda_ops_compile(int sm, char **cubin, size_t *size)
+{
+    *cubin = NULL;
+    *size = 0;
+    char *src = tgc_cuda_ops_source();
+    if (!src)
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the native-op program");
+    tgc_status s = tgc_nvrtc_compile("tgc_cuda_ops", src, sm, cubin, size, NULL);
+    free(src);
+    return s;
+}
