@@ -76,11 +76,13 @@ static unsigned emu_as_uint(float f)
 #define AT_AS_FLOAT(u)    emu_as_float(u)
 #define AT_AS_UINT(f)     emu_as_uint(f)
 #define AT_UNROLL
+#define AT_NO_UNROLL
 #define AT_TID            emu_tid
 #define AT_BID            emu_bid
 #define AT_D              emu_d
 #define AT_DV             emu_dv
 #define AT_DT             emu_dt
+#define AT_DROPOUT        (a.dropout)
 #define AT_BM             TGC_AT_BM
 #define AT_BN             TGC_AT_BN
 #define AT_NT             TGC_AT_NT
@@ -318,17 +320,18 @@ static void test_program_compiles_for_sm90(void **state)
         tgc_clear_error();
         skip();
     }
-    static const int variants[][3] = {{0, 64, 64}, {1, 64, 64}, {2, 64, 64}, {0, 128, 128},
-                                      {0, 80, 80}, {0, 32, 48}, {2, 1, 1},   {1, 128, 7}};
+    static const int variants[][4] = {{0, 64, 64, 0}, {0, 64, 64, 1}, {1, 64, 64, 0},
+                                      {2, 128, 128, 1}, {0, 80, 80, 0}, {1, 1, 7, 1}};
     for (int i = 0; i < N_OF(variants); i++) {
-        char *src = tgc_cuda_attention_source(variants[i][0], variants[i][1], variants[i][2]);
+        char *src = tgc_cuda_attention_source(variants[i][0], variants[i][1], variants[i][2],
+                                               variants[i][3]);
         assert_non_null(src);
         char *cubin = NULL, *ptx = NULL;
         size_t size = 0;
         tgc_status s = tgc_nvrtc_compile("tgc_attention", src, 90, &cubin, &size, &ptx);
         if (s != TGC_OK)
-            fail_msg("variant %d/%d/%d: %s", variants[i][0], variants[i][1], variants[i][2],
-                     tgc_last_error());
+            fail_msg("variant %d/%d/%d/%d: %s", variants[i][0], variants[i][1], variants[i][2],
+                     variants[i][3], tgc_last_error());
         assert_true(size > 0);
         assert_non_null(strstr(ptx, ".entry tgc_attention_fwd"));
         /* the accumulators stay in registers: no local memory */

@@ -30,6 +30,7 @@ static const char at_prefix[] =
     "#define AT_AS_FLOAT(u) __uint_as_float(u)\n"
     "#define AT_AS_UINT(f) __float_as_uint(f)\n"
     "#define AT_UNROLL _Pragma(\"unroll\")\n"
+    "#define AT_NO_UNROLL _Pragma(\"unroll 1\")\n"
     "#define AT_TID threadIdx.x\n"
     "#define AT_BID blockIdx.x\n"
     "extern __shared__ float at_smem[];\n";
@@ -63,7 +64,7 @@ size_t tgc_cuda_attention_smem(int d, int dv)
     return floats * sizeof(float);
 }
 
-char *tgc_cuda_attention_source(int dt, int d, int dv)
+char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout)
 {
     const size_t n = sizeof at_prefix + sizeof at_args_text + sizeof at_kernel_text + 256;
     char *src = malloc(n);
@@ -72,11 +73,11 @@ char *tgc_cuda_attention_source(int dt, int d, int dv)
         return NULL;
     }
     snprintf(src, n,
-             "/* libtgc fused attention: dtype %d, head dims %d / %d */\n"
-             "#define AT_D %d\n#define AT_DV %d\n#define AT_DT %d\n"
+             "/* libtgc fused attention: dtype %d, head dims %d / %d, dropout %d */\n"
+             "#define AT_D %d\n#define AT_DV %d\n#define AT_DT %d\n#define AT_DROPOUT %d\n"
              "#define AT_BM %d\n#define AT_BN %d\n#define AT_NT %d\n%s%s\n%s\n",
-             dt, d, dv, d, dv, dt, TGC_AT_BM, TGC_AT_BN, TGC_AT_NT, at_prefix, at_args_text,
-             at_kernel_text);
+             dt, d, dv, dropout != 0, d, dv, dt, dropout != 0, TGC_AT_BM, TGC_AT_BN, TGC_AT_NT,
+             at_prefix, at_args_text, at_kernel_text);
     return src;
 }
 

@@ -80,9 +80,9 @@ typedef struct tgc_at_launch {
 tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
                                     const int64_t *shape, tgc_at_launch *ln);
 
-/* The NVRTC program text of variant (dt, d, dv), malloc'd (NULL on OOM, error set); its
- * kernel is "tgc_attention_fwd". */
-char *tgc_cuda_attention_source(int dt, int d, int dv);
+/* The NVRTC program text of variant (dt, d, dv, dropout: 0 or 1), malloc'd (NULL on OOM,
+ * error set); its kernel is "tgc_attention_fwd". */
+char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout);
 
 /* Dynamic shared memory bytes of variant (d, dv). */
 size_t tgc_cuda_attention_smem(int d, int dv);
