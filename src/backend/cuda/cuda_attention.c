@@ -6,11 +6,16 @@
  * Thread-safety: the program cache is guarded by one mutex; everything else is per call. */
 #include "backend/cuda/cuda_attention.h"
 
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_nvrtc.h"
+#include "runtime/cuda.h"
+#include "runtime/philox.h"
 #include "support/error.h"
 
 #define AT_XSTR2(...) #__VA_ARGS__
@@ -183,16 +188,142 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
     return TGC_OK;
 }
 
+/* ---- the program cache: one loaded module per (device, variant), kept for the process ---- */
+
+typedef struct at_prog {
+    int dev, dt, d, dv, dropout;
+    CUmodule mod;
+    CUfunction fn;
+    struct at_prog *next;
+} at_prog;
+
+static pthread_mutex_t at_lock = PTHREAD_MUTEX_INITIALIZER;
+static at_prog *at_progs;
+
+/* Compiles and loads the variant on first use (under the lock, so each is built once). */
+static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunction *fn)
+{
+    const int dropout = ln->args.dropout != 0;
+    for (at_prog *p = at_progs; p; p = p->next) {
+        if (p->dev == dev && p->dt == ln->dt && p->d == ln->d && p->dv == ln->dv &&
+            p->dropout == dropout) {
+            *fn = p->fn;
+            return TGC_OK;
+        }
+    }
+    const tgc_cuda_props *props = tgc_cuda_props_of(dev);
+    const tgc_cuda_driver *drv = tgc_cuda_drv();
+    if (!props || !drv)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda attention: CUDA device %d is not loaded",
+                             dev);
+    char name[64];
+    snprintf(name, sizeof name, "tgc_attention_dt%d_d%d_dv%d%s", ln->dt, ln->d, ln->dv,
+             dropout ? "_dropout" : "");
+    char *src = tgc_cuda_attention_source(ln->dt, ln->d, ln->dv, dropout);
+    if (!src)
+        return tgc_last_status();
+    char *cubin = NULL;
+    size_t size = 0;
+    tgc_status s = tgc_nvrtc_compile(name, src, props->major * 10 + props->minor, &cubin, &size,
+                                     NULL);
+    free(src);
+    if (s)
+        return s;
+    at_prog *p = calloc(1, sizeof *p);
+    if (!p) {
+        free(cubin);
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda attention: out of memory caching %s", name);
+    }
+    s = tgc_cuda_enter(dev);
+    if (!s)
+        s = tgc_cuda_error(drv->cuModuleLoadData(&p->mod, cubin), "cuModuleLoadData (attention)");
+    free(cubin);
+    if (!s)
+        s = tgc_cuda_error(drv->cuModuleGetFunction(&p->fn, p->mod, "tgc_attention_fwd"),
+                           "cuModuleGetFunction (tgc_attention_fwd)");
+    if (!s)
+        s = tgc_cuda_error(drv->cuFuncSetAttribute(p->fn,
+                                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                   (int)ln->smem),
+                           "cuFuncSetAttribute (attention shared memory)");
+    if (s) {
+        if (p->mod)
+            drv->cuModuleUnload(p->mod);
+        free(p);
+        return s;
+    }
+    p->dev = dev;
+    p->dt = ln->dt;
+    p->d = ln->d;
+    p->dv = ln->dv;
+    p->dropout = dropout;
+    p->next = at_progs;
+    at_progs = p;
+    *fn = p->fn;
+    return TGC_OK;
+}
+
+static tgc_status at_function(int dev, const tgc_at_launch *ln, CUfunction *fn)
+{
+    pthread_mutex_lock(&at_lock);
+    tgc_status s = at_function_locked(dev, ln, fn);
+    pthread_mutex_unlock(&at_lock);
+    return s;
+}
+
 tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins,
                                   const int64_t *shape, tgc_tensor **out,
                                   const struct tgc_launch_env *env)
 {
-    (void)env;
     tgc_at_launch ln;
-    if (out)
-        *out = NULL;
+    *out = NULL;
+    if (!env || env->device.type != TGC_DEVICE_CUDA)
+        return TGC_ERR_UNSUPPORTED;
+    const int dev = env->device.index;
+    for (int i = 0; i < nd->n_in; i++) {
+        const tgc_device d = ins[i]->storage ? ins[i]->storage->device : tgc_cpu();
+        if (d.type != TGC_DEVICE_CUDA || d.index != dev)
+            return TGC_ERR_UNSUPPORTED;
+    }
     tgc_status s = tgc_cuda_attention_setup(nd, ins, shape, &ln);
     if (s)
         return s;
-    return TGC_ERR_UNSUPPORTED; /* the launch comes with the driver (runtime/cuda.h) */
+    if (ln.n_blocks > INT_MAX)
+        return TGC_ERR_UNSUPPORTED;
+    CUfunction fn = NULL;
+    if (ln.out_numel > 0) {
+        const tgc_cuda_props *props = tgc_cuda_props_of(dev);
+        if (props && (size_t)props->smem_per_block_optin < ln.smem)
+            return TGC_ERR_UNSUPPORTED; /* head dims too large for this GPU's shared memory */
+        if ((s = at_function(dev, &ln, &fn)))
+            return s;
+    }
+    /* the node's turn on the Philox stream, as interp draws it (also for empty outputs) */
+    if (ln.args.dropout) {
+        uint64_t seed = 0;
+        ln.args.rng_base = (long long)tgc_rng_draw(ln.n_draw, &seed);
+        ln.args.rng_seed = (long long)seed;
+    }
+    tgc_tensor *r = tgc_tensor_new(shape, ln.out_ndim, nd->out.dtype, env->device);
+    if (!r)
+        return tgc_last_status();
+    if (ln.out_numel > 0) {
+        ln.args.out = tgc_device_ptr(r);
+        CUstream stream = env->stream ? (CUstream)env->stream : tgc_cuda_stream(dev);
+        s = stream ? tgc_cuda_enter(dev) : tgc_last_status();
+        if (!s) {
+            void *params[] = {&ln.args};
+            s = tgc_cuda_error(tgc_cuda_drv()->cuLaunchKernel(fn, (unsigned)ln.n_blocks, 1, 1,
+                                                               TGC_AT_NT, 1, 1,
+                                                               (unsigned)ln.smem, stream, params,
+                                                               NULL),
+                               "cuLaunchKernel (tgc_attention_fwd)");
+        }
+        if (s) {
+            tgc_tensor_free(r);
+            return s;
+        }
+    }
+    *out = r;
+    return TGC_OK;
 }
