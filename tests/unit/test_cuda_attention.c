@@ -63,6 +63,10 @@ static float emu_as_float(unsigned u)
     return f;
 }
 
+typedef struct float4 {
+    float x, y, z, w;
+} float4;
+
 static unsigned emu_as_uint(float f)
 {
     unsigned u;
@@ -84,6 +88,12 @@ static unsigned emu_as_uint(float f)
 #define AT_DV             emu_dv
 #define AT_DT             emu_dt
 #define AT_DROPOUT        (a.dropout)
+#define AT_D4             TGC_AT_D4(emu_d)
+#define AT_DP             TGC_AT_DP(emu_d)
+#define AT_NC             TGC_AT_NC(emu_dv)
+#define AT_DVP            TGC_AT_DVP(emu_dv)
+#define AT_BNP            TGC_AT_BNP
+#define AT_LD4(p)         (*(const float4 *)(p))
 #define AT_BM             TGC_AT_BM
 #define AT_BN             TGC_AT_BN
 #define AT_NT             TGC_AT_NT
@@ -112,7 +122,8 @@ static void emu_run(const tgc_at_launch *ln)
     emu_d = ln->d;
     emu_dv = ln->dv;
     emu_dt = ln->dt;
-    at_smem = calloc(1, ln->smem);
+    at_smem = aligned_alloc(16, (ln->smem + 15) / 16 * 16);
+    memset(at_smem, 0xff, ln->smem); /* garbage: the kernel must not read what it never wrote */
     assert_non_null(at_smem);
     assert_int_equal(pthread_barrier_init(&emu_bar, NULL, TGC_AT_NT), 0);
     pthread_t th[TGC_AT_NT];

@@ -34,6 +34,7 @@ static const char at_prefix[] =
     "#define AT_SHFL_XOR(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))\n"
     "#define AT_AS_FLOAT(u) __uint_as_float(u)\n"
     "#define AT_AS_UINT(f) __float_as_uint(f)\n"
+    "#define AT_LD4(p) (*(const float4 *)(p))\n"
     "#define AT_UNROLL _Pragma(\"unroll\")\n"
     "#define AT_NO_UNROLL _Pragma(\"unroll 1\")\n"
     "#define AT_TID threadIdx.x\n"
@@ -64,14 +65,15 @@ static int at_mask_code(tgc_dtype dt)
 
 size_t tgc_cuda_attention_smem(int d, int dv)
 {
-    size_t floats = (size_t)TGC_AT_BN * (size_t)(d + 1) + (size_t)TGC_AT_BN * (size_t)dv +
-                    (size_t)TGC_AT_BM * (TGC_AT_BN + 1) + (size_t)TGC_AT_BM * (size_t)(d + 1);
+    size_t floats = (size_t)TGC_AT_BN * (size_t)TGC_AT_DP(d) +
+                    (size_t)TGC_AT_BN * (size_t)TGC_AT_DVP(dv) + (size_t)TGC_AT_BM * TGC_AT_BNP +
+                    (size_t)TGC_AT_BM * (size_t)TGC_AT_DP(d);
     return floats * sizeof(float);
 }
 
 char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout)
 {
-    const size_t n = sizeof at_prefix + sizeof at_args_text + sizeof at_kernel_text + 256;
+    const size_t n = sizeof at_prefix + sizeof at_args_text + sizeof at_kernel_text + 512;
     char *src = malloc(n);
     if (!src) {
         tgc_set_error(TGC_ERR_OOM, "tgc cuda attention: out of memory for the program text");
@@ -80,8 +82,11 @@ char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout)
     snprintf(src, n,
              "/* libtgc fused attention: dtype %d, head dims %d / %d, dropout %d */\n"
              "#define AT_D %d\n#define AT_DV %d\n#define AT_DT %d\n#define AT_DROPOUT %d\n"
-             "#define AT_BM %d\n#define AT_BN %d\n#define AT_NT %d\n%s%s\n%s\n",
-             dt, d, dv, dropout != 0, d, dv, dt, dropout != 0, TGC_AT_BM, TGC_AT_BN, TGC_AT_NT,
+             "#define AT_D4 %d\n#define AT_DP %d\n#define AT_NC %d\n#define AT_DVP %d\n"
+             "#define AT_BM %d\n#define AT_BN %d\n#define AT_BNP %d\n#define AT_NT %d\n"
+             "%s%s\n%s\n",
+             dt, d, dv, dropout != 0, d, dv, dt, dropout != 0, TGC_AT_D4(d), TGC_AT_DP(d),
+             TGC_AT_NC(dv), TGC_AT_DVP(dv), TGC_AT_BM, TGC_AT_BN, TGC_AT_BNP, TGC_AT_NT,
              at_prefix, at_args_text, at_kernel_text);
     return src;
 }

@@ -60,6 +60,14 @@ TGC_AT_ARGS_STRUCT
 #define TGC_AT_BN 64
 #define TGC_AT_NT 128
 #define TGC_AT_MAX_HEAD 128
+/* Padded extents, shared by the host (shared-memory size) and the kernel text: the d loop runs
+ * to TGC_AT_D4 (zeros past d), shared rows of q and k hold TGC_AT_DP floats (4 mod 8), the
+ * value tile TGC_AT_DVP columns (TGC_AT_NC groups of 32), the weight tile TGC_AT_BNP. */
+#define TGC_AT_D4(d)   (((d) + 3) / 4 * 4)
+#define TGC_AT_DP(d)   (TGC_AT_D4(d) + (TGC_AT_D4(d) % 8 == 0 ? 4 : 0))
+#define TGC_AT_NC(dv)  (((dv) + 31) / 32)
+#define TGC_AT_DVP(dv) (TGC_AT_NC(dv) * 32)
+#define TGC_AT_BNP     (TGC_AT_BN + 4)
 
 /* One launch: the arguments (out and the dropout draw still to fill), the program variant
  * (dt: 0 f32, 1 f16, 2 bf16; d, dv: head dims of q/k and v), the grid and the dynamic shared
