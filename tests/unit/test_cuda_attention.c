@@ -40,7 +40,7 @@ static _Thread_local long long emu_bid;
 static float *at_smem;
 static pthread_barrier_t emu_bar;
 static float emu_xchg[TGC_AT_NT];
-static int emu_d, emu_dv, emu_dt;
+static int emu_d, emu_dv, emu_dt, emu_bm;
 
 static void emu_sync(void)
 {
@@ -94,7 +94,8 @@ static unsigned emu_as_uint(float f)
 #define AT_DVP            TGC_AT_DVP(emu_dv)
 #define AT_BNP            TGC_AT_BNP
 #define AT_LD4(p)         (*(const float4 *)(p))
-#define AT_BM             TGC_AT_BM
+#define AT_BM             emu_bm
+#define AT_RM             (emu_bm / 16)
 #define AT_BN             TGC_AT_BN
 #define AT_NT             TGC_AT_NT
 #define TGC_AT_SOURCE(...) __VA_ARGS__
@@ -122,6 +123,7 @@ static void emu_run(const tgc_at_launch *ln)
     emu_d = ln->d;
     emu_dv = ln->dv;
     emu_dt = ln->dt;
+    emu_bm = ln->bm;
     at_smem = aligned_alloc(16, (ln->smem + 15) / 16 * 16);
     memset(at_smem, 0xff, ln->smem); /* garbage: the kernel must not read what it never wrote */
     assert_non_null(at_smem);
@@ -266,7 +268,7 @@ static int make_inputs(const at_case *c, tgc_tensor **ins)
     return c->mask ? 4 : 3;
 }
 
-static void run_case_emulated(const at_case *c)
+static void run_case_emulated(const at_case *c, int n_sms)
 {
     tgc_tensor *ins[4];
     const int n_in = make_inputs(c, ins);
@@ -275,7 +277,7 @@ static void run_case_emulated(const at_case *c)
     assert_int_equal(nd.n_in, n_in);
 
     tgc_at_launch ln;
-    assert_int_equal(tgc_cuda_attention_setup(&nd, ins, shape, &ln), TGC_OK);
+    assert_int_equal(tgc_cuda_attention_setup(&nd, ins, shape, n_sms, &ln), TGC_OK);
     tgc_rng_seed(777);
     if (ln.n_draw) {
         uint64_t seed;
@@ -317,7 +319,8 @@ static void test_emulated_kernel_matches_interp(void **state)
     (void)state;
     for (int i = 0; i < N_OF(emu_cases); i++) {
         tgc_scope_push();
-        run_case_emulated(&emu_cases[i]);
+        /* odd cases as on a 132-SM GPU: 32-row tiles where the grid is small */
+        run_case_emulated(&emu_cases[i], i % 2 ? 132 : 0);
         assert_int_equal(tgc_scope_pop(), TGC_OK);
     }
 }
@@ -429,11 +432,12 @@ static void test_program_compiles_for_sm90(void **state)
         tgc_clear_error();
         skip();
     }
-    static const int variants[][4] = {{0, 64, 64, 0}, {1, 64, 64, 1}, {2, 128, 128, 0},
-                                      {0, 1, 7, 1}};
+    static const int variants[][5] = {{0, 64, 64, 0, 64}, {0, 64, 64, 0, 32},
+                                      {1, 64, 64, 1, 64}, {2, 128, 128, 0, 64},
+                                      {0, 1, 7, 1, 32}};
     for (int i = 0; i < N_OF(variants); i++) {
         char *src = tgc_cuda_attention_source(variants[i][0], variants[i][1], variants[i][2],
-                                               variants[i][3]);
+                                               variants[i][3], variants[i][4]);
         assert_non_null(src);
         char *cubin = NULL, *ptx = NULL;
         size_t size = 0;
@@ -478,20 +482,34 @@ static void test_supported_and_setup(void **state)
                           rand_tensor(TGC_F32, vs, 4)};
     const int64_t shape[4] = {1, 2, 5, 64};
     tgc_at_launch ln;
-    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, &ln), TGC_ERR_UNSUPPORTED);
+    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_ERR_UNSUPPORTED);
     assert_int_equal(tgc_last_status(), TGC_OK);
     const int64_t q64[4] = {1, 2, 5, 64};
     ins[0] = rand_tensor(TGC_F32, q64, 4);
     ins[1] = rand_tensor(TGC_F16, q64, 4);
-    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, &ln), TGC_ERR_UNSUPPORTED);
+    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_ERR_UNSUPPORTED);
     ins[1] = rand_tensor(TGC_F32, q64, 4);
-    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, &ln), TGC_OK);
+    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_OK);
     assert_int_equal(ln.n_blocks, 2);
+    assert_int_equal(ln.bm, 32); /* L <= 32 */
     assert_int_equal(ln.n_draw, 0);
     assert_int_equal(ln.args.causal, 1);
+    /* 64-row tiles unless the grid would be short of blocks */
+    {
+        const int64_t q100[4] = {1, 2, 100, 64}, s100[4] = {1, 2, 100, 64};
+        tgc_tensor *t3[3] = {rand_tensor(TGC_F32, q100, 4), rand_tensor(TGC_F32, q100, 4),
+                             rand_tensor(TGC_F32, q100, 4)};
+        assert_int_equal(tgc_cuda_attention_setup(&n4, t3, s100, 0, &ln), TGC_OK);
+        assert_int_equal(ln.bm, 64);
+        assert_int_equal(ln.n_blocks, 4);
+        assert_int_equal(ln.smem, tgc_cuda_attention_smem(64, 64, 64));
+        assert_int_equal(tgc_cuda_attention_setup(&n4, t3, s100, 132, &ln), TGC_OK);
+        assert_int_equal(ln.bm, 32);
+        assert_int_equal(ln.n_blocks, 8);
+    }
     /* dropout: the threshold is exactly uniform >= p */
     n4.attrs.f[0] = 0.1;
-    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, &ln), TGC_OK);
+    assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_OK);
     assert_int_equal(ln.n_draw, 2 * 5 * 5);
     for (uint32_t m = 1677720; m < 1677724; m++) {
         const float u = (float)m * 0x1p-24f;

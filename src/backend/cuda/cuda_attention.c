@@ -63,15 +63,15 @@ static int at_mask_code(tgc_dtype dt)
     }
 }
 
-size_t tgc_cuda_attention_smem(int d, int dv)
+size_t tgc_cuda_attention_smem(int d, int dv, int bm)
 {
     size_t floats = (size_t)TGC_AT_BN * (size_t)TGC_AT_DP(d) +
-                    (size_t)TGC_AT_BN * (size_t)TGC_AT_DVP(dv) + (size_t)TGC_AT_BM * TGC_AT_BNP +
-                    (size_t)TGC_AT_BM * (size_t)TGC_AT_DP(d);
+                    (size_t)TGC_AT_BN * (size_t)TGC_AT_DVP(dv) + (size_t)bm * TGC_AT_BNP +
+                    (size_t)bm * (size_t)TGC_AT_DP(d);
     return floats * sizeof(float);
 }
 
-char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout)
+char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout, int bm)
 {
     const size_t n = sizeof at_prefix + sizeof at_args_text + sizeof at_kernel_text + 512;
     char *src = malloc(n);
@@ -80,13 +80,13 @@ char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout)
         return NULL;
     }
     snprintf(src, n,
-             "/* libtgc fused attention: dtype %d, head dims %d / %d, dropout %d */\n"
+             "/* libtgc fused attention: dtype %d, head dims %d / %d, dropout %d, %d rows */\n"
              "#define AT_D %d\n#define AT_DV %d\n#define AT_DT %d\n#define AT_DROPOUT %d\n"
              "#define AT_D4 %d\n#define AT_DP %d\n#define AT_NC %d\n#define AT_DVP %d\n"
-             "#define AT_BM %d\n#define AT_BN %d\n#define AT_BNP %d\n#define AT_NT %d\n"
-             "%s%s\n%s\n",
-             dt, d, dv, dropout != 0, d, dv, dt, dropout != 0, TGC_AT_D4(d), TGC_AT_DP(d),
-             TGC_AT_NC(dv), TGC_AT_DVP(dv), TGC_AT_BM, TGC_AT_BN, TGC_AT_BNP, TGC_AT_NT,
+             "#define AT_BM %d\n#define AT_RM %d\n#define AT_BN %d\n#define AT_BNP %d\n"
+             "#define AT_NT %d\n%s%s\n%s\n",
+             dt, d, dv, dropout != 0, bm, d, dv, dt, dropout != 0, TGC_AT_D4(d), TGC_AT_DP(d),
+             TGC_AT_NC(dv), TGC_AT_DVP(dv), bm, bm / 16, TGC_AT_BN, TGC_AT_BNP, TGC_AT_NT,
              at_prefix, at_args_text, at_kernel_text);
     return src;
 }
@@ -109,7 +109,7 @@ static int64_t at_batch_stride(const tgc_tensor *t, int inner, int od, int nb)
 }
 
 tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
-                                    const int64_t *shape, tgc_at_launch *ln)
+                                    const int64_t *shape, int n_sms, tgc_at_launch *ln)
 {
     memset(ln, 0, sizeof *ln);
     if (!tgc_cuda_attention_supported(nd) || nd->n_in < 3 || nd->n_in > 4)
@@ -144,6 +144,8 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
             return TGC_ERR_UNSUPPORTED;
     }
     const double p = nd->attrs.f[0];
+    /* 32-row tiles for short sequences and where 64-row ones give under two blocks per SM */
+    const int bm = L <= 32 || (n_sms > 0 && B * ((L + 63) / 64) < 2 * (int64_t)n_sms) ? 32 : 64;
 
     struct tgc_at_args *a = &ln->args;
     a->q = tgc_device_ptr(q);
@@ -153,7 +155,7 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
     a->L = L;
     a->S = S;
     a->nb = nb;
-    a->n_qtiles = (L + TGC_AT_BM - 1) / TGC_AT_BM;
+    a->n_qtiles = (L + bm - 1) / bm;
     for (int d = 0; d < nb; d++) {
         a->bshape[d] = shape[d];
         a->qbs[d] = at_batch_stride(q, 2, d, nb);
@@ -185,10 +187,11 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
     ln->dt = dt;
     ln->d = (int)E;
     ln->dv = (int)Ev;
+    ln->bm = bm;
     ln->out_ndim = out_ndim;
     ln->out_numel = out_numel;
     ln->n_blocks = B * a->n_qtiles;
-    ln->smem = tgc_cuda_attention_smem((int)E, (int)Ev);
+    ln->smem = tgc_cuda_attention_smem((int)E, (int)Ev, bm);
     ln->n_draw = p > 0.0 ? (uint64_t)(B * L * S) : 0;
     return TGC_OK;
 }
@@ -196,7 +199,7 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
 /* ---- the program cache: one loaded module per (device, variant), kept for the process ---- */
 
 typedef struct at_prog {
-    int dev, dt, d, dv, dropout;
+    int dev, dt, d, dv, dropout, bm;
     CUmodule mod;
     CUfunction fn;
     struct at_prog *next;
@@ -211,7 +214,7 @@ static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunctio
     const int dropout = ln->args.dropout != 0;
     for (at_prog *p = at_progs; p; p = p->next) {
         if (p->dev == dev && p->dt == ln->dt && p->d == ln->d && p->dv == ln->dv &&
-            p->dropout == dropout) {
+            p->dropout == dropout && p->bm == ln->bm) {
             *fn = p->fn;
             return TGC_OK;
         }
@@ -222,9 +225,9 @@ static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunctio
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda attention: CUDA device %d is not loaded",
                              dev);
     char name[64];
-    snprintf(name, sizeof name, "tgc_attention_dt%d_d%d_dv%d%s", ln->dt, ln->d, ln->dv,
-             dropout ? "_dropout" : "");
-    char *src = tgc_cuda_attention_source(ln->dt, ln->d, ln->dv, dropout);
+    snprintf(name, sizeof name, "tgc_attention_dt%d_d%d_dv%d_bm%d%s", ln->dt, ln->d, ln->dv,
+             ln->bm, dropout ? "_dropout" : "");
+    char *src = tgc_cuda_attention_source(ln->dt, ln->d, ln->dv, dropout, ln->bm);
     if (!src)
         return tgc_last_status();
     char *cubin = NULL;
@@ -262,6 +265,7 @@ static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunctio
     p->d = ln->d;
     p->dv = ln->dv;
     p->dropout = dropout;
+    p->bm = ln->bm;
     p->next = at_progs;
     at_progs = p;
     *fn = p->fn;
@@ -290,14 +294,14 @@ tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins,
         if (d.type != TGC_DEVICE_CUDA || d.index != dev)
             return TGC_ERR_UNSUPPORTED;
     }
-    tgc_status s = tgc_cuda_attention_setup(nd, ins, shape, &ln);
+    const tgc_cuda_props *props = tgc_cuda_props_of(dev);
+    tgc_status s = tgc_cuda_attention_setup(nd, ins, shape, props ? props->sms : 0, &ln);
     if (s)
         return s;
     if (ln.n_blocks > INT_MAX)
         return TGC_ERR_UNSUPPORTED;
     CUfunction fn = NULL;
     if (ln.out_numel > 0) {
-        const tgc_cuda_props *props = tgc_cuda_props_of(dev);
         if (props && (size_t)props->smem_per_block_optin < ln.smem)
             return TGC_ERR_UNSUPPORTED; /* head dims too large for this GPU's shared memory */
         if ((s = at_function(dev, &ln, &fn)))

@@ -55,8 +55,8 @@ int tgc_cuda_attention_supported(const tgc_node *nd);
     };
 TGC_AT_ARGS_STRUCT
 
-/* Tile geometry of the kernel (query rows and keys per tile, threads per block). */
-#define TGC_AT_BM 64
+/* Tile geometry of the kernel: keys per tile, threads per block; the query rows per tile
+ * (bm) are 64, or 32 where 64 would leave the GPU's multiprocessors short of blocks. */
 #define TGC_AT_BN 64
 #define TGC_AT_NT 128
 #define TGC_AT_MAX_HEAD 128
@@ -70,11 +70,12 @@ TGC_AT_ARGS_STRUCT
 #define TGC_AT_BNP     (TGC_AT_BN + 4)
 
 /* One launch: the arguments (out and the dropout draw still to fill), the program variant
- * (dt: 0 f32, 1 f16, 2 bf16; d, dv: head dims of q/k and v), the grid and the dynamic shared
- * memory. n_draw: the Philox counters the node reserves when args.dropout. */
+ * (dt: 0 f32, 1 f16, 2 bf16; d, dv: head dims of q/k and v; bm: query rows per block), the grid
+ * and the dynamic shared memory. n_draw: the Philox counters the node reserves when
+ * args.dropout. */
 typedef struct tgc_at_launch {
     struct tgc_at_args args;
-    int dt, d, dv;
+    int dt, d, dv, bm;
     int out_ndim;
     int64_t n_blocks;
     size_t smem;
@@ -83,16 +84,16 @@ typedef struct tgc_at_launch {
 } tgc_at_launch;
 
 /* Fills ln for node nd on inputs ins (tensors of any device: the pointers are
- * tgc_device_ptr) and output shape. TGC_ERR_UNSUPPORTED (no error set) when the kernel does
- * not cover the case. */
+ * tgc_device_ptr) and output shape, for a GPU of n_sms multiprocessors (0: unknown).
+ * TGC_ERR_UNSUPPORTED (no error set) when the kernel does not cover the case. */
 tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
-                                    const int64_t *shape, tgc_at_launch *ln);
+                                    const int64_t *shape, int n_sms, tgc_at_launch *ln);
 
-/* The NVRTC program text of variant (dt, d, dv, dropout: 0 or 1), malloc'd (NULL on OOM,
- * error set); its kernel is "tgc_attention_fwd". */
-char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout);
+/* The NVRTC program text of variant (dt, d, dv, dropout: 0 or 1, bm: 32 or 64), malloc'd
+ * (NULL on OOM, error set); its kernel is "tgc_attention_fwd". */
+char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout, int bm);
 
-/* Dynamic shared memory bytes of variant (d, dv). */
-size_t tgc_cuda_attention_smem(int d, int dv);
+/* Dynamic shared memory bytes of variant (d, dv, bm). */
+size_t tgc_cuda_attention_smem(int d, int dv, int bm);
 
 #endif
