@@ -92,8 +92,8 @@ static void print_usage(FILE *fp, const char *prog)
             "usage: %s [--layers N] [--hidden N] [--heads N] [--intermediate N] [--vocab N]\n"
             "          [--batch N] [--seq N (<= 512)] [--iters N] [--warmup N]\n"
             "          [--threads N (0 = all cores)] [--backend auto|llvm|cuda|interp|eager]\n"
-            "          [--sdpa] [--sweep-batch N] [--sweep-layers N (0 = --layers)] [--no-sweep]\n"
-            EXAMPLE_DEVICE_USAGE
+            "          [--sdpa] [--sweep-batch N] [--sweep-layers N (0 = --layers)] "
+            "[--no-sweep]\n" EXAMPLE_DEVICE_USAGE
             "defaults: BERT-base (12 layers, hidden 768, 12 heads, intermediate 3072, vocab\n"
             "30522), batch 1, seq 128, iters 3; the sweep uses 2 layers of the same width.\n"
             "--device cuda: the model and inputs on tgc_cuda(0) (backend auto compiles for it);\n"
@@ -336,8 +336,23 @@ static int run_sweep(const options *o, const bert_config *bc, tgc_module *m, tgc
 int main(int argc, char **argv)
 {
     bert_config bc = bert_base_config();
-    options o = {bc.layers, bc.hidden, bc.heads, bc.intermediate, bc.vocab, 1, 128, 3, 0, 0, 1,
-                 2,         1,         0,        TGC_BACKEND_AUTO, tgc_cpu(), TGC_PRECISION_HIGHEST,
+    options o = {bc.layers,
+                 bc.hidden,
+                 bc.heads,
+                 bc.intermediate,
+                 bc.vocab,
+                 1,
+                 128,
+                 3,
+                 0,
+                 0,
+                 1,
+                 2,
+                 1,
+                 0,
+                 TGC_BACKEND_AUTO,
+                 tgc_cpu(),
+                 TGC_PRECISION_HIGHEST,
                  TGC_MODE_DEFAULT};
     int parsed = parse_args(argc, argv, &o);
     if (parsed <= 0) {

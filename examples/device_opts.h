@@ -17,8 +17,8 @@
 
 #include <tgc/tgc.h>
 
-#define EXAMPLE_DEVICE_USAGE                                                                    \
-    "          [--device cpu|cuda|cuda:N] [--precision highest|high|medium]\n"                  \
+#define EXAMPLE_DEVICE_USAGE                                                                       \
+    "          [--device cpu|cuda|cuda:N] [--precision highest|high|medium]\n"                     \
     "          [--mode default|reduce-overhead]\n"
 
 static inline int example_parse_device(const char *s, tgc_device *out)

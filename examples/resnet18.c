@@ -13,8 +13,8 @@
  * --threads 0 means all cores (cfg.num_threads). --device cuda moves the model with
  * tgc_module_to and makes the input on the GPU; backend auto then compiles with CUDA, and
  * --precision / --mode set cfg.matmul_precision (TF32 = high, bf16 = medium) and cfg.mode
- * (reduce-overhead replays the variant as one CUDA graph). GPU timings wait for the output. The weights are fixed-seed random, so the
- * "classes" only show that compiled and eager agree. */
+ * (reduce-overhead replays the variant as one CUDA graph). GPU timings wait for the output. The
+ * weights are fixed-seed random, so the "classes" only show that compiled and eager agree. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdio.h>
@@ -64,8 +64,8 @@ static void print_usage(FILE *fp, const char *prog)
 {
     fprintf(fp,
             "usage: %s [--batch N] [--threads N (0 = all cores)] [--iters N] [--warmup N]\n"
-            "          [--width N (64 = torchvision)] [--backend auto|llvm|cuda|interp|eager]\n"
-            EXAMPLE_DEVICE_USAGE
+            "          [--width N (64 = torchvision)] [--backend "
+            "auto|llvm|cuda|interp|eager]\n" EXAMPLE_DEVICE_USAGE
             "--device cuda: the model and input on tgc_cuda(0) (backend auto compiles for it);\n"
             "--precision: cfg.matmul_precision (GPU: highest = fp32, high = TF32, medium = bf16);\n"
             "--mode reduce-overhead: each compiled call replays one CUDA graph\n",
@@ -200,11 +200,8 @@ static void backend_name(const tgc_fn *f, char *buf, size_t size)
 
 int main(int argc, char **argv)
 {
-    options o = {64,        0,
-                 3,         1,
-                 64,        TGC_BACKEND_AUTO,
-                 tgc_cpu(), TGC_PRECISION_HIGHEST,
-                 TGC_MODE_DEFAULT};
+    options o = {
+        64, 0, 3, 1, 64, TGC_BACKEND_AUTO, tgc_cpu(), TGC_PRECISION_HIGHEST, TGC_MODE_DEFAULT};
     int parsed = parse_args(argc, argv, &o);
     if (parsed <= 0) {
         print_usage(parsed < 0 ? stdout : stderr, argv[0]);

@@ -42,8 +42,8 @@
 #define TGC_TEST_HAVE_CUDA_API 0
 #endif
 
-static int gpu_skip_probed_;      /* 0: not yet; 1: GPU usable; -1: none */
-static int gpu_skip_count_;       /* cases skipped so far */
+static int gpu_skip_probed_; /* 0: not yet; 1: GPU usable; -1: none */
+static int gpu_skip_count_;  /* cases skipped so far */
 static char gpu_skip_reason_[512];
 
 /* 1 when tgc_cuda(0) can be used; the first call probes, later calls return the cached
@@ -81,12 +81,12 @@ static inline int gpu_available(void)
 }
 
 /* Start of a GPU case: skip (counted) when there is no GPU. */
-#define GPU_REQUIRE()                                                                          \
-    do {                                                                                       \
-        if (!gpu_available()) {                                                                \
-            gpu_skip_count_++;                                                                 \
-            skip();                                                                            \
-        }                                                                                      \
+#define GPU_REQUIRE()                                                                              \
+    do {                                                                                           \
+        if (!gpu_available()) {                                                                    \
+            gpu_skip_count_++;                                                                     \
+            skip();                                                                                \
+        }                                                                                          \
     } while (0)
 
 /* The end of main: prints the skip line and maps "passed with skips" to ctest's 77. */

@@ -75,10 +75,10 @@ static inline double gpu_precision_tol(tgc_matmul_precision p)
 
 typedef struct gpu_cmp {
     int ok;
-    int64_t bad, first;  /* elements out of tolerance, the first of them */
-    double got, want;    /* at first */
-    double worst;        /* largest |got - want| / allowed */
-    char msg[512];       /* why it failed, for a message */
+    int64_t bad, first; /* elements out of tolerance, the first of them */
+    double got, want;   /* at first */
+    double worst;       /* largest |got - want| / allowed */
+    char msg[512];      /* why it failed, for a message */
 } gpu_cmp;
 
 /* Compares got with want: same dtype and shape, values within the tolerances above.

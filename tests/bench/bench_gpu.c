@@ -131,7 +131,7 @@ static const char *gpu_missing(void)
 /* ---- timing ---- */
 
 typedef struct job {
-    tgc_fn *f;         /* compiled; NULL: call fn eagerly */
+    tgc_fn *f; /* compiled; NULL: call fn eagerly */
     tgc_model_fn fn;
     tgc_module *m;
     tgc_tensor **in;
@@ -144,8 +144,8 @@ static int job_run(void *ctx)
     job *j = ctx;
     tgc_scope_push();
     tgc_tensor *y = NULL;
-    tgc_status st = j->f ? tgc_call(j->f, j->m, j->in, j->n_in, &y, 1)
-                         : j->fn(j->m, j->in, j->n_in, &y, 1);
+    tgc_status st =
+        j->f ? tgc_call(j->f, j->m, j->in, j->n_in, &y, 1) : j->fn(j->m, j->in, j->n_in, &y, 1);
     if (st == TGC_OK)
         st = gpu_sync();
     tgc_scope_pop();
@@ -264,8 +264,8 @@ static void bench_cold_compile(void)
         tgc_scope_pop();
         return;
     }
-    tgc_fn *f = compile(mo.fn, "resnet18_cold", TGC_BACKEND_CUDA, TGC_MODE_DEFAULT,
-                        TGC_PRECISION_HIGHEST);
+    tgc_fn *f =
+        compile(mo.fn, "resnet18_cold", TGC_BACKEND_CUDA, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
     job j = {f, mo.fn, mo.m, mo.in, 1};
     double t0 = now();
     int bad = !f || job_run(&j);
@@ -362,7 +362,8 @@ static void bench_gemm(void)
     int64_t s[2] = {n, n};
     tgc_scope_push();
     tgc_manual_seed(1);
-    tgc_tensor *a = tgc_randn(s, 2, TGC_F32, tgc_cuda(0)), *b = tgc_randn(s, 2, TGC_F32, tgc_cuda(0));
+    tgc_tensor *a = tgc_randn(s, 2, TGC_F32, tgc_cuda(0)),
+               *b = tgc_randn(s, 2, TGC_F32, tgc_cuda(0));
     tgc_tensor *in32[2] = {a, b}, *in16[2] = {tgc_cast(a, TGC_BF16), tgc_cast(b, TGC_BF16)};
     if (!a || !b || !in16[0] || !in16[1]) {
         fprintf(stderr, "bench_gpu: gemm inputs: %s\n", tgc_last_error());
@@ -397,9 +398,9 @@ static tgc_status chain8(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_
 {
     (void)self, (void)n_in, (void)n_out;
     tgc_tensor *x = tgc_mul_scalar(in[0], 1.5);                /* 1 */
-    x = tgc_relu(tgc_add_scalar(x, 0.25));                      /* 2, 3 */
-    x = tgc_abs(tgc_sub_scalar(tgc_mul_scalar(x, 0.75), 0.5));  /* 4, 5, 6 */
-    out[0] = tgc_neg(tgc_clamp(x, -2.0, 2.0));                  /* 7, 8 */
+    x = tgc_relu(tgc_add_scalar(x, 0.25));                     /* 2, 3 */
+    x = tgc_abs(tgc_sub_scalar(tgc_mul_scalar(x, 0.75), 0.5)); /* 4, 5, 6 */
+    out[0] = tgc_neg(tgc_clamp(x, -2.0, 2.0));                 /* 7, 8 */
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
@@ -426,7 +427,8 @@ static void bench_pointwise(void)
     double bytes = 2.0 * 8192.0 * 8192.0 * 4.0;
     tgc_scope_push();
     tgc_manual_seed(2);
-    tgc_tensor *x = tgc_randn(s, 2, TGC_F32, tgc_cuda(0)), *y = tgc_empty(s, 2, TGC_F32, tgc_cuda(0));
+    tgc_tensor *x = tgc_randn(s, 2, TGC_F32, tgc_cuda(0)),
+               *y = tgc_empty(s, 2, TGC_F32, tgc_cuda(0));
     if (!x || !y) {
         fprintf(stderr, "bench_gpu: pointwise inputs: %s\n", tgc_last_error());
         tgc_scope_pop();
@@ -436,12 +438,12 @@ static void bench_pointwise(void)
     int runs = 0;
     copy_run(&cj);
     double tc = time_runs(copy_run, &cj, opt.iters, opt.budget, &runs);
-    tgc_fn *f = compile(chain8, "chain8", TGC_BACKEND_CUDA, TGC_MODE_DEFAULT,
-                        TGC_PRECISION_HIGHEST);
+    tgc_fn *f =
+        compile(chain8, "chain8", TGC_BACKEND_CUDA, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
     job j = {f, chain8, NULL, &x, 1};
     double t = f ? time_job(&j, 3) : -1;
-    tgc_fn *fe = compile(chain8, "chain8_eager", TGC_BACKEND_EAGER, TGC_MODE_DEFAULT,
-                         TGC_PRECISION_HIGHEST);
+    tgc_fn *fe =
+        compile(chain8, "chain8_eager", TGC_BACKEND_EAGER, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
     job je = {fe, chain8, NULL, &x, 1};
     double te = fe ? time_job(&je, 2) : -1;
     if (tc > 0 && t > 0) {
@@ -453,8 +455,7 @@ static void bench_pointwise(void)
         emit("\"bench\": \"pointwise\", \"workload\": \"chain8_256MiB\", \"ms\": %.4f, \"gbps\": "
              "%.1f, \"kernels\": %d, \"copy_ms\": %.4f, \"copy_gbps\": %.1f, \"ratio_to_copy\": "
              "%.3f, \"eager_ms\": %.4f",
-             1e3 * t, bytes / t / 1e9, fn_kernels(f), 1e3 * tc, bytes / tc / 1e9, tc / t,
-             1e3 * te);
+             1e3 * t, bytes / t / 1e9, fn_kernels(f), 1e3 * tc, bytes / tc / 1e9, tc / t, 1e3 * te);
     } else {
         printf("pointwise chain of 8 ops: FAILED\n");
     }
@@ -488,9 +489,9 @@ static void bench_overhead(void)
         return;
     }
     for (int mode = 1; mode >= 0; mode--) {
-        tgc_fn *f = compile(tiny_fn, "tiny", TGC_BACKEND_CUDA,
-                            mode ? TGC_MODE_REDUCE_OVERHEAD : TGC_MODE_DEFAULT,
-                            TGC_PRECISION_HIGHEST);
+        tgc_fn *f =
+            compile(tiny_fn, "tiny", TGC_BACKEND_CUDA,
+                    mode ? TGC_MODE_REDUCE_OVERHEAD : TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
         job j = {f, tiny_fn, m, &x, 1};
         if (!f || job_run(&j) || job_run(&j)) {
             tgc_fn_free(f);
@@ -535,7 +536,7 @@ static void bench_overhead(void)
 
 static void bench_sweep(void)
 {
-    static const int64_t lens[15] = {32, 48, 64, 80, 96, 112, 128, 160,
+    static const int64_t lens[15] = {32,  48,  64,  80,  96,  112, 128, 160,
                                      192, 224, 256, 320, 384, 448, 512};
     bert_config c = bert_base_config();
     tgc_module *m = bert_create(&c);

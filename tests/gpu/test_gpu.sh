@@ -15,7 +15,8 @@
 # 3. `ctest -L gpu --output-on-failure`, then the whole suite;
 # 4. every `gpu`-labelled test once more under `compute-sanitizer --tool memcheck
 #    --error-exitcode 1` (slow: kernels run 10-100x slower under memcheck; budget
-#    MEMCHECK_TIMEOUT seconds per test, 300 by default).
+#    MEMCHECK_TIMEOUT seconds per test, 300 by default; test_cuda_public runs every
+#    MEMCHECK_STRIDE-th op case there, 3 by default, through TGC_GPU_TEST_STRIDE).
 # A GPU test that skips (no usable GPU: "tgc: N GPU tests skipped: ...") fails this script.
 # Every phase prints its elapsed seconds; the script runs them all and exits nonzero when
 # one failed. Nothing here needs the network.
@@ -25,6 +26,7 @@ ROOT=$PWD
 BUILD=${GPU_BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-300}
+MEMCHECK_STRIDE=${MEMCHECK_STRIDE:-3}
 memcheck=1 tests=1 suite=1
 for a in "$@"; do
     case $a in
@@ -113,7 +115,8 @@ if [ $memcheck = 1 ]; then
         exe=$(find "$BUILD/tests" -maxdepth 2 -type f -name "$n" -perm -u+x | head -n1)
         [ -n "$exe" ] || { echo "memcheck: $n: no executable (not a cmocka test), skipped"; continue; }
         t0=$(date +%s)
-        TGC_LOG= CMOCKA_MESSAGE_OUTPUT=stdout timeout "$MEMCHECK_TIMEOUT" \
+        TGC_LOG= CMOCKA_MESSAGE_OUTPUT=stdout TGC_GPU_TEST_STRIDE=$MEMCHECK_STRIDE \
+            timeout "$MEMCHECK_TIMEOUT" \
             compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 "$exe" \
             >"$BUILD/memcheck-$n.log" 2>&1
         r=$?

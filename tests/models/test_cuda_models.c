@@ -243,8 +243,8 @@ static void test_model(void **state)
         tgc_fn *f = compile_cuda(c, TGC_MODE_DEFAULT, (tgc_matmul_precision)p);
         tgc_module *m = model_on(c, tgc_cuda(0));
         tgc_tensor *y = run(c, f, m, gin, p == TGC_PRECISION_HIGH ? "HIGH" : "MEDIUM");
-        check(c->name, p == TGC_PRECISION_HIGH ? "HIGH (tf32) vs cpu eager"
-                                                : "MEDIUM (bf16) vs cpu eager",
+        check(c->name,
+              p == TGC_PRECISION_HIGH ? "HIGH (tf32) vs cpu eager" : "MEDIUM (bf16) vs cpu eager",
               y, want, model_tol((tgc_matmul_precision)p));
         tgc_module_free(m);
         tgc_fn_free(f);
@@ -270,8 +270,8 @@ static void test_model(void **state)
         assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
         if (s.compiles > 2) {
             failures++;
-            print_message("FAIL %s: the batch sweep compiled %llu times (at most 2): %s\n",
-                          c->name, (unsigned long long)s.compiles, s.last_recompile_reason);
+            print_message("FAIL %s: the batch sweep compiled %llu times (at most 2): %s\n", c->name,
+                          (unsigned long long)s.compiles, s.last_recompile_reason);
         }
         tgc_fn_free(f);
     }
@@ -289,8 +289,8 @@ int main(void)
     struct CMUnitTest tests[sizeof cases / sizeof cases[0]];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, test_model, NULL, NULL, (void *)&cases[i]};
-    int rc = _cmocka_run_group_tests("cuda_models", tests, sizeof tests / sizeof tests[0], NULL,
-                                     NULL);
+    int rc =
+        _cmocka_run_group_tests("cuda_models", tests, sizeof tests / sizeof tests[0], NULL, NULL);
     tgc_shutdown();
     return gpu_skip_finish(rc);
 }

@@ -24,7 +24,8 @@
  * devices (tgc_to of views, tgc_copy_, tgc_module_to), the Philox stream over three calls
  * without reseeding, and the error paths: a CPU and a CUDA tensor in one op (eager and
  * compiled) is TGC_ERR_DEVICE naming both devices, an allocation larger than the GPU is
- * TGC_ERR_OOM (and the device works afterwards), tgc_cuda(99) is TGC_ERR_DEVICE. */
+ * TGC_ERR_OOM (and the device works afterwards), tgc_cuda(99) is TGC_ERR_DEVICE.
+ * TGC_GPU_TEST_STRIDE=N (environment) runs every N-th op case only (the memcheck pass). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,8 +416,7 @@ static void te_free(te_result *r)
     r->mod = NULL;
 }
 
-static tgc_fn *te_compile(te_ctx *x, tgc_backend_kind be, tgc_mode mode,
-                          tgc_matmul_precision prec)
+static tgc_fn *te_compile(te_ctx *x, tgc_backend_kind be, tgc_mode mode, tgc_matmul_precision prec)
 {
     tgc_config cfg = tgc_config_default();
     cfg.backend = be;
@@ -436,8 +436,9 @@ static void te_expect_compiles(te_ctx *x, const tgc_fn *f, uint64_t want)
         return;
     }
     if (s.compiles != want || s.eager_fallbacks || s.graph_breaks)
-        te_fail(x, "%llu compiles (want %llu), %llu eager fallbacks, %llu graph breaks; backend "
-                   "%s; last recompile reason: %s",
+        te_fail(x,
+                "%llu compiles (want %llu), %llu eager fallbacks, %llu graph breaks; backend "
+                "%s; last recompile reason: %s",
                 (unsigned long long)s.compiles, (unsigned long long)want,
                 (unsigned long long)s.eager_fallbacks, (unsigned long long)s.graph_breaks,
                 s.backend, s.last_recompile_reason);
@@ -479,11 +480,10 @@ static void te_run_case(void **state)
         }
         x.v = &v;
         tgc_scope_push();
-        tgc_fn *ref_f = te_compile(&x, TGC_BACKEND_INTERP, TGC_MODE_DEFAULT,
-                                   TGC_PRECISION_HIGHEST);
+        tgc_fn *ref_f = te_compile(&x, TGC_BACKEND_INTERP, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
         tgc_fn *fd = te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
-        tgc_fn *fg = te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_REDUCE_OVERHEAD,
-                                TGC_PRECISION_HIGHEST);
+        tgc_fn *fg =
+            te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_REDUCE_OVERHEAD, TGC_PRECISION_HIGHEST);
         if (!ref_f || !fd || !fg)
             goto next;
 
@@ -523,9 +523,10 @@ static void te_run_case(void **state)
         /* matrix precisions */
         if (te_has_matmul(c))
             for (int p = TGC_PRECISION_HIGH; p <= TGC_PRECISION_MEDIUM; p++) {
-                x.pass = p == TGC_PRECISION_HIGH ? "default, HIGH (tf32)" : "default, MEDIUM (bf16)";
-                tgc_fn *fp = te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_DEFAULT,
-                                        (tgc_matmul_precision)p);
+                x.pass =
+                    p == TGC_PRECISION_HIGH ? "default, HIGH (tf32)" : "default, MEDIUM (bf16)";
+                tgc_fn *fp =
+                    te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_DEFAULT, (tgc_matmul_precision)p);
                 if (fp && te_run(&x, &ins, gpu, fp, 0, seed, &r))
                     te_check(&x, &ref, &r, (tgc_matmul_precision)p);
                 te_free(&r);
@@ -535,10 +536,9 @@ static void te_run_case(void **state)
 
         /* dynamic shapes: the D dims marked, D = 6 then 9, both modes */
         if (v.has_d) {
-            tgc_fn *dyn[2] = {te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_DEFAULT,
-                                         TGC_PRECISION_HIGHEST),
-                              te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_REDUCE_OVERHEAD,
-                                         TGC_PRECISION_HIGHEST)};
+            tgc_fn *dyn[2] = {
+                te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST),
+                te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_REDUCE_OVERHEAD, TGC_PRECISION_HIGHEST)};
             static const int64_t sizes[2] = {6, 9};
             for (int k = 0; k < 2 && dyn[0] && dyn[1]; k++) {
                 x.D = sizes[k];
@@ -686,10 +686,10 @@ static tgc_status random_fn(tgc_module *self, tgc_tensor *const *in, int n_in, t
 {
     (void)self, (void)n_in, (void)n_out;
     tgc_device dev = tgc_device_of(in[0]);
-    out[0] = tgc_add(tgc_dropout(in[0], 0.5, 1),
-                     tgc_mul(tgc_rand(SHAPE2(1, 257), 2, TGC_F32, dev),
-                             tgc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.3, 0,
-                                                              0.0)));
+    out[0] =
+        tgc_add(tgc_dropout(in[0], 0.5, 1),
+                tgc_mul(tgc_rand(SHAPE2(1, 257), 2, TGC_F32, dev),
+                        tgc_scaled_dot_product_attention(in[0], in[0], in[0], NULL, 0.3, 0, 0.0)));
     return te_status(out[0]);
 }
 
@@ -744,8 +744,7 @@ static int contains_ci(const char *hay, const char *needle)
 {
     for (; *hay; hay++) {
         size_t k = 0;
-        while (needle[k] && hay[k] &&
-               (hay[k] | 0x20) == (needle[k] | 0x20))
+        while (needle[k] && hay[k] && (hay[k] | 0x20) == (needle[k] | 0x20))
             k++;
         if (!needle[k])
             return 1;
@@ -787,8 +786,8 @@ static void test_error_device_mix(void **state)
     /* the function still works with inputs of one device */
     in[0] = tgc_to(c, tgc_cuda(0));
     assert_int_equal(tgc_call(f, NULL, in, 2, &out, 1), TGC_OK);
-    expect_equal("add after a refused call", out, tgc_full(SHAPE2(4, 5), 2, 2.0, TGC_F32, tgc_cpu()),
-                 0);
+    expect_equal("add after a refused call", out,
+                 tgc_full(SHAPE2(4, 5), 2, 2.0, TGC_F32, tgc_cpu()), 0);
     tgc_fn_free(f);
     tgc_scope_pop();
 }
@@ -870,7 +869,16 @@ int main(void)
     tests[n++] = (struct CMUnitTest){"error_device_mix", test_error_device_mix, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"error_oom", test_error_oom, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"random_stream", test_random_stream, NULL, NULL, NULL};
-    for (int i = 0; i < N_OF(te_cases); i++)
+    /* TGC_GPU_TEST_STRIDE=N runs every N-th op case only (make test-gpu's memcheck pass uses
+     * it: under compute-sanitizer every launch is much slower) */
+    const char *stride_env = getenv("TGC_GPU_TEST_STRIDE");
+    int stride = stride_env ? atoi(stride_env) : 1;
+    if (stride < 1)
+        stride = 1;
+    if (stride > 1)
+        print_message("TGC_GPU_TEST_STRIDE=%d: every %d-th op case of %d\n", stride, stride,
+                      N_OF(te_cases));
+    for (int i = 0; i < N_OF(te_cases); i += stride)
         tests[n++] =
             (struct CMUnitTest){te_cases[i].name, te_run_case, NULL, NULL, (void *)&te_cases[i]};
     int rc = _cmocka_run_group_tests("cuda_public", tests, (size_t)n, NULL, NULL);
