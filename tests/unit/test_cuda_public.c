@@ -19,6 +19,9 @@
  * the CPU's bits. Module tensors (batch-norm running statistics in training) are compared
  * after each run too. Tolerances: tests/gpu_test_util.h.
  *
+ * After them come GPU-sized cases of this file (TE_BIG_CASES, same grammar, D of hundreds to
+ * hundreds of thousands): long rows, vector tails, GEMM and conv shapes off the tile sizes.
+ *
  * Further cases: creation ops on the device (tgc_rand bits equal the CPU's after the same
  * seed, randn within f32 rounding, zeros/full/arange/from_data, tgc_item_*), copies between
  * devices (tgc_to of views, tgc_copy_, tgc_module_to), the Philox stream over three calls
@@ -69,18 +72,79 @@ static tgc_status te_status(const tgc_tensor *t)
 #include "ops/trace_eager_cases.h"
 #undef TE_CASE
 
+/* GPU-sized cases, in the same grammar, with their own sizes for D (static, then the two
+ * dynamic ones): vector-load tails, many blocks, long rows (split reductions), GEMM and conv
+ * shapes that are no multiple of a tile, f16/bf16 operands. Static passes use the first D. */
+/* clang-format off: one case per line */
+#define TE_BIG_CASES(X) \
+X(big_add_bcast, "tgc_add", 1000, 1003, 1537, "n:D,1031 n:1031 | nT:1031,D n:1,D | h:D,515 g:515 | q:D,257 m:D,257 | b:D,129 n:D,129", tgc_add(A0, A1)) \
+X(big_chain, "tgc_mul_scalar tgc_add_scalar tgc_relu tgc_mul tgc_sub_scalar tgc_abs tgc_clamp tgc_neg", 1000, 1001, 2049, "n:D,4099 n:4099 | nS:D,1025 nT:D,1025", tgc_neg(tgc_clamp(tgc_abs(tgc_sub_scalar(tgc_mul(tgc_relu(tgc_add_scalar(tgc_mul_scalar(A0, 1.5), 0.25)), A1), 0.5)), -2.0, 2.0))) \
+X(big_where_exp, "tgc_where tgc_gt tgc_exp", 1000, 1003, 1537, "n:D,1027 n:1027 | h:D,515 h:D,515", tgc_where(tgc_gt(A0, A1), A0, tgc_exp(A1))) \
+X(big_sum_rows, "tgc_sum", 100003, 65537, 200001, "n:3,D | nT:D,7 | h:2,D | q:2,D", tgc_sum(A0, DIMS(-1), 1, 0)) \
+X(big_sum_cols, "tgc_sum", 4097, 4099, 10007, "n:D,1031 | q:D,517 | b:D,33", tgc_sum(A0, DIMS(0), 1, 0)) \
+X(big_mean_all, "tgc_mean", 1000, 1003, 2049, "n:D,1031 | nT:517,D", tgc_mean(A0, NULL, 0, 0)) \
+X(big_var, "tgc_var", 4097, 4099, 10007, "n:64,D | nT:D,64", tgc_var(A0, DIMS(1), 1, 1, 0)) \
+X(big_max_argmax, "tgc_add tgc_cast tgc_argmax tgc_max", 4097, 4099, 30522, "n:33,D | nS:17,D", tgc_add(tgc_cast(tgc_argmax(A0, -1, 0), TGC_F32), tgc_max(A0, DIMS(-1), 1, 0))) \
+X(big_softmax, "tgc_softmax", 4097, 1000, 30522, "n:64,D | nT:D,64 | h:16,D", tgc_softmax(A0, -1)) \
+X(big_log_softmax, "tgc_log_softmax", 30522, 1000, 4099, "n:16,D | g:8,D", tgc_log_softmax(A0, -1)) \
+X(big_layer_norm, "tgc_layer_norm", 77, 128, 129, "n:8,D,768 @n:768 @n:768 | h:4,D,768 @h:768 @h:768 | n:D,4099 @n:4099 @n:4099", tgc_layer_norm(A0, 1, P0, P1, 1e-12)) \
+X(big_batch_norm_train, "tgc_batch_norm", 8, 16, 5, "n:D,64,17,19 %n:64 %p:64 @n:64 @n:64", tgc_batch_norm(A0, P0, P1, P2, P3, 1, 0.1, 1e-5)) \
+X(big_batch_norm_eval, "tgc_batch_norm", 8, 16, 5, "n:D,64,17,19 %n:64 %p:64 @n:64 @n:64", tgc_batch_norm(A0, P0, P1, P2, P3, 0, 0.1, 1e-5)) \
+X(big_matmul, "tgc_matmul", 127, 513, 1000, "n:D,65 n:65,33 | n:D,257 n:257,129 | n:3,D,65 n:65,200 | nT:D,96 n:96,130 | h:D,128 h:128,96 | g:D,128 g:128,96 | n:D,512 n:512,1024", tgc_matmul(A0, A1)) \
+X(big_bmm, "tgc_matmul", 129, 257, 200, "n:4,D,64 n:4,64,D | n:2,6,D,64 nT:2,6,64,D", tgc_matmul(A0, A1)) \
+X(big_linear, "tgc_linear", 77, 128, 131, "n:2,D,768 @n:3072,768 @n:3072 | n:D,3072 @n:768,3072 @n:768", tgc_linear(A0, P0, P1)) \
+X(big_linear_gelu, "tgc_gelu tgc_linear tgc_add", 77, 128, 131, "n:8,D,768 @n:768,768 @n:768", tgc_add(tgc_gelu(tgc_linear(A0, P0, P1)), A0)) \
+X(big_conv, "tgc_conv2d tgc_relu", 33, 32, 17, "n:4,16,D,31 @n:32,16,3,3 @n:32 | nT:4,16,31,D @n:32,16,3,3 @n:32", tgc_relu(tgc_conv2d(A0, P0, P1, &(tgc_conv2d_opts){.padding = {1, 1}}))) \
+X(big_conv_strided, "tgc_conv2d", 33, 32, 17, "n:4,16,D,31 @n:32,4,3,3", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {2, 1}, .dilation = {2, 1}, .groups = 4})) \
+X(big_conv_1x1, "tgc_conv2d", 16, 8, 15, "n:8,64,D,D @n:128,64,1,1", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}})) \
+X(big_conv_stem, "tgc_conv2d", 32, 64, 31, "n:8,3,D,D @n:64,3,7,7", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {3, 3}})) \
+X(big_conv_bn_res, "tgc_conv2d tgc_batch_norm tgc_add tgc_relu", 16, 8, 15, "n:8,64,D,D @n:64,64,3,3 %n:64 %p:64 @n:64 @n:64", tgc_relu(tgc_add(tgc_batch_norm(tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.padding = {1, 1}}), P1, P2, P3, P4, 0, 0.1, 1e-5), A0))) \
+X(big_max_pool, "tgc_max_pool2d", 33, 32, 17, "n:8,64,D,31 | h:2,16,D,31", tgc_max_pool2d(A0, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}})) \
+X(big_avg_pool, "tgc_avg_pool2d", 33, 32, 17, "n:8,64,D,31", tgc_avg_pool2d(A0, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .exclude_padding = 1})) \
+X(big_adaptive_pool, "tgc_adaptive_avg_pool2d", 37, 32, 17, "n:4,64,D,37", tgc_adaptive_avg_pool2d(A0, 7, 5)) \
+X(big_embedding, "tgc_embedding", 77, 128, 512, "@n:30522,64 i30522:8,D | @h:1000,768 j1000:D", tgc_embedding(P0, A0)) \
+X(big_gather, "tgc_gather", 1000, 1003, 2049, "n:64,D iD:64,300", tgc_gather(A0, 1, A1)) \
+X(big_index_select, "tgc_index_select", 1000, 1003, 2049, "n:D,256 iD:500 | nT:D,256 iD:77", tgc_index_select(A0, 0, A1)) \
+X(big_cat, "tgc_cat", 1000, 1003, 2049, "n:64,D n:64,1 nT:64,1027", tgc_cat(TS(A0, A1, A2), 3, 1)) \
+X(big_pad, "tgc_pad", 33, 32, 17, "n:8,64,D,31", tgc_pad(A0, SHAPE(1, 2, 3, 4), 2, 0.5)) \
+X(big_dropout, "tgc_dropout", 1000, 1003, 2049, "n:D,1037 | h:D,515 | nT:1037,D", tgc_dropout(A0, 0.3, 1)) \
+X(big_cross_entropy, "tgc_cross_entropy", 256, 300, 1031, "n:D,1000 i1000:D | nT:D,1000 j1000:D", tgc_cross_entropy(A0, A1, TGC_REDUCE_MEAN, -100, 0.1)) \
+X(big_sdpa, "tgc_scaled_dot_product_attention", 129, 128, 257, "n:2,4,D,64 n:2,4,D,64 n:2,4,D,64 | n:8,12,D,64 n:8,12,D,64 n:8,12,D,64", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.0, 0, 0.0)) \
+X(big_sdpa_mask_causal, "tgc_scaled_dot_product_attention", 129, 128, 257, "n:2,4,D,64 n:2,4,D,64 n:2,4,D,64 b:2,1,1,D | n:2,4,D,40 n:2,4,D,40 n:2,4,D,40 n:2,1,D,D", tgc_scaled_dot_product_attention(A0, A1, A2, A3, 0.0, 1, 0.0)) \
+X(big_sdpa_dropout, "tgc_scaled_dot_product_attention", 129, 128, 257, "n:2,4,D,64 n:2,4,D,64 n:2,4,D,64", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.1, 0, 0.0))
+/* clang-format on */
+
+#define TE_BIG_FN(id, ops, d0, d1, d2, specs, ...) TE_CASE(id, ops, TE_REL, specs, __VA_ARGS__)
+#define TE_CASE(id, ops, tol, specs, ...)                                                          \
+    static tgc_status te_fn_##id(tgc_module *self, tgc_tensor *const *in, int n_in,                \
+                                 tgc_tensor **out, int n_out)                                      \
+    {                                                                                              \
+        (void)self;                                                                                \
+        (void)in;                                                                                  \
+        (void)n_in;                                                                                \
+        (void)n_out;                                                                               \
+        out[0] = (__VA_ARGS__);                                                                    \
+        return te_status(out[0]);                                                                  \
+    }
+TE_BIG_CASES(TE_BIG_FN)
+#undef TE_CASE
+
 typedef struct te_case {
     const char *name;
     const char *ops;
     int tol;
     const char *specs;
     tgc_model_fn fn;
+    int64_t d[3]; /* D for the static pass and the two dynamic ones; 0: 5, 6, 9 */
 } te_case;
 
 static const te_case te_cases[] = {
-#define TE_CASE(id, ops, tol, specs, ...) {#id, ops, tol, specs, te_fn_##id},
+#define TE_CASE(id, ops, tol, specs, ...) {#id, ops, tol, specs, te_fn_##id, {0, 0, 0}},
 #include "ops/trace_eager_cases.h"
 #undef TE_CASE
+#define TE_BIG_ROW(id, ops, d0, d1, d2, specs, ...) {#id, ops, TE_REL, specs, te_fn_##id, {d0, d1, d2}},
+    TE_BIG_CASES(TE_BIG_ROW)
+#undef TE_BIG_ROW
 };
 #undef tgc_cpu
 
@@ -269,6 +333,15 @@ static tgc_tensor *te_view(const te_input *in, int64_t D, tgc_tensor *base)
 
 /* ---- one run ---- */
 
+/* TGC_GPU_TEST_SELFTEST=1: the op cases run their "GPU" passes on the CPU with the default
+ * backend instead (no GPU needed), to check this harness itself: specs, inputs, dynamic
+ * marks, compile counts and tolerances. */
+static int te_selftest;
+static tgc_device te_gpu(void)
+{
+    return te_selftest ? tgc_cpu() : tgc_cuda(0);
+}
+
 typedef struct te_ctx {
     const te_case *c;
     const te_variant *v;
@@ -419,7 +492,7 @@ static void te_free(te_result *r)
 static tgc_fn *te_compile(te_ctx *x, tgc_backend_kind be, tgc_mode mode, tgc_matmul_precision prec)
 {
     tgc_config cfg = tgc_config_default();
-    cfg.backend = be;
+    cfg.backend = te_selftest && be == TGC_BACKEND_CUDA ? TGC_BACKEND_AUTO : be;
     cfg.mode = mode;
     cfg.matmul_precision = prec;
     tgc_fn *f = tgc_compile(x->c->fn, x->c->name, &cfg);
@@ -442,7 +515,7 @@ static void te_expect_compiles(te_ctx *x, const tgc_fn *f, uint64_t want)
                 (unsigned long long)s.compiles, (unsigned long long)want,
                 (unsigned long long)s.eager_fallbacks, (unsigned long long)s.graph_breaks,
                 s.backend, s.last_recompile_reason);
-    else if (strcmp(s.backend, "cuda") != 0)
+    else if (!te_selftest && strcmp(s.backend, "cuda") != 0)
         te_fail(x, "compiled for backend \"%s\", not cuda", s.backend);
 }
 
@@ -464,11 +537,12 @@ static int te_reference(te_ctx *x, tgc_fn *ref_f, const te_inputs *ins, uint64_t
 
 static void te_run_case(void **state)
 {
-    GPU_REQUIRE();
+    if (!te_selftest)
+        GPU_REQUIRE();
     const te_case *c = *state;
     int case_i = (int)(c - te_cases);
     te_ctx x = {c, NULL, 0, "parse", 0, 0};
-    tgc_device gpu = tgc_cuda(0);
+    tgc_device gpu = te_gpu();
     const char *sp = c->specs;
     for (int vi = 0; *sp; vi++) {
         te_variant v;
@@ -488,7 +562,7 @@ static void te_run_case(void **state)
             goto next;
 
         /* static shapes, D = 5 */
-        x.D = 5;
+        x.D = c->d[0] ? c->d[0] : 5;
         uint64_t seed = te_seed(case_i, vi, x.D);
         te_inputs ins;
         te_result ref = {0}, r = {0}, rd = {0};
@@ -539,7 +613,7 @@ static void te_run_case(void **state)
             tgc_fn *dyn[2] = {
                 te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST),
                 te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_REDUCE_OVERHEAD, TGC_PRECISION_HIGHEST)};
-            static const int64_t sizes[2] = {6, 9};
+            const int64_t sizes[2] = {c->d[0] ? c->d[1] : 6, c->d[0] ? c->d[2] : 9};
             for (int k = 0; k < 2 && dyn[0] && dyn[1]; k++) {
                 x.D = sizes[k];
                 seed = te_seed(case_i, vi, x.D);
@@ -871,6 +945,9 @@ int main(void)
     tests[n++] = (struct CMUnitTest){"random_stream", test_random_stream, NULL, NULL, NULL};
     /* TGC_GPU_TEST_STRIDE=N runs every N-th op case only (make test-gpu's memcheck pass uses
      * it: under compute-sanitizer every launch is much slower) */
+    te_selftest = getenv("TGC_GPU_TEST_SELFTEST") && atoi(getenv("TGC_GPU_TEST_SELFTEST")) > 0;
+    if (te_selftest)
+        print_message("TGC_GPU_TEST_SELFTEST: the op cases' GPU passes run on the CPU\n");
     const char *stride_env = getenv("TGC_GPU_TEST_STRIDE");
     int stride = stride_env ? atoi(stride_env) : 1;
     if (stride < 1)
