@@ -75,7 +75,8 @@ static tgc_status te_status(const tgc_tensor *t)
 /* GPU-sized cases, in the same grammar, with their own sizes for D (static, then the two
  * dynamic ones): vector-load tails, many blocks, long rows (split reductions), GEMM and conv
  * shapes that are no multiple of a tile, f16/bf16 operands. Static passes use the first D. */
-/* clang-format off: one case per line */
+/* one case per line */
+// clang-format off
 #define TE_BIG_CASES(X) \
 X(big_add_bcast, "tgc_add", 1000, 1003, 1537, "n:D,1031 n:1031 | nT:1031,D n:1,D | h:D,515 g:515 | q:D,257 m:D,257 | b:D,129 n:D,129", tgc_add(A0, A1)) \
 X(big_chain, "tgc_mul_scalar tgc_add_scalar tgc_relu tgc_mul tgc_sub_scalar tgc_abs tgc_clamp tgc_neg", 1000, 1001, 2049, "n:D,4099 n:4099 | nS:D,1025 nT:D,1025", tgc_neg(tgc_clamp(tgc_abs(tgc_sub_scalar(tgc_mul(tgc_relu(tgc_add_scalar(tgc_mul_scalar(A0, 1.5), 0.25)), A1), 0.5)), -2.0, 2.0))) \
@@ -112,7 +113,7 @@ X(big_cross_entropy, "tgc_cross_entropy", 256, 300, 1031, "n:D,1000 i1000:D | nT
 X(big_sdpa, "tgc_scaled_dot_product_attention", 129, 128, 257, "n:2,4,D,64 n:2,4,D,64 n:2,4,D,64 | n:8,12,D,64 n:8,12,D,64 n:8,12,D,64", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.0, 0, 0.0)) \
 X(big_sdpa_mask_causal, "tgc_scaled_dot_product_attention", 129, 128, 257, "n:2,4,D,64 n:2,4,D,64 n:2,4,D,64 b:2,1,1,D | n:2,4,D,40 n:2,4,D,40 n:2,4,D,40 n:2,1,D,D", tgc_scaled_dot_product_attention(A0, A1, A2, A3, 0.0, 1, 0.0)) \
 X(big_sdpa_dropout, "tgc_scaled_dot_product_attention", 129, 128, 257, "n:2,4,D,64 n:2,4,D,64 n:2,4,D,64", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.1, 0, 0.0))
-/* clang-format on */
+// clang-format on
 
 #define TE_BIG_FN(id, ops, d0, d1, d2, specs, ...) TE_CASE(id, ops, TE_REL, specs, __VA_ARGS__)
 #define TE_CASE(id, ops, tol, specs, ...)                                                          \
@@ -142,7 +143,8 @@ static const te_case te_cases[] = {
 #define TE_CASE(id, ops, tol, specs, ...) {#id, ops, tol, specs, te_fn_##id, {0, 0, 0}},
 #include "ops/trace_eager_cases.h"
 #undef TE_CASE
-#define TE_BIG_ROW(id, ops, d0, d1, d2, specs, ...) {#id, ops, TE_REL, specs, te_fn_##id, {d0, d1, d2}},
+#define TE_BIG_ROW(id, ops, d0, d1, d2, specs, ...)                                                \
+    {#id, ops, TE_REL, specs, te_fn_##id, {d0, d1, d2}},
     TE_BIG_CASES(TE_BIG_ROW)
 #undef TE_BIG_ROW
 };
