@@ -15,7 +15,7 @@
 # Phases, each under its own time budget (seconds; time a phase leaves unused passes to the
 # next; the budgets add up to 510 s, so the whole run stays under 9 minutes):
 #   tests      140  tests/gpu/test_gpu.sh --no-memcheck: build build-gpu (CUDA on, LLVM off,
-#                   -Werror), ctest -L gpu, then the whole suite       -> $OUT/test_gpu.log
+#                   -Werror), ctest -L gpu, then the rest of the suite -> $OUT/test_gpu.log
 #   memcheck    70  the gpu tests under compute-sanitizer memcheck     -> $OUT/memcheck.log
 #   bench      120  build-gpu/tests/bench/bench_gpu                    -> $OUT/bench_gpu.log, .jsonl
 #   torch_graph 60  torch_graph_ref.py (cnn resnet gemm bert: CUDA-graph captures, cuBLAS)
@@ -28,7 +28,7 @@
 # The files under $OUT stay within the device tool's limit of 8.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-$PWD/out-gpu}
+OUT=${OUT:-$PWD/out/gpu}
 mkdir -p "$OUT"
 quick=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
 while [ $# -gt 0 ]; do

@@ -12,7 +12,8 @@
 #    PKG_CONFIG_PATH, CPATH, LIBRARY_PATH and LD_LIBRARY_PATH are exported.
 # 2. configures $GPU_BUILD (build-gpu) with -DTGC_WITH_LLVM=OFF -DTGC_WITH_CUDA=ON
 #    -DTGC_WERROR=ON and builds it on every core;
-# 3. `ctest -L gpu --output-on-failure`, then the whole suite;
+# 3. `ctest -L gpu --output-on-failure`, then the rest of the suite (`ctest -LE gpu`: the gpu
+#    tests are not run twice);
 # 4. every `gpu`-labelled test once more under `compute-sanitizer --tool memcheck
 #    --error-exitcode 1` (slow: kernels run 10-100x slower under memcheck; budget
 #    MEMCHECK_TIMEOUT seconds per test, 300 by default; test_cuda_public runs every
@@ -86,7 +87,7 @@ fi
 # ---- 3. the GPU tests, then everything
 if [ $tests = 1 ]; then
     begin "ctest -L gpu"
-    (cd "$BUILD" && ctest -L gpu --output-on-failure -j 4) | tee "$BUILD/gpu-tests.log"
+    (cd "$BUILD" && ctest -L gpu --output-on-failure -j 6) | tee "$BUILD/gpu-tests.log"
     rc=${PIPESTATUS[0]}
     if (cd "$BUILD" && ctest -L gpu -N | grep -q "Total Tests: 0"); then
         echo "test-gpu: no test has the gpu label"; rc=1
@@ -96,9 +97,10 @@ if [ $tests = 1 ]; then
     end "ctest -L gpu" $rc
 
     if [ $suite = 1 ]; then
-        begin "ctest (whole suite)"
-        (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
-        end "ctest (whole suite)" $?
+        # the rest of the suite: the gpu tests have just run, so the whole suite has run once
+        begin "ctest -LE gpu (the rest of the suite)"
+        (cd "$BUILD" && ctest -LE gpu --output-on-failure -j "$JOBS")
+        end "ctest -LE gpu" $?
     fi
 fi
 

@@ -28,7 +28,8 @@
  * without reseeding, and the error paths: a CPU and a CUDA tensor in one op (eager and
  * compiled) is TGC_ERR_DEVICE naming both devices, an allocation larger than the GPU is
  * TGC_ERR_OOM (and the device works afterwards), tgc_cuda(99) is TGC_ERR_DEVICE.
- * TGC_GPU_TEST_STRIDE=N (environment) runs every N-th op case only (the memcheck pass). */
+ * TGC_GPU_TEST_STRIDE=N (environment) runs every N-th op case only (the memcheck pass);
+ * TGC_GPU_TEST_SHARD=k/n a shard of the op cases (ctest runs four in parallel). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -957,9 +958,19 @@ int main(void)
     if (stride > 1)
         print_message("TGC_GPU_TEST_STRIDE=%d: every %d-th op case of %d\n", stride, stride,
                       N_OF(te_cases));
+    /* TGC_GPU_TEST_SHARD=k/n: op cases i with i % n == k only, the other tests in shard 0
+     * (ctest runs four shards in parallel: tests/CMakeLists.txt) */
+    int shard = 0, shards = 1;
+    const char *shard_env = getenv("TGC_GPU_TEST_SHARD");
+    if (shard_env && (sscanf(shard_env, "%d/%d", &shard, &shards) != 2 || shards < 1 ||
+                      shard < 0 || shard >= shards))
+        shard = 0, shards = 1;
+    if (shard > 0)
+        n = 0;
     for (int i = 0; i < N_OF(te_cases); i += stride)
-        tests[n++] =
-            (struct CMUnitTest){te_cases[i].name, te_run_case, NULL, NULL, (void *)&te_cases[i]};
+        if ((i / stride) % shards == shard)
+            tests[n++] = (struct CMUnitTest){te_cases[i].name, te_run_case, NULL, NULL,
+                                             (void *)&te_cases[i]};
     int rc = _cmocka_run_group_tests("cuda_public", tests, (size_t)n, NULL, NULL);
     free(tests);
     tgc_shutdown();
