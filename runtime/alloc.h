@@ -64,6 +64,13 @@ struct tgc_allocator {
     void (*reset_peak)(void *ctx, int index);
     /* Returns the cached (free, kept for reuse) blocks of every device to the system. */
     void (*empty_cache)(void *ctx);
+    /* Optional: why the calling thread's last alloc of nbytes on device index returned
+     * {NULL, 0}. Writes the reason into buf (n bytes), e.g. "asked for 1.5 TiB, 139.2 GiB
+     * free of 139.8 GiB (the cache was emptied and the allocation retried)", and returns the
+     * status to report (TGC_ERR_OOM, or another one for a failure that is not a lack of
+     * memory, e.g. TGC_ERR_RUNTIME for a driver error). Called right after the failed alloc
+     * on the same thread. NULL: plain out of memory, no details. */
+    tgc_status (*alloc_failure)(void *ctx, int index, size_t nbytes, char *buf, size_t n);
 };
 
 /* Plugs a in for devices of type `type`, replacing any earlier one (for the host: the host

@@ -13,7 +13,9 @@
  * names the variable, the value and what is accepted; the default stands in for it.
  * Read elsewhere (no config field): TGC_LLVM_CPU / TGC_LLVM_FEATURES (target override),
  * TGC_EAGER=interp (eager ops stay on interp), TGC_STORAGE_CACHE_BYTES (cache of freed large
- * buffers), TGC_PROFILE=1 (per-step times of compiled calls on stderr).
+ * buffers), TGC_PROFILE=1 (per-step times of compiled calls on stderr), TGC_CUDA_DRIVER=path
+ * (the CUDA driver library opened instead of libcuda.so.1; read once by runtime/cuda.c when
+ * CUDA is first used).
  * The struct begins with struct_size so it can grow without breaking callers. */
 #ifndef TGC_CONFIG_H
 #define TGC_CONFIG_H

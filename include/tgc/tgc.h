@@ -5,6 +5,7 @@
 #include "autograd.h"
 #include "compile.h"
 #include "config.h"
+#include "cuda.h"
 #include "module.h"
 #include "ops.h"
 #include "tensor.h"

@@ -3,6 +3,7 @@
  * and creation ops that record into a trace are frontend/tensor.c. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,9 @@
 #include "support/error.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor_impl.h"
+#ifdef TGC_HAVE_CUDA
+#include "runtime/cuda_host.h"
+#endif
 
 static atomic_uint_fast64_t next_uid = 1;
 static _Thread_local struct tgc_trace *current_trace;
@@ -267,19 +271,38 @@ int tgc_device_check(const char *fn, tgc_device dev)
     const tgc_allocator *a = tgc_allocator_of(dev.type);
     if (a && (!a->device_count || (dev.index >= 0 && dev.index < a->device_count(a->ctx))))
         return 1;
+    if (!a && dev.type == TGC_DEVICE_CUDA) {
+#ifdef TGC_HAVE_CUDA
+        /* The first CUDA tensor loads the driver (runtime/cuda.c), which registers the CUDA
+         * allocator; its failure says what is missing. */
+        if (tgc_cuda_load() != TGC_OK) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", tgc_last_error());
+            tgc_set_error(TGC_ERR_DEVICE, "%s: device cuda:%d is not available: %s", fn, dev.index,
+                          why);
+            return 0;
+        }
+        if (!tgc_allocator_of(TGC_DEVICE_CUDA)) {
+            tgc_set_error(TGC_ERR_INTERNAL,
+                          "%s: device cuda:%d: CUDA loaded but no allocator is registered", fn,
+                          dev.index);
+            return 0;
+        }
+        return tgc_device_check(fn, dev);
+#else
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "%s: device cuda:%d is not available: this build has no CUDA backend "
+                      "(configured with TGC_WITH_CUDA=OFF or without the CUDA toolkit headers)",
+                      fn, dev.index);
+        return 0;
+#endif
+    }
     if (a) {
         int n = a->device_count(a->ctx);
         tgc_set_error(TGC_ERR_DEVICE,
                       "%s: device %s:%d is not available: %d %s device%s present; use an index "
                       "below %d, or tgc_cpu()",
                       fn, a->name, dev.index, n, a->name, n == 1 ? " is" : "s are", n);
-        return 0;
-    }
-    if (dev.type == TGC_DEVICE_CUDA) {
-        tgc_set_error(TGC_ERR_DEVICE,
-                      "%s: device cuda:%d is not available: this build has no CUDA backend yet; "
-                      "use tgc_cpu()",
-                      fn, dev.index);
         return 0;
     }
     tgc_set_error(TGC_ERR_DEVICE, "%s: unknown device type %d (index %d); use tgc_cpu()", fn,
@@ -321,10 +344,22 @@ tgc_tensor *tgc_tensor_new_checked(const char *fn, const int64_t *shape, int ndi
     if (!t->storage) {
         free(t);
         char dims[160];
+        size_t nb = (size_t)numel * tgc_dtype_size(dt);
+        const tgc_allocator *a = tgc_allocator_of(dev.type);
+        if (dev.type != TGC_DEVICE_CPU && a && a->alloc_failure) {
+            /* the device allocator knows why: bytes asked, free and total */
+            char why[512], dn[48];
+            tgc_status st = a->alloc_failure(a->ctx, dev.index, nb, why, sizeof why);
+            tgc_set_error(st, "%s: %s on %s: %s; the tensor: %s of shape %s (%lld elements)", fn,
+                          st == TGC_ERR_OOM ? "out of memory" : "allocation failed",
+                          tgc_format_device(dev, dn, sizeof dn), why, tgc_dtype_name(dt),
+                          tgc_format_dims(shape, ndim, dims, sizeof dims), (long long)numel);
+            return NULL;
+        }
         tgc_set_error(TGC_ERR_OOM,
                       "%s: out of memory for a %s tensor of shape %s (%lld elements, %zu bytes)",
                       fn, tgc_dtype_name(dt), tgc_format_dims(shape, ndim, dims, sizeof dims),
-                      (long long)numel, (size_t)numel * tgc_dtype_size(dt));
+                      (long long)numel, nb);
         return NULL;
     }
     t->dtype = dt;
