@@ -556,6 +556,7 @@ static void te_run_case(void **state)
             break;
         }
         x.v = &v;
+        x.pass = "compile";
         tgc_scope_push();
         tgc_fn *ref_f = te_compile(&x, TGC_BACKEND_INTERP, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
         tgc_fn *fd = te_compile(&x, TGC_BACKEND_CUDA, TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
@@ -892,11 +893,12 @@ static void test_error_oom(void **state)
 static void test_error_bad_index(void **state)
 {
     (void)state;
+    int have_gpu = gpu_available(); /* probe first: the probe clears the error state */
     tgc_scope_push();
     tgc_clear_error();
     assert_null(tgc_zeros(SHAPE2(2, 2), 2, TGC_F32, tgc_cuda(99)));
     assert_int_equal(tgc_last_status(), TGC_ERR_DEVICE);
-    if (gpu_available() && !strstr(tgc_last_error(), "99"))
+    if (have_gpu && !strstr(tgc_last_error(), "99"))
         fail_msg("the message does not name device 99: \"%s\"", tgc_last_error());
     tgc_tensor *c = tgc_ones(SHAPE2(2, 2), 2, TGC_F32, tgc_cpu());
     tgc_clear_error();
@@ -923,8 +925,34 @@ static void test_cuda_header_api(void **state)
     print_message("device 0: %s, %d device(s)\n", name, tgc_cuda_device_count());
     assert_int_equal(tgc_cuda_synchronize(0), TGC_OK);
     assert_non_null(tgc_cuda_current_stream(0));
-    tgc_cuda_empty_cache();
+    assert_int_equal(tgc_cuda_set_stream(0, NULL), TGC_OK);
+    assert_int_equal(tgc_cuda_synchronize(99), TGC_ERR_DEVICE);
+
+    /* memory statistics follow a 256 MiB tensor */
+    tgc_cuda_memstats before, during, after;
+    assert_int_equal(tgc_cuda_memory_stats(0, &before), TGC_OK);
+    assert_true(before.device_total > 0 && before.device_free <= before.device_total);
+    tgc_scope_push();
+    int64_t s[2] = {8192, 8192};
+    tgc_tensor *t = tgc_zeros(s, 2, TGC_F32, tgc_cuda(0));
+    assert_non_null(t);
+    assert_int_equal(tgc_cuda_memory_stats(0, &during), TGC_OK);
+    assert_true(during.in_use >= before.in_use + ((size_t)256 << 20));
+    assert_true(during.peak >= during.in_use);
+    tgc_scope_pop();
     assert_int_equal(tgc_cuda_synchronize(0), TGC_OK);
+    tgc_cuda_empty_cache();
+    assert_int_equal(tgc_cuda_memory_stats(0, &after), TGC_OK);
+    print_message("memory: in use %zu -> %zu -> %zu bytes, cached after empty_cache %zu, peak "
+                  "%zu, device free %zu of %zu\n",
+                  before.in_use, during.in_use, after.in_use, after.cached, after.peak,
+                  after.device_free, after.device_total);
+    assert_true(after.in_use + ((size_t)256 << 20) <= during.in_use);
+    assert_true(after.cached == 0);
+    assert_true(after.peak >= during.in_use);
+    tgc_cuda_reset_peak(0);
+    assert_int_equal(tgc_cuda_memory_stats(0, &after), TGC_OK);
+    assert_true(after.peak == after.in_use);
 }
 #endif
 
@@ -962,8 +990,8 @@ int main(void)
      * (ctest runs four shards in parallel: tests/CMakeLists.txt) */
     int shard = 0, shards = 1;
     const char *shard_env = getenv("TGC_GPU_TEST_SHARD");
-    if (shard_env && (sscanf(shard_env, "%d/%d", &shard, &shards) != 2 || shards < 1 ||
-                      shard < 0 || shard >= shards))
+    if (shard_env && (sscanf(shard_env, "%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 ||
+                      shard >= shards))
         shard = 0, shards = 1;
     if (shard > 0)
         n = 0;
