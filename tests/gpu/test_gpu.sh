@@ -75,11 +75,12 @@ fi
 # ---- 2. configure and build
 if true; then # always: an incremental build is quick
     begin "configure + build ($BUILD, $JOBS jobs)"
+    mkdir -p "$BUILD"
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTGC_WITH_LLVM=OFF \
-        -DTGC_WITH_CUDA=ON -DTGC_WERROR=ON >"$BUILD.configure.log" 2>&1 &&
+        -DTGC_WITH_CUDA=ON -DTGC_WERROR=ON >"$BUILD/configure.log" 2>&1 &&
         cmake --build "$BUILD" -j "$JOBS"
     rc=$?
-    [ $rc = 0 ] || tail -n 40 "$BUILD.configure.log"
+    [ $rc = 0 ] || tail -n 40 "$BUILD/configure.log"
     end build $rc
     [ $rc = 0 ] || { echo "test-gpu: FAILED (build)"; exit 1; }
 fi
@@ -113,6 +114,7 @@ if [ $memcheck = 1 ]; then
         rc=1
     fi
     names=$(cd "$BUILD" && ctest -L gpu -N | sed -n 's/^ *Test *#[0-9]*: *\([^ ]*\).*/\1/p')
+    [ $rc = 0 ] || names=""
     for n in $names; do
         exe=$(find "$BUILD/tests" -maxdepth 2 -type f -name "$n" -perm -u+x | head -n1)
         [ -n "$exe" ] || { echo "memcheck: $n: no executable (not a cmocka test), skipped"; continue; }
