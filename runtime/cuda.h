@@ -160,6 +160,8 @@ const tgc_cuda_props *tgc_cuda_props_of(int dev);
  * streams, or after tgc_cuda_pool_end, never get the pool's blocks; without an open pool on the
  * capturing stream a cache miss during capture still fails (cuda_alloc.c).
  *
+ * A block of the general cache's allocated on s (before the pool began) and freed while the
+ * pool is open becomes the pool's too: kernels captured before its free may use it.
  * A block the pool took stays the pool's: freed at any time (during the capture, after end,
  * from any thread) it goes to the pool's free list, never to the general cache. Its bytes
  * count as `cached` in the device statistics while free (in_use while live); the allocator's

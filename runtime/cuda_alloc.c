@@ -28,7 +28,9 @@
  * its own for its life: each block record points to its pool, so a free puts it on the pool's
  * free list (by class) instead of the general cache in O(1). An open pool serves its own free
  * blocks first, then takes blocks of the general cache into its ownership, then calls
- * cuMemAlloc (in relaxed capture interaction mode). Release hands the free blocks to the
+ * cuMemAlloc (in relaxed capture interaction mode). A general block of the pool's stream
+ * freed while the pool is open becomes the pool's too (captured kernels may have used it).
+ * Release hands the free blocks to the
  * general cache and unhooks the live ones (a scan of the live table), which then go there
  * when freed. While a pool of a device is open, nothing here synchronizes that device (the
  * out-of-memory retry and empty_cache leave it alone): a synchronization would invalidate
@@ -387,6 +389,12 @@ static void cuda_free(void *ctx, int index, tgc_block b)
         p->in_use -= k->cap;
         p->cached_bytes += k->cap;
         tgc_cuda_pool *q = k->pool;
+        if (!q && (q = open_pool(p, k->stream))) {
+            /* live when the capture began: captured kernels may use it, so the pool keeps it */
+            k->pool = q;
+            q->owned += k->cap;
+            q->n_live++;
+        }
         if (q) { /* the pool's for its life */
             unsigned h = hash_cap(k->cap);
             k->next = q->free_[h];

@@ -719,9 +719,15 @@ static void test_gpu_capture_pool_live_release(void **state)
     assert_non_null(s);
     tgc_cuda_empty_cache();
     const size_t u0 = stats0().in_use;
+    tgc_tensor *pre = dev_empty(pool_a); /* live when the capture begins */
+    void *pa = dev_ptr(pre);
     assert_int_equal(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
     tgc_cuda_pool *pl = tgc_cuda_pool_begin(0, s);
     assert_non_null(pl);
+    tgc_tensor_free(pre); /* freed in the capture: the pool keeps it */
+    size_t owned = 0, freeb = 0;
+    tgc_cuda_pool_stats(pl, &owned, &freeb);
+    assert_true(owned == POOL_A && freeb == POOL_A);
     tgc_tensor *t = tgc_empty(pool_c, 2, TGC_F32, tgc_cuda(0));
     tgc_status ts = tgc_last_status();
     char msg[1024];
@@ -746,12 +752,20 @@ static void test_gpu_capture_pool_live_release(void **state)
         fail_msg("out of memory in the pool: %s", hmsg);
     assert_int_equal(er, CUDA_SUCCESS); /* the capture was not invalidated */
     void *pc = dev_ptr(t);
-    expect_stats(stats0(), u0 + POOL_C, 0);
+    expect_stats(stats0(), u0 + POOL_C, POOL_A);
+    tgc_tensor *a2 = dev_empty(pool_a); /* after the end: not the block the pool kept */
+    assert_true(dev_ptr(a2) != pa);
+    tgc_tensor_free(a2);
+    tgc_cuda_empty_cache();
+    expect_stats(stats0(), u0 + POOL_C, POOL_A);
     /* released with t live: t's block goes to the general cache when t is freed */
     tgc_cuda_pool_release(pl);
-    expect_stats(stats0(), u0 + POOL_C, 0);
+    expect_stats(stats0(), u0 + POOL_C, POOL_A);
     tgc_tensor_free(t);
-    expect_stats(stats0(), u0, POOL_C);
+    expect_stats(stats0(), u0, POOL_A + POOL_C);
+    tgc_tensor *a3 = dev_empty(pool_a); /* the kept block, back in the cache */
+    assert_ptr_equal(dev_ptr(a3), pa);
+    tgc_tensor_free(a3);
     tgc_tensor *v = dev_empty(pool_c);
     assert_ptr_equal(dev_ptr(v), pc);
     tgc_tensor_free(v);
