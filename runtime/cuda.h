@@ -78,6 +78,7 @@
     X(cuStreamBeginCapture)                                                                        \
     X(cuStreamEndCapture)                                                                          \
     X(cuStreamIsCapturing)                                                                         \
+    X(cuThreadExchangeStreamCaptureMode)                                                           \
     X(cuGraphInstantiateWithFlags)                                                                 \
     X(cuGraphLaunch)                                                                               \
     X(cuGraphExecDestroy)                                                                          \
@@ -128,6 +129,65 @@ typedef struct tgc_cuda_props {
 } tgc_cuda_props;
 /* NULL for a bad index or when CUDA is not loaded. */
 const tgc_cuda_props *tgc_cuda_props_of(int dev);
+
+/* ---- private memory pools for CUDA-graph capture (runtime/cuda_alloc.c) ----
+ *
+ * A graph captured on stream s bakes in the device addresses its kernels were given, so every
+ * block allocated for the capture must stay out of the general cache (where another tensor
+ * would get it) while the graph exists. Use:
+ *
+ *     warm-up run (fills the general cache with blocks of the classes the steps use)
+ *     cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+ *     tgc_cuda_pool *p = tgc_cuda_pool_begin(dev, s);
+ *     ... the steps: kernels on s, tensors allocated and freed on s ...
+ *     tgc_cuda_pool_end(p);
+ *     cuStreamEndCapture(s, &graph); instantiate, replay many times ...
+ *     destroy the graph exec and graph, free every tensor the pool's blocks back,
+ *     tgc_cuda_pool_release(p);
+ *
+ * From begin to end, every allocation of device dev made with s as the calling thread's
+ * current stream (tgc_cuda_stream(dev) == s, on any thread) belongs to the pool. It is served
+ * first from the pool's own free blocks of its size class (blocks freed earlier in the same
+ * capture: the graph replays the steps in stream order, so that reuse is as safe as it was
+ * in the capture), then from the general cache (blocks cached for s or for no stream), then
+ * with cuMemAlloc. During capture cuMemAlloc runs with the calling thread's capture
+ * interaction mode exchanged to CU_STREAM_CAPTURE_MODE_RELAXED
+ * (cuThreadExchangeStreamCaptureMode), so it is allowed whatever mode the capture was begun
+ * with. Out of memory gives {NULL, 0} and alloc_failure's message as any allocation. While
+ * any pool of the device is open, nothing synchronizes the device (that would invalidate
+ * the capture): the out-of-memory retry of any allocation on it does not empty the cache
+ * (the message says so) and empty_cache leaves the device's cache alone. Allocations on other
+ * streams, or after tgc_cuda_pool_end, never get the pool's blocks; without an open pool on the
+ * capturing stream a cache miss during capture still fails (cuda_alloc.c).
+ *
+ * A block of the general cache's allocated on s (before the pool began) and freed while the
+ * pool is open becomes the pool's too: kernels captured before its free may use it.
+ * A block the pool took stays the pool's: freed at any time (during the capture, after end,
+ * from any thread) it goes to the pool's free list, never to the general cache. Its bytes
+ * count as `cached` in the device statistics while free (in_use while live); the allocator's
+ * empty_cache leaves them (the graph may still use them). A tensor allocated in the capture
+ * that outlives it (an output of the graph) is a pool block that every replay writes again:
+ * the executor copies or hands it out knowing that.
+ *
+ * Thread-safety: the pools of a device are guarded by the device's allocator mutex; begin,
+ * end and release may be called from any thread, but end and release must not race with
+ * allocations made in the pool (call them from the capturing thread after its steps).
+ * Ownership: begin returns a pool the caller owns until tgc_cuda_pool_release. */
+typedef struct tgc_cuda_pool tgc_cuda_pool;
+/* Opens a pool for allocations on stream s (non-NULL, a stream of dev's primary context) of
+ * device dev. NULL with the error set: TGC_ERR_DEVICE for a bad dev, TGC_ERR_INVALID_ARG for
+ * a NULL stream or when a pool is already open on (dev, s), TGC_ERR_OOM without host memory. */
+tgc_cuda_pool *tgc_cuda_pool_begin(int dev, CUstream s);
+/* Stops adding allocations to p (idempotent; NULL: nothing). Its blocks stay its own. */
+void tgc_cuda_pool_end(tgc_cuda_pool *p);
+/* Returns p's free blocks to the general cache (under the stream they were allocated on) and
+ * frees p (ending it first if still open; NULL: nothing). Call it after the graph that used
+ * the blocks was destroyed and after every tensor they back was freed: a block still live at
+ * release is no longer the pool's, and goes to the general cache when it is freed. */
+void tgc_cuda_pool_release(tgc_cuda_pool *p);
+/* Bytes of the blocks p owns (live and free) and of those free now, either pointer may be
+ * NULL (for tests and logs). */
+void tgc_cuda_pool_stats(tgc_cuda_pool *p, size_t *owned_bytes, size_t *free_bytes);
 
 /* ---- between runtime/cuda.c and runtime/cuda_alloc.c ---- */
 /* The allocator (cuda_alloc.c), registered by tgc_cuda_load. */

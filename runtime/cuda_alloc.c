@@ -20,7 +20,21 @@
  * device is released and the allocation is tried once more; if that fails too, alloc returns
  * {NULL, 0} and alloc_failure tells the bytes asked and the device's free and total memory.
  * During stream capture (cuStreamIsCapturing on the thread's stream) a cache miss does not
- * call cuMemAlloc: it fails, and alloc_failure says so (allocate before capturing).
+ * call cuMemAlloc: it fails, and alloc_failure says so (allocate before capturing), unless a
+ * capture pool is open on that stream.
+ *
+ * Capture pools (tgc_cuda_pool_*, the contract is in runtime/cuda.h): a pool is open on one
+ * (device, stream) from begin to end, and the blocks allocated on that stream meanwhile are
+ * its own for its life: each block record points to its pool, so a free puts it on the pool's
+ * free list (by class) instead of the general cache in O(1). An open pool serves its own free
+ * blocks first, then takes blocks of the general cache into its ownership, then calls
+ * cuMemAlloc (in relaxed capture interaction mode). A general block of the pool's stream
+ * freed while the pool is open becomes the pool's too (captured kernels may have used it).
+ * Release hands the free blocks to the
+ * general cache and unhooks the live ones (a scan of the live table), which then go there
+ * when freed. While a pool of a device is open, nothing here synchronizes that device (the
+ * out-of-memory retry and empty_cache leave it alone): a synchronization would invalidate
+ * the capture.
  *
  * Copies (synchronous by contract): host <-> device through pinned staging buffers (two of
  * 4 MiB per user, cuMemHostAlloc, double-buffered with async copies and events on the thread's
@@ -53,9 +67,22 @@
 typedef struct blk {
     CUdeviceptr ptr;
     size_t cap;
-    CUstream stream; /* allocation stream; NULL: any */
+    CUstream stream;     /* allocation stream; NULL: any */
+    tgc_cuda_pool *pool; /* the capture pool that owns it; NULL: the general cache's */
     struct blk *next;
 } blk;
+
+#define POOL_BUCKETS 64
+
+struct tgc_cuda_pool {
+    int dev;
+    CUstream stream; /* allocations on it join while open; NULL once the stream is gone */
+    int open;
+    size_t owned, free_bytes;   /* bytes of its blocks, and of those free now */
+    size_t n_live;              /* its blocks that are live */
+    blk *free_[POOL_BUCKETS];   /* its free blocks, by cap */
+    struct tgc_cuda_pool *next; /* the device's pools not yet released */
+};
 
 typedef struct staging {
     void *host[2];
@@ -65,10 +92,12 @@ typedef struct staging {
 
 typedef struct pool {
     pthread_mutex_t mu;
-    blk *cached[BUCKETS]; /* by (stream, cap) */
-    blk *live[BUCKETS];   /* by ptr */
-    size_t in_use, cached_bytes, peak;
-    staging *stage; /* free staging pairs */
+    blk *cached[BUCKETS];              /* by (stream, cap) */
+    blk *live[BUCKETS];                /* by ptr */
+    size_t in_use, cached_bytes, peak; /* cached_bytes counts the pools' free blocks */
+    staging *stage;                    /* free staging pairs */
+    tgc_cuda_pool *pools;              /* not yet released */
+    int n_open;                        /* of those, open (a capture under way) */
 } pool;
 
 static pool *g_pools;
@@ -141,7 +170,46 @@ static void put_live(pool *p, blk *b)
         p->peak = p->in_use;
 }
 
-/* Every cached block of p, unlinked (locked). */
+static unsigned hash_cap(size_t cap)
+{
+    return (unsigned)(((uint64_t)cap * 0x9E3779B97F4A7C15ull) >> 58) % POOL_BUCKETS;
+}
+
+/* The open pool of stream s, NULL if none. Locked. */
+static tgc_cuda_pool *open_pool(pool *p, CUstream s)
+{
+    if (!p->n_open)
+        return NULL;
+    for (tgc_cuda_pool *q = p->pools; q; q = q->next)
+        if (q->open && q->stream == s)
+            return q;
+    return NULL;
+}
+
+/* A free block of class cap of pool q, NULL if none. Locked. */
+static blk *pool_take(pool *p, tgc_cuda_pool *q, size_t cap)
+{
+    for (blk **pp = &q->free_[hash_cap(cap)]; *pp; pp = &(*pp)->next)
+        if ((*pp)->cap == cap) {
+            blk *b = *pp;
+            *pp = b->next;
+            q->free_bytes -= cap;
+            q->n_live++;
+            p->cached_bytes -= cap;
+            return b;
+        }
+    return NULL;
+}
+
+/* Makes the (live) block b pool q's. Locked. */
+static void pool_adopt(tgc_cuda_pool *q, blk *b)
+{
+    b->pool = q;
+    q->owned += b->cap;
+    q->n_live++;
+}
+
+/* Every cached block of p, unlinked (locked). The pools' free blocks stay theirs. */
 static blk *drain(pool *p)
 {
     blk *all = NULL;
@@ -149,10 +217,10 @@ static blk *drain(pool *p)
         while (p->cached[h]) {
             blk *b = p->cached[h];
             p->cached[h] = b->next;
+            p->cached_bytes -= b->cap;
             b->next = all;
             all = b;
         }
-    p->cached_bytes = 0;
     return all;
 }
 
@@ -203,7 +271,13 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
         return fail_with(tgc_last_status(), "%s", tgc_last_error());
     pool *p = &g_pools[index];
     pthread_mutex_lock(&p->mu);
-    blk *b = take_cached(p, s, cap);
+    tgc_cuda_pool *q = open_pool(p, s);
+    blk *b = q ? pool_take(p, q, cap) : NULL;
+    if (!b) {
+        b = take_cached(p, s, cap);
+        if (b && q)
+            pool_adopt(q, b);
+    }
     if (b)
         put_live(p, b);
     pthread_mutex_unlock(&p->mu);
@@ -212,7 +286,9 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
 
     const tgc_cuda_driver *d = tgc_cuda_drv();
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (d->cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE)
+    int capturing =
+        d->cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+    if (capturing && !q)
         return fail_with(TGC_ERR_RUNTIME,
                          "asked for %s while the stream is being captured into a CUDA graph and "
                          "no cached block of that size is free for it: memory cannot be "
@@ -222,31 +298,45 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
     if (!b)
         return fail_with(TGC_ERR_OOM, "out of host memory for a block record");
     CUdeviceptr ptr = 0;
+    /* the pool's capture: cuMemAlloc (not captured) is allowed in relaxed interaction mode,
+     * whatever mode the capture began with; the thread's mode is restored on every exit */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    int relaxed = capturing && d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
     CUresult r = d->cuMemAlloc(&ptr, cap);
     const tgc_cuda_props *pr = tgc_cuda_props_of(index);
     /* a size beyond the device may be refused as an invalid value: out of memory too */
 #define OOM_(r)                                                                                    \
     ((r) == CUDA_ERROR_OUT_OF_MEMORY ||                                                            \
      ((r) == CUDA_ERROR_INVALID_VALUE && pr && cap > pr->total_mem))
-    int retried = 0;
+    int retried = 0, held = 0;
     if (OOM_(r)) {
         pthread_mutex_lock(&p->mu);
-        blk *all = drain(p);
+        held = p->n_open > 0; /* a capture is under way: no synchronization */
+        blk *all = held ? NULL : drain(p);
         pthread_mutex_unlock(&p->mu);
-        release(index, all);
-        retried = 1;
-        r = d->cuMemAlloc(&ptr, cap);
+        if (!held) {
+            release(index, all);
+            retried = 1;
+            r = d->cuMemAlloc(&ptr, cap);
+        }
     }
     if (r != CUDA_SUCCESS) {
         free(b);
         size_t fr = 0, tot = 0;
-        if (OOM_(r)) {
+        int oom = OOM_(r);
+        if (oom)
             d->cuMemGetInfo(&fr, &tot);
+        if (relaxed)
+            d->cuThreadExchangeStreamCaptureMode(&mode);
+        if (oom) {
             return fail_with(TGC_ERR_OOM, "asked for %s (%zu bytes), %s free of %s%s",
                              tgc_cuda_format_bytes(nbytes, a, sizeof a), nbytes,
                              tgc_cuda_format_bytes(fr, f, sizeof f),
                              tgc_cuda_format_bytes(tot, t, sizeof t),
-                             retried ? " (the cache was emptied and the allocation retried)" : "");
+                             retried ? " (the cache was emptied and the allocation retried)"
+                             : held  ? " (the cache was not emptied: a CUDA graph capture is "
+                                       "under way on the device)"
+                                     : "");
         }
         char why[256];
         return fail_with(TGC_ERR_RUNTIME, "asked for %s (%zu bytes): cuMemAlloc failed: %s",
@@ -254,10 +344,20 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
                          tgc_cuda_describe(r, why, sizeof why));
     }
 #undef OOM_
+    if (relaxed)
+        d->cuThreadExchangeStreamCaptureMode(&mode);
     b->ptr = ptr;
     b->cap = cap;
     b->stream = s;
+    b->pool = NULL;
     pthread_mutex_lock(&p->mu);
+    if (q) { /* still listed? (end and release must not race with its allocations) */
+        tgc_cuda_pool *x = p->pools;
+        while (x && x != q)
+            x = x->next;
+        if (x)
+            pool_adopt(q, b);
+    }
     put_live(p, b);
     pthread_mutex_unlock(&p->mu);
     return (tgc_block){(void *)(uintptr_t)ptr, cap};
@@ -287,10 +387,25 @@ static void cuda_free(void *ctx, int index, tgc_block b)
     if (k) {
         *pp = k->next;
         p->in_use -= k->cap;
-        unsigned h = hash_key(k->stream, k->cap);
-        k->next = p->cached[h];
-        p->cached[h] = k;
         p->cached_bytes += k->cap;
+        tgc_cuda_pool *q = k->pool;
+        if (!q && (q = open_pool(p, k->stream))) {
+            /* live when the capture began: captured kernels may use it, so the pool keeps it */
+            k->pool = q;
+            q->owned += k->cap;
+            q->n_live++;
+        }
+        if (q) { /* the pool's for its life */
+            unsigned h = hash_cap(k->cap);
+            k->next = q->free_[h];
+            q->free_[h] = k;
+            q->free_bytes += k->cap;
+            q->n_live--;
+        } else {
+            unsigned h = hash_key(k->stream, k->cap);
+            k->next = p->cached[h];
+            p->cached[h] = k;
+        }
     }
     pthread_mutex_unlock(&p->mu);
 }
@@ -328,7 +443,125 @@ void tgc_cuda_alloc_stream_gone(int dev, CUstream s)
         b->next = p->cached[h];
         p->cached[h] = b;
     }
+    /* the pools' free blocks go to "any stream" when released; a pool of s takes no more */
+    for (tgc_cuda_pool *q = p->pools; q; q = q->next) {
+        if (q->stream == s)
+            q->stream = NULL;
+        for (int h = 0; h < POOL_BUCKETS; h++)
+            for (blk *b = q->free_[h]; b; b = b->next)
+                if (b->stream == s)
+                    b->stream = NULL;
+    }
     pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- capture pools ---- */
+
+tgc_cuda_pool *tgc_cuda_pool_begin(int dev, CUstream s)
+{
+    if (dev < 0 || dev >= g_n) {
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "tgc_cuda_pool_begin: cuda:%d is not a device of this machine (%d present)",
+                      dev, g_n);
+        return NULL;
+    }
+    if (!s) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_pool_begin: the stream is NULL (a pool "
+                                           "collects the allocations made on the capturing "
+                                           "stream: pass that stream)");
+        return NULL;
+    }
+    tgc_cuda_pool *q = calloc(1, sizeof *q);
+    if (!q) {
+        tgc_set_error(TGC_ERR_OOM, "tgc_cuda_pool_begin: out of host memory for a pool");
+        return NULL;
+    }
+    q->dev = dev;
+    q->stream = s;
+    q->open = 1;
+    pool *p = &g_pools[dev];
+    pthread_mutex_lock(&p->mu);
+    int dup = open_pool(p, s) != NULL;
+    if (!dup) {
+        q->next = p->pools;
+        p->pools = q;
+        p->n_open++;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (dup) {
+        free(q);
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_cuda_pool_begin: a pool is already open on this stream of cuda:%d "
+                      "(end it before beginning another)",
+                      dev);
+        return NULL;
+    }
+    return q;
+}
+
+void tgc_cuda_pool_end(tgc_cuda_pool *q)
+{
+    if (!q)
+        return;
+    pool *p = &g_pools[q->dev];
+    pthread_mutex_lock(&p->mu);
+    if (q->open) {
+        q->open = 0;
+        p->n_open--;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void tgc_cuda_pool_release(tgc_cuda_pool *q)
+{
+    if (!q)
+        return;
+    pool *p = &g_pools[q->dev];
+    pthread_mutex_lock(&p->mu);
+    if (q->open) {
+        q->open = 0;
+        p->n_open--;
+    }
+    for (tgc_cuda_pool **pp = &p->pools; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            break;
+        }
+    /* free blocks to the general cache (already counted as cached) */
+    for (int h = 0; h < POOL_BUCKETS; h++)
+        while (q->free_[h]) {
+            blk *b = q->free_[h];
+            q->free_[h] = b->next;
+            b->pool = NULL;
+            unsigned k = hash_key(b->stream, b->cap);
+            b->next = p->cached[k];
+            p->cached[k] = b;
+        }
+    /* live ones go there when freed */
+    for (int h = 0; q->n_live && h < BUCKETS; h++)
+        for (blk *b = p->live[h]; b; b = b->next)
+            if (b->pool == q) {
+                b->pool = NULL;
+                q->n_live--;
+            }
+    pthread_mutex_unlock(&p->mu);
+    free(q);
+}
+
+void tgc_cuda_pool_stats(tgc_cuda_pool *q, size_t *owned_bytes, size_t *free_bytes)
+{
+    size_t o = 0, f = 0;
+    if (q) {
+        pool *p = &g_pools[q->dev];
+        pthread_mutex_lock(&p->mu);
+        o = q->owned;
+        f = q->free_bytes;
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (owned_bytes)
+        *owned_bytes = o;
+    if (free_bytes)
+        *free_bytes = f;
 }
 
 static void cuda_empty_cache(void *ctx)
@@ -336,7 +569,8 @@ static void cuda_empty_cache(void *ctx)
     (void)ctx;
     for (int i = 0; i < g_n; i++) {
         pthread_mutex_lock(&g_pools[i].mu);
-        blk *all = drain(&g_pools[i]);
+        /* a capture under way on the device: synchronizing would invalidate it */
+        blk *all = g_pools[i].n_open ? NULL : drain(&g_pools[i]);
         pthread_mutex_unlock(&g_pools[i].mu);
         release(i, all);
     }

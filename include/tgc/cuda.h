@@ -63,7 +63,9 @@ TGC_API tgc_status tgc_cuda_memory_stats(int index, tgc_cuda_memstats *out);
 /* Restarts the peak of device index at the bytes now in use. */
 TGC_API void tgc_cuda_reset_peak(int index);
 /* Returns the cached (unused) memory of every device to the driver, after synchronizing the
- * devices. Live tensors are untouched. */
+ * devices. Live tensors are untouched. A device on which a CUDA graph is being captured is
+ * left alone (synchronizing it would invalidate the capture), and memory kept for a captured
+ * graph stays until the graph is released. */
 TGC_API void tgc_cuda_empty_cache(void);
 /* The device's name ("NVIDIA H200") into buf (n bytes, truncated to fit). */
 TGC_API tgc_status tgc_cuda_device_name(int index, char *buf, size_t n);

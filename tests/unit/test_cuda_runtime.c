@@ -13,7 +13,11 @@
  * to page-locked host memory (copied without staging), strided
  * device views read back, an allocation larger than the GPU (TGC_ERR_OOM naming the bytes
  * asked and free, the process going on), allocation refused during stream capture, per-thread and
- * caller-set streams with stream-keyed reuse, memory statistics and empty_cache. */
+ * caller-set streams with stream-keyed reuse, memory statistics and empty_cache, and the
+ * capture pools of CUDA-graph capture (tgc_cuda_pool_*: reuse inside the pool only, blocks
+ * kept by the pool after its end, handed to the general cache at release, live blocks at
+ * release, allocation in a thread-local capture, out of memory without invalidating the
+ * capture, statistics). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -538,6 +542,253 @@ static void test_gpu_capture_refuses_alloc(void **state)
 #endif
 }
 
+#ifdef TGC_HAVE_CUDA
+/* Size classes no other case uses (F32 {n, 9}): 39996 -> 40448, 79992 -> 80384, 119988 ->
+ * 120320 bytes. */
+static const int64_t pool_a[] = {1111, 9}, pool_b[] = {2222, 9}, pool_c[] = {3333, 9};
+#define POOL_A ((size_t)40448)
+#define POOL_B ((size_t)80384)
+#define POOL_C ((size_t)120320)
+
+static tgc_tensor *dev_empty(const int64_t *shape)
+{
+    tgc_tensor *t = tgc_empty(shape, 2, TGC_F32, tgc_cuda(0));
+    if (!t)
+        fail_msg("tgc_empty on cuda:0: %s", tgc_last_error());
+    return t;
+}
+
+static void expect_stats_at(int line, tgc_cuda_memstats m, size_t in_use, size_t cached)
+{
+    if (m.in_use != in_use || m.cached != cached || m.peak < m.in_use)
+        fail_msg("line %d: stats in_use %zu cached %zu peak %zu, want in_use %zu cached %zu", line,
+                 m.in_use, m.cached, m.peak, in_use, cached);
+}
+#define expect_stats(m, in_use, cached) expect_stats_at(__LINE__, m, in_use, cached)
+
+static void *free_on_thread(void *arg)
+{
+    const tgc_allocator *al = tgc_allocator_of(TGC_DEVICE_CUDA);
+    al->free(al->ctx, 0, *(tgc_block *)arg);
+    return NULL;
+}
+
+/* A thread opens a pool on its own stream (no capture needed), frees the pool's block and
+ * exits: its stream is gone, so the block, released afterwards, is any stream's. */
+static void *pool_on_own_stream(void *arg)
+{
+    const tgc_allocator *al = tgc_allocator_of(TGC_DEVICE_CUDA);
+    CUstream s = tgc_cuda_stream(0);
+    tgc_cuda_pool *pl = s ? tgc_cuda_pool_begin(0, s) : NULL;
+    if (!pl)
+        return NULL;
+    tgc_block b = al->alloc(al->ctx, 0, POOL_B);
+    tgc_cuda_pool_end(pl);
+    al->free(al->ctx, 0, b);
+    *(void **)arg = b.ptr;
+    return pl;
+}
+#endif
+
+/* The memory side of CUDA-graph capture: a pool open on the capturing stream keeps every
+ * block allocated on it in the capture; blocks freed in the capture are reused in it and
+ * nowhere else, blocks freed after its end go back to it, release hands them to the cache. */
+static void test_gpu_capture_pool(void **state)
+{
+    (void)state;
+    NEED_GPU();
+#ifdef TGC_HAVE_CUDA
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    const tgc_allocator *al = tgc_allocator_of(TGC_DEVICE_CUDA);
+    CUstream s = tgc_cuda_stream(0);
+    assert_non_null(s);
+    tgc_cuda_empty_cache();
+    /* the warm-up run leaves a block of class A cached for s */
+    tgc_tensor *w = dev_empty(pool_a);
+    void *pa = dev_ptr(w);
+    tgc_tensor_free(w);
+    tgc_cuda_memstats m0 = stats0();
+    const size_t u0 = m0.in_use;
+    expect_stats(m0, u0, POOL_A);
+
+    CUstream o = NULL; /* another stream, made before the capture */
+    assert_int_equal(d->cuStreamCreate(&o, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    tgc_cuda_pool *pl = tgc_cuda_pool_begin(0, s);
+    assert_non_null(pl);
+    assert_null(tgc_cuda_pool_begin(0, s)); /* one open pool per stream */
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_cuda_pool_begin: a pool is already open on this stream of cuda:0");
+    /* served from the general cache, which the pool now owns */
+    tgc_tensor *t1 = dev_empty(pool_a);
+    assert_ptr_equal(dev_ptr(t1), pa);
+    expect_stats(stats0(), u0 + POOL_A, 0);
+    /* a cache miss in the pool's capture: cuMemAlloc (allowed in relaxed mode) */
+    tgc_tensor *t2 = dev_empty(pool_b);
+    void *pb = dev_ptr(t2);
+    expect_stats(stats0(), u0 + POOL_A + POOL_B, 0);
+    tgc_tensor_free(t1); /* to the pool's free list: counted as cached */
+    expect_stats(stats0(), u0 + POOL_B, POOL_A);
+    size_t owned = 0, freeb = 0;
+    tgc_cuda_pool_stats(pl, &owned, &freeb);
+    assert_true(owned == POOL_A + POOL_B && freeb == POOL_A);
+    /* an allocation on another stream does not get the pool's free block */
+    assert_null(tgc_cuda_stream_swap(0, o));
+    tgc_tensor *u = dev_empty(pool_a);
+    assert_true(dev_ptr(u) != pa);
+    tgc_tensor_free(u); /* general cache, keyed to o */
+    assert_ptr_equal(tgc_cuda_stream_swap(0, NULL), o);
+    expect_stats(stats0(), u0 + POOL_B, 2 * POOL_A);
+    /* the next allocation of the class in the pool reuses it */
+    tgc_tensor *t3 = dev_empty(pool_a);
+    assert_ptr_equal(dev_ptr(t3), pa);
+    expect_stats(stats0(), u0 + POOL_A + POOL_B, POOL_A);
+    /* a raw block of the pool, freed on another thread after the end */
+    tgc_block rb = al->alloc(al->ctx, 0, POOL_C);
+    assert_non_null(rb.ptr);
+    assert_true(rb.cap == POOL_C);
+    tgc_cuda_pool_end(pl);
+    tgc_cuda_pool_end(pl); /* idempotent */
+    CUgraph g = NULL;
+    assert_int_equal(d->cuStreamEndCapture(s, &g), CUDA_SUCCESS); /* nothing invalidated it */
+    if (g)
+        assert_int_equal(d->cuGraphDestroy(g), CUDA_SUCCESS);
+    expect_stats(stats0(), u0 + POOL_A + POOL_B + POOL_C, POOL_A);
+
+    /* after the end: freed blocks go back to the pool, never to the general cache */
+    tgc_tensor_free(t3);
+    expect_stats(stats0(), u0 + POOL_B + POOL_C, 2 * POOL_A);
+    tgc_tensor *t4 = dev_empty(pool_a); /* not in the pool: a different address */
+    assert_true(dev_ptr(t4) != pa);
+    void *p4 = dev_ptr(t4);
+    expect_stats(stats0(), u0 + POOL_A + POOL_B + POOL_C, 2 * POOL_A);
+    tgc_tensor_free(t4); /* general cache, keyed to s */
+    tgc_tensor_free(t2);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, free_on_thread, &rb), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    expect_stats(stats0(), u0, 3 * POOL_A + POOL_B + POOL_C);
+    tgc_cuda_pool_stats(pl, &owned, &freeb);
+    assert_true(owned == POOL_A + POOL_B + POOL_C && freeb == owned);
+    tgc_block nb = al->alloc(al->ctx, 0, POOL_C); /* not the pool's block either */
+    assert_true(nb.ptr && nb.ptr != rb.ptr);
+    al->free(al->ctx, 0, nb);
+    /* empty_cache leaves the pool's blocks (a graph may still use them) */
+    tgc_cuda_empty_cache();
+    expect_stats(stats0(), u0, POOL_A + POOL_B + POOL_C);
+
+    /* release: the pool's free blocks join the general cache, and are reused */
+    tgc_cuda_pool_release(pl);
+    expect_stats(stats0(), u0, POOL_A + POOL_B + POOL_C);
+    tgc_tensor *t5 = dev_empty(pool_a);
+    tgc_tensor *t6 = dev_empty(pool_b);
+    tgc_block cb = al->alloc(al->ctx, 0, POOL_C);
+    assert_ptr_equal(dev_ptr(t5), pa);
+    assert_ptr_equal(dev_ptr(t6), pb);
+    assert_ptr_equal(cb.ptr, rb.ptr);
+    assert_true(p4 != pa);
+    expect_stats(stats0(), u0 + POOL_A + POOL_B + POOL_C, 0);
+    tgc_tensor_free(t5);
+    tgc_tensor_free(t6);
+    al->free(al->ctx, 0, cb);
+    expect_stats(stats0(), u0, POOL_A + POOL_B + POOL_C);
+    tgc_cuda_empty_cache();
+    expect_stats(stats0(), u0, 0);
+    assert_int_equal(d->cuStreamDestroy(o), CUDA_SUCCESS);
+
+    /* bad arguments */
+    assert_null(tgc_cuda_pool_begin(7000, s));
+    check_error(tgc_last_status(), TGC_ERR_DEVICE, "tgc_cuda_pool_begin: cuda:7000 is not");
+    assert_null(tgc_cuda_pool_begin(0, NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_cuda_pool_begin: the stream is NULL");
+    tgc_cuda_pool_end(NULL);
+    tgc_cuda_pool_release(NULL);
+#endif
+}
+
+/* A capture begun in thread-local mode (cuMemAlloc still allowed: the allocator relaxes the
+ * thread's mode), out of memory in the pool (no synchronization, so the capture stays
+ * valid), and a block still live at release, which goes to the general cache when freed. */
+static void test_gpu_capture_pool_live_release(void **state)
+{
+    (void)state;
+    NEED_GPU();
+#ifdef TGC_HAVE_CUDA
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    CUstream s = tgc_cuda_stream(0);
+    assert_non_null(s);
+    tgc_cuda_empty_cache();
+    const size_t u0 = stats0().in_use;
+    tgc_tensor *pre = dev_empty(pool_a); /* live when the capture begins */
+    void *pa = dev_ptr(pre);
+    assert_int_equal(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    tgc_cuda_pool *pl = tgc_cuda_pool_begin(0, s);
+    assert_non_null(pl);
+    tgc_tensor_free(pre); /* freed in the capture: the pool keeps it */
+    size_t owned = 0, freeb = 0;
+    tgc_cuda_pool_stats(pl, &owned, &freeb);
+    assert_true(owned == POOL_A && freeb == POOL_A);
+    tgc_tensor *t = tgc_empty(pool_c, 2, TGC_F32, tgc_cuda(0));
+    tgc_status ts = tgc_last_status();
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", t ? "" : tgc_last_error());
+    const int64_t huge[] = {(int64_t)3 << 39}; /* 6 TiB */
+    tgc_tensor *h = tgc_empty(huge, 1, TGC_F32, tgc_cuda(0));
+    tgc_status hs = tgc_last_status();
+    char hmsg[1024];
+    snprintf(hmsg, sizeof hmsg, "%s", tgc_last_error());
+    tgc_cuda_pool_end(pl);
+    CUgraph g = NULL;
+    CUresult er = d->cuStreamEndCapture(s, &g);
+    if (g)
+        assert_int_equal(d->cuGraphDestroy(g), CUDA_SUCCESS);
+    if (!t)
+        fail_msg("allocation in a thread-local capture's pool failed (%s): %s", tgc_status_str(ts),
+                 msg);
+    assert_null(h);
+    assert_int_equal(hs, TGC_ERR_OOM);
+    if (!strstr(hmsg, "6.0 TiB") ||
+        !strstr(hmsg, "the cache was not emptied: a CUDA graph capture is under way"))
+        fail_msg("out of memory in the pool: %s", hmsg);
+    assert_int_equal(er, CUDA_SUCCESS); /* the capture was not invalidated */
+    void *pc = dev_ptr(t);
+    expect_stats(stats0(), u0 + POOL_C, POOL_A);
+    tgc_tensor *a2 = dev_empty(pool_a); /* after the end: not the block the pool kept */
+    assert_true(dev_ptr(a2) != pa);
+    tgc_tensor_free(a2);
+    tgc_cuda_empty_cache();
+    expect_stats(stats0(), u0 + POOL_C, POOL_A);
+    /* released with t live: t's block goes to the general cache when t is freed */
+    tgc_cuda_pool_release(pl);
+    expect_stats(stats0(), u0 + POOL_C, POOL_A);
+    tgc_tensor_free(t);
+    expect_stats(stats0(), u0, POOL_A + POOL_C);
+    tgc_tensor *a3 = dev_empty(pool_a); /* the kept block, back in the cache */
+    assert_ptr_equal(dev_ptr(a3), pa);
+    tgc_tensor_free(a3);
+    tgc_tensor *v = dev_empty(pool_c);
+    assert_ptr_equal(dev_ptr(v), pc);
+    tgc_tensor_free(v);
+    /* a pool of a thread's own stream, released after the thread exited */
+    tgc_cuda_empty_cache();
+    pthread_t th;
+    void *pt = NULL, *pool_ret = NULL;
+    assert_int_equal(pthread_create(&th, NULL, pool_on_own_stream, &pt), 0);
+    assert_int_equal(pthread_join(th, &pool_ret), 0);
+    assert_non_null(pool_ret);
+    expect_stats(stats0(), u0, POOL_B);
+    tgc_cuda_pool_release((tgc_cuda_pool *)pool_ret);
+    expect_stats(stats0(), u0, POOL_B);
+    tgc_tensor *x = dev_empty(pool_b); /* any stream's now: this one takes it */
+    assert_ptr_equal(dev_ptr(x), pt);
+    tgc_tensor_free(x);
+    /* no pool open: the out-of-memory retry empties the cache again */
+    assert_null(tgc_empty(huge, 1, TGC_F32, tgc_cuda(0)));
+    check_error(tgc_last_status(), TGC_ERR_OOM, "the cache was emptied and the allocation retried");
+    expect_stats(stats0(), u0, 0);
+#endif
+}
+
 static void test_gpu_stats_and_empty_cache(void **state)
 {
     (void)state;
@@ -606,6 +857,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_gpu_oom, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_streams, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_capture_refuses_alloc, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_capture_pool, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_capture_pool_live_release, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_stats_and_empty_cache, scoped_setup,
                                         scoped_teardown),

@@ -8,6 +8,17 @@
  * are queued on their stream and run only when the stream or an event recorded after them
  * is synchronized, so a staging buffer reused before its copy ran corrupts the data the test
  * compares. Functions the runtime layer does not call are in libcuda_mock_unsupported.c.
+ *
+ * Stream capture builds no graph (the runtime never replays) but keeps the driver's rules on
+ * what may run meanwhile, so a runtime that breaks them fails its test: cuMemAlloc during a
+ * capture not begun in relaxed mode fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED unless
+ * the calling thread's interaction mode (cuThreadExchangeStreamCaptureMode) is relaxed;
+ * cuMemFree and cuCtxSynchronize during any capture, and cuStreamSynchronize of a capturing
+ * stream, fail the same way. Each such failure invalidates the captures under way (status
+ * CU_STREAM_CAPTURE_STATUS_INVALIDATED; cuStreamEndCapture then fails with
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED). (Simplified: which thread began a capture is not
+ * tracked, and the real driver may allow cuMemFree in relaxed mode.)
+ *
  * Thread-safety: one lock around every call. */
 #include <cuda.h>
 #include <pthread.h>
@@ -25,7 +36,8 @@ typedef struct op {
 typedef struct mstream {
     op *ops;
     size_t n, cap, done;
-    int capturing;
+    int capturing, invalidated;
+    CUstreamCaptureMode mode;
 } mstream;
 typedef struct mevent {
     mstream *s;
@@ -51,6 +63,28 @@ static mstream legacy;
 static mstream *str(CUstream s)
 {
     return s ? (mstream *)s : &legacy;
+}
+
+/* The streams being captured (locked). */
+#define MAX_CAPTURES 16
+static mstream *captures[MAX_CAPTURES];
+static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* 1 (and the captures invalidated) when an unsafe call is prohibited now: any capture under
+ * way (all: 1), or one not begun in relaxed mode while this thread is not relaxed (all: 0).
+ * Locked. */
+static int prohibited(int all)
+{
+    int bad = 0;
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (captures[i] && (all || (captures[i]->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+                                    thread_mode != CU_STREAM_CAPTURE_MODE_RELAXED)))
+            bad = 1;
+    if (bad)
+        for (int i = 0; i < MAX_CAPTURES; i++)
+            if (captures[i])
+                captures[i]->invalidated = 1;
+    return bad;
 }
 
 static CUresult push(CUstream st, void *d, const void *src, size_t n)
@@ -162,7 +196,10 @@ API CUresult cuCtxGetDevice(CUdevice *d)
 }
 API CUresult cuCtxSynchronize(void)
 {
-    return CUDA_SUCCESS; /* streams run when synchronized themselves */
+    int bad;
+    LOCKED(bad = prohibited(1));
+    /* streams run when synchronized themselves */
+    return bad ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 API CUresult cuCtxEnablePeerAccess(CUcontext c, unsigned f)
 {
@@ -174,7 +211,9 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
     CUresult r = CUDA_SUCCESS;
     LOCKED({
-        if (n > total - used)
+        if (prohibited(0))
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        else if (n > total - used)
             r = CUDA_ERROR_OUT_OF_MEMORY;
         else
             used += n;
@@ -192,7 +231,14 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 API CUresult cuMemFree_v2(CUdeviceptr p)
 {
     hdr *h = (hdr *)p - 1;
-    LOCKED(used -= h->n);
+    int bad;
+    LOCKED({
+        bad = prohibited(1);
+        if (!bad)
+            used -= h->n;
+    });
+    if (bad)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     free(h);
     return CUDA_SUCCESS;
 }
@@ -301,6 +347,14 @@ API CUresult cuStreamDestroy_v2(CUstream s)
 API CUresult cuStreamSynchronize(CUstream s)
 {
     mstream *m = str(s);
+    int bad;
+    LOCKED({
+        bad = m->capturing;
+        if (bad)
+            m->invalidated = 1;
+    });
+    if (bad)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     run_to(m, m->n);
     return CUDA_SUCCESS;
 }
@@ -311,20 +365,50 @@ API CUresult cuStreamQuery(CUstream s)
 }
 API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *c)
 {
-    *c = str(s)->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    mstream *m = str(s);
+    LOCKED(*c = !m->capturing    ? CU_STREAM_CAPTURE_STATUS_NONE
+                : m->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                 : CU_STREAM_CAPTURE_STATUS_ACTIVE);
     return CUDA_SUCCESS;
 }
-/* Capture only flips the stream's status (no graph is built: the runtime never replays). */
+/* Capture flips the stream's status and mode (no graph is built: the runtime never replays). */
 API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
-    (void)mode;
-    str(s)->capturing = 1;
-    return CUDA_SUCCESS;
+    mstream *m = str(s);
+    CUresult r = CUDA_ERROR_ILLEGAL_STATE;
+    LOCKED({
+        for (int i = 0; i < MAX_CAPTURES && !m->capturing; i++)
+            if (!captures[i]) {
+                captures[i] = m;
+                m->capturing = 1;
+                m->invalidated = 0;
+                m->mode = mode;
+                r = CUDA_SUCCESS;
+            }
+    });
+    return r;
 }
 API CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
-    str(s)->capturing = 0;
+    mstream *m = str(s);
+    CUresult r = CUDA_ERROR_ILLEGAL_STATE;
     *g = NULL;
+    LOCKED({
+        if (m->capturing) {
+            r = m->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+            m->capturing = m->invalidated = 0;
+            for (int i = 0; i < MAX_CAPTURES; i++)
+                if (captures[i] == m)
+                    captures[i] = NULL;
+        }
+    });
+    return r;
+}
+API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
     return CUDA_SUCCESS;
 }
 API CUresult cuGraphDestroy(CUgraph g)
