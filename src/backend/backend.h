@@ -33,6 +33,24 @@ typedef struct tgc_exec_args {
 struct tgc_plan_kernel;
 struct tgc_launch_env;
 
+/* Whole-variant capture (REDUCE_OVERHEAD, CUDA graphs) for a device backend: the executor
+ * records one call's launches into a graph and replays it. Every member is set. */
+typedef struct tgc_capture_ops {
+    /* Starts recording the work the calling thread queues on its stream for dev; memory
+     * allocated until end belongs to the recording for as long as it lives. */
+    tgc_status (*begin)(tgc_device dev, void **cap);
+    /* Stops recording and instantiates it into *graph (NULL and an error on failure, the
+     * recording discarded either way). Nothing recorded has run yet. */
+    tgc_status (*end)(tgc_device dev, void *cap, void **graph);
+    /* Queues one replay of graph on the calling thread's stream for dev. */
+    tgc_status (*launch)(tgc_device dev, void *graph);
+    /* Destroys graph (a replay in flight completes first) and gives its memory back. */
+    void (*release)(void *graph);
+    /* Queues a copy of n contiguous bytes between two buffers of dev on the thread's stream
+     * (the replay's input copies). */
+    tgc_status (*copy_async)(tgc_device dev, void *dst, const void *src, size_t n);
+} tgc_capture_ops;
+
 /* A graph runner's whole-graph entry points (see tgc_backend_compile and friends for the
  * contracts they share). */
 typedef struct tgc_graph_ops {
@@ -91,6 +109,12 @@ typedef struct tgc_backend {
      * kernel for the node: the executor then stages it through interp. */
     tgc_status (*run_node)(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
                            tgc_tensor **out, const struct tgc_launch_env *env);
+    /* Optional (device backends): makes `stream` (cfg.cuda_stream) the calling thread's
+     * stream for dev for the rest of one call and returns the stream it replaces, which the
+     * executor hands back at the end of the call. */
+    void *(*use_stream)(tgc_device dev, void *stream);
+    /* Optional: whole-variant capture for cfg.mode == TGC_MODE_REDUCE_OVERHEAD. */
+    const tgc_capture_ops *capture;
     /* Frees what compile returned (every handle into it dies). NULL code is fine. */
     void (*release_code)(void *code);
     /* Optional (NULL on host backends): waits until the device finished the work launched

@@ -39,6 +39,7 @@ void tgc_plan_free(tgc_plan *p)
     free(p->mutated);
     tgc_memplan_free(&p->mem);
     tgc_graph_free(p->g);
+    tgc_replay_release(p); /* before the arena: recordings point into it */
     if (p->arena)
         tgc_storage_unref(p->arena);
     pthread_mutex_destroy(&p->arena_lock);
@@ -246,6 +247,8 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
                    : tgc_keep_error(st, "tgc %s: compiling '%s' failed", b->name, name);
     }
     log_fallbacks(p, cfg, name);
+    if (cfg->mode == TGC_MODE_REDUCE_OVERHEAD && b->capture)
+        p->replay = tgc_replay_new(p, cfg, name); /* NULL: kernel by kernel (it said why) */
     *out = p;
     return TGC_OK;
 }

@@ -43,6 +43,7 @@ typedef struct run_ctx {
     tgc_tensor **vals;
     tgc_storage *arena;
     int64_t *slot_off; /* byte offset of each slot in the arena */
+    int capturing;     /* the launches are being recorded (replay.c): nothing may sync */
 } run_ctx;
 
 static tgc_tensor *wrap(tgc_storage *s, int64_t byte_off, tgc_dtype dt, const int64_t *shape,
@@ -176,7 +177,32 @@ static tgc_status run_opaque(run_ctx *r, int32_t node)
     if (nd->n_in > 8)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc %s: %s with %d inputs", p->backend->name, fn,
                              nd->n_in);
+    int64_t shape[TGC_MAX_DIMS];
+    eval_shape(r, &nd->out, shape);
+    if (p->backend->run_node) { /* the backend's own kernel for it, on its device */
+        for (int k = 0; k < nd->n_in; k++)
+            if (!(ins[k] = value_tensor(r, nd->in[k])))
+                return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: input of %s missing",
+                                      p->backend->name, fn);
+        tgc_launch_env env = {p->g->syms, r->x->symvals, p->n_threads, p->device, p->stream};
+        tgc_tensor *res = NULL;
+        tgc_status st = p->backend->run_node(nd, ins, shape, &res, &env);
+        if (st == TGC_OK) {
+            r->vals[node] = res;
+            return res ? TGC_OK
+                       : tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: %s gave no result",
+                                        p->backend->name, fn);
+        }
+        if (st != TGC_ERR_UNSUPPORTED)
+            return st;
+        tgc_clear_error();
+    }
     int staged = p->device.type != TGC_DEVICE_CPU;
+    if (staged && r->capturing)
+        return tgc_set_error(TGC_ERR_UNSUPPORTED,
+                             "tgc %s: %s would be staged through the host, which a captured "
+                             "graph cannot do",
+                             p->backend->name, fn);
     tgc_status st = staged && p->backend->synchronize ? p->backend->synchronize(p->device) : TGC_OK;
     for (int k = 0; k < nd->n_in && st == TGC_OK; k++) {
         if (!(ins[k] = value_tensor(r, nd->in[k])))
@@ -187,8 +213,6 @@ static tgc_status run_opaque(run_ctx *r, int32_t node)
     }
     if (st != TGC_OK)
         return st;
-    int64_t shape[TGC_MAX_DIMS];
-    eval_shape(r, &nd->out, shape);
     tgc_tensor *res = tgc_interp_run_node(nd, ins, shape);
     if (res && staged)
         res = tgc_tensor_copy_to(fn, res, p->device);
@@ -318,12 +342,14 @@ static tgc_status hand_out(run_ctx *r, unsigned char *given, tgc_tensor **outs)
     return TGC_OK;
 }
 
-tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
+tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs,
+                              int capturing)
 {
     const tgc_graph *g = p->g;
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
     run_ctx r = {p, x, calloc(n, sizeof(tgc_tensor *)), NULL,
-                 calloc((size_t)(p->mem.n_slots ? p->mem.n_slots : 1), sizeof(int64_t))};
+                 calloc((size_t)(p->mem.n_slots ? p->mem.n_slots : 1), sizeof(int64_t)),
+                 capturing};
     unsigned char *given = calloc(n, 1);
     if (!r.vals || !given || !r.slot_off) {
         free(r.vals);
@@ -361,6 +387,19 @@ tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
     free(r.slot_off);
     free(given);
     free(orig);
+    return st;
+}
+
+tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
+{
+    const tgc_backend *b = p->backend;
+    void *prev = p->stream && b->use_stream ? b->use_stream(p->device, p->stream) : NULL;
+    int done = 0;
+    tgc_status st = p->replay ? tgc_replay_run(p, x, outs, &done) : TGC_OK;
+    if (!done)
+        st = tgc_plan_run_steps(p, x, outs, 0);
+    if (p->stream && b->use_stream)
+        b->use_stream(p->device, prev);
     return st;
 }
 

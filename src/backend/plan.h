@@ -61,6 +61,9 @@ typedef struct tgc_plan {
     /* the arena kept between calls */
     pthread_mutex_t arena_lock;
     tgc_storage *arena;
+    /* REDUCE_OVERHEAD on a backend with capture: the recorded calls (exec.c); NULL when the
+     * plan runs step by step */
+    struct tgc_replay *replay;
 } tgc_plan;
 
 /* The driver (driver.c): compiles g for compiled backend b into a plan. */
@@ -68,7 +71,26 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *g, const tgc_
                             tgc_device dev, const char *name, tgc_plan **out);
 void tgc_plan_free(tgc_plan *p);
 
-/* The executor (exec.c): runs plan p (tgc_backend_run's contract). */
+/* The executor (exec.c): runs plan p (tgc_backend_run's contract): replayed (replay.c) when
+ * the plan has a replay and it applies, else step by step. */
 tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs);
+/* Runs the steps of p one by one (capturing: the launches are being recorded, so a step
+ * that would synchronize fails with TGC_ERR_UNSUPPORTED instead). */
+tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs,
+                              int capturing);
+
+/* REDUCE_OVERHEAD (replay.c): a plan whose backend can capture records one call into a
+ * graph and replays it. */
+typedef struct tgc_replay tgc_replay;
+/* The replay state for p, or NULL (with a perf-channel line naming why, through cfg) when p
+ * cannot be replayed: it draws random numbers (a replay would repeat the bits), or writes
+ * its inputs in place. */
+tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char *name);
+/* Frees p->replay and its recordings (their graphs and buffers); p->replay becomes NULL. */
+void tgc_replay_release(tgc_plan *p);
+/* Serves one call from a recording when it can (*done = 1, its status returned); *done = 0:
+ * run the steps instead (the first call, a call while another thread replays, a call whose
+ * recordings are all still in use by their outputs). */
+tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int *done);
 
 #endif

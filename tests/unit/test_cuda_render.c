@@ -50,10 +50,10 @@ static int have_nvrtc(void)
     return g_nvrtc;
 }
 
-static tgc_status text_compile(const tgc_config *cfg, const char *name, tgc_plan_kernel *ks, int n,
-                               void **code)
+static tgc_status text_compile(const tgc_config *cfg, tgc_device dev, const char *name,
+                               tgc_plan_kernel *ks, int n, void **code)
 {
-    (void)cfg;
+    (void)cfg, (void)dev;
     const kir_kernel *kk[64] = {0};
     const kir_args *sl[64] = {0};
     const char *nm[64] = {0};
@@ -142,7 +142,7 @@ static void compile_graph(tgc_graph *g, const char *name)
     tgc_config cfg = tgc_config_default();
     cfg.log = 0;
     tgc_plan *p = NULL;
-    if (tgc_plan_compile(&b, g, &cfg, name, &p) != TGC_OK)
+    if (tgc_plan_compile(&b, g, &cfg, tgc_cpu(), name, &p) != TGC_OK)
         fail_msg("%s: %s", name, tgc_last_error());
     tgc_plan_free(p);
     tgc_graph_free(g);

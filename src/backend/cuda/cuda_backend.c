@@ -1,11 +1,624 @@
-/* The CUDA backend: being assembled (issue 9); until its parts land it reports itself
- * unavailable. */
-#include "backend/cuda/cuda_backend.h"
+/* The CUDA backend: what is CUDA's own in the shared pipeline (backend.h).
+ *
+ * The driver (driver.c) hands it the kernels of a variant; compile renders each to CUDA C
+ * (LOOP kernels: cuda_render.c; GEMM / conv templates with their epilogues: cuda_gemm.c),
+ * groups them into a few programs (prelude + kernels), compiles the programs with NVRTC on
+ * several threads at once for the device's own sm_XY, loads each cubin into the device's
+ * primary context and looks the kernels up. The executor (exec.c) launches them on the
+ * call's stream (cfg.cuda_stream, else the thread's stream for the device); nodes fusion
+ * leaves OPAQUE run natively (cuda_ops.c: indexing, concatenation, losses, attention, ...),
+ * so no data goes through the host. The fusion hooks and graph preparation are
+ * cuda_classify.c's.
+ *
+ * Code is per device: a module is loaded into one context, so a plan compiled for cuda:0
+ * launches there. Thread-safety: launches of one code from several threads are fine (the
+ * handles are read-only after compile); a template's split-K workspace is per kernel and
+ * grown under a lock, so two threads running the same variant on two streams at once must not
+ * share it: such calls serialize on the workspace lock for the duration of the launch. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_classify.h"
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_render.h"
+#include "backend/cuda/cuda_target.h"
+#include "backend/plan.h"
+#include "runtime/cuda.h"
+#include "runtime/parallel.h"
+#include "runtime/storage.h"
 #include "support/error.h"
+#include "support/strbuf.h"
+
+/* Every kernel is rendered under this one name into a program of its own (prelude +
+ * kernel), so a program's text depends only on what the kernel computes: equal kernels
+ * (the same conv in two blocks of a ResNet, the same op in two variants, an eager op and a
+ * compiled one) are compiled by NVRTC once per process and loaded once per device
+ * (the module cache below). The programs of a variant that are not cached yet compile on
+ * all cores at once. */
+#define KERNEL_NAME "tgc_k"
+
+typedef struct cuda_kernel {
+    CUfunction fn;
+    tgc_cuda_launch loop; /* LOOP */
+    tgc_cuda_tpl tpl;     /* GEMM / CONV */
+    /* split-K workspace of a template (grown on demand, kept with the code so a captured
+     * CUDA graph may keep pointing at it) */
+    pthread_mutex_t ws_lock;
+    tgc_storage *ws;
+    int locked_init;
+} cuda_kernel;
+
+/* The code of a variant: its kernels' handles (their modules live in the module cache for
+ * the life of the process, like the eager engine's plans). */
+typedef struct cuda_code {
+    int dev;
+    int n;
+    cuda_kernel *kernels;
+} cuda_code;
+
+/* ---- availability ---- */
+
+static pthread_once_t avail_once = PTHREAD_ONCE_INIT;
+static tgc_status avail_status;
+static char avail_msg[512];
+static tgc_backend vtable;
+
+static void fill_vtable(void);
+
+static void check_available(void)
+{
+    tgc_status st = tgc_cuda_load();
+    const char *what = "CUDA";
+    if (st == TGC_OK) {
+        what = "NVRTC";
+        st = tgc_nvrtc_load();
+    }
+    avail_status = st;
+    if (st != TGC_OK)
+        snprintf(avail_msg, sizeof avail_msg, "the CUDA backend is not available (%s): %s", what,
+                 tgc_last_error());
+    else
+        fill_vtable();
+    tgc_clear_error();
+}
 
 const tgc_backend *tgc_backend_cuda(void)
 {
-    tgc_set_error(TGC_ERR_DEVICE, "the CUDA backend is not available in this build yet");
+    pthread_once(&avail_once, check_available);
+    if (avail_status != TGC_OK) {
+        tgc_set_error(TGC_ERR_DEVICE, "%s", avail_msg);
+        return NULL;
+    }
+    return &vtable;
+}
+
+/* ---- compile ---- */
+
+static void release_code(void *code)
+{
+    cuda_code *c = code;
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        if (c->kernels[i].ws)
+            tgc_storage_unref(c->kernels[i].ws);
+        if (c->kernels[i].locked_init)
+            pthread_mutex_destroy(&c->kernels[i].ws_lock);
+    }
+    free(c->kernels);
+    free(c);
+}
+
+/* ---- the module cache: program text -> cubin, loaded once per device ---- */
+
+typedef struct mod_entry {
+    uint64_t hash;
+    char *text;
+    char *cubin;
+    size_t cubin_size;
+    CUmodule mod[TGC_CUDA_MAX_DEVICES];
+    CUfunction fn[TGC_CUDA_MAX_DEVICES];
+    struct mod_entry *next;
+} mod_entry;
+
+#define MOD_BUCKETS 512
+static mod_entry *g_mods[MOD_BUCKETS];
+static pthread_mutex_t g_mods_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t text_hash(const char *t)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *t; t++)
+        h = (h ^ (unsigned char)*t) * 1099511628211ull;
+    return h;
+}
+
+static mod_entry *mod_find(const char *text, uint64_t h)
+{
+    for (mod_entry *e = g_mods[h % MOD_BUCKETS]; e; e = e->next)
+        if (e->hash == h && strcmp(e->text, text) == 0)
+            return e;
     return NULL;
+}
+
+/* Adds text (malloc'd) with its cubin (malloc'd) to the cache, which owns both from now on
+ * (freed at once when another thread added the same text meanwhile). Under g_mods_lock. */
+static mod_entry *mod_insert(char *text, uint64_t h, char *cubin, size_t size)
+{
+    mod_entry *e = mod_find(text, h);
+    if (e) { /* another thread compiled it meanwhile */
+        free(text);
+        free(cubin);
+        return e;
+    }
+    e = calloc(1, sizeof *e);
+    if (!e) {
+        free(text);
+        free(cubin);
+        return NULL;
+    }
+    e->hash = h;
+    e->text = text;
+    e->cubin = cubin;
+    e->cubin_size = size;
+    e->next = g_mods[h % MOD_BUCKETS];
+    g_mods[h % MOD_BUCKETS] = e;
+    return e;
+}
+
+/* The kernel of entry e on device dev (loaded on first use; under g_mods_lock). */
+static tgc_status mod_function(mod_entry *e, int dev, const char *what, CUfunction *fn)
+{
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    if (!e->mod[dev]) {
+        char w[400];
+        snprintf(w, sizeof w, "tgc cuda: loading %s (cuModuleLoadData)", what);
+        CUmodule m;
+        tgc_status st = tgc_cuda_error(d->cuModuleLoadData(&m, e->cubin), w);
+        if (st != TGC_OK)
+            return st;
+        snprintf(w, sizeof w, "tgc cuda: %s (cuModuleGetFunction)", what);
+        CUfunction f;
+        st = tgc_cuda_error(d->cuModuleGetFunction(&f, m, KERNEL_NAME), w);
+        if (st != TGC_OK) {
+            d->cuModuleUnload(m);
+            return st;
+        }
+        e->mod[dev] = m;
+        e->fn[dev] = f;
+    }
+    *fn = e->fn[dev];
+    return TGC_OK;
+}
+
+/* ---- compile ---- */
+
+/* Renders kernel pk as a whole program (prelude + the kernel as KERNEL_NAME) into *text. */
+static tgc_status render_program(tgc_plan_kernel *pk, cuda_kernel *ck, const tgc_config *cfg,
+                                 int sm, char **text)
+{
+    const kir_kernel *k = pk->k;
+    tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, tgc_cuda_prelude());
+    tgc_status st = k->kind == KIR_LOOP
+                        ? tgc_cuda_render_loop(&sb, k, &pk->slots, KERNEL_NAME, &ck->loop)
+                        : tgc_cuda_render_template(&sb, k, &pk->slots, KERNEL_NAME,
+                                                   cfg->matmul_precision, sm, &ck->tpl);
+    *text = tgc_sb_take(&sb);
+    if (st == TGC_OK && !*text)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", pk->name);
+    if (st != TGC_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
+}
+
+/* TGC_DUMP_DIR: every kernel's program as <name>.cu, the PTX of those compiled now as
+ * <name>.ptx (kernels found in the cache were compiled earlier: their PTX is not redone). */
+static void dump_code(const tgc_config *cfg, const char *name, const tgc_plan_kernel *ks, int n,
+                      char **texts, char **ptxs)
+{
+    if (!cfg->dump_dir)
+        return;
+    tgc_strbuf cu = {0}, ptx = {0};
+    for (int i = 0; i < n; i++) {
+        if (texts[i]) {
+            tgc_sb_printf(&cu, "// ---- kernel %s (%d of %d) ----\n", ks[i].name, i + 1, n);
+            tgc_sb_puts(&cu, texts[i]);
+        }
+        if (ptxs && ptxs[i]) {
+            tgc_sb_printf(&ptx, "// ---- kernel %s ----\n", ks[i].name);
+            tgc_sb_puts(&ptx, ptxs[i]);
+        }
+    }
+    char *t = tgc_sb_take(&cu);
+    tgc_backend_dump_text(cfg, name, "cu", t);
+    free(t);
+    t = tgc_sb_take(&ptx);
+    tgc_backend_dump_text(cfg, name, "ptx", t);
+    free(t);
+}
+
+static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char *name,
+                               tgc_plan_kernel *ks, int n, void **out)
+{
+    *out = NULL;
+    if (dev.index < 0 || dev.index >= TGC_CUDA_MAX_DEVICES)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device index %d", dev.index);
+    tgc_status st = tgc_cuda_enter(dev.index);
+    if (st != TGC_OK)
+        return st;
+    const tgc_cuda_props *pr = tgc_cuda_props_of(dev.index);
+    int sm = pr->major * 10 + pr->minor;
+    cuda_code *c = calloc(1, sizeof *c);
+    if (!c)
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+    c->dev = dev.index;
+    c->n = n;
+    size_t cnt = (size_t)(n ? n : 1);
+    c->kernels = calloc(cnt, sizeof *c->kernels);
+    char **texts = calloc(cnt, sizeof *texts);
+    uint64_t *hashes = calloc(cnt, sizeof *hashes);
+    mod_entry **ents = calloc(cnt, sizeof *ents);
+    /* the programs to compile now: distinct texts not in the cache */
+    int *todo = calloc(cnt, sizeof *todo), n_todo = 0;
+    const char **tnames = calloc(cnt, sizeof *tnames), **tsrcs = calloc(cnt, sizeof *tsrcs);
+    char **cubins = calloc(cnt, sizeof *cubins), **ptxs = calloc(cnt, sizeof *ptxs);
+    char **ptx_of = calloc(cnt, sizeof *ptx_of);
+    size_t *sizes = calloc(cnt, sizeof *sizes);
+    if (!c->kernels || !texts || !hashes || !ents || !todo || !tnames || !tsrcs || !cubins ||
+        !ptxs || !ptx_of || !sizes)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+    for (int i = 0; st == TGC_OK && i < n; i++) {
+        st = render_program(&ks[i], &c->kernels[i], cfg, sm, &texts[i]);
+        if (st == TGC_OK)
+            hashes[i] = text_hash(texts[i]);
+    }
+    if (st == TGC_OK) {
+        pthread_mutex_lock(&g_mods_lock);
+        for (int i = 0; i < n; i++) {
+            ents[i] = mod_find(texts[i], hashes[i]);
+            int dup = 0;
+            for (int j = 0; !ents[i] && j < n_todo && !dup; j++)
+                dup = hashes[todo[j]] == hashes[i] && strcmp(texts[todo[j]], texts[i]) == 0;
+            if (!ents[i] && !dup)
+                todo[n_todo++] = i;
+        }
+        pthread_mutex_unlock(&g_mods_lock);
+        for (int j = 0; j < n_todo; j++) {
+            tnames[j] = ks[todo[j]].name;
+            tsrcs[j] = texts[todo[j]];
+        }
+        if (n_todo)
+            st = tgc_nvrtc_compile_all(n_todo, tnames, tsrcs, sm, tgc_threads_resolve(0), cubins,
+                                       sizes, cfg->dump_dir ? ptxs : NULL);
+        if (st != TGC_OK) /* keep the name of the variant with NVRTC's reason */
+            tgc_keep_error(st, "tgc cuda: compiling '%s'", name);
+    }
+    if (cfg->dump_dir) {
+        for (int j = 0; j < n_todo; j++)
+            ptx_of[todo[j]] = ptxs[j];
+        dump_code(cfg, name, ks, n, texts, ptx_of);
+    }
+    if (st == TGC_OK) {
+        pthread_mutex_lock(&g_mods_lock);
+        for (int j = 0; j < n_todo && st == TGC_OK; j++) {
+            int i = todo[j];
+            char *copy = strdup(texts[i]);
+            if (!copy || !mod_insert(copy, hashes[i], cubins[j], sizes[j]))
+                st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+            cubins[j] = NULL; /* the cache's now (or freed) */
+        }
+        for (int i = 0; st == TGC_OK && i < n; i++) {
+            cuda_kernel *ck = &c->kernels[i];
+            mod_entry *e = ents[i] ? ents[i] : mod_find(texts[i], hashes[i]);
+            if (!e) {
+                st = tgc_set_error(TGC_ERR_INTERNAL, "tgc cuda: kernel %s lost its module",
+                                   ks[i].name);
+                break;
+            }
+            char what[300];
+            snprintf(what, sizeof what, "kernel %.31s of '%.200s'", ks[i].name, name);
+            st = mod_function(e, dev.index, what, &ck->fn);
+            unsigned smem = ks[i].k->kind == KIR_LOOP ? ck->loop.smem_bytes : ck->tpl.smem_bytes;
+            if (st == TGC_OK && smem > 48 * 1024) {
+                char w[360];
+                snprintf(w, sizeof w, "tgc cuda: %s asks for %u bytes of shared memory", what,
+                         smem);
+                st = tgc_cuda_error(tgc_cuda_drv()->cuFuncSetAttribute(
+                                        ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        (int)smem),
+                                    w);
+            }
+            if (st == TGC_OK && ks[i].k->kind != KIR_LOOP) {
+                pthread_mutex_init(&ck->ws_lock, NULL);
+                ck->locked_init = 1;
+            }
+            ks[i].handle = ck;
+        }
+        pthread_mutex_unlock(&g_mods_lock);
+    }
+    for (int i = 0; i < n && texts; i++)
+        free(texts[i]);
+    for (int j = 0; j < n_todo; j++) {
+        free(cubins[j]);
+        free(ptxs[j]);
+    }
+    free(texts);
+    free(hashes);
+    free(ents);
+    free(todo);
+    free(tnames);
+    free(tsrcs);
+    free(cubins);
+    free(ptxs);
+    free(ptx_of);
+    free(sizes);
+    if (st != TGC_OK) {
+        for (int i = 0; i < n; i++)
+            ks[i].handle = NULL;
+        release_code(c);
+        return st;
+    }
+    *out = c;
+    return TGC_OK;
+}
+
+/* ---- launch ---- */
+
+static int64_t ev(const tgc_launch_env *env, tgc_sdim d)
+{
+    return tgc_sym_eval(env->syms, d, env->symvals);
+}
+
+static CUstream stream_of(const tgc_launch_env *env)
+{
+    return env->stream ? (CUstream)env->stream : tgc_cuda_stream(env->device.index);
+}
+
+static tgc_status launch_fn(const tgc_plan_kernel *pk, CUfunction fn, const unsigned grid[3],
+                            const unsigned block[3], unsigned smem, CUstream s, void **params)
+{
+    if (!grid[0] || !grid[1] || !grid[2])
+        return TGC_OK; /* an empty domain */
+    CUresult r = tgc_cuda_drv()->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1],
+                                                block[2], smem, s, params, NULL);
+    if (r == CUDA_SUCCESS)
+        return TGC_OK;
+    char what[96];
+    snprintf(what, sizeof what, "tgc cuda: launching kernel %s", pk->name);
+    return tgc_cuda_error(r, what);
+}
+
+static tgc_status cuda_launch(const tgc_plan_kernel *pk, void *const *bufs, const int64_t *sizes,
+                              const tgc_launch_env *env)
+{
+    const kir_kernel *k = pk->k;
+    const cuda_kernel *ck = pk->handle;
+    tgc_status st = tgc_cuda_enter(env->device.index);
+    if (st != TGC_OK)
+        return st;
+    CUstream s = stream_of(env);
+    if (!s)
+        return tgc_last_status();
+    int64_t extents[KIR_MAX_DIMS];
+    for (int d = 0; d < k->n_outer + k->n_inner; d++)
+        extents[d] = ev(env, k->extent[d]);
+    unsigned grid[3], block[3], smem;
+    tgc_cuda_launch_dims(&ck->loop, k, extents, tgc_cuda_props_of(env->device.index)->sms, grid,
+                         block, &smem);
+    void *params[2] = {(void *)bufs, (void *)sizes};
+    return launch_fn(pk, ck->fn, grid, block, smem, s, params);
+}
+
+static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs,
+                                    const int64_t *sizes, const tgc_launch_env *env)
+{
+    const kir_kernel *k = pk->k;
+    cuda_kernel *ck = pk->handle;
+    tgc_status st = tgc_cuda_enter(env->device.index);
+    if (st != TGC_OK)
+        return st;
+    CUstream s = stream_of(env);
+    if (!s)
+        return tgc_last_status();
+    tgc_gemm_geom g;
+    tgc_cuda_template_geom(k, env->syms, env->symvals, &g);
+    int sms = tgc_cuda_props_of(env->device.index)->sms;
+    unsigned grid[3], block[3], smem;
+    size_t ws_bytes = 0;
+    tgc_cuda_template_launch(&ck->tpl, k, &g, sms, grid, block, &smem, &ws_bytes);
+    void *ws = NULL;
+    pthread_mutex_lock(&ck->ws_lock);
+    if (ws_bytes) {
+        if (!ck->ws || ck->ws->nbytes < ws_bytes) {
+            if (ck->ws)
+                tgc_storage_unref(ck->ws);
+            ck->ws = tgc_storage_new(ws_bytes, env->device);
+            if (!ck->ws) {
+                pthread_mutex_unlock(&ck->ws_lock);
+                return tgc_keep_error(TGC_ERR_OOM,
+                                      "tgc cuda: out of memory for the split-K workspace of %s "
+                                      "(%zu bytes)",
+                                      pk->name, ws_bytes);
+            }
+            /* the tile counters start at zero; every launch leaves them zero again */
+            size_t zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, &g, sms);
+            CUresult r = zero ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ck->ws->data, 0,
+                                                                 zero, s)
+                              : CUDA_SUCCESS;
+            if (r != CUDA_SUCCESS) {
+                pthread_mutex_unlock(&ck->ws_lock);
+                return tgc_cuda_error(r, "tgc cuda: clearing a split-K workspace");
+            }
+        }
+        ws = ck->ws->data;
+    }
+    void *params[4] = {(void *)bufs, (void *)sizes, &g, &ws};
+    st = launch_fn(pk, ck->fn, grid, block, smem, s, params);
+    pthread_mutex_unlock(&ck->ws_lock);
+    return st;
+}
+
+static tgc_status cuda_run_node(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                                tgc_tensor **out, const tgc_launch_env *env)
+{
+    if (!tgc_cuda_op_supported(nd))
+        return TGC_ERR_UNSUPPORTED;
+    tgc_status st = tgc_cuda_enter(env->device.index);
+    return st == TGC_OK ? tgc_cuda_op_run(nd, ins, shape, out, env) : st;
+}
+
+static tgc_status cuda_synchronize(tgc_device dev)
+{
+    return tgc_cuda_sync(dev.index);
+}
+
+static void *cuda_use_stream(tgc_device dev, void *stream)
+{
+    if (tgc_cuda_enter(dev.index) != TGC_OK)
+        return NULL;
+    return tgc_cuda_stream_swap(dev.index, (CUstream)stream);
+}
+
+/* ---- CUDA graphs (REDUCE_OVERHEAD, backend/replay.c) ---- */
+
+typedef struct cuda_cap {
+    CUstream s;
+    tgc_cuda_pool *pool;
+} cuda_cap;
+
+typedef struct cuda_graph {
+    int dev;
+    CUgraphExec exec;
+    tgc_cuda_pool *pool;
+} cuda_graph;
+
+static tgc_status cap_begin(tgc_device dev, void **out)
+{
+    *out = NULL;
+    tgc_status st = tgc_cuda_enter(dev.index);
+    if (st != TGC_OK)
+        return st;
+    cuda_cap *c = calloc(1, sizeof *c);
+    if (!c)
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+    if (!(c->s = tgc_cuda_stream(dev.index))) {
+        free(c);
+        return tgc_last_status();
+    }
+    /* thread-local: other threads' unsafe calls do not break it; the pool switches the mode
+     * to relaxed around its own allocations */
+    st = tgc_cuda_error(
+        tgc_cuda_drv()->cuStreamBeginCapture(c->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "tgc cuda: beginning a graph capture");
+    if (st == TGC_OK && !(c->pool = tgc_cuda_pool_begin(dev.index, c->s))) {
+        st = tgc_last_status();
+        CUgraph g = NULL;
+        tgc_cuda_drv()->cuStreamEndCapture(c->s, &g);
+        if (g)
+            tgc_cuda_drv()->cuGraphDestroy(g);
+    }
+    if (st != TGC_OK) {
+        free(c);
+        return st;
+    }
+    *out = c;
+    return TGC_OK;
+}
+
+static void graph_release(void *graph)
+{
+    cuda_graph *g = graph;
+    if (!g)
+        return;
+    if (g->exec && tgc_cuda_enter(g->dev) == TGC_OK)
+        tgc_cuda_drv()->cuGraphExecDestroy(g->exec);
+    tgc_cuda_pool_release(g->pool);
+    free(g);
+}
+
+static tgc_status cap_end(tgc_device dev, void *cap, void **out)
+{
+    cuda_cap *c = cap;
+    *out = NULL;
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    tgc_cuda_pool_end(c->pool);
+    CUgraph graph = NULL;
+    tgc_status st = tgc_cuda_error(d->cuStreamEndCapture(c->s, &graph),
+                                   "tgc cuda: ending a graph capture");
+    cuda_graph *g = calloc(1, sizeof *g);
+    if (st == TGC_OK && !g)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+    if (st == TGC_OK) {
+        g->dev = dev.index;
+        g->pool = c->pool;
+        c->pool = NULL;
+        st = tgc_cuda_error(d->cuGraphInstantiateWithFlags(&g->exec, graph, 0),
+                            "tgc cuda: instantiating a captured graph");
+        if (st == TGC_OK) /* upload once, so the first replay does not pay for it */
+            st = tgc_cuda_error(d->cuGraphUpload(g->exec, c->s), "tgc cuda: uploading a graph");
+    }
+    if (graph)
+        d->cuGraphDestroy(graph);
+    if (st != TGC_OK) {
+        graph_release(g);
+        if (c->pool)
+            tgc_cuda_pool_release(c->pool);
+        free(c);
+        return st;
+    }
+    free(c);
+    *out = g;
+    return TGC_OK;
+}
+
+static tgc_status graph_launch(tgc_device dev, void *graph)
+{
+    cuda_graph *g = graph;
+    CUstream s = tgc_cuda_stream(dev.index);
+    if (!s)
+        return tgc_last_status();
+    return tgc_cuda_error(tgc_cuda_drv()->cuGraphLaunch(g->exec, s),
+                          "tgc cuda: launching a captured graph");
+}
+
+static tgc_status copy_async(tgc_device dev, void *dst, const void *src, size_t n)
+{
+    CUstream s = tgc_cuda_stream(dev.index);
+    if (!s)
+        return tgc_last_status();
+    return tgc_cuda_error(tgc_cuda_drv()->cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src,
+                                                            n, s),
+                          "tgc cuda: copying an input of a captured graph");
+}
+
+static const tgc_capture_ops capture_ops = {cap_begin, cap_end, graph_launch, graph_release,
+                                            copy_async};
+
+static void fill_vtable(void)
+{
+    vtable = (tgc_backend){
+        .name = "cuda",
+        .device = TGC_DEVICE_CUDA,
+        .decompose_keep = tgc_cuda_decompose_keep(),
+        .prepare = tgc_cuda_prepare,
+        .fuse = tgc_cuda_fuse_hooks(),
+        .target = tgc_cuda_kir_target,
+        .compile = cuda_compile,
+        .launch = cuda_launch,
+        .run_template = cuda_run_template,
+        .run_node = cuda_run_node,
+        .use_stream = cuda_use_stream,
+        .capture = &capture_ops,
+        .release_code = release_code,
+        .synchronize = cuda_synchronize,
+    };
 }

@@ -152,7 +152,7 @@ static tgc_status flag_end(const ops_ctx *c, flag_buf *f, int *bad, int64_t *pos
     tgc_status s = TGC_OK;
     if (!tgc_ops_capturing(c)) {
         s = tgc_ops_sync(c);
-        tgc_tensor *h = s == TGC_OK ? tgc_to(f->t, tgc_cpu()) : NULL;
+        tgc_tensor *h = s == TGC_OK ? tgc_tensor_copy_to("tgc_cuda_ops", f->t, tgc_cpu()) : NULL;
         if (s == TGC_OK && !h)
             s = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
         if (h) {

@@ -1,0 +1,393 @@
+/* REDUCE_OVERHEAD: a plan's whole call recorded once into a device graph (a CUDA graph on the
+ * CUDA backend, through its capture ops, backend.h) and replayed, so a call costs one graph
+ * launch on the host instead of one launch per kernel.
+ *
+ * The first call of a plan runs step by step (the warm-up: lazily compiled native kernels get
+ * loaded, the allocator's cache fills). The second records: the call's arguments are copied
+ * into static input buffers owned by the recording, the steps run under the backend's
+ * capture (memory allocated meanwhile stays the recording's: the graph keeps pointing at it),
+ * and the outputs the steps produce become the recording's static outputs. Every later call
+ * that matches a recording (the same symbol values; module and captured tensors still at the
+ * addresses recorded) copies its arguments into the static inputs when they are not already
+ * there, launches the graph and hands out views of the static outputs.
+ *
+ * A replay overwrites its static outputs, so a recording is reused only when every output
+ * view handed out by its last replay has been freed (its storages' reference counts are back
+ * to the recording's own); otherwise a second recording is made (up to REPLAY_SLOTS), and
+ * when all are still in use the call runs step by step: never a silent overwrite of what the
+ * caller holds. A capture that fails (a step that would synchronize, such as a node staged
+ * through the host) disables replay for the plan, once, with a perf-channel line.
+ *
+ * Not replayed at all (tgc_replay_new says why on the perf channel): plans that draw random
+ * numbers (a graph would repeat the same bits every call) and plans that write their inputs
+ * in place (the write-back synchronizes).
+ *
+ * Thread-safety: one call replays at a time (a trylock); calls on other threads meanwhile run
+ * step by step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/plan.h"
+#include "ir/op.h"
+#include "support/error.h"
+#include "support/log.h"
+#include "tensor/copy.h"
+#include "tensor/scope.h"
+#include "tensor/tensor_impl.h"
+
+#define REPLAY_SLOTS 2
+
+typedef struct out_geo {
+    tgc_dtype dtype;
+    int ndim;
+    int64_t shape[TGC_MAX_DIMS], strides[TGC_MAX_DIMS], offset;
+} out_geo;
+
+typedef struct replay_slot {
+    void *graph; /* NULL: unused */
+    int64_t *symvals;
+    tgc_storage **in_store; /* per ARG binding: the static input buffer */
+    size_t *in_bytes;
+    void **in_ptrs;          /* per INPUT node (r->inputs order): the address recorded */
+    tgc_storage **out_store; /* per output */
+    int *out_refs;           /* the output storages' reference counts while nothing is out */
+    out_geo *out_geo;
+} replay_slot;
+
+struct tgc_replay {
+    pthread_mutex_t lock;
+    int calls;
+    int disabled;
+    int n_syms;
+    int32_t *inputs; /* INPUT node ids */
+    int n_inputs;
+    int n_args; /* ARG bindings: max index + 1 */
+    int n_outputs;
+    tgc_config log; /* the function's log channels (log, log_fn, log_user only) */
+    replay_slot slots[REPLAY_SLOTS];
+};
+
+tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char *name)
+{
+    const tgc_graph *g = p->g;
+    const char *why = NULL;
+    for (int i = 0; i < p->n_kernels && !why; i++)
+        if (p->kernels[i].k->n_rands)
+            why = "it draws random numbers (a recording would repeat the same bits)";
+    for (int32_t i = 0; i < g->n_nodes && !why; i++) {
+        unsigned e = tgc_op_effects(g->nodes[i].op, &g->nodes[i].attrs);
+        if (e & TGC_EFFECT_RANDOM)
+            why = "it draws random numbers (a recording would repeat the same bits)";
+        else if (e & TGC_EFFECT_WRITES_INPUTS)
+            why = "it writes its inputs in place";
+    }
+    if (why) {
+        tgc_log_msg(cfg, TGC_LOG_PERF,
+                    "tgc: '%s' is not recorded as a graph (mode REDUCE_OVERHEAD): %s; its "
+                    "kernels are launched one by one",
+                    name, why);
+        return NULL;
+    }
+    tgc_replay *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    pthread_mutex_init(&r->lock, NULL);
+    r->log.struct_size = sizeof r->log;
+    r->log.log = cfg->log;
+    r->log.log_fn = cfg->log_fn;
+    r->log.log_user = cfg->log_user;
+    r->n_syms = tgc_sym_count(g->syms);
+    r->n_outputs = g->n_outputs;
+    r->inputs = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *r->inputs);
+    if (!r->inputs) {
+        free(r->inputs);
+        pthread_mutex_destroy(&r->lock);
+        free(r);
+        return NULL;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == TGC_OP_INPUT) {
+            r->inputs[r->n_inputs++] = i;
+            if (g->nodes[i].attrs.i[0] == TGC_BIND_ARG && g->nodes[i].attrs.i[1] + 1 > r->n_args)
+                r->n_args = (int)g->nodes[i].attrs.i[1] + 1;
+        }
+    return r;
+}
+
+static void slot_clear(const tgc_plan *p, replay_slot *s, int n_args, int n_outputs)
+{
+    if (s->graph)
+        p->backend->capture->release(s->graph);
+    for (int i = 0; s->in_store && i < n_args; i++)
+        if (s->in_store[i])
+            tgc_storage_unref(s->in_store[i]);
+    for (int i = 0; s->out_store && i < n_outputs; i++)
+        if (s->out_store[i])
+            tgc_storage_unref(s->out_store[i]);
+    free(s->symvals);
+    free(s->in_store);
+    free(s->in_bytes);
+    free(s->in_ptrs);
+    free(s->out_store);
+    free(s->out_refs);
+    free(s->out_geo);
+    memset(s, 0, sizeof *s);
+}
+
+/* Frees r; p is the plan it belongs to (its backend releases the graphs). */
+static void replay_free_of(const tgc_plan *p, tgc_replay *r)
+{
+    for (int i = 0; i < REPLAY_SLOTS; i++)
+        slot_clear(p, &r->slots[i], r->n_args, r->n_outputs);
+    free(r->inputs);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+
+/* The tensor bound to INPUT node nd in this call. */
+static tgc_tensor *input_of(const tgc_plan *p, const tgc_exec_args *x, int32_t node)
+{
+    return tgc_exec_input(p->g, &p->g->nodes[node], x);
+}
+
+/* A tensor view of storage s with geometry o, in the current scope. */
+static tgc_tensor *view_of(tgc_storage *s, const out_geo *o)
+{
+    tgc_tensor *t = tgc_tensor_alloc_unowned();
+    if (!t)
+        return NULL;
+    t->dtype = o->dtype;
+    t->ndim = o->ndim;
+    memcpy(t->shape, o->shape, sizeof t->shape);
+    memcpy(t->strides, o->strides, sizeof t->strides);
+    t->offset = o->offset;
+    t->storage = s;
+    tgc_storage_ref(s);
+    tgc_scope_adopt(t);
+    return t;
+}
+
+static int slot_matches(const tgc_plan *p, const tgc_replay *r, const replay_slot *s,
+                        const tgc_exec_args *x)
+{
+    if (!s->graph)
+        return 0;
+    for (int i = 0; i < r->n_syms; i++)
+        if (s->symvals[i] != x->symvals[i])
+            return 0;
+    for (int i = 0; i < r->n_inputs; i++) {
+        const tgc_node *nd = &p->g->nodes[r->inputs[i]];
+        if (nd->attrs.i[0] == TGC_BIND_ARG)
+            continue; /* copied into the static input */
+        tgc_tensor *t = input_of(p, x, r->inputs[i]);
+        if (!t || tgc_device_ptr(t) != s->in_ptrs[i])
+            return 0;
+    }
+    return 1;
+}
+
+static int slot_free(const tgc_replay *r, const replay_slot *s)
+{
+    for (int i = 0; i < r->n_outputs; i++)
+        if (atomic_load(&s->out_store[i]->refs) != s->out_refs[i])
+            return 0;
+    return 1;
+}
+
+/* Views of slot s's outputs for the caller. */
+static tgc_status hand_out(const tgc_replay *r, const replay_slot *s, tgc_tensor **outs)
+{
+    for (int i = 0; i < r->n_outputs; i++) {
+        outs[i] = view_of(s->out_store[i], &s->out_geo[i]);
+        if (!outs[i]) {
+            for (int j = 0; j < i; j++) {
+                tgc_tensor_free(outs[j]);
+                outs[j] = NULL;
+            }
+            return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory");
+        }
+    }
+    return TGC_OK;
+}
+
+/* Copies this call's arguments into slot s's static inputs (on the stream, before the
+ * graph). A strided argument is made contiguous first. */
+static tgc_status copy_args(const tgc_plan *p, const tgc_replay *r, replay_slot *s,
+                            const tgc_exec_args *x)
+{
+    const tgc_capture_ops *c = p->backend->capture;
+    for (int a = 0; a < r->n_args && a < x->n_args; a++) {
+        if (!s->in_store[a])
+            continue;
+        tgc_tensor *t = x->args[a];
+        tgc_tensor *tmp = NULL;
+        if (!tgc_tensor_is_contiguous(t) &&
+            !(t = tmp = tgc_tensor_copy_to("tgc_call", t, p->device)))
+            return tgc_last_status();
+        void *src = tgc_device_ptr(t);
+        tgc_status st = src == s->in_store[a]->data
+                            ? TGC_OK
+                            : c->copy_async(p->device, s->in_store[a]->data, src, s->in_bytes[a]);
+        if (tmp)
+            tgc_tensor_free(tmp);
+        if (st != TGC_OK)
+            return st;
+    }
+    return TGC_OK;
+}
+
+static void disable(const tgc_plan *p, tgc_replay *r, const char *why)
+{
+    r->disabled = 1;
+    (void)p;
+    tgc_log_msg(&r->log, TGC_LOG_PERF,
+                "tgc: recording the call as a graph failed (%s); it runs kernel by kernel from "
+                "now on",
+                why);
+}
+
+/* Records slot s from this call (the outputs of the recorded call go to outs). */
+static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_exec_args *x,
+                         tgc_tensor **outs)
+{
+    const tgc_capture_ops *c = p->backend->capture;
+    const tgc_graph *g = p->g;
+    size_t na = (size_t)(r->n_args ? r->n_args : 1), no = (size_t)(r->n_outputs ? r->n_outputs : 1);
+    s->symvals = calloc((size_t)(r->n_syms ? r->n_syms : 1), sizeof *s->symvals);
+    s->in_store = calloc(na, sizeof *s->in_store);
+    s->in_bytes = calloc(na, sizeof *s->in_bytes);
+    s->in_ptrs = calloc((size_t)(r->n_inputs ? r->n_inputs : 1), sizeof *s->in_ptrs);
+    s->out_store = calloc(no, sizeof *s->out_store);
+    s->out_refs = calloc(no, sizeof *s->out_refs);
+    s->out_geo = calloc(no, sizeof *s->out_geo);
+    tgc_tensor **args = calloc(na, sizeof *args);
+    if (!s->symvals || !s->in_store || !s->in_bytes || !s->in_ptrs || !s->out_store ||
+        !s->out_refs || !s->out_geo || !args) {
+        free(args);
+        return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory recording a graph");
+    }
+    memcpy(s->symvals, x->symvals, (size_t)r->n_syms * sizeof *s->symvals);
+    tgc_status st = TGC_OK;
+    tgc_scope_push();
+    /* static inputs: the arguments' own geometry, contiguous, in storage the slot owns */
+    for (int a = 0; a < r->n_args && a < x->n_args && st == TGC_OK; a++) {
+        tgc_tensor *t = x->args[a];
+        size_t bytes = (size_t)tgc_shape_numel(t->shape, t->ndim) * tgc_dtype_size(t->dtype);
+        s->in_bytes[a] = bytes;
+        s->in_store[a] = tgc_storage_new(bytes ? bytes : 64, p->device);
+        out_geo o = {t->dtype, t->ndim, {0}, {0}, 0};
+        memcpy(o.shape, t->shape, sizeof o.shape);
+        tgc_contiguous_strides(o.shape, o.ndim, o.strides);
+        if (!s->in_store[a] || !(args[a] = view_of(s->in_store[a], &o)))
+            st = tgc_keep_error(TGC_ERR_OOM, "tgc: out of memory recording a graph");
+    }
+    if (st == TGC_OK)
+        st = copy_args(p, r, s, x);
+    tgc_exec_args rx = *x;
+    rx.args = args;
+    void *cap = NULL;
+    if (st == TGC_OK)
+        st = c->begin(p->device, &cap);
+    tgc_tensor *res[64], **ro = r->n_outputs <= 64 ? res : calloc(no, sizeof *ro);
+    if (st == TGC_OK && !ro)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc: out of memory recording a graph");
+    if (st == TGC_OK) {
+        tgc_status rs = tgc_plan_run_steps(p, &rx, ro, 1);
+        tgc_status es = c->end(p->device, cap, &s->graph);
+        st = rs != TGC_OK ? rs : es;
+    }
+    for (int i = 0; st == TGC_OK && i < r->n_inputs; i++) {
+        tgc_tensor *t = g->nodes[r->inputs[i]].attrs.i[0] == TGC_BIND_ARG
+                            ? NULL
+                            : input_of(p, x, r->inputs[i]);
+        s->in_ptrs[i] = t ? tgc_device_ptr(t) : NULL;
+    }
+    for (int i = 0; st == TGC_OK && i < r->n_outputs; i++) {
+        tgc_tensor *t = ro[i];
+        s->out_store[i] = t->storage;
+        tgc_storage_ref(t->storage);
+        out_geo *o = &s->out_geo[i];
+        o->dtype = t->dtype;
+        o->ndim = t->ndim;
+        memcpy(o->shape, t->shape, sizeof o->shape);
+        memcpy(o->strides, t->strides, sizeof o->strides);
+        o->offset = t->offset;
+    }
+    tgc_scope_pop(); /* the recorded call's tensor objects; the slot keeps the storages */
+    if (ro != res)
+        free(ro);
+    free(args);
+    if (st == TGC_OK)
+        for (int i = 0; i < r->n_outputs; i++)
+            s->out_refs[i] = atomic_load(&s->out_store[i]->refs);
+    /* the recording has not run: replay it once for this call's results */
+    if (st == TGC_OK)
+        st = c->launch(p->device, s->graph);
+    if (st == TGC_OK)
+        st = hand_out(r, s, outs);
+    return st;
+}
+
+tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int *done)
+{
+    tgc_replay *r = p->replay;
+    *done = 0;
+    if (pthread_mutex_trylock(&r->lock) != 0)
+        return TGC_OK;
+    if (r->disabled || r->calls++ == 0) { /* the first call warms up, step by step */
+        pthread_mutex_unlock(&r->lock);
+        return TGC_OK;
+    }
+    for (int a = 0; a < r->n_args && a < x->n_args; a++)
+        if (!tgc_device_equal(x->args[a]->device, p->device)) {
+            pthread_mutex_unlock(&r->lock);
+            return TGC_OK; /* the steps report it */
+        }
+    tgc_status st = TGC_OK;
+    replay_slot *use = NULL, *empty = NULL, *stale = NULL;
+    for (int i = 0; i < REPLAY_SLOTS; i++) {
+        replay_slot *s = &r->slots[i];
+        if (!s->graph) {
+            if (!empty)
+                empty = s;
+        } else if (slot_matches(p, r, s, x)) {
+            if (!use && slot_free(r, s))
+                use = s;
+        } else if (!stale && slot_free(r, s)) {
+            stale = s; /* recorded for other sizes or tensors, and not in use */
+        }
+    }
+    if (use) {
+        st = copy_args(p, r, use, x);
+        if (st == TGC_OK)
+            st = p->backend->capture->launch(p->device, use->graph);
+        if (st == TGC_OK)
+            st = hand_out(r, use, outs);
+        *done = 1;
+    } else if (empty || stale) {
+        replay_slot *s = empty ? empty : stale;
+        slot_clear(p, s, r->n_args, r->n_outputs);
+        st = record(p, r, s, x, outs);
+        if (st != TGC_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", tgc_last_error());
+            slot_clear(p, s, r->n_args, r->n_outputs);
+            disable(p, r, why);
+            tgc_clear_error();
+            st = TGC_OK; /* this call runs step by step */
+        } else {
+            *done = 1;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return st;
+}
+
+void tgc_replay_release(tgc_plan *p)
+{
+    if (p->replay)
+        replay_free_of(p, p->replay);
+    p->replay = NULL;
+}
