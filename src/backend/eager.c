@@ -33,7 +33,7 @@
 #include "support/config_env.h"
 #include "support/error.h"
 
-#define EAGER_MAX_IN 6
+#define EAGER_MAX_IN 16 /* cat / stack of more inputs run on interp (host tensors only) */
 
 typedef struct ekey {
     const tgc_backend *backend;
@@ -116,9 +116,15 @@ static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const
 
 /* Ops worth a native kernel in eager mode: what the fuser turns into loop or template
  * kernels (pointwise, reductions, norms, matmul, conv). */
-static int eager_candidate(tgc_op op)
+/* Ops whose one-node graph compiles to kernels on backend b. On a device every op but the
+ * sources and views is one (its backend runs what it has no fused kernel for natively, and
+ * interp could not read device memory anyway); on the host, those the LLVM kernels cover. */
+static int eager_candidate(const tgc_backend *b, tgc_op op)
 {
-    switch (tgc_op_info_of(op)->kind) {
+    tgc_op_kind kind = tgc_op_info_of(op)->kind;
+    if (b->device != TGC_DEVICE_CPU)
+        return kind != TGC_KIND_SOURCE && kind != TGC_KIND_VIEW && kind != TGC_KIND_CREATE;
+    switch (kind) {
     case TGC_KIND_BINARY:
     case TGC_KIND_COMPARE:
     case TGC_KIND_TERNARY:
@@ -279,7 +285,7 @@ tgc_tensor *tgc_eager_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_
     tgc_device_type dev = n_in > 0 ? in[0]->device.type : TGC_DEVICE_CPU;
     const tgc_backend *b = tgc_backend_for_device(dev);
     if (b && !tgc_env_eager_interp() && !t_force_interp && n_in <= EAGER_MAX_IN && n_in >= 1 &&
-        eager_candidate(op)) {
+        eager_candidate(b, op)) {
         int handled;
         tgc_tensor *r = run_compiled(b, op, in, n_in, a, &handled);
         if (handled)

@@ -163,6 +163,7 @@ static tgc_tensor *view_of(tgc_storage *s, const out_geo *o)
     memcpy(t->shape, o->shape, sizeof t->shape);
     memcpy(t->strides, o->strides, sizeof t->strides);
     t->offset = o->offset;
+    t->device = s->device;
     t->storage = s;
     tgc_storage_ref(s);
     tgc_scope_adopt(t);

@@ -263,11 +263,8 @@ static int creation_ok(const char *fn, tgc_dtype dt, tgc_device dev)
         tgc_set_error(TGC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dt);
         return 0;
     }
-    if (dev.type != TGC_DEVICE_CPU) {
-        tgc_set_error(TGC_ERR_DEVICE, "%s: only the CPU device is available; use tgc_cpu()", fn);
-        return 0;
-    }
-    return 1;
+    /* a traced creation makes a value of the variant, on the variant's device */
+    return tgc_device_check(fn, dev);
 }
 
 tgc_tensor *tgc_full_sym(const tgc_symint *shape, int ndim, double value, tgc_dtype dt,

@@ -95,6 +95,7 @@ tgc_tensor *tgc_trace_tensor(tgc_trace *tr, int32_t value)
     if (!t)
         return NULL;
     const tgc_vinfo *v = &tr->g->nodes[value].out;
+    t->device = tr->device; /* every value of a variant lives on its device */
     t->dtype = v->dtype;
     t->ndim = v->ndim;
     for (int d = 0; d < v->ndim; d++) {

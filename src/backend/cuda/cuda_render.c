@@ -123,6 +123,15 @@ static const char g_prelude[] =
     "}\n"
     "TGC_DEV double tgc_gelu_tanh(double x) {\n"
     "  return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }\n"
+    "/* integer pow: interp rounds glibc's correctly rounded pow; CUDA's pow may be an ulp off,\n"
+    " * which truncation turns into an integer off by one: small integer exponents multiply out\n"
+    " * exactly instead (exact while the product fits 2^53, as the integers involved do) */\n"
+    "TGC_DEV double tgc_pow_int(double x, double y) {\n"
+    "  if (y >= 0.0 && y <= 64.0 && y == (double)(int)y) {\n"
+    "    double r = 1.0; for (int i = 0; i < (int)y; i++) r *= x; return r;\n"
+    "  }\n"
+    "  return pow(x, y);\n"
+    "}\n"
     "/* pow(x, 0.5) is not sqrt: pow(-0, .5) = +0 and pow(-inf, .5) = +inf */\n"
     "TGC_DEV float tgc_pow_half(float x) { return x == -tgc_inf_f() ? tgc_inf_f() : sqrtf(x + "
     "0.0f); }\n"
@@ -493,9 +502,9 @@ static const char *int_op(rc *c, const kir_val *v, tgc_dtype dt, const char **a)
     case TGC_OP_MUL: return rs(c, "(%s)((%s)%s * (%s)%s)", st, ut, a[0], ut, a[1]);
     case TGC_OP_MAXIMUM: return rs(c, "(%s > %s ? %s : %s)", a[0], a[1], a[0], a[1]);
     case TGC_OP_MINIMUM: return rs(c, "(%s < %s ? %s : %s)", a[0], a[1], a[0], a[1]);
-    case TGC_OP_POW: return rs(c, "%s(pow((double)%s, (double)%s))", f2i, a[0], a[1]);
+    case TGC_OP_POW: return rs(c, "%s(tgc_pow_int((double)%s, (double)%s))", f2i, a[0], a[1]);
     case TGC_OP_POW_SCALAR:
-        return rs(c, "%s(pow((double)%s, %s))", f2i, a[0], const_expr(c, TGC_F64, s));
+        return rs(c, "%s(tgc_pow_int((double)%s, %s))", f2i, a[0], const_expr(c, TGC_F64, s));
     case TGC_OP_ADD_SCALAR:
     case TGC_OP_SUB_SCALAR:
     case TGC_OP_MUL_SCALAR: {
