@@ -476,6 +476,20 @@ static void pools_draws_views_symbolic(void **state)
         gb_outputs(g, outs, n);
         compile_graph(g, "symbolic");
     }
+    /* templates: linear + bias + gelu and conv + relu go to cuda_gemm (counted, not rendered),
+     * a sum over everything takes the split pair */
+    for (int d = 0; d < 3; d++) {
+        tgc_graph *g = tgc_graph_create();
+        tgc_sdim sx[2] = {64, 256}, sw[2] = {128, 256}, sb[1] = {128};
+        int32_t in[3] = {gb_input(g, float_dtypes[d], 2, sx), gb_input(g, float_dtypes[d], 2, sw),
+                         gb_input(g, float_dtypes[d], 1, sb)};
+        int32_t o = gb_op(g, TGC_OP_LINEAR, in, 3, NULL);
+        o = gb_un(g, TGC_OP_GELU, o);
+        int32_t r = gb_reduce(g, TGC_OP_SUM, o, 3, 0);
+        int32_t outs[2] = {o, r};
+        gb_outputs(g, outs, 2);
+        compile_graph(g, "linear");
+    }
     /* the benchmark's chain of 8 pointwise ops on 256 MiB, and 4-d broadcasting */
     for (int d = 0; d < N_OF(float_dtypes); d++) {
         tgc_graph *g = tgc_graph_create();
@@ -690,6 +704,35 @@ static void text_reduction_uses_shuffles(void **state)
     kir_kernel_free(k);
 }
 
+/* Few long rows: the split pair, its grids and scratch. */
+static void text_split_reduction(void **state)
+{
+    (void)state;
+    kir_kernel *k = rowsum_kernel(1, (int64_t)1 << 24);
+    tgc_cuda_launch l;
+    char *t = render(k, "ksp", &l);
+    assert_int_equal(l.split, 1);
+    assert_non_null(strstr(t, "struct ksp_pb { void *p[3]; };"));
+    assert_non_null(strstr(t, "void __launch_bounds__(256) ksp_part(ksp_pb b, ksp_s s)"));
+    assert_non_null(strstr(t, "void __launch_bounds__(256) ksp_fin(ksp_pb b, ksp_s s)"));
+    assert_int_equal(tgc_cuda_split_chunks(1, (int64_t)1 << 24), 2048);
+    assert_int_equal(tgc_cuda_split_chunks(8, 1 << 20), 128);
+    assert_int_equal(tgc_cuda_split_chunks(64, 1 << 20), 1);
+    assert_int_equal(tgc_cuda_split_chunks(4, 1000), 1);
+    unsigned gp[3], gf[3];
+    size_t scratch = 0;
+    int64_t ext[2] = {1, (int64_t)1 << 24};
+    assert_int_equal(tgc_cuda_split_dims(&l, k, ext, 132, gp, gf, &scratch), 1);
+    assert_int_equal(gp[0], 132 * 8);
+    assert_int_equal(gf[0], 1);
+    assert_int_equal(scratch, 2048 * 8);
+    ext[0] = 100;
+    assert_int_equal(tgc_cuda_split_dims(&l, k, ext, 132, gp, gf, &scratch), 0);
+    compile_text("ksp", t);
+    free(t);
+    kir_kernel_free(k);
+}
+
 /* A GEMM epilogue: relu(acc + bias[n]) * scale, through tgc_cuda_render_vals. */
 static void text_epilogue_values(void **state)
 {
@@ -820,6 +863,7 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(text_reduction_uses_shuffles, scoped_setup,
                                         scoped_teardown),
+        cmocka_unit_test_setup_teardown(text_split_reduction, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(text_epilogue_values, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(prelude_compiles_and_errors_report, scoped_setup,
                                         scoped_teardown),
