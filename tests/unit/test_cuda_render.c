@@ -79,6 +79,17 @@ static void flush_batches(void)
     }
     if (!n)
         return;
+    static int dumped;
+    const char *dump = getenv("TGC_TEST_CUDA_DUMP"); /* a folder for the programs' text */
+    for (int i = 0; dump && i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/batch%03d.cu", dump, dumped++);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(texts[i], f);
+            fclose(f);
+        }
+    }
     tgc_status st = tgc_nvrtc_compile_all(n, names, srcs, 90, 2, cubins, sizes, NULL);
     if (st != TGC_OK) {
         for (int i = 0; i < n; i++) {
