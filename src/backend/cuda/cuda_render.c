@@ -17,8 +17,10 @@
  *    with stride "threads per row", accumulates per thread, and combines with xor-shuffle
  *    butterflies, then across the block's 8 warps through shared memory in a fixed order,
  *    so every thread of the row holds the result (deterministic). Row stores run on the
- *    row's first thread. Long rows are NOT split over several blocks (a split needs scratch
- *    memory the kernel ABI does not pass): a kernel with few long rows runs with few blocks.
+ *    row's first thread.
+ *  - SPLIT (one-phase reductions, also emitted for ROWS kernels that qualify): F_part reduces
+ *    chunks of rows into a scratch area the launcher passes as an extra buffer, F_fin
+ *    combines each row's partials in chunk order and stores (tgc_cuda_split_dims).
  *  Both bodies are templates over the index type I (unsigned when the whole domain has fewer
  *  than 2^31 elements, checked at run time when sizes are symbolic; long long otherwise);
  *  addresses are always computed in 64 bits. */
@@ -32,127 +34,302 @@
 #include "support/error.h"
 #include "tensor/dtype.h"
 
+#define TGC_STR_(x) #x
+#define TGC_STR(x)  TGC_STR_(x)
+
 /* ---- the prelude ------------------------------------------------------------------------ */
 
-static const char g_prelude[] =
-    "/* tgc CUDA prelude */\n"
-    "#ifndef TGC_CUDA_PRELUDE\n"
-    "#define TGC_CUDA_PRELUDE 1\n"
-    "#ifndef TGC_NO_STDINT_TYPEDEFS\n"
-    "typedef signed char int8_t;\n"
-    "typedef unsigned char uint8_t;\n"
-    "typedef short int16_t;\n"
-    "typedef unsigned short uint16_t;\n"
-    "typedef int int32_t;\n"
-    "typedef unsigned int uint32_t;\n"
-    "typedef long long int64_t;\n"
-    "typedef unsigned long long uint64_t;\n"
-    "#endif\n"
-    "#define TGC_DEV static __device__ __forceinline__\n"
-    "TGC_DEV float tgc_inf_f() { return __int_as_float(0x7f800000); }\n"
-    "TGC_DEV float tgc_nan_f() { return __int_as_float(0x7fc00000); }\n"
-    "TGC_DEV double tgc_inf_d() { return __longlong_as_double(0x7ff0000000000000LL); }\n"
-    "TGC_DEV double tgc_nan_d() { return __longlong_as_double(0x7ff8000000000000LL); }\n"
-    "/* f16 / bf16 bits <-> float, round to nearest even; NaN as the host converts it */\n"
-    "TGC_DEV float tgc_h2f(uint16_t h) {\n"
-    "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
-    "TGC_DEV uint16_t tgc_f2h(float f) {\n"
-    "  if (f != f) return (uint16_t)(((unsigned)__float_as_uint(f) >> 16 & 0x8000u) | 0x7e00u);\n"
-    "  uint16_t h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
-    "TGC_DEV float tgc_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }\n"
-    "TGC_DEV uint16_t tgc_f2bf(float f) {\n"
-    "  unsigned x = __float_as_uint(f);\n"
-    "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
-    "  x += 0x7fffu + ((x >> 16) & 1u); return (uint16_t)(x >> 16); }\n"
-    "TGC_DEV float tgc_round_h(float f) { return tgc_h2f(tgc_f2h(f)); }\n"
-    "TGC_DEV float tgc_round_bf(float f) { return tgc_bf2f(tgc_f2bf(f)); }\n"
-    "/* float -> integer: saturating, NaN -> 0 (tgc_store) */\n"
-    "TGC_DEV int tgc_f2i32(double v) {\n"
-    "  return v != v ? 0 : v <= -2147483648.0 ? (-2147483647 - 1)\n"
-    "       : v >= 2147483647.0 ? 2147483647 : (int)v; }\n"
-    "TGC_DEV long long tgc_f2i64(double v) {\n"
-    "  return v != v ? 0LL : v >= 9223372036854775808.0 ? 9223372036854775807LL\n"
-    "       : v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v; }\n"
-    "/* Philox4x32-10, word 0 (runtime/philox.c) */\n"
-    "TGC_DEV unsigned tgc_philox_bits(unsigned long long seed, unsigned long long counter) {\n"
-    "  unsigned c0 = (unsigned)counter, c1 = (unsigned)(counter >> 32), c2 = 0u, c3 = 0u;\n"
-    "  unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);\n"
-    "#pragma unroll\n"
-    "  for (int r = 0; r < 10; r++) {\n"
-    "    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
-    "    unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;\n"
-    "    unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;\n"
-    "    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;\n"
-    "  }\n"
-    "  return c0; }\n"
-    "/* (bits >> (32 - m)) * 2^-m: exact for m <= 24 */\n"
-    "TGC_DEV float tgc_philox_uniform_m(unsigned long long seed, unsigned long long counter,\n"
-    "                                   int m) {\n"
-    "  return (float)(tgc_philox_bits(seed, counter) >> (32 - m)) * __int_as_float((127 - m) << "
-    "23); }\n"
-    "TGC_DEV float tgc_philox_uniform(unsigned long long seed, unsigned long long counter) {\n"
-    "  return tgc_philox_uniform_m(seed, counter, 24); }\n"
-    "TGC_DEV float tgc_philox_uniform24(unsigned long long seed, unsigned long long counter) {\n"
-    "  return tgc_philox_uniform_m(seed, counter, 24); }\n"
-    "TGC_DEV float tgc_philox_normal(unsigned long long seed, unsigned long long counter) {\n"
-    "  double u1 = tgc_philox_uniform(seed, counter);\n"
-    "  double u2 = tgc_philox_uniform(seed, counter | 0x8000000000000000ULL);\n"
-    "  double r = sqrt(-2.0 * log(1.0 - u1));\n"
-    "  return (float)(r * cos(6.283185307179586476925286766559 * u2)); }\n"
-    "/* interp's math (k_pointwise.c) */\n"
-    "TGC_DEV float tgc_maximum(float x, float y) { return x > y || x != x ? x : y; }\n"
-    "TGC_DEV double tgc_maximum(double x, double y) { return x > y || x != x ? x : y; }\n"
-    "TGC_DEV float tgc_minimum(float x, float y) { return x < y || x != x ? x : y; }\n"
-    "TGC_DEV double tgc_minimum(double x, double y) { return x < y || x != x ? x : y; }\n"
-    "TGC_DEV float tgc_clamp(float x, float lo, float hi) {\n"
-    "  float r = x < lo ? lo : x; return r > hi ? hi : r; }\n"
-    "TGC_DEV double tgc_clamp(double x, double lo, double hi) {\n"
-    "  double r = x < lo ? lo : x; return r > hi ? hi : r; }\n"
-    "TGC_DEV float tgc_relu(float x) { return x < 0.0f ? 0.0f : x; }\n"
-    "TGC_DEV double tgc_relu(double x) { return x < 0.0 ? 0.0 : x; }\n"
-    "TGC_DEV float tgc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
-    "TGC_DEV double tgc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }\n"
-    "TGC_DEV float tgc_silu(float x) { return x * tgc_sigmoid(x); }\n"
-    "TGC_DEV double tgc_silu(double x) { return x * tgc_sigmoid(x); }\n"
-    "TGC_DEV float tgc_gelu(float x) {\n"
-    "  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }\n"
-    "TGC_DEV double tgc_gelu(double x) {\n"
-    "  return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }\n"
-    "TGC_DEV float tgc_gelu_tanh(float x) {\n"
-    "  return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x))); "
-    "}\n"
-    "TGC_DEV double tgc_gelu_tanh(double x) {\n"
-    "  return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }\n"
-    "/* integer pow: interp rounds glibc's correctly rounded pow; CUDA's pow may be an ulp off,\n"
-    " * which truncation turns into an integer off by one: small integer exponents multiply out\n"
-    " * exactly instead (exact while the product fits 2^53, as the integers involved do) */\n"
-    "TGC_DEV double tgc_pow_int(double x, double y) {\n"
-    "  if (y >= 0.0 && y <= 64.0 && y == (double)(int)y) {\n"
-    "    double r = 1.0; for (int i = 0; i < (int)y; i++) r *= x; return r;\n"
-    "  }\n"
-    "  return pow(x, y);\n"
-    "}\n"
-    "/* pow(x, 0.5) is not sqrt: pow(-0, .5) = +0 and pow(-inf, .5) = +inf */\n"
-    "TGC_DEV float tgc_pow_half(float x) { return x == -tgc_inf_f() ? tgc_inf_f() : sqrtf(x + "
-    "0.0f); }\n"
-    "TGC_DEV double tgc_pow_half(double x) { return x == -tgc_inf_d() ? tgc_inf_d() : sqrt(x + "
-    "0.0); }\n"
-    "template <typename T, int N> struct alignas(sizeof(T) * N) tgc_vec { T v[N]; };\n"
-    "template <typename T> TGC_DEV T tgc_warp_sum(T v) {\n"
-    "#pragma unroll\n"
-    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "  return v; }\n"
-    "template <typename T> TGC_DEV T tgc_warp_max(T v) {\n"
-    "#pragma unroll\n"
-    "  for (int o = 16; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "    v = (w > v || w != w) ? w : v; }\n"
-    "  return v; }\n"
-    "template <typename T> TGC_DEV T tgc_warp_min(T v) {\n"
-    "#pragma unroll\n"
-    "  for (int o = 16; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "    v = (w < v || w != w) ? w : v; }\n"
-    "  return v; }\n"
-    "#endif /* TGC_CUDA_PRELUDE */\n";
+static const char
+    g_prelude
+        [] =
+            "/* tgc CUDA prelude */\n"
+            "#ifndef TGC_CUDA_PRELUDE\n"
+            "#define TGC_CUDA_PRELUDE 1\n"
+            "#ifndef TGC_NO_STDINT_TYPEDEFS\n"
+            "typedef signed char int8_t;\n"
+            "typedef unsigned char uint8_t;\n"
+            "typedef short int16_t;\n"
+            "typedef unsigned short uint16_t;\n"
+            "typedef int int32_t;\n"
+            "typedef unsigned int uint32_t;\n"
+            "typedef long long int64_t;\n"
+            "typedef unsigned long long uint64_t;\n"
+            "#endif\n"
+            "#define TGC_DEV static __device__ __forceinline__\n"
+            "TGC_DEV float tgc_inf_f() { return __int_as_float(0x7f800000); }\n"
+            "TGC_DEV float tgc_nan_f() { return __int_as_float(0x7fc00000); }\n"
+            "TGC_DEV double tgc_inf_d() { return __longlong_as_double(0x7ff0000000000000LL); }\n"
+            "TGC_DEV double tgc_nan_d() { return __longlong_as_double(0x7ff8000000000000LL); }\n"
+            "/* f16 / bf16 bits <-> float, round to nearest even; NaN as the host converts it */\n"
+            "TGC_DEV float tgc_h2f(uint16_t h) {\n"
+            "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
+            "TGC_DEV uint16_t tgc_f2h(float f) {\n"
+            "  if (f != f) return (uint16_t)(((unsigned)__float_as_uint(f) >> 16 & 0x8000u) | "
+            "0x7e00u);\n"
+            "  uint16_t h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+            "TGC_DEV float tgc_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }\n"
+            "TGC_DEV uint16_t tgc_f2bf(float f) {\n"
+            "  unsigned x = __float_as_uint(f);\n"
+            "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
+            "  x += 0x7fffu + ((x >> 16) & 1u); return (uint16_t)(x >> 16); }\n"
+            "TGC_DEV float tgc_round_h(float f) { return tgc_h2f(tgc_f2h(f)); }\n"
+            "TGC_DEV float tgc_round_bf(float f) { return tgc_bf2f(tgc_f2bf(f)); }\n"
+            "/* float -> integer: saturating, NaN -> 0 (tgc_store) */\n"
+            "TGC_DEV int tgc_f2i32(double v) {\n"
+            "  return v != v ? 0 : v <= -2147483648.0 ? (-2147483647 - 1)\n"
+            "       : v >= 2147483647.0 ? 2147483647 : (int)v; }\n"
+            "TGC_DEV long long tgc_f2i64(double v) {\n"
+            "  return v != v ? 0LL : v >= 9223372036854775808.0 ? 9223372036854775807LL\n"
+            "       : v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v; "
+            "}\n"
+            "/* Philox4x32-10, word 0 (runtime/philox.c) */\n"
+            "TGC_DEV unsigned tgc_philox_bits(unsigned long long seed, unsigned long long counter) "
+            "{\n"
+            "  unsigned c0 = (unsigned)counter, c1 = (unsigned)(counter >> 32), c2 = 0u, c3 = 0u;\n"
+            "  unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);\n"
+            "#pragma unroll\n"
+            "  for (int r = 0; r < 10; r++) {\n"
+            "    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
+            "    unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;\n"
+            "    unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;\n"
+            "    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;\n"
+            "  }\n"
+            "  return c0; }\n"
+            "/* (bits >> (32 - m)) * 2^-m: exact for m <= 24 */\n"
+            "TGC_DEV float tgc_philox_uniform_m(unsigned long long seed, unsigned long long "
+            "counter,\n"
+            "                                   int m) {\n"
+            "  return (float)(tgc_philox_bits(seed, counter) >> (32 - m)) * __int_as_float((127 - "
+            "m) << "
+            "23); }\n"
+            "TGC_DEV float tgc_philox_uniform(unsigned long long seed, unsigned long long counter) "
+            "{\n"
+            "  return tgc_philox_uniform_m(seed, counter, 24); }\n"
+            "TGC_DEV float tgc_philox_uniform24(unsigned long long seed, unsigned long long "
+            "counter) {\n"
+            "  return tgc_philox_uniform_m(seed, counter, 24); }\n"
+            "TGC_DEV float tgc_philox_normal(unsigned long long seed, unsigned long long counter) "
+            "{\n"
+            "  double u1 = tgc_philox_uniform(seed, counter);\n"
+            "  double u2 = tgc_philox_uniform(seed, counter | 0x8000000000000000ULL);\n"
+            "  double r = sqrt(-2.0 * log(1.0 - u1));\n"
+            "  return (float)(r * cos(6.283185307179586476925286766559 * u2)); }\n"
+            "/* interp's math (k_pointwise.c) */\n"
+            "TGC_DEV float tgc_maximum(float x, float y) { return x > y || x != x ? x : y; }\n"
+            "TGC_DEV double tgc_maximum(double x, double y) { return x > y || x != x ? x : y; }\n"
+            "TGC_DEV float tgc_minimum(float x, float y) { return x < y || x != x ? x : y; }\n"
+            "TGC_DEV double tgc_minimum(double x, double y) { return x < y || x != x ? x : y; }\n"
+            "TGC_DEV float tgc_clamp(float x, float lo, float hi) {\n"
+            "  float r = x < lo ? lo : x; return r > hi ? hi : r; }\n"
+            "TGC_DEV double tgc_clamp(double x, double lo, double hi) {\n"
+            "  double r = x < lo ? lo : x; return r > hi ? hi : r; }\n"
+            "TGC_DEV float tgc_relu(float x) { return x < 0.0f ? 0.0f : x; }\n"
+            "TGC_DEV double tgc_relu(double x) { return x < 0.0 ? 0.0 : x; }\n"
+            "TGC_DEV float tgc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+            "TGC_DEV double tgc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }\n"
+            "TGC_DEV float tgc_silu(float x) { return x * tgc_sigmoid(x); }\n"
+            "TGC_DEV double tgc_silu(double x) { return x * tgc_sigmoid(x); }\n"
+            "TGC_DEV float tgc_gelu(float x) {\n"
+            "  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }\n"
+            "TGC_DEV double tgc_gelu(double x) {\n"
+            "  return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }\n"
+            "TGC_DEV float tgc_gelu_tanh(float x) {\n"
+            "  return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * "
+            "x))); "
+            "}\n"
+            "TGC_DEV double tgc_gelu_tanh(double x) {\n"
+            "  return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))); "
+            "}\n"
+            "/* integer pow: interp truncates glibc's correctly rounded pow; CUDA's pow may be an\n"
+            " * ulp off, which truncation turns into an integer off by one: small non-negative\n"
+            " * integer exponents multiply out exactly (exact while the product fits 2^53) */\n"
+            "TGC_DEV double tgc_pow_int(double x, double y) {\n"
+            "  if (y >= 0.0 && y <= 64.0 && y == (double)(int)y) {\n"
+            "    double r = 1.0; for (int i = 0; i < (int)y; i++) r *= x; return r; }\n"
+            "  return pow(x, y); }\n"
+            "/* pow(x, 0.5) is not sqrt: pow(-0, .5) = +0 and pow(-inf, .5) = +inf */\n"
+            "TGC_DEV float tgc_pow_half(float x) { return x == -tgc_inf_f() ? tgc_inf_f() : "
+            "sqrtf(x + "
+            "0.0f); }\n"
+            "TGC_DEV double tgc_pow_half(double x) { return x == -tgc_inf_d() ? tgc_inf_d() : "
+            "sqrt(x + "
+            "0.0); }\n"
+            "template <typename T, int N> struct alignas(sizeof(T) * N) tgc_vec { T v[N]; };\n"
+            "/* chunks per row of a split reduction (tgc_cuda_split_chunks) */\n"
+            "TGC_DEV long long tgc_split_chunks(long long rows, long long len) {\n"
+            "  if (rows <= 0 || rows >= " TGC_STR(TGC_CUDA_SPLIT_ROWS_MAX) "LL || len < " TGC_STR(
+                TGC_CUDA_SPLIT_LEN_MIN) "LL) return 1;\n"
+                                        "  long long a = (len + " TGC_STR(
+                                            TGC_CUDA_SPLIT_CHUNK) "LL - 1) "
+                                                                  "/"
+                                                                  " " TGC_STR(TGC_CUDA_SPLIT_CHUNK) "LL, b = (" TGC_STR(
+                                                                      TGC_CUDA_SPLIT_BLOCKS) "LL + "
+                                                                                             "rows "
+                                                                                             "- 1) "
+                                                                                             "/ "
+                                                                                             "rows;"
+                                                                                             "\n"
+                                                                                             "  "
+                                                                                             "long "
+                                                                                             "long "
+                                                                                             "c = "
+                                                                                             "a < "
+                                                                                             "b ? "
+                                                                                             "a : "
+                                                                                             "b; "
+                                                                                             "retur"
+                                                                                             "n c "
+                                                                                             "< 2 "
+                                                                                             "? 1 "
+                                                                                             ": c; "
+                                                                                             "}\n"
+                                                                                             "templ"
+                                                                                             "ate "
+                                                                                             "<type"
+                                                                                             "name "
+                                                                                             "T> "
+                                                                                             "TGC_"
+                                                                                             "DEV "
+                                                                                             "T "
+                                                                                             "tgc_"
+                                                                                             "warp_"
+                                                                                             "sum("
+                                                                                             "T v) "
+                                                                                             "{\n"
+                                                                                             "#prag"
+                                                                                             "ma "
+                                                                                             "unrol"
+                                                                                             "l\n"
+                                                                                             "  "
+                                                                                             "for "
+                                                                                             "(int "
+                                                                                             "o = "
+                                                                                             "16; "
+                                                                                             "o > "
+                                                                                             "0; o "
+                                                                                             ">>= "
+                                                                                             "1) v "
+                                                                                             "+= "
+                                                                                             "__"
+                                                                                             "shfl_"
+                                                                                             "xor_"
+                                                                                             "sync("
+                                                                                             "0xfff"
+                                                                                             "fffff"
+                                                                                             "u, "
+                                                                                             "v, "
+                                                                                             "o);\n"
+                                                                                             "  "
+                                                                                             "retur"
+                                                                                             "n v; "
+                                                                                             "}\n"
+                                                                                             "templ"
+                                                                                             "ate "
+                                                                                             "<type"
+                                                                                             "name "
+                                                                                             "T> "
+                                                                                             "TGC_"
+                                                                                             "DEV "
+                                                                                             "T "
+                                                                                             "tgc_"
+                                                                                             "warp_"
+                                                                                             "max("
+                                                                                             "T v) "
+                                                                                             "{\n"
+                                                                                             "#prag"
+                                                                                             "ma "
+                                                                                             "unrol"
+                                                                                             "l\n"
+                                                                                             "  "
+                                                                                             "for "
+                                                                                             "(int "
+                                                                                             "o = "
+                                                                                             "16; "
+                                                                                             "o > "
+                                                                                             "0; o "
+                                                                                             ">>= "
+                                                                                             "1) { "
+                                                                                             "T w "
+                                                                                             "= "
+                                                                                             "__"
+                                                                                             "shfl_"
+                                                                                             "xor_"
+                                                                                             "sync("
+                                                                                             "0xfff"
+                                                                                             "fffff"
+                                                                                             "u, "
+                                                                                             "v, "
+                                                                                             "o);\n"
+                                                                                             "    "
+                                                                                             "v = "
+                                                                                             "(w > "
+                                                                                             "v || "
+                                                                                             "w != "
+                                                                                             "w) ? "
+                                                                                             "w : "
+                                                                                             "v; "
+                                                                                             "}\n"
+                                                                                             "  "
+                                                                                             "retur"
+                                                                                             "n v; "
+                                                                                             "}\n"
+                                                                                             "templ"
+                                                                                             "ate "
+                                                                                             "<type"
+                                                                                             "name "
+                                                                                             "T> "
+                                                                                             "TGC_"
+                                                                                             "DEV "
+                                                                                             "T "
+                                                                                             "tgc_"
+                                                                                             "warp_"
+                                                                                             "min("
+                                                                                             "T v) "
+                                                                                             "{\n"
+                                                                                             "#prag"
+                                                                                             "ma "
+                                                                                             "unrol"
+                                                                                             "l\n"
+                                                                                             "  "
+                                                                                             "for "
+                                                                                             "(int "
+                                                                                             "o = "
+                                                                                             "16; "
+                                                                                             "o > "
+                                                                                             "0; o "
+                                                                                             ">>= "
+                                                                                             "1) { "
+                                                                                             "T w "
+                                                                                             "= "
+                                                                                             "__"
+                                                                                             "shfl_"
+                                                                                             "xor_"
+                                                                                             "sync("
+                                                                                             "0xfff"
+                                                                                             "fffff"
+                                                                                             "u, "
+                                                                                             "v, "
+                                                                                             "o);\n"
+                                                                                             "    "
+                                                                                             "v = "
+                                                                                             "(w < "
+                                                                                             "v || "
+                                                                                             "w != "
+                                                                                             "w) ? "
+                                                                                             "w : "
+                                                                                             "v; "
+                                                                                             "}\n"
+                                                                                             "  "
+                                                                                             "retur"
+                                                                                             "n v; "
+                                                                                             "}\n"
+                                                                                             "#endi"
+                                                                                             "f /* "
+                                                                                             "TGC_"
+                                                                                             "CUDA_"
+                                                                                             "PRELU"
+                                                                                             "DE "
+                                                                                             "*/\n";
 
 const char *tgc_cuda_prelude(void)
 {
@@ -906,26 +1083,27 @@ static int const_numel(const kir_kernel *k, int lo, int hi, int64_t *n)
     return 1;
 }
 
-/* The kernel entry: picks the index type (unsigned when the domain has < 2^31 elements). */
-static void emit_entry(rc *c, const char *fname)
+/* The kernel entry fname<sfx>(fname<bs> b, fname_s s): picks the index type (unsigned when
+ * the domain has < 2^31 elements) for fname<sfx>_run. */
+static void emit_entry(rc *c, const char *fname, const char *sfx, const char *bs)
 {
     int64_t n = 0;
     int cn = const_numel(c->k, 0, nvars(c->k), &n);
     tgc_sb_printf(c->o,
-                  "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s_b b, %s_s s)\n{\n",
-                  TGC_CUDA_BLOCK_THREADS, fname, fname, fname);
+                  "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(%s%s b, %s_s s)\n{\n",
+                  TGC_CUDA_BLOCK_THREADS, fname, sfx, fname, bs, fname);
     if (cn) {
-        tgc_sb_printf(c->o, "    %s_run<%s>(b, s);\n}\n\n", fname,
+        tgc_sb_printf(c->o, "    %s%s_run<%s>(b, s);\n}\n\n", fname, sfx,
                       n < ((int64_t)1 << 31) ? "unsigned" : "long long");
         return;
     }
     tgc_sb_printf(c->o,
                   "    const long long n_ = %s;\n"
                   "    if (n_ < 2147483648LL)\n"
-                  "        %s_run<unsigned>(b, s);\n"
+                  "        %s%s_run<unsigned>(b, s);\n"
                   "    else\n"
-                  "        %s_run<long long>(b, s);\n}\n\n",
-                  extent_product(c, 0, nvars(c->k)), fname, fname);
+                  "        %s%s_run<long long>(b, s);\n}\n\n",
+                  extent_product(c, 0, nvars(c->k)), fname, sfx, fname, sfx);
 }
 
 /* ---- FLAT ---- */
@@ -967,6 +1145,16 @@ static int flat_vec(const kir_kernel *k)
     while (vec > 1 && TGC_SDIM_IS_CONST(e) && e % vec)
         vec /= 2;
     return vec;
+}
+
+static int same_access(const kir_kernel *k, const kir_access *a, const kir_access *b)
+{
+    if (a->buf != b->buf || a->off != b->off)
+        return 0;
+    for (int d = 0; d < nvars(k); d++)
+        if (a->stride[d] != b->stride[d])
+            return 0;
+    return 1;
 }
 
 /* Run-time conditions of the vector path for one vectorized access (appends " && ..."). */
@@ -1053,9 +1241,23 @@ static void emit_flat(rc *c, const char *fname, tgc_cuda_launch *launch)
             free(cs);
             return;
         }
+        int *same = calloc((size_t)(k->n_loads ? k->n_loads : 1), sizeof *same);
+        if (!same) {
+            free(raw);
+            fail(c, "out of memory");
+            free(cs);
+            return;
+        }
         for (int i = 0; i < k->n_loads; i++) {
             const kir_load *ld = &k->loads[i];
+            same[i] = i;
             if (ld->n_guards || !unit_inner(k, &ld->at))
+                continue;
+            for (int j = 0; j < i && same[i] == i; j++) /* one access per distinct operand */
+                if (same[j] == j && !k->loads[j].n_guards && k->loads[j].dtype == ld->dtype &&
+                    same_access(k, &k->loads[j].at, &ld->at))
+                    same[i] = j;
+            if (same[i] != i)
                 continue;
             const char *st = tgc_cuda_storage_type(ld->dtype);
             tgc_sb_printf(c->o,
@@ -1072,7 +1274,7 @@ static void emit_flat(rc *c, const char *fname, tgc_cuda_launch *launch)
             c->var[last] = l ? rs(c, "(x%d + (I)%d)", last, l) : base_last;
             for (int i = 0; i < k->n_loads; i++)
                 raw[i] = !k->loads[i].n_guards && unit_inner(k, &k->loads[i].at)
-                             ? rs(c, "L%d.v[%d]", i, l)
+                             ? rs(c, "L%d.v[%d]", same[i], l)
                              : NULL;
             c->load_raw = raw;
             tgc_sb_printf(c->o, "%s{\n", c->ind);
@@ -1082,6 +1284,7 @@ static void emit_flat(rc *c, const char *fname, tgc_cuda_launch *launch)
         c->load_raw = NULL;
         c->var[last] = base_last;
         free(raw);
+        free(same);
         for (int i = 0; i < k->n_stores; i++) {
             const kir_store *s = &k->stores[i];
             if (unit_inner(k, &s->at))
@@ -1145,7 +1348,11 @@ static int column_kernel(const kir_kernel *k)
     return outer_unit;
 }
 
-static void emit_phase(rc *c, int p, const char *fname)
+/* How a phase sweeps: a row of the plain kernel, a chunk of a row (split part), or the
+ * partials of a row (split finish). */
+typedef enum { PH_ROW, PH_PART, PH_FIN } phase_mode;
+
+static void emit_phase(rc *c, int p, phase_mode mode)
 {
     const kir_kernel *k = c->k;
     int n = nvars(k);
@@ -1156,26 +1363,48 @@ static void emit_phase(rc *c, int p, const char *fname)
             tgc_sb_printf(c->o, "        a%d = %s;\n", r, acc_identity(c, &k->reduces[r], at));
             any = 1;
         }
-    for (int s = 0; s < k->n_stores; s++)
-        any |= k->stores[s].phase == p;
+    if (mode != PH_FIN)
+        for (int s = 0; s < k->n_stores; s++)
+            any |= k->stores[s].phase == p;
     if (!any)
         return;
-    tgc_sb_printf(c->o, "        for (I j_ = lane_; j_ < l_; j_ += (I)tpr_) {\n");
+    if (mode == PH_ROW)
+        tgc_sb_puts(c->o, "        for (I j_ = lane_; j_ < l_; j_ += (I)tpr_) {\n");
+    else if (mode == PH_PART)
+        tgc_sb_printf(c->o, "        for (I j_ = j0_ + (I)threadIdx.x; j_ < j1_; j_ += (I)%d) {\n",
+                      TGC_CUDA_BLOCK_THREADS);
+    else
+        tgc_sb_puts(c->o, "        for (I j_ = lane_; j_ < chunks_; j_ += (I)tpr_) {\n");
     c->ind = "            ";
-    emit_decompose(c, "j_", k->n_outer, n);
-    reset_body(c, "");
-    for (int r = 0; r < k->n_reduces && !c->failed; r++) {
-        const kir_reduce *rd = &k->reduces[r];
-        if (rd->phase != p)
-            continue;
-        tgc_dtype at = acc_dtype(k, rd);
-        const char *x = conv(c, val(c, rd->val), vdt(c, rd->val), at);
-        tgc_sb_printf(c->o, "%s{ const %s x_ = %s; a%d = %s; }\n", c->ind,
-                      tgc_cuda_compute_type(at), x, r, combine(c, rd, at, rs(c, "a%d", r), "x_"));
+    if (mode == PH_FIN) {
+        /* the row's partials, in chunk order */
+        for (int r = 0; r < k->n_reduces; r++) {
+            const kir_reduce *rd = &k->reduces[r];
+            tgc_dtype at = acc_dtype(k, rd);
+            const char *ct = tgc_cuda_compute_type(at);
+            tgc_sb_printf(c->o,
+                          "%s{ const %s x_ = *(const %s *)(scr_ + ((unsigned long long)(row_ * "
+                          "chunks_ + j_) * %dull + %dull) * 8ull); a%d = %s; }\n",
+                          c->ind, ct, ct, k->n_reduces, r, r,
+                          combine(c, rd, at, rs(c, "a%d", r), "x_"));
+        }
+    } else {
+        emit_decompose(c, "j_", k->n_outer, n);
+        reset_body(c, "");
+        for (int r = 0; r < k->n_reduces && !c->failed; r++) {
+            const kir_reduce *rd = &k->reduces[r];
+            if (rd->phase != p)
+                continue;
+            tgc_dtype at = acc_dtype(k, rd);
+            const char *x = conv(c, val(c, rd->val), vdt(c, rd->val), at);
+            tgc_sb_printf(c->o, "%s{ const %s x_ = %s; a%d = %s; }\n", c->ind,
+                          tgc_cuda_compute_type(at), x, r,
+                          combine(c, rd, at, rs(c, "a%d", r), "x_"));
+        }
+        for (int s = 0; s < k->n_stores && !c->failed; s++)
+            if (k->stores[s].phase == p)
+                emit_store(c, &k->stores[s]);
     }
-    for (int s = 0; s < k->n_stores && !c->failed; s++)
-        if (k->stores[s].phase == p)
-            emit_store(c, &k->stores[s]);
     tgc_sb_puts(c->o, "        }\n");
     c->ind = "        ";
     /* combine the row's threads: a warp by shuffles, a block through shared memory */
@@ -1210,7 +1439,120 @@ static void emit_phase(rc *c, int p, const char *fname)
             combine(c, rd, at, rs(c, "a%d", r), "x_"));
     }
     tgc_sb_puts(c->o, "            __syncthreads();\n        }\n");
-    (void)fname;
+}
+
+/* Declares the outer vars x0.. from row_. */
+static void emit_row_vars(rc *c)
+{
+    const kir_kernel *k = c->k;
+    if (k->n_outer == 0)
+        return;
+    tgc_sb_puts(c->o, "        I q_ = row_;\n");
+    for (int d = k->n_outer - 1; d > 0; d--) {
+        tgc_sb_printf(c->o, "        const I x%d = q_ %% (I)%s;\n", d, dim_expr(c, k->extent[d]));
+        tgc_sb_printf(c->o, "        q_ /= (I)%s;\n", dim_expr(c, k->extent[d]));
+    }
+    tgc_sb_puts(c->o, "        const I x0 = q_;\n");
+}
+
+static void emit_row_stores(rc *c)
+{
+    const kir_kernel *k = c->k;
+    int n = nvars(k), any_row = 0;
+    for (int s = 0; s < k->n_stores; s++)
+        any_row |= k->stores[s].phase < 0;
+    if (!any_row)
+        return;
+    /* inner vars at 0 (their strides there are 0), on the row's first thread */
+    for (int d = k->n_outer; d < n; d++)
+        c->var[d] = "0";
+    tgc_sb_puts(c->o, "        if (lane_ == (I)0) {\n");
+    c->ind = "            ";
+    reset_body(c, "");
+    for (int s = 0; s < k->n_stores && !c->failed; s++)
+        if (k->stores[s].phase < 0)
+            emit_store(c, &k->stores[s]);
+    tgc_sb_puts(c->o, "        }\n");
+    c->ind = "        ";
+    for (int d = k->n_outer; d < n; d++)
+        c->var[d] = rs(c, "x%d", d);
+}
+
+/* A split applies to one-phase reductions without stores after the reduction's phase. */
+static int splittable(const kir_kernel *k)
+{
+    if (k->n_phases != 1 || k->n_reduces == 0)
+        return 0;
+    for (int s = 0; s < k->n_stores; s++)
+        if (k->stores[s].phase > 0)
+            return 0;
+    return 1;
+}
+
+static void emit_split(rc *c, const char *fname)
+{
+    const kir_kernel *k = c->k;
+    int n = nvars(k), nb = k->n_bufs > 0 ? k->n_bufs : 1;
+    tgc_sb_printf(c->o, "struct %s_pb { void *p[%d]; };\n", fname, nb + 1);
+    for (int part = 1; part >= 0; part--) {
+        const char *which = part ? "part" : "fin";
+        tgc_sb_printf(c->o,
+                      "template <typename I>\nstatic __device__ __forceinline__ void "
+                      "%s_%s_run(const %s_pb &b, const %s_s &s)\n{\n",
+                      fname, which, fname, fname);
+        emit_buf_ptrs(c);
+        tgc_sb_printf(c->o, "    char *scr_ = (char *)b.p[%d];\n", nb);
+        for (int r = 0; r < k->n_reduces; r++)
+            tgc_sb_printf(c->o, "    __shared__ %s red%d_[%d];\n",
+                          tgc_cuda_compute_type(acc_dtype(k, &k->reduces[r])), r,
+                          TGC_CUDA_BLOCK_THREADS / 32);
+        tgc_sb_printf(c->o, "    const I rows_ = (I)%s;\n", extent_product(c, 0, k->n_outer));
+        tgc_sb_printf(c->o, "    const I l_ = (I)%s;\n", extent_product(c, k->n_outer, n));
+        tgc_sb_puts(
+            c->o, "    const I chunks_ = (I)tgc_split_chunks((long long)rows_, (long long)l_);\n");
+        if (part) {
+            tgc_sb_printf(c->o,
+                          "    const int tpr_ = %d;\n"
+                          "    const I cl_ = (l_ + chunks_ - (I)1) / chunks_;\n"
+                          "    for (I blk_ = (I)blockIdx.x; blk_ < rows_ * chunks_; blk_ += "
+                          "(I)gridDim.x) {\n"
+                          "        const I row_ = blk_ / chunks_, ch_ = blk_ %% chunks_;\n"
+                          "        const I j0_ = ch_ * cl_;\n"
+                          "        const I j1_ = j0_ + cl_ < l_ ? j0_ + cl_ : l_;\n",
+                          TGC_CUDA_BLOCK_THREADS);
+        } else {
+            tgc_sb_printf(c->o,
+                          "    const int tpr_ = chunks_ <= (I)%d ? 32 : %d;\n"
+                          "    const int rpb_ = %d / tpr_;\n"
+                          "    const I lane_ = (I)((int)threadIdx.x %% tpr_);\n"
+                          "    for (I row_ = (I)blockIdx.x * (I)rpb_ + (I)((int)threadIdx.x / "
+                          "tpr_); row_ < rows_;\n"
+                          "         row_ += (I)gridDim.x * (I)rpb_) {\n",
+                          TGC_CUDA_WARP_ROW_MAX, TGC_CUDA_BLOCK_THREADS, TGC_CUDA_BLOCK_THREADS);
+        }
+        for (int d = 0; d < n; d++)
+            c->var[d] = rs(c, "x%d", d);
+        c->ind = "        ";
+        emit_row_vars(c);
+        for (int r = 0; r < k->n_reduces; r++)
+            tgc_sb_printf(c->o, "        %s a%d;\n",
+                          tgc_cuda_compute_type(acc_dtype(k, &k->reduces[r])), r);
+        emit_phase(c, 0, part ? PH_PART : PH_FIN);
+        if (part) {
+            tgc_sb_puts(c->o, "        if (threadIdx.x == 0u) {\n");
+            for (int r = 0; r < k->n_reduces; r++)
+                tgc_sb_printf(c->o,
+                              "            *(%s *)(scr_ + ((unsigned long long)blk_ * %dull + "
+                              "%dull) * 8ull) = a%d;\n",
+                              tgc_cuda_compute_type(acc_dtype(k, &k->reduces[r])), k->n_reduces, r,
+                              r);
+            tgc_sb_puts(c->o, "        }\n");
+        } else {
+            emit_row_stores(c);
+        }
+        tgc_sb_puts(c->o, "    }\n}\n\n");
+        c->ind = "    ";
+    }
 }
 
 static void emit_rows(rc *c, const char *fname, tgc_cuda_launch *launch)
@@ -1247,35 +1589,13 @@ static void emit_rows(rc *c, const char *fname, tgc_cuda_launch *launch)
     for (int d = 0; d < n; d++)
         c->var[d] = rs(c, "x%d", d);
     c->ind = "        ";
-    if (k->n_outer > 0) {
-        tgc_sb_puts(c->o, "        I q_ = row_;\n");
-        for (int d = k->n_outer - 1; d > 0; d--) {
-            tgc_sb_printf(c->o, "        const I x%d = q_ %% (I)%s;\n", d,
-                          dim_expr(c, k->extent[d]));
-            tgc_sb_printf(c->o, "        q_ /= (I)%s;\n", dim_expr(c, k->extent[d]));
-        }
-        tgc_sb_puts(c->o, "        const I x0 = q_;\n");
-    }
+    emit_row_vars(c);
     for (int r = 0; r < k->n_reduces; r++)
         tgc_sb_printf(c->o, "        %s a%d;\n",
                       tgc_cuda_compute_type(acc_dtype(k, &k->reduces[r])), r);
     for (int p = 0; p < k->n_phases && !c->failed; p++)
-        emit_phase(c, p, fname);
-    /* row stores: inner vars at 0 (their strides there are 0), on the row's first thread */
-    int any_row = 0;
-    for (int s = 0; s < k->n_stores; s++)
-        any_row |= k->stores[s].phase < 0;
-    if (any_row) {
-        for (int d = k->n_outer; d < n; d++)
-            c->var[d] = "0";
-        tgc_sb_puts(c->o, "        if (lane_ == (I)0) {\n");
-        c->ind = "            ";
-        reset_body(c, "");
-        for (int s = 0; s < k->n_stores && !c->failed; s++)
-            if (k->stores[s].phase < 0)
-                emit_store(c, &k->stores[s]);
-        tgc_sb_puts(c->o, "        }\n");
-    }
+        emit_phase(c, p, PH_ROW);
+    emit_row_stores(c);
     tgc_sb_puts(c->o, "    }\n}\n\n");
     c->ind = "    ";
 }
@@ -1321,7 +1641,15 @@ tgc_status tgc_cuda_render_loop(tgc_strbuf *out, const kir_kernel *k, const kir_
     else
         emit_flat(&c, fname, launch);
     if (!c.failed)
-        emit_entry(&c, fname);
+        emit_entry(&c, fname, "", "_b");
+    if (rows && splittable(k) && !c.failed) {
+        emit_split(&c, fname);
+        if (!c.failed) {
+            emit_entry(&c, fname, "_part", "_pb");
+            emit_entry(&c, fname, "_fin", "_pb");
+        }
+        launch->split = 1;
+    }
     tgc_status st = TGC_OK;
     if (c.failed)
         st = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_COMPILE;
@@ -1374,6 +1702,36 @@ void tgc_cuda_launch_dims(const tgc_cuda_launch *l, const kir_kernel *k, const i
     block[1] = block[2] = 1;
     if (smem)
         *smem = l->smem_bytes;
+}
+
+int64_t tgc_cuda_split_chunks(int64_t rows, int64_t len)
+{
+    if (rows <= 0 || rows >= TGC_CUDA_SPLIT_ROWS_MAX || len < TGC_CUDA_SPLIT_LEN_MIN)
+        return 1;
+    int64_t a = (len + TGC_CUDA_SPLIT_CHUNK - 1) / TGC_CUDA_SPLIT_CHUNK;
+    int64_t b = (TGC_CUDA_SPLIT_BLOCKS + rows - 1) / rows;
+    int64_t c = a < b ? a : b;
+    return c < 2 ? 1 : c;
+}
+
+int tgc_cuda_split_dims(const tgc_cuda_launch *l, const kir_kernel *k, const int64_t *extents,
+                        int sms, unsigned grid_part[3], unsigned grid_fin[3], size_t *scratch_bytes)
+{
+    if (!l->split || l->shape != TGC_CUDA_SHAPE_ROWS)
+        return 0;
+    int64_t rows = prod(extents, 0, k->n_outer), len = prod(extents, k->n_outer, nvars(k));
+    int64_t chunks = tgc_cuda_split_chunks(rows, len);
+    if (chunks < 2)
+        return 0;
+    int64_t cap = (int64_t)(sms > 0 ? sms : 1) * (l->blocks_per_sm > 0 ? l->blocks_per_sm : 8);
+    int64_t bp = rows * chunks < cap ? rows * chunks : cap;
+    int tpr = chunks <= TGC_CUDA_WARP_ROW_MAX ? 32 : TGC_CUDA_BLOCK_THREADS;
+    int64_t rpb = TGC_CUDA_BLOCK_THREADS / tpr, bf = (rows + rpb - 1) / rpb;
+    grid_part[0] = (unsigned)(bp < 1 ? 1 : bp);
+    grid_fin[0] = (unsigned)(bf < 1 ? 1 : bf > cap ? cap : bf);
+    grid_part[1] = grid_part[2] = grid_fin[1] = grid_fin[2] = 1;
+    *scratch_bytes = (size_t)(rows * chunks * k->n_reduces) * 8u;
+    return 1;
 }
 
 /* ---- programs ---------------------------------------------------------------------------- */

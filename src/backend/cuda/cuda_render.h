@@ -61,6 +61,14 @@
  * warp reads 32 neighbouring columns at once. */
 #define TGC_CUDA_COLUMN_ROWS_MIN 2048
 
+/* Split reductions (few long rows): rows below SPLIT_ROWS_MAX with at least SPLIT_LEN_MIN
+ * elements are cut into chunks of about SPLIT_CHUNK elements, at most SPLIT_BLOCKS chunks in
+ * all (tgc_cuda_split_chunks; the kernels compute the same). */
+#define TGC_CUDA_SPLIT_ROWS_MAX 64
+#define TGC_CUDA_SPLIT_LEN_MIN  32768
+#define TGC_CUDA_SPLIT_CHUNK    8192
+#define TGC_CUDA_SPLIT_BLOCKS   2048
+
 typedef enum {
     TGC_CUDA_SHAPE_FLAT, /* pointwise: one flat grid-stride loop over every element */
     TGC_CUDA_SHAPE_ROWS  /* reductions / phases: rows over the grid, a row per thread, warp
@@ -77,6 +85,9 @@ typedef struct tgc_cuda_launch {
     int vec;
     /* ROWS: 1 when the kernel may choose a thread per row (TGC_CUDA_COLUMN_ROWS_MIN). */
     int column;
+    /* ROWS: 1 when the program also holds the split pair F_part / F_fin (one-phase
+     * reductions): see tgc_cuda_split_dims. */
+    int split;
     unsigned smem_bytes; /* dynamic shared memory (0: the kernels use static arrays only) */
     /* Blocks per SM the grid is sized for (full occupancy at 256 threads: 8). */
     int blocks_per_sm;
@@ -97,6 +108,23 @@ tgc_status tgc_cuda_render_loop(tgc_strbuf *out, const kir_kernel *k, const kir_
  * k->extent[d], sms the device's SM count. grid[1] = grid[2] = block[1] = block[2] = 1. */
 void tgc_cuda_launch_dims(const tgc_cuda_launch *l, const kir_kernel *k, const int64_t *extents,
                           int sms, unsigned grid[3], unsigned block[3], unsigned *smem);
+
+/* Chunks per row of a split reduction over rows x len (1: no split). */
+int64_t tgc_cuda_split_chunks(int64_t rows, int64_t len);
+
+/* Split reductions. When l->split and this call's extents make a split worthwhile, returns 1
+ * and fills the grids of the two kernels and the scratch they need; else returns 0 and the
+ * launcher runs F as usual. The pair is `extern "C" __global__ void F_part(F_pb b, F_s s)`
+ * and `F_fin(F_pb b, F_s s)` with `struct F_pb { void *p[NB + 1]; }`: the kernel's NB
+ * buffers, then a device scratch area of *scratch_bytes bytes (8 per row, chunk and
+ * reduction; no initialization needed; private to this launch pair until F_fin ends). The
+ * launcher runs F_part on grid_part, then F_fin on grid_fin, on one stream, blocks of 256
+ * threads, in place of F (same sizes array). F_part computes each chunk's partial (and the
+ * kernel's phase stores), F_fin combines a row's partials in chunk order (deterministic) and
+ * does the row stores. */
+int tgc_cuda_split_dims(const tgc_cuda_launch *l, const kir_kernel *k, const int64_t *extents,
+                        int sms, unsigned grid_part[3], unsigned grid_fin[3],
+                        size_t *scratch_bytes);
 
 /* Expressions the value renderer reads values through (template epilogues). */
 typedef struct tgc_cuda_val_env {
