@@ -213,7 +213,7 @@ static void symbolic_sizes_are_read_from_the_geometry(void **state)
         tgc_cuda_tpl cfg;
         char *src = NULL;
         char *ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, &src);
-        assert_null(strstr(src, "G.M ="));        /* symbolic: from g */
+        assert_null(strstr(src, "G.M ="));            /* symbolic: from g */
         assert_non_null(strstr(src, "G.K = 768LL;")); /* constant: compiled in */
         free(ptx);
         free(src);
@@ -292,11 +292,11 @@ static void conv_shapes_compile(void **state)
     (void)state;
     /* {n, c, h, w, o, kh, kw, stride, pad, dilation, groups} */
     const int64_t cases[][11] = {
-        {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},  /* ResNet basic block */
-        {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},   /* stem: K = 147 (no 16-byte rows) */
-        {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},   /* stride, dilation, groups */
-        {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32},    /* depthwise */
-        {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1},  /* 1x1 downsample */
+        {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, /* ResNet basic block */
+        {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},  /* stem: K = 147 (no 16-byte rows) */
+        {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},  /* stride, dilation, groups */
+        {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32},   /* depthwise */
+        {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1}, /* 1x1 downsample */
     };
     for (int c = 0; c < N_OF(cases); c++) {
         const int64_t *p = cases[c];
@@ -328,8 +328,8 @@ static void conv_shapes_compile(void **state)
             size_t ws;
             tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
             int64_t oh = geo.oh, ow = geo.ow;
-            int64_t tiles = (p[4] / p[10] + cfg.bm - 1) / cfg.bm *
-                            ((p[0] * oh * ow + cfg.bn - 1) / cfg.bn);
+            int64_t tiles =
+                (p[4] / p[10] + cfg.bm - 1) / cfg.bm * ((p[0] * oh * ow + cfg.bn - 1) / cfg.bn);
             assert_int_equal(grid[0], (unsigned)tiles);
             assert_int_equal(grid[2], (unsigned)p[10]);
         }

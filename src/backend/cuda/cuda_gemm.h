@@ -33,23 +33,23 @@ typedef struct tgc_gemm_geom {
 } tgc_gemm_geom;
 
 typedef enum tgc_cuda_tpl_mode {
-    TGC_CUDA_TPL_SIMT = 0, /* fp32 FFMA */
-    TGC_CUDA_TPL_TF32 = 1, /* fp32 operands, TF32 mma */
+    TGC_CUDA_TPL_SIMT = 0,  /* fp32 FFMA */
+    TGC_CUDA_TPL_TF32 = 1,  /* fp32 operands, TF32 mma */
     TGC_CUDA_TPL_BF16X = 2, /* fp32 operands rounded to bf16, bf16 mma */
-    TGC_CUDA_TPL_F16 = 3,  /* f16 operands */
-    TGC_CUDA_TPL_BF16 = 4  /* bf16 operands */
+    TGC_CUDA_TPL_F16 = 3,   /* f16 operands */
+    TGC_CUDA_TPL_BF16 = 4   /* bf16 operands */
 } tgc_cuda_tpl_mode;
 
 /* The configuration a render chose (input to the launch). Plain data. */
 typedef struct tgc_cuda_tpl {
-    int kind;  /* KIR_GEMM or KIR_CONV */
-    int mode;  /* tgc_cuda_tpl_mode */
-    int bm, bn, bk; /* block tile */
-    int wm, wn;     /* warps along m and n (SIMT: 16 x 16 threads of 8 x 8) */
-    int stages;     /* cp.async pipeline depth */
-    int threads;    /* block threads */
+    int kind;            /* KIR_GEMM or KIR_CONV */
+    int mode;            /* tgc_cuda_tpl_mode */
+    int bm, bn, bk;      /* block tile */
+    int wm, wn;          /* warps along m and n (SIMT: 16 x 16 threads of 8 x 8) */
+    int stages;          /* cp.async pipeline depth */
+    int threads;         /* block threads */
     unsigned smem_bytes; /* dynamic shared memory (> 48 KiB needs the opt-in attribute) */
-    int split_k;    /* split-K allowed (the launch picks the split count per call) */
+    int split_k;         /* split-K allowed (the launch picks the split count per call) */
 } tgc_cuda_tpl;
 
 /* Appends kernel k (KIR_GEMM or KIR_CONV) as CUDA C to out: the template library once per
