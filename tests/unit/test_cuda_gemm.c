@@ -479,6 +479,42 @@ static void unsupported_dtype_and_arch_are_errors(void **state)
     tgc_graph_free(g);
 }
 
+/* The embedded library (cuda_gemm_lib.inc) is the checked-in cuda_gemm_lib.cuh: every
+ * rendered template starts with it (tools/cuda_embed.sh regenerates the .inc). */
+static void embedded_library_matches_its_source(void **state)
+{
+    (void)state;
+    char path[1024];
+    const char *me = __FILE__, *cut = strstr(me, "tests/unit/test_cuda_gemm.c");
+    if (!cut)
+        skip();
+    snprintf(path, sizeof path, "%.*ssrc/backend/cuda/cuda_gemm_lib.cuh", (int)(cut - me), me);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        skip();
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *want = malloc((size_t)n + 1);
+    assert_int_equal(fread(want, 1, (size_t)n, f), (size_t)n);
+    want[n] = 0;
+    fclose(f);
+    tgc_graph *g = tgc_graph_create();
+    matmul_graph(g, TGC_F32, 8, 8, 8);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl cfg;
+    assert_int_equal(
+        tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST, 90, &cfg), TGC_OK);
+    if (strncmp(sb.data, want, (size_t)n) != 0)
+        fail_msg("cuda_gemm_lib.inc is stale: run sh tools/cuda_embed.sh");
+    free(want);
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
 static int report_skips(void **state)
 {
     (void)state;
@@ -504,6 +540,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(half_conv_compiles, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(embedded_library_matches_its_source, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(unsupported_dtype_and_arch_are_errors, scoped_setup,
                                         scoped_teardown),
     };
