@@ -153,7 +153,8 @@ static void matmul_every_precision_compiles_with_its_instruction(void **state)
         check_mode_ptx(ptx, modes[i]);
         free(ptx);
         free(src);
-        /* 4096^3: 32 x 32 tiles, no split */
+        /* 4096^3: no split; the tensor-core modes take 128 x 256 tiles of 64 x 64 warps */
+        assert_int_equal(cfg.bn, i == 0 ? 128 : 256);
         tgc_gemm_geom geo;
         tgc_cuda_template_geom(t.k, g->syms, NULL, &geo);
         assert_int_equal(geo.M, 4096);
@@ -161,7 +162,7 @@ static void matmul_every_precision_compiles_with_its_instruction(void **state)
         unsigned grid[3], block[3], smem;
         size_t ws;
         tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
-        assert_int_equal(grid[0], 32 * 32);
+        assert_int_equal(grid[0], (4096 / cfg.bm) * (4096 / cfg.bn));
         assert_int_equal(grid[1], 1);
         assert_int_equal(grid[2], 1);
         assert_int_equal(block[0], (unsigned)cfg.threads);

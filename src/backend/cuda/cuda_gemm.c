@@ -97,7 +97,12 @@ static void choose(const kir_kernel *k, int mode, plan *p)
         p->c.wn = 4;
         /* 128 x 128 with 8 warps of 64 x 32; a side of at most 64 gets a 64 tile and 4 warps */
         int small_m = M >= 0 && M <= 64, small_n = N >= 0 && N <= 64;
-        if (small_m && small_n) {
+        /* large problems (two waves of 128 x 256 tiles on 132 SMs): 64 x 64 warp tiles, half
+         * the shared-memory reads per mma */
+        int big = M >= 128 && N >= 256 && M * N >= 2LL * 132 * 128 * 256;
+        if (big) {
+            p->c.bn = 256;
+        } else if (small_m && small_n) {
             p->c.bm = p->c.bn = 64;
             p->c.wm = p->c.wn = 2;
         } else if (small_m) {

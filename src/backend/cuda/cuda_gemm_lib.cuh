@@ -344,7 +344,7 @@ template <int MODE, int BM, int BN, int BK, int WM, int WN, class LA, class LB> 
         const int g = lane >> 2, t = lane & 3;
         if (MODE == TGC_TPL_TF32) {
             const float *sA = (const float *)sA_, *sB = (const float *)sB_;
-#pragma unroll
+#pragma unroll 2 // fully unrolled, 64 x 64 warp tiles spill (the tf32 fragments of 4 k steps)
             for (int kk = 0; kk < BK; kk += 8) {
                 unsigned af[MT][4], bf[NT8][2];
 #pragma unroll
