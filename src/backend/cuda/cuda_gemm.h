@@ -55,8 +55,10 @@ typedef struct tgc_cuda_tpl {
 /* Appends kernel k (KIR_GEMM or KIR_CONV) as CUDA C to out: the template library once per
  * program (guarded with #ifndef), the NAME_b / NAME_s structs, the epilogue and the
  * __global__ NAME. slots: the kernel's size slots (kir_args_collect of k). prec applies to
- * F32 operands. sm: e.g. 90. *cfg receives the configuration. Errors: TGC_ERR_UNSUPPORTED
- * (an operand dtype the templates do not have, an epilogue op the renderer does not have),
+ * F32 operands. sm: e.g. 90. *cfg receives the configuration. The program must start with
+ * tgc_cuda_prelude() (cuda_render.h): the epilogue, rendered by tgc_cuda_render_vals, uses
+ * its helpers. Errors: TGC_ERR_UNSUPPORTED (an operand dtype the templates do not have, sm
+ * below 80), TGC_ERR_COMPILE (an epilogue value the value renderer does not handle),
  * TGC_ERR_OOM. */
 tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
                                     const char *fname, tgc_matmul_precision prec, int sm,
