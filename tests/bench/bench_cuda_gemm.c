@@ -181,6 +181,7 @@ typedef struct tcase {
     int64_t d[11]; /* matmul: M N K [batch]; conv: n c h w o kh kw stride pad dil groups */
     int timed;
     int epi; /* 0 none, 1 bias + relu (linear / conv), 2 conv bias + residual + relu, 3 x 0.125 */
+    const int *tile; /* forced bm bn bk wm wn stages, or NULL */
 } tcase;
 
 static uint16_t to_half_bits(float f, tgc_dtype dt)
@@ -246,8 +247,8 @@ static int64_t numel_of(const tgc_vinfo *v)
 }
 
 /* reference of output element (b, m, n) (GEMM) from the template geometry */
-static double ref_gemm(const tgc_gemm_geom *G, const float *A, const float *B, int64_t b,
-                       int64_t m, int64_t n, double *abssum)
+static double ref_gemm(const tgc_gemm_geom *G, const float *A, const float *B, int64_t b, int64_t m,
+                       int64_t n, double *abssum)
 {
     double s = 0, as = 0;
     for (int64_t k = 0; k < G->K; k++) {
@@ -322,9 +323,11 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     tgc_cuda_template_launch(cfg, k, &geo, sms, grid, block, &smem, &ws);
     fprintf(fp, "// %s\n%s\n", tc->name, src);
     fprintf(fp, "static const char *TGC_NAME = \"%s\";\n", tc->name);
-    fprintf(fp, "static const int TGC_NB = %d, TGC_A = %d, TGC_B = %d, TGC_OUT = %d, TGC_CONV = %d, "
-                "TGC_MODE = %d;\n",
-            k->n_bufs, (int)k->tpl.a, (int)k->tpl.b, (int)k->tpl.out, k->kind == KIR_CONV, cfg->mode);
+    fprintf(fp,
+            "static const int TGC_NB = %d, TGC_A = %d, TGC_B = %d, TGC_OUT = %d, TGC_CONV = %d, "
+            "TGC_MODE = %d;\n",
+            k->n_bufs, (int)k->tpl.a, (int)k->tpl.b, (int)k->tpl.out, k->kind == KIR_CONV,
+            cfg->mode);
     fprintf(fp, "static const int TGC_DT[] = {");
     for (int i = 0; i < k->n_bufs; i++)
         fprintf(fp, "%d, ", k->bufs[i].dtype == TGC_F32 ? 0 : k->bufs[i].dtype == TGC_F16 ? 1 : 2);
@@ -339,9 +342,12 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     for (int i = 0; i < 7; i++)
         fprintf(fp, "%lldLL, ", (long long)k->tpl.attrs.i[i]);
     fprintf(fp, "};\nstatic unsigned TGC_GRID[3] = {%u, %u, %u};\n", grid[0], grid[1], grid[2]);
-    fprintf(fp, "static const unsigned TGC_NT = %u, TGC_SMEM = %u;\nstatic const size_t TGC_WS = %zu;\n",
-            block[0], smem, ws);
-    fprintf(fp, "static const int TGC_EPI = %d, TGC_BIAS = %d, TGC_RES = %d;\n", tc->epi, bias, res);
+    fprintf(
+        fp,
+        "static const unsigned TGC_NT = %u, TGC_SMEM = %u;\nstatic const size_t TGC_WS = %zu;\n",
+        block[0], smem, ws);
+    fprintf(fp, "static const int TGC_EPI = %d, TGC_BIAS = %d, TGC_RES = %d;\n", tc->epi, bias,
+            res);
     fprintf(fp, "#define TGC_KERNEL tgc_k\n#define TGC_KB tgc_k_b\n#define TGC_KS tgc_k_s\n");
     fclose(fp);
     return 0;
@@ -432,9 +438,19 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     tgc_cuda_tpl cfg;
     if (!g_emit_dir) /* the emulator brings its own subset of the prelude */
         tgc_sb_puts(&sb, tgc_cuda_prelude());
-    tgc_status rs = force ? tgc_cuda_render_template_tile(&sb, k, &slots, "tgc_k", tc->prec, sm,
-                                                          force, &cfg)
-                          : tgc_cuda_render_template(&sb, k, &slots, "tgc_k", tc->prec, sm, &cfg);
+    tgc_cuda_tpl tile_cfg;
+    if (!force && tc->tile) {
+        tile_cfg = (tgc_cuda_tpl){.bm = tc->tile[0],
+                                  .bn = tc->tile[1],
+                                  .bk = tc->tile[2],
+                                  .wm = tc->tile[3],
+                                  .wn = tc->tile[4],
+                                  .stages = tc->tile[5]};
+        force = &tile_cfg;
+    }
+    tgc_status rs =
+        force ? tgc_cuda_render_template_tile(&sb, k, &slots, "tgc_k", tc->prec, sm, force, &cfg)
+              : tgc_cuda_render_template(&sb, k, &slots, "tgc_k", tc->prec, sm, &cfg);
     if (rs == TGC_ERR_INVALID_ARG && force) { /* a tile the mode cannot take: not a failure */
         tgc_sb_free(&sb);
         kir_args_free(&slots);
@@ -451,7 +467,8 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     char *src = tgc_sb_take(&sb), *cubin = NULL;
     size_t cubin_n = 0;
     if (g_emit_dir) {
-        int r = emit_case(g_case_idx, tc, k, g, src, &cfg, sms, buf_of(k, bias_id), buf_of(k, res_id));
+        int r =
+            emit_case(g_case_idx, tc, k, g, src, &cfg, sms, buf_of(k, bias_id), buf_of(k, res_id));
         free(src);
         kir_args_free(&slots);
         kir_kernel_free(k);
@@ -532,7 +549,8 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     size_t total = out->n, samples = total <= (1u << 18) ? total : 4096, bad = 0;
     double worst = 0;
     for (size_t s = 0; s < samples; s++) {
-        size_t idx = samples == total ? s : (size_t)((rng = rng * 6364136223846793005ull + 1) >> 20) % total;
+        size_t idx =
+            samples == total ? s : (size_t)((rng = rng * 6364136223846793005ull + 1) >> 20) % total;
         double as, r;
         if (tc->kind == C_CONV) {
             int64_t ohw = geo.oh * geo.ow, img = (int64_t)idx / (geo.co * ohw);
@@ -544,7 +562,8 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
             r = ref_gemm(&geo, A->f, B->f, b, rem / geo.c_rs, rem % geo.c_rs, &as);
             r = apply_epi(tc->epi, r, bias ? bias->f : NULL, NULL, rem % geo.c_rs, idx);
         }
-        double got = es == 2 ? from_half_bits(((uint16_t *)raw)[idx], out->dt) : ((float *)raw)[idx];
+        double got =
+            es == 2 ? from_half_bits(((uint16_t *)raw)[idx], out->dt) : ((float *)raw)[idx];
         /* each epilogue op of a 16-bit kernel rounds: allow two roundings of every term */
         double mag = fabs(r);
         if (tc->epi && to > 0)
@@ -624,51 +643,143 @@ int main(int argc, char **argv)
     const tgc_matmul_precision H = TGC_PRECISION_HIGHEST, T = TGC_PRECISION_HIGH,
                                M = TGC_PRECISION_MEDIUM;
     const tcase cases[] = {
-        {"mm f32 highest 4096", C_MATMUL, TGC_F32, H, {4096, 4096, 4096}, 1, 0},
-        {"mm f32 tf32 4096", C_MATMUL, TGC_F32, T, {4096, 4096, 4096}, 1, 0},
-        {"mm f32 bf16 4096", C_MATMUL, TGC_F32, M, {4096, 4096, 4096}, 1, 0},
-        {"mm f16 4096", C_MATMUL, TGC_F16, H, {4096, 4096, 4096}, 1, 0},
-        {"mm bf16 4096", C_MATMUL, TGC_BF16, H, {4096, 4096, 4096}, 1, 0},
-        {"mm f32 highest odd", C_MATMUL, TGC_F32, H, {333, 517, 201}, 0, 0},
-        {"mm f32 tf32 odd", C_MATMUL, TGC_F32, T, {333, 517, 201}, 0, 0},
-        {"mm f32 bf16 odd", C_MATMUL, TGC_F32, M, {333, 517, 201}, 0, 0},
-        {"mm f16 odd", C_MATMUL, TGC_F16, H, {333, 517, 203}, 0, 0},
-        {"mm bf16 odd", C_MATMUL, TGC_BF16, H, {333, 517, 203}, 0, 0},
-        {"mm f32 tf32 K%4!=0 (no vec)", C_MATMUL, TGC_F32, T, {130, 130, 131}, 0, 0},
-        {"mm f16 K%8!=0 (no vec)", C_MATMUL, TGC_F16, H, {130, 130, 131}, 0, 0},
-        {"mmT f32 highest", C_MATMUL_TA, TGC_F32, H, {300, 260, 170}, 0, 0},
-        {"mmT f32 tf32", C_MATMUL_TA, TGC_F32, T, {300, 260, 170}, 0, 0},
-        {"mmT bf16", C_MATMUL_TA, TGC_BF16, H, {300, 264, 176}, 0, 0},
-        {"linear f32 highest", C_LINEAR, TGC_F32, H, {1024, 768, 768}, 0, 0},
-        {"linear f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 0},
-        {"linear f16", C_LINEAR, TGC_F16, H, {1024, 3072, 768}, 1, 0},
-        {"linear bf16 small-M", C_LINEAR, TGC_BF16, H, {8, 768, 768}, 0, 0},
-        {"bmm NT f32 tf32", C_BMM_NT, TGC_F32, T, {128, 128, 64, 96}, 0, 0},
-        {"bmm NT f32 highest", C_BMM_NT, TGC_F32, H, {100, 77, 64, 12}, 0, 0},
-        {"bmm NT f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 0},
-        {"splitK f32 highest", C_MATMUL, TGC_F32, H, {64, 10, 16384}, 0, 0},
-        {"splitK f32 tf32", C_MATMUL, TGC_F32, T, {256, 256, 16384}, 1, 0},
-        {"splitK bf16", C_MATMUL, TGC_BF16, H, {64, 100, 8192}, 0, 0},
-        {"conv3x3 f32 highest", C_CONV, TGC_F32, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
-        {"conv3x3 f32 tf32", C_CONV, TGC_F32, T, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
-        {"conv3x3 f32 bf16", C_CONV, TGC_F32, M, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 0, 0},
-        {"conv3x3 bf16", C_CONV, TGC_BF16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0},
-        {"conv3x3 256ch tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1}, 1, 0},
-        {"conv stem 7x7/2 tf32", C_CONV, TGC_F32, T, {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1}, 0, 0},
-        {"conv s2 d2 g2 highest", C_CONV, TGC_F32, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
-        {"conv s2 d2 g2 tf32", C_CONV, TGC_F32, T, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
-        {"conv s2 d2 g2 f16", C_CONV, TGC_F16, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 0},
-        {"conv depthwise tf32", C_CONV, TGC_F32, T, {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0, 0},
-        {"conv 1x1/2 tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1}, 0, 0},
-        {"conv 512ch 2x2 splitK tf32", C_CONV, TGC_F32, T, {2, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1}, 0, 0},
-        {"linear+bias+relu f32 highest", C_LINEAR, TGC_F32, H, {512, 768, 768}, 0, 1},
-        {"linear+bias+relu f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 1},
-        {"linear+bias+relu bf16", C_LINEAR, TGC_BF16, H, {1024, 3072, 768}, 1, 1},
-        {"conv+bias+res+relu tf32", C_CONV, TGC_F32, T, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 2},
-        {"conv+bias+res+relu f16", C_CONV, TGC_F16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 0, 2},
-        {"conv+bias+relu g2 highest", C_CONV, TGC_F32, H, {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, 1},
-        {"bmm NT x0.125 f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 3},
+        {"mm f32 highest 4096", C_MATMUL, TGC_F32, H, {4096, 4096, 4096}, 1, 0, NULL},
+        {"mm f32 tf32 4096", C_MATMUL, TGC_F32, T, {4096, 4096, 4096}, 1, 0, NULL},
+        {"mm f32 bf16 4096", C_MATMUL, TGC_F32, M, {4096, 4096, 4096}, 1, 0, NULL},
+        {"mm f16 4096", C_MATMUL, TGC_F16, H, {4096, 4096, 4096}, 1, 0, NULL},
+        {"mm bf16 4096", C_MATMUL, TGC_BF16, H, {4096, 4096, 4096}, 1, 0, NULL},
+        {"mm f32 highest odd", C_MATMUL, TGC_F32, H, {333, 517, 201}, 0, 0, NULL},
+        {"mm f32 tf32 odd", C_MATMUL, TGC_F32, T, {333, 517, 201}, 0, 0, NULL},
+        {"mm f32 bf16 odd", C_MATMUL, TGC_F32, M, {333, 517, 201}, 0, 0, NULL},
+        {"mm f16 odd", C_MATMUL, TGC_F16, H, {333, 517, 203}, 0, 0, NULL},
+        {"mm bf16 odd", C_MATMUL, TGC_BF16, H, {333, 517, 203}, 0, 0, NULL},
+        {"mm f32 tf32 K%4!=0 (no vec)", C_MATMUL, TGC_F32, T, {130, 130, 131}, 0, 0, NULL},
+        {"mm f16 K%8!=0 (no vec)", C_MATMUL, TGC_F16, H, {130, 130, 131}, 0, 0, NULL},
+        {"mmT f32 highest", C_MATMUL_TA, TGC_F32, H, {300, 260, 170}, 0, 0, NULL},
+        {"mmT f32 tf32", C_MATMUL_TA, TGC_F32, T, {300, 260, 170}, 0, 0, NULL},
+        {"mmT bf16", C_MATMUL_TA, TGC_BF16, H, {300, 264, 176}, 0, 0, NULL},
+        {"linear f32 highest", C_LINEAR, TGC_F32, H, {1024, 768, 768}, 0, 0, NULL},
+        {"linear f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 0, NULL},
+        {"linear f16", C_LINEAR, TGC_F16, H, {1024, 3072, 768}, 1, 0, NULL},
+        {"linear bf16 small-M", C_LINEAR, TGC_BF16, H, {8, 768, 768}, 0, 0, NULL},
+        {"bmm NT f32 tf32", C_BMM_NT, TGC_F32, T, {128, 128, 64, 96}, 0, 0, NULL},
+        {"bmm NT f32 highest", C_BMM_NT, TGC_F32, H, {100, 77, 64, 12}, 0, 0, NULL},
+        {"bmm NT f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 0, NULL},
+        {"splitK f32 highest", C_MATMUL, TGC_F32, H, {64, 10, 16384}, 0, 0, NULL},
+        {"splitK f32 tf32", C_MATMUL, TGC_F32, T, {256, 256, 16384}, 1, 0, NULL},
+        {"splitK bf16", C_MATMUL, TGC_BF16, H, {64, 100, 8192}, 0, 0, NULL},
+        {"conv3x3 f32 highest",
+         C_CONV,
+         TGC_F32,
+         H,
+         {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         0,
+         NULL},
+        {"conv3x3 f32 tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         0,
+         NULL},
+        {"conv3x3 f32 bf16",
+         C_CONV,
+         TGC_F32,
+         M,
+         {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},
+         0,
+         0,
+         NULL},
+        {"conv3x3 bf16", C_CONV, TGC_BF16, H, {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, 1, 0, NULL},
+        {"conv3x3 256ch tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1},
+         1,
+         0,
+         NULL},
+        {"conv stem 7x7/2 tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},
+         0,
+         0,
+         NULL},
+        {"conv s2 d2 g2 highest",
+         C_CONV,
+         TGC_F32,
+         H,
+         {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},
+         0,
+         0,
+         NULL},
+        {"conv s2 d2 g2 tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},
+         0,
+         0,
+         NULL},
+        {"conv s2 d2 g2 f16",
+         C_CONV,
+         TGC_F16,
+         H,
+         {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},
+         0,
+         0,
+         NULL},
+        {"conv depthwise tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32},
+         0,
+         0,
+         NULL},
+        {"conv 1x1/2 tf32", C_CONV, TGC_F32, T, {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1}, 0, 0, NULL},
+        {"conv 512ch 2x2 splitK tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {2, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1},
+         0,
+         0,
+         NULL},
+        {"linear+bias+relu f32 highest", C_LINEAR, TGC_F32, H, {512, 768, 768}, 0, 1, NULL},
+        {"linear+bias+relu f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 1, NULL},
+        {"linear+bias+relu bf16", C_LINEAR, TGC_BF16, H, {1024, 3072, 768}, 1, 1, NULL},
+        {"conv+bias+res+relu tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         2,
+         NULL},
+        {"conv+bias+res+relu f16",
+         C_CONV,
+         TGC_F16,
+         H,
+         {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},
+         0,
+         2,
+         NULL},
+        {"conv+bias+relu g2 highest",
+         C_CONV,
+         TGC_F32,
+         H,
+         {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},
+         0,
+         1,
+         NULL},
+        {"bmm NT x0.125 f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 3, NULL},
     };
+    static const int big_tile[6] = {128, 256, 32, 2, 4, 3};
     /* emit: small shapes with every feature, every mode (the CPU emulator is slow) */
     enum { NE = 96 };
     static tcase emu[NE];
@@ -681,39 +792,44 @@ int main(int argc, char **argv)
             int all_modes;
             int64_t d[11];
             int epi;
+            const int *tile;
         } base[] = {
-            {"linear+bias+relu", C_LINEAR, 1, {150, 72, 48}, 1},
-            {"conv+bias+res+relu", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 2},
-            {"conv+bias+relu g2", C_CONV, 0, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 1},
-            {"bmm NT x0.125", C_BMM_NT, 0, {40, 24, 32, 3}, 3},
-            {"mm odd", C_MATMUL, 1, {133, 77, 70}, 0},
-            {"mmT", C_MATMUL_TA, 1, {70, 136, 40}, 0},
-            {"linear", C_LINEAR, 1, {150, 72, 48}, 0},
-            {"bmm NT", C_BMM_NT, 1, {40, 24, 32, 3}, 0},
-            {"splitK", C_MATMUL, 1, {64, 10, 2048}, 0},
-            {"conv3x3", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 0},
-            {"conv s2 d2 g2", C_CONV, 1, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0},
-            {"mm K%vec", C_MATMUL, 0, {130, 66, 131}, 0},
-            {"conv stem 7x7/2", C_CONV, 0, {2, 3, 16, 16, 16, 7, 7, 2, 3, 1, 1}, 0},
-            {"conv depthwise", C_CONV, 0, {2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0},
-            {"conv 1x1/2", C_CONV, 0, {2, 32, 8, 8, 64, 1, 1, 2, 0, 1, 1}, 0},
-            {"conv splitK", C_CONV, 0, {1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1}, 0},
-            {"mm 200x130 M>64", C_MATMUL, 0, {200, 130, 64}, 0},
+            {"linear+bias+relu", C_LINEAR, 1, {150, 72, 48}, 1, NULL},
+            {"conv+bias+res+relu", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 2, NULL},
+            {"conv+bias+relu g2", C_CONV, 0, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 1, NULL},
+            {"bmm NT x0.125", C_BMM_NT, 0, {40, 24, 32, 3}, 3, NULL},
+            {"mm odd", C_MATMUL, 1, {133, 77, 70}, 0, NULL},
+            {"mmT", C_MATMUL_TA, 1, {70, 136, 40}, 0, NULL},
+            {"linear", C_LINEAR, 1, {150, 72, 48}, 0, NULL},
+            {"bmm NT", C_BMM_NT, 1, {40, 24, 32, 3}, 0, NULL},
+            {"splitK", C_MATMUL, 1, {64, 10, 2048}, 0, NULL},
+            {"conv3x3", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 0, NULL},
+            {"conv s2 d2 g2", C_CONV, 1, {3, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, NULL},
+            {"mm K%vec", C_MATMUL, 0, {130, 66, 131}, 0, NULL},
+            {"conv stem 7x7/2", C_CONV, 0, {2, 3, 16, 16, 16, 7, 7, 2, 3, 1, 1}, 0, NULL},
+            {"conv depthwise", C_CONV, 0, {2, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32}, 0, NULL},
+            {"conv 1x1/2", C_CONV, 0, {2, 32, 8, 8, 64, 1, 1, 2, 0, 1, 1}, 0, NULL},
+            {"conv splitK", C_CONV, 0, {1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1}, 0, NULL},
+            {"mm 200x130 M>64", C_MATMUL, 0, {200, 130, 64}, 0, NULL},
+            {"mm tile 128x256", C_MATMUL, 1, {300, 520, 96}, 0, big_tile},
+            {"linear tile 128x256", C_LINEAR, 0, {140, 300, 64}, 1, big_tile},
         };
         const struct {
             const char *tag;
             tgc_dtype dt;
             tgc_matmul_precision p;
-        } modes[5] = {{"f32 highest", TGC_F32, H}, {"f32 tf32", TGC_F32, T},
-                      {"f32 bf16", TGC_F32, M},    {"f16", TGC_F16, H},
+        } modes[5] = {{"f32 highest", TGC_F32, H},
+                      {"f32 tf32", TGC_F32, T},
+                      {"f32 bf16", TGC_F32, M},
+                      {"f16", TGC_F16, H},
                       {"bf16", TGC_BF16, H}};
         for (size_t b = 0; b < sizeof base / sizeof base[0]; b++)
             for (int m = 0; m < 5; m++) {
                 if (!base[b].all_modes && m != 1 && m != 3)
                     continue;
                 snprintf(names[ne], sizeof names[ne], "%s %s", base[b].name, modes[m].tag);
-                emu[ne] = (tcase){names[ne], base[b].kind, modes[m].dt, modes[m].p, {0}, 0,
-                                  base[b].epi};
+                emu[ne] = (tcase){names[ne], base[b].kind, modes[m].dt, modes[m].p, {0},
+                                  0,         base[b].epi,  base[b].tile};
                 memcpy(emu[ne].d, base[b].d, sizeof emu[ne].d);
                 ne++;
             }
@@ -741,8 +857,12 @@ int main(int argc, char **argv)
             {128, 128, 16, 0, 0, 2}, {128, 128, 16, 0, 0, 3}, {128, 128, 16, 0, 0, 4},
         };
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-            tgc_cuda_tpl f = {.bm = tiles[t][0], .bn = tiles[t][1], .bk = tiles[t][2],
-                              .wm = tiles[t][3], .wn = tiles[t][4], .stages = tiles[t][5]};
+            tgc_cuda_tpl f = {.bm = tiles[t][0],
+                              .bn = tiles[t][1],
+                              .bk = tiles[t][2],
+                              .wm = tiles[t][3],
+                              .wn = tiles[t][4],
+                              .stages = tiles[t][5]};
             int simt_tile = f.wm == 0;
             if (simt_tile != (cases[i].dt == TGC_F32 && cases[i].prec == H))
                 continue;

@@ -153,7 +153,8 @@ static void matmul_every_precision_compiles_with_its_instruction(void **state)
         check_mode_ptx(ptx, modes[i]);
         free(ptx);
         free(src);
-        /* 4096^3: 32 x 32 tiles, no split */
+        /* 4096^3: no split; the tensor-core modes take 128 x 256 tiles of 64 x 64 warps */
+        assert_int_equal(cfg.bn, i == 0 ? 128 : 256);
         tgc_gemm_geom geo;
         tgc_cuda_template_geom(t.k, g->syms, NULL, &geo);
         assert_int_equal(geo.M, 4096);
@@ -161,7 +162,7 @@ static void matmul_every_precision_compiles_with_its_instruction(void **state)
         unsigned grid[3], block[3], smem;
         size_t ws;
         tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
-        assert_int_equal(grid[0], 32 * 32);
+        assert_int_equal(grid[0], (4096 / cfg.bm) * (4096 / cfg.bn));
         assert_int_equal(grid[1], 1);
         assert_int_equal(grid[2], 1);
         assert_int_equal(block[0], (unsigned)cfg.threads);
@@ -213,7 +214,7 @@ static void symbolic_sizes_are_read_from_the_geometry(void **state)
         tgc_cuda_tpl cfg;
         char *src = NULL;
         char *ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, &src);
-        assert_null(strstr(src, "G.M ="));        /* symbolic: from g */
+        assert_null(strstr(src, "G.M ="));            /* symbolic: from g */
         assert_non_null(strstr(src, "G.K = 768LL;")); /* constant: compiled in */
         free(ptx);
         free(src);
@@ -292,11 +293,11 @@ static void conv_shapes_compile(void **state)
     (void)state;
     /* {n, c, h, w, o, kh, kw, stride, pad, dilation, groups} */
     const int64_t cases[][11] = {
-        {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},  /* ResNet basic block */
-        {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},   /* stem: K = 147 (no 16-byte rows) */
-        {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},   /* stride, dilation, groups */
-        {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32},    /* depthwise */
-        {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1},  /* 1x1 downsample */
+        {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1}, /* ResNet basic block */
+        {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},  /* stem: K = 147 (no 16-byte rows) */
+        {8, 16, 15, 17, 32, 3, 3, 2, 2, 2, 2},  /* stride, dilation, groups */
+        {4, 32, 9, 9, 32, 3, 3, 1, 1, 1, 32},   /* depthwise */
+        {64, 256, 8, 8, 512, 1, 1, 2, 0, 1, 1}, /* 1x1 downsample */
     };
     for (int c = 0; c < N_OF(cases); c++) {
         const int64_t *p = cases[c];
@@ -328,8 +329,8 @@ static void conv_shapes_compile(void **state)
             size_t ws;
             tgc_cuda_template_launch(&cfg, t.k, &geo, 132, grid, block, &smem, &ws);
             int64_t oh = geo.oh, ow = geo.ow;
-            int64_t tiles = (p[4] / p[10] + cfg.bm - 1) / cfg.bm *
-                            ((p[0] * oh * ow + cfg.bn - 1) / cfg.bn);
+            int64_t tiles =
+                (p[4] / p[10] + cfg.bm - 1) / cfg.bm * ((p[0] * oh * ow + cfg.bn - 1) / cfg.bn);
             assert_int_equal(grid[0], (unsigned)tiles);
             assert_int_equal(grid[2], (unsigned)p[10]);
         }
@@ -479,6 +480,42 @@ static void unsupported_dtype_and_arch_are_errors(void **state)
     tgc_graph_free(g);
 }
 
+/* The embedded library (cuda_gemm_lib.inc) is the checked-in cuda_gemm_lib.cuh: every
+ * rendered template starts with it (tools/cuda_embed.sh regenerates the .inc). */
+static void embedded_library_matches_its_source(void **state)
+{
+    (void)state;
+    char path[1024];
+    const char *me = __FILE__, *cut = strstr(me, "tests/unit/test_cuda_gemm.c");
+    if (!cut)
+        skip();
+    snprintf(path, sizeof path, "%.*ssrc/backend/cuda/cuda_gemm_lib.cuh", (int)(cut - me), me);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        skip();
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *want = malloc((size_t)n + 1);
+    assert_int_equal(fread(want, 1, (size_t)n, f), (size_t)n);
+    want[n] = 0;
+    fclose(f);
+    tgc_graph *g = tgc_graph_create();
+    matmul_graph(g, TGC_F32, 8, 8, 8);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl cfg;
+    assert_int_equal(
+        tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST, 90, &cfg), TGC_OK);
+    if (strncmp(sb.data, want, (size_t)n) != 0)
+        fail_msg("cuda_gemm_lib.inc is stale: run sh tools/cuda_embed.sh");
+    free(want);
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
+}
+
 static int report_skips(void **state)
 {
     (void)state;
@@ -504,6 +541,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(half_conv_compiles, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(embedded_library_matches_its_source, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(unsupported_dtype_and_arch_are_errors, scoped_setup,
                                         scoped_teardown),
     };

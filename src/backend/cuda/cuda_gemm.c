@@ -46,12 +46,9 @@ static int mode_of(const kir_kernel *k, tgc_matmul_precision prec)
         return prec == TGC_PRECISION_HIGH     ? TGC_CUDA_TPL_TF32
                : prec == TGC_PRECISION_MEDIUM ? TGC_CUDA_TPL_BF16X
                                               : TGC_CUDA_TPL_SIMT;
-    case TGC_F16:
-        return TGC_CUDA_TPL_F16;
-    case TGC_BF16:
-        return TGC_CUDA_TPL_BF16;
-    default:
-        return -1;
+    case TGC_F16: return TGC_CUDA_TPL_F16;
+    case TGC_BF16: return TGC_CUDA_TPL_BF16;
+    default: return -1;
     }
 }
 
@@ -100,7 +97,12 @@ static void choose(const kir_kernel *k, int mode, plan *p)
         p->c.wn = 4;
         /* 128 x 128 with 8 warps of 64 x 32; a side of at most 64 gets a 64 tile and 4 warps */
         int small_m = M >= 0 && M <= 64, small_n = N >= 0 && N <= 64;
-        if (small_m && small_n) {
+        /* large problems (two waves of 128 x 256 tiles on 132 SMs): 64 x 64 warp tiles, half
+         * the shared-memory reads per mma */
+        int big = M >= 128 && N >= 256 && M * N >= 2LL * 132 * 128 * 256;
+        if (big) {
+            p->c.bn = 256;
+        } else if (small_m && small_n) {
             p->c.bm = p->c.bn = 64;
             p->c.wm = p->c.wn = 2;
         } else if (small_m) {
@@ -142,13 +144,10 @@ static void choose(const kir_kernel *k, int mode, plan *p)
 static const char *ctype(tgc_dtype dt)
 {
     switch (dt) {
-    case TGC_F32:
-        return "float";
+    case TGC_F32: return "float";
     case TGC_F16:
-    case TGC_BF16:
-        return "unsigned short";
-    default:
-        return NULL;
+    case TGC_BF16: return "unsigned short";
+    default: return NULL;
     }
 }
 
@@ -176,15 +175,15 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
     if (res >= 0) {
         uint8_t *emitted = calloc((size_t)(k->n_vals > 0 ? k->n_vals : 1), 1);
         if (!emitted)
-            return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s",
-                                 fname);
+            return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", fname);
         tgc_cuda_val_env env = {.acc = {"acc"},
                                 .var = {"v0", "v1", "v2"},
                                 .bufs = "b.p",
                                 .sizes = "s.v",
                                 .prefix = "tv"};
         tgc_strbuf body = {0};
-        tgc_status st = tgc_cuda_render_vals(&body, k, slots, &env, res, name, sizeof name, emitted);
+        tgc_status st =
+            tgc_cuda_render_vals(&body, k, slots, &env, res, name, sizeof name, emitted);
         free(emitted);
         if (st != TGC_OK) {
             tgc_sb_free(&body);
@@ -194,10 +193,9 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
             tgc_sb_puts(o, body.data);
         tgc_sb_free(&body);
         if (k->vals[res].dtype != t->out_dtype)
-            return tgc_set_error(TGC_ERR_INTERNAL,
-                                 "tgc cuda: the epilogue of kernel %s gives %s, its output is %s",
-                                 fname, tgc_dtype_name(k->vals[res].dtype),
-                                 tgc_dtype_name(t->out_dtype));
+            return tgc_set_error(
+                TGC_ERR_INTERNAL, "tgc cuda: the epilogue of kernel %s gives %s, its output is %s",
+                fname, tgc_dtype_name(k->vals[res].dtype), tgc_dtype_name(t->out_dtype));
     }
     const char *idx = "v0 * c_bs + v1 * c_rs + v2";
     if (t->out_dtype == TGC_F32)
@@ -286,10 +284,9 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                              fname);
     int mode = mode_of(k, prec);
     if (mode < 0 || !ctype(k->tpl.out_dtype))
-        return tgc_set_error(TGC_ERR_UNSUPPORTED,
-                             "tgc cuda: no %s template for %s operands (kernel %s)",
-                             k->kind == KIR_CONV ? "conv" : "GEMM", tgc_dtype_name(k->tpl.dtype),
-                             fname);
+        return tgc_set_error(
+            TGC_ERR_UNSUPPORTED, "tgc cuda: no %s template for %s operands (kernel %s)",
+            k->kind == KIR_CONV ? "conv" : "GEMM", tgc_dtype_name(k->tpl.dtype), fname);
     if (sm < 80)
         return tgc_set_error(TGC_ERR_UNSUPPORTED,
                              "tgc cuda: the GEMM / conv templates need sm_80 or newer (cp.async, "
@@ -333,8 +330,8 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
     if (c->mode == TGC_CUDA_TPL_SIMT)
         tgc_sb_printf(&o, "    typedef tgc_simt_comp<%d, LA, LB> COMP;\n", c->bk);
     else
-        tgc_sb_printf(&o, "    typedef tgc_tc_comp<%d, %d, %d, %d, %d, %d, LA, LB> COMP;\n", c->mode,
-                      c->bm, c->bn, c->bk, c->wm, c->wn);
+        tgc_sb_printf(&o, "    typedef tgc_tc_comp<%d, %d, %d, %d, %d, %d, LA, LB> COMP;\n",
+                      c->mode, c->bm, c->bn, c->bk, c->wm, c->wn);
     tgc_sb_printf(&o,
                   "    tgc_%s_prob<LA, LB, %d, %s_ep> pb;\n"
                   "    pb.A = (const char *)b.p[%d];\n"
@@ -426,8 +423,7 @@ static int64_t splits_of(const tgc_cuda_tpl *cfg, const dims *d, int64_t tiles, 
 {
     int64_t ktiles = ceil_div(d->K, cfg->bk);
     int64_t work = tiles * d->batch;
-    if (!cfg->split_k || work <= 0 || d->batch > 65535 || sms <= 0 || work * 2 > sms ||
-        ktiles < 8)
+    if (!cfg->split_k || work <= 0 || d->batch > 65535 || sms <= 0 || work * 2 > sms || ktiles < 8)
         return 1;
     int64_t s = sms / work;
     if (s > ktiles / 4)

@@ -33,30 +33,32 @@ typedef struct tgc_gemm_geom {
 } tgc_gemm_geom;
 
 typedef enum tgc_cuda_tpl_mode {
-    TGC_CUDA_TPL_SIMT = 0, /* fp32 FFMA */
-    TGC_CUDA_TPL_TF32 = 1, /* fp32 operands, TF32 mma */
+    TGC_CUDA_TPL_SIMT = 0,  /* fp32 FFMA */
+    TGC_CUDA_TPL_TF32 = 1,  /* fp32 operands, TF32 mma */
     TGC_CUDA_TPL_BF16X = 2, /* fp32 operands rounded to bf16, bf16 mma */
-    TGC_CUDA_TPL_F16 = 3,  /* f16 operands */
-    TGC_CUDA_TPL_BF16 = 4  /* bf16 operands */
+    TGC_CUDA_TPL_F16 = 3,   /* f16 operands */
+    TGC_CUDA_TPL_BF16 = 4   /* bf16 operands */
 } tgc_cuda_tpl_mode;
 
 /* The configuration a render chose (input to the launch). Plain data. */
 typedef struct tgc_cuda_tpl {
-    int kind;  /* KIR_GEMM or KIR_CONV */
-    int mode;  /* tgc_cuda_tpl_mode */
-    int bm, bn, bk; /* block tile */
-    int wm, wn;     /* warps along m and n (SIMT: 16 x 16 threads of 8 x 8) */
-    int stages;     /* cp.async pipeline depth */
-    int threads;    /* block threads */
+    int kind;            /* KIR_GEMM or KIR_CONV */
+    int mode;            /* tgc_cuda_tpl_mode */
+    int bm, bn, bk;      /* block tile */
+    int wm, wn;          /* warps along m and n (SIMT: 16 x 16 threads of 8 x 8) */
+    int stages;          /* cp.async pipeline depth */
+    int threads;         /* block threads */
     unsigned smem_bytes; /* dynamic shared memory (> 48 KiB needs the opt-in attribute) */
-    int split_k;    /* split-K allowed (the launch picks the split count per call) */
+    int split_k;         /* split-K allowed (the launch picks the split count per call) */
 } tgc_cuda_tpl;
 
 /* Appends kernel k (KIR_GEMM or KIR_CONV) as CUDA C to out: the template library once per
  * program (guarded with #ifndef), the NAME_b / NAME_s structs, the epilogue and the
  * __global__ NAME. slots: the kernel's size slots (kir_args_collect of k). prec applies to
- * F32 operands. sm: e.g. 90. *cfg receives the configuration. Errors: TGC_ERR_UNSUPPORTED
- * (an operand dtype the templates do not have, an epilogue op the renderer does not have),
+ * F32 operands. sm: e.g. 90. *cfg receives the configuration. The program must start with
+ * tgc_cuda_prelude() (cuda_render.h): the epilogue, rendered by tgc_cuda_render_vals, uses
+ * its helpers. Errors: TGC_ERR_UNSUPPORTED (an operand dtype the templates do not have, sm
+ * below 80), TGC_ERR_COMPILE (an epilogue value the value renderer does not handle),
  * TGC_ERR_OOM. */
 tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
                                     const char *fname, tgc_matmul_precision prec, int sm,

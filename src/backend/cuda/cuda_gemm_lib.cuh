@@ -168,19 +168,28 @@ template <int ES, int BMN, int BK, int NT, int L_, int PAD, int VEC, int KFAST> 
             return;
         }
         static_assert((BMN * BK) % NT == 0, "element loader: tile not a multiple of threads");
-#pragma unroll 8
-        for (int i = 0; i < BMN * BK / NT; i++) {
-            int e = (int)threadIdx.x + i * NT;
-            int k = KFAST ? e % BK : e / BMN, mn = KFAST ? e / BK : e % BMN;
-            long long kk = k0 + k;
-            bool ok = mn < MN && kk < K;
-            const char *src = ok ? p + ((long long)mn * smn + kk * sk) * ES : p;
-            char *dst = s + (L == 0 ? mn * LD + k : k * LD + mn) * ES;
-            if (ES == 4)
-                tgc_cp4(dst, src, ok ? 4 : 0);
-            else
-                *(unsigned short *)dst = ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
+        if (VEC) { // the misaligned fallback of a vector operand: kept small (compile time)
+#pragma unroll 1
+            for (int i = 0; i < BMN * BK / NT; i++)
+                elem(s, k0, i);
+        } else {
+#pragma unroll 4
+            for (int i = 0; i < BMN * BK / NT; i++)
+                elem(s, k0, i);
         }
+    }
+    __device__ __forceinline__ void elem(char *s, long long k0, int i) const
+    {
+        int e = (int)threadIdx.x + i * NT;
+        int k = KFAST ? e % BK : e / BMN, mn = KFAST ? e / BK : e % BMN;
+        long long kk = k0 + k;
+        bool ok = mn < MN && kk < K;
+        const char *src = ok ? p + ((long long)mn * smn + kk * sk) * ES : p;
+        char *dst = s + (L == 0 ? mn * LD + k : k * LD + mn) * ES;
+        if (ES == 4)
+            tgc_cp4(dst, src, ok ? 4 : 0);
+        else
+            *(unsigned short *)dst = ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
     }
 };
 
@@ -245,7 +254,8 @@ template <int ES, int BN, int BK, int NT, int PAD> struct tgc_im2col {
             int rd = -(1 << 28), sd = 0;
             long long koff = 0;
             if (kk < K) {
-                int ci = (int)(kk / KHW), rr = (int)(kk - (long long)ci * KHW);
+                int k32 = (int)kk; // K < 2^31: 32-bit division (by a constant when KH, KW are)
+                int ci = k32 / KHW, rr = k32 - ci * KHW;
                 int kr = rr / KW, ks = rr - kr * KW;
                 rd = kr * DH;
                 sd = ks * DW;
@@ -284,7 +294,7 @@ __device__ __forceinline__ void tgc_pipeline(const LA &la, const LB &lb, int kb,
                                              char *sB, int es, int bk, COMPUTE &comp)
 {
     const int sa = LA::SIZE * es, sb = LB::SIZE * es;
-#pragma unroll
+#pragma unroll 1
     for (int s = 0; s < ST - 1; s++) {
         if (kb + s < ke) {
             la.load(sA + s * sa, (long long)(kb + s) * bk);
@@ -334,7 +344,7 @@ template <int MODE, int BM, int BN, int BK, int WM, int WN, class LA, class LB> 
         const int g = lane >> 2, t = lane & 3;
         if (MODE == TGC_TPL_TF32) {
             const float *sA = (const float *)sA_, *sB = (const float *)sB_;
-#pragma unroll
+#pragma unroll 2 // fully unrolled, 64 x 64 warp tiles spill (the tf32 fragments of 4 k steps)
             for (int kk = 0; kk < BK; kk += 8) {
                 unsigned af[MT][4], bf[NT8][2];
 #pragma unroll
