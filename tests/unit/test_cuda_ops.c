@@ -38,6 +38,10 @@
 #include "tgc/cuda.h"
 #include "tgc/ops.h"
 
+#ifdef TGC_CUDA_OPS_EMU
+void tgc_ops_emu_init(void);
+#endif
+
 static int g_gpu, g_nvrtc;
 static char g_reason[512], g_nvrtc_reason[512];
 static int g_gpu_skipped, g_nvrtc_skipped;
@@ -354,10 +358,9 @@ static void test_gpu_pointwise(void **state)
     const int64_t s3[3] = {3, 5, 7}, s_b[2] = {1, 7}, s2[2] = {5, 7};
     tgc_attrs none;
     memset(&none, 0, sizeof none);
-    static const tgc_op bin[] = {TGC_OP_ADD,     TGC_OP_SUB,     TGC_OP_MUL, TGC_OP_DIV,
-                                 TGC_OP_POW,     TGC_OP_MAXIMUM, TGC_OP_MINIMUM, TGC_OP_EQ,
-                                 TGC_OP_NE,      TGC_OP_LT,      TGC_OP_LE,  TGC_OP_GT,
-                                 TGC_OP_GE};
+    static const tgc_op bin[] = {TGC_OP_ADD,     TGC_OP_SUB,     TGC_OP_MUL, TGC_OP_DIV, TGC_OP_POW,
+                                 TGC_OP_MAXIMUM, TGC_OP_MINIMUM, TGC_OP_EQ,  TGC_OP_NE,  TGC_OP_LT,
+                                 TGC_OP_LE,      TGC_OP_GT,      TGC_OP_GE};
     for (size_t o = 0; o < sizeof bin / sizeof bin[0]; o++)
         for (size_t i = 0; i < sizeof all_dt / sizeof all_dt[0]; i++) {
             tgc_dtype da = all_dt[i], db = all_dt[(i + 3) % 7];
@@ -372,9 +375,9 @@ static void test_gpu_pointwise(void **state)
             if (da != TGC_BOOL)
                 check_op(what, bin[o], same, 2, &none);
         }
-    static const tgc_op un[] = {TGC_OP_NEG,  TGC_OP_ABS,     TGC_OP_EXP,  TGC_OP_LOG,
-                                TGC_OP_SQRT, TGC_OP_RSQRT,   TGC_OP_TANH, TGC_OP_SIGMOID,
-                                TGC_OP_RELU, TGC_OP_GELU,    TGC_OP_GELU_TANH, TGC_OP_SILU,
+    static const tgc_op un[] = {TGC_OP_NEG,  TGC_OP_ABS,   TGC_OP_EXP,       TGC_OP_LOG,
+                                TGC_OP_SQRT, TGC_OP_RSQRT, TGC_OP_TANH,      TGC_OP_SIGMOID,
+                                TGC_OP_RELU, TGC_OP_GELU,  TGC_OP_GELU_TANH, TGC_OP_SILU,
                                 TGC_OP_ERF};
     for (size_t o = 0; o < sizeof un / sizeof un[0]; o++)
         for (size_t i = 0; i < sizeof all_dt / sizeof all_dt[0]; i++) {
@@ -421,8 +424,8 @@ static void test_gpu_cast(void **state)
             tgc_tensor *x = cpu_transposed(all_dt[i], s, 2);
             /* specials: NaN, infinities, huge and negative values */
             if (tgc_dtype_is_float(all_dt[i])) {
-                static const double sp[] = {NAN, INFINITY, -INFINITY, 3e9, -3e9, 1e20, -0.0,
-                                            65519.0, 65520.0, 70000.0, 2.5, -2.5};
+                static const double sp[] = {NAN,  INFINITY, -INFINITY, 3e9,     -3e9, 1e20,
+                                            -0.0, 65519.0,  65520.0,   70000.0, 2.5,  -2.5};
                 for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++)
                     tgc_store(tgc_host_data(x), all_dt[i],
                               tgc_tensor_elem_offset(x, (int64_t)k * 7), sp[k]);
@@ -806,7 +809,12 @@ int main(void)
     g_nvrtc = tgc_nvrtc_load() == TGC_OK;
     snprintf(g_nvrtc_reason, sizeof g_nvrtc_reason, "%s", g_nvrtc ? "" : tgc_last_error());
     tgc_clear_error();
+#ifdef TGC_CUDA_OPS_EMU /* tests/cuda_emu: the kernels on the CPU, device memory on the host */
+    tgc_ops_emu_init();
+    g_gpu = 1;
+#else
     g_gpu = tgc_cuda_available() == TGC_OK;
+#endif
     snprintf(g_reason, sizeof g_reason, "%s", g_gpu ? "" : tgc_last_error());
     tgc_clear_error();
     const struct CMUnitTest tests[] = {
@@ -814,8 +822,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_supported_table, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_pointwise, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_cast, scoped_setup, scoped_teardown),
-        cmocka_unit_test_setup_teardown(test_gpu_views_and_movement, scoped_setup,
-                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_views_and_movement, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_indexing, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_reductions, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_norms, scoped_setup, scoped_teardown),

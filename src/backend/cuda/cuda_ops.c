@@ -100,10 +100,9 @@ static tgc_status new_out(const ops_ctx *c, const int64_t *shape, int nd, tgc_dt
         return TGC_OK;
     if (tgc_last_status() == TGC_ERR_OOM) {
         char dims[160];
-        return tgc_set_error(TGC_ERR_OOM,
-                             "tgc_%s: out of memory for its %s result of shape %s on cuda:%d", c->op,
-                             tgc_dtype_name(dt), tgc_format_dims(shape, nd, dims, sizeof dims),
-                             c->dev.index);
+        return tgc_set_error(
+            TGC_ERR_OOM, "tgc_%s: out of memory for its %s result of shape %s on cuda:%d", c->op,
+            tgc_dtype_name(dt), tgc_format_dims(shape, nd, dims, sizeof dims), c->dev.index);
     }
     return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_OOM;
 }
@@ -284,8 +283,8 @@ static tgc_status run_pointwise(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         int64_t st[TGC_MAX_DIMS];
         if (!broadcast_strides(in[k], shape, ndim, st))
             return tgc_set_error(TGC_ERR_INTERNAL,
-                                 "tgc_%s: input %d does not broadcast to the output's shape",
-                                 c->op, k);
+                                 "tgc_%s: input %d does not broadcast to the output's shape", c->op,
+                                 k);
         pw.in[k] = tv_make(shape, st, ndim, in[k]->dtype);
         pw.cast_dt[k] = (int)(cdt == TGC_DTYPE_COUNT ? in[k]->dtype : cdt);
     }
@@ -334,8 +333,7 @@ static tgc_status run_view_copy(const ops_ctx *c, const tgc_node *nd, tgc_tensor
     }
     /* a reshape that is not a view: x's elements in row-major order */
     tgc_row_major_strides(x->shape, x->ndim, ost);
-    return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr(x), x->shape, x->ndim,
-                     x->strides);
+    return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr(x), x->shape, x->ndim, x->strides);
 }
 
 static tgc_status run_cat(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
@@ -591,8 +589,8 @@ static tgc_status run_reduce(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     g.red.dt = (int)x->dtype;
     g.keep.dt = (int)x->dtype;
     g.op = (int)op;
-    g.as_int =
-        !tgc_dtype_is_float(x->dtype) && (op == TGC_OP_SUM || op == TGC_OP_MAX || op == TGC_OP_ARGMAX);
+    g.as_int = !tgc_dtype_is_float(x->dtype) &&
+               (op == TGC_OP_SUM || op == TGC_OP_MAX || op == TGC_OP_ARGMAX);
     g.odt = (int)nd->out.dtype;
     g.correction = op == TGC_OP_VAR ? (double)a->i[2] : 0.0;
     g.nout = prod(g.keep.shape, 0, g.keep.nd);
@@ -667,8 +665,8 @@ static tgc_status run_layer_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
         wt = k < nd->n_in ? in[k++] : NULL;
     if (bits & TGC_LN_HAS_BIAS)
         bs = k < nd->n_in ? in[k++] : NULL;
-    if (k != nd->n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) ||
-        ((bits & TGC_LN_HAS_BIAS) && !bs) || n_norm < 0 || n_norm > x->ndim)
+    if (k != nd->n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) || ((bits & TGC_LN_HAS_BIAS) && !bs) ||
+        n_norm < 0 || n_norm > x->ndim)
         return unsupported();
     int64_t M = prod(x->shape, x->ndim - n_norm, x->ndim);
     int64_t rows = prod(x->shape, 0, x->ndim - n_norm);
@@ -723,8 +721,8 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
          *bp = dptr(bs);
     int odt = (int)nd->out.dtype, tr = training;
     double momentum = nd->attrs.f[0], eps = nd->attrs.f[1];
-    void *args[] = {&xv, &xp, &op,  &odt, &N,  &C,  &S,  &tr,  &momentum, &eps,
-                    &mv, &mp, &vv, &vp,  &wv, &wp, &bv, &bp};
+    void *args[] = {&xv,  &xp, &op, &odt, &N,  &C,  &S,  &tr, &momentum,
+                    &eps, &mv, &mp, &vv,  &vp, &wv, &wp, &bv, &bp};
     s = launch(c, OPS_K_BATCH_NORM, OPS_BLOCKS, C, args);
     if (s == TGC_OK && training && rm) {
         tgc_storage_bump(rm->storage);
@@ -769,8 +767,8 @@ static tgc_status run_pool(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     void *xp = dptr(x), *op = dptr(*out);
     int xdt = (int)x->dtype, odt = (int)nd->out.dtype;
     int64_t hs = x->strides[r - 2], ws = x->strides[r - 1];
-    void *args[] = {&planes, &xp, &xdt, &hs, &ws, &H,  &W,  &op,   &odt, &OH,
-                    &OW,     &kind, &kh, &kw, &sh, &sw, &ph, &pw, &excl, &n};
+    void *args[] = {&planes, &xp,   &xdt, &hs, &ws, &H,  &W,  &op, &odt,  &OH,
+                    &OW,     &kind, &kh,  &kw, &sh, &sw, &ph, &pw, &excl, &n};
     return launch(c, OPS_K_POOL2D, OPS_GRID, n, args);
 }
 
@@ -814,8 +812,8 @@ static tgc_status run_loss(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     ops_tv xv = tv_of(x), tv = tv_of(tg);
     void *xp = dptr(x), *tp = dptr(tg), *op = dptr(*out), *sp = dptr(scratch);
     int odt = (int)nd->out.dtype, none = reduction == TGC_REDUCE_NONE;
-    void *args[] = {&xv, &xp, &tv, &tp, &P, &C, &D, &cstride, &ignore, &ce, &eps,
-                    &none, &op, &odt, &sp};
+    void *args[] = {&xv,     &xp, &tv,  &tp,   &P,  &C,   &D, &cstride,
+                    &ignore, &ce, &eps, &none, &op, &odt, &sp};
     if (s == TGC_OK && P > 0)
         s = launch(c, OPS_K_LOSS, OPS_WARPS, P, args);
     int mean = reduction == TGC_REDUCE_MEAN;
@@ -832,10 +830,9 @@ static tgc_status run_loss(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     }
     tgc_tensor_free(scratch);
     if (s == TGC_OK && bad)
-        s = tgc_set_error(TGC_ERR_INVALID_ARG,
-                          "tgc_%s: target %lld out of range [0, %lld) at position %lld",
-                          ce ? "cross_entropy" : "nll_loss", (long long)val, (long long)C,
-                          (long long)pos);
+        s = tgc_set_error(
+            TGC_ERR_INVALID_ARG, "tgc_%s: target %lld out of range [0, %lld) at position %lld",
+            ce ? "cross_entropy" : "nll_loss", (long long)val, (long long)C, (long long)pos);
     return s;
 }
 
@@ -968,7 +965,7 @@ static tgc_status run_linear(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     int64_t xk = x->strides[x->ndim - 1], w0 = w->strides[0], w1 = w->strides[1];
     int64_t bst = bias ? bias->strides[0] : 0;
     int wdt = (int)w->dtype, bdt = bias ? (int)bias->dtype : 0, odt = (int)nd->out.dtype;
-    void *args[] = {&xl, &xp, &xk, &wp, &wdt, &w0, &w1, &bp,
+    void *args[] = {&xl,  &xp,  &xk, &wp,  &wdt,  &w0,    &w1,   &bp,
                     &bdt, &bst, &op, &odt, &in_f, &out_f, &total};
     return launch(c, OPS_K_LINEAR, OPS_GRID, total, args);
 }

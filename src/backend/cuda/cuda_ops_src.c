@@ -24,7 +24,7 @@ static_assert(sizeof(op_macro_names) / sizeof(op_macro_names[0]) == TGC_OP_COUNT
               "op names out of sync with ops.def");
 
 static const char *const dt_macro_names[TGC_DTYPE_COUNT] = {
-    [TGC_F32] = "F32", [TGC_F16] = "F16", [TGC_BF16] = "BF16", [TGC_I32] = "I32",
+    [TGC_F32] = "F32", [TGC_F16] = "F16",   [TGC_BF16] = "BF16", [TGC_I32] = "I32",
     [TGC_I64] = "I64", [TGC_BOOL] = "BOOL", [TGC_F64] = "F64"};
 
 static const char *const kernel_names[] = {
