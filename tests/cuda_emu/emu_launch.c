@@ -10,10 +10,11 @@
 
 int tgc_emu_launch(const char *name, int shape, long long work, void **p);
 
-tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work,
+tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work, int block,
                           void **params)
 {
     (void)c;
+    (void)block; /* the emulation picks its own small blocks */
     if (work <= 0)
         return TGC_OK;
     int n;

@@ -110,7 +110,53 @@ static tgc_status new_out(const ops_ctx *c, const int64_t *shape, int nd, tgc_dt
 static tgc_status launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work,
                          void **params)
 {
-    return tgc_ops_launch(c, k, shape, work, params);
+    return tgc_ops_launch(c, k, shape, work, 0, params);
+}
+
+/* one block per row of row_len elements, the block sized to the row */
+static tgc_status launch_rows(const ops_ctx *c, ops_kernel k, int64_t rows, int64_t row_len,
+                              void **params)
+{
+    return tgc_ops_launch(c, k, OPS_BLOCKS, rows, tgc_ops_block_for(row_len), params);
+}
+
+void tgc_ops_merge(ops_tv *const *tvs, int n)
+{
+    if (n <= 0)
+        return;
+    const int nd = tvs[0]->nd;
+    int out = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t sz = tvs[0]->shape[d];
+        if (sz == 1)
+            continue;
+        int merge = out > 0;
+        for (int k = 0; merge && k < n; k++)
+            merge = tvs[k]->st[out - 1] == tvs[k]->st[d] * sz;
+        for (int k = 0; k < n; k++) {
+            ops_tv *t = tvs[k];
+            if (merge) {
+                t->shape[out - 1] *= sz;
+                t->st[out - 1] = t->st[d];
+            } else {
+                t->shape[out] = sz;
+                t->st[out] = t->st[d];
+            }
+        }
+        out += !merge;
+    }
+    for (int k = 0; k < n; k++) {
+        for (int d = out; d < OPS_MAXD; d++) {
+            tvs[k]->shape[d] = 0;
+            tvs[k]->st[d] = 0;
+        }
+        tvs[k]->nd = out;
+    }
+}
+
+static void merge1(ops_tv *t)
+{
+    tgc_ops_merge(&t, 1);
 }
 
 /* ---- bounds flag: [0] smallest bad position (~0: none), [1] the value found there ---- */
@@ -135,6 +181,7 @@ static tgc_status flag_check(const ops_ctx *c, flag_buf *f, const tgc_tensor *ix
                              int64_t limit, int has_ignore, int64_t ignore)
 {
     ops_tv v = tv_of(ix);
+    merge1(&v);
     void *ip = dptr(ix), *fp = dptr(f->t);
     void *a1[] = {&v, &ip, &n, &limit, &has_ignore, &ignore, &fp};
     tgc_status s = launch(c, OPS_K_CHECK_INDEX, OPS_GRID, n, a1);
@@ -289,6 +336,8 @@ static tgc_status run_pointwise(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         pw.cast_dt[k] = (int)(cdt == TGC_DTYPE_COUNT ? in[k]->dtype : cdt);
     }
     pw.int_path = int_path(op, kind, &nd->attrs, in, n_in, odt, &pw);
+    ops_tv *all[4] = {&pw.o, &pw.in[0], &pw.in[1], &pw.in[2]};
+    tgc_ops_merge(all, 1 + n_in);
     tgc_status s = new_out(c, shape, ndim, odt, out);
     if (s != TGC_OK)
         return s;
@@ -308,6 +357,8 @@ static tgc_status copy_into(const ops_ctx *c, void *dp, const int64_t *dst, tgc_
 {
     ops_tv d = tv_make(shape, dst, nd, ddt), s = tv_make(shape, sst, nd, src->dtype);
     int64_t n = prod(shape, 0, nd);
+    ops_tv *both[2] = {&d, &s};
+    tgc_ops_merge(both, 2);
     void *args[] = {&d, &dp, &s, &sp, &n};
     return launch(c, OPS_K_COPY, OPS_GRID, n, args);
 }
@@ -599,9 +650,11 @@ static tgc_status run_reduce(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
     if (s != TGC_OK || g.nout == 0)
         return s;
+    merge1(&g.keep);
+    merge1(&g.red);
     void *xp = dptr(x), *op_ = dptr(*out);
     void *args[] = {&g, &xp, &op_};
-    return launch(c, OPS_K_REDUCE, OPS_BLOCKS, g.nout, args);
+    return launch_rows(c, OPS_K_REDUCE, g.nout, g.count, args);
 }
 
 static tgc_status run_softmax(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
@@ -638,7 +691,9 @@ static tgc_status run_softmax(const ops_ctx *c, const tgc_node *nd, tgc_tensor *
     void *xp = dptr(x), *op = dptr(*out);
     int xdt = (int)x->dtype;
     void *args[] = {&g, &xp, &op, &xdt};
-    return launch(c, OPS_K_SOFTMAX, OPS_BLOCKS, g.rows, args);
+    ops_tv *keeps[2] = {&g.keep, &g.okeep};
+    tgc_ops_merge(keeps, 2);
+    return launch_rows(c, OPS_K_SOFTMAX, g.rows, g.n, args);
 }
 
 /* ---- norms ---- */
@@ -676,12 +731,15 @@ static tgc_status run_layer_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     if (s != TGC_OK || numel(*out) == 0)
         return s;
     ops_tv xv = tv_of(x);
+    merge1(&xv);
     ops_pv wv = pv_of(wt), bv = pv_of(bs);
+    merge1(&wv.v);
+    merge1(&bv.v);
     void *xp = dptr(x), *op = dptr(*out), *wp = dptr(wt), *bp = dptr(bs);
     int odt = (int)nd->out.dtype;
     double eps = nd->attrs.f[0];
     void *args[] = {&xv, &xp, &op, &odt, &rows, &M, &eps, &wv, &wp, &bv, &bp};
-    return launch(c, OPS_K_LAYER_NORM, OPS_BLOCKS, rows, args);
+    return launch_rows(c, OPS_K_LAYER_NORM, rows, M, args);
 }
 
 static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
@@ -716,6 +774,7 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     if (s != TGC_OK || numel(*out) == 0)
         return s; /* an empty batch leaves the running stats alone, as interp */
     ops_tv xv = tv_of(x);
+    merge1(&xv);
     ops_pv mv = pv_of(rm), vv = pv_of(rv), wv = pv_of(wt), bv = pv_of(bs);
     void *xp = dptr(x), *op = dptr(*out), *mp = dptr(rm), *vp = dptr(rv), *wp = dptr(wt),
          *bp = dptr(bs);
@@ -723,7 +782,7 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     double momentum = nd->attrs.f[0], eps = nd->attrs.f[1];
     void *args[] = {&xv,  &xp, &op, &odt, &N,  &C,  &S,  &tr, &momentum,
                     &eps, &mv, &mp, &vv,  &vp, &wv, &wp, &bv, &bp};
-    s = launch(c, OPS_K_BATCH_NORM, OPS_BLOCKS, C, args);
+    s = launch_rows(c, OPS_K_BATCH_NORM, C, N * S, args);
     if (s == TGC_OK && training && rm) {
         tgc_storage_bump(rm->storage);
         tgc_storage_bump(rv->storage);
@@ -764,6 +823,7 @@ static tgc_status run_pool(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     if (s != TGC_OK || n == 0)
         return s;
     ops_tv planes = tv_make(x->shape, x->strides, r - 2, x->dtype);
+    merge1(&planes);
     void *xp = dptr(x), *op = dptr(*out);
     int xdt = (int)x->dtype, odt = (int)nd->out.dtype;
     int64_t hs = x->strides[r - 2], ws = x->strides[r - 1];
@@ -810,6 +870,8 @@ static tgc_status run_loss(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
             s = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_OOM;
     }
     ops_tv xv = tv_of(x), tv = tv_of(tg);
+    merge1(&xv);
+    merge1(&tv);
     void *xp = dptr(x), *tp = dptr(tg), *op = dptr(*out), *sp = dptr(scratch);
     int odt = (int)nd->out.dtype, none = reduction == TGC_REDUCE_NONE;
     void *args[] = {&xv,     &xp, &tv,  &tp,   &P,  &C,   &D, &cstride,
@@ -871,6 +933,7 @@ static tgc_status run_dropout(const ops_ctx *c, const tgc_node *nd, tgc_tensor *
     const double p = nd->attrs.f[0], scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
     ops_tv xv = tv_of(x);
+    merge1(&xv);
     void *xp = dptr(x), *op = dptr(*out);
     int odt = (int)nd->out.dtype;
     double pp = p, sc = scale;
@@ -955,6 +1018,7 @@ static tgc_status run_linear(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     if (w->shape[1] != in_f || (bias && bias->shape[0] != out_f))
         return unsupported();
     ops_tv xl = tv_make(x->shape, x->strides, x->ndim - 1, x->dtype);
+    merge1(&xl);
     int64_t rows = prod(x->shape, 0, x->ndim - 1), total = rows * out_f;
     if (total != prod(shape, 0, nd->out.ndim))
         return unsupported();
