@@ -265,9 +265,6 @@ static void do_load(void)
     g_count = n;
     tgc_cuda_alloc_init(n);
     atomic_store_explicit(&g_loaded, 1, memory_order_release);
-    /* A test's stand-in allocator stays; otherwise CUDA tensors now get device memory. */
-    if (!tgc_allocator_of(TGC_DEVICE_CUDA))
-        tgc_allocator_register(TGC_DEVICE_CUDA, &tgc_cuda_allocator);
 }
 
 tgc_status tgc_cuda_load(void)
@@ -275,6 +272,10 @@ tgc_status tgc_cuda_load(void)
     pthread_once(&g_once, do_load);
     if (g_status != TGC_OK)
         return tgc_set_error(g_status, "%s", g_msg);
+    /* A test's stand-in allocator stays; otherwise (also after it was unregistered) CUDA
+     * tensors get device memory from here on. */
+    if (!tgc_allocator_of(TGC_DEVICE_CUDA))
+        tgc_allocator_register(TGC_DEVICE_CUDA, &tgc_cuda_allocator);
     return TGC_OK;
 }
 
@@ -435,6 +436,16 @@ tgc_status tgc_cuda_stream_set(int dev, void *stream)
         return TGC_ERR_OOM;
     st->set[dev] = (CUstream)stream;
     return TGC_OK;
+}
+
+CUstream tgc_cuda_stream_swap(int dev, CUstream s)
+{
+    thread_state *st = loaded() && dev >= 0 && dev < g_count ? state() : NULL;
+    if (!st)
+        return NULL;
+    CUstream prev = st->set[dev];
+    st->set[dev] = s;
+    return prev;
 }
 
 tgc_status tgc_cuda_sync(int dev)

@@ -98,6 +98,11 @@ const tgc_cuda_driver *tgc_cuda_drv(void);
 /* The calling thread's current stream for dev (see tgc_cuda_stream_ptr in cuda_host.h);
  * NULL with the error set on failure. */
 CUstream tgc_cuda_stream(int dev);
+/* Makes s the calling thread's stream for dev (NULL: its own) and returns the stream set
+ * before (NULL when it was its own), for code that runs on a caller's stream for a while
+ * (cfg.cuda_stream): allocations made meanwhile are keyed to s, so their blocks are reused
+ * in s's order. dev must be valid (the caller entered it). */
+CUstream tgc_cuda_stream_swap(int dev, CUstream s);
 /* Device dev's primary context (retained on first use), NULL with the error set. */
 CUcontext tgc_cuda_context(int dev);
 

@@ -24,7 +24,8 @@
  *
  * Copies (synchronous by contract): host <-> device through pinned staging buffers (two of
  * 4 MiB per user, cuMemHostAlloc, double-buffered with async copies and events on the thread's
- * stream, so pageable memory is not the bottleneck); device <-> device on the source's
+ * stream, so pageable memory is not the bottleneck; host memory the driver has page-locked is
+ * copied directly); device <-> device on the source's
  * thread stream (cuMemcpyPeerAsync across devices, after the destination device's thread
  * stream was synchronized). Each copy is queued on the thread's stream, so it runs after the
  * work this thread queued there, and the stream is synchronized before returning. Staging
@@ -222,8 +223,13 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
         return fail_with(TGC_ERR_OOM, "out of host memory for a block record");
     CUdeviceptr ptr = 0;
     CUresult r = d->cuMemAlloc(&ptr, cap);
+    const tgc_cuda_props *pr = tgc_cuda_props_of(index);
+    /* a size beyond the device may be refused as an invalid value: out of memory too */
+#define OOM_(r)                                                                                    \
+    ((r) == CUDA_ERROR_OUT_OF_MEMORY ||                                                            \
+     ((r) == CUDA_ERROR_INVALID_VALUE && pr && cap > pr->total_mem))
     int retried = 0;
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    if (OOM_(r)) {
         pthread_mutex_lock(&p->mu);
         blk *all = drain(p);
         pthread_mutex_unlock(&p->mu);
@@ -234,7 +240,7 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
     if (r != CUDA_SUCCESS) {
         free(b);
         size_t fr = 0, tot = 0;
-        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        if (OOM_(r)) {
             d->cuMemGetInfo(&fr, &tot);
             return fail_with(TGC_ERR_OOM, "asked for %s (%zu bytes), %s free of %s%s",
                              tgc_cuda_format_bytes(nbytes, a, sizeof a), nbytes,
@@ -243,11 +249,11 @@ static tgc_block cuda_alloc(void *ctx, int index, size_t nbytes)
                              retried ? " (the cache was emptied and the allocation retried)" : "");
         }
         char why[256];
-        return fail_with(r == CUDA_ERROR_INVALID_VALUE ? TGC_ERR_OOM : TGC_ERR_RUNTIME,
-                         "asked for %s (%zu bytes): cuMemAlloc failed: %s",
+        return fail_with(TGC_ERR_RUNTIME, "asked for %s (%zu bytes): cuMemAlloc failed: %s",
                          tgc_cuda_format_bytes(nbytes, a, sizeof a), nbytes,
                          tgc_cuda_describe(r, why, sizeof why));
     }
+#undef OOM_
     b->ptr = ptr;
     b->cap = cap;
     b->stream = s;
@@ -430,6 +436,19 @@ static size_t min_sz(size_t a, size_t b)
         }                                                                                          \
     } while (0)
 
+/* 1 when host memory p is page-locked by the driver (cuMemHostAlloc, cuMemHostRegister): then
+ * the DMA reads it directly and staging would only add a host copy. Asked only for copies
+ * large enough to repay the query. */
+static int pinned(const void *p, size_t n)
+{
+    if (n < ((size_t)256 << 10))
+        return 0;
+    unsigned type = 0;
+    return tgc_cuda_drv()->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                 (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS &&
+           type == CU_MEMORYTYPE_HOST;
+}
+
 static tgc_status copy_h2d(int dev, CUdeviceptr dst, const char *src, size_t n)
 {
     const tgc_cuda_driver *d = tgc_cuda_drv();
@@ -438,7 +457,13 @@ static tgc_status copy_h2d(int dev, CUdeviceptr dst, const char *src, size_t n)
         return tgc_last_status();
     char w[96];
     tgc_status st = TGC_OK;
-    staging *sg = stage_get(dev);
+    staging *sg = NULL;
+    if (pinned(src, n)) {
+        TRY(d->cuMemcpyHtoDAsync(dst, src, n, s), "cuMemcpyHtoDAsync");
+        TRY(d->cuStreamSynchronize(s), "cuStreamSynchronize");
+        return TGC_OK;
+    }
+    sg = stage_get(dev);
     if (!sg) { /* no pinned memory: a synchronous copy after the stream's work */
         TRY(d->cuStreamSynchronize(s), "cuStreamSynchronize");
         TRY(d->cuMemcpyHtoD(dst, src, n), "cuMemcpyHtoD");
@@ -474,7 +499,13 @@ static tgc_status copy_d2h(int dev, char *dst, CUdeviceptr src, size_t n)
         return tgc_last_status();
     char w[96];
     tgc_status st = TGC_OK;
-    staging *sg = stage_get(dev);
+    staging *sg = NULL;
+    if (pinned(dst, n)) {
+        TRY(d->cuMemcpyDtoHAsync(dst, src, n, s), "cuMemcpyDtoHAsync");
+        TRY(d->cuStreamSynchronize(s), "cuStreamSynchronize");
+        return TGC_OK;
+    }
+    sg = stage_get(dev);
     if (!sg) {
         TRY(d->cuStreamSynchronize(s), "cuStreamSynchronize");
         TRY(d->cuMemcpyDtoH(dst, src, n), "cuMemcpyDtoH");

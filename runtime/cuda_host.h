@@ -16,11 +16,11 @@
 #define TGC_CUDA_MAX_DEVICES 64
 
 /* Opens libcuda, cuInit(0), counts the devices, reads their properties and registers the CUDA
- * allocator (runtime/cuda_alloc.c) for TGC_DEVICE_CUDA (unless another one, e.g. a test's,
- * is registered already). Idempotent and thread-safe: the work happens once per process;
- * later calls return the first call's status and, on failure, set the same error again:
- *   "libcuda.so.1 could not be opened (<dlerror>): no NVIDIA driver on this machine"
- *   "TGC_CUDA_DRIVER=<path> could not be opened (<dlerror>)"
+ * allocator (runtime/cuda_alloc.c) for TGC_DEVICE_CUDA when none is registered (a test's
+ * stand-in stays; every successful call registers it again if it was unregistered). Idempotent and
+ * thread-safe: the work happens once per process; later calls return the first call's status and,
+ * on failure, set the same error again: "libcuda.so.1 could not be opened (<dlerror>): no NVIDIA
+ * driver on this machine" "TGC_CUDA_DRIVER=<path> could not be opened (<dlerror>)"
  *   "<library> lacks cuXxx: the NVIDIA driver (CUDA a.b) is older than this build needs ..."
  *   "cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)"
  *   "no CUDA device is present"

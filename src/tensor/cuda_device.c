@@ -13,12 +13,13 @@
 #endif
 
 #ifndef TGC_HAVE_CUDA
+#define NO_CUDA                                                                                    \
+    "this build has no CUDA backend (configured with TGC_WITH_CUDA=OFF or without the CUDA "       \
+    "toolkit headers)"
+/* Worded like device_ok's failure with CUDA: "<fn>: CUDA is not available: <reason>". */
 static tgc_status no_cuda(const char *fn)
 {
-    return tgc_set_error(TGC_ERR_DEVICE,
-                         "%s: this build has no CUDA backend (configured with TGC_WITH_CUDA=OFF "
-                         "or without the CUDA toolkit headers)",
-                         fn);
+    return tgc_set_error(TGC_ERR_DEVICE, "%s: CUDA is not available: " NO_CUDA, fn);
 }
 #else
 /* TGC_OK when the driver is loaded and index names a device; else the error, set. */
@@ -43,7 +44,7 @@ tgc_status tgc_cuda_available(void)
 #ifdef TGC_HAVE_CUDA
     return tgc_cuda_load();
 #else
-    return no_cuda("tgc_cuda_available");
+    return tgc_set_error(TGC_ERR_DEVICE, NO_CUDA); /* the reason alone, as tgc_cuda_load's */
 #endif
 }
 

@@ -282,6 +282,12 @@ int tgc_device_check(const char *fn, tgc_device dev)
                           why);
             return 0;
         }
+        if (!tgc_allocator_of(TGC_DEVICE_CUDA)) {
+            tgc_set_error(TGC_ERR_INTERNAL,
+                          "%s: device cuda:%d: CUDA loaded but no allocator is registered", fn,
+                          dev.index);
+            return 0;
+        }
         return tgc_device_check(fn, dev);
 #else
         tgc_set_error(TGC_ERR_DEVICE,

@@ -27,6 +27,7 @@
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/compile.h"
+#include "tgc/cuda.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
@@ -311,9 +312,13 @@ static void test_device_check_follows_registration(void **state)
 {
     (void)state;
     const int64_t shape[] = {2, 3};
+    /* asked while the fake is registered, so a real driver does not replace it */
+    int gpu = tgc_cuda_available() == TGC_OK;
     tgc_allocator_unregister(TGC_DEVICE_CUDA);
-    check_null(tgc_empty(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE,
-               "tgc_empty: device cuda:0 is not available: this build has no CUDA backend yet");
+    if (!gpu) /* the first CUDA tensor tries the driver, and says why it is missing */
+        check_null(tgc_empty(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE,
+                   "tgc_empty: device cuda:0 is not available: ");
+    tgc_clear_error();
     assert_int_equal(tgc_allocator_register(TGC_DEVICE_CUDA, &fake_allocator), TGC_OK);
     tgc_tensor *t = tgc_empty(shape, 2, TGC_F32, tgc_cuda(1));
     assert_non_null(t);

@@ -19,6 +19,7 @@
 #include "frontend/module_impl.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/autograd.h"
+#include "tgc/cuda.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
@@ -311,8 +312,13 @@ static void test_module_to(void **state)
     (void)state;
     tgc_module *net = build(base_v, NULL);
     assert_int_equal(tgc_module_to(net, tgc_cpu()), TGC_OK);
-    check_error(tgc_module_to(net, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_module_to: device cuda:0");
-    check_error(tgc_module_to(net, tgc_cuda(2)), TGC_ERR_DEVICE, "cuda:2");
+    /* indices no device has: from 0 without a GPU, past the last one with */
+    int n = tgc_cuda_device_count();
+    char wn[64];
+    snprintf(wn, sizeof wn, "tgc_module_to: device cuda:%d", n);
+    check_error(tgc_module_to(net, tgc_cuda(n)), TGC_ERR_DEVICE, wn);
+    snprintf(wn, sizeof wn, "cuda:%d", n + 2);
+    check_error(tgc_module_to(net, tgc_cuda(n + 2)), TGC_ERR_DEVICE, wn);
     check_error(tgc_module_to(net, (tgc_device){(tgc_device_type)7, 0}), TGC_ERR_DEVICE,
                 "tgc_module_to: unknown device type 7 (index 0)");
     check_error(tgc_module_to(NULL, tgc_cpu()), TGC_ERR_INVALID_ARG,

@@ -13,10 +13,12 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tensor/tensor_impl.h"
+#include "tgc/cuda.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
 
@@ -934,17 +936,23 @@ static void test_cuda_device_unavailable(void **state)
     (void)state;
     const int64_t shape[] = {2, 3};
     const float data[6] = {0};
-    check_null(tgc_empty(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE, "cuda:0");
-    check_null(tgc_zeros(shape, 2, TGC_F32, tgc_cuda(1)), TGC_ERR_DEVICE,
-               "tgc_zeros: device cuda:1");
-    check_null(tgc_ones(shape, 2, TGC_F16, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_ones: device cuda:0");
-    check_null(tgc_full(shape, 2, 1, TGC_F32, tgc_cuda(2)), TGC_ERR_DEVICE, "cuda:2");
-    check_null(tgc_rand(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_rand: device cuda:0");
-    check_null(tgc_randn(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE, "tgc_randn");
-    check_null(tgc_from_data(data, 24, shape, 2, TGC_F32, tgc_cuda(3)), TGC_ERR_DEVICE,
-               "tgc_from_data: device cuda:3");
+    /* indices no device has: from 0 without a GPU, past the last one with */
+    int n = tgc_cuda_device_count();
+    char w[96];
+    check_null(tgc_empty(shape, 2, TGC_F32, tgc_cuda(n)), TGC_ERR_DEVICE, "cuda:");
+    snprintf(w, sizeof w, "tgc_zeros: device cuda:%d", n + 1);
+    check_null(tgc_zeros(shape, 2, TGC_F32, tgc_cuda(n + 1)), TGC_ERR_DEVICE, w);
+    snprintf(w, sizeof w, "tgc_ones: device cuda:%d", n);
+    check_null(tgc_ones(shape, 2, TGC_F16, tgc_cuda(n)), TGC_ERR_DEVICE, w);
+    check_null(tgc_full(shape, 2, 1, TGC_F32, tgc_cuda(n + 2)), TGC_ERR_DEVICE, "cuda:");
+    snprintf(w, sizeof w, "tgc_rand: device cuda:%d", n);
+    check_null(tgc_rand(shape, 2, TGC_F32, tgc_cuda(n)), TGC_ERR_DEVICE, w);
+    check_null(tgc_randn(shape, 2, TGC_F32, tgc_cuda(n)), TGC_ERR_DEVICE, "tgc_randn");
+    snprintf(w, sizeof w, "tgc_from_data: device cuda:%d", n + 3);
+    check_null(tgc_from_data(data, 24, shape, 2, TGC_F32, tgc_cuda(n + 3)), TGC_ERR_DEVICE, w);
     tgc_tensor *t = tgc_ones(shape, 2, TGC_F32, tgc_cpu());
-    check_null(tgc_to(t, tgc_cuda(1)), TGC_ERR_DEVICE, "tgc_to: device cuda:1");
+    snprintf(w, sizeof w, "tgc_to: device cuda:%d", n + 1);
+    check_null(tgc_to(t, tgc_cuda(n + 1)), TGC_ERR_DEVICE, w);
     /* t is untouched */
     assert_int_equal(tgc_device_of(t).type, TGC_DEVICE_CPU);
     assert_true(tgc_item_f64(t) == 1.0);
