@@ -1,0 +1,1391 @@
+/* Kernel IR -> CUDA C (see cuda_render.h).
+ *
+ * Values are rendered on demand, one C variable per value per loop body (inputs first), so a
+ * value several stores or reductions use is computed once per element. A body is a C block:
+ * its variables die with it, and the next body (another phase, another vector lane) renders
+ * the values it needs again under its own names.
+ *
+ * Kernel shapes:
+ *  - FLAT (no reductions, one phase): every element of the domain once, grid-stride over a
+ *    flat index decomposed into the domain vars. When every access that walks the innermost
+ *    var contiguously is aligned (checked at run time, one uniform branch) a thread handles
+ *    `vec` consecutive elements per iteration with one 128-bit (or wider) access per such
+ *    operand; other operands are read per lane (broadcasts once per group).
+ *  - ROWS (reductions, several phases, row stores): the outer vars are rows, grid-stride;
+ *    a row is run by one warp (inner length <= TGC_CUDA_WARP_ROW_MAX), one block of 256
+ *    threads, or (column reductions with many rows) one thread. Each phase sweeps the row
+ *    with stride "threads per row", accumulates per thread, and combines with xor-shuffle
+ *    butterflies, then across the block's 8 warps through shared memory in a fixed order,
+ *    so every thread of the row holds the result (deterministic). Row stores run on the
+ *    row's first thread. Long rows are NOT split over several blocks (a split needs scratch
+ *    memory the kernel ABI does not pass): a kernel with few long rows runs with few blocks.
+ *  Both bodies are templates over the index type I (unsigned when the whole domain has fewer
+ *  than 2^31 elements, checked at run time when sizes are symbolic; long long otherwise);
+ *  addresses are always computed in 64 bits. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_render.h"
+#include "support/error.h"
+#include "tensor/dtype.h"
+
+/* ---- the prelude ------------------------------------------------------------------------ */
+
+static const char g_prelude[] =
+    "/* tgc CUDA prelude */\n"
+    "#ifndef TGC_CUDA_PRELUDE\n"
+    "#define TGC_CUDA_PRELUDE 1\n"
+    "#ifndef TGC_NO_STDINT_TYPEDEFS\n"
+    "typedef signed char int8_t;\n"
+    "typedef unsigned char uint8_t;\n"
+    "typedef short int16_t;\n"
+    "typedef unsigned short uint16_t;\n"
+    "typedef int int32_t;\n"
+    "typedef unsigned int uint32_t;\n"
+    "typedef long long int64_t;\n"
+    "typedef unsigned long long uint64_t;\n"
+    "#endif\n"
+    "#define TGC_DEV static __device__ __forceinline__\n"
+    "TGC_DEV float tgc_inf_f() { return __int_as_float(0x7f800000); }\n"
+    "TGC_DEV float tgc_nan_f() { return __int_as_float(0x7fc00000); }\n"
+    "TGC_DEV double tgc_inf_d() { return __longlong_as_double(0x7ff0000000000000LL); }\n"
+    "TGC_DEV double tgc_nan_d() { return __longlong_as_double(0x7ff8000000000000LL); }\n"
+    "/* f16 / bf16 bits <-> float, round to nearest even; NaN as the host converts it */\n"
+    "TGC_DEV float tgc_h2f(uint16_t h) {\n"
+    "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
+    "TGC_DEV uint16_t tgc_f2h(float f) {\n"
+    "  if (f != f) return (uint16_t)(((unsigned)__float_as_uint(f) >> 16 & 0x8000u) | 0x7e00u);\n"
+    "  uint16_t h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+    "TGC_DEV float tgc_bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }\n"
+    "TGC_DEV uint16_t tgc_f2bf(float f) {\n"
+    "  unsigned x = __float_as_uint(f);\n"
+    "  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);\n"
+    "  x += 0x7fffu + ((x >> 16) & 1u); return (uint16_t)(x >> 16); }\n"
+    "TGC_DEV float tgc_round_h(float f) { return tgc_h2f(tgc_f2h(f)); }\n"
+    "TGC_DEV float tgc_round_bf(float f) { return tgc_bf2f(tgc_f2bf(f)); }\n"
+    "/* float -> integer: saturating, NaN -> 0 (tgc_store) */\n"
+    "TGC_DEV int tgc_f2i32(double v) {\n"
+    "  return v != v ? 0 : v <= -2147483648.0 ? (-2147483647 - 1)\n"
+    "       : v >= 2147483647.0 ? 2147483647 : (int)v; }\n"
+    "TGC_DEV long long tgc_f2i64(double v) {\n"
+    "  return v != v ? 0LL : v >= 9223372036854775808.0 ? 9223372036854775807LL\n"
+    "       : v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)v; }\n"
+    "/* Philox4x32-10, word 0 (runtime/philox.c) */\n"
+    "TGC_DEV unsigned tgc_philox_bits(unsigned long long seed, unsigned long long counter) {\n"
+    "  unsigned c0 = (unsigned)counter, c1 = (unsigned)(counter >> 32), c2 = 0u, c3 = 0u;\n"
+    "  unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);\n"
+    "#pragma unroll\n"
+    "  for (int r = 0; r < 10; r++) {\n"
+    "    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
+    "    unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;\n"
+    "    unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;\n"
+    "    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;\n"
+    "  }\n"
+    "  return c0; }\n"
+    "/* (bits >> (32 - m)) * 2^-m: exact for m <= 24 */\n"
+    "TGC_DEV float tgc_philox_uniform_m(unsigned long long seed, unsigned long long counter,\n"
+    "                                   int m) {\n"
+    "  return (float)(tgc_philox_bits(seed, counter) >> (32 - m)) * __int_as_float((127 - m) << "
+    "23); }\n"
+    "TGC_DEV float tgc_philox_uniform(unsigned long long seed, unsigned long long counter) {\n"
+    "  return tgc_philox_uniform_m(seed, counter, 24); }\n"
+    "TGC_DEV float tgc_philox_uniform24(unsigned long long seed, unsigned long long counter) {\n"
+    "  return tgc_philox_uniform_m(seed, counter, 24); }\n"
+    "TGC_DEV float tgc_philox_normal(unsigned long long seed, unsigned long long counter) {\n"
+    "  double u1 = tgc_philox_uniform(seed, counter);\n"
+    "  double u2 = tgc_philox_uniform(seed, counter | 0x8000000000000000ULL);\n"
+    "  double r = sqrt(-2.0 * log(1.0 - u1));\n"
+    "  return (float)(r * cos(6.283185307179586476925286766559 * u2)); }\n"
+    "/* interp's math (k_pointwise.c) */\n"
+    "TGC_DEV float tgc_maximum(float x, float y) { return x > y || x != x ? x : y; }\n"
+    "TGC_DEV double tgc_maximum(double x, double y) { return x > y || x != x ? x : y; }\n"
+    "TGC_DEV float tgc_minimum(float x, float y) { return x < y || x != x ? x : y; }\n"
+    "TGC_DEV double tgc_minimum(double x, double y) { return x < y || x != x ? x : y; }\n"
+    "TGC_DEV float tgc_clamp(float x, float lo, float hi) {\n"
+    "  float r = x < lo ? lo : x; return r > hi ? hi : r; }\n"
+    "TGC_DEV double tgc_clamp(double x, double lo, double hi) {\n"
+    "  double r = x < lo ? lo : x; return r > hi ? hi : r; }\n"
+    "TGC_DEV float tgc_relu(float x) { return x < 0.0f ? 0.0f : x; }\n"
+    "TGC_DEV double tgc_relu(double x) { return x < 0.0 ? 0.0 : x; }\n"
+    "TGC_DEV float tgc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+    "TGC_DEV double tgc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }\n"
+    "TGC_DEV float tgc_silu(float x) { return x * tgc_sigmoid(x); }\n"
+    "TGC_DEV double tgc_silu(double x) { return x * tgc_sigmoid(x); }\n"
+    "TGC_DEV float tgc_gelu(float x) {\n"
+    "  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }\n"
+    "TGC_DEV double tgc_gelu(double x) {\n"
+    "  return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }\n"
+    "TGC_DEV float tgc_gelu_tanh(float x) {\n"
+    "  return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x))); "
+    "}\n"
+    "TGC_DEV double tgc_gelu_tanh(double x) {\n"
+    "  return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }\n"
+    "/* pow(x, 0.5) is not sqrt: pow(-0, .5) = +0 and pow(-inf, .5) = +inf */\n"
+    "TGC_DEV float tgc_pow_half(float x) { return x == -tgc_inf_f() ? tgc_inf_f() : sqrtf(x + "
+    "0.0f); }\n"
+    "TGC_DEV double tgc_pow_half(double x) { return x == -tgc_inf_d() ? tgc_inf_d() : sqrt(x + "
+    "0.0); }\n"
+    "template <typename T, int N> struct alignas(sizeof(T) * N) tgc_vec { T v[N]; };\n"
+    "template <typename T> TGC_DEV T tgc_warp_sum(T v) {\n"
+    "#pragma unroll\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  return v; }\n"
+    "template <typename T> TGC_DEV T tgc_warp_max(T v) {\n"
+    "#pragma unroll\n"
+    "  for (int o = 16; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "    v = (w > v || w != w) ? w : v; }\n"
+    "  return v; }\n"
+    "template <typename T> TGC_DEV T tgc_warp_min(T v) {\n"
+    "#pragma unroll\n"
+    "  for (int o = 16; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "    v = (w < v || w != w) ? w : v; }\n"
+    "  return v; }\n"
+    "#endif /* TGC_CUDA_PRELUDE */\n";
+
+const char *tgc_cuda_prelude(void)
+{
+    return g_prelude;
+}
+
+/* ---- dtypes ------------------------------------------------------------------------------ */
+
+const char *tgc_cuda_compute_type(tgc_dtype dt)
+{
+    switch (dt) {
+    case TGC_F32:
+    case TGC_F16:
+    case TGC_BF16: return "float";
+    case TGC_F64: return "double";
+    case TGC_I32: return "int";
+    case TGC_I64: return "long long";
+    case TGC_BOOL: return "bool";
+    default: return NULL;
+    }
+}
+
+const char *tgc_cuda_storage_type(tgc_dtype dt)
+{
+    switch (dt) {
+    case TGC_F32: return "float";
+    case TGC_F16:
+    case TGC_BF16: return "uint16_t";
+    case TGC_F64: return "double";
+    case TGC_I32: return "int";
+    case TGC_I64: return "long long";
+    case TGC_BOOL: return "uint8_t";
+    default: return NULL;
+    }
+}
+
+static int is_f(tgc_dtype dt)
+{
+    return tgc_dtype_is_float(dt);
+}
+
+/* The accumulator dtype of a reduction (kir/schedule.c's rule). */
+static tgc_dtype acc_dtype(const kir_kernel *k, const kir_reduce *r)
+{
+    tgc_dtype in = k->vals[r->val].dtype;
+    if (is_f(in))
+        return r->comb == KR_SUM ? TGC_F64 : in;
+    return TGC_I64;
+}
+
+/* ---- the render context ----------------------------------------------------------------- */
+
+#define MAX_STRS 4096
+
+typedef struct rc {
+    tgc_strbuf *o;
+    const kir_kernel *k;
+    const kir_args *slots;
+    const char *sizes;  /* "s.v" */
+    const char *bufs;   /* "b.p": loads cast it (epilogues) */
+    int typed_bufs;     /* 1: buffer i is the typed pointer B<i> (loop kernels) */
+    const char *prefix; /* value variable names */
+    const char *suffix; /* per body: "" or "_<lane>" */
+    const char *var[KIR_MAX_DIMS];
+    const char *acc[4];          /* templates: KV_ACC expressions */
+    tgc_dtype tpl_acc_dtype;     /* their dtype */
+    const char *const *load_raw; /* per load: a raw element expression (vector lanes) or NULL */
+    uint8_t *emitted;
+    const char *ind; /* indentation of emitted statements */
+    char **strs;     /* strings to free at the end */
+    int n_strs;
+    int failed;
+} rc;
+
+static void fail(rc *c, const char *fmt, ...) TGC_PRINTF(2, 3);
+static void fail(rc *c, const char *fmt, ...)
+{
+    if (c->failed)
+        return;
+    c->failed = 1;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tgc_set_error(TGC_ERR_COMPILE, "tgc cuda: kernel k%d: %s", c->k->id, msg);
+}
+
+/* A formatted string that lives until the render ends. */
+static const char *rs(rc *c, const char *fmt, ...) TGC_PRINTF(2, 3);
+static const char *rs(rc *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s || c->n_strs == MAX_STRS) {
+        free(s);
+        if (!c->failed) {
+            c->failed = 1;
+            tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel k%d", c->k->id);
+        }
+        return "0";
+    }
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    c->strs[c->n_strs++] = s;
+    return s;
+}
+
+static void rc_free(rc *c)
+{
+    for (int i = 0; i < c->n_strs; i++)
+        free(c->strs[i]);
+    free(c->strs);
+    c->strs = NULL;
+    c->n_strs = 0;
+}
+
+/* An int64 literal that is valid C++ for every value. */
+static const char *i64_lit(rc *c, int64_t v)
+{
+    if (v == INT64_MIN)
+        return "(-9223372036854775807LL - 1)";
+    return v < 0 ? rs(c, "(%lldLL)", (long long)v) : rs(c, "%lldLL", (long long)v);
+}
+
+/* A symbolic dim as a long long expression: inline constant or its size slot. */
+static const char *dim_expr(rc *c, tgc_sdim d)
+{
+    if (TGC_SDIM_IS_CONST(d))
+        return i64_lit(c, d);
+    int j = kir_args_slot(c->slots, d);
+    if (j < 0) {
+        fail(c, "a symbolic size has no slot (kir_args_collect was not run on this kernel)");
+        return "0LL";
+    }
+    return rs(c, "%s[%d]", c->sizes, j);
+}
+
+/* Element index of an access at the current vars, in 64 bits. */
+static const char *access_expr(rc *c, const kir_access *a)
+{
+    tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, "(");
+    int any = 0;
+    if (!(TGC_SDIM_IS_CONST(a->off) && a->off == 0)) {
+        tgc_sb_puts(&sb, dim_expr(c, a->off));
+        any = 1;
+    }
+    int nd = kir_domain_dims(c->k);
+    for (int d = 0; d < nd; d++) {
+        tgc_sdim st = a->stride[d];
+        if (TGC_SDIM_IS_CONST(st) && st == 0)
+            continue;
+        const char *v = c->var[d] ? c->var[d] : "0";
+        if (TGC_SDIM_IS_CONST(st) && st == 1)
+            tgc_sb_printf(&sb, "%s(long long)(%s)", any ? " + " : "", v);
+        else
+            tgc_sb_printf(&sb, "%s(long long)(%s) * %s", any ? " + " : "", v, dim_expr(c, st));
+        any = 1;
+    }
+    if (!any)
+        tgc_sb_puts(&sb, "0LL");
+    tgc_sb_puts(&sb, ")");
+    char *s = tgc_sb_take(&sb);
+    if (!s) {
+        fail(c, "out of memory");
+        return "0LL";
+    }
+    const char *r = rs(c, "%s", s);
+    free(s);
+    return r;
+}
+
+/* A constant of dtype dt in its compute type. */
+static const char *const_expr(rc *c, tgc_dtype dt, double v)
+{
+    switch (dt) {
+    case TGC_F32:
+    case TGC_F16:
+    case TGC_BF16:
+        if (isnan(v))
+            return "tgc_nan_f()";
+        if (isinf(v))
+            return v > 0 ? "tgc_inf_f()" : "(-tgc_inf_f())";
+        return rs(c, "%af", (double)(float)v);
+    case TGC_F64:
+        if (isnan(v))
+            return "tgc_nan_d()";
+        if (isinf(v))
+            return v > 0 ? "tgc_inf_d()" : "(-tgc_inf_d())";
+        return rs(c, "%a", v);
+    case TGC_I32:
+    case TGC_I64: {
+        int64_t iv = isnan(v)                      ? 0
+                     : v >= 9223372036854775808.0  ? INT64_MAX
+                     : v <= -9223372036854775808.0 ? INT64_MIN
+                                                   : (int64_t)v;
+        if (dt == TGC_I32)
+            return rs(c, "((int)%s)", i64_lit(c, (int32_t)(uint32_t)(uint64_t)iv));
+        return i64_lit(c, iv);
+    }
+    case TGC_BOOL: return v != 0 ? "true" : "false";
+    default: fail(c, "a constant of an unknown dtype"); return "0";
+    }
+}
+
+/* Converts expression e (compute type of `from`) to the compute type of `to`, rounding to
+ * to's precision (interp's casts: tgc_store / round_to). */
+static const char *conv(rc *c, const char *e, tgc_dtype from, tgc_dtype to)
+{
+    if (from == to)
+        return e;
+    if (to == TGC_BOOL)
+        return rs(c, "((%s) != 0)", e);
+    if (is_f(to)) {
+        const char *f; /* e as float (or double for f64) */
+        if (to == TGC_F64)
+            return rs(c, "((double)(%s))", e);
+        if (from == TGC_F64)
+            f = rs(c, "((float)(%s))", e);
+        else if (from == TGC_I64)
+            f = rs(c, "((float)(double)(%s))", e);
+        else if (from == TGC_I32 || from == TGC_BOOL)
+            f = rs(c, "((float)(%s))", e);
+        else
+            f = e; /* f32 / f16 / bf16: already a float */
+        if (to == TGC_F16 && from != TGC_BOOL)
+            return rs(c, "tgc_round_h(%s)", f);
+        if (to == TGC_BF16 && from != TGC_BOOL && from != TGC_F16)
+            return rs(c, "tgc_round_bf(%s)", f);
+        if (to == TGC_BF16 && from == TGC_F16)
+            return rs(c, "tgc_round_bf(%s)", f);
+        return f;
+    }
+    /* to an integer */
+    if (is_f(from))
+        return to == TGC_I32 ? rs(c, "tgc_f2i32((double)(%s))", e)
+                             : rs(c, "tgc_f2i64((double)(%s))", e);
+    if (to == TGC_I32)
+        return from == TGC_BOOL ? rs(c, "((int)(%s))", e)
+                                : rs(c, "((int)(unsigned)(unsigned long long)(%s))", e);
+    return rs(c, "((long long)(%s))", e);
+}
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+static const char *val(rc *c, int32_t id);
+
+static const char *buf_ptr(rc *c, int32_t buf, tgc_dtype dt)
+{
+    if (buf < 0 || buf >= c->k->n_bufs) {
+        fail(c, "an access names buffer %d of %d", buf, c->k->n_bufs);
+        return "0";
+    }
+    if (c->typed_bufs)
+        return rs(c, "B%d", buf);
+    return rs(c, "((const %s *)%s[%d])", tgc_cuda_storage_type(dt), c->bufs, buf);
+}
+
+/* A raw stored element -> its compute type. */
+static const char *from_mem(rc *c, const char *e, tgc_dtype dt)
+{
+    switch (dt) {
+    case TGC_F16: return rs(c, "tgc_h2f(%s)", e);
+    case TGC_BF16: return rs(c, "tgc_bf2f(%s)", e);
+    case TGC_BOOL: return rs(c, "(%s != 0)", e);
+    default: return e;
+    }
+}
+
+/* A compute value -> the stored element type. */
+static const char *to_mem(rc *c, const char *e, tgc_dtype dt)
+{
+    switch (dt) {
+    case TGC_F16: return rs(c, "tgc_f2h(%s)", e);
+    case TGC_BF16: return rs(c, "tgc_f2bf(%s)", e);
+    case TGC_BOOL: return rs(c, "(uint8_t)(%s)", e);
+    default: return e;
+    }
+}
+
+static const char *load_expr(rc *c, int32_t li)
+{
+    const kir_load *ld = &c->k->loads[li];
+    if (!tgc_cuda_storage_type(ld->dtype)) {
+        fail(c, "a load of an unknown dtype");
+        return "0";
+    }
+    const char *raw =
+        c->load_raw && c->load_raw[li]
+            ? c->load_raw[li]
+            : rs(c, "%s[%s]", buf_ptr(c, ld->at.buf, ld->dtype), access_expr(c, &ld->at));
+    const char *v = from_mem(c, raw, ld->dtype);
+    if (!ld->n_guards)
+        return v;
+    /* a guarded tap: the read happens only inside the bounds */
+    tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, "(");
+    for (int g = 0; g < ld->n_guards; g++) {
+        const char *gi = access_expr(c, &ld->guard[g]);
+        tgc_sb_printf(&sb, "%s(%s >= 0LL && %s < %s)", g ? " && " : "", gi, gi,
+                      dim_expr(c, ld->bound[g]));
+    }
+    tgc_sb_puts(&sb, ")");
+    char *cond = tgc_sb_take(&sb);
+    const char *r =
+        rs(c, "(%s ? %s : %s)", cond ? cond : "false", v, const_expr(c, ld->dtype, ld->fill));
+    free(cond);
+    return r;
+}
+
+static int exact_float(double s)
+{
+    return isnan(s) || isinf(s) || (double)(float)s == s;
+}
+
+static int is_int_scalar(double s)
+{
+    return s == trunc(s) && fabs(s) < 9223372036854775808.0;
+}
+
+static int64_t sat_i64(double v)
+{
+    if (isnan(v))
+        return 0;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    if (v >= 9223372036854775808.0)
+        return INT64_MAX;
+    return (int64_t)v;
+}
+
+/* An integer op of dtype dt (I32 or I64) over operands already of dt. */
+static const char *int_op(rc *c, const kir_val *v, tgc_dtype dt, const char **a)
+{
+    const int w = dt == TGC_I32;
+    const char *ut = w ? "unsigned" : "unsigned long long", *st = w ? "int" : "long long";
+    const char *f2i = w ? "tgc_f2i32" : "tgc_f2i64";
+    double s = v->f[0];
+    switch (v->op) {
+    case TGC_OP_ADD: return rs(c, "(%s)((%s)%s + (%s)%s)", st, ut, a[0], ut, a[1]);
+    case TGC_OP_SUB: return rs(c, "(%s)((%s)%s - (%s)%s)", st, ut, a[0], ut, a[1]);
+    case TGC_OP_MUL: return rs(c, "(%s)((%s)%s * (%s)%s)", st, ut, a[0], ut, a[1]);
+    case TGC_OP_MAXIMUM: return rs(c, "(%s > %s ? %s : %s)", a[0], a[1], a[0], a[1]);
+    case TGC_OP_MINIMUM: return rs(c, "(%s < %s ? %s : %s)", a[0], a[1], a[0], a[1]);
+    case TGC_OP_POW: return rs(c, "%s(pow((double)%s, (double)%s))", f2i, a[0], a[1]);
+    case TGC_OP_POW_SCALAR:
+        return rs(c, "%s(pow((double)%s, %s))", f2i, a[0], const_expr(c, TGC_F64, s));
+    case TGC_OP_ADD_SCALAR:
+    case TGC_OP_SUB_SCALAR:
+    case TGC_OP_MUL_SCALAR: {
+        const char *opc = v->op == TGC_OP_ADD_SCALAR ? "+" : v->op == TGC_OP_SUB_SCALAR ? "-" : "*";
+        if (!is_int_scalar(s)) /* interp's double path */
+            return rs(c, "%s((double)%s %s %s)", f2i, a[0], opc, const_expr(c, TGC_F64, s));
+        return rs(c, "(%s)((%s)%s %s (%s)(unsigned long long)%s)", st, ut, a[0], opc, ut,
+                  i64_lit(c, (int64_t)s));
+    }
+    case TGC_OP_CLAMP: {
+        if (isnan(v->f[0]) || isnan(v->f[1]))
+            return rs(c, "((%s)0)", st);
+        const char *lo = i64_lit(c, sat_i64(ceil(v->f[0])));
+        const char *hi = i64_lit(c, sat_i64(floor(v->f[1])));
+        /* in 64 bits: an i32 compared with bounds beyond its range */
+        return rs(c, "(%s)((long long)%s < %s ? %s : ((long long)%s > %s ? %s : (long long)%s))",
+                  st, a[0], lo, lo, a[0], hi, hi, a[0]);
+    }
+    case TGC_OP_NEG: return rs(c, "(%s)((%s)0 - (%s)%s)", st, ut, ut, a[0]);
+    case TGC_OP_ABS:
+        return rs(c, "(%s < 0 ? (%s)((%s)0 - (%s)%s) : %s)", a[0], st, ut, ut, a[0], a[0]);
+    case TGC_OP_RELU: return rs(c, "(%s < 0 ? (%s)0 : %s)", a[0], st, a[0]);
+    default: return NULL;
+    }
+}
+
+/* A float op computed in ct (float for f32 / f16 / bf16, double for f64) over operands of
+ * that type; NULL when the op has no float form. */
+static const char *float_op(rc *c, const kir_val *v, int dbl, const char **a)
+{
+    const char *sfx = dbl ? "" : "f"; /* libm names: expf / exp */
+    tgc_dtype cdt = dbl ? TGC_F64 : TGC_F32;
+    double s = v->f[0];
+    switch (v->op) {
+    case TGC_OP_ADD: return rs(c, "(%s + %s)", a[0], a[1]);
+    case TGC_OP_SUB: return rs(c, "(%s - %s)", a[0], a[1]);
+    case TGC_OP_MUL: return rs(c, "(%s * %s)", a[0], a[1]);
+    case TGC_OP_DIV: return rs(c, "(%s / %s)", a[0], a[1]);
+    case TGC_OP_POW: return rs(c, "pow%s(%s, %s)", sfx, a[0], a[1]);
+    case TGC_OP_MAXIMUM: return rs(c, "tgc_maximum(%s, %s)", a[0], a[1]);
+    case TGC_OP_MINIMUM: return rs(c, "tgc_minimum(%s, %s)", a[0], a[1]);
+    case TGC_OP_ADD_SCALAR:
+    case TGC_OP_SUB_SCALAR:
+    case TGC_OP_MUL_SCALAR:
+    case TGC_OP_DIV_SCALAR: {
+        const char *opc = v->op == TGC_OP_ADD_SCALAR   ? "+"
+                          : v->op == TGC_OP_SUB_SCALAR ? "-"
+                          : v->op == TGC_OP_MUL_SCALAR ? "*"
+                                                       : "/";
+        if (dbl || exact_float(s)) /* a float op of floats rounds as interp's double op */
+            return rs(c, "(%s %s %s)", a[0], opc, const_expr(c, cdt, s));
+        return rs(c, "((float)((double)%s %s %s))", a[0], opc, const_expr(c, TGC_F64, s));
+    }
+    case TGC_OP_POW_SCALAR:
+        if (s == 1.0)
+            return a[0];
+        if (s == 2.0)
+            return rs(c, "(%s * %s)", a[0], a[0]);
+        if (s == 3.0)
+            return dbl ? rs(c, "(%s * %s * %s)", a[0], a[0], a[0])
+                       : rs(c, "((float)((double)%s * %s * %s))", a[0], a[0], a[0]);
+        if (s == 0.5)
+            return rs(c, "tgc_pow_half(%s)", a[0]);
+        if (s == -1.0)
+            return rs(c, "(%s / %s)", const_expr(c, cdt, 1.0), a[0]);
+        if (s == 0.0)
+            return const_expr(c, cdt, 1.0);
+        if (dbl || exact_float(s))
+            return rs(c, "pow%s(%s, %s)", sfx, a[0], const_expr(c, cdt, s));
+        return rs(c, "((float)pow((double)%s, %s))", a[0], const_expr(c, TGC_F64, s));
+    case TGC_OP_CLAMP:
+        if (isnan(v->f[0]) || isnan(v->f[1]))
+            return const_expr(c, cdt, NAN);
+        if (dbl || (exact_float(v->f[0]) && exact_float(v->f[1])))
+            return rs(c, "tgc_clamp(%s, %s, %s)", a[0], const_expr(c, cdt, v->f[0]),
+                      const_expr(c, cdt, v->f[1]));
+        return rs(c, "((float)tgc_clamp((double)%s, %s, %s))", a[0],
+                  const_expr(c, TGC_F64, v->f[0]), const_expr(c, TGC_F64, v->f[1]));
+    case TGC_OP_NEG: return rs(c, "(-%s)", a[0]);
+    case TGC_OP_ABS: return rs(c, "fabs%s(%s)", sfx, a[0]);
+    case TGC_OP_EXP: return rs(c, "exp%s(%s)", sfx, a[0]);
+    case TGC_OP_LOG: return rs(c, "log%s(%s)", sfx, a[0]);
+    case TGC_OP_SQRT: return rs(c, "sqrt%s(%s)", sfx, a[0]);
+    case TGC_OP_RSQRT: return rs(c, "(%s / sqrt%s(%s))", const_expr(c, cdt, 1.0), sfx, a[0]);
+    case TGC_OP_TANH: return rs(c, "tanh%s(%s)", sfx, a[0]);
+    case TGC_OP_ERF: return rs(c, "erf%s(%s)", sfx, a[0]);
+    case TGC_OP_SIGMOID: return rs(c, "tgc_sigmoid(%s)", a[0]);
+    case TGC_OP_RELU: return rs(c, "tgc_relu(%s)", a[0]);
+    case TGC_OP_GELU: return rs(c, "tgc_gelu(%s)", a[0]);
+    case TGC_OP_GELU_TANH: return rs(c, "tgc_gelu_tanh(%s)", a[0]);
+    case TGC_OP_SILU: return rs(c, "tgc_silu(%s)", a[0]);
+    default: return NULL;
+    }
+}
+
+static tgc_dtype vdt(const rc *c, int32_t id)
+{
+    return c->k->vals[id].dtype;
+}
+
+static const char *op_expr(rc *c, const kir_val *v)
+{
+    const tgc_op_info *info = tgc_op_info_of(v->op);
+    if (!info) {
+        fail(c, "an unknown op %d", (int)v->op);
+        return "0";
+    }
+    for (int i = 0; i < v->n_in; i++)
+        if (v->in[i] < 0 || v->in[i] >= c->k->n_vals) {
+            fail(c, "%s reads value %d of %d", info->name, v->in[i], c->k->n_vals);
+            return "0";
+        }
+    const char *a[3];
+    if (info->kind == TGC_KIND_COMPARE) {
+        static const char *const ops[] = {"==", "!=", "<", "<=", ">", ">="};
+        tgc_dtype ct = tgc_promote(vdt(c, v->in[0]), vdt(c, v->in[1]));
+        if (ct == TGC_BOOL)
+            ct = TGC_I64;
+        for (int k = 0; k < 2; k++)
+            a[k] = conv(c, val(c, v->in[k]), vdt(c, v->in[k]), ct);
+        int i = (int)(v->op - TGC_OP_EQ);
+        if (i < 0 || i > 5) {
+            fail(c, "compare op %s out of order", info->name);
+            return "false";
+        }
+        return rs(c, "(%s %s %s)", a[0], ops[i], a[1]);
+    }
+    if (v->op == TGC_OP_WHERE) {
+        a[0] = conv(c, val(c, v->in[0]), vdt(c, v->in[0]), TGC_BOOL);
+        a[1] = conv(c, val(c, v->in[1]), vdt(c, v->in[1]), v->dtype);
+        a[2] = conv(c, val(c, v->in[2]), vdt(c, v->in[2]), v->dtype);
+        return rs(c, "(%s ? %s : %s)", a[0], a[1], a[2]);
+    }
+    if (v->op == TGC_OP_CAST || v->op == TGC_OP_CONTIGUOUS)
+        return conv(c, val(c, v->in[0]), vdt(c, v->in[0]), v->dtype);
+    tgc_dtype dt = v->dtype;
+    /* bool arithmetic: interp's int path in int64, stored as != 0 */
+    tgc_dtype cdt = dt == TGC_BOOL ? TGC_I64 : dt;
+    for (int k = 0; k < v->n_in && k < 3; k++)
+        a[k] = conv(c, val(c, v->in[k]), vdt(c, v->in[k]), cdt);
+    const char *r = NULL;
+    if (is_f(cdt)) {
+        r = float_op(c, v, cdt == TGC_F64, a);
+        if (r && cdt == TGC_F16)
+            r = rs(c, "tgc_round_h(%s)", r);
+        else if (r && cdt == TGC_BF16)
+            r = rs(c, "tgc_round_bf(%s)", r);
+    } else if (cdt == TGC_I32 || cdt == TGC_I64) {
+        r = int_op(c, v, cdt, a);
+    }
+    if (!r) {
+        fail(c, "the CUDA renderer has no %s for %s", info->name,
+             tgc_dtype_info_of(dt) ? tgc_dtype_info_of(dt)->name : "?");
+        return "0";
+    }
+    return dt == TGC_BOOL ? rs(c, "((%s) != 0)", r) : r;
+}
+
+static const char *rand_expr(rc *c, const kir_val *v)
+{
+    if (v->index < 0 || v->index >= c->k->n_rands) {
+        fail(c, "a draw names rand %d of %d", v->index, c->k->n_rands);
+        return "0";
+    }
+    const kir_rand *rd = &c->k->rands[v->index];
+    int w = kir_args_rand_word(c->slots, v->index);
+    const char *ctr =
+        rs(c, "(unsigned long long)(%s[%d] + %s)", c->sizes, w + 1, access_expr(c, &rd->at));
+    const char *seed = rs(c, "(unsigned long long)%s[%d]", c->sizes, w);
+    const char *f;
+    if (v->dist == KIR_RAND_NORMAL) {
+        f = rs(c, "tgc_philox_normal(%s, %s)", seed, ctr);
+    } else {
+        int m = v->dist == KIR_RAND_UNIFORM24 ? 24
+                : v->dtype == TGC_F16         ? 11
+                : v->dtype == TGC_BF16        ? 8
+                                              : 24;
+        f = rs(c, "tgc_philox_uniform_m(%s, %s, %d)", seed, ctr, m);
+    }
+    return conv(c, f, TGC_F32, v->dtype);
+}
+
+/* Renders value id (and its inputs) in the current body; returns its variable name. */
+static const char *val(rc *c, int32_t id)
+{
+    if (id < 0 || id >= c->k->n_vals) {
+        fail(c, "value %d of %d", id, c->k->n_vals);
+        return "0";
+    }
+    const char *name = rs(c, "%s%d%s", c->prefix, id, c->suffix);
+    if (c->emitted[id] || c->failed)
+        return name;
+    const kir_val *v = &c->k->vals[id];
+    const char *ct = tgc_cuda_compute_type(v->dtype);
+    if (!ct) {
+        fail(c, "value %d has an unknown dtype", id);
+        return name;
+    }
+    const char *e = "0";
+    switch (v->kind) {
+    case KV_LOAD:
+        if (v->index < 0 || v->index >= c->k->n_loads) {
+            fail(c, "value %d loads %d of %d", id, v->index, c->k->n_loads);
+            break;
+        }
+        e = conv(c, load_expr(c, v->index), c->k->loads[v->index].dtype, v->dtype);
+        break;
+    case KV_CONST: e = const_expr(c, v->dtype, v->cval); break;
+    case KV_SIZE: e = conv(c, dim_expr(c, v->sdim), TGC_I64, v->dtype); break;
+    case KV_ACC:
+        if (c->k->kind != KIR_LOOP) {
+            if (v->index < 0 || v->index >= 4 || !c->acc[v->index]) {
+                fail(c, "value %d reads accumulator %d the caller did not name", id, v->index);
+                break;
+            }
+            e = conv(c, rs(c, "(%s)", c->acc[v->index]), c->tpl_acc_dtype, v->dtype);
+        } else {
+            if (v->index < 0 || v->index >= c->k->n_reduces) {
+                fail(c, "value %d reads accumulator %d of %d", id, v->index, c->k->n_reduces);
+                break;
+            }
+            e = conv(c, rs(c, "a%d", v->index), acc_dtype(c->k, &c->k->reduces[v->index]),
+                     v->dtype);
+        }
+        break;
+    case KV_OP: e = op_expr(c, v); break;
+    case KV_RAND: e = rand_expr(c, v); break;
+    default: fail(c, "value %d has an unknown kind", id); break;
+    }
+    if (c->failed)
+        return name;
+    tgc_sb_printf(c->o, "%sconst %s %s = %s;\n", c->ind, ct, name, e);
+    c->emitted[id] = 1;
+    return name;
+}
+
+/* ---- epilogue values (template kernels) ---------------------------------------------- */
+
+static int rc_init(rc *c, tgc_strbuf *out, const kir_kernel *k, const kir_args *slots)
+{
+    memset(c, 0, sizeof *c);
+    c->o = out;
+    c->k = k;
+    c->slots = slots;
+    c->sizes = "s.v";
+    c->bufs = "b.p";
+    c->prefix = "v";
+    c->suffix = "";
+    c->ind = "    ";
+    c->strs = calloc(MAX_STRS, sizeof *c->strs);
+    if (!c->strs) {
+        tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel k%d", k->id);
+        return 0;
+    }
+    return 1;
+}
+
+tgc_status tgc_cuda_render_vals(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
+                                const tgc_cuda_val_env *env, int32_t result, char *name,
+                                size_t name_len, uint8_t *emitted)
+{
+    if (!out || !k || !slots || !env || !emitted || !name || name_len == 0)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc cuda: tgc_cuda_render_vals needs out, k, slots, env, name "
+                             "and emitted");
+    if (result < 0 || result >= k->n_vals)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc cuda: kernel k%d has no value %d (it has %d)", k->id, result,
+                             k->n_vals);
+    rc c;
+    if (!rc_init(&c, out, k, slots))
+        return TGC_ERR_OOM;
+    if (env->sizes)
+        c.sizes = env->sizes;
+    if (env->bufs)
+        c.bufs = env->bufs;
+    c.prefix = env->prefix ? env->prefix : "tv";
+    for (int d = 0; d < KIR_MAX_DIMS; d++)
+        c.var[d] = env->var[d];
+    for (int i = 0; i < 4; i++)
+        c.acc[i] = env->acc[i];
+    c.tpl_acc_dtype = k->kind == KIR_LOOP           ? TGC_F32
+                      : k->tpl.acc_dtype == TGC_F64 ? TGC_F64
+                                                    : TGC_F32;
+    c.emitted = emitted;
+    const char *nm = val(&c, result);
+    tgc_status st = TGC_OK;
+    if (c.failed)
+        st = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_COMPILE;
+    else if (out->failed)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel k%d", k->id);
+    else
+        snprintf(name, name_len, "%s", nm);
+    rc_free(&c);
+    return st;
+}
+
+/* ---- loop kernels ------------------------------------------------------------------------ */
+
+static int nvars(const kir_kernel *k)
+{
+    return k->n_outer + k->n_inner;
+}
+
+/* 1 when buffer b is read by some load of k. */
+static int buf_read(const kir_kernel *k, int b)
+{
+    for (int i = 0; i < k->n_loads; i++)
+        if (k->loads[i].at.buf == b)
+            return 1;
+    return 0;
+}
+
+/* Typed buffer pointers B<i>: restrict where a buffer is only read or only written. */
+static void emit_buf_ptrs(rc *c)
+{
+    const kir_kernel *k = c->k;
+    for (int b = 0; b < k->n_bufs; b++) {
+        const char *st = tgc_cuda_storage_type(k->bufs[b].dtype);
+        if (!st) {
+            fail(c, "buffer %d has an unknown dtype", b);
+            return;
+        }
+        int rd = buf_read(k, b), wr = k->bufs[b].written;
+        tgc_sb_printf(c->o, "%s%s%s *%sB%d = (%s%s *)b.p[%d];\n", c->ind, wr ? "" : "const ", st,
+                      rd && wr ? "" : "__restrict__ ", b, wr ? "" : "const ", st, b);
+    }
+}
+
+/* Declares the domain vars x<d> (type I) from flat index `idx` over vars [lo, hi). */
+static void emit_decompose(rc *c, const char *idx, int lo, int hi)
+{
+    const kir_kernel *k = c->k;
+    if (hi - lo == 1) {
+        tgc_sb_printf(c->o, "%sconst I x%d = %s;\n", c->ind, lo, idx);
+        return;
+    }
+    tgc_sb_printf(c->o, "%sI r_ = %s;\n", c->ind, idx);
+    for (int d = hi - 1; d > lo; d--) {
+        tgc_sb_printf(c->o, "%sconst I x%d = r_ %% (I)%s;\n", c->ind, d, dim_expr(c, k->extent[d]));
+        tgc_sb_printf(c->o, "%sr_ /= (I)%s;\n", c->ind, dim_expr(c, k->extent[d]));
+    }
+    tgc_sb_printf(c->o, "%sconst I x%d = r_;\n", c->ind, lo);
+}
+
+static void emit_store(rc *c, const kir_store *s)
+{
+    const char *v = val(c, s->val);
+    if (c->failed)
+        return;
+    if (!tgc_cuda_storage_type(s->dtype) || s->at.buf < 0 || s->at.buf >= c->k->n_bufs) {
+        fail(c, "a store of an unknown dtype or buffer");
+        return;
+    }
+    tgc_sb_printf(c->o, "%sB%d[%s] = %s;\n", c->ind, s->at.buf, access_expr(c, &s->at),
+                  to_mem(c, conv(c, v, vdt(c, s->val), s->dtype), s->dtype));
+}
+
+static void reset_body(rc *c, const char *suffix)
+{
+    memset(c->emitted, 0, (size_t)(c->k->n_vals ? c->k->n_vals : 1));
+    c->suffix = suffix;
+}
+
+/* The product of extents [lo, hi) as a long long expression. */
+static const char *extent_product(rc *c, int lo, int hi)
+{
+    const char *p = "1LL";
+    int64_t cst = 1;
+    int any_sym = 0;
+    for (int d = lo; d < hi; d++) {
+        if (TGC_SDIM_IS_CONST(c->k->extent[d])) {
+            cst *= c->k->extent[d];
+            continue;
+        }
+        p = any_sym ? rs(c, "%s * %s", p, dim_expr(c, c->k->extent[d]))
+                    : dim_expr(c, c->k->extent[d]);
+        any_sym = 1;
+    }
+    if (!any_sym)
+        return i64_lit(c, cst);
+    return cst == 1 ? rs(c, "(%s)", p) : rs(c, "(%s * %s)", p, i64_lit(c, cst));
+}
+
+/* 1 when every extent is constant; *n gets their product (saturated). */
+static int const_numel(const kir_kernel *k, int lo, int hi, int64_t *n)
+{
+    int64_t p = 1;
+    for (int d = lo; d < hi; d++) {
+        if (!TGC_SDIM_IS_CONST(k->extent[d]))
+            return 0;
+        int64_t e = k->extent[d];
+        if (e != 0 && p > INT64_MAX / e)
+            p = INT64_MAX;
+        else
+            p *= e;
+    }
+    *n = p;
+    return 1;
+}
+
+/* The kernel entry: picks the index type (unsigned when the domain has < 2^31 elements). */
+static void emit_entry(rc *c, const char *fname)
+{
+    int64_t n = 0;
+    int cn = const_numel(c->k, 0, nvars(c->k), &n);
+    tgc_sb_printf(c->o,
+                  "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s_b b, %s_s s)\n{\n",
+                  TGC_CUDA_BLOCK_THREADS, fname, fname, fname);
+    if (cn) {
+        tgc_sb_printf(c->o, "    %s_run<%s>(b, s);\n}\n\n", fname,
+                      n < ((int64_t)1 << 31) ? "unsigned" : "long long");
+        return;
+    }
+    tgc_sb_printf(c->o,
+                  "    const long long n_ = %s;\n"
+                  "    if (n_ < 2147483648LL)\n"
+                  "        %s_run<unsigned>(b, s);\n"
+                  "    else\n"
+                  "        %s_run<long long>(b, s);\n}\n\n",
+                  extent_product(c, 0, nvars(c->k)), fname, fname);
+}
+
+/* ---- FLAT ---- */
+
+/* Accesses that walk the innermost var with stride 1: vectorized on the vector path. */
+static int unit_inner(const kir_kernel *k, const kir_access *a)
+{
+    tgc_sdim st = a->stride[nvars(k) - 1];
+    return TGC_SDIM_IS_CONST(st) && st == 1;
+}
+
+/* Elements per thread on the vector path: 16 bytes of the narrowest vectorized access (at
+ * most 8); 1 when no access is vectorizable or a constant forbids it. */
+static int flat_vec(const kir_kernel *k)
+{
+    int n = nvars(k), last = n - 1;
+    size_t min_size = 0;
+    for (int i = 0; i < k->n_loads; i++) {
+        const kir_load *ld = &k->loads[i];
+        if (!ld->n_guards && unit_inner(k, &ld->at)) {
+            size_t sz = tgc_dtype_info_of(ld->dtype)->size;
+            if (!min_size || sz < min_size)
+                min_size = sz;
+        }
+    }
+    for (int i = 0; i < k->n_stores; i++)
+        if (unit_inner(k, &k->stores[i].at)) {
+            size_t sz = tgc_dtype_info_of(k->stores[i].dtype)->size;
+            if (!min_size || sz < min_size)
+                min_size = sz;
+        }
+    if (!min_size)
+        return 1;
+    int vec = (int)(16 / min_size);
+    if (vec > 8)
+        vec = 8;
+    /* constants that rule the vector path out */
+    tgc_sdim e = k->extent[last];
+    while (vec > 1 && TGC_SDIM_IS_CONST(e) && e % vec)
+        vec /= 2;
+    return vec;
+}
+
+/* Run-time conditions of the vector path for one vectorized access (appends " && ..."). */
+static void vec_conditions(rc *c, tgc_strbuf *sb, const kir_access *a, tgc_dtype dt, int vec,
+                           int *ok)
+{
+    const kir_kernel *k = c->k;
+    int last = nvars(k) - 1;
+    size_t bytes = tgc_dtype_info_of(dt)->size * (size_t)vec;
+    tgc_sb_printf(sb, " && ((unsigned long long)b.p[%d] %% %zuull) == 0ull", a->buf, bytes);
+    tgc_sdim terms[KIR_MAX_DIMS + 1];
+    int nt = 0;
+    terms[nt++] = a->off;
+    for (int d = 0; d < last; d++)
+        terms[nt++] = a->stride[d];
+    for (int i = 0; i < nt; i++) {
+        if (TGC_SDIM_IS_CONST(terms[i])) {
+            if (terms[i] % vec)
+                *ok = 0;
+            continue;
+        }
+        tgc_sb_printf(sb, " && (%s %% %dLL) == 0LL", dim_expr(c, terms[i]), vec);
+    }
+}
+
+/* One element (scalar path) or one lane (vector path) of a FLAT body: its stores. For the
+ * vector path, vectorized stores go to the lane of S<i>. */
+static void flat_lane(rc *c, int lane, int vec)
+{
+    const kir_kernel *k = c->k;
+    for (int i = 0; i < k->n_stores && !c->failed; i++) {
+        const kir_store *s = &k->stores[i];
+        if (vec > 1 && unit_inner(k, &s->at)) {
+            const char *v = val(c, s->val);
+            tgc_sb_printf(c->o, "%sS%d.v[%d] = %s;\n", c->ind, i, lane,
+                          to_mem(c, conv(c, v, vdt(c, s->val), s->dtype), s->dtype));
+        } else {
+            emit_store(c, s);
+        }
+    }
+}
+
+static void emit_flat(rc *c, const char *fname, tgc_cuda_launch *launch)
+{
+    const kir_kernel *k = c->k;
+    int n = nvars(k), last = n - 1;
+    int vec = flat_vec(k);
+    tgc_strbuf cond = {0};
+    int ok = 1;
+    if (vec > 1) {
+        if (!TGC_SDIM_IS_CONST(k->extent[last]))
+            tgc_sb_printf(&cond, " && (%s %% %dLL) == 0LL", dim_expr(c, k->extent[last]), vec);
+        for (int i = 0; i < k->n_loads; i++)
+            if (!k->loads[i].n_guards && unit_inner(k, &k->loads[i].at))
+                vec_conditions(c, &cond, &k->loads[i].at, k->loads[i].dtype, vec, &ok);
+        for (int i = 0; i < k->n_stores; i++)
+            if (unit_inner(k, &k->stores[i].at))
+                vec_conditions(c, &cond, &k->stores[i].at, k->stores[i].dtype, vec, &ok);
+        if (!ok)
+            vec = 1;
+    }
+    launch->vec = vec;
+    tgc_sb_printf(c->o,
+                  "template <typename I>\nstatic __device__ __forceinline__ void %s_run(const %s_b "
+                  "&b, const %s_s &s)\n{\n",
+                  fname, fname, fname);
+    emit_buf_ptrs(c);
+    tgc_sb_printf(c->o, "    const I n_ = (I)%s;\n", extent_product(c, 0, n));
+    tgc_sb_printf(c->o, "    const I step_ = (I)gridDim.x * (I)%d;\n", TGC_CUDA_BLOCK_THREADS);
+    tgc_sb_printf(c->o, "    I t_ = (I)blockIdx.x * (I)%d + (I)threadIdx.x;\n",
+                  TGC_CUDA_BLOCK_THREADS);
+    char *cs = tgc_sb_take(&cond);
+    for (int i = 0; i < n; i++)
+        c->var[i] = rs(c, "x%d", i);
+    if (vec > 1) {
+        tgc_sb_printf(c->o, "    if (true%s) {\n", cs ? cs : "");
+        tgc_sb_printf(c->o, "        for (; t_ < n_ / (I)%d; t_ += step_) {\n", vec);
+        c->ind = "            ";
+        emit_decompose(c, rs(c, "t_ * (I)%d", vec), 0, n);
+        /* vectorized loads: one access per operand per group */
+        const char **raw = calloc((size_t)(k->n_loads ? k->n_loads : 1), sizeof *raw);
+        if (!raw) {
+            fail(c, "out of memory");
+            free(cs);
+            return;
+        }
+        for (int i = 0; i < k->n_loads; i++) {
+            const kir_load *ld = &k->loads[i];
+            if (ld->n_guards || !unit_inner(k, &ld->at))
+                continue;
+            const char *st = tgc_cuda_storage_type(ld->dtype);
+            tgc_sb_printf(c->o,
+                          "%sconst tgc_vec<%s, %d> L%d = *(const tgc_vec<%s, %d> *)(B%d + %s);\n",
+                          c->ind, st, vec, i, st, vec, ld->at.buf, access_expr(c, &ld->at));
+        }
+        for (int i = 0; i < k->n_stores; i++)
+            if (unit_inner(k, &k->stores[i].at))
+                tgc_sb_printf(c->o, "%stgc_vec<%s, %d> S%d;\n", c->ind,
+                              tgc_cuda_storage_type(k->stores[i].dtype), vec, i);
+        const char *base_last = c->var[last];
+        for (int l = 0; l < vec && !c->failed; l++) {
+            reset_body(c, rs(c, "_%d", l));
+            c->var[last] = l ? rs(c, "(x%d + (I)%d)", last, l) : base_last;
+            for (int i = 0; i < k->n_loads; i++)
+                raw[i] = !k->loads[i].n_guards && unit_inner(k, &k->loads[i].at)
+                             ? rs(c, "L%d.v[%d]", i, l)
+                             : NULL;
+            c->load_raw = raw;
+            tgc_sb_printf(c->o, "%s{\n", c->ind);
+            flat_lane(c, l, vec);
+            tgc_sb_printf(c->o, "%s}\n", c->ind);
+        }
+        c->load_raw = NULL;
+        c->var[last] = base_last;
+        free(raw);
+        for (int i = 0; i < k->n_stores; i++) {
+            const kir_store *s = &k->stores[i];
+            if (unit_inner(k, &s->at))
+                tgc_sb_printf(c->o, "%s*(tgc_vec<%s, %d> *)(B%d + %s) = S%d;\n", c->ind,
+                              tgc_cuda_storage_type(s->dtype), vec, s->at.buf,
+                              access_expr(c, &s->at), i);
+        }
+        tgc_sb_puts(c->o, "        }\n        return;\n    }\n");
+    }
+    free(cs);
+    tgc_sb_puts(c->o, "    for (; t_ < n_; t_ += step_) {\n");
+    c->ind = "        ";
+    emit_decompose(c, "t_", 0, n);
+    reset_body(c, "");
+    flat_lane(c, 0, 1);
+    tgc_sb_puts(c->o, "    }\n}\n\n");
+    c->ind = "    ";
+}
+
+/* ---- ROWS ---- */
+
+static const char *acc_identity(rc *c, const kir_reduce *r, tgc_dtype at)
+{
+    if (r->comb == KR_SUM)
+        return const_expr(c, at, 0.0);
+    if (is_f(at))
+        return const_expr(c, at, r->comb == KR_MAX ? -INFINITY : INFINITY);
+    return r->comb == KR_MAX ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
+}
+
+/* acc = acc (+) x, NaN winning for float max / min. */
+static const char *combine(rc *c, const kir_reduce *r, tgc_dtype at, const char *acc, const char *x)
+{
+    if (r->comb == KR_SUM)
+        return rs(c, "%s + %s", acc, x);
+    if (is_f(at))
+        return rs(c, "(%s %s %s || %s != %s) ? %s : %s", x, r->comb == KR_MAX ? ">" : "<", acc, x,
+                  x, x, acc);
+    return rs(c, "(%s %s %s) ? %s : %s", x, r->comb == KR_MAX ? ">" : "<", acc, x, acc);
+}
+
+static const char *warp_fn(const kir_reduce *r)
+{
+    return r->comb == KR_SUM ? "tgc_warp_sum" : r->comb == KR_MAX ? "tgc_warp_max" : "tgc_warp_min";
+}
+
+/* 1 when the kernel reads its rows' neighbours contiguously (the last outer var has stride
+ * 1 somewhere) but no load walks the innermost inner var contiguously: a column reduction. */
+static int column_kernel(const kir_kernel *k)
+{
+    if (k->n_outer == 0)
+        return 0;
+    int lo = k->n_outer - 1, li = nvars(k) - 1, outer_unit = 0;
+    for (int i = 0; i < k->n_loads; i++) {
+        tgc_sdim so = k->loads[i].at.stride[lo], si = k->loads[i].at.stride[li];
+        if (TGC_SDIM_IS_CONST(si) && si == 1)
+            return 0;
+        if (TGC_SDIM_IS_CONST(so) && so == 1)
+            outer_unit = 1;
+    }
+    return outer_unit;
+}
+
+static void emit_phase(rc *c, int p, const char *fname)
+{
+    const kir_kernel *k = c->k;
+    int n = nvars(k);
+    int any = 0;
+    for (int r = 0; r < k->n_reduces; r++)
+        if (k->reduces[r].phase == p) {
+            tgc_dtype at = acc_dtype(k, &k->reduces[r]);
+            tgc_sb_printf(c->o, "        a%d = %s;\n", r, acc_identity(c, &k->reduces[r], at));
+            any = 1;
+        }
+    for (int s = 0; s < k->n_stores; s++)
+        any |= k->stores[s].phase == p;
+    if (!any)
+        return;
+    tgc_sb_printf(c->o, "        for (I j_ = lane_; j_ < l_; j_ += (I)tpr_) {\n");
+    c->ind = "            ";
+    emit_decompose(c, "j_", k->n_outer, n);
+    reset_body(c, "");
+    for (int r = 0; r < k->n_reduces && !c->failed; r++) {
+        const kir_reduce *rd = &k->reduces[r];
+        if (rd->phase != p)
+            continue;
+        tgc_dtype at = acc_dtype(k, rd);
+        const char *x = conv(c, val(c, rd->val), vdt(c, rd->val), at);
+        tgc_sb_printf(c->o, "%s{ const %s x_ = %s; a%d = %s; }\n", c->ind,
+                      tgc_cuda_compute_type(at), x, r, combine(c, rd, at, rs(c, "a%d", r), "x_"));
+    }
+    for (int s = 0; s < k->n_stores && !c->failed; s++)
+        if (k->stores[s].phase == p)
+            emit_store(c, &k->stores[s]);
+    tgc_sb_puts(c->o, "        }\n");
+    c->ind = "        ";
+    /* combine the row's threads: a warp by shuffles, a block through shared memory */
+    int has_red = 0;
+    for (int r = 0; r < k->n_reduces; r++)
+        has_red |= k->reduces[r].phase == p;
+    if (!has_red)
+        return;
+    tgc_sb_puts(c->o, "        if (tpr_ > 1) {\n");
+    for (int r = 0; r < k->n_reduces; r++)
+        if (k->reduces[r].phase == p)
+            tgc_sb_printf(c->o, "            a%d = %s(a%d);\n", r, warp_fn(&k->reduces[r]), r);
+    tgc_sb_puts(c->o, "        }\n");
+    tgc_sb_printf(c->o, "        if (tpr_ == %d) {\n", TGC_CUDA_BLOCK_THREADS);
+    for (int r = 0; r < k->n_reduces; r++)
+        if (k->reduces[r].phase == p)
+            tgc_sb_printf(
+                c->o,
+                "            if ((threadIdx.x & 31u) == 0u) red%d_[threadIdx.x >> 5] = a%d;\n", r,
+                r);
+    tgc_sb_puts(c->o, "            __syncthreads();\n");
+    for (int r = 0; r < k->n_reduces; r++) {
+        const kir_reduce *rd = &k->reduces[r];
+        if (rd->phase != p)
+            continue;
+        tgc_dtype at = acc_dtype(k, rd);
+        tgc_sb_printf(c->o, "            a%d = red%d_[0];\n", r, r);
+        tgc_sb_printf(
+            c->o,
+            "            for (int w_ = 1; w_ < %d; w_++) { const %s x_ = red%d_[w_]; a%d = %s; }\n",
+            TGC_CUDA_BLOCK_THREADS / 32, tgc_cuda_compute_type(at), r, r,
+            combine(c, rd, at, rs(c, "a%d", r), "x_"));
+    }
+    tgc_sb_puts(c->o, "            __syncthreads();\n        }\n");
+    (void)fname;
+}
+
+static void emit_rows(rc *c, const char *fname, tgc_cuda_launch *launch)
+{
+    const kir_kernel *k = c->k;
+    int n = nvars(k);
+    int col = column_kernel(k);
+    launch->column = col;
+    tgc_sb_printf(c->o,
+                  "template <typename I>\nstatic __device__ __forceinline__ void %s_run(const %s_b "
+                  "&b, const %s_s &s)\n{\n",
+                  fname, fname, fname);
+    emit_buf_ptrs(c);
+    for (int r = 0; r < k->n_reduces; r++)
+        tgc_sb_printf(c->o, "    __shared__ %s red%d_[%d];\n",
+                      tgc_cuda_compute_type(acc_dtype(k, &k->reduces[r])), r,
+                      TGC_CUDA_BLOCK_THREADS / 32);
+    tgc_sb_printf(c->o, "    const I rows_ = (I)%s;\n", extent_product(c, 0, k->n_outer));
+    tgc_sb_printf(c->o, "    const I l_ = (I)%s;\n", extent_product(c, k->n_outer, n));
+    /* threads per row: the same rule as tgc_cuda_launch_dims */
+    if (col)
+        tgc_sb_printf(c->o, "    const int tpr_ = rows_ >= (I)%d ? 1 : (l_ <= (I)%d ? 32 : %d);\n",
+                      TGC_CUDA_COLUMN_ROWS_MIN, TGC_CUDA_WARP_ROW_MAX, TGC_CUDA_BLOCK_THREADS);
+    else
+        tgc_sb_printf(c->o, "    const int tpr_ = l_ <= (I)%d ? 32 : %d;\n", TGC_CUDA_WARP_ROW_MAX,
+                      TGC_CUDA_BLOCK_THREADS);
+    tgc_sb_printf(
+        c->o,
+        "    const int rpb_ = %d / tpr_;\n"
+        "    const I lane_ = (I)((int)threadIdx.x %% tpr_);\n"
+        "    for (I row_ = (I)blockIdx.x * (I)rpb_ + (I)((int)threadIdx.x / tpr_); row_ < rows_;\n"
+        "         row_ += (I)gridDim.x * (I)rpb_) {\n",
+        TGC_CUDA_BLOCK_THREADS);
+    for (int d = 0; d < n; d++)
+        c->var[d] = rs(c, "x%d", d);
+    c->ind = "        ";
+    if (k->n_outer > 0) {
+        tgc_sb_puts(c->o, "        I q_ = row_;\n");
+        for (int d = k->n_outer - 1; d > 0; d--) {
+            tgc_sb_printf(c->o, "        const I x%d = q_ %% (I)%s;\n", d,
+                          dim_expr(c, k->extent[d]));
+            tgc_sb_printf(c->o, "        q_ /= (I)%s;\n", dim_expr(c, k->extent[d]));
+        }
+        tgc_sb_puts(c->o, "        const I x0 = q_;\n");
+    }
+    for (int r = 0; r < k->n_reduces; r++)
+        tgc_sb_printf(c->o, "        %s a%d;\n",
+                      tgc_cuda_compute_type(acc_dtype(k, &k->reduces[r])), r);
+    for (int p = 0; p < k->n_phases && !c->failed; p++)
+        emit_phase(c, p, fname);
+    /* row stores: inner vars at 0 (their strides there are 0), on the row's first thread */
+    int any_row = 0;
+    for (int s = 0; s < k->n_stores; s++)
+        any_row |= k->stores[s].phase < 0;
+    if (any_row) {
+        for (int d = k->n_outer; d < n; d++)
+            c->var[d] = "0";
+        tgc_sb_puts(c->o, "        if (lane_ == (I)0) {\n");
+        c->ind = "            ";
+        reset_body(c, "");
+        for (int s = 0; s < k->n_stores && !c->failed; s++)
+            if (k->stores[s].phase < 0)
+                emit_store(c, &k->stores[s]);
+        tgc_sb_puts(c->o, "        }\n");
+    }
+    tgc_sb_puts(c->o, "    }\n}\n\n");
+    c->ind = "    ";
+}
+
+tgc_status tgc_cuda_render_loop(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
+                                const char *fname, tgc_cuda_launch *launch)
+{
+    if (!out || !k || !slots || !fname || !launch)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc cuda: tgc_cuda_render_loop needs out, k, slots, fname and "
+                             "launch");
+    if (k->kind != KIR_LOOP)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc cuda: kernel k%d is a template, not a LOOP kernel", k->id);
+    if (nvars(k) < 1 || nvars(k) > KIR_MAX_DIMS)
+        return tgc_set_error(TGC_ERR_COMPILE, "tgc cuda: kernel k%d has %d domain vars", k->id,
+                             nvars(k));
+    memset(launch, 0, sizeof *launch);
+    launch->block_threads = TGC_CUDA_BLOCK_THREADS;
+    launch->blocks_per_sm = 2048 / TGC_CUDA_BLOCK_THREADS;
+    launch->vec = 1;
+    int rows = k->n_reduces > 0 || k->n_phases > 1;
+    for (int s = 0; s < k->n_stores; s++)
+        rows |= k->stores[s].phase != 0;
+    launch->shape = rows ? TGC_CUDA_SHAPE_ROWS : TGC_CUDA_SHAPE_FLAT;
+    rc c;
+    if (!rc_init(&c, out, k, slots))
+        return TGC_ERR_OOM;
+    c.typed_bufs = 1;
+    c.emitted = calloc((size_t)(k->n_vals ? k->n_vals : 1), 1);
+    if (!c.emitted) {
+        rc_free(&c);
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel k%d", k->id);
+    }
+    int nb = k->n_bufs > 0 ? k->n_bufs : 1,
+        nw = kir_args_words(slots) > 0 ? kir_args_words(slots) : 1;
+    tgc_sb_printf(out, "/* kernel k%d: %s, %d outer x %d inner vars, %d phase(s) */\n", k->id,
+                  rows ? "rows" : "flat", k->n_outer, k->n_inner, k->n_phases);
+    tgc_sb_printf(out, "struct %s_b { void *p[%d]; };\nstruct %s_s { long long v[%d]; };\n", fname,
+                  nb, fname, nw);
+    if (rows)
+        emit_rows(&c, fname, launch);
+    else
+        emit_flat(&c, fname, launch);
+    if (!c.failed)
+        emit_entry(&c, fname);
+    tgc_status st = TGC_OK;
+    if (c.failed)
+        st = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_COMPILE;
+    else if (out->failed)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel k%d", k->id);
+    free(c.emitted);
+    rc_free(&c);
+    return st;
+}
+
+/* ---- launch ------------------------------------------------------------------------------ */
+
+static int64_t prod(const int64_t *e, int lo, int hi)
+{
+    int64_t p = 1;
+    for (int d = lo; d < hi; d++) {
+        if (e[d] <= 0)
+            return 0;
+        p = p > INT64_MAX / e[d] ? INT64_MAX : p * e[d];
+    }
+    return p;
+}
+
+void tgc_cuda_launch_dims(const tgc_cuda_launch *l, const kir_kernel *k, const int64_t *extents,
+                          int sms, unsigned grid[3], unsigned block[3], unsigned *smem)
+{
+    const int bt = TGC_CUDA_BLOCK_THREADS;
+    int64_t cap = (int64_t)(sms > 0 ? sms : 1) * (l->blocks_per_sm > 0 ? l->blocks_per_sm : 8);
+    int64_t blocks;
+    if (l->shape == TGC_CUDA_SHAPE_FLAT) {
+        int64_t n = prod(extents, 0, nvars(k));
+        int64_t per = l->vec > 1 ? l->vec : 1;
+        int64_t groups = (n + per - 1) / per;
+        blocks = (groups + bt - 1) / bt;
+    } else {
+        int64_t rows = prod(extents, 0, k->n_outer), len = prod(extents, k->n_outer, nvars(k));
+        int tpr = l->column && rows >= TGC_CUDA_COLUMN_ROWS_MIN ? 1
+                  : len <= TGC_CUDA_WARP_ROW_MAX                ? 32
+                                                                : bt;
+        int64_t rpb = bt / tpr;
+        blocks = (rows + rpb - 1) / rpb;
+    }
+    if (blocks > cap)
+        blocks = cap;
+    if (blocks < 1)
+        blocks = 1;
+    grid[0] = (unsigned)blocks;
+    grid[1] = grid[2] = 1;
+    block[0] = (unsigned)bt;
+    block[1] = block[2] = 1;
+    if (smem)
+        *smem = l->smem_bytes;
+}
+
+/* ---- programs ---------------------------------------------------------------------------- */
+
+char *tgc_cuda_render_program(const kir_kernel *const *ks, const kir_args *const *slots,
+                              const char *const *names, int n, tgc_cuda_launch *launches)
+{
+    tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, g_prelude);
+    tgc_sb_puts(&sb, "\n");
+    for (int i = 0; i < n; i++) {
+        tgc_cuda_launch tmp;
+        tgc_status st =
+            tgc_cuda_render_loop(&sb, ks[i], slots[i], names[i], launches ? &launches[i] : &tmp);
+        if (st != TGC_OK) {
+            tgc_sb_free(&sb);
+            return NULL;
+        }
+    }
+    char *r = tgc_sb_take(&sb);
+    if (!r)
+        tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering a program");
+    return r;
+}

@@ -1,0 +1,31 @@
+/* The CUDA kernel-IR target (see cuda_target.h): a constant table. */
+#include "backend/cuda/cuda_target.h"
+
+static const kir_target g_target = {
+    .name = "cuda",
+    .lanes =
+        {
+            [TGC_F32] = 4,
+            [TGC_F16] = 8,
+            [TGC_BF16] = 8,
+            [TGC_I32] = 4,
+            [TGC_I64] = 2,
+            [TGC_BOOL] = 16,
+            [TGC_F64] = 2,
+        },
+    .min_lanes = 1,
+    .reduce_lanes = 0,
+    .flat_split = 0,
+    .has_grid = 1,
+    .block_threads = TGC_CUDA_BLOCK_THREADS,
+    .template_dtypes =
+        {
+            [KIR_TPL_GEMM] = (1u << TGC_F32) | (1u << TGC_F16) | (1u << TGC_BF16),
+            [KIR_TPL_CONV] = (1u << TGC_F32) | (1u << TGC_F16) | (1u << TGC_BF16),
+        },
+};
+
+const kir_target *tgc_cuda_kir_target(void)
+{
+    return &g_target;
+}
