@@ -7,8 +7,9 @@
  *    through a block-wide exchange), equals interp's sdpa over dtypes, odd lengths, head dims,
  *    strided views, masks, causal and dropout with the same Philox bits: so the algorithm
  *    and the host-side argument setup are checked without a GPU;
- *  - on a GPU (tgc_cuda_available), tgc_cuda_attention_run on device tensors equals interp
- *    (skipped, visibly, without one). */
+ *  - on a GPU (tgc_cuda_available), tgc_cuda_attention_run on device tensors equals interp,
+ *    reserving the same Philox counters (skipped and counted through tests/gpu_skip.h
+ *    without one: exit code 77 when nothing failed). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "gpu_skip.h"
 #include "unit_test_util.h"
 
 #ifdef TGC_HAVE_CUDA
@@ -395,11 +397,7 @@ static const at_case gpu_cases[] = {
 static void test_gpu_matches_interp(void **state)
 {
     (void)state;
-    if (tgc_cuda_available() != TGC_OK) {
-        printf("[  SKIPPED ] no GPU: %s\n", tgc_last_error());
-        tgc_clear_error();
-        skip();
-    }
+    GPU_REQUIRE();
     for (int i = 0; i < N_OF(gpu_cases); i++) {
         tgc_scope_push();
         run_case_gpu(&gpu_cases[i]);
@@ -447,10 +445,10 @@ static void test_program_compiles_for_sm90(void **state)
                      variants[i][3], tgc_last_error());
         assert_true(size > 0);
         assert_non_null(strstr(ptx, ".entry tgc_attention_fwd"));
-        /* the accumulators stay in registers: no local memory */
+        /* the register arrays (scores, accumulators) are fully unrolled: no local arrays */
         if (strstr(ptx, ".local"))
-            printf("note: variant %d/%d/%d uses local memory\n", variants[i][0], variants[i][1],
-                   variants[i][2]);
+            fail_msg("variant %d/%d/%d/%d keeps arrays in local memory", variants[i][0],
+                     variants[i][1], variants[i][2], variants[i][3]);
         free(cubin);
         free(ptx);
         free(src);
@@ -522,8 +520,7 @@ static void test_supported_and_setup(void **state)
 static void test_cuda_absent(void **state)
 {
     (void)state;
-    printf("[  SKIPPED ] built without CUDA (TGC_WITH_CUDA)\n");
-    skip();
+    GPU_REQUIRE();
 }
 
 #endif
@@ -541,5 +538,5 @@ int main(void)
 #else
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cuda_absent)};
 #endif
-    return cmocka_run_group_tests(tests, NULL, group_shutdown);
+    return gpu_skip_finish(cmocka_run_group_tests(tests, NULL, group_shutdown));
 }
