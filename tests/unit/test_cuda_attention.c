@@ -84,22 +84,22 @@ static unsigned emu_as_uint(float f)
 #define AT_AS_UINT(f)     emu_as_uint(f)
 #define AT_UNROLL
 #define AT_NO_UNROLL
-#define AT_TID            emu_tid
-#define AT_BID            emu_bid
-#define AT_D              emu_d
-#define AT_DV             emu_dv
-#define AT_DT             emu_dt
-#define AT_DROPOUT        (a.dropout)
-#define AT_D4             TGC_AT_D4(emu_d)
-#define AT_DP             TGC_AT_DP(emu_d)
-#define AT_NC             TGC_AT_NC(emu_dv)
-#define AT_DVP            TGC_AT_DVP(emu_dv)
-#define AT_BNP            TGC_AT_BNP
-#define AT_LD4(p)         (*(const float4 *)(p))
-#define AT_BM             emu_bm
-#define AT_RM             (emu_bm / 16)
-#define AT_BN             TGC_AT_BN
-#define AT_NT             TGC_AT_NT
+#define AT_TID             emu_tid
+#define AT_BID             emu_bid
+#define AT_D               emu_d
+#define AT_DV              emu_dv
+#define AT_DT              emu_dt
+#define AT_DROPOUT         (a.dropout)
+#define AT_D4              TGC_AT_D4(emu_d)
+#define AT_DP              TGC_AT_DP(emu_d)
+#define AT_NC              TGC_AT_NC(emu_dv)
+#define AT_DVP             TGC_AT_DVP(emu_dv)
+#define AT_BNP             TGC_AT_BNP
+#define AT_LD4(p)          (*(const float4 *)(p))
+#define AT_BM              emu_bm
+#define AT_RM              (emu_bm / 16)
+#define AT_BN              TGC_AT_BN
+#define AT_NT              TGC_AT_NT
 #define TGC_AT_SOURCE(...) __VA_ARGS__
 #include "backend/cuda/cuda_attention_kernel.inc"
 
@@ -173,8 +173,7 @@ static tgc_tensor *rand_permuted(tgc_dtype dt, const int64_t *shape4)
     return v;
 }
 
-static tgc_node sdpa_node(tgc_dtype dt, int ndim, int causal, int has_mask, double p,
-                          double scale)
+static tgc_node sdpa_node(tgc_dtype dt, int ndim, int causal, int has_mask, double p, double scale)
 {
     tgc_node nd;
     memset(&nd, 0, sizeof nd);
@@ -207,8 +206,8 @@ static void check_close(const tgc_tensor *got, const tgc_tensor *want, tgc_dtype
         const double g = tgc_load(tgc_host_data(got), dt, i);
         const double w = tgc_load(tgc_host_data(want), dt, i);
         if (exact_zeros && ((g == 0.0) != (w == 0.0)))
-            fail_msg("%s: element %lld kept/dropped differs: got %g, interp %g", what,
-                     (long long)i, g, w);
+            fail_msg("%s: element %lld kept/dropped differs: got %g, interp %g", what, (long long)i,
+                     g, w);
         if (!(fabs(g - w) <= tol * (1.0 + fabs(w))))
             fail_msg("%s: element %lld: got %.9g, interp %.9g", what, (long long)i, g, w);
     }
@@ -218,12 +217,12 @@ typedef struct at_case {
     const char *name;
     tgc_dtype dt;
     int64_t B, H, L, S, E, Ev;
-    int permuted;    /* q, k, v as [B, H, n, E] views of [B, n, H, E] */
-    int kv_bcast;    /* k and v are [1, H, S, E]: broadcast over the batch */
-    int mask;        /* 0 none, 1 bool [B, 1, 1, S], 2 float [L, S], 3 float [1, H, L, 1] */
+    int permuted; /* q, k, v as [B, H, n, E] views of [B, n, H, E] */
+    int kv_bcast; /* k and v are [1, H, S, E]: broadcast over the batch */
+    int mask;     /* 0 none, 1 bool [B, 1, 1, S], 2 float [L, S], 3 float [1, H, L, 1] */
     int causal;
-    double p;        /* dropout */
-    int identity_v;  /* v = I (S == Ev): the output is the dropped weights themselves */
+    double p;       /* dropout */
+    int identity_v; /* v = I (S == Ev): the output is the dropped weights themselves */
 } at_case;
 
 /* Builds case c's inputs; returns the number of inputs. */
@@ -310,8 +309,7 @@ static const at_case emu_cases[] = {
     {"f16 permuted E64", TGC_F16, 2, 2, 65, 100, 64, 64, 1, 0, 1, 0, 0, 0},
     {"bf16 E64 causal", TGC_BF16, 1, 2, 100, 100, 64, 64, 0, 0, 0, 1, 0, 0},
     {"f32 dropout identity v", TGC_F32, 2, 2, 70, 67, 32, 67, 0, 0, 0, 0, 0.25, 1},
-    {"f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 9, 100, 64, 100, 0, 0, 1, 1,
-     0.5, 1},
+    {"f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 9, 100, 64, 100, 0, 0, 1, 1, 0.5, 1},
     {"f32 dropout permuted", TGC_F32, 2, 3, 33, 65, 64, 64, 1, 0, 0, 0, 0.1, 0},
     {"bf16 dropout identity v", TGC_BF16, 1, 2, 17, 40, 64, 40, 0, 0, 0, 0, 0.3, 1},
 };
@@ -376,21 +374,20 @@ static void run_case_gpu(const at_case *c)
 }
 
 static const at_case gpu_cases[] = {
-    {"gpu f32 BERT 8x12x128x64 permuted key mask", TGC_F32, 8, 12, 128, 128, 64, 64, 1, 0, 1, 0,
-     0, 0},
+    {"gpu f32 BERT 8x12x128x64 permuted key mask", TGC_F32, 8, 12, 128, 128, 64, 64, 1, 0, 1, 0, 0,
+     0},
     {"gpu f16 BERT permuted key mask", TGC_F16, 8, 12, 128, 128, 64, 64, 1, 0, 1, 0, 0, 0},
-    {"gpu bf16 BERT permuted key mask dropout", TGC_BF16, 2, 12, 128, 128, 64, 64, 1, 0, 1, 0,
-     0.1, 0},
+    {"gpu bf16 BERT permuted key mask dropout", TGC_BF16, 2, 12, 128, 128, 64, 64, 1, 0, 1, 0, 0.1,
+     0},
     {"gpu f32 L1 S1 E128", TGC_F32, 2, 1, 1, 1, 128, 128, 0, 0, 0, 0, 0, 0},
     {"gpu f32 L7 S129 E32", TGC_F32, 2, 3, 7, 129, 32, 32, 0, 0, 0, 0, 0, 0},
     {"gpu f32 L129 S7 E80 causal", TGC_F32, 1, 2, 129, 7, 80, 80, 0, 0, 0, 1, 0, 0},
     {"gpu f32 L7 S129 causal float mask", TGC_F32, 2, 2, 7, 129, 64, 64, 0, 0, 2, 1, 0, 0},
-    {"gpu f16 E128 Ev7 kv bcast mask [1,H,L,1]", TGC_F16, 2, 2, 129, 65, 128, 7, 0, 1, 3, 0, 0,
-     0},
+    {"gpu f16 E128 Ev7 kv bcast mask [1,H,L,1]", TGC_F16, 2, 2, 129, 65, 128, 7, 0, 1, 3, 0, 0, 0},
     {"gpu f32 L1000 S1000 causal", TGC_F32, 1, 2, 1000, 1000, 64, 64, 0, 0, 0, 1, 0, 0},
     {"gpu f32 dropout identity v", TGC_F32, 2, 2, 70, 67, 32, 67, 0, 0, 0, 0, 0.25, 1},
-    {"gpu f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 129, 100, 64, 100, 1, 0, 1,
-     1, 0.5, 1},
+    {"gpu f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 129, 100, 64, 100, 1, 0, 1, 1,
+     0.5, 1},
     {"gpu f16 dropout identity v", TGC_F16, 1, 3, 65, 128, 64, 128, 0, 0, 0, 0, 0.2, 1},
 };
 
@@ -430,12 +427,14 @@ static void test_program_compiles_for_sm90(void **state)
         tgc_clear_error();
         skip();
     }
-    static const int variants[][5] = {{0, 64, 64, 0, 64}, {0, 64, 64, 0, 32},
-                                      {1, 64, 64, 1, 64}, {2, 128, 128, 0, 64},
+    static const int variants[][5] = {{0, 64, 64, 0, 64},
+                                      {0, 64, 64, 0, 32},
+                                      {1, 64, 64, 1, 64},
+                                      {2, 128, 128, 0, 64},
                                       {0, 1, 7, 1, 32}};
     for (int i = 0; i < N_OF(variants); i++) {
         char *src = tgc_cuda_attention_source(variants[i][0], variants[i][1], variants[i][2],
-                                               variants[i][3], variants[i][4]);
+                                              variants[i][3], variants[i][4]);
         assert_non_null(src);
         char *cubin = NULL, *ptx = NULL;
         size_t size = 0;

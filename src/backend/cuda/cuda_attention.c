@@ -18,8 +18,8 @@
 #include "runtime/philox.h"
 #include "support/error.h"
 
-#define AT_XSTR2(...) #__VA_ARGS__
-#define AT_XSTR(x)    AT_XSTR2(x)
+#define AT_XSTR2(...)      #__VA_ARGS__
+#define AT_XSTR(x)         AT_XSTR2(x)
 #define TGC_AT_SOURCE(...) static const char at_kernel_text[] = #__VA_ARGS__;
 #include "backend/cuda/cuda_attention_kernel.inc"
 #undef TGC_AT_SOURCE
@@ -225,15 +225,15 @@ static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunctio
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda attention: CUDA device %d is not loaded",
                              dev);
     char name[64];
-    snprintf(name, sizeof name, "tgc_attention_dt%d_d%d_dv%d_bm%d%s", ln->dt, ln->d, ln->dv,
-             ln->bm, dropout ? "_dropout" : "");
+    snprintf(name, sizeof name, "tgc_attention_dt%d_d%d_dv%d_bm%d%s", ln->dt, ln->d, ln->dv, ln->bm,
+             dropout ? "_dropout" : "");
     char *src = tgc_cuda_attention_source(ln->dt, ln->d, ln->dv, dropout, ln->bm);
     if (!src)
         return tgc_last_status();
     char *cubin = NULL;
     size_t size = 0;
-    tgc_status s = tgc_nvrtc_compile(name, src, props->major * 10 + props->minor, &cubin, &size,
-                                     NULL);
+    tgc_status s =
+        tgc_nvrtc_compile(name, src, props->major * 10 + props->minor, &cubin, &size, NULL);
     free(src);
     if (s)
         return s;
@@ -280,9 +280,8 @@ static tgc_status at_function(int dev, const tgc_at_launch *ln, CUfunction *fn)
     return s;
 }
 
-tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins,
-                                  const int64_t *shape, tgc_tensor **out,
-                                  const struct tgc_launch_env *env)
+tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                                  tgc_tensor **out, const struct tgc_launch_env *env)
 {
     tgc_at_launch ln;
     *out = NULL;
@@ -323,9 +322,8 @@ tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins,
         if (!s) {
             void *params[] = {&ln.args};
             s = tgc_cuda_error(tgc_cuda_drv()->cuLaunchKernel(fn, (unsigned)ln.n_blocks, 1, 1,
-                                                               TGC_AT_NT, 1, 1,
-                                                               (unsigned)ln.smem, stream, params,
-                                                               NULL),
+                                                              TGC_AT_NT, 1, 1, (unsigned)ln.smem,
+                                                              stream, params, NULL),
                                "cuLaunchKernel (tgc_attention_fwd)");
         }
         if (s) {
