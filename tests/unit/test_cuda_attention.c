@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_nvrtc.h"
@@ -269,6 +270,30 @@ static int make_inputs(const at_case *c, tgc_tensor **ins)
     return c->mask ? 4 : 3;
 }
 
+/* Runs node nd on inputs ins (output shape of nd->out.ndim dims) on the emulation and on
+ * interp, after the same seed, and compares. */
+static void emulate_and_compare(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                                int n_sms, int exact_zeros, const char *name)
+{
+    tgc_at_launch ln;
+    assert_int_equal(tgc_cuda_attention_setup(nd, ins, shape, n_sms, &ln), TGC_OK);
+    tgc_rng_seed(777);
+    if (ln.n_draw) {
+        uint64_t seed;
+        ln.args.rng_base = (long long)tgc_rng_draw(ln.n_draw, &seed);
+        ln.args.rng_seed = (long long)seed;
+    }
+    tgc_tensor *out = tgc_tensor_new(shape, nd->out.ndim, nd->out.dtype, tgc_cpu());
+    assert_non_null(out);
+    ln.args.out = tgc_device_ptr(out);
+    emu_run(&ln);
+
+    tgc_rng_seed(777);
+    tgc_tensor *want = tgc_interp_run_node(nd, ins, shape);
+    assert_non_null(want);
+    check_close(out, want, nd->out.dtype, exact_zeros, name);
+}
+
 static void run_case_emulated(const at_case *c, int n_sms)
 {
     tgc_tensor *ins[4];
@@ -276,24 +301,29 @@ static void run_case_emulated(const at_case *c, int n_sms)
     const int64_t shape[4] = {c->B, c->H, c->L, c->Ev};
     tgc_node nd = sdpa_node(c->dt, 4, c->causal, c->mask != 0, c->p, 1.0 / sqrt((double)c->E));
     assert_int_equal(nd.n_in, n_in);
+    emulate_and_compare(&nd, ins, shape, n_sms, c->identity_v, c->name);
+}
 
-    tgc_at_launch ln;
-    assert_int_equal(tgc_cuda_attention_setup(&nd, ins, shape, n_sms, &ln), TGC_OK);
-    tgc_rng_seed(777);
-    if (ln.n_draw) {
-        uint64_t seed;
-        ln.args.rng_base = (long long)tgc_rng_draw(ln.n_draw, &seed);
-        ln.args.rng_seed = (long long)seed;
+/* Other ranks: 2-D q/k/v (no batch), and 5-D q with k/v of fewer dims broadcast over the
+ * leading ones, a 3-D float mask and dropout. */
+static void test_emulated_ranks_and_broadcast(void **state)
+{
+    (void)state;
+    {
+        const int64_t qs[2] = {37, 24}, ks[2] = {50, 24}, vs[2] = {50, 40}, os[2] = {37, 40};
+        tgc_tensor *ins[3] = {rand_tensor(TGC_F32, qs, 2), rand_tensor(TGC_F32, ks, 2),
+                              rand_tensor(TGC_F32, vs, 2)};
+        tgc_node nd = sdpa_node(TGC_F32, 2, 1, 0, 0.0, 0.3);
+        emulate_and_compare(&nd, ins, os, 0, 0, "2-D causal");
     }
-    tgc_tensor *out = tgc_tensor_new(shape, 4, c->dt, tgc_cpu());
-    assert_non_null(out);
-    ln.args.out = tgc_device_ptr(out);
-    emu_run(&ln);
-
-    tgc_rng_seed(777);
-    tgc_tensor *want = tgc_interp_run_node(&nd, ins, shape);
-    assert_non_null(want);
-    check_close(out, want, c->dt, c->identity_v, c->name);
+    {
+        const int64_t qs[5] = {2, 3, 2, 20, 32}, ks[3] = {2, 33, 32}, vs[4] = {1, 2, 33, 16};
+        const int64_t ms[3] = {2, 20, 33}, os[5] = {2, 3, 2, 20, 16};
+        tgc_tensor *ins[4] = {rand_tensor(TGC_F32, qs, 5), rand_tensor(TGC_F32, ks, 3),
+                              rand_tensor(TGC_F32, vs, 4), rand_tensor(TGC_F32, ms, 3)};
+        tgc_node nd = sdpa_node(TGC_F32, 5, 0, 1, 0.2, 0.125);
+        emulate_and_compare(&nd, ins, os, 132, 0, "5-D broadcast k/v/mask dropout");
+    }
 }
 
 static const at_case emu_cases[] = {
@@ -398,6 +428,40 @@ static void test_gpu_matches_interp(void **state)
     for (int i = 0; i < N_OF(gpu_cases); i++) {
         tgc_scope_push();
         run_case_gpu(&gpu_cases[i]);
+        assert_int_equal(tgc_scope_pop(), TGC_OK);
+    }
+    /* the BERT-base shape, f32 (batch 8, 12 heads, 128 tokens, head 64, key-padding mask):
+     * time per call, printed for the record */
+    {
+        tgc_scope_push();
+        const at_case *c = &gpu_cases[0];
+        tgc_tensor *ins[4], *dins[4];
+        const int n_in = make_inputs(c, ins);
+        for (int i = 0; i < n_in; i++)
+            dins[i] = to_device(ins[i], tgc_cuda(0));
+        const int64_t shape[4] = {c->B, c->H, c->L, c->Ev};
+        tgc_node nd = sdpa_node(c->dt, 4, 0, 1, 0.0, 0.125);
+        tgc_launch_env env;
+        memset(&env, 0, sizeof env);
+        env.device = tgc_cuda(0);
+        tgc_tensor *o = NULL;
+        assert_int_equal(tgc_cuda_attention_run(&nd, dins, shape, &o, &env), TGC_OK);
+        assert_int_equal(tgc_cuda_synchronize(0), TGC_OK);
+        const int reps = 200;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int r = 0; r < reps; r++) {
+            assert_int_equal(tgc_cuda_attention_run(&nd, dins, shape, &o, &env), TGC_OK);
+            tgc_tensor_free(o);
+        }
+        assert_int_equal(tgc_cuda_synchronize(0), TGC_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double us =
+            ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3) /
+            reps;
+        printf("tgc: attention f32 8x12x128x64 with key mask: %.1f us per call, host path included "
+               "(%d calls)\n",
+               us, reps);
         assert_int_equal(tgc_scope_pop(), TGC_OK);
     }
     /* host tensors and uncovered head dims fall back without an error */
@@ -531,6 +595,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_supported_and_setup, scoped_setup, scoped_teardown),
         cmocka_unit_test(test_program_compiles_for_sm90),
         cmocka_unit_test_setup_teardown(test_emulated_kernel_matches_interp, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_emulated_ranks_and_broadcast, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_matches_interp, scoped_setup, scoped_teardown),
     };
