@@ -97,6 +97,8 @@ static unsigned emu_as_uint(float f)
 #define AT_DVP             TGC_AT_DVP(emu_dv)
 #define AT_BNP             TGC_AT_BNP
 #define AT_LD4(p)          (*(const float4 *)(p))
+#define AT_ST4(p, v)       (*(float4 *)(p) = (v))
+#define AT_LDG4(p)         (*(const float4 *)(p))
 #define AT_BM              emu_bm
 #define AT_RM              (emu_bm / 16)
 #define AT_BN              TGC_AT_BN
@@ -551,6 +553,17 @@ static void test_supported_and_setup(void **state)
     assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_ERR_UNSUPPORTED);
     ins[1] = rand_tensor(TGC_F32, q64, 4);
     assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_OK);
+    {
+        /* no float4 staging for a row start off 16 bytes or a width not a multiple of 4 */
+        const int64_t q7[4] = {1, 2, 5, 7}, st[4] = {640, 320, 64, 1};
+        const int64_t n_base = 1280;
+        tgc_tensor *off = tgc_tensor_view(rand_tensor(TGC_F32, &n_base, 1), q64, st, 4, 1);
+        tgc_tensor *t7[3] = {off, ins[1], rand_tensor(TGC_F32, q7, 4)};
+        const int64_t s7[4] = {1, 2, 5, 7};
+        tgc_at_launch l7;
+        assert_int_equal(tgc_cuda_attention_setup(&n4, t7, s7, 0, &l7), TGC_OK);
+        assert_true(!l7.args.vec_q && l7.args.vec_k && !l7.args.vec_v);
+    }
     assert_int_equal(ln.n_blocks, 2);
     assert_int_equal(ln.bm, 32); /* L <= 32 */
     assert_int_equal(ln.n_draw, 0);
@@ -563,6 +576,7 @@ static void test_supported_and_setup(void **state)
         assert_int_equal(tgc_cuda_attention_setup(&n4, t3, s100, 0, &ln), TGC_OK);
         assert_int_equal(ln.bm, 64);
         assert_int_equal(ln.n_blocks, 4);
+        assert_true(ln.args.vec_q && ln.args.vec_k && ln.args.vec_v); /* float4 staging */
         assert_int_equal(ln.smem, tgc_cuda_attention_smem(64, 64, 64));
         assert_int_equal(tgc_cuda_attention_setup(&n4, t3, s100, 132, &ln), TGC_OK);
         assert_int_equal(ln.bm, 32);

@@ -35,6 +35,8 @@ static const char at_prefix[] =
     "#define AT_AS_FLOAT(u) __uint_as_float(u)\n"
     "#define AT_AS_UINT(f) __float_as_uint(f)\n"
     "#define AT_LD4(p) (*(const float4 *)(p))\n"
+    "#define AT_ST4(p, v) (*(float4 *)(p) = (v))\n"
+    "#define AT_LDG4(p) __ldg((const float4 *)(p))\n"
     "#define AT_UNROLL _Pragma(\"unroll\")\n"
     "#define AT_NO_UNROLL _Pragma(\"unroll 1\")\n"
     "#define AT_TID threadIdx.x\n"
@@ -108,6 +110,20 @@ static int64_t at_batch_stride(const tgc_tensor *t, int inner, int od, int nb)
     return d >= 0 && d < tb && t->shape[d] != 1 ? t->strides[d] : 0;
 }
 
+/* 1 when f32 operand t (last dim the width) can be staged with float4 loads: unit element
+ * stride, row and batch strides multiples of 4 elements, element 0 16-byte aligned, width a
+ * multiple of 4. */
+static long long at_vec4(const tgc_tensor *t, const long long *bstrides, int nb)
+{
+    if (t->dtype != TGC_F32 || t->strides[t->ndim - 1] != 1 || t->shape[t->ndim - 1] % 4 ||
+        t->strides[t->ndim - 2] % 4 || (uintptr_t)tgc_device_ptr(t) % 16)
+        return 0;
+    for (int d = 0; d < nb; d++)
+        if (bstrides[d] % 4)
+            return 0;
+    return 1;
+}
+
 tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
                                     const int64_t *shape, int n_sms, tgc_at_launch *ln)
 {
@@ -176,6 +192,9 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
         if (mask->ndim >= 2 && mask->shape[mask->ndim - 2] != 1)
             a->msl = mask->strides[mask->ndim - 2];
     }
+    a->vec_q = at_vec4(q, a->qbs, nb);
+    a->vec_k = at_vec4(k, a->kbs, nb);
+    a->vec_v = at_vec4(v, a->vbs, nb);
     a->mask_dt = mask_dt;
     a->causal = nd->attrs.i[0] != 0;
     a->dropout = p > 0.0;

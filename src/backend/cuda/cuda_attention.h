@@ -38,7 +38,8 @@ int tgc_cuda_attention_supported(const tgc_node *nd);
  * the output's (at most 6); the *bs arrays are each tensor's element stride for them, 0 where
  * it broadcasts. mask_dt: -1 none, 0 f32, 1 f16, 2 bf16, 3 f64, 4 bool. Dropout keeps weight
  * element e iff (philox_bits(rng_seed, rng_base + e) >> 8) >= keep_threshold, which is exactly
- * uniform >= p (keep_threshold = ceil(p * 2^24)). */
+ * uniform >= p (keep_threshold = ceil(p * 2^24)). vec_*: 1 when that f32 operand's rows may be
+ * read as float4 (unit element stride, 16-byte aligned rows and batch steps, width % 4 == 0). */
 #define TGC_AT_ARGS_STRUCT                                                                         \
     struct tgc_at_args {                                                                           \
         const void *q;                                                                             \
@@ -50,6 +51,7 @@ int tgc_cuda_attention_supported(const tgc_node *nd);
         long long bshape[8], qbs[8], kbs[8], vbs[8], mbs[8];                                       \
         long long qsl, qse, ksl, kse, vsl, vse, msl, mss;                                          \
         long long mask_dt, causal, dropout, keep_threshold, rng_seed, rng_base;                    \
+        long long vec_q, vec_k, vec_v;                                                             \
         float scale, keep_scale;                                                                   \
     };
 TGC_AT_ARGS_STRUCT
