@@ -1,9 +1,15 @@
 /* Fused attention on CUDA (see cuda_attention.h): the host side. Checks what the kernel
  * covers, fills its by-value argument from the tensors' geometry exactly as interp's sdpa
- * reads them (src/backend/interp/k_nn.c), builds and caches the NVRTC program per (device,
- * dtype, head dims) and launches it.
+ * reads them (src/backend/interp/k_nn.c), builds the NVRTC program of the variant (dtype,
+ * head dims, dropout or not, 32 or 64 query rows) for the device's sm_XY, loads it and
+ * launches it on the stream.
  *
- * Thread-safety: the program cache is guarded by one mutex; everything else is per call. */
+ * The kernel text is self-contained (its own f16/bf16 conversions and Philox, not the shared
+ * prelude) because the unit test also compiles it as C on a host emulation of CUDA.
+ *
+ * Ownership and thread-safety: the program cache (one module per device and variant, kept
+ * for the life of the process) is a list guarded by one mutex, under which a missing variant
+ * is compiled once; everything else is per call. */
 #include "backend/cuda/cuda_attention.h"
 
 #include <limits.h>
