@@ -5,13 +5,17 @@
 #               every test, under it
 #   make fuzz   runs the random-program fuzzer for FUZZ_SECONDS (tests/fuzz/README.md)
 #   make fuzz-libfuzzer  the same generator under libFuzzer (clang, ASan) for FUZZ_SECONDS
+#   make gpu-deps   (development machine) fetches what the GPU machine lacks into .deps/
+#   make test-gpu   (GPU machine) builds build-gpu with CUDA and without LLVM, runs the gpu
+#               tests, the whole suite and the gpu tests under compute-sanitizer memcheck
+#   make test-gpu-memcheck  only the memcheck phase (builds build-gpu when missing)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
 .PHONY: all deps demo test test-release test-asan test-tsan bench bench-deps clean fuzz \
-        fuzz-libfuzzer
+        fuzz-libfuzzer gpu-deps test-gpu test-gpu-memcheck
 
 all: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -84,5 +88,26 @@ fuzz-libfuzzer: deps
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=120 -rss_limit_mb=4096 -fork=1 -ignore_crashes=1 \
 	    -artifact_prefix=$(LIBFUZZER_BUILD)/fuzz-crashes/ $(LIBFUZZER_BUILD)/fuzz-corpus
 
+# GPU machine (the device tool's H200: no apt, no network, no cmocka). On the development
+# machine `make gpu-deps` downloads the cmocka .debs into .deps/cmocka and copies the PyTorch
+# reference scripts (SHARED_BENCH, ../shared/bench by default) into .deps/torch; .deps is
+# git-ignored, so the device command carries it (carry: [".deps"]). tests/gpu/test_gpu.sh
+# says what test-gpu does, phase by phase (about 1-2 min build and tests on 16 cores, plus
+# memcheck, whose time is printed per test); tests/gpu/device_run.sh runs it and the GPU
+# benchmarks in one device command.
+SHARED_BENCH ?= ../shared/bench
+gpu-deps:
+	mkdir -p .deps/cmocka .deps/torch
+	cd .deps/cmocka && rm -f ./*.deb && apt-get download libcmocka0 libcmocka-dev
+	if [ -d "$(SHARED_BENCH)" ]; then cp -f $(SHARED_BENCH)/torch_ref.py $(SHARED_BENCH)/torch_graph_ref.py .deps/torch/; \
+	else echo "gpu-deps: $(SHARED_BENCH) not found: set SHARED_BENCH=<dir of torch_ref.py>"; fi
+	@ls -l .deps/cmocka .deps/torch
+
+test-gpu:
+	./tests/gpu/test_gpu.sh
+
+test-gpu-memcheck:
+	./tests/gpu/test_gpu.sh --memcheck-only
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(LIBFUZZER_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(LIBFUZZER_BUILD) build-gpu

@@ -14,11 +14,16 @@
  *                         [--vocab 30522] [--batch 1] [--seq 128] [--iters 3] [--warmup 0]
  *                         [--threads 0] [--backend auto|llvm|interp|eager] [--sdpa]
  *                         [--sweep-batch 1] [--sweep-layers 2] [--no-sweep]
+ *                         [--device cpu|cuda] [--precision highest|high|medium]
+ *                         [--mode default|reduce-overhead]
  *
  * The defaults are BERT-base. The sweep runs a model of the same width with --sweep-layers
  * encoder layers (default 2; 0 = all of --layers): depth does not change what the sweep
  * shows, only its cost. Small and quick: --layers 2 --hidden 128 --heads 2 --intermediate 512.
- * --threads 0 means all cores (cfg.num_threads). */
+ * --threads 0 means all cores (cfg.num_threads). --device cuda moves the model to tgc_cuda(0)
+ * with tgc_module_to and its inputs with tgc_to (backend auto then compiles with CUDA);
+ * --precision sets cfg.matmul_precision (GPU: TF32 = high, bf16 = medium), --mode cfg.mode
+ * (reduce-overhead: each call replays one CUDA graph). GPU timings wait for the output. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,7 @@
 
 #include <tgc/tgc.h>
 
+#include "device_opts.h"
 #include "models/bert.h"
 
 typedef struct options {
@@ -34,7 +40,24 @@ typedef struct options {
     int batch, seq, iters, warmup, threads;
     int sweep_batch, sweep_layers, sweep, sdpa;
     tgc_backend_kind backend;
+    tgc_device device;
+    tgc_matmul_precision precision;
+    tgc_mode mode;
 } options;
+
+/* --device: set once by main, read by the helpers below. */
+static tgc_device example_device;
+
+/* bert_make_inputs, then the inputs moved to --device. */
+static tgc_status make_inputs(const bert_config *c, int64_t batch, int64_t seq, int64_t pad,
+                              uint64_t seed, tgc_tensor **in)
+{
+    tgc_status st = bert_make_inputs(c, batch, seq, pad, seed, in);
+    for (int k = 0; st == TGC_OK && k < 4; k++)
+        if (!(in[k] = example_to(in[k], example_device)))
+            st = tgc_last_status();
+    return st;
+}
 
 #define N_SWEEP 15
 
@@ -52,6 +75,7 @@ static int parse_backend(const char *s, tgc_backend_kind *out)
         tgc_backend_kind kind;
     } names[] = {{"auto", TGC_BACKEND_AUTO},
                  {"llvm", TGC_BACKEND_LLVM},
+                 {"cuda", TGC_BACKEND_CUDA},
                  {"interp", TGC_BACKEND_INTERP},
                  {"eager", TGC_BACKEND_EAGER}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -67,10 +91,14 @@ static void print_usage(FILE *fp, const char *prog)
     fprintf(fp,
             "usage: %s [--layers N] [--hidden N] [--heads N] [--intermediate N] [--vocab N]\n"
             "          [--batch N] [--seq N (<= 512)] [--iters N] [--warmup N]\n"
-            "          [--threads N (0 = all cores)] [--backend auto|llvm|interp|eager] [--sdpa]\n"
-            "          [--sweep-batch N] [--sweep-layers N (0 = --layers)] [--no-sweep]\n"
+            "          [--threads N (0 = all cores)] [--backend auto|llvm|cuda|interp|eager]\n"
+            "          [--sdpa] [--sweep-batch N] [--sweep-layers N (0 = --layers)] "
+            "[--no-sweep]\n" EXAMPLE_DEVICE_USAGE
             "defaults: BERT-base (12 layers, hidden 768, 12 heads, intermediate 3072, vocab\n"
-            "30522), batch 1, seq 128, iters 3; the sweep uses 2 layers of the same width.\n",
+            "30522), batch 1, seq 128, iters 3; the sweep uses 2 layers of the same width.\n"
+            "--device cuda: the model and inputs on tgc_cuda(0) (backend auto compiles for it);\n"
+            "--precision: cfg.matmul_precision (GPU: highest = fp32, high = TF32, medium = bf16);\n"
+            "--mode reduce-overhead: each compiled call replays one CUDA graph\n",
             prog);
 }
 
@@ -95,6 +123,13 @@ static int parse_args(int argc, char **argv, options *o)
                 i++;
             }
         if (matched)
+            continue;
+        int dev_opt = example_device_option(argc, argv, &i, &o->device, &o->precision, &o->mode);
+        if (dev_opt < 0) {
+            fprintf(stderr, "%s: bad value for '%s'\n", argv[0], a);
+            return 0;
+        }
+        if (dev_opt > 0)
             continue;
         if (strcmp(a, "--sdpa") == 0) {
             o->sdpa = 1;
@@ -137,6 +172,8 @@ static double timed_call(tgc_fn *f, tgc_module *m, tgc_tensor *const *in)
     tgc_tensor *y = NULL;
     double t0 = now();
     tgc_status st = f ? tgc_call(f, m, in, 4, &y, 1) : bert_forward(m, in, 4, &y, 1);
+    if (st == TGC_OK)
+        example_sync(y); /* a GPU call returns before its kernels finish */
     double dt = now() - t0;
     tgc_scope_pop();
     if (st != TGC_OK) {
@@ -219,7 +256,7 @@ static int run_compare(const options *o, const bert_config *bc, tgc_module *m,
     int ok = 0;
     tgc_scope_push();
     tgc_tensor *in[4];
-    tgc_status st = bert_make_inputs(bc, o->batch, o->seq, o->seq / 4, 1, in);
+    tgc_status st = make_inputs(bc, o->batch, o->seq, o->seq / 4, 1, in);
     if (st != TGC_OK) {
         fprintf(stderr, "bert_make_inputs: %s\n", tgc_last_error());
         goto done;
@@ -271,7 +308,7 @@ static int run_sweep(const options *o, const bert_config *bc, tgc_module *m, tgc
         int64_t seq = 32 + (480 * i + (N_SWEEP - 1) / 2) / (N_SWEEP - 1);
         tgc_scope_push();
         tgc_tensor *in[4];
-        ok = bert_make_inputs(bc, o->sweep_batch, seq, seq / 8, 100 + (uint64_t)i, in) == TGC_OK;
+        ok = make_inputs(bc, o->sweep_batch, seq, seq / 8, 100 + (uint64_t)i, in) == TGC_OK;
         double dt = ok ? timed_call(f, m, in) : -1;
         tgc_stats s;
         ok = dt >= 0 && tgc_fn_stats(f, &s) == TGC_OK;
@@ -299,8 +336,24 @@ static int run_sweep(const options *o, const bert_config *bc, tgc_module *m, tgc
 int main(int argc, char **argv)
 {
     bert_config bc = bert_base_config();
-    options o = {bc.layers, bc.hidden, bc.heads, bc.intermediate, bc.vocab, 1, 128, 3, 0, 0, 1,
-                 2,         1,         0,        TGC_BACKEND_AUTO};
+    options o = {bc.layers,
+                 bc.hidden,
+                 bc.heads,
+                 bc.intermediate,
+                 bc.vocab,
+                 1,
+                 128,
+                 3,
+                 0,
+                 0,
+                 1,
+                 2,
+                 1,
+                 0,
+                 TGC_BACKEND_AUTO,
+                 tgc_cpu(),
+                 TGC_PRECISION_HIGHEST,
+                 TGC_MODE_DEFAULT};
     int parsed = parse_args(argc, argv, &o);
     if (parsed <= 0) {
         print_usage(parsed < 0 ? stdout : stderr, argv[0]);
@@ -312,20 +365,26 @@ int main(int argc, char **argv)
     bc.intermediate = o.intermediate;
     bc.vocab = o.vocab;
     bc.use_sdpa = o.sdpa;
+    example_device = o.device;
+    char dev[32];
 
     printf("BERT encoder: %d layers, hidden %d, %d heads, intermediate %d, vocab %d, "
-           "attention via %s; num_threads %d%s\n",
+           "attention via %s; on %s, num_threads %d%s\n",
            bc.layers, bc.hidden, bc.heads, bc.intermediate, bc.vocab,
            bc.use_sdpa ? "tgc_scaled_dot_product_attention" : "matmul + softmax + matmul",
-           o.threads, o.threads ? "" : " (all cores)");
+           example_device_name(o.device, dev, sizeof dev), o.threads,
+           o.threads ? "" : " (all cores)");
     tgc_module *m = bert_create(&bc);
-    if (!m) {
-        fprintf(stderr, "bert_create: %s\n", tgc_last_error());
+    if (!m || (o.device.type != TGC_DEVICE_CPU && tgc_module_to(m, o.device) != TGC_OK)) {
+        fprintf(stderr, "bert_create / tgc_module_to: %s\n", tgc_last_error());
+        bert_free(m);
         return 1;
     }
     tgc_config cfg = tgc_config_default(); /* defaults, then the TGC_* environment */
     cfg.backend = o.backend;
     cfg.num_threads = o.threads;
+    cfg.matmul_precision = o.precision;
+    cfg.mode = o.mode;
     tgc_no_grad_push(); /* inference: like torch.no_grad(), compiled variants guard on it */
     int ok = run_compare(&o, &bc, m, &cfg);
 
@@ -335,6 +394,11 @@ int main(int argc, char **argv)
         if (o.sweep_layers > 0 && o.sweep_layers != bc.layers)
             sc.layers = o.sweep_layers;
         tgc_module *sm = sc.layers == bc.layers ? m : bert_create(&sc);
+        if (sm && sm != m && o.device.type != TGC_DEVICE_CPU &&
+            tgc_module_to(sm, o.device) != TGC_OK) {
+            bert_free(sm);
+            sm = NULL;
+        }
         if (!sm) {
             fprintf(stderr, "bert_create: %s\n", tgc_last_error());
             ok = 0;

@@ -6,10 +6,15 @@
  * outputs are and the top class of the first images.
  *
  *   ./build/examples/resnet18 [--batch 64] [--threads 0] [--iters 3] [--warmup 1]
- *                             [--width 64] [--backend auto|llvm|interp|eager]
+ *                             [--width 64] [--backend auto|llvm|cuda|interp|eager]
+ *                             [--device cpu|cuda] [--precision highest|high|medium]
+ *                             [--mode default|reduce-overhead]
  *
- * --threads 0 means all cores (cfg.num_threads). The weights are fixed-seed random, so the
- * "classes" only show that compiled and eager agree. */
+ * --threads 0 means all cores (cfg.num_threads). --device cuda moves the model with
+ * tgc_module_to and makes the input on the GPU; backend auto then compiles with CUDA, and
+ * --precision / --mode set cfg.matmul_precision (TF32 = high, bf16 = medium) and cfg.mode
+ * (reduce-overhead replays the variant as one CUDA graph). GPU timings wait for the output. The
+ * weights are fixed-seed random, so the "classes" only show that compiled and eager agree. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdio.h>
@@ -19,11 +24,15 @@
 
 #include <tgc/tgc.h>
 
+#include "device_opts.h"
 #include "models/resnet18.h"
 
 typedef struct options {
     int batch, threads, iters, warmup, width;
     tgc_backend_kind backend;
+    tgc_device device;
+    tgc_matmul_precision precision;
+    tgc_mode mode;
 } options;
 
 static double now(void)
@@ -40,6 +49,7 @@ static int parse_backend(const char *s, tgc_backend_kind *out)
         tgc_backend_kind kind;
     } names[] = {{"auto", TGC_BACKEND_AUTO},
                  {"llvm", TGC_BACKEND_LLVM},
+                 {"cuda", TGC_BACKEND_CUDA},
                  {"interp", TGC_BACKEND_INTERP},
                  {"eager", TGC_BACKEND_EAGER}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -54,7 +64,11 @@ static void print_usage(FILE *fp, const char *prog)
 {
     fprintf(fp,
             "usage: %s [--batch N] [--threads N (0 = all cores)] [--iters N] [--warmup N]\n"
-            "          [--width N (64 = torchvision)] [--backend auto|llvm|interp|eager]\n",
+            "          [--width N (64 = torchvision)] [--backend "
+            "auto|llvm|cuda|interp|eager]\n" EXAMPLE_DEVICE_USAGE
+            "--device cuda: the model and input on tgc_cuda(0) (backend auto compiles for it);\n"
+            "--precision: cfg.matmul_precision (GPU: highest = fp32, high = TF32, medium = bf16);\n"
+            "--mode reduce-overhead: each compiled call replays one CUDA graph\n",
             prog);
 }
 
@@ -71,7 +85,13 @@ static int parse_args(int argc, char **argv, options *o)
                    : strcmp(a, "--warmup") == 0  ? &o->warmup
                    : strcmp(a, "--width") == 0   ? &o->width
                                                  : NULL;
-        if (dst && v) {
+        int dev_opt = example_device_option(argc, argv, &i, &o->device, &o->precision, &o->mode);
+        if (dev_opt < 0) {
+            fprintf(stderr, "%s: bad value for '%s'\n", argv[0], a);
+            return 0;
+        } else if (dev_opt > 0) {
+            continue;
+        } else if (dst && v) {
             *dst = atoi(v);
             i++;
         } else if (strcmp(a, "--backend") == 0 && v && parse_backend(v, &o->backend)) {
@@ -106,6 +126,8 @@ static double time_calls(tgc_fn *f, tgc_module *net, tgc_tensor *x, int warmup, 
         tgc_tensor *y = NULL;
         double t0 = now();
         tgc_status st = f ? tgc_call(f, net, &x, 1, &y, 1) : resnet18_forward(net, &x, 1, &y, 1);
+        if (st == TGC_OK)
+            example_sync(y); /* a GPU call returns before its kernels finish */
         double dt = now() - t0;
         tgc_scope_pop();
         if (st != TGC_OK) {
@@ -178,7 +200,8 @@ static void backend_name(const tgc_fn *f, char *buf, size_t size)
 
 int main(int argc, char **argv)
 {
-    options o = {64, 0, 3, 1, 64, TGC_BACKEND_AUTO};
+    options o = {
+        64, 0, 3, 1, 64, TGC_BACKEND_AUTO, tgc_cpu(), TGC_PRECISION_HIGHEST, TGC_MODE_DEFAULT};
     int parsed = parse_args(argc, argv, &o);
     if (parsed <= 0) {
         print_usage(parsed < 0 ? stdout : stderr, argv[0]);
@@ -192,10 +215,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "resnet18_create: %s\n", tgc_last_error());
         return 1;
     }
+    if (o.device.type != TGC_DEVICE_CPU && tgc_module_to(net, o.device) != TGC_OK) {
+        fprintf(stderr, "tgc_module_to: %s\n", tgc_last_error());
+        tgc_module_free(net);
+        return 1;
+    }
 
     tgc_config cfg = tgc_config_default(); /* defaults, then the TGC_* environment */
     cfg.backend = o.backend;
     cfg.num_threads = o.threads;
+    cfg.matmul_precision = o.precision;
+    cfg.mode = o.mode;
     tgc_fn *f = tgc_compile(resnet18_forward, "resnet18_forward", &cfg);
     if (!f) {
         fprintf(stderr, "tgc_compile: %s\n", tgc_last_error());
@@ -208,20 +238,24 @@ int main(int argc, char **argv)
     tgc_scope_push();   /* everything below is freed by the matching pop */
     tgc_manual_seed(2024);
     int64_t xs[4] = {o.batch, rc.in_channels, 32, 32};
-    tgc_tensor *x = tgc_randn(xs, 4, TGC_F32, tgc_cpu());
+    tgc_tensor *x = example_to(tgc_randn(xs, 4, TGC_F32, tgc_cpu()), o.device);
     if (!x) {
-        fprintf(stderr, "tgc_randn: %s\n", tgc_last_error());
+        fprintf(stderr, "input on the device: %s\n", tgc_last_error());
         goto done;
     }
+    char dev[32];
     printf("ResNet18 (torchvision layout, width %d, %d parameter tensors and buffers), "
-           "input %dx%dx32x32, num_threads %d%s\n",
-           o.width, tgc_module_num_tensors(net), o.batch, rc.in_channels, o.threads,
+           "input %dx%dx32x32 on %s, num_threads %d%s\n",
+           o.width, tgc_module_num_tensors(net), o.batch, rc.in_channels,
+           example_device_name(o.device, dev, sizeof dev), o.threads,
            o.threads ? "" : " (all cores)");
 
     /* 1. The first call traces, compiles and runs. */
     tgc_tensor *y_compiled = NULL, *y_eager = NULL;
     double t0 = now();
     tgc_status st = tgc_call(f, net, &x, 1, &y_compiled, 1);
+    if (st == TGC_OK)
+        example_sync(y_compiled);
     double first_call = now() - t0;
     if (st != TGC_OK) {
         fprintf(stderr, "tgc_call: %s (%s)\n", tgc_last_error(), tgc_status_str(st));

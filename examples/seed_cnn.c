@@ -3,12 +3,21 @@
  *   Conv(3->32, k3, p2) - ReLU - MaxPool(3, s2) - Conv(32->64, k3, p2) - ReLU - MaxPool(3, s2)
  *   - Conv(64->128, k3, p2) - ReLU - AdaptiveAvgPool(8) - Flatten - Linear(8192 -> 10)
  *
- * on batches of 64 x 3 x 32 x 32. The model is in models/seed_cnn.h. Run it with `make demo`. */
+ * on batches of 64 x 3 x 32 x 32. The model is in models/seed_cnn.h. Run it with `make demo`.
+ *
+ *   ./build/examples/seed_cnn [--device cpu|cuda] [--precision highest|high|medium]
+ *                             [--mode default|reduce-overhead]
+ *
+ * --device cuda moves the model to tgc_cuda(0) (tgc_module_to) and makes every batch there;
+ * the compiled function (backend auto) then runs on the GPU. --precision sets
+ * cfg.matmul_precision, --mode cfg.mode (reduce-overhead: CUDA graphs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <tgc/tgc.h>
 
+#include "device_opts.h"
 #include "models/seed_cnn.h" /* the model: seed_cnn_create, seed_cnn_forward */
 
 #define CHECK(x)                                                                                \
@@ -26,10 +35,17 @@ static void print_log(unsigned channel, const char *msg, void *user)
     printf("    [%s] %s\n", channel == 0 ? "warning" : "log", msg);
 }
 
+static tgc_device device; /* --device */
+
 static tgc_tensor *batch(int64_t n)
 {
     int64_t shape[4] = {n, 3, 32, 32};
-    return tgc_randn(shape, 4, TGC_F32, tgc_cpu());
+    tgc_tensor *x = example_to(tgc_randn(shape, 4, TGC_F32, tgc_cpu()), device);
+    if (!x) {
+        fprintf(stderr, "batch on the device: %s\n", tgc_last_error());
+        exit(1);
+    }
+    return x;
 }
 
 static void show_stats(const tgc_fn *f)
@@ -56,15 +72,52 @@ static tgc_tensor *call1(tgc_fn *f, tgc_module *m, tgc_tensor *x)
     return y;
 }
 
-int main(void)
+static void usage(FILE *fp, const char *prog)
 {
-    tgc_manual_seed(1234);
-    tgc_module *model = seed_cnn_create();
-    if (!model) {
+    fprintf(fp,
+            "usage: %s\n" EXAMPLE_DEVICE_USAGE
+            "--device cuda: the model and its batches on tgc_cuda(0) (backend auto compiles for "
+            "it);\n--precision: cfg.matmul_precision (GPU: highest = fp32, high = TF32, medium = "
+            "bf16);\n--mode reduce-overhead: each compiled call replays one CUDA graph\n",
+            prog);
+}
+
+/* Makes a model on the chosen device; exits on error. */
+static tgc_module *make_model(void)
+{
+    tgc_module *m = seed_cnn_create();
+    if (!m) {
         fprintf(stderr, "seed_cnn_create: %s\n", tgc_last_error());
-        return 1;
+        exit(1);
     }
+    if (device.type != TGC_DEVICE_CPU && tgc_module_to(m, device) != TGC_OK) {
+        fprintf(stderr, "tgc_module_to: %s\n", tgc_last_error());
+        exit(1);
+    }
+    return m;
+}
+
+int main(int argc, char **argv)
+{
+    tgc_matmul_precision precision = TGC_PRECISION_HIGHEST;
+    tgc_mode mode = TGC_MODE_DEFAULT;
+    device = tgc_cpu();
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout, argv[0]);
+            return 0;
+        }
+        if (example_device_option(argc, argv, &i, &device, &precision, &mode) <= 0) {
+            fprintf(stderr, "%s: unknown or incomplete option '%s'\n", argv[0], argv[i]);
+            usage(stderr, argv[0]);
+            return 2;
+        }
+    }
+    tgc_manual_seed(1234);
+    tgc_module *model = make_model();
     tgc_config cfg = tgc_config_default();
+    cfg.matmul_precision = precision;
+    cfg.mode = mode;
     cfg.log |= TGC_LOG_RECOMPILES | TGC_LOG_DYNAMIC;
     cfg.log_fn = print_log;
     tgc_fn *fwd = tgc_compile(seed_cnn_forward, "seed_cnn_forward", &cfg);
@@ -72,8 +125,9 @@ int main(void)
         fprintf(stderr, "tgc_compile: %s\n", tgc_last_error());
         return 1;
     }
-    printf("libtgc demo: the seed CNN (%d parameter tensors) on 64x3x32x32 batches\n\n",
-           tgc_module_num_tensors(model));
+    char dev[32];
+    printf("libtgc demo: the seed CNN (%d parameter tensors) on 64x3x32x32 batches on %s\n\n",
+           tgc_module_num_tensors(model), example_device_name(device, dev, sizeof dev));
 
     printf("1. The first call traces the function and compiles variant 1:\n");
     tgc_scope_push();
@@ -96,11 +150,7 @@ int main(void)
 
     printf("4. A second model instance of the same structure reuses variant 1 "
            "(parameters are bound by position, not identity):\n");
-    tgc_module *model2 = seed_cnn_create();
-    if (!model2) {
-        fprintf(stderr, "seed_cnn_create: %s\n", tgc_last_error());
-        return 1;
-    }
+    tgc_module *model2 = make_model();
     call1(fwd, model2, x);
     show_stats(fwd);
 

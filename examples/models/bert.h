@@ -23,7 +23,8 @@
  *   in[2] attention_mask [B, S] of 0/1 (any dtype; 0 = padding), made additive as
  *         (mask - 1) * 10000 and broadcast over heads and query positions
  *   in[3] position_ids   i64/i32 [1, S] or [B, S] (0, 1, ..., S-1); optional: with n_in = 3
- *         the function makes 0..S-1 itself with tgc_arange_sym(0, tgc_sym_size(ids, 1)),
+ *         the function makes 0..S-1 itself (on the device of input_ids) with
+ *         tgc_arange_sym(0, tgc_sym_size(ids, 1)),
  *         which keeps S symbolic (reading it with tgc_size would specialize it and defeat
  *         dynamic sequence lengths).
  *
@@ -333,7 +334,8 @@ static inline tgc_status bert_forward(tgc_module *self, tgc_tensor *const *in, i
     /* position_ids, or 0..S-1 made here as [1, S] with S left symbolic */
     tgc_tensor *pos = n_in > 3 ? in[3] : NULL;
     if (!pos)
-        pos = tgc_unsqueeze(tgc_arange_sym(0, tgc_sym_size(in[0], 1), 1, TGC_I64, tgc_cpu()), 0);
+        pos = tgc_unsqueeze(
+            tgc_arange_sym(0, tgc_sym_size(in[0], 1), 1, TGC_I64, tgc_device_of(in[0])), 0);
     tgc_module *emb = tgc_module_get_child(self, "embeddings");
 #define BERT_EMB(name) tgc_module_get(tgc_module_get_child(emb, name), "weight")
     tgc_tensor *x = tgc_add(tgc_add(tgc_embedding(BERT_EMB("word_embeddings"), in[0]),

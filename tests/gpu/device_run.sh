@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# One device command for the H200: `make test-gpu`, the GPU benchmarks and the PyTorch
+# references, in one run, with a table of ratios in $OUT/summary.txt.
+#
+#   tests/gpu/device_run.sh [--quick] [--no-tests] [--no-memcheck] [--no-bench] [--no-torch]
+#                           [--torch-dir DIR] [--bert-static]
+#
+# Run it with the device tool from the repository root, carrying .deps (made here by
+# `make gpu-deps`: the cmocka .debs and a copy of ../shared/bench's torch_ref.py and
+# torch_graph_ref.py, since ../shared does not travel with the tree):
+#   run(command="tests/gpu/device_run.sh", carry=[".deps"], timeout_s=600)
+# The PyTorch scripts are looked for in --torch-dir, then .deps/torch, shared/bench and
+# ../shared/bench.
+#
+# Phases, each under its own time budget (seconds; time a phase leaves unused passes to the
+# next; the budgets add up to 510 s, so the whole run stays under 9 minutes):
+#   tests      140  tests/gpu/test_gpu.sh --no-memcheck: build build-gpu (CUDA on, LLVM off,
+#                   -Werror), ctest -L gpu, then the rest of the suite -> $OUT/test_gpu.log
+#   memcheck    70  the gpu tests under compute-sanitizer memcheck     -> $OUT/memcheck.log
+#   bench      120  build-gpu/tests/bench/bench_gpu                    -> $OUT/bench_gpu.log, .jsonl
+#   torch_graph 60  torch_graph_ref.py (cnn resnet gemm bert: CUDA-graph captures, cuBLAS)
+#                                                                      -> $OUT/torch_graph_ref.log
+#   torch_ref  120  tests/gpu/torch_infer.py: torch_ref.py's inference benches (eager,
+#                   torch.compile default, reduce-overhead) and its BERT sweep
+#                                                                      -> $OUT/torch_ref.log
+# --quick: only the build and `ctest -L gpu` (tests/gpu/test_gpu.sh --gpu-only --no-memcheck).
+# A phase cut by its budget is marked "timeout" in the summary; what it printed is kept.
+# The files under $OUT stay within the device tool's limit of 8.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/out/gpu}
+mkdir -p "$OUT"
+quick=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) quick=1 ;;
+    --no-tests) tests=0 ;;
+    --no-memcheck) memcheck=0 ;;
+    --no-bench) bench=0 ;;
+    --no-torch) torch=0 ;;
+    --torch-dir) torch_dir=$2; shift ;;
+    --bert-static) bert_static=--bert-static ;;
+    *) echo "device_run.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+BUILD=${GPU_BUILD:-build-gpu}
+PHASES=$OUT/phases.txt
+: >"$PHASES"
+carry=0
+t_start=$(date +%s)
+
+# run_phase NAME BUDGET LOGFILE COMMAND...: runs COMMAND under timeout, appending to LOGFILE.
+run_phase() {
+    local name=$1 budget=$2 log=$3
+    shift 3
+    local limit=$((budget + carry)) t0 rc status
+    t0=$(date +%s)
+    echo "==== device_run: $name (budget ${limit} s) -> $(basename "$log")"
+    timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1
+    rc=$?
+    local used=$(($(date +%s) - t0))
+    case $rc in
+    0) status=ok ;;
+    124 | 137) status="timeout after ${limit} s" ;;
+    *) status="failed (rc $rc)" ;;
+    esac
+    carry=$((limit - used > 0 ? limit - used : 0))
+    echo "$name $used $status" >>"$PHASES"
+    echo "==== device_run: $name: $status, $used s"
+    tail -n 15 "$log"
+    return $rc
+}
+
+if [ $quick = 1 ]; then
+    run_phase tests 300 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --gpu-only --no-memcheck
+    rc=$?
+    cat "$PHASES"
+    exit $rc
+fi
+
+if [ $tests = 1 ]; then
+    run_phase tests 140 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --no-memcheck
+else
+    run_phase build 90 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --build-only
+fi
+if [ $memcheck = 1 ]; then
+    MEMCHECK_TIMEOUT=60 run_phase memcheck 70 "$OUT/memcheck.log" tests/gpu/test_gpu.sh --memcheck-only
+fi
+if [ $bench = 1 ]; then
+    run_phase bench 120 "$OUT/bench_gpu.log" "$BUILD/tests/bench/bench_gpu" --iters 50 --budget 2 \
+        --json "$OUT/bench_gpu.jsonl"
+fi
+if [ $torch = 1 ]; then
+    for d in "$torch_dir" .deps/torch shared/bench ../shared/bench; do
+        if [ -n "$d" ] && [ -f "$d/torch_ref.py" ] && [ -f "$d/torch_graph_ref.py" ]; then
+            torch_dir=$d
+            break
+        fi
+    done
+    if [ ! -f "$torch_dir/torch_ref.py" ]; then
+        echo "device_run: torch_ref.py / torch_graph_ref.py not found (--torch-dir DIR, or" \
+            "'make gpu-deps' here and carry .deps)" | tee -a "$OUT/torch_ref.log"
+        echo "torch_refs 0 missing-scripts" >>"$PHASES"
+    else
+        run_phase torch_graph 60 "$OUT/torch_graph_ref.log" \
+            python3 "$torch_dir/torch_graph_ref.py" /tmp/torch-graph-out cnn resnet gemm bert
+        run_phase torch_ref 120 "$OUT/torch_ref.log" \
+            python3 tests/gpu/torch_infer.py "$torch_dir/torch_ref.py" /tmp/torch-ref-out $bert_static
+    fi
+fi
+echo "total $(($(date +%s) - t_start)) -" >>"$PHASES"
+python3 tests/gpu/summarize.py "$OUT/bench_gpu.jsonl" "$OUT/torch_graph_ref.log" \
+    "$OUT/torch_ref.log" "$PHASES" >"$OUT/summary.txt" 2>&1
+cat "$OUT/summary.txt"
