@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "gpu_skip.h"
 #include "unit_test_util.h"
 
 #ifdef TGC_HAVE_CUDA
@@ -42,17 +43,11 @@
 void tgc_ops_emu_init(void);
 #endif
 
-static int g_gpu, g_nvrtc;
-static char g_reason[512], g_nvrtc_reason[512];
-static int g_gpu_skipped, g_nvrtc_skipped;
+static int g_nvrtc;
+static char g_nvrtc_reason[512];
+static int g_nvrtc_skipped;
 
-#define NEED_GPU()                                                                                 \
-    do {                                                                                           \
-        if (!g_gpu) {                                                                              \
-            g_gpu_skipped++;                                                                       \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define NEED_GPU() GPU_REQUIRE()
 
 /* ---- (a) the program and the support table ---- */
 
@@ -811,12 +806,9 @@ int main(void)
     tgc_clear_error();
 #ifdef TGC_CUDA_OPS_EMU /* tests/cuda_emu: the kernels on the CPU, device memory on the host */
     tgc_ops_emu_init();
-    g_gpu = 1;
-#else
-    g_gpu = tgc_cuda_available() == TGC_OK;
+    gpu_skip_probed_ = 1;
 #endif
-    snprintf(g_reason, sizeof g_reason, "%s", g_gpu ? "" : tgc_last_error());
-    tgc_clear_error();
+    int gpu = gpu_available();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_program_compiles, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_supported_table, scoped_setup, scoped_teardown),
@@ -834,27 +826,24 @@ int main(void)
     int rc = cmocka_run_group_tests_name("cuda_ops", tests, NULL, group_shutdown);
     if (g_nvrtc_skipped)
         printf("%d NVRTC test skipped: %s\n", g_nvrtc_skipped, g_nvrtc_reason);
-    if (g_gpu)
+    if (gpu)
         printf("%d op/dtype cases not run: shape inference rejects them (as interp)\n",
                g_not_inferred);
-    if (g_gpu_skipped)
-        printf("%d GPU tests skipped: %s\n", g_gpu_skipped, g_reason);
-    return rc;
+    return gpu_skip_finish(rc);
 }
 
-#else /* no CUDA in this build */
+#else /* no CUDA in this build: the GPU cases skip through gpu_skip.h */
 
 static void test_no_cuda(void **state)
 {
     (void)state;
-    printf("test_cuda_ops: built without CUDA: 1 test skipped\n");
-    skip();
+    GPU_REQUIRE();
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_cuda)};
-    return cmocka_run_group_tests_name("cuda_ops", tests, NULL, NULL);
+    return gpu_skip_finish(cmocka_run_group_tests_name("cuda_ops", tests, NULL, NULL));
 }
 
 #endif

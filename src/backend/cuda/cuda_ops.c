@@ -165,8 +165,14 @@ typedef struct flag_buf {
     tgc_tensor *t;
 } flag_buf;
 
+/* While the stream is being captured into a CUDA graph nothing could be read back (and the
+ * allocator refuses new blocks): no flag; the kernels skip bad indices, so the result stays
+ * in bounds, unreported. */
 static tgc_status flag_begin(const ops_ctx *c, flag_buf *f)
 {
+    f->t = NULL;
+    if (tgc_ops_capturing(c))
+        return TGC_OK;
     int64_t two = 2;
     f->t = tgc_tensor_new(&two, 1, TGC_I64, c->dev);
     if (!f->t)
@@ -180,6 +186,8 @@ static tgc_status flag_begin(const ops_ctx *c, flag_buf *f)
 static tgc_status flag_check(const ops_ctx *c, flag_buf *f, const tgc_tensor *ix, int64_t n,
                              int64_t limit, int has_ignore, int64_t ignore)
 {
+    if (!f->t)
+        return TGC_OK;
     ops_tv v = tv_of(ix);
     merge1(&v);
     void *ip = dptr(ix), *fp = dptr(f->t);
@@ -190,26 +198,23 @@ static tgc_status flag_check(const ops_ctx *c, flag_buf *f, const tgc_tensor *ix
 }
 
 /* Synchronizes and reads the flag: *bad = 1 with the position and value when one was out of
- * range. While the stream is being captured nothing can be read: the kernels skip bad
- * indices (the result stays in bounds) and *bad = 0. */
+ * range. */
 static tgc_status flag_end(const ops_ctx *c, flag_buf *f, int *bad, int64_t *pos, int64_t *val)
 {
     *bad = 0;
     tgc_status s = TGC_OK;
     if (!tgc_ops_capturing(c)) {
         s = tgc_ops_sync(c);
-        tgc_tensor *h = s == TGC_OK ? tgc_to(f->t, tgc_cpu()) : NULL;
-        if (s == TGC_OK && !h)
-            s = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
-        if (h) {
-            const uint64_t *v = tgc_host_data(h);
-            v = (const uint64_t *)((const char *)v + h->offset * 8);
-            if (v[0] != ~(uint64_t)0) {
-                *bad = 1;
-                *pos = (int64_t)v[0];
-                *val = (int64_t)v[1];
-            }
-            tgc_tensor_free(h);
+        uint64_t v[2] = {~(uint64_t)0, 0};
+        if (s == TGC_OK) {
+            char fn[48];
+            snprintf(fn, sizeof fn, "tgc_%s", c->op);
+            s = tgc_tensor_read(fn, f->t, v);
+        }
+        if (s == TGC_OK && v[0] != ~(uint64_t)0) {
+            *bad = 1;
+            *pos = (int64_t)v[0];
+            *val = (int64_t)v[1];
         }
     }
     tgc_tensor_free(f->t);
