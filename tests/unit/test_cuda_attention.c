@@ -7,8 +7,9 @@
  *    through a block-wide exchange), equals interp's sdpa over dtypes, odd lengths, head dims,
  *    strided views, masks, causal and dropout with the same Philox bits: so the algorithm
  *    and the host-side argument setup are checked without a GPU;
- *  - on a GPU (tgc_cuda_available), tgc_cuda_attention_run on device tensors equals interp
- *    (skipped, visibly, without one). */
+ *  - on a GPU (tgc_cuda_available), tgc_cuda_attention_run on device tensors equals interp,
+ *    reserving the same Philox counters (skipped and counted through tests/gpu_skip.h
+ *    without one: exit code 77 when nothing failed). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "gpu_skip.h"
 #include "unit_test_util.h"
 
 #ifdef TGC_HAVE_CUDA
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_nvrtc.h"
@@ -82,22 +85,24 @@ static unsigned emu_as_uint(float f)
 #define AT_AS_UINT(f)     emu_as_uint(f)
 #define AT_UNROLL
 #define AT_NO_UNROLL
-#define AT_TID            emu_tid
-#define AT_BID            emu_bid
-#define AT_D              emu_d
-#define AT_DV             emu_dv
-#define AT_DT             emu_dt
-#define AT_DROPOUT        (a.dropout)
-#define AT_D4             TGC_AT_D4(emu_d)
-#define AT_DP             TGC_AT_DP(emu_d)
-#define AT_NC             TGC_AT_NC(emu_dv)
-#define AT_DVP            TGC_AT_DVP(emu_dv)
-#define AT_BNP            TGC_AT_BNP
-#define AT_LD4(p)         (*(const float4 *)(p))
-#define AT_BM             emu_bm
-#define AT_RM             (emu_bm / 16)
-#define AT_BN             TGC_AT_BN
-#define AT_NT             TGC_AT_NT
+#define AT_TID             emu_tid
+#define AT_BID             emu_bid
+#define AT_D               emu_d
+#define AT_DV              emu_dv
+#define AT_DT              emu_dt
+#define AT_DROPOUT         (a.dropout)
+#define AT_D4              TGC_AT_D4(emu_d)
+#define AT_DP              TGC_AT_DP(emu_d)
+#define AT_NC              TGC_AT_NC(emu_dv)
+#define AT_DVP             TGC_AT_DVP(emu_dv)
+#define AT_BNP             TGC_AT_BNP
+#define AT_LD4(p)          (*(const float4 *)(p))
+#define AT_ST4(p, v)       (*(float4 *)(p) = (v))
+#define AT_LDG4(p)         (*(const float4 *)(p))
+#define AT_BM              emu_bm
+#define AT_RM              (emu_bm / 16)
+#define AT_BN              TGC_AT_BN
+#define AT_NT              TGC_AT_NT
 #define TGC_AT_SOURCE(...) __VA_ARGS__
 #include "backend/cuda/cuda_attention_kernel.inc"
 
@@ -171,8 +176,7 @@ static tgc_tensor *rand_permuted(tgc_dtype dt, const int64_t *shape4)
     return v;
 }
 
-static tgc_node sdpa_node(tgc_dtype dt, int ndim, int causal, int has_mask, double p,
-                          double scale)
+static tgc_node sdpa_node(tgc_dtype dt, int ndim, int causal, int has_mask, double p, double scale)
 {
     tgc_node nd;
     memset(&nd, 0, sizeof nd);
@@ -205,8 +209,8 @@ static void check_close(const tgc_tensor *got, const tgc_tensor *want, tgc_dtype
         const double g = tgc_load(tgc_host_data(got), dt, i);
         const double w = tgc_load(tgc_host_data(want), dt, i);
         if (exact_zeros && ((g == 0.0) != (w == 0.0)))
-            fail_msg("%s: element %lld kept/dropped differs: got %g, interp %g", what,
-                     (long long)i, g, w);
+            fail_msg("%s: element %lld kept/dropped differs: got %g, interp %g", what, (long long)i,
+                     g, w);
         if (!(fabs(g - w) <= tol * (1.0 + fabs(w))))
             fail_msg("%s: element %lld: got %.9g, interp %.9g", what, (long long)i, g, w);
     }
@@ -216,12 +220,12 @@ typedef struct at_case {
     const char *name;
     tgc_dtype dt;
     int64_t B, H, L, S, E, Ev;
-    int permuted;    /* q, k, v as [B, H, n, E] views of [B, n, H, E] */
-    int kv_bcast;    /* k and v are [1, H, S, E]: broadcast over the batch */
-    int mask;        /* 0 none, 1 bool [B, 1, 1, S], 2 float [L, S], 3 float [1, H, L, 1] */
+    int permuted; /* q, k, v as [B, H, n, E] views of [B, n, H, E] */
+    int kv_bcast; /* k and v are [1, H, S, E]: broadcast over the batch */
+    int mask;     /* 0 none, 1 bool [B, 1, 1, S], 2 float [L, S], 3 float [1, H, L, 1] */
     int causal;
-    double p;        /* dropout */
-    int identity_v;  /* v = I (S == Ev): the output is the dropped weights themselves */
+    double p;       /* dropout */
+    int identity_v; /* v = I (S == Ev): the output is the dropped weights themselves */
 } at_case;
 
 /* Builds case c's inputs; returns the number of inputs. */
@@ -268,6 +272,30 @@ static int make_inputs(const at_case *c, tgc_tensor **ins)
     return c->mask ? 4 : 3;
 }
 
+/* Runs node nd on inputs ins (output shape of nd->out.ndim dims) on the emulation and on
+ * interp, after the same seed, and compares. */
+static void emulate_and_compare(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                                int n_sms, int exact_zeros, const char *name)
+{
+    tgc_at_launch ln;
+    assert_int_equal(tgc_cuda_attention_setup(nd, ins, shape, n_sms, &ln), TGC_OK);
+    tgc_rng_seed(777);
+    if (ln.n_draw) {
+        uint64_t seed;
+        ln.args.rng_base = (long long)tgc_rng_draw(ln.n_draw, &seed);
+        ln.args.rng_seed = (long long)seed;
+    }
+    tgc_tensor *out = tgc_tensor_new(shape, nd->out.ndim, nd->out.dtype, tgc_cpu());
+    assert_non_null(out);
+    ln.args.out = tgc_device_ptr(out);
+    emu_run(&ln);
+
+    tgc_rng_seed(777);
+    tgc_tensor *want = tgc_interp_run_node(nd, ins, shape);
+    assert_non_null(want);
+    check_close(out, want, nd->out.dtype, exact_zeros, name);
+}
+
 static void run_case_emulated(const at_case *c, int n_sms)
 {
     tgc_tensor *ins[4];
@@ -275,24 +303,29 @@ static void run_case_emulated(const at_case *c, int n_sms)
     const int64_t shape[4] = {c->B, c->H, c->L, c->Ev};
     tgc_node nd = sdpa_node(c->dt, 4, c->causal, c->mask != 0, c->p, 1.0 / sqrt((double)c->E));
     assert_int_equal(nd.n_in, n_in);
+    emulate_and_compare(&nd, ins, shape, n_sms, c->identity_v, c->name);
+}
 
-    tgc_at_launch ln;
-    assert_int_equal(tgc_cuda_attention_setup(&nd, ins, shape, n_sms, &ln), TGC_OK);
-    tgc_rng_seed(777);
-    if (ln.n_draw) {
-        uint64_t seed;
-        ln.args.rng_base = (long long)tgc_rng_draw(ln.n_draw, &seed);
-        ln.args.rng_seed = (long long)seed;
+/* Other ranks: 2-D q/k/v (no batch), and 5-D q with k/v of fewer dims broadcast over the
+ * leading ones, a 3-D float mask and dropout. */
+static void test_emulated_ranks_and_broadcast(void **state)
+{
+    (void)state;
+    {
+        const int64_t qs[2] = {37, 24}, ks[2] = {50, 24}, vs[2] = {50, 40}, os[2] = {37, 40};
+        tgc_tensor *ins[3] = {rand_tensor(TGC_F32, qs, 2), rand_tensor(TGC_F32, ks, 2),
+                              rand_tensor(TGC_F32, vs, 2)};
+        tgc_node nd = sdpa_node(TGC_F32, 2, 1, 0, 0.0, 0.3);
+        emulate_and_compare(&nd, ins, os, 0, 0, "2-D causal");
     }
-    tgc_tensor *out = tgc_tensor_new(shape, 4, c->dt, tgc_cpu());
-    assert_non_null(out);
-    ln.args.out = tgc_device_ptr(out);
-    emu_run(&ln);
-
-    tgc_rng_seed(777);
-    tgc_tensor *want = tgc_interp_run_node(&nd, ins, shape);
-    assert_non_null(want);
-    check_close(out, want, c->dt, c->identity_v, c->name);
+    {
+        const int64_t qs[5] = {2, 3, 2, 20, 32}, ks[3] = {2, 33, 32}, vs[4] = {1, 2, 33, 16};
+        const int64_t ms[3] = {2, 20, 33}, os[5] = {2, 3, 2, 20, 16};
+        tgc_tensor *ins[4] = {rand_tensor(TGC_F32, qs, 5), rand_tensor(TGC_F32, ks, 3),
+                              rand_tensor(TGC_F32, vs, 4), rand_tensor(TGC_F32, ms, 3)};
+        tgc_node nd = sdpa_node(TGC_F32, 5, 0, 1, 0.2, 0.125);
+        emulate_and_compare(&nd, ins, os, 132, 0, "5-D broadcast k/v/mask dropout");
+    }
 }
 
 static const at_case emu_cases[] = {
@@ -308,8 +341,7 @@ static const at_case emu_cases[] = {
     {"f16 permuted E64", TGC_F16, 2, 2, 65, 100, 64, 64, 1, 0, 1, 0, 0, 0},
     {"bf16 E64 causal", TGC_BF16, 1, 2, 100, 100, 64, 64, 0, 0, 0, 1, 0, 0},
     {"f32 dropout identity v", TGC_F32, 2, 2, 70, 67, 32, 67, 0, 0, 0, 0, 0.25, 1},
-    {"f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 9, 100, 64, 100, 0, 0, 1, 1,
-     0.5, 1},
+    {"f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 9, 100, 64, 100, 0, 0, 1, 1, 0.5, 1},
     {"f32 dropout permuted", TGC_F32, 2, 3, 33, 65, 64, 64, 1, 0, 0, 0, 0.1, 0},
     {"bf16 dropout identity v", TGC_BF16, 1, 2, 17, 40, 64, 40, 0, 0, 0, 0, 0.3, 1},
 };
@@ -374,35 +406,64 @@ static void run_case_gpu(const at_case *c)
 }
 
 static const at_case gpu_cases[] = {
-    {"gpu f32 BERT 8x12x128x64 permuted key mask", TGC_F32, 8, 12, 128, 128, 64, 64, 1, 0, 1, 0,
-     0, 0},
+    {"gpu f32 BERT 8x12x128x64 permuted key mask", TGC_F32, 8, 12, 128, 128, 64, 64, 1, 0, 1, 0, 0,
+     0},
     {"gpu f16 BERT permuted key mask", TGC_F16, 8, 12, 128, 128, 64, 64, 1, 0, 1, 0, 0, 0},
-    {"gpu bf16 BERT permuted key mask dropout", TGC_BF16, 2, 12, 128, 128, 64, 64, 1, 0, 1, 0,
-     0.1, 0},
+    {"gpu bf16 BERT permuted key mask dropout", TGC_BF16, 2, 12, 128, 128, 64, 64, 1, 0, 1, 0, 0.1,
+     0},
     {"gpu f32 L1 S1 E128", TGC_F32, 2, 1, 1, 1, 128, 128, 0, 0, 0, 0, 0, 0},
     {"gpu f32 L7 S129 E32", TGC_F32, 2, 3, 7, 129, 32, 32, 0, 0, 0, 0, 0, 0},
     {"gpu f32 L129 S7 E80 causal", TGC_F32, 1, 2, 129, 7, 80, 80, 0, 0, 0, 1, 0, 0},
     {"gpu f32 L7 S129 causal float mask", TGC_F32, 2, 2, 7, 129, 64, 64, 0, 0, 2, 1, 0, 0},
-    {"gpu f16 E128 Ev7 kv bcast mask [1,H,L,1]", TGC_F16, 2, 2, 129, 65, 128, 7, 0, 1, 3, 0, 0,
-     0},
+    {"gpu f16 E128 Ev7 kv bcast mask [1,H,L,1]", TGC_F16, 2, 2, 129, 65, 128, 7, 0, 1, 3, 0, 0, 0},
     {"gpu f32 L1000 S1000 causal", TGC_F32, 1, 2, 1000, 1000, 64, 64, 0, 0, 0, 1, 0, 0},
     {"gpu f32 dropout identity v", TGC_F32, 2, 2, 70, 67, 32, 67, 0, 0, 0, 0, 0.25, 1},
-    {"gpu f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 129, 100, 64, 100, 1, 0, 1,
-     1, 0.5, 1},
+    {"gpu f32 dropout causal bool mask identity v", TGC_F32, 2, 1, 129, 100, 64, 100, 1, 0, 1, 1,
+     0.5, 1},
     {"gpu f16 dropout identity v", TGC_F16, 1, 3, 65, 128, 64, 128, 0, 0, 0, 0, 0.2, 1},
 };
 
 static void test_gpu_matches_interp(void **state)
 {
     (void)state;
-    if (tgc_cuda_available() != TGC_OK) {
-        printf("[  SKIPPED ] no GPU: %s\n", tgc_last_error());
-        tgc_clear_error();
-        skip();
-    }
+    GPU_REQUIRE();
     for (int i = 0; i < N_OF(gpu_cases); i++) {
         tgc_scope_push();
         run_case_gpu(&gpu_cases[i]);
+        assert_int_equal(tgc_scope_pop(), TGC_OK);
+    }
+    /* the BERT-base shape, f32 (batch 8, 12 heads, 128 tokens, head 64, key-padding mask):
+     * time per call, printed for the record */
+    {
+        tgc_scope_push();
+        const at_case *c = &gpu_cases[0];
+        tgc_tensor *ins[4], *dins[4];
+        const int n_in = make_inputs(c, ins);
+        for (int i = 0; i < n_in; i++)
+            dins[i] = to_device(ins[i], tgc_cuda(0));
+        const int64_t shape[4] = {c->B, c->H, c->L, c->Ev};
+        tgc_node nd = sdpa_node(c->dt, 4, 0, 1, 0.0, 0.125);
+        tgc_launch_env env;
+        memset(&env, 0, sizeof env);
+        env.device = tgc_cuda(0);
+        tgc_tensor *o = NULL;
+        assert_int_equal(tgc_cuda_attention_run(&nd, dins, shape, &o, &env), TGC_OK);
+        assert_int_equal(tgc_cuda_synchronize(0), TGC_OK);
+        const int reps = 200;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int r = 0; r < reps; r++) {
+            assert_int_equal(tgc_cuda_attention_run(&nd, dins, shape, &o, &env), TGC_OK);
+            tgc_tensor_free(o);
+        }
+        assert_int_equal(tgc_cuda_synchronize(0), TGC_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double us =
+            ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3) /
+            reps;
+        printf("tgc: attention f32 8x12x128x64 with key mask: %.1f us per call, host path included "
+               "(%d calls)\n",
+               us, reps);
         assert_int_equal(tgc_scope_pop(), TGC_OK);
     }
     /* host tensors and uncovered head dims fall back without an error */
@@ -432,12 +493,14 @@ static void test_program_compiles_for_sm90(void **state)
         tgc_clear_error();
         skip();
     }
-    static const int variants[][5] = {{0, 64, 64, 0, 64}, {0, 64, 64, 0, 32},
-                                      {1, 64, 64, 1, 64}, {2, 128, 128, 0, 64},
+    static const int variants[][5] = {{0, 64, 64, 0, 64},
+                                      {0, 64, 64, 0, 32},
+                                      {1, 64, 64, 1, 64},
+                                      {2, 128, 128, 0, 64},
                                       {0, 1, 7, 1, 32}};
     for (int i = 0; i < N_OF(variants); i++) {
         char *src = tgc_cuda_attention_source(variants[i][0], variants[i][1], variants[i][2],
-                                               variants[i][3], variants[i][4]);
+                                              variants[i][3], variants[i][4]);
         assert_non_null(src);
         char *cubin = NULL, *ptx = NULL;
         size_t size = 0;
@@ -447,10 +510,10 @@ static void test_program_compiles_for_sm90(void **state)
                      variants[i][3], tgc_last_error());
         assert_true(size > 0);
         assert_non_null(strstr(ptx, ".entry tgc_attention_fwd"));
-        /* the accumulators stay in registers: no local memory */
+        /* the register arrays (scores, accumulators) are fully unrolled: no local arrays */
         if (strstr(ptx, ".local"))
-            printf("note: variant %d/%d/%d uses local memory\n", variants[i][0], variants[i][1],
-                   variants[i][2]);
+            fail_msg("variant %d/%d/%d/%d keeps arrays in local memory", variants[i][0],
+                     variants[i][1], variants[i][2], variants[i][3]);
         free(cubin);
         free(ptx);
         free(src);
@@ -490,6 +553,17 @@ static void test_supported_and_setup(void **state)
     assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_ERR_UNSUPPORTED);
     ins[1] = rand_tensor(TGC_F32, q64, 4);
     assert_int_equal(tgc_cuda_attention_setup(&n4, ins, shape, 0, &ln), TGC_OK);
+    {
+        /* no float4 staging for a row start off 16 bytes or a width not a multiple of 4 */
+        const int64_t q7[4] = {1, 2, 5, 7}, st[4] = {640, 320, 64, 1};
+        const int64_t n_base = 1280;
+        tgc_tensor *off = tgc_tensor_view(rand_tensor(TGC_F32, &n_base, 1), q64, st, 4, 1);
+        tgc_tensor *t7[3] = {off, ins[1], rand_tensor(TGC_F32, q7, 4)};
+        const int64_t s7[4] = {1, 2, 5, 7};
+        tgc_at_launch l7;
+        assert_int_equal(tgc_cuda_attention_setup(&n4, t7, s7, 0, &l7), TGC_OK);
+        assert_true(!l7.args.vec_q && l7.args.vec_k && !l7.args.vec_v);
+    }
     assert_int_equal(ln.n_blocks, 2);
     assert_int_equal(ln.bm, 32); /* L <= 32 */
     assert_int_equal(ln.n_draw, 0);
@@ -502,6 +576,7 @@ static void test_supported_and_setup(void **state)
         assert_int_equal(tgc_cuda_attention_setup(&n4, t3, s100, 0, &ln), TGC_OK);
         assert_int_equal(ln.bm, 64);
         assert_int_equal(ln.n_blocks, 4);
+        assert_true(ln.args.vec_q && ln.args.vec_k && ln.args.vec_v); /* float4 staging */
         assert_int_equal(ln.smem, tgc_cuda_attention_smem(64, 64, 64));
         assert_int_equal(tgc_cuda_attention_setup(&n4, t3, s100, 132, &ln), TGC_OK);
         assert_int_equal(ln.bm, 32);
@@ -522,8 +597,7 @@ static void test_supported_and_setup(void **state)
 static void test_cuda_absent(void **state)
 {
     (void)state;
-    printf("[  SKIPPED ] built without CUDA (TGC_WITH_CUDA)\n");
-    skip();
+    GPU_REQUIRE();
 }
 
 #endif
@@ -536,10 +610,12 @@ int main(void)
         cmocka_unit_test(test_program_compiles_for_sm90),
         cmocka_unit_test_setup_teardown(test_emulated_kernel_matches_interp, scoped_setup,
                                         scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_emulated_ranks_and_broadcast, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_matches_interp, scoped_setup, scoped_teardown),
     };
 #else
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cuda_absent)};
 #endif
-    return cmocka_run_group_tests(tests, NULL, group_shutdown);
+    return gpu_skip_finish(cmocka_run_group_tests(tests, NULL, group_shutdown));
 }

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "gpu_skip.h"
 #include "unit_test_util.h"
 
 #ifdef TGC_HAVE_CUDA
@@ -38,17 +39,15 @@
 #include "tgc/cuda.h"
 #include "tgc/ops.h"
 
-static int g_gpu, g_nvrtc;
-static char g_reason[512], g_nvrtc_reason[512];
-static int g_gpu_skipped, g_nvrtc_skipped;
+#ifdef TGC_CUDA_OPS_EMU
+void tgc_ops_emu_init(void);
+#endif
 
-#define NEED_GPU()                                                                                 \
-    do {                                                                                           \
-        if (!g_gpu) {                                                                              \
-            g_gpu_skipped++;                                                                       \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+static int g_nvrtc;
+static char g_nvrtc_reason[512];
+static int g_nvrtc_skipped;
+
+#define NEED_GPU() GPU_REQUIRE()
 
 /* ---- (a) the program and the support table ---- */
 
@@ -354,10 +353,9 @@ static void test_gpu_pointwise(void **state)
     const int64_t s3[3] = {3, 5, 7}, s_b[2] = {1, 7}, s2[2] = {5, 7};
     tgc_attrs none;
     memset(&none, 0, sizeof none);
-    static const tgc_op bin[] = {TGC_OP_ADD,     TGC_OP_SUB,     TGC_OP_MUL, TGC_OP_DIV,
-                                 TGC_OP_POW,     TGC_OP_MAXIMUM, TGC_OP_MINIMUM, TGC_OP_EQ,
-                                 TGC_OP_NE,      TGC_OP_LT,      TGC_OP_LE,  TGC_OP_GT,
-                                 TGC_OP_GE};
+    static const tgc_op bin[] = {TGC_OP_ADD,     TGC_OP_SUB,     TGC_OP_MUL, TGC_OP_DIV, TGC_OP_POW,
+                                 TGC_OP_MAXIMUM, TGC_OP_MINIMUM, TGC_OP_EQ,  TGC_OP_NE,  TGC_OP_LT,
+                                 TGC_OP_LE,      TGC_OP_GT,      TGC_OP_GE};
     for (size_t o = 0; o < sizeof bin / sizeof bin[0]; o++)
         for (size_t i = 0; i < sizeof all_dt / sizeof all_dt[0]; i++) {
             tgc_dtype da = all_dt[i], db = all_dt[(i + 3) % 7];
@@ -372,9 +370,9 @@ static void test_gpu_pointwise(void **state)
             if (da != TGC_BOOL)
                 check_op(what, bin[o], same, 2, &none);
         }
-    static const tgc_op un[] = {TGC_OP_NEG,  TGC_OP_ABS,     TGC_OP_EXP,  TGC_OP_LOG,
-                                TGC_OP_SQRT, TGC_OP_RSQRT,   TGC_OP_TANH, TGC_OP_SIGMOID,
-                                TGC_OP_RELU, TGC_OP_GELU,    TGC_OP_GELU_TANH, TGC_OP_SILU,
+    static const tgc_op un[] = {TGC_OP_NEG,  TGC_OP_ABS,   TGC_OP_EXP,       TGC_OP_LOG,
+                                TGC_OP_SQRT, TGC_OP_RSQRT, TGC_OP_TANH,      TGC_OP_SIGMOID,
+                                TGC_OP_RELU, TGC_OP_GELU,  TGC_OP_GELU_TANH, TGC_OP_SILU,
                                 TGC_OP_ERF};
     for (size_t o = 0; o < sizeof un / sizeof un[0]; o++)
         for (size_t i = 0; i < sizeof all_dt / sizeof all_dt[0]; i++) {
@@ -421,8 +419,8 @@ static void test_gpu_cast(void **state)
             tgc_tensor *x = cpu_transposed(all_dt[i], s, 2);
             /* specials: NaN, infinities, huge and negative values */
             if (tgc_dtype_is_float(all_dt[i])) {
-                static const double sp[] = {NAN, INFINITY, -INFINITY, 3e9, -3e9, 1e20, -0.0,
-                                            65519.0, 65520.0, 70000.0, 2.5, -2.5};
+                static const double sp[] = {NAN,  INFINITY, -INFINITY, 3e9,     -3e9, 1e20,
+                                            -0.0, 65519.0,  65520.0,   70000.0, 2.5,  -2.5};
                 for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++)
                     tgc_store(tgc_host_data(x), all_dt[i],
                               tgc_tensor_elem_offset(x, (int64_t)k * 7), sp[k]);
@@ -806,16 +804,17 @@ int main(void)
     g_nvrtc = tgc_nvrtc_load() == TGC_OK;
     snprintf(g_nvrtc_reason, sizeof g_nvrtc_reason, "%s", g_nvrtc ? "" : tgc_last_error());
     tgc_clear_error();
-    g_gpu = tgc_cuda_available() == TGC_OK;
-    snprintf(g_reason, sizeof g_reason, "%s", g_gpu ? "" : tgc_last_error());
-    tgc_clear_error();
+#ifdef TGC_CUDA_OPS_EMU /* tests/cuda_emu: the kernels on the CPU, device memory on the host */
+    tgc_ops_emu_init();
+    gpu_skip_probed_ = 1;
+#endif
+    int gpu = gpu_available();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_program_compiles, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_supported_table, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_pointwise, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_cast, scoped_setup, scoped_teardown),
-        cmocka_unit_test_setup_teardown(test_gpu_views_and_movement, scoped_setup,
-                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_views_and_movement, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_indexing, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_reductions, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_norms, scoped_setup, scoped_teardown),
@@ -827,27 +826,24 @@ int main(void)
     int rc = cmocka_run_group_tests_name("cuda_ops", tests, NULL, group_shutdown);
     if (g_nvrtc_skipped)
         printf("%d NVRTC test skipped: %s\n", g_nvrtc_skipped, g_nvrtc_reason);
-    if (g_gpu)
+    if (gpu)
         printf("%d op/dtype cases not run: shape inference rejects them (as interp)\n",
                g_not_inferred);
-    if (g_gpu_skipped)
-        printf("%d GPU tests skipped: %s\n", g_gpu_skipped, g_reason);
-    return rc;
+    return gpu_skip_finish(rc);
 }
 
-#else /* no CUDA in this build */
+#else /* no CUDA in this build: the GPU cases skip through gpu_skip.h */
 
 static void test_no_cuda(void **state)
 {
     (void)state;
-    printf("test_cuda_ops: built without CUDA: 1 test skipped\n");
-    skip();
+    GPU_REQUIRE();
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_cuda)};
-    return cmocka_run_group_tests_name("cuda_ops", tests, NULL, NULL);
+    return gpu_skip_finish(cmocka_run_group_tests_name("cuda_ops", tests, NULL, NULL));
 }
 
 #endif

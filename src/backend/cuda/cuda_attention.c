@@ -1,9 +1,15 @@
 /* Fused attention on CUDA (see cuda_attention.h): the host side. Checks what the kernel
  * covers, fills its by-value argument from the tensors' geometry exactly as interp's sdpa
- * reads them (src/backend/interp/k_nn.c), builds and caches the NVRTC program per (device,
- * dtype, head dims) and launches it.
+ * reads them (src/backend/interp/k_nn.c), builds the NVRTC program of the variant (dtype,
+ * head dims, dropout or not, 32 or 64 query rows) for the device's sm_XY, loads it and
+ * launches it on the stream.
  *
- * Thread-safety: the program cache is guarded by one mutex; everything else is per call. */
+ * The kernel text is self-contained (its own f16/bf16 conversions and Philox, not the shared
+ * prelude) because the unit test also compiles it as C on a host emulation of CUDA.
+ *
+ * Ownership and thread-safety: the program cache (one module per device and variant, kept
+ * for the life of the process) is a list guarded by one mutex, under which a missing variant
+ * is compiled once; everything else is per call. */
 #include "backend/cuda/cuda_attention.h"
 
 #include <limits.h>
@@ -18,8 +24,8 @@
 #include "runtime/philox.h"
 #include "support/error.h"
 
-#define AT_XSTR2(...) #__VA_ARGS__
-#define AT_XSTR(x)    AT_XSTR2(x)
+#define AT_XSTR2(...)      #__VA_ARGS__
+#define AT_XSTR(x)         AT_XSTR2(x)
 #define TGC_AT_SOURCE(...) static const char at_kernel_text[] = #__VA_ARGS__;
 #include "backend/cuda/cuda_attention_kernel.inc"
 #undef TGC_AT_SOURCE
@@ -35,6 +41,8 @@ static const char at_prefix[] =
     "#define AT_AS_FLOAT(u) __uint_as_float(u)\n"
     "#define AT_AS_UINT(f) __float_as_uint(f)\n"
     "#define AT_LD4(p) (*(const float4 *)(p))\n"
+    "#define AT_ST4(p, v) (*(float4 *)(p) = (v))\n"
+    "#define AT_LDG4(p) __ldg((const float4 *)(p))\n"
     "#define AT_UNROLL _Pragma(\"unroll\")\n"
     "#define AT_NO_UNROLL _Pragma(\"unroll 1\")\n"
     "#define AT_TID threadIdx.x\n"
@@ -108,6 +116,20 @@ static int64_t at_batch_stride(const tgc_tensor *t, int inner, int od, int nb)
     return d >= 0 && d < tb && t->shape[d] != 1 ? t->strides[d] : 0;
 }
 
+/* 1 when f32 operand t (last dim the width) can be staged with float4 loads: unit element
+ * stride, row and batch strides multiples of 4 elements, element 0 16-byte aligned, width a
+ * multiple of 4. */
+static long long at_vec4(const tgc_tensor *t, const long long *bstrides, int nb)
+{
+    if (t->dtype != TGC_F32 || t->strides[t->ndim - 1] != 1 || t->shape[t->ndim - 1] % 4 ||
+        t->strides[t->ndim - 2] % 4 || (uintptr_t)tgc_device_ptr(t) % 16)
+        return 0;
+    for (int d = 0; d < nb; d++)
+        if (bstrides[d] % 4)
+            return 0;
+    return 1;
+}
+
 tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
                                     const int64_t *shape, int n_sms, tgc_at_launch *ln)
 {
@@ -176,6 +198,9 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
         if (mask->ndim >= 2 && mask->shape[mask->ndim - 2] != 1)
             a->msl = mask->strides[mask->ndim - 2];
     }
+    a->vec_q = at_vec4(q, a->qbs, nb);
+    a->vec_k = at_vec4(k, a->kbs, nb);
+    a->vec_v = at_vec4(v, a->vbs, nb);
     a->mask_dt = mask_dt;
     a->causal = nd->attrs.i[0] != 0;
     a->dropout = p > 0.0;
@@ -225,15 +250,15 @@ static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunctio
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda attention: CUDA device %d is not loaded",
                              dev);
     char name[64];
-    snprintf(name, sizeof name, "tgc_attention_dt%d_d%d_dv%d_bm%d%s", ln->dt, ln->d, ln->dv,
-             ln->bm, dropout ? "_dropout" : "");
+    snprintf(name, sizeof name, "tgc_attention_dt%d_d%d_dv%d_bm%d%s", ln->dt, ln->d, ln->dv, ln->bm,
+             dropout ? "_dropout" : "");
     char *src = tgc_cuda_attention_source(ln->dt, ln->d, ln->dv, dropout, ln->bm);
     if (!src)
         return tgc_last_status();
     char *cubin = NULL;
     size_t size = 0;
-    tgc_status s = tgc_nvrtc_compile(name, src, props->major * 10 + props->minor, &cubin, &size,
-                                     NULL);
+    tgc_status s =
+        tgc_nvrtc_compile(name, src, props->major * 10 + props->minor, &cubin, &size, NULL);
     free(src);
     if (s)
         return s;
@@ -280,9 +305,8 @@ static tgc_status at_function(int dev, const tgc_at_launch *ln, CUfunction *fn)
     return s;
 }
 
-tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins,
-                                  const int64_t *shape, tgc_tensor **out,
-                                  const struct tgc_launch_env *env)
+tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                                  tgc_tensor **out, const struct tgc_launch_env *env)
 {
     tgc_at_launch ln;
     *out = NULL;
@@ -323,9 +347,8 @@ tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins,
         if (!s) {
             void *params[] = {&ln.args};
             s = tgc_cuda_error(tgc_cuda_drv()->cuLaunchKernel(fn, (unsigned)ln.n_blocks, 1, 1,
-                                                               TGC_AT_NT, 1, 1,
-                                                               (unsigned)ln.smem, stream, params,
-                                                               NULL),
+                                                              TGC_AT_NT, 1, 1, (unsigned)ln.smem,
+                                                              stream, params, NULL),
                                "cuLaunchKernel (tgc_attention_fwd)");
         }
         if (s) {

@@ -22,9 +22,8 @@
  * from the Philox stream in the node's turn exactly as interp does (numel of the [batch...,
  * L, S] weights). TGC_ERR_UNSUPPORTED with no error kept for a case it does not cover (the
  * caller then stages the node through interp); any other error has its message. */
-tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins,
-                                  const int64_t *shape, tgc_tensor **out,
-                                  const struct tgc_launch_env *env);
+tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
+                                  tgc_tensor **out, const struct tgc_launch_env *env);
 
 /* 1 when tgc_cuda_attention_run may cover node nd judging by its op, attributes and output
  * dtype alone (f32, f16, bf16); input dtypes, head dims (1..128) and ranks are checked at
@@ -39,26 +38,28 @@ int tgc_cuda_attention_supported(const tgc_node *nd);
  * the output's (at most 6); the *bs arrays are each tensor's element stride for them, 0 where
  * it broadcasts. mask_dt: -1 none, 0 f32, 1 f16, 2 bf16, 3 f64, 4 bool. Dropout keeps weight
  * element e iff (philox_bits(rng_seed, rng_base + e) >> 8) >= keep_threshold, which is exactly
- * uniform >= p (keep_threshold = ceil(p * 2^24)). */
-#define TGC_AT_ARGS_STRUCT                                                                    \
-    struct tgc_at_args {                                                                      \
-        const void *q;                                                                        \
-        const void *k;                                                                        \
-        const void *v;                                                                        \
-        const void *mask;                                                                     \
-        void *out;                                                                            \
-        long long L, S, nb, n_qtiles;                                                         \
-        long long bshape[8], qbs[8], kbs[8], vbs[8], mbs[8];                                  \
-        long long qsl, qse, ksl, kse, vsl, vse, msl, mss;                                     \
-        long long mask_dt, causal, dropout, keep_threshold, rng_seed, rng_base;               \
-        float scale, keep_scale;                                                              \
+ * uniform >= p (keep_threshold = ceil(p * 2^24)). vec_*: 1 when that f32 operand's rows may be
+ * read as float4 (unit element stride, 16-byte aligned rows and batch steps, width % 4 == 0). */
+#define TGC_AT_ARGS_STRUCT                                                                         \
+    struct tgc_at_args {                                                                           \
+        const void *q;                                                                             \
+        const void *k;                                                                             \
+        const void *v;                                                                             \
+        const void *mask;                                                                          \
+        void *out;                                                                                 \
+        long long L, S, nb, n_qtiles;                                                              \
+        long long bshape[8], qbs[8], kbs[8], vbs[8], mbs[8];                                       \
+        long long qsl, qse, ksl, kse, vsl, vse, msl, mss;                                          \
+        long long mask_dt, causal, dropout, keep_threshold, rng_seed, rng_base;                    \
+        long long vec_q, vec_k, vec_v;                                                             \
+        float scale, keep_scale;                                                                   \
     };
 TGC_AT_ARGS_STRUCT
 
 /* Tile geometry of the kernel: keys per tile, threads per block; the query rows per tile
  * (bm) are 64, or 32 where 64 would leave the GPU's multiprocessors short of blocks. */
-#define TGC_AT_BN 64
-#define TGC_AT_NT 128
+#define TGC_AT_BN       64
+#define TGC_AT_NT       128
 #define TGC_AT_MAX_HEAD 128
 /* Padded extents, shared by the host (shared-memory size) and the kernel text: the d loop runs
  * to TGC_AT_D4 (zeros past d), shared rows of q and k hold TGC_AT_DP floats (4 mod 8), the

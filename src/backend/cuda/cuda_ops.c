@@ -100,10 +100,9 @@ static tgc_status new_out(const ops_ctx *c, const int64_t *shape, int nd, tgc_dt
         return TGC_OK;
     if (tgc_last_status() == TGC_ERR_OOM) {
         char dims[160];
-        return tgc_set_error(TGC_ERR_OOM,
-                             "tgc_%s: out of memory for its %s result of shape %s on cuda:%d", c->op,
-                             tgc_dtype_name(dt), tgc_format_dims(shape, nd, dims, sizeof dims),
-                             c->dev.index);
+        return tgc_set_error(
+            TGC_ERR_OOM, "tgc_%s: out of memory for its %s result of shape %s on cuda:%d", c->op,
+            tgc_dtype_name(dt), tgc_format_dims(shape, nd, dims, sizeof dims), c->dev.index);
     }
     return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_OOM;
 }
@@ -111,7 +110,53 @@ static tgc_status new_out(const ops_ctx *c, const int64_t *shape, int nd, tgc_dt
 static tgc_status launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work,
                          void **params)
 {
-    return tgc_ops_launch(c, k, shape, work, params);
+    return tgc_ops_launch(c, k, shape, work, 0, params);
+}
+
+/* one block per row of row_len elements, the block sized to the row */
+static tgc_status launch_rows(const ops_ctx *c, ops_kernel k, int64_t rows, int64_t row_len,
+                              void **params)
+{
+    return tgc_ops_launch(c, k, OPS_BLOCKS, rows, tgc_ops_block_for(row_len), params);
+}
+
+void tgc_ops_merge(ops_tv *const *tvs, int n)
+{
+    if (n <= 0)
+        return;
+    const int nd = tvs[0]->nd;
+    int out = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t sz = tvs[0]->shape[d];
+        if (sz == 1)
+            continue;
+        int merge = out > 0;
+        for (int k = 0; merge && k < n; k++)
+            merge = tvs[k]->st[out - 1] == tvs[k]->st[d] * sz;
+        for (int k = 0; k < n; k++) {
+            ops_tv *t = tvs[k];
+            if (merge) {
+                t->shape[out - 1] *= sz;
+                t->st[out - 1] = t->st[d];
+            } else {
+                t->shape[out] = sz;
+                t->st[out] = t->st[d];
+            }
+        }
+        out += !merge;
+    }
+    for (int k = 0; k < n; k++) {
+        for (int d = out; d < OPS_MAXD; d++) {
+            tvs[k]->shape[d] = 0;
+            tvs[k]->st[d] = 0;
+        }
+        tvs[k]->nd = out;
+    }
+}
+
+static void merge1(ops_tv *t)
+{
+    tgc_ops_merge(&t, 1);
 }
 
 /* ---- bounds flag: [0] smallest bad position (~0: none), [1] the value found there ---- */
@@ -120,8 +165,14 @@ typedef struct flag_buf {
     tgc_tensor *t;
 } flag_buf;
 
+/* While the stream is being captured into a CUDA graph nothing could be read back (and the
+ * allocator refuses new blocks): no flag; the kernels skip bad indices, so the result stays
+ * in bounds, unreported. */
 static tgc_status flag_begin(const ops_ctx *c, flag_buf *f)
 {
+    f->t = NULL;
+    if (tgc_ops_capturing(c))
+        return TGC_OK;
     int64_t two = 2;
     f->t = tgc_tensor_new(&two, 1, TGC_I64, c->dev);
     if (!f->t)
@@ -135,7 +186,10 @@ static tgc_status flag_begin(const ops_ctx *c, flag_buf *f)
 static tgc_status flag_check(const ops_ctx *c, flag_buf *f, const tgc_tensor *ix, int64_t n,
                              int64_t limit, int has_ignore, int64_t ignore)
 {
+    if (!f->t)
+        return TGC_OK;
     ops_tv v = tv_of(ix);
+    merge1(&v);
     void *ip = dptr(ix), *fp = dptr(f->t);
     void *a1[] = {&v, &ip, &n, &limit, &has_ignore, &ignore, &fp};
     tgc_status s = launch(c, OPS_K_CHECK_INDEX, OPS_GRID, n, a1);
@@ -144,26 +198,23 @@ static tgc_status flag_check(const ops_ctx *c, flag_buf *f, const tgc_tensor *ix
 }
 
 /* Synchronizes and reads the flag: *bad = 1 with the position and value when one was out of
- * range. While the stream is being captured nothing can be read: the kernels skip bad
- * indices (the result stays in bounds) and *bad = 0. */
+ * range. */
 static tgc_status flag_end(const ops_ctx *c, flag_buf *f, int *bad, int64_t *pos, int64_t *val)
 {
     *bad = 0;
     tgc_status s = TGC_OK;
     if (!tgc_ops_capturing(c)) {
         s = tgc_ops_sync(c);
-        tgc_tensor *h = s == TGC_OK ? tgc_tensor_copy_to("tgc_cuda_ops", f->t, tgc_cpu()) : NULL;
-        if (s == TGC_OK && !h)
-            s = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
-        if (h) {
-            const uint64_t *v = tgc_host_data(h);
-            v = (const uint64_t *)((const char *)v + h->offset * 8);
-            if (v[0] != ~(uint64_t)0) {
-                *bad = 1;
-                *pos = (int64_t)v[0];
-                *val = (int64_t)v[1];
-            }
-            tgc_tensor_free(h);
+        uint64_t v[2] = {~(uint64_t)0, 0};
+        if (s == TGC_OK) {
+            char fn[48];
+            snprintf(fn, sizeof fn, "tgc_%s", c->op);
+            s = tgc_tensor_read(fn, f->t, v);
+        }
+        if (s == TGC_OK && v[0] != ~(uint64_t)0) {
+            *bad = 1;
+            *pos = (int64_t)v[0];
+            *val = (int64_t)v[1];
         }
     }
     tgc_tensor_free(f->t);
@@ -284,12 +335,14 @@ static tgc_status run_pointwise(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         int64_t st[TGC_MAX_DIMS];
         if (!broadcast_strides(in[k], shape, ndim, st))
             return tgc_set_error(TGC_ERR_INTERNAL,
-                                 "tgc_%s: input %d does not broadcast to the output's shape",
-                                 c->op, k);
+                                 "tgc_%s: input %d does not broadcast to the output's shape", c->op,
+                                 k);
         pw.in[k] = tv_make(shape, st, ndim, in[k]->dtype);
         pw.cast_dt[k] = (int)(cdt == TGC_DTYPE_COUNT ? in[k]->dtype : cdt);
     }
     pw.int_path = int_path(op, kind, &nd->attrs, in, n_in, odt, &pw);
+    ops_tv *all[4] = {&pw.o, &pw.in[0], &pw.in[1], &pw.in[2]};
+    tgc_ops_merge(all, 1 + n_in);
     tgc_status s = new_out(c, shape, ndim, odt, out);
     if (s != TGC_OK)
         return s;
@@ -309,6 +362,8 @@ static tgc_status copy_into(const ops_ctx *c, void *dp, const int64_t *dst, tgc_
 {
     ops_tv d = tv_make(shape, dst, nd, ddt), s = tv_make(shape, sst, nd, src->dtype);
     int64_t n = prod(shape, 0, nd);
+    ops_tv *both[2] = {&d, &s};
+    tgc_ops_merge(both, 2);
     void *args[] = {&d, &dp, &s, &sp, &n};
     return launch(c, OPS_K_COPY, OPS_GRID, n, args);
 }
@@ -334,8 +389,7 @@ static tgc_status run_view_copy(const ops_ctx *c, const tgc_node *nd, tgc_tensor
     }
     /* a reshape that is not a view: x's elements in row-major order */
     tgc_row_major_strides(x->shape, x->ndim, ost);
-    return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr(x), x->shape, x->ndim,
-                     x->strides);
+    return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr(x), x->shape, x->ndim, x->strides);
 }
 
 static tgc_status run_cat(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
@@ -591,8 +645,8 @@ static tgc_status run_reduce(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     g.red.dt = (int)x->dtype;
     g.keep.dt = (int)x->dtype;
     g.op = (int)op;
-    g.as_int =
-        !tgc_dtype_is_float(x->dtype) && (op == TGC_OP_SUM || op == TGC_OP_MAX || op == TGC_OP_ARGMAX);
+    g.as_int = !tgc_dtype_is_float(x->dtype) &&
+               (op == TGC_OP_SUM || op == TGC_OP_MAX || op == TGC_OP_ARGMAX);
     g.odt = (int)nd->out.dtype;
     g.correction = op == TGC_OP_VAR ? (double)a->i[2] : 0.0;
     g.nout = prod(g.keep.shape, 0, g.keep.nd);
@@ -601,9 +655,11 @@ static tgc_status run_reduce(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
     if (s != TGC_OK || g.nout == 0)
         return s;
+    merge1(&g.keep);
+    merge1(&g.red);
     void *xp = dptr(x), *op_ = dptr(*out);
     void *args[] = {&g, &xp, &op_};
-    return launch(c, OPS_K_REDUCE, OPS_BLOCKS, g.nout, args);
+    return launch_rows(c, OPS_K_REDUCE, g.nout, g.count, args);
 }
 
 static tgc_status run_softmax(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
@@ -640,7 +696,9 @@ static tgc_status run_softmax(const ops_ctx *c, const tgc_node *nd, tgc_tensor *
     void *xp = dptr(x), *op = dptr(*out);
     int xdt = (int)x->dtype;
     void *args[] = {&g, &xp, &op, &xdt};
-    return launch(c, OPS_K_SOFTMAX, OPS_BLOCKS, g.rows, args);
+    ops_tv *keeps[2] = {&g.keep, &g.okeep};
+    tgc_ops_merge(keeps, 2);
+    return launch_rows(c, OPS_K_SOFTMAX, g.rows, g.n, args);
 }
 
 /* ---- norms ---- */
@@ -667,8 +725,8 @@ static tgc_status run_layer_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
         wt = k < nd->n_in ? in[k++] : NULL;
     if (bits & TGC_LN_HAS_BIAS)
         bs = k < nd->n_in ? in[k++] : NULL;
-    if (k != nd->n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) ||
-        ((bits & TGC_LN_HAS_BIAS) && !bs) || n_norm < 0 || n_norm > x->ndim)
+    if (k != nd->n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) || ((bits & TGC_LN_HAS_BIAS) && !bs) ||
+        n_norm < 0 || n_norm > x->ndim)
         return unsupported();
     int64_t M = prod(x->shape, x->ndim - n_norm, x->ndim);
     int64_t rows = prod(x->shape, 0, x->ndim - n_norm);
@@ -678,12 +736,15 @@ static tgc_status run_layer_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     if (s != TGC_OK || numel(*out) == 0)
         return s;
     ops_tv xv = tv_of(x);
+    merge1(&xv);
     ops_pv wv = pv_of(wt), bv = pv_of(bs);
+    merge1(&wv.v);
+    merge1(&bv.v);
     void *xp = dptr(x), *op = dptr(*out), *wp = dptr(wt), *bp = dptr(bs);
     int odt = (int)nd->out.dtype;
     double eps = nd->attrs.f[0];
     void *args[] = {&xv, &xp, &op, &odt, &rows, &M, &eps, &wv, &wp, &bv, &bp};
-    return launch(c, OPS_K_LAYER_NORM, OPS_BLOCKS, rows, args);
+    return launch_rows(c, OPS_K_LAYER_NORM, rows, M, args);
 }
 
 static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
@@ -718,14 +779,15 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     if (s != TGC_OK || numel(*out) == 0)
         return s; /* an empty batch leaves the running stats alone, as interp */
     ops_tv xv = tv_of(x);
+    merge1(&xv);
     ops_pv mv = pv_of(rm), vv = pv_of(rv), wv = pv_of(wt), bv = pv_of(bs);
     void *xp = dptr(x), *op = dptr(*out), *mp = dptr(rm), *vp = dptr(rv), *wp = dptr(wt),
          *bp = dptr(bs);
     int odt = (int)nd->out.dtype, tr = training;
     double momentum = nd->attrs.f[0], eps = nd->attrs.f[1];
-    void *args[] = {&xv, &xp, &op,  &odt, &N,  &C,  &S,  &tr,  &momentum, &eps,
-                    &mv, &mp, &vv, &vp,  &wv, &wp, &bv, &bp};
-    s = launch(c, OPS_K_BATCH_NORM, OPS_BLOCKS, C, args);
+    void *args[] = {&xv,  &xp, &op, &odt, &N,  &C,  &S,  &tr, &momentum,
+                    &eps, &mv, &mp, &vv,  &vp, &wv, &wp, &bv, &bp};
+    s = launch_rows(c, OPS_K_BATCH_NORM, C, N * S, args);
     if (s == TGC_OK && training && rm) {
         tgc_storage_bump(rm->storage);
         tgc_storage_bump(rv->storage);
@@ -766,11 +828,12 @@ static tgc_status run_pool(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     if (s != TGC_OK || n == 0)
         return s;
     ops_tv planes = tv_make(x->shape, x->strides, r - 2, x->dtype);
+    merge1(&planes);
     void *xp = dptr(x), *op = dptr(*out);
     int xdt = (int)x->dtype, odt = (int)nd->out.dtype;
     int64_t hs = x->strides[r - 2], ws = x->strides[r - 1];
-    void *args[] = {&planes, &xp, &xdt, &hs, &ws, &H,  &W,  &op,   &odt, &OH,
-                    &OW,     &kind, &kh, &kw, &sh, &sw, &ph, &pw, &excl, &n};
+    void *args[] = {&planes, &xp,   &xdt, &hs, &ws, &H,  &W,  &op, &odt,  &OH,
+                    &OW,     &kind, &kh,  &kw, &sh, &sw, &ph, &pw, &excl, &n};
     return launch(c, OPS_K_POOL2D, OPS_GRID, n, args);
 }
 
@@ -812,10 +875,12 @@ static tgc_status run_loss(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
             s = tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_OOM;
     }
     ops_tv xv = tv_of(x), tv = tv_of(tg);
+    merge1(&xv);
+    merge1(&tv);
     void *xp = dptr(x), *tp = dptr(tg), *op = dptr(*out), *sp = dptr(scratch);
     int odt = (int)nd->out.dtype, none = reduction == TGC_REDUCE_NONE;
-    void *args[] = {&xv, &xp, &tv, &tp, &P, &C, &D, &cstride, &ignore, &ce, &eps,
-                    &none, &op, &odt, &sp};
+    void *args[] = {&xv,     &xp, &tv,  &tp,   &P,  &C,   &D, &cstride,
+                    &ignore, &ce, &eps, &none, &op, &odt, &sp};
     if (s == TGC_OK && P > 0)
         s = launch(c, OPS_K_LOSS, OPS_WARPS, P, args);
     int mean = reduction == TGC_REDUCE_MEAN;
@@ -832,10 +897,9 @@ static tgc_status run_loss(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     }
     tgc_tensor_free(scratch);
     if (s == TGC_OK && bad)
-        s = tgc_set_error(TGC_ERR_INVALID_ARG,
-                          "tgc_%s: target %lld out of range [0, %lld) at position %lld",
-                          ce ? "cross_entropy" : "nll_loss", (long long)val, (long long)C,
-                          (long long)pos);
+        s = tgc_set_error(
+            TGC_ERR_INVALID_ARG, "tgc_%s: target %lld out of range [0, %lld) at position %lld",
+            ce ? "cross_entropy" : "nll_loss", (long long)val, (long long)C, (long long)pos);
     return s;
 }
 
@@ -874,6 +938,7 @@ static tgc_status run_dropout(const ops_ctx *c, const tgc_node *nd, tgc_tensor *
     const double p = nd->attrs.f[0], scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
     ops_tv xv = tv_of(x);
+    merge1(&xv);
     void *xp = dptr(x), *op = dptr(*out);
     int odt = (int)nd->out.dtype;
     double pp = p, sc = scale;
@@ -958,6 +1023,7 @@ static tgc_status run_linear(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     if (w->shape[1] != in_f || (bias && bias->shape[0] != out_f))
         return unsupported();
     ops_tv xl = tv_make(x->shape, x->strides, x->ndim - 1, x->dtype);
+    merge1(&xl);
     int64_t rows = prod(x->shape, 0, x->ndim - 1), total = rows * out_f;
     if (total != prod(shape, 0, nd->out.ndim))
         return unsupported();
@@ -968,7 +1034,7 @@ static tgc_status run_linear(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     int64_t xk = x->strides[x->ndim - 1], w0 = w->strides[0], w1 = w->strides[1];
     int64_t bst = bias ? bias->strides[0] : 0;
     int wdt = (int)w->dtype, bdt = bias ? (int)bias->dtype : 0, odt = (int)nd->out.dtype;
-    void *args[] = {&xl, &xp, &xk, &wp, &wdt, &w0, &w1, &bp,
+    void *args[] = {&xl,  &xp,  &xk, &wp,  &wdt,  &w0,    &w1,   &bp,
                     &bdt, &bst, &op, &odt, &in_f, &out_f, &total};
     return launch(c, OPS_K_LINEAR, OPS_GRID, total, args);
 }

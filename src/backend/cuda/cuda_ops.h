@@ -40,8 +40,8 @@ int tgc_cuda_op_supported(const tgc_node *nd);
 tgc_status tgc_cuda_op_run(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
                            tgc_tensor **out, const struct tgc_launch_env *env);
 
-/* The whole kernel program's text (the op and dtype numbers of ops.def as #defines, then the
- * kernels): malloc'd, the caller frees it; NULL when out of memory. Pure. */
+/* The whole kernel program's text (tgc_cuda_prelude(), the op and dtype numbers of ops.def as
+ * #defines, then the kernels): malloc'd, the caller frees it; NULL when out of memory. Pure. */
 char *tgc_cuda_ops_source(void);
 
 /* Compiles the program for sm_<sm> (e.g. 90) with NVRTC: *cubin is a malloc'd image of

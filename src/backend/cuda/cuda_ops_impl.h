@@ -103,9 +103,19 @@ typedef struct ops_ctx {
 typedef enum ops_shape { OPS_GRID, OPS_BLOCKS, OPS_WARPS, OPS_SINGLE } ops_shape;
 
 /* Launches kernel k over work items on c's stream (loading the program for the device on
- * first use). params: the kernel's argument pointers, in order. work == 0 launches nothing. */
-tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work,
+ * first use). block: threads per block (a multiple of 32 up to 1024; 0: 256). params: the
+ * kernel's argument pointers, in order. work == 0 launches nothing. */
+tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work, int block,
                           void **params);
+/* Threads per block for a block-per-row kernel whose rows have n elements: 32 to 256. */
+static inline int tgc_ops_block_for(int64_t n)
+{
+    return n <= 32 ? 32 : n <= 64 ? 64 : n <= 128 ? 128 : 256;
+}
+/* Drops size-1 dims and merges neighbouring dims that form one linear run in each of the n
+ * views, which all have the same shape: row-major order over the shape is unchanged, and
+ * the kernels' index arithmetic gets cheaper (a contiguous view becomes one dim). */
+void tgc_ops_merge(ops_tv *const *tvs, int n);
 /* Waits for c's stream. */
 tgc_status tgc_ops_sync(const ops_ctx *c);
 /* Whether c's stream is being captured into a CUDA graph (no synchronization allowed then). */

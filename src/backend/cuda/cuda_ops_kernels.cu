@@ -33,14 +33,16 @@ struct TV {
 
 __device__ __forceinline__ i64 tv_off(const TV &t, i64 i)
 {
+    if (t.nd <= 0)
+        return 0;
     i64 off = 0;
-    for (int d = t.nd - 1; d >= 0; d--) {
+    for (int d = t.nd - 1; d > 0; d--) {
         i64 s = t.shape[d];
         i64 q = i / s;
         off += (i - q * s) * t.st[d];
         i = q;
     }
-    return off;
+    return off + i * t.st[0]; /* i < shape[0]: no division for the outermost dim */
 }
 
 /* ---- f16 / bf16, bit for bit the host's tgc_half_to_float & co ---- */

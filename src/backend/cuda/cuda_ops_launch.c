@@ -118,7 +118,7 @@ static CUstream stream_of(const ops_ctx *c)
 }
 
 tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64_t work,
-                          void **params)
+                          int block_hint, void **params)
 {
     if (work <= 0)
         return TGC_OK;
@@ -132,7 +132,7 @@ tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64
     if (!st)
         return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
     const int64_t cap = (int64_t)d->sms * 32;
-    unsigned block = 256;
+    unsigned block = block_hint >= 32 && block_hint <= 1024 ? (unsigned)block_hint / 32 * 32 : 256;
     int64_t grid;
     switch (shape) {
     case OPS_GRID: grid = (work + block - 1) / block; break;

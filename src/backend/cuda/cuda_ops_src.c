@@ -1,6 +1,8 @@
-/* The text of the native-op kernel program (cuda_ops_kernels.cu, embedded by embed_cu.py as
- * cuda_ops_kernels.inc) with the op and dtype numbers of ops.def and tensor.h prepended as
- * #defines, so the kernels switch on the same numbers the host passes; and its NVRTC compile.
+/* The text of the native-op kernel program: hb's prelude (cuda_render.h; the kernels use
+ * none of it but share the program layout of every CUDA program), the op and dtype numbers
+ * of ops.def and tensor.h as #defines, so the kernels switch on the same numbers the host
+ * passes, then cuda_ops_kernels.cu (embedded by embed_cu.py as cuda_ops_kernels.inc); and
+ * its NVRTC compile.
  * Pure functions; thread-safe. */
 #include <assert.h>
 #include <stdio.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
 #include "ir/op.h"
@@ -24,7 +27,7 @@ static_assert(sizeof(op_macro_names) / sizeof(op_macro_names[0]) == TGC_OP_COUNT
               "op names out of sync with ops.def");
 
 static const char *const dt_macro_names[TGC_DTYPE_COUNT] = {
-    [TGC_F32] = "F32", [TGC_F16] = "F16", [TGC_BF16] = "BF16", [TGC_I32] = "I32",
+    [TGC_F32] = "F32", [TGC_F16] = "F16",   [TGC_BF16] = "BF16", [TGC_I32] = "I32",
     [TGC_I64] = "I64", [TGC_BOOL] = "BOOL", [TGC_F64] = "F64"};
 
 static const char *const kernel_names[] = {
@@ -42,11 +45,12 @@ const char *const *tgc_cuda_ops_kernel_names(int *n)
 char *tgc_cuda_ops_source(void)
 {
     static const char body[] = TGC_CUDA_OPS_BODY;
-    size_t cap = sizeof body + 64 * (TGC_OP_COUNT + TGC_DTYPE_COUNT) + 64;
+    const char *prelude = tgc_cuda_prelude();
+    size_t cap = strlen(prelude) + sizeof body + 64 * (TGC_OP_COUNT + TGC_DTYPE_COUNT) + 64;
     char *s = malloc(cap);
     if (!s)
         return NULL;
-    size_t n = (size_t)snprintf(s, cap, "/* tgc native ops */\n");
+    size_t n = (size_t)snprintf(s, cap, "%s\n/* tgc native ops */\n", prelude);
     for (int i = 0; i < TGC_OP_COUNT; i++)
         n += (size_t)snprintf(s + n, cap - n, "#define OP_%s %d\n", op_macro_names[i], i);
     for (int i = 0; i < TGC_DTYPE_COUNT; i++)
