@@ -10,9 +10,11 @@
  *     double-then-round), f16 1e-3 / 1e-5, bf16 1.6e-2 / 1e-5, f64 1e-7 / 1e-7;
  *   - matrix products (matmul, linear, conv2d, attention and what they feed) by
  *     cfg.matmul_precision, relative to the norm of the output's row (last dim): every element
- *     of a row within tol * rms(row of want) + atol, with tol 1e-5 for HIGHEST, 2e-3 for HIGH
- *     (TF32: 10-bit mantissa inputs) and 1e-2 for MEDIUM (bf16 inputs); f16/bf16 operands use
- *     their dtype's rtol when it is larger.
+ *     of a row within tol * rms(row of want) + atol + rtol * |want|, with tol 1e-5 for
+ *     HIGHEST, 8e-3 for HIGH (TF32: 10-bit mantissa inputs, measured up to 3.7e-3 on
+ *     9-term depthwise convs, whose short rows make the row rule tight) and 1e-2 for MEDIUM
+ *     (bf16 inputs); f16/bf16 operands use their dtype's rtol when it is larger, and an f16 /
+ *     bf16 result may also be off by its own rounding (the rtol * |want| term).
  *
  * Thread-safety: none needed (test main thread). */
 #ifndef TGC_TESTS_GPU_TEST_UTIL_H
@@ -70,7 +72,7 @@ static inline void gpu_dtype_tol(tgc_dtype dt, double *rtol, double *atol)
 /* Row-norm tolerance of a matrix product computed at precision p. */
 static inline double gpu_precision_tol(tgc_matmul_precision p)
 {
-    return p == TGC_PRECISION_MEDIUM ? 1e-2 : p == TGC_PRECISION_HIGH ? 2e-3 : 1e-5;
+    return p == TGC_PRECISION_MEDIUM ? 1e-2 : p == TGC_PRECISION_HIGH ? 8e-3 : 1e-5;
 }
 
 typedef struct gpu_cmp {
@@ -131,7 +133,7 @@ static inline gpu_cmp gpu_compare(const tgc_tensor *got, const tgc_tensor *want,
             if (!is_float || isnan(a) || isnan(b) || isinf(a) || isinf(b)) {
                 allowed = 0;
             } else if (rowtol > 0) {
-                allowed = scale * (fmax(rowtol, rtol) * rms + atol);
+                allowed = scale * (fmax(rowtol, rtol) * rms + atol + rtol * fabs(b));
             } else {
                 allowed = scale * (atol + rtol * fabs(b));
             }

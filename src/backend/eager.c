@@ -294,5 +294,18 @@ tgc_tensor *tgc_eager_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_
     /* The reference on the host. On a device without a backend, interp still makes views (they
      * are geometry only) and refuses anything that reads elements with TGC_ERR_DEVICE, naming
      * the op, the input and its device. */
-    return tgc_interp_run(op, in, n_in, a, out->dtype, out->shape, out->ndim);
+    tgc_tensor *r = tgc_interp_run(op, in, n_in, a, out->dtype, out->shape, out->ndim);
+    if (!r && b && b->device != TGC_DEVICE_CPU && n_in >= 1 && n_in <= EAGER_MAX_IN &&
+        tgc_op_info_of(op)->kind == TGC_KIND_VIEW && tgc_last_status() == TGC_ERR_DEVICE &&
+        !tgc_env_eager_interp() && !t_force_interp) {
+        /* a view that needs a copy (contiguous, a reshape of a permuted tensor): the device
+         * backend's copy kernel makes it */
+        tgc_clear_error();
+        int handled;
+        r = run_compiled(b, op, in, n_in, a, &handled);
+        if (!handled && !r)
+            tgc_set_error(TGC_ERR_DEVICE, "tgc_%s: the %s backend has no kernel for this view",
+                          tgc_op_name(op), b->name);
+    }
+    return r;
 }

@@ -269,9 +269,12 @@ static int take_arena(run_ctx *r)
     return held;
 }
 
-/* TGC_PROFILE=1 (support/config_env.h): one line per step and call on stderr. */
+/* TGC_PROFILE=1 (support/config_env.h): one line per step and call on stderr. On a device
+ * each step is waited for, so the time is the step's own (and the call runs synchronously). */
 static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
 {
+    if (p->backend->synchronize)
+        p->backend->synchronize(p->device);
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const tgc_step *s = &p->steps[si];

@@ -3,13 +3,17 @@
  * launch on the host instead of one launch per kernel.
  *
  * The first call of a plan runs step by step (the warm-up: lazily compiled native kernels get
- * loaded, the allocator's cache fills). The second records: the call's arguments are copied
- * into static input buffers owned by the recording, the steps run under the backend's
- * capture (memory allocated meanwhile stays the recording's: the graph keeps pointing at it),
- * and the outputs the steps produce become the recording's static outputs. Every later call
- * that matches a recording (the same symbol values; module and captured tensors still at the
- * addresses recorded) copies its arguments into the static inputs when they are not already
- * there, launches the graph and hands out views of the static outputs.
+ * loaded, the allocator's cache fills). The second records: the steps run under the
+ * backend's capture (memory allocated meanwhile stays the recording's: the graph keeps
+ * pointing at it), and the outputs the steps produce become the recording's static outputs.
+ * The first recording reads the call's arguments where they are ("direct"): a later call
+ * whose arguments sit at the same addresses (a loop reusing its input buffers, or the
+ * allocator handing the same block back) replays with no copy at all. A recording made
+ * because the arguments moved reads static input buffers of its own instead, into which each
+ * call's arguments are copied on the stream before the launch, so it serves any address.
+ * Every later call that matches a recording (the same symbol values; module and captured
+ * tensors, and for a direct one the arguments, at the addresses recorded) launches the graph
+ * and hands out views of the static outputs.
  *
  * A replay overwrites its static outputs, so a recording is reused only when every output
  * view handed out by its last replay has been freed (its storages' reference counts are back
@@ -36,7 +40,7 @@
 #include "tensor/scope.h"
 #include "tensor/tensor_impl.h"
 
-#define REPLAY_SLOTS 2
+#define REPLAY_SLOTS 3
 
 typedef struct out_geo {
     tgc_dtype dtype;
@@ -46,6 +50,10 @@ typedef struct out_geo {
 
 typedef struct replay_slot {
     void *graph; /* NULL: unused */
+    /* 1: the graph reads the arguments where they were when it was recorded (in_ptrs), so a
+     * call whose arguments sit at those addresses replays with no copy; 0: it reads static
+     * input buffers the call's arguments are copied into */
+    int direct;
     int64_t *symvals;
     tgc_storage **in_store; /* per ARG binding: the static input buffer */
     size_t *in_bytes;
@@ -180,10 +188,11 @@ static int slot_matches(const tgc_plan *p, const tgc_replay *r, const replay_slo
             return 0;
     for (int i = 0; i < r->n_inputs; i++) {
         const tgc_node *nd = &p->g->nodes[r->inputs[i]];
-        if (nd->attrs.i[0] == TGC_BIND_ARG)
+        if (nd->attrs.i[0] == TGC_BIND_ARG && !s->direct)
             continue; /* copied into the static input */
         tgc_tensor *t = input_of(p, x, r->inputs[i]);
-        if (!t || tgc_device_ptr(t) != s->in_ptrs[i])
+        if (!t || tgc_device_ptr(t) != s->in_ptrs[i] ||
+            (nd->attrs.i[0] == TGC_BIND_ARG && !tgc_tensor_is_contiguous(t)))
             return 0;
     }
     return 1;
@@ -219,7 +228,7 @@ static tgc_status copy_args(const tgc_plan *p, const tgc_replay *r, replay_slot 
                             const tgc_exec_args *x)
 {
     const tgc_capture_ops *c = p->backend->capture;
-    for (int a = 0; a < r->n_args && a < x->n_args; a++) {
+    for (int a = 0; a < r->n_args && a < x->n_args && !s->direct; a++) {
         if (!s->in_store[a])
             continue;
         tgc_tensor *t = x->args[a];
@@ -249,9 +258,10 @@ static void disable(const tgc_plan *p, tgc_replay *r, const char *why)
                 why);
 }
 
-/* Records slot s from this call (the outputs of the recorded call go to outs). */
+/* Records slot s from this call (the outputs of the recorded call go to outs); direct: the
+ * graph reads the arguments in place (all contiguous). */
 static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_exec_args *x,
-                         tgc_tensor **outs)
+                         tgc_tensor **outs, int direct)
 {
     const tgc_capture_ops *c = p->backend->capture;
     const tgc_graph *g = p->g;
@@ -270,10 +280,11 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
         return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory recording a graph");
     }
     memcpy(s->symvals, x->symvals, (size_t)r->n_syms * sizeof *s->symvals);
+    s->direct = direct;
     tgc_status st = TGC_OK;
     tgc_scope_push();
     /* static inputs: the arguments' own geometry, contiguous, in storage the slot owns */
-    for (int a = 0; a < r->n_args && a < x->n_args && st == TGC_OK; a++) {
+    for (int a = 0; a < r->n_args && a < x->n_args && st == TGC_OK && !direct; a++) {
         tgc_tensor *t = x->args[a];
         size_t bytes = (size_t)tgc_shape_numel(t->shape, t->ndim) * tgc_dtype_size(t->dtype);
         s->in_bytes[a] = bytes;
@@ -287,7 +298,8 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
     if (st == TGC_OK)
         st = copy_args(p, r, s, x);
     tgc_exec_args rx = *x;
-    rx.args = args;
+    if (!direct)
+        rx.args = args;
     void *cap = NULL;
     if (st == TGC_OK)
         st = c->begin(p->device, &cap);
@@ -300,7 +312,7 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
         st = rs != TGC_OK ? rs : es;
     }
     for (int i = 0; st == TGC_OK && i < r->n_inputs; i++) {
-        tgc_tensor *t = g->nodes[r->inputs[i]].attrs.i[0] == TGC_BIND_ARG
+        tgc_tensor *t = g->nodes[r->inputs[i]].attrs.i[0] == TGC_BIND_ARG && !direct
                             ? NULL
                             : input_of(p, x, r->inputs[i]);
         s->in_ptrs[i] = t ? tgc_device_ptr(t) : NULL;
@@ -348,8 +360,12 @@ tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs
         }
     tgc_status st = TGC_OK;
     replay_slot *use = NULL, *empty = NULL, *stale = NULL;
+    int have_direct = 0, args_contiguous = 1;
+    for (int a = 0; a < r->n_args && a < x->n_args; a++)
+        args_contiguous &= tgc_tensor_is_contiguous(x->args[a]);
     for (int i = 0; i < REPLAY_SLOTS; i++) {
         replay_slot *s = &r->slots[i];
+        have_direct |= s->graph && s->direct;
         if (!s->graph) {
             if (!empty)
                 empty = s;
@@ -370,7 +386,10 @@ tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs
     } else if (empty || stale) {
         replay_slot *s = empty ? empty : stale;
         slot_clear(p, s, r->n_args, r->n_outputs);
-        st = record(p, r, s, x, outs);
+        /* the first recording reads the arguments in place (a loop that passes the same
+         * buffers replays with no copy); a later one, made because they moved, copies them
+         * into buffers of its own, which serves every address */
+        st = record(p, r, s, x, outs, args_contiguous && !have_direct);
         if (st != TGC_OK) {
             char why[256];
             snprintf(why, sizeof why, "%s", tgc_last_error());

@@ -13,14 +13,14 @@
 # ../shared/bench.
 #
 # Phases, each under its own time budget (seconds; time a phase leaves unused passes to the
-# next; the budgets add up to 510 s, so the whole run stays under 9 minutes):
-#   tests      140  tests/gpu/test_gpu.sh --no-memcheck: build build-gpu (CUDA on, LLVM off,
+# next; the budgets add up to 535 s, so the whole run stays under 9 minutes):
+#   tests      230  tests/gpu/test_gpu.sh --no-memcheck: build build-gpu (CUDA on, LLVM off,
 #                   -Werror), ctest -L gpu, then the rest of the suite -> $OUT/test_gpu.log
 #   memcheck    70  the gpu tests under compute-sanitizer memcheck     -> $OUT/memcheck.log
-#   bench      120  build-gpu/tests/bench/bench_gpu                    -> $OUT/bench_gpu.log, .jsonl
-#   torch_graph 60  torch_graph_ref.py (cnn resnet gemm bert: CUDA-graph captures, cuBLAS)
+#   bench      100  build-gpu/tests/bench/bench_gpu                    -> $OUT/bench_gpu.log, .jsonl
+#   torch_graph 45  torch_graph_ref.py (cnn resnet gemm bert: CUDA-graph captures, cuBLAS)
 #                                                                      -> $OUT/torch_graph_ref.log
-#   torch_ref  120  tests/gpu/torch_infer.py: torch_ref.py's inference benches (eager,
+#   torch_ref   90  tests/gpu/torch_infer.py: torch_ref.py's inference benches (eager,
 #                   torch.compile default, reduce-overhead) and its BERT sweep
 #                                                                      -> $OUT/torch_ref.log
 # --quick: only the build and `ctest -L gpu` (tests/gpu/test_gpu.sh --gpu-only --no-memcheck).
@@ -82,7 +82,7 @@ if [ $quick = 1 ]; then
 fi
 
 if [ $tests = 1 ]; then
-    run_phase tests 140 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --no-memcheck
+    run_phase tests 230 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --no-memcheck
 else
     run_phase build 90 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --build-only
 fi
@@ -90,7 +90,7 @@ if [ $memcheck = 1 ]; then
     MEMCHECK_TIMEOUT=60 run_phase memcheck 70 "$OUT/memcheck.log" tests/gpu/test_gpu.sh --memcheck-only
 fi
 if [ $bench = 1 ]; then
-    run_phase bench 120 "$OUT/bench_gpu.log" "$BUILD/tests/bench/bench_gpu" --iters 50 --budget 2 \
+    run_phase bench 100 "$OUT/bench_gpu.log" "$BUILD/tests/bench/bench_gpu" --iters 50 --budget 2 \
         --json "$OUT/bench_gpu.jsonl"
 fi
 if [ $torch = 1 ]; then
@@ -105,9 +105,9 @@ if [ $torch = 1 ]; then
             "'make gpu-deps' here and carry .deps)" | tee -a "$OUT/torch_ref.log"
         echo "torch_refs 0 missing-scripts" >>"$PHASES"
     else
-        run_phase torch_graph 60 "$OUT/torch_graph_ref.log" \
+        run_phase torch_graph 45 "$OUT/torch_graph_ref.log" \
             python3 "$torch_dir/torch_graph_ref.py" /tmp/torch-graph-out cnn resnet gemm bert
-        run_phase torch_ref 120 "$OUT/torch_ref.log" \
+        run_phase torch_ref 90 "$OUT/torch_ref.log" \
             python3 tests/gpu/torch_infer.py "$torch_dir/torch_ref.py" /tmp/torch-ref-out $bert_static
     fi
 fi
