@@ -109,6 +109,9 @@ typedef struct tgc_backend {
      * kernel for the node: the executor then stages it through interp. */
     tgc_status (*run_node)(const tgc_node *nd, tgc_tensor *const *ins, const int64_t *shape,
                            tgc_tensor **out, const struct tgc_launch_env *env);
+    /* Optional (with run_node): 1 when run_node has a kernel for nd, so the compile can say
+     * which opaque steps really go through interp (and the host). */
+    int (*node_supported)(const tgc_node *nd);
     /* Optional (device backends): makes `stream` (cfg.cuda_stream) the calling thread's
      * stream for dev for the rest of one call and returns the stream it replaces, which the
      * executor hands back at the end of the call. */

@@ -83,21 +83,33 @@ static void log_fallbacks(const tgc_plan *p, const tgc_config *cfg, const char *
 {
     if (!(cfg->log & TGC_LOG_PERF))
         return;
+    const tgc_backend *b = p->backend;
     for (int si = 0; si < p->n_steps; si++) {
         if (p->steps[si].kernel >= 0)
             continue;
-        tgc_op op = p->g->nodes[p->steps[si].node].op;
+        const tgc_node *nd = &p->g->nodes[p->steps[si].node];
+        int native = b->node_supported && b->node_supported(nd);
         int first = 1, count = 0;
-        for (int j = 0; j < p->n_steps; j++)
-            if (p->steps[j].kernel < 0 && p->g->nodes[p->steps[j].node].op == op) {
+        for (int j = 0; j < p->n_steps; j++) {
+            const tgc_node *o = &p->g->nodes[p->steps[j].node];
+            if (p->steps[j].kernel < 0 && o->op == nd->op &&
+                (b->node_supported && b->node_supported(o)) == native) {
                 first &= j >= si;
                 count++;
             }
-        if (first)
+        }
+        if (!first)
+            continue;
+        if (native)
+            tgc_log_msg(cfg, TGC_LOG_PERF,
+                        "tgc: '%s' runs %s through the %s backend's own kernel, unfused (%d "
+                        "node%s)",
+                        name, tgc_op_name(nd->op), b->name, count, count == 1 ? "" : "s");
+        else
             tgc_log_msg(cfg, TGC_LOG_PERF,
                         "tgc: '%s' runs %s on interp (%d node%s): the %s backend has no "
                         "kernel for it%s",
-                        name, tgc_op_name(op), count, count == 1 ? "" : "s", p->backend->name,
+                        name, tgc_op_name(nd->op), count, count == 1 ? "" : "s", b->name,
                         p->device.type == TGC_DEVICE_CPU ? "" : "; its data is staged to the host");
     }
 }

@@ -243,9 +243,11 @@ static void test_model(void **state)
         tgc_fn *f = compile_cuda(c, TGC_MODE_DEFAULT, (tgc_matmul_precision)p);
         tgc_module *m = model_on(c, tgc_cuda(0));
         tgc_tensor *y = run(c, f, m, gin, p == TGC_PRECISION_HIGH ? "HIGH" : "MEDIUM");
+        /* in training, batch-norm normalizes by the statistics of a 4-image batch, which
+         * amplifies the inputs' rounding by the ratio of the activations to their spread */
         check(c->name,
               p == TGC_PRECISION_HIGH ? "HIGH (tf32) vs cpu eager" : "MEDIUM (bf16) vs cpu eager",
-              y, want, model_tol((tgc_matmul_precision)p));
+              y, want, model_tol((tgc_matmul_precision)p) * (c->training ? 4 : 1));
         tgc_module_free(m);
         tgc_fn_free(f);
     }

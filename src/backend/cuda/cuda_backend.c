@@ -616,6 +616,7 @@ static void fill_vtable(void)
         .launch = cuda_launch,
         .run_template = cuda_run_template,
         .run_node = cuda_run_node,
+        .node_supported = tgc_cuda_op_supported,
         .use_stream = cuda_use_stream,
         .capture = &capture_ops,
         .release_code = release_code,
