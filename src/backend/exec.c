@@ -345,12 +345,14 @@ static tgc_status hand_out(run_ctx *r, unsigned char *given, tgc_tensor **outs)
     return TGC_OK;
 }
 
-tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs,
-                              int capturing)
+tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int capturing)
 {
     const tgc_graph *g = p->g;
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    run_ctx r = {p, x, calloc(n, sizeof(tgc_tensor *)), NULL,
+    run_ctx r = {p,
+                 x,
+                 calloc(n, sizeof(tgc_tensor *)),
+                 NULL,
                  calloc((size_t)(p->mem.n_slots ? p->mem.n_slots : 1), sizeof(int64_t)),
                  capturing};
     unsigned char *given = calloc(n, 1);

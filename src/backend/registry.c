@@ -126,8 +126,10 @@ const tgc_backend *tgc_backend_for_call(const tgc_config *cfg, tgc_device dev)
         }
         return b;
 #else
-        tgc_set_error(TGC_ERR_DEVICE, "tgc_call: the inputs are on %s, but this build has no "
-                                      "CUDA backend", d);
+        tgc_set_error(TGC_ERR_DEVICE,
+                      "tgc_call: the inputs are on %s, but this build has no "
+                      "CUDA backend",
+                      d);
         return NULL;
 #endif
     }

@@ -153,7 +153,6 @@ static void replay_free_of(const tgc_plan *p, tgc_replay *r)
     free(r);
 }
 
-
 /* The tensor bound to INPUT node nd in this call. */
 static tgc_tensor *input_of(const tgc_plan *p, const tgc_exec_args *x, int32_t node)
 {

@@ -32,8 +32,7 @@ char *tgc_fn_explain(const tgc_fn *cf)
                       v == f->variants ? " (most recently hit)" : "", v->reason);
         if (v->is_eager)
             tgc_sb_printf(&sb, "  runs eagerly: graph break: %s\n", v->break_reason);
-        else
-        {
+        else {
             char d[48];
             tgc_sb_printf(&sb, "  %d graph nodes, %d kernels (%s backend, on %s)\n",
                           v->graph->n_nodes, tgc_backend_kernel_count(v->backend, v->artifact),

@@ -957,9 +957,57 @@ static void test_cuda_header_api(void **state)
 }
 #endif
 
+/* cfg.cache_dir: every program NVRTC compiled is written there as one .cubin file (loading
+ * them back happens in a later process: this process's module cache answers first). */
+static int count_cubins(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c '^tgc-cuda-sm[0-9]*-[0-9a-f]*\\.cubin$'", dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p && fscanf(p, "%d", &n) != 1)
+        n = -1;
+    if (p)
+        pclose(p);
+    return n;
+}
+
+static tgc_status scale_fn(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                           int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    /* a constant no other test uses, so its kernel text is new to this process */
+    out[0] = tgc_add_scalar(tgc_mul_scalar(in[0], 3.0625), 0.4375);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void test_persistent_cache(void **state)
+{
+    (void)state;
+    GPU_REQUIRE();
+    char dir[] = "/tmp/tgc_cuda_cache_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tgc_scope_push();
+    tgc_config cfg = tgc_config_default();
+    cfg.cache_dir = dir;
+    tgc_fn *f = tgc_compile(scale_fn, "cache_scale", &cfg);
+    tgc_tensor *x = tgc_to(tgc_full(SHAPE2(3, 7), 2, 2.0, TGC_F32, tgc_cpu()), tgc_cuda(0));
+    tgc_tensor *y = NULL;
+    assert_int_equal(tgc_call(f, NULL, &x, 1, &y, 1), TGC_OK);
+    expect_equal("scaled", y, tgc_full(SHAPE2(3, 7), 2, 6.5625, TGC_F32, tgc_cpu()), 0);
+    int n = count_cubins(dir);
+    if (n < 1)
+        fail_msg("cfg.cache_dir %s holds %d cubin files after a compile", dir, n);
+    tgc_fn_free(f);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    tgc_scope_pop();
+}
+
 int main(void)
 {
-    enum { N_EXTRA = 8 };
+    enum { N_EXTRA = 9 };
     struct CMUnitTest *tests = calloc((size_t)N_OF(te_cases) + N_EXTRA, sizeof *tests);
     if (!tests)
         return 1;
@@ -975,6 +1023,7 @@ int main(void)
     tests[n++] = (struct CMUnitTest){"error_device_mix", test_error_device_mix, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"error_oom", test_error_oom, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"random_stream", test_random_stream, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"persistent_cache", test_persistent_cache, NULL, NULL, NULL};
     /* TGC_GPU_TEST_STRIDE=N runs every N-th op case only (make test-gpu's memcheck pass uses
      * it: under compute-sanitizer every launch is much slower) */
     te_selftest = getenv("TGC_GPU_TEST_SELFTEST") && atoi(getenv("TGC_GPU_TEST_SELFTEST")) > 0;

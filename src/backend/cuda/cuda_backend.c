@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_classify.h"
@@ -97,8 +98,6 @@ const tgc_backend *tgc_backend_cuda(void)
     }
     return &vtable;
 }
-
-/* ---- compile ---- */
 
 static void release_code(void *code)
 {
@@ -195,6 +194,69 @@ static tgc_status mod_function(mod_entry *e, int dev, const char *what, CUfuncti
     }
     *fn = e->fn[dev];
     return TGC_OK;
+}
+
+/* ---- the persistent cache (cfg.cache_dir) ----
+ * One file per program, <dir>/tgc-cuda-sm<sm>-<hash of the text>.cubin: a magic line, the
+ * program text's length and bytes (compared in full on load, so a hash collision or a file of
+ * another build never loads), then the cubin's length and bytes. Written to a temporary name
+ * and renamed, so concurrent processes never see half a file. Best effort: a file that cannot
+ * be read or written is compiled again. */
+
+#define DISK_MAGIC "tgc-cuda-cubin 1\n"
+
+static void disk_path(const char *dir, int sm, uint64_t h, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/tgc-cuda-sm%d-%016llx.cubin", dir, sm, (unsigned long long)h);
+}
+
+static int disk_load(const char *dir, int sm, const char *text, uint64_t h, char **cubin,
+                     size_t *size)
+{
+    char path[4096];
+    disk_path(dir, sm, h, path, sizeof path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return 0;
+    char magic[sizeof DISK_MAGIC];
+    uint64_t tl = 0, cl = 0;
+    size_t want = strlen(text);
+    int ok = fread(magic, 1, sizeof DISK_MAGIC - 1, fp) == sizeof DISK_MAGIC - 1 &&
+             memcmp(magic, DISK_MAGIC, sizeof DISK_MAGIC - 1) == 0 &&
+             fread(&tl, sizeof tl, 1, fp) == 1 && tl == want;
+    char *t = ok ? malloc(want + 1) : NULL;
+    ok = ok && t && fread(t, 1, want, fp) == want && memcmp(t, text, want) == 0 &&
+         fread(&cl, sizeof cl, 1, fp) == 1 && cl > 0 && cl < ((uint64_t)1 << 32);
+    free(t);
+    char *c = ok ? malloc((size_t)cl) : NULL;
+    ok = ok && c && fread(c, 1, (size_t)cl, fp) == cl;
+    fclose(fp);
+    if (!ok) {
+        free(c);
+        return 0;
+    }
+    *cubin = c;
+    *size = (size_t)cl;
+    return 1;
+}
+
+static void disk_store(const char *dir, int sm, const char *text, uint64_t h, const char *cubin,
+                       size_t size)
+{
+    char path[4096], tmp[4200];
+    disk_path(dir, sm, h, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.%ld.%lx.tmp", path, (long)getpid(),
+             (unsigned long)pthread_self());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp)
+        return;
+    uint64_t tl = strlen(text), cl = size;
+    int ok = fwrite(DISK_MAGIC, 1, sizeof DISK_MAGIC - 1, fp) == sizeof DISK_MAGIC - 1 &&
+             fwrite(&tl, sizeof tl, 1, fp) == 1 && fwrite(text, 1, tl, fp) == tl &&
+             fwrite(&cl, sizeof cl, 1, fp) == 1 && fwrite(cubin, 1, size, fp) == size;
+    ok = fclose(fp) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp);
 }
 
 /* ---- compile ---- */
@@ -296,9 +358,47 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
             tnames[j] = ks[todo[j]].name;
             tsrcs[j] = texts[todo[j]];
         }
-        if (n_todo)
-            st = tgc_nvrtc_compile_all(n_todo, tnames, tsrcs, sm, tgc_threads_resolve(0), cubins,
-                                       sizes, cfg->dump_dir ? ptxs : NULL);
+        /* cfg.cache_dir: programs compiled by an earlier process load from disk; NVRTC
+         * runs on the rest (compacted to the front of the name / source lists) */
+        int n_nv = 0, *nv = calloc((size_t)(n_todo ? n_todo : 1), sizeof *nv);
+        if (!nv)
+            st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+        for (int j = 0; st == TGC_OK && j < n_todo; j++)
+            if (!cfg->cache_dir ||
+                !disk_load(cfg->cache_dir, sm, tsrcs[j], hashes[todo[j]], &cubins[j], &sizes[j]))
+                nv[n_nv++] = j;
+        const char **nnames = NULL, **nsrcs = NULL;
+        char **ncub = NULL, **nptx = NULL;
+        size_t *nsz = NULL;
+        if (st == TGC_OK && n_nv) {
+            nnames = calloc((size_t)n_nv, sizeof *nnames);
+            nsrcs = calloc((size_t)n_nv, sizeof *nsrcs);
+            ncub = calloc((size_t)n_nv, sizeof *ncub);
+            nptx = calloc((size_t)n_nv, sizeof *nptx);
+            nsz = calloc((size_t)n_nv, sizeof *nsz);
+            if (!nnames || !nsrcs || !ncub || !nptx || !nsz)
+                st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+            for (int q = 0; st == TGC_OK && q < n_nv; q++) {
+                nnames[q] = tnames[nv[q]];
+                nsrcs[q] = tsrcs[nv[q]];
+            }
+            if (st == TGC_OK)
+                st = tgc_nvrtc_compile_all(n_nv, nnames, nsrcs, sm, tgc_threads_resolve(0), ncub,
+                                           nsz, cfg->dump_dir ? nptx : NULL);
+            for (int q = 0; st == TGC_OK && q < n_nv; q++) {
+                cubins[nv[q]] = ncub[q];
+                sizes[nv[q]] = nsz[q];
+                ptxs[nv[q]] = nptx[q];
+                if (cfg->cache_dir)
+                    disk_store(cfg->cache_dir, sm, nsrcs[q], hashes[todo[nv[q]]], ncub[q], nsz[q]);
+            }
+        }
+        free(nv);
+        free(nnames);
+        free(nsrcs);
+        free(ncub);
+        free(nptx);
+        free(nsz);
         if (st != TGC_OK) /* keep the name of the variant with NVRTC's reason */
             tgc_keep_error(st, "tgc cuda: compiling '%s'", name);
     }
@@ -332,10 +432,10 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
                 char w[360];
                 snprintf(w, sizeof w, "tgc cuda: %s asks for %u bytes of shared memory", what,
                          smem);
-                st = tgc_cuda_error(tgc_cuda_drv()->cuFuncSetAttribute(
-                                        ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        (int)smem),
-                                    w);
+                st = tgc_cuda_error(
+                    tgc_cuda_drv()->cuFuncSetAttribute(
+                        ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
+                    w);
             }
             if (st == TGC_OK && ks[i].k->kind != KIR_LOOP) {
                 pthread_mutex_init(&ck->ws_lock, NULL);
@@ -451,9 +551,9 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
             }
             /* the tile counters start at zero; every launch leaves them zero again */
             size_t zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, &g, sms);
-            CUresult r = zero ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ck->ws->data, 0,
-                                                                 zero, s)
-                              : CUDA_SUCCESS;
+            CUresult r =
+                zero ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ck->ws->data, 0, zero, s)
+                     : CUDA_SUCCESS;
             if (r != CUDA_SUCCESS) {
                 pthread_mutex_unlock(&ck->ws_lock);
                 return tgc_cuda_error(r, "tgc cuda: clearing a split-K workspace");
@@ -552,8 +652,8 @@ static tgc_status cap_end(tgc_device dev, void *cap, void **out)
     const tgc_cuda_driver *d = tgc_cuda_drv();
     tgc_cuda_pool_end(c->pool);
     CUgraph graph = NULL;
-    tgc_status st = tgc_cuda_error(d->cuStreamEndCapture(c->s, &graph),
-                                   "tgc cuda: ending a graph capture");
+    tgc_status st =
+        tgc_cuda_error(d->cuStreamEndCapture(c->s, &graph), "tgc cuda: ending a graph capture");
     cuda_graph *g = calloc(1, sizeof *g);
     if (st == TGC_OK && !g)
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
@@ -595,9 +695,9 @@ static tgc_status copy_async(tgc_device dev, void *dst, const void *src, size_t 
     CUstream s = tgc_cuda_stream(dev.index);
     if (!s)
         return tgc_last_status();
-    return tgc_cuda_error(tgc_cuda_drv()->cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src,
-                                                            n, s),
-                          "tgc cuda: copying an input of a captured graph");
+    return tgc_cuda_error(
+        tgc_cuda_drv()->cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, n, s),
+        "tgc cuda: copying an input of a captured graph");
 }
 
 static const tgc_capture_ops capture_ops = {cap_begin, cap_end, graph_launch, graph_release,
