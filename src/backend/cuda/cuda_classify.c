@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_classify.h"
 #include "backend/cuda/cuda_target.h"
+#include "backend/prepare.h"
 #include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/passes.h"
@@ -159,121 +160,12 @@ unsigned tgc_cuda_decompose_keep(void)
     return TGC_DECOMPOSE_KEEP_ACTIVATIONS;
 }
 
-/* ---- preparation (as llvm_prepare.c) ---- */
-
-/* A view that fails on its own: its input's view is affine, its own is not. */
-static int view_not_affine(const tgc_graph *g, int32_t i)
-{
-    tgc_view v;
-    const tgc_node *nd = &g->nodes[i];
-    return tgc_is_view_op(nd->op) && !tgc_view_of(g, i, &v) && tgc_view_of(g, nd->in[0], &v);
-}
-
-/* The same view over a contiguous copy of its input. */
-static int32_t emit_view_of_copy(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
-{
-    const tgc_node *nd = &g->nodes[i];
-    int32_t src = tgc_rw_new(rw, nd->in[0]);
-    tgc_attrs none = {0};
-    int32_t cont = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &src, 1, &none);
-    return cont >= 0 ? tgc_rw_emit(rw, nd->op, &cont, 1, &nd->attrs) : -1;
-}
-
-static tgc_status materialize_views(tgc_graph *g)
-{
-    int n_views = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        n_views += tgc_is_view_op(g->nodes[i].op);
-    for (int round = 0; round < n_views; round++) {
-        int n = 0;
-        tgc_status st = tgc_rw_nodes(g, view_not_affine, emit_view_of_copy, &n);
-        if (st != TGC_OK)
-            return st;
-        if (!n)
-            break;
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        tgc_view v;
-        if (tgc_is_view_op(g->nodes[i].op) && !tgc_view_of(g, i, &v))
-            return tgc_set_error(TGC_ERR_INTERNAL,
-                                 "tgc cuda: view %%%d (%s) is still not affine after copies", i,
-                                 tgc_op_name(g->nodes[i].op));
-    }
-    return TGC_OK;
-}
-
-/* A matmul, linear or conv whose operands are views the template cannot stride through. */
-static int operands_unstridable(const tgc_graph *g, int32_t i)
-{
-    const tgc_node *nd = &g->nodes[i];
-    tgc_op_kind kind = tgc_op_info_of(nd->op)->kind;
-    const kir_target *t = tgc_cuda_kir_target();
-    kir_tpl_kind tpl = kind == TGC_KIND_CONV ? KIR_TPL_CONV : KIR_TPL_GEMM;
-    if ((kind != TGC_KIND_MATMUL && kind != TGC_KIND_CONV) ||
-        !kir_target_has_template(t, tpl, nd->out.dtype) || kir_template_ok(g, i, t))
-        return 0;
-    for (int k = 0; k < 2 && k < nd->n_in; k++)
-        if (tgc_is_view_op(g->nodes[nd->in[k]].op) && g->nodes[nd->in[k]].out.ndim >= 2)
-            return 1;
-    return 0;
-}
-
-static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
-{
-    const tgc_node *nd = &g->nodes[i];
-    int32_t in[3];
-    tgc_attrs none = {0};
-    for (int k = 0; k < nd->n_in; k++) {
-        in[k] = tgc_rw_new(rw, nd->in[k]);
-        if (k < 2 && tgc_is_view_op(g->nodes[nd->in[k]].op))
-            in[k] = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
-    }
-    return tgc_rw_emit(rw, nd->op, in, nd->n_in, &nd->attrs);
-}
-
-/* Parameter- and constant-only nodes first (order kept otherwise; pinned nodes stay). */
-static tgc_status hoist_input_only(tgc_graph *g)
-{
-    size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    uint8_t *only = calloc(n, 1);
-    uint8_t *pinned = tgc_pass_order_pinned(g);
-    if (!only || !pinned) {
-        free(only);
-        free(pinned);
-        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
-    }
-    int moved = 0, seen_other = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        const tgc_node *nd = &g->nodes[i];
-        int ok = !pinned[i] && !(nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG);
-        for (int k = 0; k < nd->n_in && ok; k++)
-            ok = only[nd->in[k]];
-        only[i] = (uint8_t)ok;
-        if (ok && seen_other)
-            moved = 1;
-        if (!ok)
-            seen_other = 1;
-    }
-    tgc_status st = TGC_OK;
-    tgc_rewriter rw;
-    if (moved && (st = tgc_rw_begin(&rw, g)) == TGC_OK) {
-        for (int pass = 0; pass < 2; pass++)
-            for (int32_t i = 0; i < g->n_nodes && rw.st == TGC_OK; i++)
-                if (only[i] == (pass == 0))
-                    tgc_rw_copy(&rw, i);
-        st = tgc_rw_finish(&rw);
-    }
-    free(only);
-    free(pinned);
-    return st;
-}
-
 tgc_status tgc_cuda_prepare(tgc_graph *g)
 {
-    tgc_status st = materialize_views(g);
+    tgc_status st = tgc_prepare_views(g, "cuda");
     if (st == TGC_OK)
-        st = tgc_rw_nodes(g, operands_unstridable, emit_on_copies, NULL);
+        st = tgc_prepare_template_operands(g, tgc_cuda_kir_target());
     if (st == TGC_OK)
-        st = hoist_input_only(g);
+        st = tgc_prepare_hoist_input_only(g, "cuda");
     return st;
 }
