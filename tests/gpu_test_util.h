@@ -11,10 +11,17 @@
  *   - matrix products (matmul, linear, conv2d, attention and what they feed) by
  *     cfg.matmul_precision, relative to the norm of the output's row (last dim): every element
  *     of a row within tol * rms(row of want) + atol + rtol * |want|, with tol 1e-5 for
- *     HIGHEST, 8e-3 for HIGH (TF32: 10-bit mantissa inputs, measured up to 3.7e-3 on
- *     9-term depthwise convs, whose short rows make the row rule tight) and 1e-2 for MEDIUM
- *     (bf16 inputs); f16/bf16 operands use their dtype's rtol when it is larger, and an f16 /
- *     bf16 result may also be off by its own rounding (the rtol * |want| term).
+ *     HIGHEST, 8e-3 for HIGH (TF32: 10-bit mantissa inputs, measured up to 3.7e-3 on 9-term
+ *     depthwise convs, whose short rows make the row rule tight) and 4e-2 for MEDIUM (bf16
+ *     inputs); f16/bf16 operands use their dtype's rtol when it is larger, and an f16 / bf16
+ *     result may also be off by its own rounding (the rtol * |want| term). MEDIUM's bound is what rounding the operands to
+ *     bf16 alone needs: with randn operands the exact product of the rounded operands lands
+ *     up to 2.6e-2 of the row rms from the unrounded one (worst of 100 random draws at the
+ *     shapes of test_cuda_public's big cases; rows of 16 elements, as conv outputs of width 16
+ *     have, make the row rms a noisy yardstick), and 1e-2 failed ~0.2% of the elements of a
+ *     linear + gelu and ~0.1% of a conv for any correct kernel (tools/gemm_emu/round_sim.c).
+ *     The kernels themselves are checked tightly by tests/bench/bench_cuda_gemm.c (against
+ *     the bf16-rounded operands, 1e-5 of sum |a_k b_k|).
  *
  * Thread-safety: none needed (test main thread). */
 #ifndef TGC_TESTS_GPU_TEST_UTIL_H
@@ -72,7 +79,7 @@ static inline void gpu_dtype_tol(tgc_dtype dt, double *rtol, double *atol)
 /* Row-norm tolerance of a matrix product computed at precision p. */
 static inline double gpu_precision_tol(tgc_matmul_precision p)
 {
-    return p == TGC_PRECISION_MEDIUM ? 1e-2 : p == TGC_PRECISION_HIGH ? 8e-3 : 1e-5;
+    return p == TGC_PRECISION_MEDIUM ? 4e-2 : p == TGC_PRECISION_HIGH ? 8e-3 : 1e-5;
 }
 
 typedef struct gpu_cmp {

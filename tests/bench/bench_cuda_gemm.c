@@ -13,8 +13,14 @@
  *
  * Exit status 0 when every case is within its tolerance, 1 otherwise, 77 when there is no
  * GPU or no NVRTC (nothing run). Tolerance per element: |got - ref| <= ts * sum_k |a_k b_k| +
- * to * |ref| + 1e-30, ts by mode (SIMT 1e-5, TF32 2e-3, bf16 1e-2, f16/bf16 operands 1e-5
- * since their products are exact in fp32), to by output dtype (f16 2^-10, bf16 2^-7). */
+ * to * |ref| + 1e-30, ts by mode (SIMT 1e-5, TF32 2e-3, f16/bf16 operands 1e-5 since their
+ * products are exact in fp32), to by output dtype (f16 2^-10, bf16 2^-7). The bf16 mode of
+ * f32 operands (MEDIUM) is checked against a reference of the operands rounded to bf16 (round
+ * to nearest even, as cvt.rn.bf16x2.f32 does) with ts 1e-5: its products are exact in fp32
+ * too, so what is left is the fp32 accumulation, and a wrong fragment element or a stale
+ * shared-memory value shows as an error of the size of a product, far above the bound (the
+ * rounding of the operands alone makes errors of about 2^-8 of a product, which a bound of
+ * 1e-2 of sum |a_k b_k| can never see). */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -172,13 +178,15 @@ static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
 
 /* ---- cases ---- */
 
-typedef enum { C_MATMUL, C_MATMUL_TA, C_LINEAR, C_BMM_NT, C_CONV } ckind;
+/* C_BMM_B2: A [batch, M, K] times a 2-D B [K, N] (B broadcast over the batch) */
+typedef enum { C_MATMUL, C_MATMUL_TA, C_LINEAR, C_BMM_NT, C_BMM_B2, C_CONV } ckind;
 typedef struct tcase {
     const char *name;
     ckind kind;
     tgc_dtype dt;
     tgc_matmul_precision prec;
-    int64_t d[11]; /* matmul: M N K [batch]; conv: n c h w o kh kw stride pad dil groups */
+    int64_t d[11]; /* matmul: M N K [batch]; linear: rows out in [batch (x is [batch, rows, in])];
+                      conv: n c h w o kh kw stride pad dil groups */
     int timed;
     int epi; /* 0 none, 1 bias + relu (linear / conv), 2 conv bias + residual + relu, 3 x 0.125 */
     const int *tile; /* forced bm bn bk wm wn stages, or NULL */
@@ -374,8 +382,9 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
             o = add_op(g, TGC_OP_ADD, r, 2, NULL);
         }
     } else if (tc->kind == C_LINEAR) {
-        int64_t sx[2] = {d[0], d[2]}, sw[2] = {d[1], d[2]};
-        int32_t in[3] = {add_input(g, tc->dt, 2, sx), add_input(g, tc->dt, 2, sw), -1};
+        int64_t sx[3] = {d[3], d[0], d[2]}, sw[2] = {d[1], d[2]};
+        int xb = d[3] > 0; /* x [batch, rows, in] */
+        int32_t in[3] = {add_input(g, tc->dt, 2 + xb, sx + !xb), add_input(g, tc->dt, 2, sw), -1};
         if (tc->epi == 1)
             in[2] = bias_id = add_input(g, tc->dt, 1, &d[1]);
         o = add_op(g, TGC_OP_LINEAR, in, in[2] >= 0 ? 3 : 2, NULL);
@@ -387,6 +396,10 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         p.i[1] = 0;
         int32_t at = add_op(g, TGC_OP_PERMUTE, &a, 1, &p);
         int32_t in[2] = {at, add_input(g, tc->dt, 2, sb)};
+        o = add_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    } else if (tc->kind == C_BMM_B2) {
+        int64_t sa[3] = {d[3], d[0], d[2]}, sb[2] = {d[2], d[1]};
+        int32_t in[2] = {add_input(g, tc->dt, 3, sa), add_input(g, tc->dt, 2, sb)};
         o = add_op(g, TGC_OP_MATMUL, in, 2, NULL);
     } else if (tc->kind == C_BMM_NT) {
         int64_t sa[3] = {d[3], d[0], d[2]}, sb[3] = {d[3], d[1], d[2]};
@@ -541,10 +554,15 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     size_t es = tgc_dtype_size(out->dt);
     void *raw = malloc(out->n * es);
     CU(cu.DtoH(raw, out->d, out->n * es));
-    double ts = cfg.mode == TGC_CUDA_TPL_SIMT    ? 1e-5
-                : cfg.mode == TGC_CUDA_TPL_TF32  ? 2e-3
-                : cfg.mode == TGC_CUDA_TPL_BF16X ? 1e-2
-                                                 : 1e-5;
+    if (cfg.mode == TGC_CUDA_TPL_BF16X) /* the reference sees what the mma sees (see the top) */
+        for (int o = 0; o < 2; o++) {
+            hostbuf *hbo = o ? B : A;
+            for (size_t j = 0; j < hbo->n; j++)
+                hbo->f[j] = from_half_bits(to_half_bits(hbo->f[j], TGC_BF16), TGC_BF16);
+            if (t->a == t->b)
+                break;
+        }
+    double ts = cfg.mode == TGC_CUDA_TPL_TF32 ? 2e-3 : 1e-5;
     double to = out->dt == TGC_F16 ? 1.0 / 1024 : out->dt == TGC_BF16 ? 1.0 / 128 : 0;
     size_t total = out->n, samples = total <= (1u << 18) ? total : 4096, bad = 0;
     double worst = 0;
@@ -778,6 +796,39 @@ int main(int argc, char **argv)
          1,
          NULL},
         {"bmm NT x0.125 f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 3, NULL},
+        /* MEDIUM (bf16 mma of f32 operands) at the shapes of test_cuda_public's big cases,
+         * checked against the bf16-rounded reference (a tight bound, see the top) */
+        {"bf16x linear 77x768x768 +b+relu", C_LINEAR, TGC_F32, M, {77, 768, 768}, 0, 1, NULL},
+        {"bf16x linear 77x768 K3072 +b+relu", C_LINEAR, TGC_F32, M, {77, 768, 3072}, 0, 1, NULL},
+        {"bf16x linear 2x77x3072 K768 +b+relu",
+         C_LINEAR,
+         TGC_F32,
+         M,
+         {77, 3072, 768, 2},
+         0,
+         1,
+         NULL},
+        {"bf16x linear 8x77x768 K768 +b+relu", C_LINEAR, TGC_F32, M, {77, 768, 768, 8}, 0, 1, NULL},
+        {"bf16x mm 127x1024 K512", C_MATMUL, TGC_F32, M, {127, 1024, 512}, 0, 0, NULL},
+        {"bf16x mm 127x33 K65", C_MATMUL, TGC_F32, M, {127, 33, 65}, 0, 0, NULL},
+        {"bf16x mm 127x129 K257", C_MATMUL, TGC_F32, M, {127, 129, 257}, 0, 0, NULL},
+        {"bf16x bmm 3x127x200 K65 (2-D B)", C_BMM_B2, TGC_F32, M, {127, 200, 65, 3}, 0, 0, NULL},
+        {"bf16x conv stem 7x7/2 8x3x32x32",
+         C_CONV,
+         TGC_F32,
+         M,
+         {8, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},
+         0,
+         0,
+         NULL},
+        {"bf16x conv s2 d2 g4 4x16x33x31",
+         C_CONV,
+         TGC_F32,
+         M,
+         {4, 16, 33, 31, 32, 3, 3, 2, 2, 2, 4},
+         0,
+         0,
+         NULL},
     };
     static const int big_tile[6] = {128, 256, 32, 2, 4, 3};
     /* emit: small shapes with every feature, every mode (the CPU emulator is slow) */
@@ -789,7 +840,7 @@ int main(int argc, char **argv)
         const struct {
             const char *name;
             ckind kind;
-            int all_modes;
+            int all_modes; /* 0: tf32 and f16 only, 1: every mode, 2: MEDIUM only */
             int64_t d[11];
             int epi;
             const int *tile;
@@ -813,6 +864,15 @@ int main(int argc, char **argv)
             {"mm 200x130 M>64", C_MATMUL, 0, {200, 130, 64}, 0, NULL},
             {"mm tile 128x256", C_MATMUL, 1, {300, 520, 96}, 0, big_tile},
             {"linear tile 128x256", C_LINEAR, 0, {140, 300, 64}, 1, big_tile},
+            /* all_modes 2: MEDIUM only, shapes of test_cuda_public's big cases (long K: the
+             * stages are refilled many times, split-K) */
+            {"bf16x linear 77x768 K768", C_LINEAR, 2, {77, 768, 768}, 1, NULL},
+            {"bf16x mm 127x1024 K512", C_MATMUL, 2, {127, 1024, 512}, 0, NULL},
+            {"bf16x mm 127x33 K65", C_MATMUL, 2, {127, 33, 65}, 0, NULL},
+            {"bf16x mm 127x129 K257", C_MATMUL, 2, {127, 129, 257}, 0, NULL},
+            {"bf16x bmm 3x127x200 K65", C_BMM_B2, 2, {127, 200, 65, 3}, 0, NULL},
+            {"bf16x conv stem 7x7/2", C_CONV, 2, {8, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1}, 0, NULL},
+            {"bf16x conv s2 d2 g4", C_CONV, 2, {4, 16, 33, 31, 32, 3, 3, 2, 2, 2, 4}, 0, NULL},
         };
         const struct {
             const char *tag;
@@ -827,7 +887,12 @@ int main(int argc, char **argv)
             for (int m = 0; m < 5; m++) {
                 if (!base[b].all_modes && m != 1 && m != 3)
                     continue;
-                snprintf(names[ne], sizeof names[ne], "%s %s", base[b].name, modes[m].tag);
+                if (base[b].all_modes == 2 && m != 2)
+                    continue;
+                if (base[b].all_modes == 2)
+                    snprintf(names[ne], sizeof names[ne], "%s", base[b].name);
+                else
+                    snprintf(names[ne], sizeof names[ne], "%s %s", base[b].name, modes[m].tag);
                 emu[ne] = (tcase){names[ne], base[b].kind, modes[m].dt, modes[m].p, {0},
                                   0,         base[b].epi,  base[b].tile};
                 memcpy(emu[ne].d, base[b].d, sizeof emu[ne].d);

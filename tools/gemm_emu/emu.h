@@ -3,8 +3,20 @@
 // C++: each CUDA thread of a block is a pthread, __syncthreads a barrier, and the
 // warp-collective instructions (mma.sync, ldmatrix) exchange their operands through a
 // per-warp area between two warp barriers and then compute exactly what the PTX ISA's
-// fragment layouts say each lane receives. cp.async copies synchronously (so it cannot show
-// a missing wait, only wrong addresses, sizes and zero fills). Blocks run one at a time.
+// fragment layouts say each lane receives. Blocks run one at a time.
+//
+// Shared-memory races are made visible, deterministically:
+//   - cp.async lands as late as the PTX rules allow: at issue the destination is poisoned
+//     (0xff bytes: NaN for f32, f16 and bf16) and the data (or the zero fill) is written only
+//     when the issuing thread's cp.async.wait_group retires its group. A read of a stage
+//     before its data is waited for and published by a barrier, or an overwrite of a stage
+//     that another warp still reads in the same barrier interval, shows up as NaNs in the
+//     output.
+//   - warps run one after another between two __syncthreads (the 32 lanes of the running
+//     warp concurrently, for the warp-collective instructions), in ascending warp order in
+//     even barrier intervals and descending order in odd ones (TGC_EMU_FLIP=1 in the
+//     environment swaps the two), so a write and a read of two warps in one interval meet in
+//     both orders over the pipeline's repeated intervals.
 // A development tool (tools/gemm_emu/run.sh), not part of the library.
 #ifndef TGC_GEMM_EMU_H
 #define TGC_GEMM_EMU_H
@@ -73,16 +85,17 @@ inline unsigned tgc_f2u(float f)
     return u;
 }
 
-// cp.async: copy src-size bytes, zero the rest of cp-size
+// cp.async: copy src-size bytes, zero the rest of cp-size; deferred (see the top)
+void tgc_emu_cp_async(void *dst, const void *src, int cp_size, int bytes);
+void tgc_emu_cp_commit();
+void tgc_emu_cp_wait(int n);
 inline void tgc_cp16(void *dst, const void *src, int bytes)
 {
     if (bytes < 0 || bytes > 16 || ((uintptr_t)dst % 16) || (bytes && ((uintptr_t)src % 16))) {
         fprintf(stderr, "emu: bad cp.async 16 (dst %p src %p bytes %d)\n", dst, src, bytes);
         abort();
     }
-    memset(dst, 0, 16);
-    if (bytes)
-        memcpy(dst, src, (size_t)bytes);
+    tgc_emu_cp_async(dst, src, 16, bytes);
 }
 inline void tgc_cp4(void *dst, const void *src, int bytes)
 {
@@ -90,15 +103,15 @@ inline void tgc_cp4(void *dst, const void *src, int bytes)
         fprintf(stderr, "emu: bad cp.async 4\n");
         abort();
     }
-    memset(dst, 0, 4);
-    if (bytes)
-        memcpy(dst, src, 4);
+    tgc_emu_cp_async(dst, src, 4, bytes);
 }
 inline void tgc_cp_commit()
 {
+    tgc_emu_cp_commit();
 }
 template <int N> inline void tgc_cp_wait()
 {
+    tgc_emu_cp_wait(N);
 }
 
 // cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero

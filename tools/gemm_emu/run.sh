@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs template kernels on the CPU emulator: writes the cases with bench_cuda_gemm emit, then
-# builds and runs each (in parallel, JOBS at a time) and prints ok / FAIL per case.
+# builds and runs each, once per warp order (TGC_EMU_FLIP 0 and 1: see emu.h; FLIPS="0" for
+# one run), and prints ok / FAIL per case and order.
 #   tools/gemm_emu/run.sh BUILD_DIR [case numbers...]
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +18,9 @@ for i in $cases; do
   [ -f "$f" ] || continue
   if c++ -O1 -std=c++17 -w -DTGC_CASE="\"$f\"" -I"$here" "$here/emu_main.cpp" "$out/emu.o" \
         -lpthread -o "$out/case$i" 2> "$out/case$i.log"; then
-    "$out/case$i" || fails=$((fails + 1))
+    for fl in ${FLIPS:-0 1}; do
+      TGC_EMU_FLIP=$fl "$out/case$i" || fails=$((fails + 1))
+    done
   else
     echo "case $i: does not build:"; head -20 "$out/case$i.log"; fails=$((fails + 1))
   fi
