@@ -57,6 +57,7 @@
     X(cuMemsetD8Async)                                                                             \
     X(cuMemsetD32Async)                                                                            \
     X(cuPointerGetAttribute)                                                                       \
+    X(cuPointerGetAttributes)                                                                      \
     X(cuStreamCreate)                                                                              \
     X(cuStreamDestroy)                                                                             \
     X(cuStreamSynchronize)                                                                         \

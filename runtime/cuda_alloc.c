@@ -672,14 +672,18 @@ static size_t min_sz(size_t a, size_t b)
 
 /* 1 when host memory p is page-locked by the driver (cuMemHostAlloc, cuMemHostRegister): then
  * the DMA reads it directly and staging would only add a host copy. Asked only for copies
- * large enough to repay the query. */
+ * large enough to repay the query, through cuPointerGetAttributes, which answers "no type"
+ * for memory the driver does not know instead of failing (cuPointerGetAttribute's
+ * CUDA_ERROR_INVALID_VALUE is an API error compute-sanitizer reports). */
 static int pinned(const void *p, size_t n)
 {
     if (n < ((size_t)256 << 10))
         return 0;
     unsigned type = 0;
-    return tgc_cuda_drv()->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                                 (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS &&
+    CUpointer_attribute a = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    void *data[1] = {&type};
+    return tgc_cuda_drv()->cuPointerGetAttributes(1, &a, data, (CUdeviceptr)(uintptr_t)p) ==
+               CUDA_SUCCESS &&
            type == CU_MEMORYTYPE_HOST;
 }
 

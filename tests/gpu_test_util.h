@@ -10,15 +10,16 @@
  *     double-then-round), f16 1e-3 / 1e-5, bf16 1.6e-2 / 1e-5, f64 1e-7 / 1e-7;
  *   - matrix products (matmul, linear, conv2d, attention and what they feed) by
  *     cfg.matmul_precision, relative to the norm of the output's row (last dim): every element
- *     of a row within tol * rms(row of want) + atol + rtol * |want|, with tol 1e-5 for
- *     HIGHEST, 8e-3 for HIGH (TF32: 10-bit mantissa inputs, measured up to 3.7e-3 on 9-term
- *     depthwise convs, whose short rows make the row rule tight) and 4e-2 for MEDIUM (bf16
- *     inputs); f16/bf16 operands use their dtype's rtol when it is larger, and an f16 / bf16
- *     result may also be off by its own rounding (the rtol * |want| term). MEDIUM's bound is what rounding the operands to
- *     bf16 alone needs: with randn operands the exact product of the rounded operands lands
- *     up to 2.6e-2 of the row rms from the unrounded one (worst of 100 random draws at the
- *     shapes of test_cuda_public's big cases; rows of 16 elements, as conv outputs of width 16
- *     have, make the row rms a noisy yardstick), and 1e-2 failed ~0.2% of the elements of a
+ *     of a row within tol * rms(row of want) + atol + rtol * |want| (rows shorter than 16:
+ *     the rms of the whole output), with tol 2e-5 for HIGHEST (fp32 in another order; a
+ *     conv's 576-term sums then batch-norm's 1/std), 8e-3 for HIGH (TF32: 10-bit mantissa inputs,
+ * measured up to 3.7e-3 on 9-term depthwise convs, whose short rows make the row rule tight) and
+ * 4e-2 for MEDIUM (bf16 inputs); f16/bf16 operands use their dtype's rtol when it is larger, and an
+ * f16 / bf16 result may also be off by its own rounding (the rtol * |want| term). MEDIUM's bound is
+ * what rounding the operands to bf16 alone needs: with randn operands the exact product of the
+ * rounded operands lands up to 2.6e-2 of the row rms from the unrounded one (worst of 100 random
+ * draws at the shapes of test_cuda_public's big cases; rows of 16 elements, as conv outputs of
+ * width 16 have, make the row rms a noisy yardstick), and 1e-2 failed ~0.2% of the elements of a
  *     linear + gelu and ~0.1% of a conv for any correct kernel (tools/gemm_emu/round_sim.c).
  *     The kernels themselves are checked tightly by tests/bench/bench_cuda_gemm.c (against
  *     the bf16-rounded operands, 1e-5 of sum |a_k b_k|).
@@ -79,7 +80,7 @@ static inline void gpu_dtype_tol(tgc_dtype dt, double *rtol, double *atol)
 /* Row-norm tolerance of a matrix product computed at precision p. */
 static inline double gpu_precision_tol(tgc_matmul_precision p)
 {
-    return p == TGC_PRECISION_MEDIUM ? 4e-2 : p == TGC_PRECISION_HIGH ? 8e-3 : 1e-5;
+    return p == TGC_PRECISION_MEDIUM ? 4e-2 : p == TGC_PRECISION_HIGH ? 8e-3 : 2e-5;
 }
 
 typedef struct gpu_cmp {
@@ -126,9 +127,19 @@ static inline gpu_cmp gpu_compare(const tgc_tensor *got, const tgc_tensor *want,
     int64_t row = nd > 0 ? tgc_size(want, -1) : 1;
     if (row < 1)
         row = 1;
+    /* rows shorter than 16 elements (a conv output of width 3) are no yardstick of their
+     * own: they use the rms of the whole output */
+    double all_rms = 0;
+    if (rowtol > 0 && is_float && row < 16) {
+        for (int64_t k = 0; k < n; k++)
+            all_rms += isfinite(w[k]) ? w[k] * w[k] : 0;
+        all_rms = n > 0 ? sqrt(all_rms / (double)n) : 0;
+    }
     for (int64_t base = 0; base < n; base += row) {
         double rms = 0;
-        if (rowtol > 0 && is_float) {
+        if (rowtol > 0 && is_float && row < 16) {
+            rms = all_rms;
+        } else if (rowtol > 0 && is_float) {
             for (int64_t k = base; k < base + row && k < n; k++)
                 rms += isfinite(w[k]) ? w[k] * w[k] : 0;
             rms = sqrt(rms / (double)row);

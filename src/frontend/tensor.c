@@ -149,8 +149,9 @@ tgc_tensor *tgc_from_data(const void *data, size_t nbytes, const int64_t *shape,
 }
 
 /* Through tgc_apply, so that inside a traced function the draw is a graph node that runs
- * on every call (and advances the stream like eager code), not a trace-time constant. On a
- * device the draw runs on the host (the same Philox bits) and is copied over. */
+ * on every call (and advances the stream like eager code), not a trace-time constant, on the
+ * variant's device. Eagerly on a device the draw runs on the host (the same Philox bits) and
+ * is copied over. */
 static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim, tgc_dtype dt,
                                  tgc_device dev, int normal)
 {
@@ -162,14 +163,19 @@ static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim,
         return NULL;
     }
     int on_device = dev.type != TGC_DEVICE_CPU;
-    if (on_device && tgc_trace_current()) {
-        char d[48];
-        tgc_set_error(TGC_ERR_DEVICE,
-                      "%s: drawing on %s inside a traced function is not supported: compiled "
-                      "graphs run on the host in this build; draw on tgc_cpu() and move the "
-                      "result with tgc_to",
-                      fn, tgc_format_device(dev, d, sizeof d));
-        return NULL;
+    struct tgc_trace *tr = tgc_trace_current();
+    if (tr) {
+        /* traced: a draw of the variant, on the variant's device (the same Philox bits) */
+        if (!tgc_device_equal(dev, tr->device)) {
+            char d[48], v[48];
+            tgc_set_error(TGC_ERR_DEVICE,
+                          "%s: drawing on %s inside a traced function that runs on %s: draw on "
+                          "the device of the function's inputs",
+                          fn, tgc_format_device(dev, d, sizeof d),
+                          tgc_format_device(tr->device, v, sizeof v));
+            return NULL;
+        }
+        on_device = 0; /* the node's value is on the variant's device already */
     }
     tgc_attrs a = {0};
     for (int d = 0; d < ndim; d++)

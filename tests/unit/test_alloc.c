@@ -537,6 +537,14 @@ static void test_host_only_code_refuses_devices(void **state)
     check_null(tgc_add(h, d), TGC_ERR_DEVICE,
                "tgc_add: inputs 0 and 1 are on different devices (cpu and cuda:0)");
     check_null(tgc_mul(d, d1), TGC_ERR_DEVICE, "(cuda:0 and cuda:1)");
+    if (tgc_cuda_available() == TGC_OK) {
+        /* the rest needs a device type without a backend; on a GPU machine the real CUDA
+         * backend would take these fake device pointers */
+        print_message("test_host_only_code_refuses_devices: the CUDA backend is present; its "
+                      "no-backend half is skipped\n");
+        tgc_clear_error();
+        return;
+    }
     /* no kernels for the device: the interp kernels read host memory and say so */
     check_null(tgc_add(d, d), TGC_ERR_DEVICE,
                "tgc_add: input 0 is on cuda:0, but the interp backend runs on host memory only");

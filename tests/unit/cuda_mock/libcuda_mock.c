@@ -296,6 +296,20 @@ API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevicept
     });
     return r;
 }
+/* As the driver: unknown memory gets type 0 and CUDA_SUCCESS. */
+API CUresult cuPointerGetAttributes(unsigned n, CUpointer_attribute *as, void **data,
+                                    CUdeviceptr ptr)
+{
+    for (unsigned k = 0; k < n; k++) {
+        if (as[k] != CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        unsigned type = 0;
+        if (cuPointerGetAttribute(&type, as[k], ptr) != CUDA_SUCCESS)
+            type = 0;
+        *(unsigned *)data[k] = type;
+    }
+    return CUDA_SUCCESS;
+}
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
 {
     memcpy((void *)d, s, n);
