@@ -11,7 +11,7 @@ B=${1:-build-gpu}
 agg() {
     awk '/tgc profile: step/ { s[$5] += $6; c[$5]++; tot += $6 }
          END { for (k in s) printf "  %-30s %9.3f ms  %5.1f%%  (%d steps)\n", k, s[k],
-               tot > 0 ? 100 * s[k] / tot : 0, c[k] }' | sort -k2 -nr
+               (tot > 0 ? 100 * s[k] / tot : 0), c[k] }' | sort -k2 -nr
 }
 run() {
     echo "== $*"
