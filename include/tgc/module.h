@@ -89,6 +89,23 @@ TGC_API const char *tgc_module_name(const tgc_module *m);
 /* 64-bit hash of the structure (see above); equal for modules of one structure. */
 TGC_API uint64_t tgc_module_signature(const tgc_module *m);
 
+/* ---- checkpoints: safetensors files (PyTorch's safetensors.torch.save_file/load_file and
+ * other tools read and write them) ---- */
+/* Writes every parameter and buffer of the tree under its dotted name without the root
+ * ("conv1.weight", "layer1.0.bn1.running_mean": PyTorch's state_dict names), from any
+ * device, in its own dtype. Written to a temporary file and renamed: a failed save
+ * (TGC_ERR_IO, naming the path and the reason) leaves no partial file. */
+TGC_API tgc_status tgc_module_save(const tgc_module *m, const char *path);
+/* Reads a safetensors file into the tree's parameters and buffers (copied to each tensor's
+ * device; a file dtype other than the tensor's is converted). Every tensor of the tree must
+ * be in the file with its shape; names of the file the tree lacks are an error unless
+ * `strict` is 0. A missing, truncated or malformed file is TGC_ERR_IO; a missing tensor or
+ * an extra one (strict) is TGC_ERR_INVALID_ARG, a shape mismatch TGC_ERR_SHAPE, an
+ * unsupported dtype TGC_ERR_DTYPE, each naming the tensor. On any error nothing is changed:
+ * the whole file is checked before the first tensor is written. Bumps the versions of the
+ * tensors it writes. */
+TGC_API tgc_status tgc_module_load(tgc_module *m, const char *path, int strict);
+
 #ifdef __cplusplus
 }
 #endif
