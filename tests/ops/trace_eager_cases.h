@@ -180,6 +180,23 @@ TE_CASE(sdpa_float_mask, "tgc_scaled_dot_product_attention", TE_REL, "n:2,D,8 n:
 TE_CASE(sdpa_causal, "tgc_scaled_dot_product_attention", TE_REL, "n:2,D,8 n:2,D,8 n:2,D,4 | n:2,D,4 n:2,7,4 nT:2,7,3", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.0, 1, 0.0))
 TE_CASE(sdpa_dropout, "tgc_scaled_dot_product_attention", TE_REL, "n:2,D,8 n:2,6,8 n:2,6,4 | n:2,D,4 n:2,D,4 nS:2,D,4", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.2, 1, 0.0))
 
+/* ---- backward ops (what autograd's rules emit): forward sizes taken from a like tensor
+ * (symbolic in the dynamic passes). Their builders are internal (frontend/ops_grad.h): only
+ * a suite that includes that header gets these cases (test_trace_eager.c, not the GPU suite
+ * of the public API). ---- */
+#ifdef TGC_FRONTEND_OPS_GRAD_H
+#define TE_CONV_SAME (&(tgc_attrs){.i = {1, 1, 1, 1, 1, 1, 1}, .ni = 7})
+#define TE_POOL_SAME(excl) (&(tgc_attrs){.i = {3, 3, 1, 1, 1, 1, (excl)}, .ni = 7})
+TE_CASE(conv2d_grad_input, "tgc_conv2d_grad_input", TE_REL, "n:2,4,D,5 n:4,3,3,3 n:2,3,D,5 | nT:1,4,5,D n:4,3,3,3 n:1,3,5,D", tgc_conv2d_grad_input(A0, A1, TE_CONV_SAME, A2))
+TE_CASE(conv2d_grad_weight, "tgc_conv2d_grad_weight", TE_REL, "n:2,3,D,5 n:2,4,D,5 n:4,3,3,3 | n:1,3,5,D nT:1,4,5,D n:4,3,3,3", tgc_conv2d_grad_weight(A0, A1, TE_CONV_SAME, A2))
+TE_CASE(max_pool2d_grad, "tgc_max_pool2d_grad", TE_REL, "n:2,3,D,6 n:2,3,D,6 | nT:1,2,5,D n:1,2,5,D", tgc_max_pool2d_grad(A0, A1, TE_POOL_SAME(0)))
+TE_CASE(avg_pool2d_grad, "tgc_avg_pool2d_grad", TE_REL, "n:2,3,D,6 n:2,3,D,6 | nS:1,2,5,D n:1,2,5,D", tgc_avg_pool2d_grad(A0, TE_POOL_SAME(1), A1))
+TE_CASE(adaptive_avg_pool2d_grad, "tgc_adaptive_avg_pool2d_grad", TE_REL, "n:2,3,3,2 n:2,3,D,7 | n:1,3,2 n:1,D,5", tgc_adaptive_avg_pool2d_grad(A0, &(tgc_attrs){.i = {3, 2}, .ni = 2}, A1))
+TE_CASE(embedding_grad, "tgc_embedding_grad", TE_REL, "n:D,3,4 i7:D,3 n:7,4 | nT:D,4 j7:D n:7,4", tgc_embedding_grad(A0, A1, A2))
+TE_CASE(gather_grad, "tgc_gather_grad", TE_REL, "n:3,D i7:3,D n:3,7 | nT:2,D j7:2,D n:3,7", tgc_gather_grad(A0, A1, 1, A2))
+TE_CASE(index_select_grad, "tgc_index_select_grad", TE_REL, "n:D,4 j6:D n:6,4 | nS:D,4 iD:D n:D,4", tgc_index_select_grad(A0, A1, 0, A2))
+#endif
+
 /* ---- composites: several ops in one graph (intermediates, module tensors, constants) ---- */
 #define TE_HEADS(x, w) tgc_transpose(tgc_reshape(tgc_linear((x), (w), NULL), SHAPE(0, 0, 2, -1), 4), 1, 2)
 TE_CASE(mlp_block, "tgc_layer_norm tgc_linear tgc_gelu tgc_dropout tgc_add", TE_REL, "n:D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8 | nT:2,D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8", tgc_add(A0, tgc_dropout(tgc_linear(tgc_gelu(tgc_linear(tgc_layer_norm(A0, 1, P0, P1, 1e-5), P2, P3)), P4, NULL), 0.1, 1)))
