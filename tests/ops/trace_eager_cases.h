@@ -180,10 +180,19 @@ TE_CASE(sdpa_float_mask, "tgc_scaled_dot_product_attention", TE_REL, "n:2,D,8 n:
 TE_CASE(sdpa_causal, "tgc_scaled_dot_product_attention", TE_REL, "n:2,D,8 n:2,D,8 n:2,D,4 | n:2,D,4 n:2,7,4 nT:2,7,3", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.0, 1, 0.0))
 TE_CASE(sdpa_dropout, "tgc_scaled_dot_product_attention", TE_REL, "n:2,D,8 n:2,6,8 n:2,6,4 | n:2,D,4 n:2,D,4 nS:2,D,4", tgc_scaled_dot_product_attention(A0, A1, A2, NULL, 0.2, 1, 0.0))
 
+/* ---- composites: several ops in one graph (intermediates, module tensors, constants) ---- */
+#define TE_HEADS(x, w) tgc_transpose(tgc_reshape(tgc_linear((x), (w), NULL), SHAPE(0, 0, 2, -1), 4), 1, 2)
+TE_CASE(mlp_block, "tgc_layer_norm tgc_linear tgc_gelu tgc_dropout tgc_add", TE_REL, "n:D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8 | nT:2,D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8", tgc_add(A0, tgc_dropout(tgc_linear(tgc_gelu(tgc_linear(tgc_layer_norm(A0, 1, P0, P1, 1e-5), P2, P3)), P4, NULL), 0.1, 1)))
+TE_CASE(conv_classifier, "tgc_conv2d tgc_batch_norm tgc_relu tgc_max_pool2d tgc_adaptive_avg_pool2d tgc_flatten tgc_linear tgc_cross_entropy", TE_REL, "n:D,3,9,8 i5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5 | nS:D,3,7,7 j5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5", tgc_cross_entropy(tgc_linear(tgc_flatten(tgc_adaptive_avg_pool2d(tgc_max_pool2d(tgc_relu(tgc_batch_norm(tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.padding = {1, 1}}), P1, P2, P3, P4, 1, 0.1, 1e-5)), &(tgc_pool2d_opts){.kernel = {2, 2}}), 2, 2), 1, -1), P5, P6), A1, TGC_REDUCE_MEAN, -100, 0.1))
+TE_CASE(attention_block, "tgc_linear tgc_reshape tgc_transpose tgc_scaled_dot_product_attention tgc_flatten", TE_REL, "n:2,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8 | nT:1,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8", tgc_linear(tgc_flatten(tgc_transpose(tgc_scaled_dot_product_attention(TE_HEADS(A0, P0), TE_HEADS(A0, P1), TE_HEADS(A0, P2), NULL, 0.1, 1, 0.0), 1, 2), 2, 3), P3, NULL))
+#define TE_EVEN_COLS(x) tgc_index_select((x), 1, tgc_arange(0, 4, 2, TGC_I64, tgc_cpu()))
+TE_CASE(trace_constants, "tgc_index_select tgc_add tgc_where tgc_gt", TE_EXACT, "n:D,5 | nT:3,D", tgc_where(tgc_gt(TE_EVEN_COLS(A0), tgc_zeros(SHAPE(1), 1, TGC_F32, tgc_cpu())), tgc_add(TE_EVEN_COLS(A0), tgc_ones(SHAPE(1, 2), 2, TGC_F32, tgc_cpu())), tgc_full(SHAPE(1), 1, -7.0, TGC_F32, tgc_cpu())))
+
 /* ---- backward ops (what autograd's rules emit): forward sizes taken from a like tensor
- * (symbolic in the dynamic passes). Their builders are internal (frontend/ops_grad.h): only
- * a suite that includes that header gets these cases (test_trace_eager.c, not the GPU suite
- * of the public API). ---- */
+ * (symbolic in the dynamic passes). Last, so the cases above keep their seeds (the seed is
+ * the case's index). Their builders are internal (frontend/ops_grad.h): only a suite that
+ * includes that header gets these cases (test_trace_eager.c, not the GPU suite of the public
+ * API). ---- */
 #ifdef TGC_FRONTEND_OPS_GRAD_H
 #define TE_CONV_SAME (&(tgc_attrs){.i = {1, 1, 1, 1, 1, 1, 1}, .ni = 7})
 #define TE_POOL_SAME(excl) (&(tgc_attrs){.i = {3, 3, 1, 1, 1, 1, (excl)}, .ni = 7})
@@ -196,11 +205,3 @@ TE_CASE(embedding_grad, "tgc_embedding_grad", TE_REL, "n:D,3,4 i7:D,3 n:7,4 | nT
 TE_CASE(gather_grad, "tgc_gather_grad", TE_REL, "n:3,D i7:3,D n:3,7 | nT:2,D j7:2,D n:3,7", tgc_gather_grad(A0, A1, 1, A2))
 TE_CASE(index_select_grad, "tgc_index_select_grad", TE_REL, "n:D,4 j6:D n:6,4 | nS:D,4 iD:D n:D,4", tgc_index_select_grad(A0, A1, 0, A2))
 #endif
-
-/* ---- composites: several ops in one graph (intermediates, module tensors, constants) ---- */
-#define TE_HEADS(x, w) tgc_transpose(tgc_reshape(tgc_linear((x), (w), NULL), SHAPE(0, 0, 2, -1), 4), 1, 2)
-TE_CASE(mlp_block, "tgc_layer_norm tgc_linear tgc_gelu tgc_dropout tgc_add", TE_REL, "n:D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8 | nT:2,D,6 @n:6 @n:6 @n:8,6 @n:8 @n:6,8", tgc_add(A0, tgc_dropout(tgc_linear(tgc_gelu(tgc_linear(tgc_layer_norm(A0, 1, P0, P1, 1e-5), P2, P3)), P4, NULL), 0.1, 1)))
-TE_CASE(conv_classifier, "tgc_conv2d tgc_batch_norm tgc_relu tgc_max_pool2d tgc_adaptive_avg_pool2d tgc_flatten tgc_linear tgc_cross_entropy", TE_REL, "n:D,3,9,8 i5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5 | nS:D,3,7,7 j5:D @n:4,3,3,3 %n:4 %p:4 @n:4 @n:4 @n:5,16 @n:5", tgc_cross_entropy(tgc_linear(tgc_flatten(tgc_adaptive_avg_pool2d(tgc_max_pool2d(tgc_relu(tgc_batch_norm(tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.padding = {1, 1}}), P1, P2, P3, P4, 1, 0.1, 1e-5)), &(tgc_pool2d_opts){.kernel = {2, 2}}), 2, 2), 1, -1), P5, P6), A1, TGC_REDUCE_MEAN, -100, 0.1))
-TE_CASE(attention_block, "tgc_linear tgc_reshape tgc_transpose tgc_scaled_dot_product_attention tgc_flatten", TE_REL, "n:2,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8 | nT:1,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8", tgc_linear(tgc_flatten(tgc_transpose(tgc_scaled_dot_product_attention(TE_HEADS(A0, P0), TE_HEADS(A0, P1), TE_HEADS(A0, P2), NULL, 0.1, 1, 0.0), 1, 2), 2, 3), P3, NULL))
-#define TE_EVEN_COLS(x) tgc_index_select((x), 1, tgc_arange(0, 4, 2, TGC_I64, tgc_cpu()))
-TE_CASE(trace_constants, "tgc_index_select tgc_add tgc_where tgc_gt", TE_EXACT, "n:D,5 | nT:3,D", tgc_where(tgc_gt(TE_EVEN_COLS(A0), tgc_zeros(SHAPE(1), 1, TGC_F32, tgc_cpu())), tgc_add(TE_EVEN_COLS(A0), tgc_ones(SHAPE(1, 2), 2, TGC_F32, tgc_cpu())), tgc_full(SHAPE(1), 1, -7.0, TGC_F32, tgc_cpu())))
