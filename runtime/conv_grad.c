@@ -1,0 +1,492 @@
+/* The conv2d backward drivers around the JIT'd GEMM pieces (see conv_grad.h).
+ *
+ * Both gradients reuse the forward's register-blocked micro-kernel and its packing routines;
+ * what is new here is how their operands are laid out: the im2col rows of a chunk of the
+ * reduction (dW), and the scatter of W^T . dY back onto the input (dX, col2im). Buffers are
+ * allocated once per thread and call (a few hundred KiB), never per block. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/conv_grad.h"
+#include "runtime/parallel.h"
+#include "support/error.h"
+
+typedef struct cg_geom {
+    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int64_t cg, og, kg, oh, ow, p; /* per group: channels, outputs, im2col rows; pixels */
+} cg_geom;
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* ceil(a / b) for b > 0 and any sign of a */
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+static cg_geom geom_of(const tgc_conv_params *p)
+{
+    cg_geom g = {.n = p->n,
+                 .c = p->c,
+                 .h = p->h,
+                 .w = p->w,
+                 .o = p->o,
+                 .kh = p->kh,
+                 .kw = p->kw,
+                 .sh = p->stride_h,
+                 .sw = p->stride_w,
+                 .ph = p->pad_h,
+                 .pw = p->pad_w,
+                 .dh = p->dil_h,
+                 .dw = p->dil_w,
+                 .groups = p->groups};
+    g.cg = p->c / p->groups;
+    g.og = p->o / p->groups;
+    g.kg = g.cg * p->kh * p->kw;
+    g.oh = tgc_conv_out_h(p);
+    g.ow = tgc_conv_out_w(p);
+    g.p = g.oh * g.ow;
+    return g;
+}
+
+static float *falloc(size_t n)
+{
+    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes);
+}
+
+/* The output columns [ow0, ow0 + run) of one output row whose tap (.., b) reads inside the
+ * input row: q in [*qlo, *qhi) reads iw = (ow0 + q) * sw - pw + b * dw in [0, W). */
+static void valid_run(const cg_geom *g, int64_t b, int64_t ow0, int64_t run, int64_t *qlo,
+                      int64_t *qhi)
+{
+    int64_t t = g->pw - b * g->dw; /* iw = (ow0 + q) * sw - t */
+    int64_t lo = max64(0, ceil_div(t, g->sw) - ow0);
+    int64_t hi = min64(run, ceil_div(g->w + t, g->sw) - ow0);
+    *qlo = min64(lo, run);
+    *qhi = max64(hi, *qlo);
+}
+
+/* The position (image, output row, output column) of reduction column r = n * P + p. */
+typedef struct cg_pos {
+    int64_t n, oh, ow;
+} cg_pos;
+
+static cg_pos pos_of(const cg_geom *g, int64_t r)
+{
+    int64_t p = r % g->p;
+    return (cg_pos){r / g->p, p / g->ow, p % g->ow};
+}
+
+static void pos_advance(const cg_geom *g, cg_pos *s, int64_t run)
+{
+    s->ow += run;
+    if (s->ow == g->ow) {
+        s->ow = 0;
+        if (++s->oh == g->oh) {
+            s->oh = 0;
+            s->n++;
+        }
+    }
+}
+
+/* ---- dW ---- */
+
+/* dst[i * ld + rr] = im2col(x)[k0 + i, r0 + rr] for one group: rows k = (c, a, b), columns
+ * r = (image, output pixel), padding as zeros. Whole runs of an output row at a time. */
+static void build_cols(const cg_geom *g, const float *x, int64_t grp, int64_t k0, int64_t mk,
+                       int64_t r0, int64_t rc, float *dst, int64_t ld)
+{
+    int64_t taps = g->kh * g->kw;
+    for (int64_t i = 0; i < mk; i++) {
+        int64_t k = k0 + i, c = k / taps, a = k % taps / g->kw, b = k % g->kw;
+        float *d = dst + i * ld;
+        cg_pos s = pos_of(g, r0);
+        for (int64_t rr = 0; rr < rc;) {
+            int64_t run = min64(g->ow - s.ow, rc - rr);
+            int64_t ih = s.oh * g->sh - g->ph + a * g->dh;
+            if (ih < 0 || ih >= g->h) {
+                memset(d + rr, 0, (size_t)run * sizeof(float));
+            } else {
+                const float *src = x + ((s.n * g->c + grp * g->cg + c) * g->h + ih) * g->w;
+                int64_t qlo, qhi, iw0 = s.ow * g->sw - g->pw + b * g->dw;
+                valid_run(g, b, s.ow, run, &qlo, &qhi);
+                memset(d + rr, 0, (size_t)qlo * sizeof(float));
+                if (g->sw == 1)
+                    memcpy(d + rr + qlo, src + iw0 + qlo, (size_t)(qhi - qlo) * sizeof(float));
+                else
+                    for (int64_t q = qlo; q < qhi; q++)
+                        d[rr + q] = src[iw0 + q * g->sw];
+                memset(d + rr + qhi, 0, (size_t)(run - qhi) * sizeof(float));
+            }
+            rr += run;
+            pos_advance(g, &s, run);
+        }
+    }
+}
+
+/* B panels of dY^T for reduction columns [r0, r0 + rc): ceil(og / NR) panels of [rc][NR],
+ * element (rr, j) = dY[n, grp * og + j, p], zero past og. */
+static void pack_dyt(const cg_geom *g, const float *dy, int64_t grp, int64_t r0, int64_t rc,
+                     int64_t nr, float *bp)
+{
+    int64_t npan = (g->og + nr - 1) / nr;
+    for (int64_t jp = 0; jp < npan; jp++) {
+        float *dst = bp + jp * rc * nr;
+        int64_t j1 = min64(nr, g->og - jp * nr);
+        cg_pos s = pos_of(g, r0);
+        for (int64_t rr = 0; rr < rc; rr++) {
+            const float *src =
+                dy + (s.n * g->o + grp * g->og + jp * nr) * g->p + s.oh * g->ow + s.ow;
+            float *d = dst + rr * nr;
+            for (int64_t j = 0; j < j1; j++)
+                d[j] = src[j * g->p];
+            for (int64_t j = j1; j < nr; j++)
+                d[j] = 0.0f;
+            pos_advance(g, &s, 1);
+        }
+    }
+}
+
+typedef struct dw_job {
+    const tgc_gemm_kernel *k;
+    cg_geom g;
+    const float *x, *dy;
+    float *dw, *dwt; /* dwt: [groups][kg][og], the GEMM's row-major result */
+    int64_t ms, r;   /* M slices per group; reduction chunk */
+    atomic_int oom;  /* set by any worker, read after the join */
+} dw_job;
+
+/* Tasks [lo, hi): (group, slice of the rows k). */
+static void dw_tasks(void *ctx, int64_t lo, int64_t hi)
+{
+    dw_job *j = ctx;
+    const tgc_gemm_kernel *k = j->k;
+    const cg_geom *g = &j->g;
+    int64_t R = j->r, mc_max = k->mc, npan = (g->og + k->nr - 1) / k->nr;
+    float *bp = falloc((size_t)(npan * k->nr * R));
+    float *cols = falloc((size_t)(mc_max * R));
+    float *ap = falloc((size_t)(mc_max * R));
+    if (!bp || !cols || !ap) {
+        atomic_store(&j->oom, 1);
+        free(bp);
+        free(cols);
+        free(ap);
+        return;
+    }
+    int64_t mt = (g->kg + k->mr - 1) / k->mr, red = g->n * g->p;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t grp = t / j->ms, mi = t % j->ms;
+        int64_t m_lo = mt * mi / j->ms * k->mr, m_hi = min64(g->kg, mt * (mi + 1) / j->ms * k->mr);
+        if (m_lo >= m_hi)
+            continue;
+        float *acc = j->dwt + grp * g->kg * g->og;
+        for (int64_t r0 = 0; r0 < red; r0 += R) {
+            int64_t rc = min64(R, red - r0);
+            int32_t flags = r0 > 0 ? TGC_GEMM_UKR_ACCUM : 0;
+            pack_dyt(g, j->dy, grp, r0, rc, k->nr, bp);
+            for (int64_t ic = m_lo; ic < m_hi; ic += mc_max) {
+                int64_t mc = min64(mc_max, m_hi - ic);
+                build_cols(g, j->x, grp, ic, mc, r0, rc, cols, rc);
+                k->pack_a(cols, rc, 1, mc, rc, ap);
+                for (int64_t jp = 0; jp < npan; jp++) {
+                    int64_t nr = min64(k->nr, g->og - jp * k->nr);
+                    for (int64_t ir = 0; ir < mc; ir += k->mr)
+                        k->ukr(rc, ap + ir * rc, bp + jp * rc * k->nr,
+                               acc + (ic + ir) * g->og + jp * k->nr, g->og, min64(k->mr, mc - ir),
+                               nr, flags);
+                }
+            }
+        }
+        /* dW[grp * og + o, k] = acc[k, o] for this task's rows */
+        for (int64_t o = 0; o < g->og; o++) {
+            float *d = j->dw + (grp * g->og + o) * g->kg;
+            for (int64_t kk = m_lo; kk < m_hi; kk++)
+                d[kk] = acc[kk * g->og + o];
+        }
+    }
+    free(bp);
+    free(cols);
+    free(ap);
+}
+
+/* Few output channels per group (depthwise): a GEMM of width og would waste the micro-tile;
+ * one task per output channel sums its taps directly, in a fixed order. */
+typedef struct direct_job {
+    cg_geom g;
+    const float *x, *dy;
+    float *dw;
+} direct_job;
+
+static void dw_direct(void *ctx, int64_t lo, int64_t hi)
+{
+    const direct_job *j = ctx;
+    const cg_geom *g = &j->g;
+    int64_t taps = g->kh * g->kw;
+    for (int64_t oc = lo; oc < hi; oc++) {
+        int64_t grp = oc / g->og;
+        for (int64_t k = 0; k < g->kg; k++) {
+            int64_t c = k / taps, a = k % taps / g->kw, b = k % g->kw;
+            float s = 0.0f;
+            for (int64_t n = 0; n < g->n; n++) {
+                const float *xc = j->x + (n * g->c + grp * g->cg + c) * g->h * g->w;
+                const float *dyo = j->dy + (n * g->o + oc) * g->p;
+                for (int64_t oh = 0; oh < g->oh; oh++) {
+                    int64_t ih = oh * g->sh - g->ph + a * g->dh;
+                    if (ih < 0 || ih >= g->h)
+                        continue;
+                    int64_t qlo, qhi, iw0 = -g->pw + b * g->dw;
+                    valid_run(g, b, 0, g->ow, &qlo, &qhi);
+                    const float *xr = xc + ih * g->w + iw0;
+                    const float *dr = dyo + oh * g->ow;
+                    for (int64_t q = qlo; q < qhi; q++)
+                        s += dr[q] * xr[q * g->sw];
+                }
+            }
+            j->dw[oc * g->kg + k] = s;
+        }
+    }
+}
+
+static tgc_status check_args(const tgc_gemm_kernel *k, const tgc_conv_params *p, const void *a,
+                             const void *b, const void *out, const char *fn)
+{
+    if (!k || k->kind != TGC_GEMM_KIND_GEMM || !k->ukr || !k->pack_a || !k->pack_b)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "%s: needs a GEMM kernel bound with tgc_gemm_kernel_bind", fn);
+    tgc_status st = tgc_conv_params_check(p);
+    if (st != TGC_OK)
+        return st;
+    if (p->n > 0 && (!a || !b || !out))
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: NULL operand pointer", fn);
+    return TGC_OK;
+}
+
+static int threads_for(double flops, int nthreads)
+{
+    return flops < 4e6 ? 1 : tgc_threads_resolve(nthreads);
+}
+
+tgc_status tgc_conv_grad_weight_run(const tgc_gemm_kernel *k, const tgc_conv_params *p,
+                                    const float *x, const float *dy, float *dw, int nthreads)
+{
+    tgc_status st = check_args(k, p, x, dy, dw, "tgc_conv_grad_weight_run");
+    if (st != TGC_OK)
+        return st;
+    cg_geom g = geom_of(p);
+    if (!dw)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_conv_grad_weight_run: NULL dw");
+    if (g.n == 0) {
+        memset(dw, 0, (size_t)(g.o * g.kg) * sizeof(float));
+        return TGC_OK;
+    }
+    double flops = 2.0 * (double)g.n * (double)g.p * (double)g.o * (double)g.kg;
+    int t = threads_for(flops, nthreads);
+    if (g.og < 4) {
+        direct_job dj = {g, x, dy, dw};
+        tgc_parallel_for(g.o, 1, t, dw_direct, &dj);
+        return TGC_OK;
+    }
+    dw_job j = {.k = k, .g = g, .x = x, .dy = dy, .dw = dw};
+    atomic_init(&j.oom, 0);
+    /* the chunk fixes the order of every element's sum: it depends on the kernel only */
+    j.r = min64(256, k->kc) / 8 * 8;
+    if (j.r < 8)
+        j.r = 8;
+    int64_t mt = (g.kg + k->mr - 1) / k->mr;
+    j.ms = g.groups >= t ? 1 : min64(mt, t);
+    j.dwt = falloc((size_t)(g.o * g.kg));
+    if (!j.dwt)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_weight_run: out of memory");
+    tgc_parallel_for(g.groups * j.ms, 1, t, dw_tasks, &j);
+    free(j.dwt);
+    if (atomic_load(&j.oom))
+        return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_weight_run: out of memory");
+    return TGC_OK;
+}
+
+/* ---- dX ---- */
+
+/* Stride 1 with padding at most dil * (k - 1): dX is the conv of dY with the kernel flipped
+ * and input/output channels swapped per group, padded by dil * (k - 1) - pad. */
+static int grad_input_is_conv(const cg_geom *g)
+{
+    return g->sh == 1 && g->sw == 1 && g->ph <= g->dh * (g->kh - 1) && g->pw <= g->dw * (g->kw - 1);
+}
+
+static tgc_status grad_input_conv(const tgc_gemm_kernel *conv, const cg_geom *g, const float *dy,
+                                  const float *w, float *dx, int nthreads)
+{
+    int64_t taps = g->kh * g->kw;
+    float *wf = falloc((size_t)(g->o * g->kg));
+    if (!wf)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
+    for (int64_t grp = 0; grp < g->groups; grp++)
+        for (int64_t o = 0; o < g->og; o++)
+            for (int64_t c = 0; c < g->cg; c++) {
+                const float *src = w + ((grp * g->og + o) * g->cg + c) * taps;
+                float *dst = wf + ((grp * g->cg + c) * g->og + o) * taps;
+                for (int64_t t = 0; t < taps; t++)
+                    dst[t] = src[taps - 1 - t];
+            }
+    tgc_conv_args a = {
+        .p = {g->n, g->o, g->oh, g->ow, g->c, g->kh, g->kw, 1, 1, g->dh * (g->kh - 1) - g->ph,
+              g->dw * (g->kw - 1) - g->pw, g->dh, g->dw, g->groups},
+        .x = dy,
+        .w = wf,
+        .y = dx,
+    };
+    tgc_status st = tgc_conv_run(conv, &a, nthreads);
+    free(wf);
+    return st;
+}
+
+typedef struct dx_job {
+    const tgc_gemm_kernel *k;
+    cg_geom g;
+    const float *dy, *apack; /* apack: W^T of every group packed for every (K block, M block) */
+    float *dx;
+    int64_t mpad, kcb, pb; /* rows per packed K block; K block; pixels per block */
+    atomic_int oom;
+} dx_job;
+
+/* dX[n, group channels] += col2im(dcols) for pixels [p0, p0 + pb). */
+static void col2im_add(const cg_geom *g, const float *dcols, int64_t ld, int64_t p0, int64_t pb,
+                       float *dxg)
+{
+    int64_t taps = g->kh * g->kw;
+    for (int64_t k = 0; k < g->kg; k++) {
+        int64_t c = k / taps, a = k % taps / g->kw, b = k % g->kw;
+        const float *d = dcols + k * ld;
+        cg_pos s = {0, p0 / g->ow, p0 % g->ow};
+        for (int64_t rr = 0; rr < pb;) {
+            int64_t run = min64(g->ow - s.ow, pb - rr);
+            int64_t ih = s.oh * g->sh - g->ph + a * g->dh;
+            if (ih >= 0 && ih < g->h) {
+                float *dst = dxg + (c * g->h + ih) * g->w;
+                int64_t qlo, qhi, iw0 = s.ow * g->sw - g->pw + b * g->dw;
+                valid_run(g, b, s.ow, run, &qlo, &qhi);
+                for (int64_t q = qlo; q < qhi; q++)
+                    dst[iw0 + q * g->sw] += d[rr + q];
+            }
+            rr += run;
+            pos_advance(g, &s, run);
+        }
+    }
+}
+
+/* Tasks [lo, hi): (image, group). */
+static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
+{
+    dx_job *j = ctx;
+    const tgc_gemm_kernel *k = j->k;
+    const cg_geom *g = &j->g;
+    int64_t PB = j->pb;
+    float *dcols = falloc((size_t)(g->kg * PB));
+    float *bp = falloc((size_t)(j->kcb * PB));
+    if (!dcols || !bp) {
+        atomic_store(&j->oom, 1);
+        free(dcols);
+        free(bp);
+        return;
+    }
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t n = t / g->groups, grp = t % g->groups;
+        float *dxg = j->dx + (n * g->c + grp * g->cg) * g->h * g->w;
+        memset(dxg, 0, (size_t)(g->cg * g->h * g->w) * sizeof(float));
+        for (int64_t p0 = 0; p0 < g->p; p0 += PB) {
+            int64_t pb = min64(PB, g->p - p0);
+            for (int64_t pc = 0; pc < g->og; pc += j->kcb) {
+                int64_t kc = min64(j->kcb, g->og - pc);
+                int32_t flags = pc > 0 ? TGC_GEMM_UKR_ACCUM : 0;
+                k->pack_b(j->dy + (n * g->o + grp * g->og + pc) * g->p + p0, g->p, 1, kc, pb, bp);
+                for (int64_t ic = 0; ic < g->kg; ic += k->mc) {
+                    int64_t mc = min64(k->mc, g->kg - ic);
+                    const float *ap = j->apack + grp * j->mpad * g->og + pc * j->mpad + ic * kc;
+                    for (int64_t jr = 0; jr < pb; jr += k->nr) {
+                        int64_t nr = min64(k->nr, pb - jr);
+                        for (int64_t ir = 0; ir < mc; ir += k->mr)
+                            k->ukr(kc, ap + ir * kc, bp + jr * kc, dcols + (ic + ir) * PB + jr, PB,
+                                   min64(k->mr, mc - ir), nr, flags);
+                    }
+                }
+            }
+            col2im_add(g, dcols, PB, p0, pb, dxg);
+        }
+    }
+    free(dcols);
+    free(bp);
+}
+
+/* W^T of every group, packed as the A operand (rows k, depth o) for every K and M block. */
+static float *pack_wt(const tgc_gemm_kernel *k, const cg_geom *g, const float *w, int64_t mpad,
+                      int64_t kcb)
+{
+    float *wt = falloc((size_t)(g->kg * g->og));
+    float *ap = falloc((size_t)(g->groups * mpad * g->og));
+    if (!wt || !ap) {
+        free(wt);
+        free(ap);
+        return NULL;
+    }
+    for (int64_t grp = 0; grp < g->groups; grp++) {
+        const float *wg = w + grp * g->og * g->kg;
+        for (int64_t o = 0; o < g->og; o++)
+            for (int64_t kk = 0; kk < g->kg; kk++)
+                wt[kk * g->og + o] = wg[o * g->kg + kk];
+        for (int64_t pc = 0; pc < g->og; pc += kcb) {
+            int64_t kc = min64(kcb, g->og - pc);
+            for (int64_t ic = 0; ic < g->kg; ic += k->mc)
+                k->pack_a(wt + ic * g->og + pc, g->og, 1, min64(k->mc, g->kg - ic), kc,
+                          ap + grp * mpad * g->og + pc * mpad + ic * kc);
+        }
+    }
+    free(wt);
+    return ap;
+}
+
+tgc_status tgc_conv_grad_input_run(const tgc_gemm_kernel *k, const tgc_gemm_kernel *conv,
+                                   const tgc_conv_params *p, const float *dy, const float *w,
+                                   float *dx, int nthreads)
+{
+    tgc_status st = check_args(k, p, dy, w, dx, "tgc_conv_grad_input_run");
+    if (st != TGC_OK)
+        return st;
+    if (conv && (conv->kind != TGC_GEMM_KIND_CONV || conv->has_static || !conv->ukr))
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_conv_grad_input_run: conv must be a bound conv kernel with "
+                             "dynamic geometry (or NULL)");
+    cg_geom g = geom_of(p);
+    if (g.n == 0)
+        return TGC_OK;
+    if (conv && grad_input_is_conv(&g))
+        return grad_input_conv(conv, &g, dy, w, dx, nthreads);
+    dx_job j = {.k = k, .g = g, .dy = dy, .dx = dx};
+    atomic_init(&j.oom, 0);
+    int64_t nk = (g.og + k->kc - 1) / k->kc;
+    j.kcb = min64(k->kc, ((g.og + nk - 1) / nk + 7) / 8 * 8);
+    j.mpad = (g.kg + k->mr - 1) / k->mr * k->mr;
+    /* a block of dcols (kg x pb) of about 256 KiB: written by the micro-kernel, read back by
+     * the scatter while still in L2 */
+    int64_t pb = 65536 / g.kg / k->nr * k->nr;
+    j.pb = min64(max64(pb, k->nr), (g.p + k->nr - 1) / k->nr * k->nr);
+    float *ap = pack_wt(k, &g, w, j.mpad, j.kcb);
+    if (!ap)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
+    j.apack = ap;
+    double flops = 2.0 * (double)g.n * (double)g.p * (double)g.o * (double)g.kg;
+    tgc_parallel_for(g.n * g.groups, 1, threads_for(flops, nthreads), dx_tasks, &j);
+    free(ap);
+    if (atomic_load(&j.oom))
+        return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
+    return TGC_OK;
+}
