@@ -125,14 +125,14 @@ static double dnnl_time(const run_ctx *c, int which, int iters, double budget)
         dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, dnnl_nchw) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&wm, 4, wd, dnnl_f32, dnnl_oihw) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, dnnl_nchw) != dnnl_success ||
-        dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                           &xm, &wm, NULL, &ym, st, pd, pd) != dnnl_success ||
+        dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &xm,
+                                           &wm, NULL, &ym, st, pd, pd) != dnnl_success ||
         dnnl_primitive_desc_create(&fwd, &fd, NULL, eng, NULL) != dnnl_success)
         goto done;
     if (which == 1 ? dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &xm,
-                                                             &wm, &ym, st, pd, pd)
-                   : dnnl_convolution_backward_weights_desc_init(
-                         &bd, dnnl_convolution_direct, &xm, &wm, NULL, &ym, st, pd, pd))
+                                                              &wm, &ym, st, pd, pd)
+                   : dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &xm,
+                                                                 &wm, NULL, &ym, st, pd, pd))
         goto done;
     if (dnnl_primitive_desc_create(&bwd, &bd, NULL, eng, fwd) != dnnl_success ||
         dnnl_primitive_create(&prim, bwd) != dnnl_success ||
@@ -193,9 +193,8 @@ int main(int argc, char **argv)
             for (char *s = strtok(argv[++i], ","); s && n_threads < 8; s = strtok(NULL, ","))
                 threads[n_threads++] = atoi(s);
         } else {
-            fprintf(stderr,
-                    "usage: bench_conv_grad [--batch N] [--threads 1,2] [--iters N] "
-                    "[--budget S] [--quick]\n");
+            fprintf(stderr, "usage: bench_conv_grad [--batch N] [--threads 1,2] [--iters N] "
+                            "[--budget S] [--quick]\n");
             return 2;
         }
     }
@@ -211,8 +210,7 @@ int main(int argc, char **argv)
 #endif
     printf("bench_conv_grad: batch %lld, f32, %s; GFLOP/s (forward FLOPs for every op)\n",
            (long long)batch, dnnl_note);
-    printf("%-32s %3s %8s %8s %8s %7s %7s", "layer", "thr", "fwd", "dX", "dW", "dX/fwd",
-           "dW/fwd");
+    printf("%-32s %3s %8s %8s %8s %7s %7s", "layer", "thr", "fwd", "dX", "dW", "dX/fwd", "dW/fwd");
 #ifdef TGC_BENCH_HAVE_DNNL
     printf(" %8s %8s %7s %7s", "dnnl-dX", "dnnl-dW", "dX/dnnl", "dW/dnnl");
 #endif
@@ -220,8 +218,8 @@ int main(int argc, char **argv)
     double sum_t[3] = {0}, sum_f = 0;
     for (size_t li = 0; li < sizeof layers / sizeof layers[0]; li++) {
         const layer *L = &layers[li];
-        run_ctx c = {.p = {batch, L->c, L->h, L->h, L->o, L->k, L->k, L->s, L->s, L->p, L->p, 1,
-                           1, 1}};
+        run_ctx c = {
+            .p = {batch, L->c, L->h, L->h, L->o, L->k, L->k, L->s, L->s, L->p, L->p, 1, 1, 1}};
         int64_t oh = tgc_conv_out_h(&c.p), ow = tgc_conv_out_w(&c.p);
         int64_t nx = batch * L->c * L->h * L->h, nw = L->o * L->c * L->k * L->k,
                 ny = batch * L->o * oh * ow;

@@ -18,9 +18,16 @@
 #include <cmocka.h>
 
 #ifdef TGC_HAVE_LLVM
+#include "backend/eager.h"
+#include "backend/llvm/llvm_backend.h"
 #include "backend/llvm/llvm_conv_grad.h"
+#include "backend/plan.h"
+#include "frontend/apply.h"
+#include "frontend/ops_grad.h"
 #include "runtime/conv_grad.h"
 #include "support/error.h"
+#include "tensor/tensor_impl.h"
+#include "tgc/tgc.h"
 
 static void fill(float *p, size_t n, unsigned seed)
 {
@@ -241,6 +248,215 @@ static void test_bad_arguments_are_invalid_arg(void **state)
     tgc_clear_error();
 }
 
+/* ---- the ops through the backend, against interp ---- */
+
+static tgc_tensor *host_tensor(const int64_t *shape, unsigned seed)
+{
+    int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    float *v = falloc((size_t)n);
+    fill(v, (size_t)n, seed);
+    tgc_tensor *t = tgc_from_data(v, (size_t)n * sizeof(float), shape, 4, TGC_F32, tgc_cpu());
+    free(v);
+    assert_non_null(t);
+    return t;
+}
+
+static float *values_of(tgc_tensor *t)
+{
+    size_t n = (size_t)tgc_numel(t);
+    float *v = falloc(n);
+    assert_int_equal(tgc_copy_to_host(t, v, n * sizeof(float)), TGC_OK);
+    return v;
+}
+
+/* got against interp's double-accumulated result: |d| <= 1e-5 sqrt(k) max|want| + 1e-6 */
+static void expect_close_tensors(tgc_tensor *got, tgc_tensor *want, double k, const char *what)
+{
+    assert_non_null(got);
+    assert_non_null(want);
+    assert_int_equal(tgc_numel(got), tgc_numel(want));
+    float *g = values_of(got), *w = values_of(want);
+    size_t n = (size_t)tgc_numel(want);
+    double mag = 0;
+    for (size_t i = 0; i < n; i++)
+        mag = fmax(mag, fabs(w[i]));
+    double tol = 1e-5 * sqrt(k) * (mag + 1) + 1e-6;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(g[i] - w[i]) <= tol))
+            fail_msg("%s[%zu]: got %.7g, want %.7g (tol %.3g)", what, i, g[i], w[i], tol);
+    free(g);
+    free(w);
+}
+
+static tgc_attrs conv_attrs(const shape *s)
+{
+    tgc_attrs a = tgc_attrs_none();
+    int64_t v[7] = {s->sh, s->sw, s->ph, s->pw, s->dh, s->dw, s->g};
+    memcpy(a.i, v, sizeof v);
+    a.ni = 7;
+    return a;
+}
+
+static _Thread_local shape t_shape; /* the shape the traced functions below use */
+
+static tgc_status fn_grad_input(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    tgc_attrs a = conv_attrs(&t_shape);
+    out[0] = tgc_conv2d_grad_input(in[0], in[1], &a, in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_status fn_grad_weight(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                 tgc_tensor **out, int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    tgc_attrs a = conv_attrs(&t_shape);
+    out[0] = tgc_conv2d_grad_weight(in[0], in[1], &a, in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* x, w, dy of shape s (batch n) */
+static void make_inputs(const shape *s, int64_t n, tgc_tensor **x, tgc_tensor **w, tgc_tensor **dy)
+{
+    tgc_conv_params p = params_of(s);
+    p.n = n;
+    *x = host_tensor((int64_t[]){n, s->c, s->h, s->w}, 11);
+    *w = host_tensor((int64_t[]){s->o, s->c / s->g, s->kh, s->kw}, 12);
+    *dy = host_tensor((int64_t[]){n, s->o, tgc_conv_out_h(&p), tgc_conv_out_w(&p)}, 13);
+}
+
+/* Eagerly (the eager path's choice, then the backend's run_node directly) and compiled
+ * (static and every size symbolic) against interp. */
+static void check_ops(const shape *s)
+{
+    tgc_scope_push();
+    tgc_tensor *x, *w, *dy;
+    make_inputs(s, s->n, &x, &w, &dy);
+    tgc_attrs a = conv_attrs(s);
+    double kx = (double)(s->o / s->g * s->kh * s->kw), kw = (double)(s->n * s->h * s->w);
+    tgc_eager_force_interp(1);
+    tgc_tensor *want_dx = tgc_conv2d_grad_input(dy, w, &a, x);
+    tgc_tensor *want_dw = tgc_conv2d_grad_weight(x, dy, &a, w);
+    tgc_eager_force_interp(0);
+    expect_close_tensors(tgc_conv2d_grad_input(dy, w, &a, x), want_dx, kx, "eager dx");
+    expect_close_tensors(tgc_conv2d_grad_weight(x, dy, &a, w), want_dw, kw, "eager dw");
+
+    /* the node straight through the backend's native kernel */
+    const tgc_backend *b = tgc_backend_llvm();
+    assert_non_null(b->run_node);
+    tgc_node nd = {0};
+    nd.op = TGC_OP_CONV2D_GRAD_INPUT;
+    nd.attrs = a;
+    nd.out.dtype = TGC_F32;
+    nd.out.ndim = 4;
+    assert_true(b->node_supported(&nd));
+    tgc_launch_env env = {0};
+    env.n_threads = 2;
+    tgc_tensor *ins[2] = {dy, w}, *got = NULL;
+    assert_int_equal(b->run_node(&nd, ins, x->shape, &got, &env), TGC_OK);
+    expect_close_tensors(got, want_dx, kx, "run_node dx");
+    nd.op = TGC_OP_CONV2D_GRAD_WEIGHT;
+    ins[0] = x;
+    ins[1] = dy;
+    assert_int_equal(b->run_node(&nd, ins, w->shape, &got, &env), TGC_OK);
+    expect_close_tensors(got, want_dw, kw, "run_node dw");
+
+    t_shape = *s;
+    for (int dyn = 0; dyn < 2; dyn++) {
+        tgc_config cfg = tgc_config_default();
+        cfg.backend = TGC_BACKEND_LLVM;
+        cfg.dynamic = dyn ? TGC_DYNAMIC_ALWAYS : TGC_DYNAMIC_NEVER;
+        tgc_fn *fi = tgc_compile(fn_grad_input, "conv_grad_input", &cfg);
+        tgc_fn *fw = tgc_compile(fn_grad_weight, "conv_grad_weight", &cfg);
+        assert_true(fi && fw);
+        /* dynamic: a second batch size through the same variant */
+        for (int64_t n = s->n; n <= s->n + dyn; n++) {
+            tgc_tensor *xn, *wn, *dyn_;
+            make_inputs(s, n, &xn, &wn, &dyn_);
+            tgc_eager_force_interp(1);
+            tgc_tensor *rdx = tgc_conv2d_grad_input(dyn_, wn, &a, xn);
+            tgc_tensor *rdw = tgc_conv2d_grad_weight(xn, dyn_, &a, wn);
+            tgc_eager_force_interp(0);
+            tgc_tensor *gi[1] = {NULL}, *gw[1] = {NULL};
+            tgc_tensor *in_i[3] = {dyn_, wn, xn}, *in_w[3] = {xn, dyn_, wn};
+            if (tgc_call(fi, NULL, in_i, 3, gi, 1) != TGC_OK ||
+                tgc_call(fw, NULL, in_w, 3, gw, 1) != TGC_OK)
+                fail_msg("compiled conv backward: %s", tgc_last_error());
+            expect_close_tensors(gi[0], rdx, kx, dyn ? "compiled dx (dynamic)" : "compiled dx");
+            expect_close_tensors(gw[0], rdw, kw * 2, dyn ? "compiled dw (dynamic)" : "compiled dw");
+        }
+        tgc_stats st;
+        assert_int_equal(tgc_fn_stats(fi, &st), TGC_OK);
+        assert_int_equal(st.compiles, 1);
+        assert_int_equal(st.eager_fallbacks, 0);
+        tgc_fn_free(fi);
+        tgc_fn_free(fw);
+    }
+    tgc_scope_pop();
+}
+
+static void test_ops_match_interp_eager_and_compiled(void **state)
+{
+    (void)state;
+    const shape ss[] = {
+        {2, 5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+        {3, 4, 10, 9, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
+        {2, 6, 13, 8, 9, 5, 3, 1, 1, 2, 1, 1, 1, 3},
+        {2, 3, 17, 15, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1},
+        {2, 8, 11, 12, 8, 3, 3, 3, 3, 1, 1, 1, 1, 8},
+        {2, 5, 14, 13, 10, 3, 3, 1, 1, 2, 2, 2, 2, 1},
+        {2, 16, 8, 8, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+        {2, 32, 16, 16, 64, 3, 3, 1, 1, 2, 2, 1, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++)
+        check_ops(&ss[i]);
+}
+
+/* Other dtypes are not native: node_supported says so and run_node declines, so interp
+ * computes them (f64 here, through a compiled function). */
+static void test_other_dtypes_fall_back_to_interp(void **state)
+{
+    (void)state;
+    tgc_node nd = {0};
+    nd.op = TGC_OP_CONV2D_GRAD_WEIGHT;
+    nd.out.ndim = 4;
+    const tgc_dtype dts[] = {TGC_F64, TGC_F16, TGC_BF16};
+    for (int i = 0; i < 3; i++) {
+        nd.out.dtype = dts[i];
+        assert_false(tgc_backend_llvm()->node_supported(&nd));
+    }
+    tgc_scope_push();
+    shape s = {2, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2};
+    tgc_tensor *x, *w, *dy;
+    make_inputs(&s, 2, &x, &w, &dy);
+    x = tgc_cast(x, TGC_F64);
+    w = tgc_cast(w, TGC_F64);
+    dy = tgc_cast(dy, TGC_F64);
+    t_shape = s;
+    tgc_config cfg = tgc_config_default();
+    cfg.backend = TGC_BACKEND_LLVM;
+    tgc_fn *fw = tgc_compile(fn_grad_weight, "conv_grad_weight_f64", &cfg);
+    tgc_tensor *in[3] = {x, dy, w}, *got[1] = {NULL};
+    assert_int_equal(tgc_call(fw, NULL, in, 3, got, 1), TGC_OK);
+    tgc_attrs a = conv_attrs(&s);
+    tgc_eager_force_interp(1);
+    tgc_tensor *want = tgc_conv2d_grad_weight(x, dy, &a, w);
+    tgc_eager_force_interp(0);
+    assert_int_equal(tgc_dtype_of(got[0]), TGC_F64);
+    size_t n = (size_t)tgc_numel(want);
+    double *g = malloc(n * sizeof(double)), *r = malloc(n * sizeof(double));
+    assert_true(g && r);
+    assert_int_equal(tgc_copy_to_host(got[0], g, n * sizeof(double)), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(want, r, n * sizeof(double)), TGC_OK);
+    assert_memory_equal(g, r, n * sizeof(double));
+    free(g);
+    free(r);
+    tgc_fn_free(fw);
+    tgc_scope_pop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +464,8 @@ int main(void)
         cmocka_unit_test(test_model_layers_match_reference),
         cmocka_unit_test(test_results_do_not_depend_on_threads),
         cmocka_unit_test(test_bad_arguments_are_invalid_arg),
+        cmocka_unit_test(test_ops_match_interp_eager_and_compiled),
+        cmocka_unit_test(test_other_dtypes_fall_back_to_interp),
     };
     return cmocka_run_group_tests(tests, setup_kernels, NULL);
 }

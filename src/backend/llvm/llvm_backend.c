@@ -11,6 +11,7 @@
 #include "backend/llvm/llvm_backend.h"
 #include "backend/llvm/llvm_codegen.h"
 #include "backend/llvm/llvm_gemm.h"
+#include "backend/llvm/llvm_ops.h"
 #include "backend/llvm/llvm_prepare.h"
 #include "backend/plan.h"
 #include "passes/passes.h"
@@ -264,6 +265,8 @@ static void fill_vtable(void)
         .compile = llvm_compile,
         .launch = llvm_launch,
         .run_template = llvm_run_template,
+        .run_node = tgc_llvm_run_node,
+        .node_supported = tgc_llvm_node_supported,
         .release_code = llvm_release_code,
     };
 }
