@@ -2,8 +2,9 @@
  *
  * Both gradients reuse the forward's register-blocked micro-kernel and its packing routines;
  * what is new here is how their operands are laid out: the im2col rows of a chunk of the
- * reduction (dW), and the scatter of W^T . dY back onto the input (dX, col2im). Buffers are
- * allocated once per thread and call (a few hundred KiB), never per block. */
+ * reduction (dW), and the scatter of W^T . dY back onto the input (dX, col2im). Work buffers are
+ * per thread and reused across calls (tbuf), never allocated per block. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,10 +59,58 @@ static cg_geom geom_of(const tgc_conv_params *p)
     return g;
 }
 
-static float *falloc(size_t n)
+/* Per-thread work buffers, grown on demand and reused across calls (a call's buffers are a
+ * few hundred KiB to a few MiB: allocating them every call costs page faults), freed when
+ * the thread exits. Slots 0..2 belong to the tasks, slot 3 to the calling thread's setup,
+ * which is also a worker. */
+enum { CG_SLOTS = 4 };
+typedef struct cg_bufs {
+    float *p[CG_SLOTS];
+    size_t cap[CG_SLOTS];
+} cg_bufs;
+
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static int g_key_ok;
+
+static void bufs_free(void *v)
 {
-    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes);
+    cg_bufs *b = v;
+    for (int i = 0; b && i < CG_SLOTS; i++)
+        free(b->p[i]);
+    free(b);
+}
+
+static void key_init(void)
+{
+    g_key_ok = pthread_key_create(&g_key, bufs_free) == 0;
+}
+
+/* Slot `slot` of the calling thread's buffers with room for n floats, 64-byte aligned; NULL
+ * when out of memory. */
+static float *tbuf(int slot, size_t n)
+{
+    pthread_once(&g_key_once, key_init);
+    if (!g_key_ok)
+        return NULL;
+    cg_bufs *b = pthread_getspecific(g_key);
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b || pthread_setspecific(g_key, b) != 0) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->cap[slot] < n) {
+        size_t bytes = ((n ? n : 1) * sizeof(float) + 63) / 64 * 64;
+        float *q = aligned_alloc(64, bytes);
+        if (!q)
+            return NULL;
+        free(b->p[slot]);
+        b->p[slot] = q;
+        b->cap[slot] = bytes / sizeof(float);
+    }
+    return b->p[slot];
 }
 
 /* The output columns [ow0, ow0 + run) of one output row whose tap (.., b) reads inside the
@@ -173,14 +222,11 @@ static void dw_tasks(void *ctx, int64_t lo, int64_t hi)
     const tgc_gemm_kernel *k = j->k;
     const cg_geom *g = &j->g;
     int64_t R = j->r, mc_max = k->mc, npan = (g->og + k->nr - 1) / k->nr;
-    float *bp = falloc((size_t)(npan * k->nr * R));
-    float *cols = falloc((size_t)(mc_max * R));
-    float *ap = falloc((size_t)(mc_max * R));
+    float *bp = tbuf(0, (size_t)(npan * k->nr * R));
+    float *cols = tbuf(1, (size_t)(mc_max * R));
+    float *ap = tbuf(2, (size_t)(mc_max * R));
     if (!bp || !cols || !ap) {
         atomic_store(&j->oom, 1);
-        free(bp);
-        free(cols);
-        free(ap);
         return;
     }
     int64_t mt = (g->kg + k->mr - 1) / k->mr, red = g->n * g->p;
@@ -214,9 +260,6 @@ static void dw_tasks(void *ctx, int64_t lo, int64_t hi)
                 d[kk] = acc[kk * g->og + o];
         }
     }
-    free(bp);
-    free(cols);
-    free(ap);
 }
 
 /* Few output channels per group (depthwise): a GEMM of width og would waste the micro-tile;
@@ -304,11 +347,10 @@ tgc_status tgc_conv_grad_weight_run(const tgc_gemm_kernel *k, const tgc_conv_par
         j.r = 8;
     int64_t mt = (g.kg + k->mr - 1) / k->mr;
     j.ms = g.groups >= t ? 1 : min64(mt, t);
-    j.dwt = falloc((size_t)(g.o * g.kg));
+    j.dwt = tbuf(3, (size_t)(g.o * g.kg));
     if (!j.dwt)
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_weight_run: out of memory");
     tgc_parallel_for(g.groups * j.ms, 1, t, dw_tasks, &j);
-    free(j.dwt);
     if (atomic_load(&j.oom))
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_weight_run: out of memory");
     return TGC_OK;
@@ -327,7 +369,7 @@ static tgc_status grad_input_conv(const tgc_gemm_kernel *conv, const cg_geom *g,
                                   const float *w, float *dx, int nthreads)
 {
     int64_t taps = g->kh * g->kw;
-    float *wf = falloc((size_t)(g->o * g->kg));
+    float *wf = tbuf(3, (size_t)(g->o * g->kg));
     if (!wf)
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
     for (int64_t grp = 0; grp < g->groups; grp++)
@@ -345,9 +387,7 @@ static tgc_status grad_input_conv(const tgc_gemm_kernel *conv, const cg_geom *g,
         .w = wf,
         .y = dx,
     };
-    tgc_status st = tgc_conv_run(conv, &a, nthreads);
-    free(wf);
-    return st;
+    return tgc_conv_run(conv, &a, nthreads);
 }
 
 typedef struct dx_job {
@@ -355,24 +395,26 @@ typedef struct dx_job {
     cg_geom g;
     const float *dy, *apack; /* apack: W^T of every group packed for every (K block, M block) */
     float *dx;
-    int64_t mpad, kcb, pb; /* rows per packed K block; K block; pixels per block */
+    int64_t mpad, kcb, pb; /* rows per packed K block; K block; columns per block */
+    int64_t ipt;           /* images per task: 1, or several small images in one block */
     atomic_int oom;
 } dx_job;
 
-/* dX[n, group channels] += col2im(dcols) for pixels [p0, p0 + pb). */
-static void col2im_add(const cg_geom *g, const float *dcols, int64_t ld, int64_t p0, int64_t pb,
-                       float *dxg)
+/* dX[., group channels] += col2im(dcols) for reduction columns [r0, r0 + rc) (which may span
+ * several images). */
+static void col2im_add(const cg_geom *g, const float *dcols, int64_t ld, int64_t grp, int64_t r0,
+                       int64_t rc, float *dx)
 {
     int64_t taps = g->kh * g->kw;
     for (int64_t k = 0; k < g->kg; k++) {
         int64_t c = k / taps, a = k % taps / g->kw, b = k % g->kw;
         const float *d = dcols + k * ld;
-        cg_pos s = {0, p0 / g->ow, p0 % g->ow};
-        for (int64_t rr = 0; rr < pb;) {
-            int64_t run = min64(g->ow - s.ow, pb - rr);
+        cg_pos s = pos_of(g, r0);
+        for (int64_t rr = 0; rr < rc;) {
+            int64_t run = min64(g->ow - s.ow, rc - rr);
             int64_t ih = s.oh * g->sh - g->ph + a * g->dh;
             if (ih >= 0 && ih < g->h) {
-                float *dst = dxg + (c * g->h + ih) * g->w;
+                float *dst = dx + ((s.n * g->c + grp * g->cg + c) * g->h + ih) * g->w;
                 int64_t qlo, qhi, iw0 = s.ow * g->sw - g->pw + b * g->dw;
                 valid_run(g, b, s.ow, run, &qlo, &qhi);
                 for (int64_t q = qlo; q < qhi; q++)
@@ -384,60 +426,81 @@ static void col2im_add(const cg_geom *g, const float *dcols, int64_t ld, int64_t
     }
 }
 
-/* Tasks [lo, hi): (image, group). */
+/* B panels [kc][NR] of dY rows [o0, o0 + kc) of one group over reduction columns
+ * [r0, r0 + rc) spanning whole small images (zeros past rc). */
+static void pack_dy_cols(const cg_geom *g, const float *dy, int64_t grp, int64_t o0, int64_t kc,
+                         int64_t r0, int64_t rc, int64_t nr, float *bp)
+{
+    int64_t npan = (rc + nr - 1) / nr;
+    for (int64_t jp = 0; jp < npan; jp++) {
+        float *dst = bp + jp * kc * nr;
+        for (int64_t j = 0; j < nr; j++) {
+            int64_t r = r0 + jp * nr + j;
+            if (jp * nr + j >= rc) {
+                for (int64_t kk = 0; kk < kc; kk++)
+                    dst[kk * nr + j] = 0.0f;
+                continue;
+            }
+            const float *src = dy + (r / g->p * g->o + grp * g->og + o0) * g->p + r % g->p;
+            for (int64_t kk = 0; kk < kc; kk++)
+                dst[kk * nr + j] = src[kk * g->p];
+        }
+    }
+}
+
+/* Tasks [lo, hi): (images [n0, n0 + ipt), group). */
 static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
 {
     dx_job *j = ctx;
     const tgc_gemm_kernel *k = j->k;
     const cg_geom *g = &j->g;
     int64_t PB = j->pb;
-    float *dcols = falloc((size_t)(g->kg * PB));
-    float *bp = falloc((size_t)(j->kcb * PB));
+    float *dcols = tbuf(0, (size_t)(g->kg * PB));
+    float *bp = tbuf(1, (size_t)(j->kcb * PB));
     if (!dcols || !bp) {
         atomic_store(&j->oom, 1);
-        free(dcols);
-        free(bp);
         return;
     }
     for (int64_t t = lo; t < hi; t++) {
-        int64_t n = t / g->groups, grp = t % g->groups;
-        float *dxg = j->dx + (n * g->c + grp * g->cg) * g->h * g->w;
-        memset(dxg, 0, (size_t)(g->cg * g->h * g->w) * sizeof(float));
-        for (int64_t p0 = 0; p0 < g->p; p0 += PB) {
-            int64_t pb = min64(PB, g->p - p0);
+        int64_t n0 = t / g->groups * j->ipt, grp = t % g->groups;
+        int64_t n1 = min64(g->n, n0 + j->ipt);
+        for (int64_t n = n0; n < n1; n++)
+            memset(j->dx + (n * g->c + grp * g->cg) * g->h * g->w, 0,
+                   (size_t)(g->cg * g->h * g->w) * sizeof(float));
+        for (int64_t r0 = n0 * g->p; r0 < n1 * g->p; r0 += PB) {
+            int64_t rc = min64(PB, n1 * g->p - r0);
             for (int64_t pc = 0; pc < g->og; pc += j->kcb) {
                 int64_t kc = min64(j->kcb, g->og - pc);
                 int32_t flags = pc > 0 ? TGC_GEMM_UKR_ACCUM : 0;
-                k->pack_b(j->dy + (n * g->o + grp * g->og + pc) * g->p + p0, g->p, 1, kc, pb, bp);
+                if (j->ipt > 1)
+                    pack_dy_cols(g, j->dy, grp, pc, kc, r0, rc, k->nr, bp);
+                else
+                    k->pack_b(j->dy + (n0 * g->o + grp * g->og + pc) * g->p + (r0 - n0 * g->p),
+                              g->p, 1, kc, rc, bp);
                 for (int64_t ic = 0; ic < g->kg; ic += k->mc) {
                     int64_t mc = min64(k->mc, g->kg - ic);
                     const float *ap = j->apack + grp * j->mpad * g->og + pc * j->mpad + ic * kc;
-                    for (int64_t jr = 0; jr < pb; jr += k->nr) {
-                        int64_t nr = min64(k->nr, pb - jr);
+                    for (int64_t jr = 0; jr < rc; jr += k->nr) {
+                        int64_t nr = min64(k->nr, rc - jr);
                         for (int64_t ir = 0; ir < mc; ir += k->mr)
                             k->ukr(kc, ap + ir * kc, bp + jr * kc, dcols + (ic + ir) * PB + jr, PB,
                                    min64(k->mr, mc - ir), nr, flags);
                     }
                 }
             }
-            col2im_add(g, dcols, PB, p0, pb, dxg);
+            col2im_add(g, dcols, PB, grp, r0, rc, j->dx);
         }
     }
-    free(dcols);
-    free(bp);
 }
 
 /* W^T of every group, packed as the A operand (rows k, depth o) for every K and M block. */
 static float *pack_wt(const tgc_gemm_kernel *k, const cg_geom *g, const float *w, int64_t mpad,
                       int64_t kcb)
 {
-    float *wt = falloc((size_t)(g->kg * g->og));
-    float *ap = falloc((size_t)(g->groups * mpad * g->og));
-    if (!wt || !ap) {
-        free(wt);
-        free(ap);
+    float *wt = tbuf(2, (size_t)(g->kg * g->og));
+    float *ap = tbuf(3, (size_t)(g->groups * mpad * g->og));
+    if (!wt || !ap)
         return NULL;
-    }
     for (int64_t grp = 0; grp < g->groups; grp++) {
         const float *wg = w + grp * g->og * g->kg;
         for (int64_t o = 0; o < g->og; o++)
@@ -450,7 +513,6 @@ static float *pack_wt(const tgc_gemm_kernel *k, const cg_geom *g, const float *w
                           ap + grp * mpad * g->og + pc * mpad + ic * kc);
         }
     }
-    free(wt);
     return ap;
 }
 
@@ -477,15 +539,19 @@ tgc_status tgc_conv_grad_input_run(const tgc_gemm_kernel *k, const tgc_gemm_kern
     j.mpad = (g.kg + k->mr - 1) / k->mr * k->mr;
     /* a block of dcols (kg x pb) of about 256 KiB: written by the micro-kernel, read back by
      * the scatter while still in L2 */
-    int64_t pb = 65536 / g.kg / k->nr * k->nr;
-    j.pb = min64(max64(pb, k->nr), (g.p + k->nr - 1) / k->nr * k->nr);
+    int64_t pb = max64(65536 / g.kg / k->nr * k->nr, k->nr);
+    /* images smaller than a block go several to a block (their columns side by side), so a
+     * 2x2 or 1x1 output still fills the micro-tile's width */
+    j.ipt = g.p * 2 <= pb ? pb / g.p : 1;
+    j.pb = j.ipt > 1 ? (j.ipt * g.p + k->nr - 1) / k->nr * k->nr
+                     : min64(pb, (g.p + k->nr - 1) / k->nr * k->nr);
     float *ap = pack_wt(k, &g, w, j.mpad, j.kcb);
     if (!ap)
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
     j.apack = ap;
     double flops = 2.0 * (double)g.n * (double)g.p * (double)g.o * (double)g.kg;
-    tgc_parallel_for(g.n * g.groups, 1, threads_for(flops, nthreads), dx_tasks, &j);
-    free(ap);
+    tgc_parallel_for((g.n + j.ipt - 1) / j.ipt * g.groups, 1, threads_for(flops, nthreads),
+                     dx_tasks, &j);
     if (atomic_load(&j.oom))
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
     return TGC_OK;

@@ -11,7 +11,8 @@
  * dX/forward, dW/forward (and tgc/oneDNN). Each figure is the median of --iters runs after a
  * warmup (fewer when --budget seconds per measurement run out). Not a timed test.
  *
- *   bench_conv_grad [--batch N] [--threads 1,2] [--iters N] [--budget SECONDS] [--quick] */
+ *   bench_conv_grad [--batch N] [--threads 1,2] [--iters N] [--budget SECONDS] [--quick]
+ *                   [--layer SUBSTRING] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +179,7 @@ int main(int argc, char **argv)
     int64_t batch = 64;
     int threads[8] = {1, 2}, n_threads = 2, iters = 10;
     double budget = 2.0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             batch = atoll(argv[++i]);
@@ -185,6 +187,8 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
             budget = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--layer") && i + 1 < argc) {
+            only = argv[++i];
         } else if (!strcmp(argv[i], "--quick")) {
             iters = 3;
             budget = 0.5;
@@ -194,7 +198,7 @@ int main(int argc, char **argv)
                 threads[n_threads++] = atoi(s);
         } else {
             fprintf(stderr, "usage: bench_conv_grad [--batch N] [--threads 1,2] [--iters N] "
-                            "[--budget S] [--quick]\n");
+                            "[--budget S] [--quick] [--layer SUBSTRING]\n");
             return 2;
         }
     }
@@ -218,6 +222,8 @@ int main(int argc, char **argv)
     double sum_t[3] = {0}, sum_f = 0;
     for (size_t li = 0; li < sizeof layers / sizeof layers[0]; li++) {
         const layer *L = &layers[li];
+        if (only && !strstr(L->name, only))
+            continue;
         run_ctx c = {
             .p = {batch, L->c, L->h, L->h, L->o, L->k, L->k, L->s, L->s, L->p, L->p, 1, 1, 1}};
         int64_t oh = tgc_conv_out_h(&c.p), ow = tgc_conv_out_w(&c.p);
