@@ -150,32 +150,80 @@ static void pos_advance(const cg_geom *g, cg_pos *s, int64_t run)
 
 /* ---- dW ---- */
 
+static void zero_f32(float *d, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        d[i] = 0.0f;
+}
+
+/* One im2col row over the pixels [p0, p1) of one image, for stride 1 with OW == W: pixel p
+ * reads the plane at p + shift, so the row is one contiguous copy, the rows of the window
+ * outside the input zeroed, then the few columns that wrapped around an edge. */
+static void cols_row_flat(const cg_geom *g, const float *plane, int64_t a, int64_t b, int64_t p0,
+                          int64_t p1, float *d)
+{
+    int64_t W = g->w, dh = a * g->dh - g->ph, dw = b * g->dw - g->pw;
+    int64_t shift = dh * W + dw;
+    int64_t v0 = max64(p0, max64(0, -dh) * W), v1 = min64(p1, min64(g->oh, g->h - dh) * W);
+    if (v0 >= v1) {
+        zero_f32(d, p1 - p0);
+        return;
+    }
+    zero_f32(d, v0 - p0);
+    memcpy(d + (v0 - p0), plane + v0 + shift, (size_t)(v1 - v0) * sizeof(float));
+    zero_f32(d + (v1 - p0), p1 - v1);
+    int64_t left = max64(0, -dw), right = max64(0, dw); /* columns [0,left), [W-right,W) */
+    if (!left && !right)
+        return;
+    for (int64_t row0 = v0 / W * W; row0 < v1; row0 += W) {
+        for (int64_t q = max64(row0, v0); q < min64(row0 + left, v1); q++)
+            d[q - p0] = 0.0f;
+        for (int64_t q = max64(row0 + W - right, v0); q < min64(row0 + W, v1); q++)
+            d[q - p0] = 0.0f;
+    }
+}
+
 /* dst[i * ld + rr] = im2col(x)[k0 + i, r0 + rr] for one group: rows k = (c, a, b), columns
- * r = (image, output pixel), padding as zeros. Whole runs of an output row at a time. */
+ * r = (image, output pixel), padding as zeros. Per image segment: one shifted copy for
+ * stride 1 "same"-width convs, else output row by output row. */
 static void build_cols(const cg_geom *g, const float *x, int64_t grp, int64_t k0, int64_t mk,
                        int64_t r0, int64_t rc, float *dst, int64_t ld)
 {
     int64_t taps = g->kh * g->kw;
+    int flat = g->sh == 1 && g->sw == 1 && g->ow == g->w;
     for (int64_t i = 0; i < mk; i++) {
         int64_t k = k0 + i, c = k / taps, a = k % taps / g->kw, b = k % g->kw;
         float *d = dst + i * ld;
+        int64_t qlo_row, qhi_row; /* the valid columns of a whole output row */
+        valid_run(g, b, 0, g->ow, &qlo_row, &qhi_row);
         cg_pos s = pos_of(g, r0);
         for (int64_t rr = 0; rr < rc;) {
+            const float *plane = x + (s.n * g->c + grp * g->cg + c) * g->h * g->w;
+            if (flat) { /* the rest of this image, or of the chunk */
+                int64_t p0 = s.oh * g->ow + s.ow, p1 = min64(g->p, p0 + rc - rr);
+                cols_row_flat(g, plane, a, b, p0, p1, d + rr);
+                rr += p1 - p0;
+                s = (cg_pos){s.n + 1, 0, 0};
+                continue;
+            }
             int64_t run = min64(g->ow - s.ow, rc - rr);
             int64_t ih = s.oh * g->sh - g->ph + a * g->dh;
             if (ih < 0 || ih >= g->h) {
-                memset(d + rr, 0, (size_t)run * sizeof(float));
+                zero_f32(d + rr, run);
             } else {
-                const float *src = x + ((s.n * g->c + grp * g->cg + c) * g->h + ih) * g->w;
-                int64_t qlo, qhi, iw0 = s.ow * g->sw - g->pw + b * g->dw;
-                valid_run(g, b, s.ow, run, &qlo, &qhi);
-                memset(d + rr, 0, (size_t)qlo * sizeof(float));
+                const float *src = plane + ih * g->w;
+                int64_t qlo = qlo_row, qhi = qhi_row, iw0 = s.ow * g->sw - g->pw + b * g->dw;
+                if (s.ow != 0 || run != g->ow)
+                    valid_run(g, b, s.ow, run, &qlo, &qhi);
+                float *dd = d + rr;
+                zero_f32(dd, qlo);
                 if (g->sw == 1)
-                    memcpy(d + rr + qlo, src + iw0 + qlo, (size_t)(qhi - qlo) * sizeof(float));
+                    for (int64_t q = qlo; q < qhi; q++)
+                        dd[q] = src[iw0 + q];
                 else
                     for (int64_t q = qlo; q < qhi; q++)
-                        d[rr + q] = src[iw0 + q * g->sw];
-                memset(d + rr + qhi, 0, (size_t)(run - qhi) * sizeof(float));
+                        dd[q] = src[iw0 + q * g->sw];
+                zero_f32(dd + qhi, run - qhi);
             }
             rr += run;
             pos_advance(g, &s, run);
