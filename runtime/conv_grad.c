@@ -301,12 +301,14 @@ static void dw_tasks(void *ctx, int64_t lo, int64_t hi)
                 }
             }
         }
-        /* dW[grp * og + o, k] = acc[k, o] for this task's rows */
-        for (int64_t o = 0; o < g->og; o++) {
-            float *d = j->dw + (grp * g->og + o) * g->kg;
-            for (int64_t kk = m_lo; kk < m_hi; kk++)
-                d[kk] = acc[kk * g->og + o];
-        }
+        /* dW[grp * og + o, k] = acc[k, o] for this task's rows, in 16 x 16 tiles */
+        for (int64_t k0 = m_lo; k0 < m_hi; k0 += 16)
+            for (int64_t o0 = 0; o0 < g->og; o0 += 16)
+                for (int64_t o = o0; o < min64(o0 + 16, g->og); o++) {
+                    float *d = j->dw + (grp * g->og + o) * g->kg;
+                    for (int64_t kk = k0; kk < min64(k0 + 16, m_hi); kk++)
+                        d[kk] = acc[kk * g->og + o];
+                }
     }
 }
 
@@ -444,29 +446,36 @@ typedef struct dx_job {
     const float *dy, *apack; /* apack: W^T of every group packed for every (K block, M block) */
     float *dx;
     int64_t mpad, kcb, pb; /* rows per packed K block; K block; columns per block */
-    int64_t ipt;           /* images per task: 1, or several small images in one block */
+    int64_t cs;            /* channel slices per group */
     atomic_int oom;
 } dx_job;
 
-/* dX[., group channels] += col2im(dcols) for reduction columns [r0, r0 + rc) (which may span
- * several images). */
-static void col2im_add(const cg_geom *g, const float *dcols, int64_t ld, int64_t grp, int64_t r0,
-                       int64_t rc, float *dx)
+/* dX[., group channels] += col2im(dcols) for im2col rows [k_lo, k_hi) (dcols holds row k_lo
+ * first) and reduction columns [r0, r0 + rc), which may span several images. */
+static void col2im_add(const cg_geom *g, const float *dcols, int64_t ld, int64_t grp, int64_t k_lo,
+                       int64_t k_hi, int64_t r0, int64_t rc, float *dx)
 {
     int64_t taps = g->kh * g->kw;
-    for (int64_t k = 0; k < g->kg; k++) {
+    for (int64_t k = k_lo; k < k_hi; k++) {
         int64_t c = k / taps, a = k % taps / g->kw, b = k % g->kw;
-        const float *d = dcols + k * ld;
+        const float *d = dcols + (k - k_lo) * ld;
+        int64_t qlo_row, qhi_row; /* the valid columns of a whole output row */
+        valid_run(g, b, 0, g->ow, &qlo_row, &qhi_row);
         cg_pos s = pos_of(g, r0);
         for (int64_t rr = 0; rr < rc;) {
             int64_t run = min64(g->ow - s.ow, rc - rr);
             int64_t ih = s.oh * g->sh - g->ph + a * g->dh;
             if (ih >= 0 && ih < g->h) {
                 float *dst = dx + ((s.n * g->c + grp * g->cg + c) * g->h + ih) * g->w;
-                int64_t qlo, qhi, iw0 = s.ow * g->sw - g->pw + b * g->dw;
-                valid_run(g, b, s.ow, run, &qlo, &qhi);
-                for (int64_t q = qlo; q < qhi; q++)
-                    dst[iw0 + q * g->sw] += d[rr + q];
+                int64_t qlo = qlo_row, qhi = qhi_row, iw0 = s.ow * g->sw - g->pw + b * g->dw;
+                if (s.ow != 0 || run != g->ow)
+                    valid_run(g, b, s.ow, run, &qlo, &qhi);
+                if (g->sw == 1)
+                    for (int64_t q = qlo; q < qhi; q++)
+                        dst[iw0 + q] += d[rr + q];
+                else
+                    for (int64_t q = qlo; q < qhi; q++)
+                        dst[iw0 + q * g->sw] += d[rr + q];
             }
             rr += run;
             pos_advance(g, &s, run);
@@ -475,7 +484,7 @@ static void col2im_add(const cg_geom *g, const float *dcols, int64_t ld, int64_t
 }
 
 /* B panels [kc][NR] of dY rows [o0, o0 + kc) of one group over reduction columns
- * [r0, r0 + rc) spanning whole small images (zeros past rc). */
+ * [r0, r0 + rc), which may span images (zeros past rc). */
 static void pack_dy_cols(const cg_geom *g, const float *dy, int64_t grp, int64_t o0, int64_t kc,
                          int64_t r0, int64_t rc, int64_t nr, float *bp)
 {
@@ -496,69 +505,86 @@ static void pack_dy_cols(const cg_geom *g, const float *dy, int64_t grp, int64_t
     }
 }
 
-/* Tasks [lo, hi): (images [n0, n0 + ipt), group). */
+/* Tasks [lo, hi): (group, slice of its input channels). A task owns dX of its channels in
+ * every image: it walks all reduction columns (images x pixels) in blocks, and per block of
+ * its im2col rows computes dcols = W^T . dY, then scatters it. The A block stays in L2
+ * across column blocks; dY is packed per row block (cheap: reused mc times). */
 static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
 {
     dx_job *j = ctx;
     const tgc_gemm_kernel *k = j->k;
     const cg_geom *g = &j->g;
-    int64_t PB = j->pb;
-    float *dcols = tbuf(0, (size_t)(g->kg * PB));
+    int64_t PB = j->pb, taps = g->kh * g->kw, red = g->n * g->p;
+    float *dcols = tbuf(0, (size_t)(k->mc * PB));
     float *bp = tbuf(1, (size_t)(j->kcb * PB));
     if (!dcols || !bp) {
         atomic_store(&j->oom, 1);
         return;
     }
     for (int64_t t = lo; t < hi; t++) {
-        int64_t n0 = t / g->groups * j->ipt, grp = t % g->groups;
-        int64_t n1 = min64(g->n, n0 + j->ipt);
-        for (int64_t n = n0; n < n1; n++)
-            memset(j->dx + (n * g->c + grp * g->cg) * g->h * g->w, 0,
-                   (size_t)(g->cg * g->h * g->w) * sizeof(float));
-        for (int64_t r0 = n0 * g->p; r0 < n1 * g->p; r0 += PB) {
-            int64_t rc = min64(PB, n1 * g->p - r0);
-            for (int64_t pc = 0; pc < g->og; pc += j->kcb) {
-                int64_t kc = min64(j->kcb, g->og - pc);
-                int32_t flags = pc > 0 ? TGC_GEMM_UKR_ACCUM : 0;
-                if (j->ipt > 1)
-                    pack_dy_cols(g, j->dy, grp, pc, kc, r0, rc, k->nr, bp);
-                else
-                    k->pack_b(j->dy + (n0 * g->o + grp * g->og + pc) * g->p + (r0 - n0 * g->p),
-                              g->p, 1, kc, rc, bp);
-                for (int64_t ic = 0; ic < g->kg; ic += k->mc) {
-                    int64_t mc = min64(k->mc, g->kg - ic);
+        int64_t grp = t / j->cs, si = t % j->cs;
+        int64_t c_lo = g->cg * si / j->cs, c_hi = g->cg * (si + 1) / j->cs;
+        if (c_lo >= c_hi)
+            continue;
+        int64_t m_lo = c_lo * taps, m_hi = c_hi * taps;
+        for (int64_t n = 0; n < g->n; n++)
+            memset(j->dx + ((n * g->c + grp * g->cg + c_lo) * g->h) * g->w, 0,
+                   (size_t)((c_hi - c_lo) * g->h * g->w) * sizeof(float));
+        for (int64_t r0 = 0; r0 < red; r0 += PB) {
+            int64_t rc = min64(PB, red - r0);
+            int one_image = r0 / g->p == (r0 + rc - 1) / g->p;
+            /* packed A panels start at multiples of MR: rows before m_lo are computed and
+             * dropped */
+            for (int64_t ic = m_lo / k->mr * k->mr; ic < m_hi; ic += k->mc) {
+                int64_t mc = min64(k->mc, m_hi - ic);
+                for (int64_t pc = 0; pc < g->og; pc += j->kcb) {
+                    int64_t kc = min64(j->kcb, g->og - pc);
+                    int32_t flags = pc > 0 ? TGC_GEMM_UKR_ACCUM : 0;
+                    if (one_image)
+                        k->pack_b(j->dy + (r0 / g->p * g->o + grp * g->og + pc) * g->p + r0 % g->p,
+                                  g->p, 1, kc, rc, bp);
+                    else
+                        pack_dy_cols(g, j->dy, grp, pc, kc, r0, rc, k->nr, bp);
                     const float *ap = j->apack + grp * j->mpad * g->og + pc * j->mpad + ic * kc;
                     for (int64_t jr = 0; jr < rc; jr += k->nr) {
                         int64_t nr = min64(k->nr, rc - jr);
                         for (int64_t ir = 0; ir < mc; ir += k->mr)
-                            k->ukr(kc, ap + ir * kc, bp + jr * kc, dcols + (ic + ir) * PB + jr, PB,
+                            k->ukr(kc, ap + ir * kc, bp + jr * kc, dcols + ir * PB + jr, PB,
                                    min64(k->mr, mc - ir), nr, flags);
                     }
                 }
+                int64_t k0 = max64(ic, m_lo);
+                col2im_add(g, dcols + (k0 - ic) * PB, PB, grp, k0, ic + mc, r0, rc, j->dx);
             }
-            col2im_add(g, dcols, PB, grp, r0, rc, j->dx);
         }
     }
 }
 
-/* W^T of every group, packed as the A operand (rows k, depth o) for every K and M block. */
+/* W^T of every group, packed as the A operand (rows k, depth o) for every K and M block:
+ * panel element (kk, i) = W[o0 + kk, k0 + i], a contiguous run of MR floats of W's row. */
 static float *pack_wt(const tgc_gemm_kernel *k, const cg_geom *g, const float *w, int64_t mpad,
                       int64_t kcb)
 {
-    float *wt = tbuf(2, (size_t)(g->kg * g->og));
     float *ap = tbuf(3, (size_t)(g->groups * mpad * g->og));
-    if (!wt || !ap)
+    if (!ap)
         return NULL;
+    int64_t mr = k->mr;
     for (int64_t grp = 0; grp < g->groups; grp++) {
         const float *wg = w + grp * g->og * g->kg;
-        for (int64_t o = 0; o < g->og; o++)
-            for (int64_t kk = 0; kk < g->kg; kk++)
-                wt[kk * g->og + o] = wg[o * g->kg + kk];
         for (int64_t pc = 0; pc < g->og; pc += kcb) {
             int64_t kc = min64(kcb, g->og - pc);
-            for (int64_t ic = 0; ic < g->kg; ic += k->mc)
-                k->pack_a(wt + ic * g->og + pc, g->og, 1, min64(k->mc, g->kg - ic), kc,
-                          ap + grp * mpad * g->og + pc * mpad + ic * kc);
+            for (int64_t ic = 0; ic < g->kg; ic += mr) {
+                float *dst = ap + grp * mpad * g->og + pc * mpad + ic * kc;
+                int64_t m = min64(mr, g->kg - ic);
+                for (int64_t kk = 0; kk < kc; kk++) {
+                    const float *src = wg + (pc + kk) * g->kg + ic;
+                    float *d = dst + kk * mr;
+                    for (int64_t i = 0; i < m; i++)
+                        d[i] = src[i];
+                    for (int64_t i = m; i < mr; i++)
+                        d[i] = 0.0f;
+                }
+            }
         }
     }
     return ap;
@@ -587,19 +613,17 @@ tgc_status tgc_conv_grad_input_run(const tgc_gemm_kernel *k, const tgc_gemm_kern
     j.mpad = (g.kg + k->mr - 1) / k->mr * k->mr;
     /* a block of dcols (kg x pb) of about 256 KiB: written by the micro-kernel, read back by
      * the scatter while still in L2 */
-    int64_t pb = max64(65536 / g.kg / k->nr * k->nr, k->nr);
-    /* images smaller than a block go several to a block (their columns side by side), so a
-     * 2x2 or 1x1 output still fills the micro-tile's width */
-    j.ipt = g.p * 2 <= pb ? pb / g.p : 1;
-    j.pb = j.ipt > 1 ? (j.ipt * g.p + k->nr - 1) / k->nr * k->nr
-                     : min64(pb, (g.p + k->nr - 1) / k->nr * k->nr);
+    /* column blocks of 128: dcols (MC x 128) stays in L2, and each A element packed once
+     * per call feeds 128 columns per pass */
+    j.pb = min64(128, (g.n * g.p + k->nr - 1) / k->nr * k->nr);
     float *ap = pack_wt(k, &g, w, j.mpad, j.kcb);
     if (!ap)
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
     j.apack = ap;
     double flops = 2.0 * (double)g.n * (double)g.p * (double)g.o * (double)g.kg;
-    tgc_parallel_for((g.n + j.ipt - 1) / j.ipt * g.groups, 1, threads_for(flops, nthreads),
-                     dx_tasks, &j);
+    int t = threads_for(flops, nthreads);
+    j.cs = g.groups >= t ? 1 : min64(g.cg, t);
+    tgc_parallel_for(g.groups * j.cs, 1, t, dx_tasks, &j);
     if (atomic_load(&j.oom))
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
     return TGC_OK;
