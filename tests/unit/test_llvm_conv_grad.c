@@ -5,6 +5,9 @@
  *     groups 1/2/depthwise, batch 1..5, ResNet18 and seed-CNN layer shapes, 1 and 2 threads;
  *   - the same bits for every thread count;
  *   - the ops against interp, eagerly and compiled (symbolic batch and spatial sizes);
+ *   - the native pool backward ops (max with ties and NaN, avg with and without padding
+ *     counted, adaptive) bit for bit against interp, and EMBEDDING_GRAD, compiled; an
+ *     out-of-range index still fails as interp says;
  *   - error statuses.
  * Skipped when built without LLVM. */
 #include <math.h>
@@ -457,6 +460,178 @@ static void test_other_dtypes_fall_back_to_interp(void **state)
     tgc_scope_pop();
 }
 
+/* ---- pools and embedding ---- */
+
+typedef struct pool_case {
+    tgc_op op;
+    int64_t n, c, h, w, k, s, p, excl; /* adaptive: k = out_h, s = out_w */
+} pool_case;
+
+static _Thread_local pool_case t_pool;
+
+static tgc_attrs pool_attrs(const pool_case *pc)
+{
+    tgc_attrs a = tgc_attrs_none();
+    if (pc->op == TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD) {
+        a.i[0] = pc->k, a.i[1] = pc->s, a.ni = 2;
+        return a;
+    }
+    int64_t v[7] = {pc->k, pc->k, pc->s, pc->s, pc->p, pc->p, pc->excl};
+    memcpy(a.i, v, sizeof v);
+    a.ni = 7;
+    return a;
+}
+
+static tgc_tensor *pool_grad_of(const pool_case *pc, tgc_tensor *x, tgc_tensor *dy)
+{
+    tgc_attrs a = pool_attrs(pc);
+    switch (pc->op) {
+    case TGC_OP_MAX_POOL2D_GRAD: return tgc_max_pool2d_grad(x, dy, &a);
+    case TGC_OP_AVG_POOL2D_GRAD: return tgc_avg_pool2d_grad(dy, &a, x);
+    default: return tgc_adaptive_avg_pool2d_grad(dy, &a, x);
+    }
+}
+
+static tgc_status fn_pool_grad(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                               int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = pool_grad_of(&t_pool, in[0], in[1]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* x with ties (values on a coarse grid) and one NaN per plane-ish */
+static tgc_tensor *pool_input(const pool_case *pc, int64_t n)
+{
+    int64_t shape[4] = {n, pc->c, pc->h, pc->w}, cnt = n * pc->c * pc->h * pc->w;
+    float *v = falloc((size_t)cnt);
+    fill(v, (size_t)cnt, 21);
+    for (int64_t i = 0; i < cnt; i++)
+        v[i] = floorf(v[i] * 3.0f);
+    if (cnt > 7)
+        v[7] = NAN;
+    tgc_tensor *t = tgc_from_data(v, (size_t)cnt * sizeof(float), shape, 4, TGC_F32, tgc_cpu());
+    free(v);
+    assert_non_null(t);
+    return t;
+}
+
+static void expect_same_bits(tgc_tensor *got, tgc_tensor *want, const char *what)
+{
+    assert_non_null(got);
+    assert_non_null(want);
+    assert_int_equal(tgc_numel(got), tgc_numel(want));
+    float *g = values_of(got), *w = values_of(want);
+    if (memcmp(g, w, (size_t)tgc_numel(want) * sizeof(float)) != 0)
+        fail_msg("%s: not interp's bits", what);
+    free(g);
+    free(w);
+}
+
+static void check_pool(const pool_case *pc)
+{
+    tgc_scope_push();
+    t_pool = *pc;
+    for (int dyn = 0; dyn < 2; dyn++) {
+        tgc_config cfg = tgc_config_default();
+        cfg.backend = TGC_BACKEND_LLVM;
+        cfg.dynamic = dyn ? TGC_DYNAMIC_ALWAYS : TGC_DYNAMIC_NEVER;
+        tgc_fn *f = tgc_compile(fn_pool_grad, "pool_grad", &cfg);
+        assert_non_null(f);
+        for (int64_t n = pc->n; n <= pc->n + dyn; n++) {
+            tgc_tensor *x = pool_input(pc, n);
+            int64_t oh, ow;
+            if (pc->op == TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD) {
+                oh = pc->k, ow = pc->s;
+            } else {
+                oh = (pc->h + 2 * pc->p - pc->k) / pc->s + 1;
+                ow = (pc->w + 2 * pc->p - pc->k) / pc->s + 1;
+            }
+            tgc_tensor *dy = host_tensor((int64_t[]){n, pc->c, oh, ow}, 23);
+            tgc_eager_force_interp(1);
+            tgc_tensor *want = pool_grad_of(pc, x, dy);
+            tgc_eager_force_interp(0);
+            tgc_tensor *in[2] = {x, dy}, *got[1] = {NULL};
+            if (tgc_call(f, NULL, in, 2, got, 1) != TGC_OK)
+                fail_msg("compiled %s: %s", tgc_op_name(pc->op), tgc_last_error());
+            expect_same_bits(got[0], want, tgc_op_name(pc->op));
+        }
+        tgc_fn_free(f);
+    }
+    tgc_scope_pop();
+}
+
+static void test_pool_grads_are_interps_bits(void **state)
+{
+    (void)state;
+    const pool_case cs[] = {
+        {TGC_OP_MAX_POOL2D_GRAD, 2, 3, 9, 11, 3, 2, 1, 0},
+        {TGC_OP_MAX_POOL2D_GRAD, 3, 5, 34, 34, 3, 2, 0, 0}, /* the seed CNN's */
+        {TGC_OP_MAX_POOL2D_GRAD, 2, 4, 16, 16, 3, 2, 1, 0}, /* ResNet18's */
+        {TGC_OP_MAX_POOL2D_GRAD, 1, 2, 7, 5, 2, 1, 1, 0},
+        {TGC_OP_AVG_POOL2D_GRAD, 2, 3, 9, 10, 3, 2, 1, 0},
+        {TGC_OP_AVG_POOL2D_GRAD, 2, 3, 9, 10, 3, 2, 1, 1},
+        {TGC_OP_AVG_POOL2D_GRAD, 1, 4, 8, 8, 2, 2, 0, 0},
+        {TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD, 2, 3, 10, 10, 8, 8, 0, 0}, /* the seed CNN's */
+        {TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD, 2, 6, 7, 5, 3, 2, 0, 0},
+        {TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD, 3, 8, 4, 4, 1, 1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        check_pool(&cs[i]);
+    tgc_node nd = {0};
+    nd.op = TGC_OP_MAX_POOL2D_GRAD;
+    nd.out.ndim = 4;
+    nd.out.dtype = TGC_F32;
+    assert_true(tgc_backend_llvm()->node_supported(&nd));
+    nd.out.dtype = TGC_F64;
+    assert_false(tgc_backend_llvm()->node_supported(&nd));
+}
+
+static tgc_status fn_embedding_grad(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                    tgc_tensor **out, int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_embedding_grad(in[0], in[1], in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void test_embedding_grad_matches_interp_and_checks_indices(void **state)
+{
+    (void)state;
+    tgc_scope_push();
+    const int64_t V = 37, D = 70, B = 3, T = 11;
+    int64_t ids[B * T];
+    for (int64_t i = 0; i < B * T; i++)
+        ids[i] = (i * 7 + i / 5) % V; /* repeats */
+    tgc_tensor *idx = tgc_from_data(ids, sizeof ids, (int64_t[]){B, T}, 2, TGC_I64, tgc_cpu());
+    float *wv = falloc((size_t)(V * D)), *gv = falloc((size_t)(B * T * D));
+    fill(wv, (size_t)(V * D), 1);
+    fill(gv, (size_t)(B * T * D), 2);
+    tgc_tensor *w =
+        tgc_from_data(wv, (size_t)(V * D) * 4, (int64_t[]){V, D}, 2, TGC_F32, tgc_cpu());
+    tgc_tensor *dy =
+        tgc_from_data(gv, (size_t)(B * T * D) * 4, (int64_t[]){B, T, D}, 3, TGC_F32, tgc_cpu());
+    free(wv);
+    free(gv);
+    tgc_config cfg = tgc_config_default();
+    cfg.backend = TGC_BACKEND_LLVM;
+    tgc_fn *f = tgc_compile(fn_embedding_grad, "embedding_grad", &cfg);
+    tgc_tensor *in[3] = {dy, idx, w}, *got[1] = {NULL};
+    assert_int_equal(tgc_call(f, NULL, in, 3, got, 1), TGC_OK);
+    tgc_eager_force_interp(1);
+    tgc_tensor *want = tgc_embedding_grad(dy, idx, w);
+    tgc_eager_force_interp(0);
+    expect_close_tensors(got[0], want, (double)(B * T), "embedding_grad");
+    /* an index out of range: the native kernel declines, interp reports it */
+    ids[5] = V;
+    tgc_tensor *bad = tgc_from_data(ids, sizeof ids, (int64_t[]){B, T}, 2, TGC_I64, tgc_cpu());
+    tgc_tensor *in2[3] = {dy, bad, w};
+    assert_int_equal(tgc_call(f, NULL, in2, 3, got, 1), TGC_ERR_INVALID_ARG);
+    tgc_clear_error();
+    tgc_fn_free(f);
+    tgc_scope_pop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +641,8 @@ int main(void)
         cmocka_unit_test(test_bad_arguments_are_invalid_arg),
         cmocka_unit_test(test_ops_match_interp_eager_and_compiled),
         cmocka_unit_test(test_other_dtypes_fall_back_to_interp),
+        cmocka_unit_test(test_pool_grads_are_interps_bits),
+        cmocka_unit_test(test_embedding_grad_matches_interp_and_checks_indices),
     };
     return cmocka_run_group_tests(tests, setup_kernels, NULL);
 }

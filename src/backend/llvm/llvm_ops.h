@@ -1,7 +1,9 @@
 /* The LLVM backend's native kernels for nodes its fusion hooks leave OPAQUE (the vtable's
- * run_node / node_supported, backend.h): the conv2d backward ops on the JIT'd GEMM pieces
- * (runtime/conv_grad.h). Everything else, and other dtypes, goes to interp
- * (TGC_ERR_UNSUPPORTED). Thread-safe: no state beyond the process-wide kernels. */
+ * run_node / node_supported, backend.h), all f32: the conv2d backward ops on the JIT'd GEMM
+ * pieces (runtime/conv_grad.h), the pool backward ops and EMBEDDING_GRAD as threaded loops
+ * (runtime/pool_grad.h). Everything else, other dtypes, and calls a kernel declines (an
+ * out-of-range index, whose error interp reports) go to interp (TGC_ERR_UNSUPPORTED).
+ * Thread-safe: no state beyond the process-wide kernels. */
 #ifndef TGC_BACKEND_LLVM_OPS_H
 #define TGC_BACKEND_LLVM_OPS_H
 
