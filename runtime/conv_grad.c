@@ -259,7 +259,8 @@ typedef struct dw_job {
     cg_geom g;
     const float *x, *dy;
     float *dw, *dwt; /* dwt: [groups][kg][og], the GEMM's row-major result */
-    int64_t ms, r;   /* M slices per group; reduction chunk */
+    int64_t ms, r;   /* M (or N) slices per group; reduction chunk */
+    int64_t ncb;     /* dw_tasks_direct: columns k per im2col block */
     atomic_int oom;  /* set by any worker, read after the join */
 } dw_job;
 
@@ -309,6 +310,72 @@ static void dw_tasks(void *ctx, int64_t lo, int64_t hi)
                     for (int64_t kk = k0; kk < min64(k0 + 16, m_hi); kk++)
                         d[kk] = acc[kk * g->og + o];
                 }
+    }
+}
+
+/* A panels of dY for reduction columns [r0, r0 + rc): ceil(og / MR) panels of [rc][MR],
+ * element (rr, i) = dY[n, grp * og + i, p], zero past og. */
+static void pack_dy_a(const cg_geom *g, const float *dy, int64_t grp, int64_t r0, int64_t rc,
+                      int64_t mr, float *ap)
+{
+    int64_t npan = (g->og + mr - 1) / mr;
+    for (int64_t ip = 0; ip < npan; ip++) {
+        float *dst = ap + ip * rc * mr;
+        int64_t i1 = min64(mr, g->og - ip * mr);
+        cg_pos s = pos_of(g, r0);
+        for (int64_t rr = 0; rr < rc; rr++) {
+            const float *src =
+                dy + (s.n * g->o + grp * g->og + ip * mr) * g->p + s.oh * g->ow + s.ow;
+            float *d = dst + rr * mr;
+            for (int64_t i = 0; i < i1; i++)
+                d[i] = src[i * g->p];
+            for (int64_t i = i1; i < mr; i++)
+                d[i] = 0.0f;
+            pos_advance(g, &s, 1);
+        }
+    }
+}
+
+/* The other orientation, for many output channels or a short reduction: dW[o, k] directly
+ * (C = dY . im2col^T: rows o, columns k), so no [kg][og] scratch and no transpose; the im2col
+ * block is transposed into B panels by pack_b instead, which costs one pass per element of
+ * the reduction but feeds og >= 128 rows. Tasks: (group, slice of the columns k). */
+static void dw_tasks_direct(void *ctx, int64_t lo, int64_t hi)
+{
+    dw_job *j = ctx;
+    const tgc_gemm_kernel *k = j->k;
+    const cg_geom *g = &j->g;
+    int64_t R = j->r, nc_max = j->ncb, mpad = (g->og + k->mr - 1) / k->mr * k->mr;
+    float *ap = tbuf(0, (size_t)(mpad * R));
+    float *cols = tbuf(1, (size_t)(nc_max * R));
+    float *bp = tbuf(2, (size_t)(nc_max * R));
+    if (!bp || !cols || !ap) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    int64_t nt = (g->kg + k->nr - 1) / k->nr, red = g->n * g->p;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t grp = t / j->ms, ni = t % j->ms;
+        int64_t n_lo = nt * ni / j->ms * k->nr, n_hi = min64(g->kg, nt * (ni + 1) / j->ms * k->nr);
+        if (n_lo >= n_hi)
+            continue;
+        float *c0 = j->dw + grp * g->og * g->kg;
+        for (int64_t r0 = 0; r0 < red; r0 += R) {
+            int64_t rc = min64(R, red - r0);
+            int32_t flags = r0 > 0 ? TGC_GEMM_UKR_ACCUM : 0;
+            pack_dy_a(g, j->dy, grp, r0, rc, k->mr, ap);
+            for (int64_t jc = n_lo; jc < n_hi; jc += nc_max) {
+                int64_t nc = min64(nc_max, n_hi - jc);
+                build_cols(g, j->x, grp, jc, nc, r0, rc, cols, rc);
+                k->pack_b(cols, 1, rc, rc, nc, bp);
+                for (int64_t jr = 0; jr < nc; jr += k->nr) {
+                    int64_t nr = min64(k->nr, nc - jr);
+                    for (int64_t ir = 0; ir < g->og; ir += k->mr)
+                        k->ukr(rc, ap + ir * rc, bp + jr * rc, c0 + ir * g->kg + jc + jr, g->kg,
+                               min64(k->mr, g->og - ir), nr, flags);
+                }
+            }
+        }
     }
 }
 
@@ -395,6 +462,15 @@ tgc_status tgc_conv_grad_weight_run(const tgc_gemm_kernel *k, const tgc_conv_par
     j.r = min64(256, k->kc) / 8 * 8;
     if (j.r < 8)
         j.r = 8;
+    if (g.og >= 128 || g.n * g.p <= j.r) {
+        int64_t nt = (g.kg + k->nr - 1) / k->nr;
+        j.ms = g.groups >= t ? 1 : min64(nt, t);
+        j.ncb = k->nr * 8;
+        tgc_parallel_for(g.groups * j.ms, 1, t, dw_tasks_direct, &j);
+        if (atomic_load(&j.oom))
+            return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_weight_run: out of memory");
+        return TGC_OK;
+    }
     int64_t mt = (g.kg + k->mr - 1) / k->mr;
     j.ms = g.groups >= t ? 1 : min64(mt, t);
     j.dwt = tbuf(3, (size_t)(g.o * g.kg));
