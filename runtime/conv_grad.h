@@ -4,19 +4,22 @@
  * packing routines), not with scalar loops:
  *
  *   dW  per group: dW[o, k] = sum over images n and pixels p of dY[n,o,p] * im2col(x_n)[k,p],
- *       run as dW^T[k, o] = im2col . dY^T with the reduction over (n, p) cut into fixed
- *       chunks of R columns crossing image boundaries: each chunk's im2col rows are built
- *       per MC block (in L2), packed by pack_a, and multiplied by the chunk's packed dY^T,
- *       accumulating in C across chunks (the micro-kernel's ACCUM). Threads split the rows k
- *       (MR-aligned) within each group: every element's sum runs in the same order whatever
- *       the thread count. Depthwise-like groups (fewer than 4 output channels or taps) run a
- *       direct loop instead.
+ *       the reduction over (n, p) cut into fixed chunks of R columns crossing image
+ *       boundaries, accumulated across chunks in C (the micro-kernel's ACCUM). Each chunk's
+ *       im2col rows are built per block (in L2: one shifted copy per image for stride-1
+ *       "same"-width convs). Two orientations: dW^T[k, o] = im2col . dY^T (im2col packed by
+ *       pack_a's vector transpose, a [kg][og] scratch transposed out at the end) for fewer
+ *       than 128 output channels per group; dW = dY . im2col^T (im2col transposed into B
+ *       panels by pack_b, no scratch) for 128 or more, or when the whole reduction is one
+ *       chunk. Threads split the rows (or columns) of C within each group. Fewer than 4
+ *       output channels per group (depthwise) run a direct loop instead.
  *   dX  stride 1 with padding <= dilation * (kernel - 1) (the usual "same" and "valid" convs):
  *       dX = conv2d(dY, w flipped and transposed per group, padding dil*(k-1) - pad) through
- *       the conv driver (implicit GEMM, no col2im). Otherwise: per image and group,
- *       dcols = W^T . dY over blocks of output pixels (W^T packed once per call), each block
- *       scattered back (col2im) into the image's dX; images and groups are independent
- *       tasks, each element accumulated by one task in a fixed order.
+ *       the conv driver (implicit GEMM, no col2im). Otherwise dcols = W^T . dY (W^T packed
+ *       once per call) over blocks of 128 reduction columns crossing images, each block's
+ *       rows scattered back (col2im) at once; a task owns a slice of the input channels of
+ *       one group in every image, so each dX element is accumulated by one task in a fixed
+ *       order.
  *
  * Results are deterministic: the same bits on every run and for every thread count.
  * Threading: stateless; any thread may call at once (the kernels are immutable). */

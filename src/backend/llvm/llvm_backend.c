@@ -3,8 +3,9 @@
  * run, one JIT add): LOOP kernels through llvm_codegen.c, GEMM / conv templates with their
  * fused epilogues through llvm_gemm.c, then looks the functions up. The executor (exec.c)
  * launches them: a LOOP kernel's parallel rows split over threads (tgc_parallel_for), a
- * template through the runtime's GEMM / conv drivers (runtime/gemm.h). Graph preparation and
- * the fusion hooks are in llvm_prepare.c. */
+ * template through the runtime's GEMM / conv drivers (runtime/gemm.h). OPAQUE nodes it has a
+ * native kernel for (the f32 conv2d, pool and embedding backward ops: llvm_ops.c) run through
+ * run_node instead of interp. Graph preparation and the fusion hooks are in llvm_prepare.c. */
 #include <pthread.h>
 #include <stdlib.h>
 
