@@ -498,14 +498,17 @@ static tgc_status grad_input_conv(const tgc_gemm_kernel *conv, const cg_geom *g,
     float *wf = tbuf(3, (size_t)(g->o * g->kg));
     if (!wf)
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
+    /* in 16 x 16 tiles of (o, c): reads and writes stay within a few pages per tile */
     for (int64_t grp = 0; grp < g->groups; grp++)
-        for (int64_t o = 0; o < g->og; o++)
-            for (int64_t c = 0; c < g->cg; c++) {
-                const float *src = w + ((grp * g->og + o) * g->cg + c) * taps;
-                float *dst = wf + ((grp * g->cg + c) * g->og + o) * taps;
-                for (int64_t t = 0; t < taps; t++)
-                    dst[t] = src[taps - 1 - t];
-            }
+        for (int64_t o0 = 0; o0 < g->og; o0 += 16)
+            for (int64_t c0 = 0; c0 < g->cg; c0 += 16)
+                for (int64_t c = c0; c < min64(c0 + 16, g->cg); c++)
+                    for (int64_t o = o0; o < min64(o0 + 16, g->og); o++) {
+                        const float *src = w + ((grp * g->og + o) * g->cg + c) * taps;
+                        float *dst = wf + ((grp * g->cg + c) * g->og + o) * taps;
+                        for (int64_t t = 0; t < taps; t++)
+                            dst[t] = src[taps - 1 - t];
+                    }
     tgc_conv_args a = {
         .p = {g->n, g->o, g->oh, g->ow, g->c, g->kh, g->kw, 1, 1, g->dh * (g->kh - 1) - g->ph,
               g->dw * (g->kw - 1) - g->pw, g->dh, g->dw, g->groups},
@@ -584,7 +587,7 @@ static void pack_dy_cols(const cg_geom *g, const float *dy, int64_t grp, int64_t
 /* Tasks [lo, hi): (group, slice of its input channels). A task owns dX of its channels in
  * every image: it walks all reduction columns (images x pixels) in blocks, and per block of
  * its im2col rows computes dcols = W^T . dY, then scatters it. The A block stays in L2
- * across column blocks; dY is packed per row block (cheap: reused mc times). */
+ * across column blocks; dY's block is packed once for all row blocks. */
 static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
 {
     dx_job *j = ctx;
@@ -592,7 +595,7 @@ static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
     const cg_geom *g = &j->g;
     int64_t PB = j->pb, taps = g->kh * g->kw, red = g->n * g->p;
     float *dcols = tbuf(0, (size_t)(k->mc * PB));
-    float *bp = tbuf(1, (size_t)(j->kcb * PB));
+    float *bp = tbuf(1, (size_t)(g->og * PB));
     if (!dcols || !bp) {
         atomic_store(&j->oom, 1);
         return;
@@ -611,21 +614,27 @@ static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
             int one_image = r0 / g->p == (r0 + rc - 1) / g->p;
             /* packed A panels start at multiples of MR: rows before m_lo are computed and
              * dropped */
+            /* dY's columns of this block for every K block, packed once */
+            for (int64_t pc = 0; pc < g->og; pc += j->kcb) {
+                int64_t kc = min64(j->kcb, g->og - pc);
+                float *b = bp + pc * PB;
+                if (one_image)
+                    k->pack_b(j->dy + (r0 / g->p * g->o + grp * g->og + pc) * g->p + r0 % g->p,
+                              g->p, 1, kc, rc, b);
+                else
+                    pack_dy_cols(g, j->dy, grp, pc, kc, r0, rc, k->nr, b);
+            }
             for (int64_t ic = m_lo / k->mr * k->mr; ic < m_hi; ic += k->mc) {
                 int64_t mc = min64(k->mc, m_hi - ic);
                 for (int64_t pc = 0; pc < g->og; pc += j->kcb) {
                     int64_t kc = min64(j->kcb, g->og - pc);
                     int32_t flags = pc > 0 ? TGC_GEMM_UKR_ACCUM : 0;
-                    if (one_image)
-                        k->pack_b(j->dy + (r0 / g->p * g->o + grp * g->og + pc) * g->p + r0 % g->p,
-                                  g->p, 1, kc, rc, bp);
-                    else
-                        pack_dy_cols(g, j->dy, grp, pc, kc, r0, rc, k->nr, bp);
+                    const float *b = bp + pc * PB;
                     const float *ap = j->apack + grp * j->mpad * g->og + pc * j->mpad + ic * kc;
                     for (int64_t jr = 0; jr < rc; jr += k->nr) {
                         int64_t nr = min64(k->nr, rc - jr);
                         for (int64_t ir = 0; ir < mc; ir += k->mr)
-                            k->ukr(kc, ap + ir * kc, bp + jr * kc, dcols + ir * PB + jr, PB,
+                            k->ukr(kc, ap + ir * kc, b + jr * kc, dcols + ir * PB + jr, PB,
                                    min64(k->mr, mc - ir), nr, flags);
                     }
                 }
