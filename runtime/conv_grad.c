@@ -169,9 +169,12 @@ static void cols_row_flat(const cg_geom *g, const float *plane, int64_t a, int64
         zero_f32(d, p1 - p0);
         return;
     }
-    zero_f32(d, v0 - p0);
-    memcpy(d + (v0 - p0), plane + v0 + shift, (size_t)(v1 - v0) * sizeof(float));
-    zero_f32(d + (v1 - p0), p1 - v1);
+    /* the first and last valid rows' wrapped columns would read just outside the plane:
+     * they are zeros anyway */
+    int64_t c0 = max64(v0, -shift), c1 = max64(c0, min64(v1, g->h * W - shift));
+    zero_f32(d, c0 - p0);
+    memcpy(d + (c0 - p0), plane + c0 + shift, (size_t)(c1 - c0) * sizeof(float));
+    zero_f32(d + (c1 - p0), p1 - c1);
     int64_t left = max64(0, -dw), right = max64(0, dw); /* columns [0,left), [W-right,W) */
     if (!left && !right)
         return;
