@@ -494,24 +494,43 @@ static int grad_input_is_conv(const cg_geom *g)
     return g->sh == 1 && g->sw == 1 && g->ph <= g->dh * (g->kh - 1) && g->pw <= g->dw * (g->kw - 1);
 }
 
+typedef struct flip_job {
+    const cg_geom *g;
+    const float *w;
+    float *wf;
+} flip_job;
+
+/* Rows [lo, hi) of (group, 16 output channels) tiles of wf[grp*cg + c][o][taps reversed] =
+ * w[grp*og + o][c][taps], in 16 x 16 tiles of (o, c) so reads and writes stay within a few
+ * pages per tile. */
+static void flip_tiles(void *ctx, int64_t lo, int64_t hi)
+{
+    const flip_job *j = ctx;
+    const cg_geom *g = j->g;
+    int64_t taps = g->kh * g->kw, ot = (g->og + 15) / 16;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t grp = r / ot, o0 = r % ot * 16;
+        for (int64_t c0 = 0; c0 < g->cg; c0 += 16)
+            for (int64_t c = c0; c < min64(c0 + 16, g->cg); c++)
+                for (int64_t o = o0; o < min64(o0 + 16, g->og); o++) {
+                    const float *src = j->w + ((grp * g->og + o) * g->cg + c) * taps;
+                    float *dst = j->wf + ((grp * g->cg + c) * g->og + o) * taps;
+                    for (int64_t t = 0; t < taps; t++)
+                        dst[t] = src[taps - 1 - t];
+                }
+    }
+}
+
 static tgc_status grad_input_conv(const tgc_gemm_kernel *conv, const cg_geom *g, const float *dy,
                                   const float *w, float *dx, int nthreads)
 {
-    int64_t taps = g->kh * g->kw;
     float *wf = tbuf(3, (size_t)(g->o * g->kg));
     if (!wf)
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
-    /* in 16 x 16 tiles of (o, c): reads and writes stay within a few pages per tile */
-    for (int64_t grp = 0; grp < g->groups; grp++)
-        for (int64_t o0 = 0; o0 < g->og; o0 += 16)
-            for (int64_t c0 = 0; c0 < g->cg; c0 += 16)
-                for (int64_t c = c0; c < min64(c0 + 16, g->cg); c++)
-                    for (int64_t o = o0; o < min64(o0 + 16, g->og); o++) {
-                        const float *src = w + ((grp * g->og + o) * g->cg + c) * taps;
-                        float *dst = wf + ((grp * g->cg + c) * g->og + o) * taps;
-                        for (int64_t t = 0; t < taps; t++)
-                            dst[t] = src[taps - 1 - t];
-                    }
+    flip_job fj = {g, w, wf};
+    int64_t rows = g->groups * ((g->og + 15) / 16);
+    tgc_parallel_for(rows, 1 + 65536 / (16 * g->kg), g->o * g->kg < 65536 ? 1 : nthreads,
+                     flip_tiles, &fj);
     tgc_conv_args a = {
         .p = {g->n, g->o, g->oh, g->ow, g->c, g->kh, g->kw, 1, 1, g->dh * (g->kh - 1) - g->ph,
               g->dw * (g->kw - 1) - g->pw, g->dh, g->dw, g->groups},
@@ -650,31 +669,48 @@ static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
 
 /* W^T of every group, packed as the A operand (rows k, depth o) for every K and M block:
  * panel element (kk, i) = W[o0 + kk, k0 + i], a contiguous run of MR floats of W's row. */
+typedef struct wt_job {
+    const tgc_gemm_kernel *k;
+    const cg_geom *g;
+    const float *w;
+    float *ap;
+    int64_t mpad, kcb;
+} wt_job;
+
+/* Panels [lo, hi) of (group, MR rows k): every K block of each. */
+static void wt_panels(void *ctx, int64_t lo, int64_t hi)
+{
+    const wt_job *j = ctx;
+    const cg_geom *g = j->g;
+    int64_t mr = j->k->mr, np = j->mpad / mr;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t grp = t / np, ic = t % np * mr, m = min64(mr, g->kg - ic);
+        const float *wg = j->w + grp * g->og * g->kg;
+        for (int64_t pc = 0; pc < g->og; pc += j->kcb) {
+            int64_t kc = min64(j->kcb, g->og - pc);
+            float *dst = j->ap + grp * j->mpad * g->og + pc * j->mpad + ic * kc;
+            for (int64_t kk = 0; kk < kc; kk++) {
+                const float *src = wg + (pc + kk) * g->kg + ic;
+                float *d = dst + kk * mr;
+                for (int64_t i = 0; i < m; i++)
+                    d[i] = src[i];
+                for (int64_t i = m; i < mr; i++)
+                    d[i] = 0.0f;
+            }
+        }
+    }
+}
+
 static float *pack_wt(const tgc_gemm_kernel *k, const cg_geom *g, const float *w, int64_t mpad,
-                      int64_t kcb)
+                      int64_t kcb, int nthreads)
 {
     float *ap = tbuf(3, (size_t)(g->groups * mpad * g->og));
     if (!ap)
         return NULL;
-    int64_t mr = k->mr;
-    for (int64_t grp = 0; grp < g->groups; grp++) {
-        const float *wg = w + grp * g->og * g->kg;
-        for (int64_t pc = 0; pc < g->og; pc += kcb) {
-            int64_t kc = min64(kcb, g->og - pc);
-            for (int64_t ic = 0; ic < g->kg; ic += mr) {
-                float *dst = ap + grp * mpad * g->og + pc * mpad + ic * kc;
-                int64_t m = min64(mr, g->kg - ic);
-                for (int64_t kk = 0; kk < kc; kk++) {
-                    const float *src = wg + (pc + kk) * g->kg + ic;
-                    float *d = dst + kk * mr;
-                    for (int64_t i = 0; i < m; i++)
-                        d[i] = src[i];
-                    for (int64_t i = m; i < mr; i++)
-                        d[i] = 0.0f;
-                }
-            }
-        }
-    }
+    wt_job j = {k, g, w, ap, mpad, kcb};
+    int64_t panels = g->groups * (mpad / k->mr);
+    tgc_parallel_for(panels, 1 + 65536 / (k->mr * g->og), g->o * g->kg < 65536 ? 1 : nthreads,
+                     wt_panels, &j);
     return ap;
 }
 
@@ -704,7 +740,9 @@ tgc_status tgc_conv_grad_input_run(const tgc_gemm_kernel *k, const tgc_gemm_kern
     /* column blocks of 128: dcols (MC x 128) stays in L2, and each A element packed once
      * per call feeds 128 columns per pass */
     j.pb = min64(128, (g.n * g.p + k->nr - 1) / k->nr * k->nr);
-    float *ap = pack_wt(k, &g, w, j.mpad, j.kcb);
+    float *ap = pack_wt(
+        k, &g, w, j.mpad, j.kcb,
+        threads_for(2.0 * (double)g.n * (double)g.p * (double)g.o * (double)g.kg, nthreads));
     if (!ap)
         return tgc_set_error(TGC_ERR_OOM, "tgc_conv_grad_input_run: out of memory");
     j.apack = ap;
