@@ -236,8 +236,7 @@ static int create_ok(const tgc_module *m, const void *opts, double lr, const cha
     }
     if (!lr_ok(lr)) {
         tgc_set_error(TGC_ERR_INVALID_ARG,
-                      "%s: lr is %g; it must be > 0 and finite (and representable in f32)", fn,
-                      lr);
+                      "%s: lr is %g; it must be > 0 and finite (and representable in f32)", fn, lr);
         return 0;
     }
     return 1;
@@ -248,11 +247,10 @@ tgc_optim *tgc_sgd(tgc_module *m, const tgc_sgd_opts *opts)
     const char *fn = "tgc_sgd";
     if (!create_ok(m, opts, opts ? opts->lr : 0, fn))
         return NULL;
-    const char *bad = !isfinite(opts->momentum) || opts->momentum < 0 ? "momentum"
-                      : !isfinite(opts->dampening)                   ? "dampening"
-                      : !isfinite(opts->weight_decay) || opts->weight_decay < 0
-                          ? "weight_decay"
-                          : NULL;
+    const char *bad = !isfinite(opts->momentum) || opts->momentum < 0           ? "momentum"
+                      : !isfinite(opts->dampening)                              ? "dampening"
+                      : !isfinite(opts->weight_decay) || opts->weight_decay < 0 ? "weight_decay"
+                                                                                : NULL;
     if (bad) {
         tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is %g; it must be finite and >= 0", fn, bad,
                       bad[0] == 'm'   ? opts->momentum
@@ -293,8 +291,8 @@ static tgc_optim *adam_create(tgc_module *m, const tgc_adam_opts *opts, optim_ki
     for (int k = 0; k < 2; k++) {
         double b = k ? cfg.beta2 : cfg.beta1;
         if (!(b > 0 && b < 1)) { /* 0 took the default */
-            tgc_set_error(TGC_ERR_INVALID_ARG, "%s: beta%d is %g; it must be in [0, 1)", fn,
-                          k + 1, b);
+            tgc_set_error(TGC_ERR_INVALID_ARG, "%s: beta%d is %g; it must be in [0, 1)", fn, k + 1,
+                          b);
             return NULL;
         }
     }
@@ -304,8 +302,8 @@ static tgc_optim *adam_create(tgc_module *m, const tgc_adam_opts *opts, optim_ki
         return NULL;
     }
     if (!isfinite(cfg.weight_decay) || cfg.weight_decay < 0) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: weight_decay is %g; it must be finite and >= 0",
-                      fn, opts->weight_decay);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: weight_decay is %g; it must be finite and >= 0", fn,
+                      opts->weight_decay);
         return NULL;
     }
     cfg.amsgrad = opts->amsgrad != 0;
@@ -388,7 +386,8 @@ static tgc_status sgd_update(const tgc_optim *o, int i, tgc_tensor *g, const ste
         g = tgc_add(g, tgc_mul_scalar(p, o->weight_decay));
     if (o->momentum != 0) {
         tgc_tensor *buf = state_of(o, i, 0);
-        tgc_tensor *b = tgc_add(tgc_mul_scalar(buf, o->momentum), s->damp ? tgc_mul(g, s->damp) : g);
+        tgc_tensor *b =
+            tgc_add(tgc_mul_scalar(buf, o->momentum), s->damp ? tgc_mul(g, s->damp) : g);
         g = o->nesterov ? tgc_add(g, tgc_mul_scalar(b, o->momentum)) : b;
         dst[n] = buf;
         src[n++] = b;
@@ -435,8 +434,7 @@ static tgc_status check_grads(const tgc_optim *o, tgc_tensor *const *grads)
         if (!g)
             continue;
         char a[160], b[160];
-        if (!tgc_device_equal(p->device, step->device) ||
-            !tgc_device_equal(g->device, p->device))
+        if (!tgc_device_equal(p->device, step->device) || !tgc_device_equal(g->device, p->device))
             return tgc_set_error(TGC_ERR_DEVICE,
                                  "tgc_optim_step: parameter '%s', its gradient and the "
                                  "optimizer's state must be on one device (move the module "
@@ -535,8 +533,8 @@ tgc_status tgc_optim_zero_grad(tgc_optim *o)
     for (int i = 0; i < o->n_params && st == TGC_OK; i++) {
         tgc_tensor *g = tgc_grad(o->params[i]);
         if (g) /* a broadcast 0-d zero: no full-size temporary, nor a constant while tracing */
-            st = tgc_copy_(g, tgc_expand(tgc_zeros(NULL, 0, g->dtype, g->device), g->shape,
-                                         g->ndim));
+            st = tgc_copy_(g,
+                           tgc_expand(tgc_zeros(NULL, 0, g->dtype, g->device), g->shape, g->ndim));
     }
     tgc_status pop = tgc_scope_pop();
     tgc_autograd_resume();
@@ -582,8 +580,8 @@ int tgc_optim_num_state(const tgc_optim *o)
 tgc_tensor *tgc_optim_state(const tgc_optim *o, int i, const char **name)
 {
     if (!o || i < 0 || i >= o->n_state) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_optim_state: %s", !o ? "optimizer is NULL"
-                                                                     : "index out of range");
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_optim_state: %s",
+                      !o ? "optimizer is NULL" : "index out of range");
         return NULL;
     }
     if (name)
@@ -609,8 +607,7 @@ tgc_tensor *const *tgc_optim_params(const tgc_optim *o, int *n)
 
 tgc_tensor *tgc_optim_state_param(const tgc_optim *o, int i)
 {
-    if (!o || i < 0 || i >= o->n_state || o->state[i].param < 0 ||
-        o->state[i].param >= o->n_params)
+    if (!o || i < 0 || i >= o->n_state || o->state[i].param < 0 || o->state[i].param >= o->n_params)
         return NULL;
     return o->params[o->state[i].param];
 }
