@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frontend/autograd.h"
 #include "frontend/optim_impl.h"
 #include "tgc/autograd.h"
 #include "tgc/compile.h"
@@ -192,6 +193,26 @@ static void make_grads(tgc_dtype dt, int s, tgc_tensor **g)
     }
 }
 
+/* Hand-set gradients: each parameter's .grad (created as zeros first) gets g[i]. */
+static void set_grads(tgc_tensor **params, tgc_tensor **g)
+{
+    for (int i = 0; i < NP; i++) {
+        assert_int_equal(tgc_autograd_ensure_grad(params[i]), TGC_OK);
+        assert_int_equal(tgc_copy_(tgc_grad(params[i]), g[i]), TGC_OK);
+    }
+}
+
+/* The same gradients through backward: d/dp_i of sum_i sum(p_i * g_i) is g_i. */
+static tgc_status backward_grads(tgc_tensor **params, tgc_tensor *const *g)
+{
+    tgc_tensor *loss = NULL;
+    for (int i = 0; i < NP; i++) {
+        tgc_tensor *term = tgc_sum(tgc_mul(params[i], g[i]), NULL, 0, 0);
+        loss = loss ? tgc_add(loss, term) : term;
+    }
+    return loss ? tgc_backward(loss) : tgc_last_status();
+}
+
 static void ref_step(const config *c, ref_param *r, int s, const int *skip)
 {
     double g[MAXN];
@@ -257,7 +278,10 @@ static double f32(double v)
     return (double)(float)v;
 }
 
-static void run_eager(config c, tgc_dtype dt, int steps)
+/* How run_eager hands the optimizer its gradients. */
+typedef enum { VIA_GRAD, VIA_BACKWARD, VIA_STEP_GRADS } grad_path;
+
+static void run_eager_via(config c, tgc_dtype dt, int steps, grad_path via)
 {
     tgc_scope_push();
     tgc_tensor *params[NP];
@@ -272,7 +296,17 @@ static void run_eager(config c, tgc_dtype dt, int steps)
         tgc_scope_push();
         tgc_tensor *g[NP];
         make_grads(dt, s, g);
-        assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+        if (via == VIA_STEP_GRADS) {
+            assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+        } else {
+            if (via == VIA_GRAD) {
+                set_grads(params, g);
+            } else {
+                assert_int_equal(tgc_optim_zero_grad(o), TGC_OK);
+                assert_int_equal(backward_grads(params, g), TGC_OK);
+            }
+            assert_int_equal(tgc_optim_step(o), TGC_OK);
+        }
         assert_int_equal(tgc_scope_pop(), TGC_OK);
         ref_step(&c, r, s, NULL);
     }
@@ -283,6 +317,11 @@ static void run_eager(config c, tgc_dtype dt, int steps)
     tgc_optim_free(o);
     tgc_module_free(m);
     assert_int_equal(tgc_scope_pop(), TGC_OK);
+}
+
+static void run_eager(config c, tgc_dtype dt, int steps)
+{
+    run_eager_via(c, dt, steps, VIA_GRAD);
 }
 
 static const tgc_dtype dtypes[] = {TGC_F32, TGC_F64};
@@ -323,6 +362,50 @@ static void adam_and_adamw_match_pytorch_in_every_combination(void **state)
                                                 betas[b][1], b == 1 ? 1e-6 : 1e-8, ams, max);
                             run_eager(c, dtypes[d], 6);
                         }
+}
+
+/* The gradients reach the optimizer as .grad set by hand, through tgc_backward after
+ * tgc_optim_zero_grad, or given to the internal tgc_optim_step_grads: the same updates. */
+static void every_gradient_path_gives_the_same_update(void **state)
+{
+    (void)state;
+    for (int via = VIA_GRAD; via <= VIA_STEP_GRADS; via++) {
+        run_eager_via(sgd_cfg(0.05, 0.9, 0.3, 0.1, 0, 1), TGC_F32, 4, (grad_path)via);
+        run_eager_via(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), TGC_F64, 4,
+                      (grad_path)via);
+    }
+}
+
+/* tgc_optim_zero_grad zeroes each parameter's .grad in place, creating it when missing. */
+static void zero_grad_zeroes_and_creates_gradients(void **state)
+{
+    (void)state;
+    tgc_tensor *params[NP];
+    tgc_module *m = build(TGC_F32, params);
+    tgc_sgd_opts so = {.lr = 0.1};
+    tgc_optim *o = tgc_sgd(m, &so);
+    tgc_tensor *g[NP];
+    make_grads(TGC_F32, 0, g);
+    assert_int_equal(tgc_autograd_ensure_grad(params[0]), TGC_OK);
+    assert_int_equal(tgc_copy_(tgc_grad(params[0]), g[0]), TGC_OK);
+    tgc_tensor *g0 = tgc_grad(params[0]);
+    assert_null(tgc_grad(params[1]));
+    assert_int_equal(tgc_optim_zero_grad(o), TGC_OK);
+    assert_ptr_equal(tgc_grad(params[0]), g0); /* in place */
+    for (int i = 0; i < NP; i++) {
+        double v[MAXN];
+        assert_non_null(tgc_grad(params[i]));
+        read_f64(tgc_grad(params[i]), v, numels[i]);
+        for (int k = 0; k < numels[i]; k++)
+            assert_true(v[k] == 0);
+    }
+    /* a zero gradient still takes a step: here plain SGD leaves the values as they were */
+    assert_int_equal(tgc_optim_step(o), TGC_OK);
+    ref_param r[NP];
+    ref_init(r);
+    check_against(o, params, r, TGC_F32);
+    tgc_optim_free(o);
+    tgc_module_free(m);
 }
 
 /* Defaults: AdamW's weight decay 0 means 1e-2, betas and eps 0 mean PyTorch's. */
@@ -455,8 +538,17 @@ static void parameters_without_gradient_are_skipped(void **state)
         for (int s = 0; s < 4; s++) {
             tgc_tensor *g[NP];
             make_grads(TGC_F64, s, g);
-            g[1] = NULL;
-            assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+            if (s % 2) { /* the internal path: a NULL gradient */
+                g[1] = NULL;
+                assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+            } else { /* the public one: fc.weight has no .grad */
+                for (int i = 0; i < NP; i += 2) {
+                    assert_int_equal(tgc_autograd_ensure_grad(params[i]), TGC_OK);
+                    assert_int_equal(tgc_copy_(tgc_grad(params[i]), g[i]), TGC_OK);
+                }
+                assert_int_equal(tgc_optim_step(o), TGC_OK);
+            }
+            assert_null(tgc_grad(params[1]));
             ref_step(&c, r, s, skip);
         }
         check_against(o, params, r, TGC_F64);
@@ -469,27 +561,50 @@ static void parameters_without_gradient_are_skipped(void **state)
 
 static tgc_optim *g_opt; /* the optimizer the compiled step updates */
 
-/* in[]: the gradients (one per parameter); out[0]: the first parameter after the update */
+/* A whole training step: zero the gradients, backward of sum_i sum(p_i * in[i]) (so the
+ * gradients are in[]), the update; out[0]: w after it. */
 static tgc_status train_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
                              int n_out)
 {
     (void)n_in;
     (void)n_out;
-    tgc_status st = tgc_optim_step_grads(g_opt, in);
+    int np;
+    tgc_tensor *const *ps = tgc_optim_params(g_opt, &np);
+    tgc_tensor *params[NP];
+    memcpy(params, ps, sizeof params);
+    tgc_status st = tgc_optim_zero_grad(g_opt);
+    if (st == TGC_OK)
+        st = backward_grads(params, in);
+    if (st == TGC_OK)
+        st = tgc_optim_step(g_opt);
     if (st != TGC_OK)
         return st;
     out[0] = tgc_mul_scalar(tgc_module_get(self, "w"), 1.0);
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
-static void run_compiled(config c, tgc_dtype dt, int calls, int lr_change_at)
+/* Only the update: the gradients are set before each call (bound by position). */
+static tgc_status update_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                              int n_out)
+{
+    (void)in;
+    (void)n_in;
+    (void)n_out;
+    tgc_status st = tgc_optim_step(g_opt);
+    if (st != TGC_OK)
+        return st;
+    out[0] = tgc_mul_scalar(tgc_module_get(self, "w"), 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void run_compiled(config c, tgc_dtype dt, int calls, int lr_change_at, tgc_model_fn fn)
 {
     tgc_scope_push();
     tgc_tensor *params[NP];
     tgc_module *m = build(dt, params);
     g_opt = make(m, &c);
     assert_non_null(g_opt);
-    tgc_fn *f = tgc_compile(train_step, "train_step", NULL);
+    tgc_fn *f = tgc_compile(fn, "train_step", NULL);
     assert_non_null(f);
     c.lr = f32(c.lr);
     ref_param r[NP];
@@ -503,6 +618,8 @@ static void run_compiled(config c, tgc_dtype dt, int calls, int lr_change_at)
         tgc_scope_push();
         tgc_tensor *g[NP], *out = NULL;
         make_grads(dt, s, g);
+        if (fn == update_step)
+            set_grads(params, g);
         tgc_status st = tgc_call(f, m, g, NP, &out, 1);
         if (st != TGC_OK)
             fail_msg("call %d: %s", s, tgc_last_error());
@@ -513,6 +630,9 @@ static void run_compiled(config c, tgc_dtype dt, int calls, int lr_change_at)
         assert_int_equal(tgc_scope_pop(), TGC_OK);
     }
     check_against(g_opt, params, r, dt);
+    double step;
+    read_f64(tgc_optim_state(g_opt, 0, NULL), &step, 1);
+    assert_true(step == calls);
     tgc_stats stats;
     assert_int_equal(tgc_fn_stats(f, &stats), TGC_OK);
     if (stats.compiles != 1 || stats.eager_fallbacks != 0)
@@ -530,18 +650,25 @@ static void compiled_steps_match_pytorch_and_compile_once(void **state)
 {
     (void)state;
     for (int d = 0; d < 2; d++) {
-        run_compiled(sgd_cfg(0.05, 0.9, 0.3, 0.1, 0, 0), dtypes[d], 20, -1);
-        run_compiled(sgd_cfg(0.05, 0.9, 0, 0.1, 1, 1), dtypes[d], 20, -1);
-        run_compiled(adam_cfg(K_ADAM, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), dtypes[d], 20, -1);
-        run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.8, 0.99, 1e-8, 0, 1), dtypes[d], 20, -1);
+        for (int w = 0; w < 2; w++) {
+            tgc_model_fn fn = w ? train_step : update_step;
+            run_compiled(sgd_cfg(0.05, 0.9, 0.3, 0.1, 0, 0), dtypes[d], 20, -1, fn);
+            run_compiled(sgd_cfg(0.05, 0.9, 0, 0.1, 1, 1), dtypes[d], 20, -1, fn);
+            run_compiled(sgd_cfg(0.05, 0, 0, 0, 0, 0), dtypes[d], 20, -1, fn);
+            run_compiled(adam_cfg(K_ADAM, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), dtypes[d], 20, -1,
+                         fn);
+            run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.8, 0.99, 1e-8, 0, 1), dtypes[d], 20, -1,
+                         fn);
+        }
     }
 }
 
 static void set_lr_changes_the_update_without_recompiling(void **state)
 {
     (void)state;
-    run_compiled(sgd_cfg(0.05, 0.9, 0, 0, 0, 0), TGC_F32, 20, 7);
-    run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 0, 0), TGC_F64, 20, 11);
+    run_compiled(sgd_cfg(0.05, 0.9, 0, 0, 0, 0), TGC_F32, 20, 7, update_step);
+    run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 0, 0), TGC_F64, 20, 11,
+                 train_step);
 }
 
 static void set_lr_changes_the_eager_update(void **state)
@@ -561,7 +688,8 @@ static void set_lr_changes_the_eager_update(void **state)
         }
         tgc_tensor *g[NP];
         make_grads(TGC_F64, s, g);
-        assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+        set_grads(params, g);
+        assert_int_equal(tgc_optim_step(o), TGC_OK);
         ref_step(&c, r, s, NULL);
     }
     check_against(o, params, r, TGC_F64);
@@ -709,7 +837,8 @@ static void module_to_keeps_state_with_parameters(void **state)
     for (int s = 0; s < 4; s++) {
         tgc_tensor *g[NP];
         make_grads(TGC_F32, s, g);
-        assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+        set_grads(params, g);
+        assert_int_equal(tgc_optim_step(o), TGC_OK);
         ref_step(&c, r, s, NULL);
         if (s == 1)
             assert_int_equal(tgc_module_to(m, tgc_cpu()), TGC_OK);
@@ -723,6 +852,11 @@ static void module_to_keeps_state_with_parameters(void **state)
         assert_ptr_equal(tgc_optim_state(o, i, NULL), st[i]); /* the same tensors */
         assert_int_equal(tgc_device_of(st[i]).type, TGC_DEVICE_CPU);
     }
+    double got[MAXN], want[MAXN]; /* the gradients too stayed what they were */
+    read_f64(tgc_grad(params[2]), got, numels[2]);
+    for (int k = 0; k < numels[2]; k++)
+        want[k] = grad_value(2, k, 3);
+    close_to(got, want, numels[2], TGC_F32, "grad", pnames[2]);
     /* a child's tgc_module_to, an optimizer over the root: still one device, still fine */
     assert_int_equal(tgc_module_to(tgc_module_get_child(m, "fc"), tgc_cpu()), TGC_OK);
     tgc_optim_free(o);
@@ -791,6 +925,10 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(adam_and_adamw_match_pytorch_in_every_combination,
                                         scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(every_gradient_path_gives_the_same_update, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(zero_grad_zeroes_and_creates_gradients, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(zero_fields_take_pytorch_defaults, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(state_is_named_ordered_and_zero, scoped_setup,
