@@ -54,6 +54,23 @@ static void adam_and_adamw_match_pytorch_in_every_combination(void **state)
                         }
 }
 
+/* f16 and bf16 parameters keep state of their dtype and step close to the reference. Adam
+ * only in bf16: in f16 the square of a small gradient (here 0.005) underflows to 0 (and eps
+ * 1e-8 rounds to 0), in PyTorch as here, so its update is nothing like the double one. */
+static void reduced_precision_parameters_step(void **state)
+{
+    (void)state;
+    const tgc_dtype low[] = {TGC_F16, TGC_BF16};
+    for (int d = 0; d < 2; d++) {
+        run_eager(sgd_cfg(0.05, 0.9, 0, 0.1, 1, 0), low[d], 3);
+        run_eager(sgd_cfg(0.05, 0.9, 0.3, 0, 0, 1), low[d], 3);
+        if (low[d] == TGC_F16)
+            continue;
+        run_eager(adam_cfg(K_ADAM, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), low[d], 3);
+        run_eager(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 0, 1), low[d], 3);
+    }
+}
+
 /* The gradients reach the optimizer as .grad set by hand, through tgc_backward after
  * tgc_optim_zero_grad, or given to the internal tgc_optim_step_grads: the same updates. */
 static void every_gradient_path_gives_the_same_update(void **state)
@@ -526,6 +543,8 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(adam_and_adamw_match_pytorch_in_every_combination,
                                         scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(reduced_precision_parameters_step, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(every_gradient_path_gives_the_same_update, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(zero_grad_zeroes_and_creates_gradients, scoped_setup,
