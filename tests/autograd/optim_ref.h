@@ -20,6 +20,8 @@
 /* The device the model, its gradients and the inputs live on (the host unless a test sets
  * it). */
 static tgc_device optim_test_dev;
+/* The config run_compiled compiles with (NULL: the defaults). */
+static const tgc_config *optim_test_cfg;
 
 /* ---- the model: net { w [3, 4], running (buffer [4]), fc { weight [2, 3], frozen [3] (no
  * grad), inner { bias [5] } } }: the optimizer updates w, fc.weight, fc.inner.bias ---- */
@@ -375,7 +377,7 @@ static inline void run_compiled(config c, tgc_dtype dt, int calls, int lr_change
     tgc_module *m = build(dt, params);
     g_opt = make(m, &c);
     assert_non_null(g_opt);
-    tgc_fn *f = tgc_compile(fn, "train_step", NULL);
+    tgc_fn *f = tgc_compile(fn, "train_step", optim_test_cfg);
     assert_non_null(f);
     c.lr = f32(c.lr);
     ref_param r[NP];

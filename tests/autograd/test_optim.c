@@ -407,6 +407,35 @@ static void invalid_options_fail_with_invalid_arg(void **state)
     tgc_module_free(m);
 }
 
+static tgc_status create_inside(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
+{
+    (void)in;
+    (void)n_in;
+    (void)n_out;
+    tgc_sgd_opts so = {.lr = 0.1};
+    tgc_optim *o = tgc_sgd(self, &so);
+    if (!o)
+        return tgc_last_status();
+    tgc_optim_free(o);
+    out[0] = tgc_mul_scalar(tgc_module_get(self, "w"), 1.0);
+    return TGC_OK;
+}
+
+/* An optimizer's state must exist before a compiled step binds it: creating one while
+ * tracing is refused. */
+static void creating_an_optimizer_while_tracing_fails(void **state)
+{
+    (void)state;
+    tgc_module *m = build(TGC_F32, NULL);
+    tgc_fn *f = tgc_compile(create_inside, "create_inside", NULL);
+    tgc_tensor *out = NULL;
+    check_error(tgc_call(f, m, NULL, 0, &out, 1), TGC_ERR_INVALID_ARG,
+                "tgc_sgd: called while tracing");
+    tgc_fn_free(f);
+    tgc_module_free(m);
+}
+
 /* Gradients that do not match their parameter are refused before anything is written. */
 static void mismatched_gradients_fail_and_change_nothing(void **state)
 {
@@ -558,6 +587,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(set_lr_changes_the_eager_update, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(invalid_options_fail_with_invalid_arg, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(creating_an_optimizer_while_tracing_fails, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(mismatched_gradients_fail_and_change_nothing, scoped_setup,
                                         scoped_teardown),

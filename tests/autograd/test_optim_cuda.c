@@ -22,6 +22,7 @@ static void on_gpu(void)
 static int back_to_host(void **state)
 {
     optim_test_dev = tgc_cpu();
+    optim_test_cfg = NULL;
     return scoped_teardown(state);
 }
 
@@ -55,6 +56,23 @@ static void compiled_steps_on_the_gpu_compile_once(void **state)
             run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.8, 0.99, 1e-8, 0, 1), dtypes[d], 20, 5,
                          fn);
         }
+}
+
+/* The same in REDUCE_OVERHEAD mode (CUDA graphs: the in-place writes replayed each call). */
+static void reduce_overhead_steps_on_the_gpu(void **state)
+{
+    (void)state;
+    GPU_REQUIRE();
+    on_gpu();
+    tgc_config cfg = tgc_config_default();
+    cfg.mode = TGC_MODE_REDUCE_OVERHEAD;
+    optim_test_cfg = &cfg;
+    for (int w = 0; w < 2; w++) {
+        tgc_model_fn fn = w ? train_step : update_step;
+        run_compiled(sgd_cfg(0.05, 0.9, w ? 0.3 : 0, 0.1, 1 - w, 0), TGC_F32, 20, 9, fn);
+        run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), TGC_F32, 20, 5, fn);
+    }
+    optim_test_cfg = NULL;
 }
 
 static void assert_on(tgc_tensor *t, tgc_device_type type)
@@ -124,6 +142,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(eager_steps_on_the_gpu_match_pytorch, scoped_setup,
                                         back_to_host),
         cmocka_unit_test_setup_teardown(compiled_steps_on_the_gpu_compile_once, scoped_setup,
+                                        back_to_host),
+        cmocka_unit_test_setup_teardown(reduce_overhead_steps_on_the_gpu, scoped_setup,
                                         back_to_host),
         cmocka_unit_test_setup_teardown(module_to_moves_state_and_gradients, scoped_setup,
                                         back_to_host),
