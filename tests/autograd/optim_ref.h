@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "frontend/autograd.h"
+#include "frontend/module_impl.h"
 #include "frontend/optim_impl.h"
 #include "tgc/autograd.h"
 #include "tgc/compile.h"

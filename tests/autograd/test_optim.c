@@ -547,6 +547,60 @@ static void module_freed_before_its_optimizer(void **state)
     tgc_optim_free(o3);
 }
 
+/* The dotted names optimizer state and checkpoints use (tgc_module_flat_name): every flat
+ * tensor, buffers told apart, snprintf-style lengths and truncation, any depth and length. */
+static void flat_names_are_dotted_paths_below_the_module(void **state)
+{
+    (void)state;
+    tgc_module *m = build(TGC_F32, NULL);
+    static const char *const want[] = {"w", "running", "fc.weight", "fc.frozen", "fc.inner.bias"};
+    int n;
+    tgc_module_flat(m, &n);
+    assert_int_equal(n, N_OF(want));
+    for (int i = 0; i < n; i++) {
+        char buf[64];
+        int is_buffer = -1;
+        assert_int_equal(tgc_module_flat_name(m, i, buf, sizeof buf, &is_buffer),
+                         (int)strlen(want[i]));
+        assert_string_equal(buf, want[i]);
+        assert_int_equal(is_buffer, i == 1);
+        assert_int_equal(tgc_module_flat_name(m, i, NULL, 0, NULL), (int)strlen(want[i]));
+    }
+    char small[6] = "xxxxx";
+    assert_int_equal(tgc_module_flat_name(m, 4, small, sizeof small, NULL), 13);
+    assert_string_equal(small, "fc.in");
+    assert_int_equal(tgc_module_flat_name(m, 5, small, sizeof small, NULL), -1);
+    assert_int_equal(tgc_module_flat_name(m, -1, small, sizeof small, NULL), -1);
+    assert_int_equal(tgc_module_flat_name(NULL, 0, small, sizeof small, NULL), -1);
+    /* below a child: the child's own name left out */
+    char buf[64];
+    tgc_module *fc = tgc_module_get_child(m, "fc");
+    assert_int_equal(tgc_module_flat_name(fc, 2, buf, sizeof buf, NULL), 10);
+    assert_string_equal(buf, "inner.bias");
+    tgc_module_free(m);
+
+    /* 40 levels of 30-character names: a 1250-character path */
+    char name[31];
+    memset(name, 'a', 30);
+    name[30] = 0;
+    tgc_module *root = tgc_module_create("root", NULL), *at = root;
+    for (int d = 0; d < 40; d++) {
+        tgc_module *c = tgc_module_create("c", NULL);
+        name[0] = (char)('a' + d % 26);
+        assert_int_equal(tgc_module_child(at, name, c), TGC_OK);
+        at = c;
+    }
+    assert_non_null(tgc_module_param(at, "p", tgc_ones(NULL, 0, TGC_F32, tgc_cpu())));
+    int len = tgc_module_flat_name(root, 0, NULL, 0, NULL);
+    assert_int_equal(len, 40 * 31 + 1);
+    char *path = malloc((size_t)len + 1);
+    assert_int_equal(tgc_module_flat_name(root, 0, path, (size_t)len + 1, NULL), len);
+    assert_int_equal((int)strlen(path), len);
+    assert_true(path[0] == 'a' && path[30] == '.' && path[31] == 'b' && path[len - 1] == 'p');
+    free(path);
+    tgc_module_free(root);
+}
+
 /* A module with nothing to train: an optimizer over it steps (the count only). */
 static void module_without_parameters(void **state)
 {
@@ -595,6 +649,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(module_to_keeps_state_with_parameters, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(module_freed_before_its_optimizer, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(flat_names_are_dotted_paths_below_the_module, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(module_without_parameters, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(compiled_steps_match_pytorch_and_compile_once, scoped_setup,
