@@ -11,7 +11,8 @@
  *      (the dtype conversion and the device copy happen here, where they can still fail);
  *   3. write the staged values with tgc_copy_ (same dtype, same device), which bumps each
  *      target's version.
- * Writes of a model function being traced are refused: a checkpoint is loaded eagerly.
+ * Saving and loading are refused while a model function is traced (they would run once, at
+ * trace time): checkpoints are eager.
  *
  * Optimizer files carry the metadata "format": "tgc-optim", "kind" (tgc_optim_kind) and
  * "hparams" (tgc_optim_hparams' JSON). Loading checks the format and the kind; the
@@ -111,6 +112,19 @@ static tgc_status module_items(const char *fn, const tgc_module *cm, ckpt_list *
     return st;
 }
 
+/* Checkpoints are read and written eagerly: inside a trace, a save or a load would run
+ * once, when the function is traced, not at each call. 0 with the error set while tracing. */
+static int not_tracing(const char *fn)
+{
+    if (!tgc_trace_current())
+        return 1;
+    tgc_set_error(TGC_ERR_INVALID_ARG,
+                  "%s: called while a model function is traced (it would run once, at trace "
+                  "time); save and load checkpoints eagerly, outside tgc_call",
+                  fn);
+    return 0;
+}
+
 /* ---- saving ---- */
 
 static tgc_status fill_item(void *ctx, int i, void *dst, size_t nbytes)
@@ -122,6 +136,8 @@ static tgc_status fill_item(void *ctx, int i, void *dst, size_t nbytes)
 static tgc_status save_items(const char *fn, const char *path, const ckpt_list *l,
                              const tgc_st_meta *meta, int n_meta)
 {
+    if (!not_tracing(fn))
+        return TGC_ERR_INVALID_ARG;
     tgc_st_out *outs = calloc((size_t)l->n + 1, sizeof *outs);
     if (!outs)
         return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
@@ -235,11 +251,8 @@ typedef tgc_status (*file_check_fn)(const char *fn, const tgc_st_file *f, void *
 static tgc_status load_items(const char *fn, const char *path, const ckpt_list *l, int strict,
                              int exact_dtype, file_check_fn check, void *check_ctx)
 {
-    if (tgc_trace_current())
-        return tgc_set_error(TGC_ERR_INVALID_ARG,
-                             "%s: called while a model function is traced; load checkpoints "
-                             "eagerly, before tgc_call",
-                             fn);
+    if (!not_tracing(fn))
+        return TGC_ERR_INVALID_ARG;
     tgc_st_file file, *f = &file;
     tgc_status st = tgc_st_read(fn, path, f);
     if (st != TGC_OK)

@@ -35,6 +35,7 @@
 #include "frontend/safetensors.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/autograd.h"
+#include "tgc/compile.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
@@ -917,6 +918,53 @@ static void test_write_failures_leave_no_file(void **state)
     tgc_module_free(m);
 }
 
+/* ---- inside a traced function ---- */
+
+static const char *traced_path;
+static tgc_status traced_save_st, traced_load_st;
+static char traced_msg[512];
+
+static tgc_status checkpoint_in_model(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                      tgc_tensor **out, int n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    traced_save_st = tgc_module_save(self, traced_path);
+    traced_load_st = tgc_module_load(self, traced_path, 1);
+    snprintf(traced_msg, sizeof traced_msg, "%s", tgc_last_error());
+    tgc_clear_error();
+    out[0] = tgc_add_scalar(in[0], 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* A save or a load in a model function would run once, when it is traced: refused there. */
+static void test_refused_while_tracing(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(4.0);
+    const char *p = tpath("traced.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    snapshot s;
+    snap_take(m, &s);
+    traced_path = p;
+    tgc_fn *f = tgc_compile(checkpoint_in_model, "ckpt_in_model", NULL);
+    assert_non_null(f);
+    tgc_tensor *x = tgc_zeros(SHAPE(2), TGC_F32, tgc_cpu()), *y = NULL;
+    assert_int_equal(tgc_call(f, m, &x, 1, &y, 1), TGC_OK);
+    assert_int_equal(traced_save_st, TGC_ERR_INVALID_ARG);
+    assert_int_equal(traced_load_st, TGC_ERR_INVALID_ARG);
+    if (!strstr(traced_msg, "tgc_module_load: called while a model function is traced"))
+        fail_msg("message: %s", traced_msg);
+    float yv[2];
+    assert_int_equal(tgc_copy_to_host(y, yv, sizeof yv), TGC_OK);
+    assert_true(yv[0] == 1.0f && yv[1] == 1.0f);
+    snap_check_unchanged(m, &s);
+    assert_int_equal(tgc_module_load(m, p, 1), TGC_OK); /* eagerly it works */
+    tgc_fn_free(f);
+    snap_free(&s);
+    tgc_module_free(m);
+}
+
 /* ---- optimizers ---- */
 
 /* net { w f32[3, 4], fc { weight f32[2, 3], inner { bias f32[2] } }, running (buffer) },
@@ -1199,6 +1247,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_null_arguments, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_write_failures_leave_no_file, scoped_setup,
                                         scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_while_tracing, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_roundtrip_resumes_training, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_file_contents, scoped_setup, scoped_teardown),
