@@ -361,7 +361,7 @@ static tgc_status juint_array(jparser *j, uint64_t *vals, int cap, int *n, const
         return TGC_OK;
     }
     for (;;) {
-        uint64_t v;
+        uint64_t v = 0;
         if ((st = juint(j, &v, what)) != TGC_OK)
             return st;
         if (*n == cap)
@@ -437,7 +437,7 @@ static tgc_status jentry(jparser *j, tgc_st_entry *e)
             e->dtype = d->dtype;
         } else if (strcmp(key, "shape") == 0 && !have_shape) {
             have_shape = 1;
-            uint64_t dims[TGC_MAX_DIMS];
+            uint64_t dims[TGC_MAX_DIMS] = {0};
             char what[160], toomany[160];
             snprintf(what, sizeof what, "the shape of tensor '%s'", nm);
             snprintf(toomany, sizeof toomany,
@@ -457,7 +457,7 @@ static tgc_status jentry(jparser *j, tgc_st_entry *e)
             }
         } else if (strcmp(key, "data_offsets") == 0 && !have_offsets) {
             have_offsets = 1;
-            uint64_t offs[2];
+            uint64_t offs[2] = {0, 0};
             int n;
             char what[160], toomany[160];
             snprintf(what, sizeof what, "the data_offsets of tensor '%s'", nm);
