@@ -205,11 +205,14 @@ static tgc_status match_items(const char *fn, const tgc_st_file *f, const ckpt_l
     }
     if (!strict)
         return TGC_OK;
+    unsigned char *used = calloc((size_t)f->n_entries + 1, 1);
+    if (!used)
+        return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+    for (int i = 0; i < l->n; i++)
+        used[entries[i] - f->entries] = 1;
     for (int k = 0; k < f->n_entries; k++) {
-        int found = 0;
-        for (int i = 0; i < l->n && !found; i++)
-            found = entries[i] == &f->entries[k];
-        if (!found) {
+        if (!used[k]) {
+            free(used);
             char nb[100];
             snprintf(nb, sizeof nb, "%.80s%s", f->entries[k].name,
                      strlen(f->entries[k].name) > 80 ? "..." : "");
@@ -220,6 +223,7 @@ static tgc_status match_items(const char *fn, const tgc_st_file *f, const ckpt_l
                                  fn, f->path, nb, f->n_entries, l->n);
         }
     }
+    free(used);
     return TGC_OK;
 }
 

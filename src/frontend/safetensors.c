@@ -633,6 +633,10 @@ static tgc_status check_entries(const st_ctx *c, tgc_st_file *f)
         if (cmp_names(&ptrs[i - 1], &ptrs[i]) == 0)
             st = st_fail(c, TGC_ERR_IO, "tensor '%s' appears twice",
                          shown(((tgc_st_entry *)ptrs[i])->name, nb, sizeof nb));
+    if (st == TGC_OK && !(f->by_name = malloc((size_t)n * sizeof *f->by_name + 1)))
+        st = st_fail(c, TGC_ERR_OOM, "out of memory checking the header");
+    for (int i = 0; i < n && st == TGC_OK; i++)
+        f->by_name[i] = (int)((tgc_st_entry *)ptrs[i] - f->entries);
     for (int i = 0; i < n && st == TGC_OK; i++) {
         tgc_st_entry *e = &f->entries[i];
         const char *nm = shown(e->name, nb, sizeof nb);
@@ -830,6 +834,7 @@ void tgc_st_close(tgc_st_file *f)
         free(f->meta[i].value);
     }
     free(f->entries);
+    free(f->by_name);
     free(f->meta);
     free(f->bytes);
     free(f->path);
@@ -838,9 +843,20 @@ void tgc_st_close(tgc_st_file *f)
 
 const tgc_st_entry *tgc_st_find(const tgc_st_file *f, const char *name)
 {
-    for (int i = 0; f && name && i < f->n_entries; i++)
-        if (strcmp(f->entries[i].name, name) == 0)
-            return &f->entries[i];
+    if (!f || !name || !f->by_name)
+        return NULL;
+    int lo = 0, hi = f->n_entries - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        const tgc_st_entry *e = &f->entries[f->by_name[mid]];
+        int c = strcmp(e->name, name);
+        if (c == 0)
+            return e;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
     return NULL;
 }
 

@@ -333,6 +333,7 @@ static void test_file_layout_and_names(void **state)
     for (int i = 0; i < f.n_entries; i++) {
         const tgc_st_entry *e = &f.entries[i];
         assert_string_equal(e->name, all_dtypes_names[i]);
+        assert_ptr_equal(tgc_st_find(&f, e->name), e);
         assert_string_equal(e->dtype_name, all_dtypes_files[i]);
         tgc_tensor *t = tgc_module_flat(a, &(int){0})[i];
         assert_int_equal(e->ndim, tgc_ndim(t));
@@ -343,6 +344,9 @@ static void test_file_layout_and_names(void **state)
         at = e->end;
     }
     assert_int_equal(at, f.data_size);
+    assert_null(tgc_st_find(&f, "blk.0"));
+    assert_null(tgc_st_find(&f, "zzz"));
+    assert_null(tgc_st_find(&f, ""));
     uint64_t hlen = (uint64_t)(f.data - f.bytes) - 8;
     assert_int_equal((8 + hlen) % 8, 0);
     assert_int_equal(f.bytes[8], '{');
