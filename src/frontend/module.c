@@ -394,7 +394,7 @@ static int collect_moving(tgc_module *m, tgc_device dev, move_list *l)
     if (!flat && count_tensors(m) > 0)
         return 0;
     for (int i = 0; i < n; i++)
-        if (!move_add(l, flat[i]))
+        if (!move_add(l, flat[i]) || (flat[i]->grad && !move_add(l, flat[i]->grad)))
             return 0;
     if (!add_subtree_optims(l, m, m, dev))
         return 0;
@@ -415,7 +415,7 @@ tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
     if (!tgc_device_check("tgc_module_to", dev))
         return tgc_last_status();
-    /* ts: the tensors (the flat list itself goes stale at the first invalidation);
+    /* l.t: the tensors (the flat list itself goes stale at the first invalidation);
      * moved: their copies on dev (NULL where a tensor is there already) */
     move_list l = {0};
     if (!collect_moving(m, dev, &l)) {

@@ -523,18 +523,24 @@ tgc_status tgc_optim_step(tgc_optim *o)
     return st;
 }
 
+/* tgc_zero_grad's rule over the optimizer's parameters: a parameter without a .grad gets one,
+ * so a compiled step that starts with this binds the same gradients on its first call. */
 tgc_status tgc_optim_zero_grad(tgc_optim *o)
 {
     if (!usable(o, "tgc_optim_zero_grad"))
         return tgc_last_status();
     tgc_status st = TGC_OK;
+    int tracing = tgc_trace_current() != NULL;
     tgc_autograd_pause();
     tgc_scope_push();
     for (int i = 0; i < o->n_params && st == TGC_OK; i++) {
+        if ((st = tgc_autograd_ensure_grad(o->params[i])) != TGC_OK)
+            break;
         tgc_tensor *g = tgc_grad(o->params[i]);
-        if (g) /* a broadcast 0-d zero: no full-size temporary, nor a constant while tracing */
-            st = tgc_copy_(g,
-                           tgc_expand(tgc_zeros(NULL, 0, g->dtype, g->device), g->shape, g->ndim));
+        /* while tracing, a broadcast 0-d zero: no constant of the gradient's size */
+        tgc_tensor *z = tracing ? tgc_expand_as(tgc_zeros(NULL, 0, g->dtype, g->device), g)
+                                : tgc_zeros(g->shape, g->ndim, g->dtype, g->device);
+        st = tgc_copy_(g, z);
     }
     tgc_status pop = tgc_scope_pop();
     tgc_autograd_resume();
