@@ -1101,6 +1101,107 @@ static void test_optim_roundtrip_resumes_training(void **state)
     assert_int_equal(count_temp_files(tmp_dir), 0);
 }
 
+/* ---- resuming a compiled training step ---- */
+
+static tgc_optim *g_opt; /* the optimizer compiled_step updates */
+
+/* zero_grad, backward of sum_i sum(p_i * (p_i * in[i])) (gradient 2 p_i in[i]), step. */
+static tgc_status compiled_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
+{
+    (void)n_out;
+    int np;
+    tgc_tensor *const *ps = tgc_optim_params(g_opt, &np);
+    if (np != n_in)
+        return TGC_ERR_INVALID_ARG;
+    tgc_status st = tgc_optim_zero_grad(g_opt);
+    tgc_tensor *loss = NULL;
+    for (int i = 0; i < np && st == TGC_OK; i++) {
+        tgc_tensor *term = tgc_sum(tgc_mul(ps[i], tgc_mul(ps[i], in[i])), NULL, 0, 0);
+        loss = loss ? tgc_add(loss, term) : term;
+    }
+    if (st == TGC_OK)
+        st = loss ? tgc_backward(loss) : tgc_last_status();
+    if (st == TGC_OK)
+        st = tgc_optim_step(g_opt);
+    if (st != TGC_OK)
+        return st;
+    out[0] = tgc_mul_scalar(tgc_module_get(self, "w"), 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void call_compiled(tgc_fn *f, tgc_module *m, int s)
+{
+    tgc_scope_push();
+    int np;
+    tgc_tensor *const *ps = tgc_optim_params(g_opt, &np);
+    tgc_tensor *k[4], *out = NULL;
+    assert_true(np <= 4);
+    for (int i = 0; i < np; i++) {
+        k[i] = tgc_full(ps[i]->shape, ps[i]->ndim, 0.5 + 0.25 * s + 0.125 * i, TGC_F32, tgc_cpu());
+        assert_non_null(k[i]);
+    }
+    tgc_status st = tgc_call(f, m, k, np, &out, 1);
+    if (st != TGC_OK)
+        fail_msg("call %d: %s", s, tgc_last_error());
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+}
+
+/* The same as test_optim_roundtrip_resumes_training with a compiled step (zero_grad,
+ * backward, step in one variant), the files loaded into a module and an optimizer that a
+ * compiled step had already run on: it reads the loaded values, with no recompile. */
+static void test_compiled_training_resumes(void **state)
+{
+    (void)state;
+    tgc_module *a = build_train(21, TGC_F32, 2), *b = build_train(22, TGC_F32, 2);
+    tgc_optim *oa = make_optim(a, OPT_ADAM), *ob = make_optim(b, OPT_ADAM);
+    tgc_fn *fa = tgc_compile(compiled_step, "ckpt_train_a", NULL);
+    tgc_fn *fb = tgc_compile(compiled_step, "ckpt_train_b", NULL);
+    assert_non_null(fa);
+    assert_non_null(fb);
+    g_opt = oa;
+    for (int s = 0; s < 3; s++)
+        call_compiled(fa, a, s);
+    const char *pm = tpath("compiled_model.safetensors"), *po = tpath("compiled_optim.safetensors");
+    assert_int_equal(tgc_module_save(a, pm), TGC_OK);
+    assert_int_equal(tgc_optim_save(oa, po), TGC_OK);
+    for (int s = 3; s < 6; s++)
+        call_compiled(fa, a, s);
+
+    g_opt = ob;
+    call_compiled(fb, b, 9); /* b's own step first: compiled, state no longer zero */
+    assert_int_equal(tgc_module_load(b, pm, 1), TGC_OK);
+    assert_int_equal(tgc_optim_load(ob, po), TGC_OK);
+    for (int s = 3; s < 6; s++)
+        call_compiled(fb, b, s);
+
+    snapshot sa, sb;
+    snap_take(a, &sa);
+    snap_take(b, &sb);
+    for (int i = 0; i < sa.n; i++)
+        assert_memory_equal(sa.bytes[i], sb.bytes[i], sa.nbytes[i]);
+    snap_free(&sa);
+    snap_free(&sb);
+    snap_take_optim(oa, &sa);
+    snap_take_optim(ob, &sb);
+    for (int i = 0; i < sa.n; i++)
+        assert_memory_equal(sa.bytes[i], sb.bytes[i], sa.nbytes[i]);
+    snap_free(&sa);
+    snap_free(&sb);
+    tgc_stats st;
+    assert_int_equal(tgc_fn_stats(fb, &st), TGC_OK);
+    if (st.compiles != 1 || st.eager_fallbacks != 0)
+        fail_msg("compiles %llu, eager fallbacks %llu (want 1 and 0): %s",
+                 (unsigned long long)st.compiles, (unsigned long long)st.eager_fallbacks,
+                 st.last_recompile_reason);
+    tgc_fn_free(fa);
+    tgc_fn_free(fb);
+    tgc_optim_free(oa);
+    tgc_optim_free(ob);
+    tgc_module_free(a);
+    tgc_module_free(b);
+}
+
 /* The file: the state under tgc_optim_state's names, the kind and hyperparameters in the
  * metadata. */
 static void test_optim_file_contents(void **state)
@@ -1253,6 +1354,8 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_refused_while_tracing, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_roundtrip_resumes_training, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_compiled_training_resumes, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_file_contents, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_rejections_change_nothing, scoped_setup,
