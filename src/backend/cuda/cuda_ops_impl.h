@@ -82,7 +82,12 @@ typedef struct ops_cv {
     X(LOSS_REDUCE, "tgc_ops_loss_reduce")                                                          \
     X(MATMUL, "tgc_ops_matmul")                                                                    \
     X(LINEAR, "tgc_ops_linear")                                                                    \
-    X(CONV2D, "tgc_ops_conv2d")
+    X(CONV2D, "tgc_ops_conv2d")                                                                    \
+    X(CONV2D_GRAD_INPUT, "tgc_ops_conv2d_grad_input")                                              \
+    X(CONV2D_GRAD_WEIGHT, "tgc_ops_conv2d_grad_weight")                                            \
+    X(POOL2D_GRAD, "tgc_ops_pool2d_grad")                                                          \
+    X(INDEX_ADD, "tgc_ops_index_add")                                                              \
+    X(GATHER_GRAD, "tgc_ops_gather_grad")
 
 typedef enum ops_kernel {
 #define OPS_K_ENUM(e, name) OPS_K_##e,
