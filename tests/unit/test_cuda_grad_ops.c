@@ -225,7 +225,7 @@ static void launch_plans(void **state)
     assert_true(tgc_cuda_conv_grad_fits(&a));
     tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 132, &l);
     assert_int_equal(l.mode, TGC_CUDA_TPL_TF32);
-    assert_int_equal(l.variant, 1); /* 64 output channels: 64-row tiles */
+    assert_int_equal(l.variant, 1);  /* 64 output channels: 64-row tiles */
     assert_int_equal(l.grid[0], 5);  /* 576 = 64 x 3 x 3 columns in 128-wide tiles */
     assert_int_equal(l.grid[1], 53); /* ~2 blocks per SM */
     assert_int_equal(l.grid[2], 1);
@@ -533,8 +533,9 @@ static void conv_grads_match_interp(void **state)
         snprintf(what, sizeof what, "conv case %zu dgrad", i);
         /* the emulation has no driver: the f32 geometries the templates take are
          * tools/gemm_emu's */
-        tgc_cg_args ca = {0, k->n, k->c, k->h, k->w, k->o, k->kh, k->kw, oh, ow, k->sh, k->sw,
-                          k->ph, k->pw, k->dh, k->dw, k->groups, NULL, NULL, NULL, {0}, NULL};
+        tgc_cg_args ca = {0,         k->n, k->c,  k->h,  k->w,  k->o,  k->kh, k->kw,
+                          oh,        ow,   k->sh, k->sw, k->ph, k->pw, k->dh, k->dw,
+                          k->groups, NULL, NULL,  NULL,  {0},   NULL};
         g_case.op = TGC_OP_CONV2D_GRAD_INPUT;
         tgc_tensor *d_in[3] = {dy, w, x};
         if (!g_emu || k->dt != TGC_F32 || !tgc_cuda_conv_grad_fits(&ca))
@@ -695,8 +696,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(launch_plans, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(conv_grads_match_interp, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(pool_grads_match_interp, scoped_setup, scoped_teardown),
-        cmocka_unit_test_setup_teardown(scatter_grads_match_interp, scoped_setup,
-                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(scatter_grads_match_interp, scoped_setup, scoped_teardown),
     };
     return gpu_skip_finish(cmocka_run_group_tests(tests, NULL, report_skips));
 }

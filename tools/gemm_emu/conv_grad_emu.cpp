@@ -212,6 +212,9 @@ int main()
         {2, 6, 7, 9, 4, 3, 2, 1, 1, 2, 0, 2, 3, 2, 3},
         {3, 3, 5, 11, 5, 2, 3, 3, 2, 1, 2, 1, 1, 1, 2},
         {2, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, 2},
+        // several m / n tiles and k tiles (the vector loads, the pipeline's stage reuse)
+        {2, 70, 6, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+        {3, 20, 9, 11, 130, 3, 3, 2, 2, 1, 1, 1, 1, 1, 2},
     };
     int fails = 0;
     for (const cg_case &k : cases)

@@ -81,7 +81,8 @@ void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *sm
     *smem_wgrad = smem_of(mode, &t, 1);
 }
 
-char *tgc_cuda_conv_grad_source(int mode, int variant)
+/* which: 1 the dgrad entry, 2 the wgrad entry, 3 both (tgc_cg_pack is in the library) */
+static char *render(int mode, int variant, int which)
 {
     cg_tile t;
     if (!tile_of(mode, variant, &t))
@@ -115,33 +116,42 @@ char *tgc_cuda_conv_grad_source(int mode, int variant)
     char cdg[200], cwg[200];
     snprintf(cdg, sizeof cdg, comp, "DG", "DG");
     snprintf(cwg, sizeof cwg, comp, "WG", "WG");
-    tgc_sb_printf(&o,
-                  "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_dgrad(tgc_cg_geom "
-                  "g, const float *dy, const float *wt, float *dx, void *ws)\n{\n"
-                  "    TGC_DYN_SMEM(tgc_smem);\n"
-                  "    typedef %s COMP;\n"
-                  "    tgc_dg_prob<TGC_DG_LA, TGC_DG_LB> pb;\n"
-                  "    pb.G = g;\n"
-                  "    pb.dy = (const char *)dy;\n"
-                  "    pb.wt = (const char *)wt;\n"
-                  "    pb.dx = dx;\n"
-                  "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
-                  "}\n",
-                  t.nt, cdg, t.st, t.bm, t.bn, t.bk, t.nt);
-    tgc_sb_printf(&o,
-                  "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_wgrad(tgc_cg_geom "
-                  "g, const float *x, const float *dy, float *dw, void *ws)\n{\n"
-                  "    TGC_DYN_SMEM(tgc_smem);\n"
-                  "    typedef %s COMP;\n"
-                  "    tgc_wg_prob<TGC_WG_LA, TGC_WG_LB> pb;\n"
-                  "    pb.G = g;\n"
-                  "    pb.x = (const char *)x;\n"
-                  "    pb.dy = (const char *)dy;\n"
-                  "    pb.dw = dw;\n"
-                  "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
-                  "}\n",
-                  t.nt, cwg, t.st, t.bm, t.bn, t.bk, t.nt);
+    if (which & 1)
+        tgc_sb_printf(
+            &o,
+            "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_dgrad(tgc_cg_geom "
+            "g, const float *dy, const float *wt, float *dx, void *ws)\n{\n"
+            "    TGC_DYN_SMEM(tgc_smem);\n"
+            "    typedef %s COMP;\n"
+            "    tgc_dg_prob<TGC_DG_LA, TGC_DG_LB> pb;\n"
+            "    pb.G = g;\n"
+            "    pb.dy = (const char *)dy;\n"
+            "    pb.wt = (const char *)wt;\n"
+            "    pb.dx = dx;\n"
+            "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
+            "}\n",
+            t.nt, cdg, t.st, t.bm, t.bn, t.bk, t.nt);
+    if (which & 2)
+        tgc_sb_printf(
+            &o,
+            "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_wgrad(tgc_cg_geom "
+            "g, const float *x, const float *dy, float *dw, void *ws)\n{\n"
+            "    TGC_DYN_SMEM(tgc_smem);\n"
+            "    typedef %s COMP;\n"
+            "    tgc_wg_prob<TGC_WG_LA, TGC_WG_LB> pb;\n"
+            "    pb.G = g;\n"
+            "    pb.x = (const char *)x;\n"
+            "    pb.dy = (const char *)dy;\n"
+            "    pb.dw = dw;\n"
+            "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
+            "}\n",
+            t.nt, cwg, t.st, t.bm, t.bn, t.bk, t.nt);
     return tgc_sb_take(&o);
+}
+
+char *tgc_cuda_conv_grad_source(int mode, int variant)
+{
+    return render(mode, variant, 3);
 }
 
 /* ---- launch planning ---- */
@@ -161,18 +171,17 @@ static int mode_for(tgc_matmul_precision prec)
 int tgc_cuda_conv_grad_fits(const tgc_cg_args *a)
 {
     const int64_t lim = (int64_t)1 << 31;
-    if (!a || a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->o < 1 || a->kh < 1 ||
-        a->kw < 1 || a->oh < 1 || a->ow < 1 || a->sh < 1 || a->sw < 1 || a->ph < 0 ||
-        a->pw < 0 || a->dh < 1 || a->dw < 1 || a->groups < 1 || a->c % a->groups ||
-        a->o % a->groups)
+    if (!a || a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->o < 1 || a->kh < 1 || a->kw < 1 ||
+        a->oh < 1 || a->ow < 1 || a->sh < 1 || a->sw < 1 || a->ph < 0 || a->pw < 0 || a->dh < 1 ||
+        a->dw < 1 || a->groups < 1 || a->c % a->groups || a->o % a->groups)
         return 0;
     if (a->n * a->c * a->h * a->w >= lim || a->n * a->o * a->oh * a->ow >= lim ||
-        a->o * a->c * a->kh * a->kw >= lim || a->ph > 65535 || a->pw > 65535 ||
-        a->sh > 65535 || a->sw > 65535)
+        a->o * a->c * a->kh * a->kw >= lim || a->ph > 65535 || a->pw > 65535 || a->sh > 65535 ||
+        a->sw > 65535)
         return 0;
     if (a->wgrad)
-        return (a->kh - 1) * a->dh < 32768 && (a->kw - 1) * a->dw < 32768 &&
-               a->groups <= 65535 && a->kh * a->kw * (a->c / a->groups) < lim;
+        return (a->kh - 1) * a->dh < 32768 && (a->kw - 1) * a->dw < 32768 && a->groups <= 65535 &&
+               a->kh * a->kw * (a->c / a->groups) < lim;
     if ((a->sh > 1 && a->dh > 1) || (a->sw > 1 && a->dw > 1) || a->sh * a->sw > 64)
         return 0;
     return a->groups * a->sh * a->sw <= 65535 && a->kh * a->dh < 65536 && a->kw * a->dw < 65536;
@@ -229,17 +238,19 @@ void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, in
 
 /* ---- programs: compiled per mode on first use, loaded per device ---- */
 
+/* A mode's programs: one per (tile variant, op), the dgrad one with the packing entry too,
+ * so that NVRTC compiles them all at once on several threads. */
 typedef struct cg_image {
     int sm;
-    char *cubin[CG_VARIANTS];
+    char *cubin[CG_VARIANTS][2];
 } cg_image;
 
 typedef struct cg_mod {
     int state; /* 0 not tried, 1 loaded, -1 failed */
     tgc_status status;
     char msg[512];
-    CUmodule mod[CG_VARIANTS];
-    CUfunction fn[CG_VARIANTS][CG_ENTRIES];
+    CUmodule mod[CG_VARIANTS][2];
+    CUfunction fn[CG_VARIANTS][CG_ENTRIES]; /* dgrad and pack from [v][0], wgrad from [v][1] */
     int smem_set[CG_VARIANTS][2];
 } cg_mod;
 
@@ -258,34 +269,34 @@ static tgc_status image_for(int mode, int sm, cg_image **out)
 {
     cg_image *free_slot = NULL;
     for (int i = 0; i < CG_MAX_ARCHS; i++) {
-        if (g_img[mode][i].cubin[0] && g_img[mode][i].sm == sm) {
+        if (g_img[mode][i].cubin[0][0] && g_img[mode][i].sm == sm) {
             *out = &g_img[mode][i];
             return TGC_OK;
         }
-        if (!g_img[mode][i].cubin[0] && !free_slot)
+        if (!g_img[mode][i].cubin[0][0] && !free_slot)
             free_slot = &g_img[mode][i];
     }
     if (!free_slot)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc cuda: conv-grad kernels for too many archs");
-    const int nv = n_variants(mode);
-    char *src[CG_VARIANTS] = {NULL, NULL};
-    const char *names[CG_VARIANTS] = {"tgc_conv_grad_128", "tgc_conv_grad_64"};
-    size_t sizes[CG_VARIANTS] = {0, 0};
-    char *cub[CG_VARIANTS] = {NULL, NULL};
+    const int np = 2 * n_variants(mode);
+    static const char *const names[2 * CG_VARIANTS] = {"tgc_conv_dgrad_128", "tgc_conv_wgrad_128",
+                                                       "tgc_conv_dgrad_64", "tgc_conv_wgrad_64"};
+    char *src[2 * CG_VARIANTS] = {NULL}, *cub[2 * CG_VARIANTS] = {NULL};
+    size_t sizes[2 * CG_VARIANTS] = {0};
     tgc_status st = TGC_OK;
-    for (int v = 0; v < nv && st == TGC_OK; v++)
-        if (!(src[v] = tgc_cuda_conv_grad_source(mode, v)))
+    for (int p = 0; p < np && st == TGC_OK; p++)
+        if (!(src[p] = render(mode, p / 2, p % 2 ? 2 : 1)))
             st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the conv-grad kernels");
     if (st == TGC_OK)
-        st = tgc_nvrtc_compile_all(nv, names, (const char *const *)src, sm,
-                                   tgc_threads_resolve(0), cub, sizes, NULL);
-    for (int v = 0; v < nv; v++)
-        free(src[v]);
+        st = tgc_nvrtc_compile_all(np, names, (const char *const *)src, sm, tgc_threads_resolve(0),
+                                   cub, sizes, NULL);
+    for (int p = 0; p < np; p++)
+        free(src[p]);
     if (st != TGC_OK)
         return st;
     free_slot->sm = sm;
-    for (int v = 0; v < nv; v++)
-        free_slot->cubin[v] = cub[v];
+    for (int p = 0; p < np; p++)
+        free_slot->cubin[p / 2][p % 2] = cub[p];
     *out = free_slot;
     return TGC_OK;
 }
@@ -300,16 +311,19 @@ static tgc_status load_mod(int dev, int mode, cg_mod *m)
     tgc_status st = image_for(mode, pr->major * 10 + pr->minor, &img);
     if (st == TGC_OK)
         st = tgc_cuda_enter(dev);
-    for (int v = 0; v < n_variants(mode) && st == TGC_OK; v++) {
-        st = tgc_cuda_error(d->cuModuleLoadData(&m->mod[v], img->cubin[v]),
-                            "tgc cuda: loading the conv-grad kernels (cuModuleLoadData)");
-        for (int e = 0; e < CG_ENTRIES && st == TGC_OK; e++) {
-            char what[96];
-            snprintf(what, sizeof what, "tgc cuda: cuModuleGetFunction(%s)", entry_names[e]);
-            st = tgc_cuda_error(d->cuModuleGetFunction(&m->fn[v][e], m->mod[v], entry_names[e]),
-                                what);
+    for (int v = 0; v < n_variants(mode) && st == TGC_OK; v++)
+        for (int p = 0; p < 2 && st == TGC_OK; p++) {
+            st = tgc_cuda_error(d->cuModuleLoadData(&m->mod[v][p], img->cubin[v][p]),
+                                "tgc cuda: loading the conv-grad kernels (cuModuleLoadData)");
+            for (int e = 0; e < CG_ENTRIES && st == TGC_OK; e++) {
+                if ((p == 0) != (e != 1))
+                    continue; /* dgrad and pack from the dgrad program, wgrad from its own */
+                char what[96];
+                snprintf(what, sizeof what, "tgc cuda: cuModuleGetFunction(%s)", entry_names[e]);
+                st = tgc_cuda_error(
+                    d->cuModuleGetFunction(&m->fn[v][e], m->mod[v][p], entry_names[e]), what);
+            }
         }
-    }
     return st;
 }
 
@@ -394,9 +408,10 @@ tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision pre
     if (l.smem > 48 * 1024) {
         pthread_mutex_lock(&g_lock);
         if (!m->smem_set[v][e])
-            st = tgc_cuda_error(d->cuFuncSetAttribute(
-                                    fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l.smem),
-                                "tgc cuda: the conv-grad kernels' shared memory");
+            st = tgc_cuda_error(
+                d->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      (int)l.smem),
+                "tgc cuda: the conv-grad kernels' shared memory");
         if (st == TGC_OK)
             m->smem_set[v][e] = 1;
         pthread_mutex_unlock(&g_lock);
@@ -410,8 +425,9 @@ tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision pre
     if (l.packed) {
         packed = tgc_storage_new(l.packed * 4, dv);
         if (!packed)
-            return tgc_keep_error(TGC_ERR_OOM, "tgc_conv2d_grad_input: out of memory for the "
-                                               "packed weights (%zu bytes)",
+            return tgc_keep_error(TGC_ERR_OOM,
+                                  "tgc_conv2d_grad_input: out of memory for the "
+                                  "packed weights (%zu bytes)",
                                   l.packed * 4);
     }
     if (l.ws_bytes) {

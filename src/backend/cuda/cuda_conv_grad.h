@@ -28,11 +28,11 @@ typedef struct tgc_cg_args {
     int wgrad; /* 0: dx = dgrad(dy, w); 1: dw = wgrad(x, dy) */
     int64_t n, c, h, w, o, kh, kw, oh, ow;
     int64_t sh, sw, ph, pw, dh, dw, groups;
-    const void *x;    /* wgrad: x, NCHW contiguous f32 */
-    const void *dy;   /* dy, NCHW contiguous f32 */
-    const void *wt;   /* dgrad: the weights, f32 with strides wst (elements) */
+    const void *x;  /* wgrad: x, NCHW contiguous f32 */
+    const void *dy; /* dy, NCHW contiguous f32 */
+    const void *wt; /* dgrad: the weights, f32 with strides wst (elements) */
     int64_t wst[4];
-    void *out;        /* dx [n, c, h, w] or dw [o, c / groups, kh, kw], contiguous f32 */
+    void *out; /* dx [n, c, h, w] or dw [o, c / groups, kh, kw], contiguous f32 */
 } tgc_cg_args;
 
 /* 1 when the templates take a's geometry (positive sizes, every index below 2^31, per axis

@@ -1245,7 +1245,9 @@ static tgc_status run_conv_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
 static tgc_status run_pool_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
                                 const int64_t *shape, tgc_tensor **out)
 {
-    const int kind = nd->op == TGC_OP_MAX_POOL2D_GRAD ? 0 : nd->op == TGC_OP_AVG_POOL2D_GRAD ? 1 : 2;
+    const int kind = nd->op == TGC_OP_MAX_POOL2D_GRAD   ? 0
+                     : nd->op == TGC_OP_AVG_POOL2D_GRAD ? 1
+                                                        : 2;
     const tgc_tensor *x = kind == 0 ? in[0] : NULL, *dy = kind == 0 ? in[1] : in[0];
     const int r = nd->out.ndim;
     const tgc_attrs *a = &nd->attrs;
