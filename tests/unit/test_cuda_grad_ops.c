@@ -31,6 +31,7 @@
 
 #include <math.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_conv_grad.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
@@ -193,6 +194,29 @@ static void backward_ops_are_supported(void **state)
             assert_int_equal(tgc_cuda_op_supported(&nd), 1);
         }
     }
+}
+
+/* the persistent cubin cache the conv-grad programs share with the backend's kernels */
+static void disk_cache_round_trip(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tgc_cg_cacheXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char img[] = "not really a cubin";
+    char *got = NULL;
+    size_t n = 0;
+    assert_int_equal(tgc_cuda_disk_load(dir, 90, "program A", &got, &n), 0);
+    tgc_cuda_disk_store(dir, 90, "program A", img, sizeof img);
+    assert_int_equal(tgc_cuda_disk_load(dir, 90, "program A", &got, &n), 1);
+    assert_int_equal(n, sizeof img);
+    assert_memory_equal(got, img, sizeof img);
+    free(got);
+    assert_int_equal(tgc_cuda_disk_load(dir, 80, "program A", &got, &n), 0); /* other arch */
+    assert_int_equal(tgc_cuda_disk_load(dir, 90, "program B", &got, &n), 0);
+    assert_int_equal(tgc_cuda_disk_load(NULL, 90, "program A", &got, &n), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 static tgc_cg_args cg(int wgrad, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t k,
@@ -694,6 +718,7 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(backward_ops_are_supported, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(launch_plans, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(disk_cache_round_trip, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(conv_grads_match_interp, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(pool_grads_match_interp, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(scatter_grads_match_interp, scoped_setup, scoped_teardown),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_conv_grad.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
@@ -287,9 +288,33 @@ static tgc_status image_for(int mode, int sm, cg_image **out)
     for (int p = 0; p < np && st == TGC_OK; p++)
         if (!(src[p] = render(mode, p / 2, p % 2 ? 2 : 1)))
             st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the conv-grad kernels");
-    if (st == TGC_OK)
-        st = tgc_nvrtc_compile_all(np, names, (const char *const *)src, sm, tgc_threads_resolve(0),
-                                   cub, sizes, NULL);
+    /* TGC_CACHE_DIR: programs an earlier process compiled load from disk (the launch
+     * environment has no cfg, so cfg.cache_dir set in code is not seen here) */
+    const char *dir = tgc_config_default().cache_dir;
+    int todo[2 * CG_VARIANTS], nt = 0;
+    for (int p = 0; p < np && st == TGC_OK; p++)
+        if (!tgc_cuda_disk_load(dir, sm, src[p], &cub[p], &sizes[p]))
+            todo[nt++] = p;
+    if (st == TGC_OK && nt) {
+        const char *tn[2 * CG_VARIANTS], *ts[2 * CG_VARIANTS];
+        char *tc[2 * CG_VARIANTS] = {NULL};
+        size_t tz[2 * CG_VARIANTS] = {0};
+        for (int q = 0; q < nt; q++) {
+            tn[q] = names[todo[q]];
+            ts[q] = src[todo[q]];
+        }
+        st = tgc_nvrtc_compile_all(nt, tn, ts, sm, tgc_threads_resolve(0), tc, tz, NULL);
+        for (int q = 0; st == TGC_OK && q < nt; q++) {
+            cub[todo[q]] = tc[q];
+            sizes[todo[q]] = tz[q];
+            tgc_cuda_disk_store(dir, sm, ts[q], tc[q], tz[q]);
+        }
+    }
+    if (st != TGC_OK)
+        for (int p = 0; p < np; p++) {
+            free(cub[p]);
+            cub[p] = NULL;
+        }
     for (int p = 0; p < np; p++)
         free(src[p]);
     if (st != TGC_OK)
