@@ -91,6 +91,18 @@ template <typename T> static T __shfl_xor_sync(unsigned, T v, int o)
     return v;
 }
 
+static unsigned __ballot_sync(unsigned, bool pred)
+{
+    unsigned t = threadIdx.x, w = t >> 5;
+    g_blk->slot[t] = pred ? 1u : 0u;
+    g_blk->warp[w]->arrive_and_wait();
+    unsigned m = 0;
+    for (unsigned l = 0; l < 32; l++)
+        m |= (g_blk->slot[(t & ~31u) | l] ? 1u : 0u) << l;
+    g_blk->warp[w]->arrive_and_wait();
+    return m;
+}
+static int __ffs(int x) { return __builtin_ffs(x); }
 static unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
 {
     std::lock_guard<std::mutex> l(g_atomic);

@@ -694,6 +694,18 @@ static void scatter_grads_match_interp(void **state)
         tgc_tensor *sin[3] = {sdy, xi, sl};
         check_case(dim ? "index_select_grad dim 2" : "index_select_grad dim 0", sin, 0, 1);
     }
+    /* rows wider than one warp's 256-element chunk, a 0-d index */
+    g_case.dim = 1;
+    int64_t wide[3] = {2, 5, 300}, wdy[3] = {2, 9, 300}, nine = 9;
+    tgc_tensor *wi = host_ints(&nine, 1, 0, 5), *wd = host_rand(wdy, 3, TGC_F32, 0);
+    tgc_tensor *wl2 = host_rand(wide, 3, TGC_F32, 0);
+    tgc_tensor *win[3] = {wd, wi, wl2};
+    check_case("index_select_grad wide rows", win, 0, 1);
+    int64_t three = 3, zdy[3] = {2, 1, 300};
+    tgc_tensor *z0 = tgc_from_data(&three, sizeof three, NULL, 0, TGC_I64, tgc_cpu());
+    tgc_tensor *zd = host_rand(zdy, 3, TGC_F32, 0);
+    tgc_tensor *zin[3] = {zd, z0, wl2};
+    check_case("index_select_grad 0-d index", zin, 0, 1);
     tgc_scope_pop();
 }
 

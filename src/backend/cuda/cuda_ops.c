@@ -1297,11 +1297,11 @@ static tgc_status run_pool_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
 }
 
 /* EMBEDDING_GRAD(dy, idx), INDEX_SELECT_GRAD(dy, idx), GATHER_GRAD(dy, idx): zeros of the
- * result's shape with dy scatter-added at idx. Deterministic without atomics: one thread per
- * output element sums, in index order, the dy elements whose index lands on it (interp's
- * order, so the double sums are interp's). The work is numel(out) x (indices per output
- * slot): cheap for the class-index and small-vocabulary cases these ops see here; a segmented
- * (sorted) variant would serve large vocabularies better. */
+ * result's shape with dy scatter-added at idx. Deterministic without atomics or sorting:
+ * every output element is summed by one lane, in index order, in double (interp's order and
+ * arithmetic, so the results are interp's bits). Index-add: a warp per output row finds the
+ * indices equal to its row 32 at a time with a ballot (outer x L x n / 32 index reads, then
+ * only the matching dy rows); gather: a thread per output element over its line along dim. */
 static tgc_status run_scatter_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
                                    const int64_t *shape, tgc_tensor **out)
 {
@@ -1359,9 +1359,9 @@ static tgc_status run_scatter_grad(const ops_ctx *c, const tgc_node *nd, tgc_ten
         ops_tv yt = tv_of(dy);
         merge1(&yt);
         merge1(&iv);
-        (void)outer;
-        void *args[] = {&yt, &yp, &iv, &ip, &op, &odt, &limit, &n, &inner, &total};
-        s = launch(c, OPS_K_INDEX_ADD, OPS_GRID, total, args);
+        int64_t items = outer * limit * ((inner + 255) / 256);
+        void *args[] = {&yt, &yp, &iv, &ip, &op, &odt, &limit, &n, &inner, &items};
+        s = tgc_ops_launch(c, OPS_K_INDEX_ADD, OPS_WARPS, items, 256, args);
     }
     int bad = 0;
     int64_t pos = 0, val = 0;

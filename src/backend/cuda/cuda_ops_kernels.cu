@@ -1224,20 +1224,41 @@ extern "C" __global__ void tgc_ops_pool2d_grad(TV xpl, const void *xp, i64 xhs, 
 }
 
 /* index-add (EMBEDDING_GRAD, INDEX_SELECT_GRAD): out [outer, L, inner] (contiguous) from
- * dy (yt: any strides), row-major [outer, n, inner], at the n indices of ix: one thread per
- * output element over the indices in order (interp's order) */
+ * dy (yt: any strides), row-major [outer, n, inner], at the n indices of ix. One warp per
+ * (outer, row v, 256-wide chunk of inner): the lanes scan the indices 32 at a time and a
+ * ballot gives the positions equal to v in index order; lane l sums elements l + 32 q of the
+ * chunk over them in that order, in double (interp's order and arithmetic, no atomics) */
 extern "C" __global__ void tgc_ops_index_add(TV yt, const void *yp, TV ix, const void *ip,
-                                             void *o, int odt, i64 L, i64 n, i64 inner, i64 total)
+                                             void *o, int odt, i64 L, i64 n, i64 inner, i64 items)
 {
-    GRID_STRIDE(e, total)
-    {
-        i64 in_ = e % inner, r = e / inner;
+    const int lane = (int)threadIdx.x % 32;
+    const i64 wpb = blockDim.x / 32, chunks = (inner + 255) / 256;
+    for (i64 it = (i64)blockIdx.x * wpb + threadIdx.x / 32; it < items; it += wpb * gridDim.x) {
+        i64 ch = it % chunks, r = it / chunks;
         i64 v = r % L, ou = r / L;
-        double acc = 0;
-        for (i64 j = 0; j < n; j++)
-            if (ldi(ip, ix.dt, tv_off(ix, j)) == v)
-                acc += ld(yp, yt.dt, tv_off(yt, (ou * n + j) * inner + in_));
-        st(o, odt, e, acc);
+        double acc[8];
+        for (int q = 0; q < 8; q++)
+            acc[q] = 0;
+        for (i64 j0 = 0; j0 < n; j0 += 32) {
+            i64 j = j0 + lane;
+            bool hit = j < n && ldi(ip, ix.dt, tv_off(ix, j)) == v;
+            unsigned m = __ballot_sync(0xffffffffu, hit);
+            while (m) {
+                int b = __ffs((int)m) - 1;
+                m &= m - 1;
+                i64 row = (ou * n + j0 + b) * inner;
+                for (int q = 0; q < 8; q++) {
+                    i64 e = ch * 256 + lane + 32 * q;
+                    if (e < inner)
+                        acc[q] += ld(yp, yt.dt, tv_off(yt, row + e));
+                }
+            }
+        }
+        for (int q = 0; q < 8; q++) {
+            i64 e = ch * 256 + lane + 32 * q;
+            if (e < inner)
+                st(o, odt, (ou * L + v) * inner + e, acc[q]);
+        }
     }
 }
 
