@@ -159,8 +159,8 @@ static void ops_program_has_backward_kernels(void **state)
 {
     (void)state;
     static const char *const want[] = {"tgc_ops_conv2d_grad_input", "tgc_ops_conv2d_grad_weight",
-                                       "tgc_ops_pool2d_grad", "tgc_ops_index_add",
-                                       "tgc_ops_gather_grad"};
+                                       "tgc_ops_pool2d_grad",       "tgc_ops_pool2d_grad_f32",
+                                       "tgc_ops_index_add",         "tgc_ops_gather_grad"};
     int n;
     const char *const *names = tgc_cuda_ops_kernel_names(&n);
     char *src = tgc_cuda_ops_source();

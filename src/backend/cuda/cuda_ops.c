@@ -1291,6 +1291,18 @@ static tgc_status run_pool_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         void *fa[] = {&op, &odt, &n, &zero};
         return launch(c, OPS_K_FILL, OPS_GRID, n, fa);
     }
+    /* contiguous f32 with 32-bit indices: the float kernel */
+    if (dy->dtype == TGC_F32 && nd->out.dtype == TGC_F32 && is_contiguous(dy) &&
+        (!x || (x->dtype == TGC_F32 && is_contiguous(x))) && n < INT32_MAX &&
+        numel(dy) < INT32_MAX && kh < INT32_MAX / 2 && kw < INT32_MAX / 2 && sh < INT32_MAX / 2 &&
+        sw < INT32_MAX / 2 && ph < INT32_MAX / 4 && pw < INT32_MAX / 4 && H + 2 * ph < INT32_MAX &&
+        W + 2 * pw < INT32_MAX) {
+        int a32[14] = {(int)H,  (int)W,  (int)OH, (int)OW, kind, (int)kh, (int)kw,
+                       (int)sh, (int)sw, (int)ph, (int)pw, excl, (int)n,  0};
+        void *fa[] = {&xp,     &yp,     &op,     &a32[0], &a32[1], &a32[2],  &a32[3],  &a32[4],
+                      &a32[5], &a32[6], &a32[7], &a32[8], &a32[9], &a32[10], &a32[11], &a32[12]};
+        return launch(c, OPS_K_POOL2D_GRAD_F32, OPS_GRID, n, fa);
+    }
     void *args[] = {&xpl, &xp, &xhs, &xws, &ypl, &yp, &yhs, &yws, &H,  &W,    &op, &odt,
                     &OH,  &OW, &k,   &kh,  &kw,  &sh, &sw,  &ph,  &pw, &excl, &n};
     return launch(c, OPS_K_POOL2D_GRAD, OPS_GRID, n, args);

@@ -1294,3 +1294,87 @@ extern "C" __global__ void tgc_ops_gather_grad(TV ov, const void *yp, TV ix, con
         st(o, odt, e, acc);
     }
 }
+
+/* pool gradients for contiguous f32 x / dy (every index below 2^31): tgc_ops_pool2d_grad
+ * with 32-bit index arithmetic and float loads (the same windows, picks and summation order;
+ * the sums in double) */
+__device__ __forceinline__ void pool_cover32(int i, int m, int n, int k, int s, int p, int *first,
+                                             int *last)
+{
+    if (k == 0) {
+        int f = (int)((long long)i * m / n), l = f;
+        while (l + 1 < m && (int)((long long)(l + 1) * n / m) <= i)
+            l++;
+        *first = f;
+        *last = l;
+    } else {
+        int lo = i + p - k + 1, hi = (i + p) / s;
+        *first = lo <= 0 ? 0 : (lo + s - 1) / s;
+        *last = hi < m - 1 ? hi : m - 1;
+    }
+}
+
+__device__ __forceinline__ void pool_window32(int i, int m, int n, int k, int s, int p, int excl,
+                                              int *lo_, int *hi_, int *span_)
+{
+    int lo, hi, span;
+    if (k == 0) {
+        lo = (int)((long long)i * n / m);
+        hi = (int)(((long long)(i + 1) * n + m - 1) / m);
+        span = hi - lo;
+    } else {
+        lo = i * s - p;
+        hi = lo + k;
+        span = (hi < n + p ? hi : n + p) - lo;
+    }
+    *lo_ = lo > 0 ? lo : 0;
+    *hi_ = hi < n ? hi : n;
+    *span_ = excl ? *hi_ - *lo_ : span;
+}
+
+extern "C" __global__ void tgc_ops_pool2d_grad_f32(const float *x, const float *dy, float *dx,
+                                                   int H, int W, int OH, int OW, int kind, int kh,
+                                                   int kw, int sh, int sw, int ph, int pw,
+                                                   int excl, int n)
+{
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += blockDim.x * gridDim.x) {
+        int j = e % W, t = e / W;
+        int i = t % H, p = t / H;
+        const float *xp = x + (long long)p * H * W, *yp = dy + (long long)p * OH * OW;
+        const int k0 = kind == 2 ? 0 : kh, k1 = kind == 2 ? 0 : kw;
+        int oh0, oh1, ow0, ow1;
+        pool_cover32(i, OH, H, k0, sh, ph, &oh0, &oh1);
+        pool_cover32(j, OW, W, k1, sw, pw, &ow0, &ow1);
+        double acc = 0;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int hlo, hhi, hsp;
+            pool_window32(oh, OH, H, k0, sh, ph, kind == 1 && excl, &hlo, &hhi, &hsp);
+            if (i < hlo || i >= hhi)
+                continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int wlo, whi, wsp;
+                pool_window32(ow, OW, W, k1, sw, pw, kind == 1 && excl, &wlo, &whi, &wsp);
+                if (j < wlo || j >= whi)
+                    continue;
+                double d = yp[oh * OW + ow];
+                if (kind != 0) {
+                    acc += d / (double)(hsp * wsp);
+                    continue;
+                }
+                int at = hlo * W + wlo;
+                float best = -__uint_as_float(0x7f800000u);
+                for (int a = hlo; a < hhi; a++)
+                    for (int b = wlo; b < whi; b++) {
+                        float v = xp[a * W + b];
+                        if (v > best || v != v) {
+                            best = v;
+                            at = a * W + b;
+                        }
+                    }
+                if (at == i * W + j)
+                    acc += d;
+            }
+        }
+        dx[e] = (float)acc;
+    }
+}
