@@ -1099,14 +1099,6 @@ static tgc_status run_conv2d(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
 
 /* ---- backward ops ---- */
 
-/* The precision of f32 conv-grad products: the launch environment does not carry the
- * function's cfg.matmul_precision, so this is the process default (TGC_MATMUL_PRECISION,
- * else HIGHEST), the same as eager calls use. */
-static tgc_matmul_precision grad_precision(void)
-{
-    return tgc_config_default().matmul_precision;
-}
-
 static int is_contiguous(const tgc_tensor *t)
 {
     int64_t st[TGC_MAX_DIMS];
@@ -1215,7 +1207,7 @@ static tgc_status run_conv_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
                 for (int d = 0; d < 4 && !wgrad; d++)
                     ca.wst[d] = other->strides[d];
                 ca.out = dptr(*out);
-                s = tgc_cuda_conv_grad_run(&ca, grad_precision(), c->dev.index, c->stream);
+                s = tgc_cuda_conv_grad_run(&ca, c->precision, c->dev.index, c->stream);
             }
             /* stream-ordered reuse: the copies may go back before the kernels ran */
             tgc_tensor_free(t1);
@@ -1418,6 +1410,15 @@ int tgc_cuda_op_supported(const tgc_node *nd)
     }
 }
 
+/* The precision of f32 matrix products a node runs at: the launch environment does not
+ * carry the function's cfg.matmul_precision (yet), so this is the process default
+ * (TGC_MATMUL_PRECISION, else HIGHEST), the one eager calls use. */
+static tgc_matmul_precision env_precision(const struct tgc_launch_env *env)
+{
+    (void)env;
+    return tgc_config_default().matmul_precision;
+}
+
 static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *ins,
                            const int64_t *shape, tgc_tensor **out)
 {
@@ -1474,7 +1475,7 @@ tgc_status tgc_cuda_op_run(const tgc_node *nd, tgc_tensor *const *ins, const int
                              t->storage->device.index != env->device.index))
             return unsupported();
     }
-    ops_ctx c = {env->device, env->stream, tgc_op_name(nd->op)};
+    ops_ctx c = {env->device, env->stream, tgc_op_name(nd->op), env_precision(env)};
     tgc_status s = dispatch(&c, nd, ins, shape, out);
     if (s != TGC_OK) {
         if (*out)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/plan.h"
+#include "tgc/config.h"
 #include "tensor/tensor_impl.h"
 
 #define OPS_MAXD 8
@@ -101,7 +102,8 @@ typedef enum ops_kernel {
 typedef struct ops_ctx {
     tgc_device dev;
     void *stream;
-    const char *op; /* the op's name, for messages */
+    const char *op;                 /* the op's name, for messages */
+    tgc_matmul_precision precision; /* of f32 matrix products (the conv-grad templates) */
 } ops_ctx;
 
 /* How a kernel is launched over its work: GRID over `work` elements (grid-stride), BLOCKS
