@@ -1410,13 +1410,11 @@ int tgc_cuda_op_supported(const tgc_node *nd)
     }
 }
 
-/* The precision of f32 matrix products a node runs at: the launch environment does not
- * carry the function's cfg.matmul_precision (yet), so this is the process default
- * (TGC_MATMUL_PRECISION, else HIGHEST), the one eager calls use. */
+/* The precision of f32 matrix products a node runs at: the function's cfg.matmul_precision
+ * (eager plans: the process default, TGC_MATMUL_PRECISION). */
 static tgc_matmul_precision env_precision(const struct tgc_launch_env *env)
 {
-    (void)env;
-    return tgc_config_default().matmul_precision;
+    return env->precision;
 }
 
 static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *ins,
