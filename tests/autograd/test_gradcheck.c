@@ -380,6 +380,104 @@ static void test_symbolic_sizes_stay_symbolic(void **state)
     tgc_module_free(m);
 }
 
+/* Many rules over a dynamic batch dim n: the compiled step's gradients equal eager ones for
+ * two sizes, from one compile. */
+static tgc_status dyn_many(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                           int n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    tgc_tensor *w = tgc_module_get(self, "w"), *b = tgc_module_get(self, "b");
+    tgc_tensor *e = tgc_module_get(self, "e"), *g = tgc_module_get(self, "g");
+    tgc_status st = tgc_zero_grad(self);
+    if (st != TGC_OK)
+        return st;
+    tgc_tensor *x = in[0]; /* [n, 4] */
+    tgc_tensor *h = tgc_gelu(tgc_linear(x, w, b));              /* [n, 5] */
+    h = tgc_layer_norm(h, 1, g, NULL, 1e-5);
+    h = tgc_add(h, tgc_embedding(e, in[1]));                    /* idx [n] */
+    tgc_tensor *s = tgc_slice(h, 0, 0, INT64_MAX, 2);          /* every other row */
+    tgc_tensor *p = tgc_log_softmax(tgc_pad(s, (int64_t[]){1, 0}, 1, 0.0), -1);
+    tgc_tensor *ce = tgc_cross_entropy(h, in[2], TGC_REDUCE_MEAN, 1, 0.1); /* target [n] */
+    tgc_tensor *q = tgc_unsqueeze(h, 0);
+    tgc_tensor *att = tgc_scaled_dot_product_attention(q, q, q, NULL, 0.0, 1, 0.0);
+    const int d0 = 0;
+    tgc_tensor *L = tgc_add(tgc_add(tgc_mean(p, NULL, 0, 0), ce),
+                            tgc_sum(tgc_max(tgc_mul(att, att), &d0, 1, 0), NULL, 0, 0));
+    L = tgc_add(L, tgc_mean(tgc_softmax(tgc_reshape(h, (int64_t[]){-1}, 1), 0), NULL, 0, 0));
+    if (!L)
+        return tgc_last_status();
+    if ((st = tgc_backward(L)) != TGC_OK)
+        return st;
+    out[0] = L;
+    return TGC_OK;
+}
+
+static tgc_module *dyn_module(void)
+{
+    tgc_module *m = tgc_module_create("dyn", NULL);
+    tgc_scope_push();
+    int64_t ws[2] = {5, 4}, bs[1] = {5}, es[2] = {6, 5};
+    tgc_manual_seed(8);
+    assert_non_null(tgc_module_param(m, "w", tgc_randn(ws, 2, TGC_F64, tgc_cpu())));
+    assert_non_null(tgc_module_param(m, "b", tgc_randn(bs, 1, TGC_F64, tgc_cpu())));
+    assert_non_null(tgc_module_param(m, "e", tgc_randn(es, 2, TGC_F64, tgc_cpu())));
+    assert_non_null(tgc_module_param(m, "g", tgc_randn(bs, 1, TGC_F64, tgc_cpu())));
+    tgc_scope_pop();
+    return m;
+}
+
+static void test_symbolic_batch_many_rules(void **state)
+{
+    (void)state;
+    tgc_module *me = dyn_module(), *mc = dyn_module();
+    tgc_config cfg = tgc_config_default();
+    cfg.fullgraph = 1;
+    tgc_fn *f = tgc_compile(dyn_many, "dyn_many", &cfg);
+    const char *names[4] = {"w", "b", "e", "g"};
+    for (int n = 5; n <= 8; n += 3) {
+        tgc_scope_push();
+        int64_t xs[2] = {n, 4}, is[1] = {n};
+        tgc_manual_seed((uint64_t)n);
+        tgc_tensor *x = tgc_randn(xs, 2, TGC_F64, tgc_cpu());
+        int64_t iv[8], tv[8];
+        for (int i = 0; i < n; i++) {
+            iv[i] = (i * 5 + 1) % 6;
+            tv[i] = (i * 3) % 5;
+        }
+        tgc_tensor *in[3] = {x, tgc_from_data(iv, sizeof(int64_t) * (size_t)n, is, 1, TGC_I64,
+                                              tgc_cpu()),
+                             tgc_from_data(tv, sizeof(int64_t) * (size_t)n, is, 1, TGC_I64,
+                                           tgc_cpu())};
+        for (int k = 0; k < 3; k++)
+            tgc_mark_dynamic(in[k], 0);
+        tgc_tensor *o[1];
+        assert_int_equal(dyn_many(me, in, 3, o, 1), TGC_OK);
+        tgc_status st = tgc_call(f, mc, in, 3, o, 1);
+        if (st != TGC_OK)
+            print_message("n = %d: %s\n", n, tgc_last_error());
+        assert_int_equal(st, TGC_OK);
+        for (int k = 0; k < 4; k++) {
+            double ge[30], gc[30];
+            tgc_tensor *pe = tgc_module_get(me, names[k]), *pc = tgc_module_get(mc, names[k]);
+            int64_t cnt = tgc_numel(pe);
+            grad_of(pe, ge, cnt);
+            grad_of(pc, gc, cnt);
+            for (int64_t i = 0; i < cnt; i++)
+                assert_float_equal(gc[i], ge[i], 1e-10 * (1 + fabs(ge[i])));
+        }
+        tgc_scope_pop();
+    }
+    tgc_stats stats;
+    assert_int_equal(tgc_fn_stats(f, &stats), TGC_OK);
+    if (stats.compiles != 1)
+        print_message("recompiled: %s\n", stats.last_recompile_reason);
+    assert_int_equal(stats.compiles, 1);
+    tgc_fn_free(f);
+    tgc_module_free(me);
+    tgc_module_free(mc);
+}
+
 /* ---- the table ---- */
 
 static void test_rule_table(void **state)
@@ -444,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_dropout_mask_is_plain_dropouts),
         cmocka_unit_test(test_batch_norm_recorded_forward_is_the_ops),
         cmocka_unit_test(test_symbolic_sizes_stay_symbolic),
+        cmocka_unit_test(test_symbolic_batch_many_rules),
         cmocka_unit_test(test_rule_table),
         cmocka_unit_test(test_dropout_rule_needs_its_mask),
     };
