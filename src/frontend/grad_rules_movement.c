@@ -64,9 +64,9 @@ static tgc_tensor *slice_grad_sym(tgc_tensor *x, tgc_tensor *gy, int dim, int64_
     const int nd = tgc_ndim(gy);
     tgc_symint n = tgc_sym_size(x, dim), m = tgc_sym_size(gy, dim);
     const int64_t n_hint = x->shape[dim];
-    tgc_symint lo = start >= 0                 ? tgc_symint_const(start)
-                    : n_hint + start >= 0      ? tgc_symint_add(n, tgc_symint_const(start))
-                                               : tgc_symint_const(0);
+    tgc_symint lo = start >= 0            ? tgc_symint_const(start)
+                    : n_hint + start >= 0 ? tgc_symint_add(n, tgc_symint_const(start))
+                                          : tgc_symint_const(0);
     tgc_tensor *t = gy;
     if (step > 1) {
         int64_t ip[2 * TGC_MAX_DIMS] = {0};
@@ -75,9 +75,9 @@ static tgc_tensor *slice_grad_sym(tgc_tensor *x, tgc_tensor *gy, int dim, int64_
         t = tgc_slice(t, dim, 0, -(step - 1), 1); /* (m - 1) * step + 1 */
     }
     /* the elements from the last one picked to the end */
-    tgc_symint used = tgc_symint_add(tgc_symint_mul(tgc_symint_sub(m, tgc_symint_const(1)),
-                                                    tgc_symint_const(step)),
-                                     tgc_symint_const(1));
+    tgc_symint used = tgc_symint_add(
+        tgc_symint_mul(tgc_symint_sub(m, tgc_symint_const(1)), tgc_symint_const(step)),
+        tgc_symint_const(1));
     tgc_symint rest = tgc_symint_sub(tgc_symint_sub(n, lo), used);
     tgc_tensor *parts[3];
     int k = 0;
@@ -157,8 +157,7 @@ static tgc_tensor *cat_part(const tgc_grad_ctx *c, tgc_tensor *gy, int k, int di
     tgc_symint off = tgc_symint_const(0);
     for (int j = 0; j < k; j++)
         off = tgc_symint_add(off, tgc_sym_size(c->in[j], dim));
-    tgc_tensor *pos = tgc_arange_sym(0, tgc_sym_size(c->in[k], dim), 1, TGC_I64,
-                                     tgc_device_of(gy));
+    tgc_tensor *pos = tgc_arange_sym(0, tgc_sym_size(c->in[k], dim), 1, TGC_I64, tgc_device_of(gy));
     return tgc_index_select(gy, dim, tgc_add(pos, symint_tensor(off, gy)));
 }
 

@@ -38,9 +38,9 @@ typedef struct gc_in {
 typedef tgc_tensor *(*gc_fn)(tgc_tensor *const *x);
 
 enum {
-    GC_HALF = 1,    /* also checked in f16 and bf16 */
-    GC_MM = 2,      /* a matrix product: GPU f32 uses TF32-class tolerances */
-    GC_LOOSE = 4,   /* long chains of rounding in low precision: 4x the dtype tolerance */
+    GC_HALF = 1,  /* also checked in f16 and bf16 */
+    GC_MM = 2,    /* a matrix product: GPU f32 uses TF32-class tolerances */
+    GC_LOOSE = 4, /* long chains of rounding in low precision: 4x the dtype tolerance */
 };
 
 typedef struct gc_case {
@@ -52,23 +52,50 @@ typedef struct gc_case {
     double fd_h, fd_tol; /* 0: 1e-6 and 1e-6 */
 } gc_case;
 
-#define GC_SHAPE(...) .nd = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
-                      .shape = {__VA_ARGS__}
-#define F(...)        {.kind = GC_F, GC_SHAPE(__VA_ARGS__)}
-#define FR(lo_, hi_, ...) {.kind = GC_F, GC_SHAPE(__VA_ARGS__), .lo = lo_, .hi = hi_}
-#define FC(lo_, hi_, ...) {.kind = GC_FC, GC_SHAPE(__VA_ARGS__), .lo = lo_, .hi = hi_}
-#define BUF(lo_, hi_, ...) {.kind = GC_BUF, GC_SHAPE(__VA_ARGS__), .lo = lo_, .hi = hi_}
-#define IDX(hi_, ...) {.kind = GC_IDX, GC_SHAPE(__VA_ARGS__), .lo = 0, .hi = hi_}
-#define BOOLS(...) {.kind = GC_BOOL, GC_SHAPE(__VA_ARGS__)}
+#define GC_SHAPE(...)                                                                              \
+    .nd = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), .shape = {__VA_ARGS__}
+#define F(...)                                                                                     \
+    {                                                                                              \
+        .kind = GC_F, GC_SHAPE(__VA_ARGS__)                                                        \
+    }
+#define FR(lo_, hi_, ...)                                                                          \
+    {                                                                                              \
+        .kind = GC_F, GC_SHAPE(__VA_ARGS__), .lo = lo_, .hi = hi_                                  \
+    }
+#define FC(lo_, hi_, ...)                                                                          \
+    {                                                                                              \
+        .kind = GC_FC, GC_SHAPE(__VA_ARGS__), .lo = lo_, .hi = hi_                                 \
+    }
+#define BUF(lo_, hi_, ...)                                                                         \
+    {                                                                                              \
+        .kind = GC_BUF, GC_SHAPE(__VA_ARGS__), .lo = lo_, .hi = hi_                                \
+    }
+#define IDX(hi_, ...)                                                                              \
+    {                                                                                              \
+        .kind = GC_IDX, GC_SHAPE(__VA_ARGS__), .lo = 0, .hi = hi_                                  \
+    }
+#define BOOLS(...)                                                                                 \
+    {                                                                                              \
+        .kind = GC_BOOL, GC_SHAPE(__VA_ARGS__)                                                     \
+    }
 /* 0-d */
-#define F0 {.kind = GC_F, .nd = 0}
+#define F0                                                                                         \
+    {                                                                                              \
+        .kind = GC_F, .nd = 0                                                                      \
+    }
 
 /* ---- the ops ---- */
 
 #define BIN(name, op)                                                                              \
-    static tgc_tensor *c_##name(tgc_tensor *const *x) { return op(x[0], x[1]); }
+    static tgc_tensor *c_##name(tgc_tensor *const *x)                                              \
+    {                                                                                              \
+        return op(x[0], x[1]);                                                                     \
+    }
 #define UN(name, op)                                                                               \
-    static tgc_tensor *c_##name(tgc_tensor *const *x) { return op(x[0]); }
+    static tgc_tensor *c_##name(tgc_tensor *const *x)                                              \
+    {                                                                                              \
+        return op(x[0]);                                                                           \
+    }
 BIN(add, tgc_add)
 BIN(sub, tgc_sub)
 BIN(mul, tgc_mul)
@@ -93,23 +120,50 @@ UN(erf, tgc_erf)
 UN(contiguous_t, tgc_contiguous)
 
 /* x transposed (last two dims) first: a non-contiguous operand */
-static tgc_tensor *c_exp_t(tgc_tensor *const *x) { return tgc_exp(tgc_transpose(x[0], 0, 1)); }
+static tgc_tensor *c_exp_t(tgc_tensor *const *x)
+{
+    return tgc_exp(tgc_transpose(x[0], 0, 1));
+}
 static tgc_tensor *c_mul_t(tgc_tensor *const *x)
 {
     return tgc_mul(tgc_transpose(x[0], 0, 1), x[1]);
 }
-static tgc_tensor *c_add_self(tgc_tensor *const *x) { return tgc_mul(x[0], x[0]); }
-static tgc_tensor *c_where(tgc_tensor *const *x) { return tgc_where(x[0], x[1], x[2]); }
-static tgc_tensor *c_add_s(tgc_tensor *const *x) { return tgc_add_scalar(x[0], 1.5); }
-static tgc_tensor *c_sub_s(tgc_tensor *const *x) { return tgc_sub_scalar(x[0], -0.5); }
-static tgc_tensor *c_mul_s(tgc_tensor *const *x) { return tgc_mul_scalar(x[0], -2.5); }
-static tgc_tensor *c_div_s(tgc_tensor *const *x) { return tgc_div_scalar(x[0], 3.0); }
-static tgc_tensor *c_pow_s(tgc_tensor *const *x) { return tgc_pow_scalar(x[0], 2.5); }
+static tgc_tensor *c_add_self(tgc_tensor *const *x)
+{
+    return tgc_mul(x[0], x[0]);
+}
+static tgc_tensor *c_where(tgc_tensor *const *x)
+{
+    return tgc_where(x[0], x[1], x[2]);
+}
+static tgc_tensor *c_add_s(tgc_tensor *const *x)
+{
+    return tgc_add_scalar(x[0], 1.5);
+}
+static tgc_tensor *c_sub_s(tgc_tensor *const *x)
+{
+    return tgc_sub_scalar(x[0], -0.5);
+}
+static tgc_tensor *c_mul_s(tgc_tensor *const *x)
+{
+    return tgc_mul_scalar(x[0], -2.5);
+}
+static tgc_tensor *c_div_s(tgc_tensor *const *x)
+{
+    return tgc_div_scalar(x[0], 3.0);
+}
+static tgc_tensor *c_pow_s(tgc_tensor *const *x)
+{
+    return tgc_pow_scalar(x[0], 2.5);
+}
 static tgc_tensor *c_pow_s0(tgc_tensor *const *x)
 {
     return tgc_add(tgc_pow_scalar(x[0], 0.0), x[0]);
 }
-static tgc_tensor *c_clamp(tgc_tensor *const *x) { return tgc_clamp(x[0], -0.5, 0.6); }
+static tgc_tensor *c_clamp(tgc_tensor *const *x)
+{
+    return tgc_clamp(x[0], -0.5, 0.6);
+}
 /* cast and back: the gradient goes through both casts */
 static tgc_tensor *c_cast(tgc_tensor *const *x)
 {
@@ -123,27 +177,45 @@ static tgc_tensor *c_sum02(tgc_tensor *const *x)
     const int d[2] = {0, 2};
     return tgc_sum(x[0], d, 2, 0);
 }
-static tgc_tensor *c_sum_all(tgc_tensor *const *x) { return tgc_sum(x[0], NULL, 0, 0); }
+static tgc_tensor *c_sum_all(tgc_tensor *const *x)
+{
+    return tgc_sum(x[0], NULL, 0, 0);
+}
 static tgc_tensor *c_mean1k(tgc_tensor *const *x)
 {
     const int d = 1;
     return tgc_mean(x[0], &d, 1, 1);
 }
-static tgc_tensor *c_mean_all(tgc_tensor *const *x) { return tgc_mean(x[0], NULL, 0, 0); }
+static tgc_tensor *c_mean_all(tgc_tensor *const *x)
+{
+    return tgc_mean(x[0], NULL, 0, 0);
+}
 static tgc_tensor *c_max1(tgc_tensor *const *x)
 {
     const int d = 1;
     return tgc_max(x[0], &d, 1, 0);
 }
-static tgc_tensor *c_max_all(tgc_tensor *const *x) { return tgc_max(x[0], NULL, 0, 1); }
+static tgc_tensor *c_max_all(tgc_tensor *const *x)
+{
+    return tgc_max(x[0], NULL, 0, 1);
+}
 static tgc_tensor *c_var02(tgc_tensor *const *x)
 {
     const int d[2] = {0, 2};
     return tgc_var(x[0], d, 2, 1, 0);
 }
-static tgc_tensor *c_var_all(tgc_tensor *const *x) { return tgc_var(x[0], NULL, 0, 0, 1); }
-static tgc_tensor *c_softmax(tgc_tensor *const *x) { return tgc_softmax(x[0], 1); }
-static tgc_tensor *c_log_softmax(tgc_tensor *const *x) { return tgc_log_softmax(x[0], -1); }
+static tgc_tensor *c_var_all(tgc_tensor *const *x)
+{
+    return tgc_var(x[0], NULL, 0, 0, 1);
+}
+static tgc_tensor *c_softmax(tgc_tensor *const *x)
+{
+    return tgc_softmax(x[0], 1);
+}
+static tgc_tensor *c_log_softmax(tgc_tensor *const *x)
+{
+    return tgc_log_softmax(x[0], -1);
+}
 
 /* views and movement */
 static tgc_tensor *c_reshape(tgc_tensor *const *x)
@@ -166,19 +238,46 @@ static tgc_tensor *c_expand(tgc_tensor *const *x)
     const int64_t s[4] = {2, 3, 4, -1};
     return tgc_expand(x[0], s, 4);
 }
-static tgc_tensor *c_squeeze(tgc_tensor *const *x) { return tgc_squeeze(x[0], 1); }
-static tgc_tensor *c_squeeze_all(tgc_tensor *const *x) { return tgc_squeeze(x[0], TGC_ALL_DIMS); }
-static tgc_tensor *c_unsqueeze(tgc_tensor *const *x) { return tgc_unsqueeze(x[0], -1); }
-static tgc_tensor *c_slice1(tgc_tensor *const *x) { return tgc_slice(x[0], 1, 1, 4, 1); }
-static tgc_tensor *c_slice_step(tgc_tensor *const *x) { return tgc_slice(x[0], 0, 1, 100, 3); }
-static tgc_tensor *c_slice_neg(tgc_tensor *const *x) { return tgc_slice(x[0], -1, -4, -1, 2); }
-static tgc_tensor *c_flatten(tgc_tensor *const *x) { return tgc_flatten(x[0], 1, -1); }
+static tgc_tensor *c_squeeze(tgc_tensor *const *x)
+{
+    return tgc_squeeze(x[0], 1);
+}
+static tgc_tensor *c_squeeze_all(tgc_tensor *const *x)
+{
+    return tgc_squeeze(x[0], TGC_ALL_DIMS);
+}
+static tgc_tensor *c_unsqueeze(tgc_tensor *const *x)
+{
+    return tgc_unsqueeze(x[0], -1);
+}
+static tgc_tensor *c_slice1(tgc_tensor *const *x)
+{
+    return tgc_slice(x[0], 1, 1, 4, 1);
+}
+static tgc_tensor *c_slice_step(tgc_tensor *const *x)
+{
+    return tgc_slice(x[0], 0, 1, 100, 3);
+}
+static tgc_tensor *c_slice_neg(tgc_tensor *const *x)
+{
+    return tgc_slice(x[0], -1, -4, -1, 2);
+}
+static tgc_tensor *c_flatten(tgc_tensor *const *x)
+{
+    return tgc_flatten(x[0], 1, -1);
+}
 static tgc_tensor *c_contig(tgc_tensor *const *x)
 {
     return tgc_contiguous(tgc_transpose(x[0], 0, 2));
 }
-static tgc_tensor *c_cat(tgc_tensor *const *x) { return tgc_cat(x, 3, 1); }
-static tgc_tensor *c_stack(tgc_tensor *const *x) { return tgc_stack(x, 2, -1); }
+static tgc_tensor *c_cat(tgc_tensor *const *x)
+{
+    return tgc_cat(x, 3, 1);
+}
+static tgc_tensor *c_stack(tgc_tensor *const *x)
+{
+    return tgc_stack(x, 2, -1);
+}
 static tgc_tensor *c_pad(tgc_tensor *const *x)
 {
     const int64_t p[4] = {1, 2, 0, 1};
@@ -189,17 +288,32 @@ static tgc_tensor *c_pad_crop(tgc_tensor *const *x)
     const int64_t p[4] = {-1, 2, 1, -2};
     return tgc_pad(x[0], p, 2, 0.0);
 }
-static tgc_tensor *c_embedding(tgc_tensor *const *x) { return tgc_embedding(x[0], x[1]); }
-static tgc_tensor *c_gather(tgc_tensor *const *x) { return tgc_gather(x[0], 1, x[1]); }
-static tgc_tensor *c_index_select(tgc_tensor *const *x) { return tgc_index_select(x[0], 0, x[1]); }
+static tgc_tensor *c_embedding(tgc_tensor *const *x)
+{
+    return tgc_embedding(x[0], x[1]);
+}
+static tgc_tensor *c_gather(tgc_tensor *const *x)
+{
+    return tgc_gather(x[0], 1, x[1]);
+}
+static tgc_tensor *c_index_select(tgc_tensor *const *x)
+{
+    return tgc_index_select(x[0], 0, x[1]);
+}
 
 /* linear algebra */
 static tgc_tensor *c_matmul_tb(tgc_tensor *const *x)
 {
     return tgc_matmul(x[0], tgc_transpose(x[1], -2, -1));
 }
-static tgc_tensor *c_linear(tgc_tensor *const *x) { return tgc_linear(x[0], x[1], x[2]); }
-static tgc_tensor *c_linear_nb(tgc_tensor *const *x) { return tgc_linear(x[0], x[1], NULL); }
+static tgc_tensor *c_linear(tgc_tensor *const *x)
+{
+    return tgc_linear(x[0], x[1], x[2]);
+}
+static tgc_tensor *c_linear_nb(tgc_tensor *const *x)
+{
+    return tgc_linear(x[0], x[1], NULL);
+}
 static tgc_tensor *c_conv(tgc_tensor *const *x)
 {
     return tgc_conv2d(x[0], x[1], x[2], &(tgc_conv2d_opts){.stride = {2, 1}, .padding = {1, 1}});
@@ -211,22 +325,24 @@ static tgc_tensor *c_conv_g(tgc_tensor *const *x)
 }
 static tgc_tensor *c_maxpool(tgc_tensor *const *x)
 {
-    return tgc_max_pool2d(x[0],
-                          &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+    return tgc_max_pool2d(
+        x[0], &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
 }
 static tgc_tensor *c_avgpool(tgc_tensor *const *x)
 {
-    return tgc_avg_pool2d(x[0],
-                          &(tgc_pool2d_opts){.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}});
+    return tgc_avg_pool2d(
+        x[0], &(tgc_pool2d_opts){.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}});
 }
 static tgc_tensor *c_avgpool_ex(tgc_tensor *const *x)
 {
-    return tgc_avg_pool2d(x[0], &(tgc_pool2d_opts){.kernel = {3, 3},
-                                                   .stride = {2, 2},
-                                                   .padding = {1, 1},
-                                                   .exclude_padding = 1});
+    return tgc_avg_pool2d(
+        x[0], &(tgc_pool2d_opts){
+                  .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .exclude_padding = 1});
 }
-static tgc_tensor *c_adaptive(tgc_tensor *const *x) { return tgc_adaptive_avg_pool2d(x[0], 2, 3); }
+static tgc_tensor *c_adaptive(tgc_tensor *const *x)
+{
+    return tgc_adaptive_avg_pool2d(x[0], 2, 3);
+}
 
 /* normalization, dropout */
 static tgc_tensor *c_bn_train(tgc_tensor *const *x)
@@ -241,13 +357,22 @@ static tgc_tensor *c_bn_eval(tgc_tensor *const *x)
 {
     return tgc_batch_norm(x[0], x[3], x[4], x[1], x[2], 0, 0.1, 1e-5);
 }
-static tgc_tensor *c_ln(tgc_tensor *const *x) { return tgc_layer_norm(x[0], 2, x[1], x[2], 1e-5); }
+static tgc_tensor *c_ln(tgc_tensor *const *x)
+{
+    return tgc_layer_norm(x[0], 2, x[1], x[2], 1e-5);
+}
 static tgc_tensor *c_ln_plain(tgc_tensor *const *x)
 {
     return tgc_layer_norm(x[0], 1, NULL, NULL, 1e-5);
 }
-static tgc_tensor *c_dropout(tgc_tensor *const *x) { return tgc_dropout(x[0], 0.3, 1); }
-static tgc_tensor *c_dropout_eval(tgc_tensor *const *x) { return tgc_dropout(x[0], 0.3, 0); }
+static tgc_tensor *c_dropout(tgc_tensor *const *x)
+{
+    return tgc_dropout(x[0], 0.3, 1);
+}
+static tgc_tensor *c_dropout_eval(tgc_tensor *const *x)
+{
+    return tgc_dropout(x[0], 0.3, 0);
+}
 
 /* losses */
 static tgc_tensor *c_ce_mean(tgc_tensor *const *x)
@@ -401,7 +526,11 @@ static const gc_case gc_cases[] = {
     {"cross_entropy_mean", c_ce_mean, 2, {F(5, 4), IDX(4, 5)}, GC_HALF},
     {"cross_entropy_none_smooth", c_ce_none_ls, 2, {F(2, 3, 4), IDX(3, 2, 4)}, GC_HALF},
     {"cross_entropy_sum_smooth_ignore", c_ce_sum_ls_ignore, 2, {F(6, 3), IDX(3, 6)}, GC_HALF},
-    {"cross_entropy_unbatched", c_ce_mean_ls_ignore, 2, {F(5), {.kind = GC_IDX, .nd = 0, .lo = 2, .hi = 3}}, GC_HALF},
+    {"cross_entropy_unbatched",
+     c_ce_mean_ls_ignore,
+     2,
+     {F(5), {.kind = GC_IDX, .nd = 0, .lo = 2, .hi = 3}},
+     GC_HALF},
     {"nll_loss_mean_ignore", c_nll_mean, 2, {F(6, 4), IDX(4, 6)}, GC_HALF},
     {"nll_loss_none", c_nll_none, 2, {F(3, 4, 2), IDX(4, 3, 2)}, GC_HALF},
     /* attention: broadcast batch, causal, bool and float masks, dropout */
@@ -412,11 +541,7 @@ static const gc_case gc_cases[] = {
      4,
      {F(2, 3, 4), F(2, 5, 4), F(2, 5, 2), BOOLS(3, 5)},
      GC_HALF | GC_MM},
-    {"sdpa_float_mask",
-     c_sdpa_mask,
-     4,
-     {F(3, 4), F(5, 4), F(5, 3), F(1, 5)},
-     GC_HALF | GC_MM},
+    {"sdpa_float_mask", c_sdpa_mask, 4, {F(3, 4), F(5, 4), F(5, 3), F(1, 5)}, GC_HALF | GC_MM},
     {"sdpa_dropout", c_sdpa_drop, 3, {F(2, 3, 4), F(2, 5, 4), F(2, 5, 3)}, GC_HALF | GC_MM},
 };
 #pragma GCC diagnostic pop
@@ -621,8 +746,8 @@ static tgc_status gc_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc
     for (int k = 0; k < c->n_in; k++) {
         char name[8];
         snprintf(name, sizeof name, "%c%d", c->in[k].kind == GC_BUF ? 'b' : 'p', k);
-        x[k] = c->in[k].kind == GC_F || c->in[k].kind == GC_BUF ? tgc_module_get(self, name)
-                                                                : in[j++];
+        x[k] =
+            c->in[k].kind == GC_F || c->in[k].kind == GC_BUF ? tgc_module_get(self, name) : in[j++];
     }
     if (j != n_in - 1)
         return TGC_ERR_INTERNAL;
@@ -704,8 +829,8 @@ static double gc_tol(const gc_case *c, tgc_dtype dt, int gpu)
 
 /* Compares two sets of gradients; prints the first mismatch of each input. Returns the
  * number of inputs out of tolerance. */
-static int gc_compare(const gc_case *c, const char *what, const gc_grads *got,
-                      const gc_grads *want, double tol)
+static int gc_compare(const gc_case *c, const char *what, const gc_grads *got, const gc_grads *want,
+                      double tol)
 {
     int bad = 0;
     for (int k = 0; k < c->n_in; k++) {
@@ -717,8 +842,8 @@ static int gc_compare(const gc_case *c, const char *what, const gc_grads *got,
         for (int64_t i = 0; i < want->n[k]; i++) {
             double d = fabs(got->g[k][i] - want->g[k][i]);
             if (!(d <= tol * scale)) {
-                printf("  %s: %s: input %d element %lld: got %.9g, want %.9g (tol %.3g)\n",
-                       c->name, what, k, (long long)i, got->g[k][i], want->g[k][i], tol * scale);
+                printf("  %s: %s: input %d element %lld: got %.9g, want %.9g (tol %.3g)\n", c->name,
+                       what, k, (long long)i, got->g[k][i], want->g[k][i], tol * scale);
                 bad++;
                 break;
             }

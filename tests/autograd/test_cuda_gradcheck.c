@@ -34,8 +34,7 @@ static void test_case_on_gpu(void **state)
         tgc_tensor *r_gpu = r_cpu ? tgc_to(r_cpu, tgc_cuda(0)) : NULL;
         assert_non_null(r_gpu);
         gc_grads ref, got;
-        tgc_status st =
-            gc_compiled_grads(ci, vals, dt, tgc_cpu(), r_cpu, TGC_BACKEND_INTERP, &ref);
+        tgc_status st = gc_compiled_grads(ci, vals, dt, tgc_cpu(), r_cpu, TGC_BACKEND_INTERP, &ref);
         assert_int_equal(st, TGC_OK);
         const double tol = gc_tol(c, dt, 1);
         char what[64];

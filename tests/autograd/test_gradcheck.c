@@ -304,8 +304,8 @@ static tgc_status dyn_step(tgc_module *self, tgc_tensor *const *in, int n_in, tg
     if (st != TGC_OK)
         return st;
     const int d0 = 0;
-    tgc_tensor *x = tgc_mul(in[0], w);                 /* [n, 3] * [3] */
-    tgc_tensor *s = tgc_slice(x, 0, 1, INT64_MAX, 1);  /* dynamic dim sliced */
+    tgc_tensor *x = tgc_mul(in[0], w);                /* [n, 3] * [3] */
+    tgc_tensor *s = tgc_slice(x, 0, 1, INT64_MAX, 1); /* dynamic dim sliced */
     tgc_tensor *j = tgc_cat((tgc_tensor *[]){x, s}, 2, 0);
     tgc_tensor *m = tgc_mean(tgc_mul(j, j), &d0, 1, 0); /* mean over the dynamic dim */
     tgc_tensor *L = tgc_sum(tgc_add(m, tgc_var(x, &d0, 1, 1, 0)), NULL, 0, 0);
@@ -344,8 +344,8 @@ static void test_symbolic_sizes_stay_symbolic(void **state)
     const double wv[3] = {0.5, -1, 2};
     tgc_scope_push();
     int64_t three = 3;
-    assert_non_null(tgc_module_param(m, "w", tgc_from_data(wv, sizeof wv, &three, 1, TGC_F64,
-                                                           tgc_cpu())));
+    assert_non_null(
+        tgc_module_param(m, "w", tgc_from_data(wv, sizeof wv, &three, 1, TGC_F64, tgc_cpu())));
     tgc_scope_pop();
     tgc_config cfg = tgc_config_default();
     cfg.dynamic = TGC_DYNAMIC_ALWAYS;
@@ -358,8 +358,8 @@ static void test_symbolic_sizes_stay_symbolic(void **state)
         for (int i = 0; i < n * 3; i++)
             xv[i] = 0.1 * i - 0.7;
         int64_t xs[2] = {n, 3};
-        tgc_tensor *x = tgc_from_data(xv, sizeof(double) * (size_t)(n * 3), xs, 2, TGC_F64,
-                                      tgc_cpu());
+        tgc_tensor *x =
+            tgc_from_data(xv, sizeof(double) * (size_t)(n * 3), xs, 2, TGC_F64, tgc_cpu());
         tgc_mark_dynamic(x, 0);
         tgc_tensor *o[1];
         tgc_status st = tgc_call(f, m, &x, 1, o, 1);
@@ -392,11 +392,11 @@ static tgc_status dyn_many(tgc_module *self, tgc_tensor *const *in, int n_in, tg
     tgc_status st = tgc_zero_grad(self);
     if (st != TGC_OK)
         return st;
-    tgc_tensor *x = in[0]; /* [n, 4] */
-    tgc_tensor *h = tgc_gelu(tgc_linear(x, w, b));              /* [n, 5] */
+    tgc_tensor *x = in[0];                         /* [n, 4] */
+    tgc_tensor *h = tgc_gelu(tgc_linear(x, w, b)); /* [n, 5] */
     h = tgc_layer_norm(h, 1, g, NULL, 1e-5);
-    h = tgc_add(h, tgc_embedding(e, in[1]));                    /* idx [n] */
-    tgc_tensor *s = tgc_slice(h, 0, 0, INT64_MAX, 2);          /* every other row */
+    h = tgc_add(h, tgc_embedding(e, in[1]));          /* idx [n] */
+    tgc_tensor *s = tgc_slice(h, 0, 0, INT64_MAX, 2); /* every other row */
     tgc_tensor *p = tgc_log_softmax(tgc_pad(s, (int64_t[]){1, 0}, 1, 0.0), -1);
     tgc_tensor *ce = tgc_cross_entropy(h, in[2], TGC_REDUCE_MEAN, 1, 0.1); /* target [n] */
     tgc_tensor *q = tgc_unsqueeze(h, 0);
@@ -445,10 +445,9 @@ static void test_symbolic_batch_many_rules(void **state)
             iv[i] = (i * 5 + 1) % 6;
             tv[i] = (i * 3) % 5;
         }
-        tgc_tensor *in[3] = {x, tgc_from_data(iv, sizeof(int64_t) * (size_t)n, is, 1, TGC_I64,
-                                              tgc_cpu()),
-                             tgc_from_data(tv, sizeof(int64_t) * (size_t)n, is, 1, TGC_I64,
-                                           tgc_cpu())};
+        tgc_tensor *in[3] = {
+            x, tgc_from_data(iv, sizeof(int64_t) * (size_t)n, is, 1, TGC_I64, tgc_cpu()),
+            tgc_from_data(tv, sizeof(int64_t) * (size_t)n, is, 1, TGC_I64, tgc_cpu())};
         for (int k = 0; k < 3; k++)
             tgc_mark_dynamic(in[k], 0);
         tgc_tensor *o[1];
