@@ -283,6 +283,17 @@ int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact)
     return b->graph ? b->graph->kernel_count(artifact) : ((const tgc_plan *)artifact)->n_kernels;
 }
 
+size_t tgc_backend_arena_bytes(const tgc_backend *b, void *artifact)
+{
+    if (b->graph)
+        return 0;
+    tgc_plan *p = artifact;
+    pthread_mutex_lock(&p->arena_lock);
+    size_t n = p->arena ? p->arena->nbytes : 0;
+    pthread_mutex_unlock(&p->arena_lock);
+    return n;
+}
+
 void tgc_backend_release(const tgc_backend *b, void *artifact)
 {
     if (b->graph)
