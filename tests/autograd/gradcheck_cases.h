@@ -26,7 +26,7 @@
 
 #include "tgc/tgc.h"
 
-typedef enum { GC_F, GC_FC, GC_BUF, GC_IDX, GC_BOOL } gc_kind;
+typedef enum { GC_F, GC_FC, GC_BUF, GC_IDX, GC_IDX32, GC_BOOL } gc_kind;
 
 typedef struct gc_in {
     gc_kind kind;
@@ -73,6 +73,10 @@ typedef struct gc_case {
 #define IDX(hi_, ...)                                                                              \
     {                                                                                              \
         .kind = GC_IDX, GC_SHAPE(__VA_ARGS__), .lo = 0, .hi = hi_                                  \
+    }
+#define IDX32(hi_, ...)                                                                            \
+    {                                                                                              \
+        .kind = GC_IDX32, GC_SHAPE(__VA_ARGS__), .lo = 0, .hi = hi_                                \
     }
 #define BOOLS(...)                                                                                 \
     {                                                                                              \
@@ -400,6 +404,46 @@ static tgc_tensor *c_nll_none(tgc_tensor *const *x)
     return tgc_nll_loss(x[0], x[1], TGC_REDUCE_NONE, -100);
 }
 
+static tgc_tensor *c_cat_t(tgc_tensor *const *x)
+{
+    tgc_tensor *ts[2] = {tgc_transpose(x[0], 0, 1), x[1]};
+    return tgc_cat(ts, 2, 0);
+}
+static tgc_tensor *c_slice_one(tgc_tensor *const *x)
+{
+    return tgc_slice(x[0], 0, 2, 3, 1);
+}
+static tgc_tensor *c_ln_w(tgc_tensor *const *x)
+{
+    return tgc_layer_norm(x[0], 1, x[1], NULL, 1e-3);
+}
+static tgc_tensor *c_bn_eval_nw(tgc_tensor *const *x)
+{
+    return tgc_batch_norm(x[0], x[1], x[2], NULL, NULL, 0, 0.1, 1e-5);
+}
+static tgc_tensor *c_softmax0(tgc_tensor *const *x)
+{
+    return tgc_softmax(x[0], 0);
+}
+static tgc_tensor *c_gather0(tgc_tensor *const *x)
+{
+    return tgc_gather(x[0], 0, x[1]);
+}
+static tgc_tensor *c_expand_lead(tgc_tensor *const *x)
+{
+    const int64_t s[3] = {2, 3, 4};
+    return tgc_expand(x[0], s, 3);
+}
+static tgc_tensor *c_mean_size1(tgc_tensor *const *x)
+{
+    const int d[2] = {1, 2};
+    return tgc_mean(x[0], d, 2, 0);
+}
+static tgc_tensor *c_maxpool_s1(tgc_tensor *const *x)
+{
+    return tgc_max_pool2d(x[0], &(tgc_pool2d_opts){.kernel = {2, 3}, .stride = {1, 1}});
+}
+
 /* attention */
 static tgc_tensor *c_sdpa(tgc_tensor *const *x)
 {
@@ -408,6 +452,10 @@ static tgc_tensor *c_sdpa(tgc_tensor *const *x)
 static tgc_tensor *c_sdpa_causal(tgc_tensor *const *x)
 {
     return tgc_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0.0, 1, 0.7);
+}
+static tgc_tensor *c_sdpa_causal_rect(tgc_tensor *const *x)
+{
+    return tgc_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0.0, 1, 0.0);
 }
 static tgc_tensor *c_sdpa_mask(tgc_tensor *const *x)
 {
@@ -542,6 +590,32 @@ static const gc_case gc_cases[] = {
      {F(2, 3, 4), F(2, 5, 4), F(2, 5, 2), BOOLS(3, 5)},
      GC_HALF | GC_MM},
     {"sdpa_float_mask", c_sdpa_mask, 4, {F(3, 4), F(5, 4), F(5, 3), F(1, 5)}, GC_HALF | GC_MM},
+    {"sdpa_causal_rectangular",
+     c_sdpa_causal_rect,
+     3,
+     {F(1, 3, 4), F(2, 5, 4), F(2, 5, 2)},
+     GC_HALF | GC_MM},
+    /* more shapes: non-contiguous cat input, a slice of one, i32 indices, size-1 reduced dims,
+     * weight-only layer_norm, batch_norm eval without affine, overlapping pool windows */
+    {"cat_noncontig", c_cat_t, 2, {F(3, 4), F(2, 3)}, GC_HALF},
+    {"slice_to_one", c_slice_one, 1, {F(4, 3)}, GC_HALF},
+    {"embedding_i32", c_embedding, 2, {F(5, 4), IDX32(5, 7)}, GC_HALF},
+    {"gather_dim0_i32", c_gather0, 2, {F(4, 3), IDX32(4, 6, 3)}, GC_HALF},
+    {"index_select_i32", c_index_select, 2, {F(3, 2, 2), IDX32(3, 5)}, GC_HALF},
+    {"cross_entropy_i32", c_ce_mean, 2, {F(4, 5), IDX32(5, 4)}, GC_HALF},
+    {"nll_loss_i32", c_nll_none, 2, {F(5, 3), IDX32(3, 5)}, GC_HALF},
+    {"softmax_dim0", c_softmax0, 1, {F(4, 3)}, GC_HALF},
+    {"expand_leading", c_expand_lead, 1, {F(4)}, GC_HALF},
+    {"mean_size1_dims", c_mean_size1, 1, {F(3, 1, 4)}, GC_HALF},
+    {"where_broadcast_cond", c_where, 3, {BOOLS(4), F(3, 4), F(3, 1)}, GC_HALF},
+    {"layer_norm_weight_only", c_ln_w, 2, {F(4, 6), F(6)}, GC_HALF | GC_LOOSE},
+    {"batch_norm_eval_no_affine",
+     c_bn_eval_nw,
+     3,
+     {F(2, 3, 2, 2), FC(-0.5, 0.5, 3), FC(0.5, 2, 3)},
+     GC_HALF | GC_LOOSE},
+    {"max_pool2d_overlapping", c_maxpool_s1, 1, {F(1, 2, 4, 5)}, GC_HALF},
+    {"linear_4d", c_linear, 3, {F(2, 1, 3, 4), F(2, 4), F(2)}, GC_HALF | GC_MM},
     {"sdpa_dropout", c_sdpa_drop, 3, {F(2, 3, 4), F(2, 5, 4), F(2, 5, 3)}, GC_HALF | GC_MM},
 };
 #pragma GCC diagnostic pop
@@ -553,6 +627,7 @@ static const gc_case gc_cases[] = {
 #undef BUF
 #undef IDX
 #undef BOOLS
+#undef IDX32
 #undef F0
 
 /* ---- the harness ---- */
@@ -592,7 +667,8 @@ static double *gc_values(int ci, int k)
     for (int64_t i = 0; i < n; i++) {
         double u = gc_u(ci, k, i);
         switch (in->kind) {
-        case GC_IDX: v[i] = floor(lo + u * (hi - lo)); break;
+        case GC_IDX:
+        case GC_IDX32: v[i] = floor(lo + u * (hi - lo)); break;
         case GC_BOOL: v[i] = u < 0.65; break;
         default: v[i] = lo + u * (hi - lo); break;
         }
@@ -607,12 +683,14 @@ static tgc_tensor *gc_make(int ci, int k, const double *vals, tgc_dtype dt, tgc_
     int64_t n = gc_numel(in);
     tgc_tensor *t = NULL;
     tgc_scope_push();
-    if (in->kind == GC_IDX) {
+    if (in->kind == GC_IDX || in->kind == GC_IDX32) {
         int64_t *iv = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
         for (int64_t i = 0; i < n; i++)
             iv[i] = (int64_t)vals[i];
         t = tgc_from_data(iv, (size_t)n * sizeof *iv, in->shape, in->nd, TGC_I64, tgc_cpu());
         free(iv);
+        if (t && in->kind == GC_IDX32)
+            t = tgc_cast(t, TGC_I32);
     } else if (in->kind == GC_BOOL) {
         uint8_t *bv = malloc((size_t)(n ? n : 1));
         for (int64_t i = 0; i < n; i++)
@@ -839,6 +917,12 @@ static int gc_compare(const gc_case *c, const char *what, const gc_grads *got, c
         double scale = 1;
         for (int64_t i = 0; i < want->n[k]; i++)
             scale = fmax(scale, fabs(want->g[k][i]));
+        double worst = 0;
+        for (int64_t i = 0; i < want->n[k]; i++)
+            worst = fmax(worst, fabs(got->g[k][i] - want->g[k][i]) / (tol * scale));
+        if (getenv("TGC_GRADCHECK_MARGINS") && worst > 0.1)
+            printf("  %s: %s: input %d uses %.0f%% of its tolerance\n", c->name, what, k,
+                   100 * worst);
         for (int64_t i = 0; i < want->n[k]; i++) {
             double d = fabs(got->g[k][i] - want->g[k][i]);
             if (!(d <= tol * scale)) {
