@@ -101,16 +101,27 @@ tgc_status tgc_grad_rule_batch_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_t
             return s;
     }
     GR_SET(xhat, tgc_mul(tgc_sub(xu, mean), rstd));
+    /* the two per-channel sums every gradient is made of: sum(dy) (db) and sum(dy xhat) (dw);
+     * in training dx = w rstd (dy - sum(dy)/n - xhat sum(dy xhat)/n) */
+    const int need_w = wi >= 0 && c->needs[wi], need_b = bi >= 0 && c->needs[bi];
+    tgc_tensor *s_g = NULL, *s_gx = NULL, *scale = rstd;
+    if (need_b || (training && c->needs[0]))
+        GR_SET(s_g, tgc_sum(g, dims, n, 1));
+    if (need_w || (training && c->needs[0]))
+        GR_SET(s_gx, tgc_sum(tgc_mul(g, xhat), dims, n, 1));
     if (c->needs[0]) {
-        tgc_tensor *dxhat = w ? tgc_mul(g, per_channel(w, x, dt)) : g;
-        GR_SET(gin[0],
-               tgc_gr_cast(training ? norm_dx(dxhat, xhat, rstd, dims, n) : tgc_mul(dxhat, rstd),
-                           tgc_dtype_of(x)));
+        if (w)
+            GR_SET(scale, tgc_mul(rstd, per_channel(w, x, dt)));
+        tgc_tensor *d = g;
+        if (training)
+            d = tgc_sub(tgc_sub(g, tgc_gr_div_count(s_g, x, mask, 0)),
+                        tgc_mul(xhat, tgc_gr_div_count(s_gx, x, mask, 0)));
+        GR_SET(gin[0], tgc_gr_cast(tgc_mul(d, scale), tgc_dtype_of(x)));
     }
-    if (wi >= 0 && c->needs[wi])
-        GR_SET(gin[wi], tgc_gr_cast(tgc_sum(tgc_mul(g, xhat), dims, n, 0), tgc_dtype_of(w)));
-    if (bi >= 0 && c->needs[bi])
-        GR_SET(gin[bi], tgc_gr_cast(tgc_sum(g, dims, n, 0), tgc_dtype_of(c->in[bi])));
+    if (need_w)
+        GR_SET(gin[wi], tgc_reshape_as(tgc_gr_cast(s_gx, tgc_dtype_of(w)), w));
+    if (need_b)
+        GR_SET(gin[bi], tgc_reshape_as(tgc_gr_cast(s_g, tgc_dtype_of(c->in[bi])), c->in[bi]));
     (void)rv;
     return TGC_OK; /* the running statistics get no gradient (PyTorch) */
 }
