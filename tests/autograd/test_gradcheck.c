@@ -477,6 +477,47 @@ static void test_symbolic_batch_many_rules(void **state)
     tgc_module_free(mc);
 }
 
+/* ---- tgc_grad_sum_to and tgc_grad_dim_is_one ---- */
+
+static void test_grad_sum_to(void **state)
+{
+    (void)state;
+    tgc_scope_push();
+    int64_t gs[3] = {2, 3, 4}, ls[2] = {3, 1};
+    double v[24];
+    for (int i = 0; i < 24; i++)
+        v[i] = i;
+    tgc_tensor *g = tgc_from_data(v, sizeof v, gs, 3, TGC_F64, tgc_cpu());
+    tgc_tensor *like = tgc_zeros(ls, 2, TGC_F32, tgc_cpu());
+    tgc_tensor *r = tgc_grad_sum_to(g, like); /* sums dim 0 (leading) and dim 2 (size 1) */
+    assert_non_null(r);
+    assert_int_equal(tgc_dtype_of(r), TGC_F32);
+    int64_t rs[TGC_MAX_DIMS];
+    assert_int_equal(tgc_shape(r, rs), 2);
+    assert_int_equal(rs[0], 3);
+    assert_int_equal(rs[1], 1);
+    float got[3];
+    assert_int_equal(tgc_copy_to_host(r, got, sizeof got), TGC_OK);
+    for (int j = 0; j < 3; j++) {
+        double want = 0;
+        for (int a = 0; a < 2; a++)
+            for (int k = 0; k < 4; k++)
+                want += v[a * 12 + j * 4 + k];
+        assert_float_equal(got[j], want, 0);
+    }
+    assert_int_equal(tgc_grad_dim_is_one(like, 1), 1);
+    assert_int_equal(tgc_grad_dim_is_one(like, 0), 0);
+    assert_int_equal(tgc_grad_dim_is_one(like, 2), 0); /* out of range: not a size-1 dim */
+    /* a gradient with fewer dims than its operand cannot be reduced to it */
+    tgc_clear_error();
+    assert_null(tgc_grad_sum_to(like, g));
+    assert_int_equal(tgc_last_status(), TGC_ERR_SHAPE);
+    /* NULL in: NULL out, the first error kept */
+    tgc_clear_error();
+    assert_null(tgc_grad_sum_to(NULL, like));
+    tgc_scope_pop();
+}
+
 /* ---- the table ---- */
 
 static void test_rule_table(void **state)
@@ -525,7 +566,7 @@ static void test_dropout_rule_needs_its_mask(void **state)
 
 int main(void)
 {
-    static struct CMUnitTest tests[2 * GC_N_CASES + 8];
+    static struct CMUnitTest tests[2 * GC_N_CASES + 16];
     static char names[2 * GC_N_CASES][80];
     int n = 0;
     for (int i = 0; i < GC_N_CASES; i++) {
@@ -542,9 +583,12 @@ int main(void)
         cmocka_unit_test(test_batch_norm_recorded_forward_is_the_ops),
         cmocka_unit_test(test_symbolic_sizes_stay_symbolic),
         cmocka_unit_test(test_symbolic_batch_many_rules),
+        cmocka_unit_test(test_grad_sum_to),
         cmocka_unit_test(test_rule_table),
         cmocka_unit_test(test_dropout_rule_needs_its_mask),
     };
+    if (n + sizeof more / sizeof more[0] > sizeof tests / sizeof tests[0])
+        return 1; /* the table above is too small for the tests below */
     for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
         tests[n++] = more[k];
     int r = _cmocka_run_group_tests("test_gradcheck", tests, (size_t)n, NULL, NULL);
