@@ -257,6 +257,62 @@ static void test_dropout_mask_is_plain_dropouts(void **state)
     check_dropout_bits(TGC_BF16);
 }
 
+/* Compiled: a dropout recorded for autograd (of a parameter) and a plain one (of an input
+ * that requires no gradient) give the bits eager plain dropout gives. */
+static tgc_status drop_fn(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                          int n_out)
+{
+    (void)n_out;
+    tgc_tensor *x = n_in ? in[0] : tgc_module_get(self, "x");
+    tgc_manual_seed(42);
+    out[0] = tgc_dropout(x, 0.3, 1);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void check_compiled_dropout(tgc_dtype dt, tgc_backend_kind b)
+{
+    tgc_scope_push();
+    int64_t s[2] = {31, 17};
+    tgc_manual_seed(4);
+    tgc_tensor *x = tgc_cast(tgc_randn(s, 2, TGC_F32, tgc_cpu()), dt);
+    tgc_module *with = tgc_module_create("drop", NULL), *without = tgc_module_create("plain", NULL);
+    assert_non_null(tgc_module_param(with, "x", x)); /* requires a gradient */
+    tgc_config cfg = tgc_config_default();
+    cfg.backend = b;
+    tgc_fn *f = tgc_compile(drop_fn, "drop_recorded", &cfg);
+    tgc_fn *h = tgc_compile(drop_fn, "drop_plain", &cfg);
+    tgc_tensor *o_rec[1], *o_plain[1];
+    assert_int_equal(tgc_call(f, with, NULL, 0, o_rec, 1), TGC_OK);
+    assert_int_equal(tgc_call(h, without, &x, 1, o_plain, 1), TGC_OK);
+    tgc_manual_seed(42);
+    tgc_tensor *plain_eager = tgc_dropout(x, 0.3, 1);
+    const size_t nb = (size_t)(31 * 17) * tgc_dtype_size(dt);
+    char *a = malloc(nb), *c = malloc(nb), *e = malloc(nb);
+    assert_int_equal(tgc_copy_to_host(o_rec[0], a, nb), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(o_plain[0], c, nb), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(plain_eager, e, nb), TGC_OK);
+    assert_memory_equal(a, c, nb);
+    assert_memory_equal(a, e, nb);
+    free(a);
+    free(c);
+    free(e);
+    tgc_fn_free(f);
+    tgc_fn_free(h);
+    tgc_module_free(with);
+    tgc_module_free(without);
+    tgc_scope_pop();
+}
+
+static void test_compiled_dropout_mask_is_plain_dropouts(void **state)
+{
+    (void)state;
+    const tgc_dtype dts[3] = {TGC_F32, TGC_F64, TGC_F16};
+    for (int k = 0; k < 3; k++) {
+        check_compiled_dropout(dts[k], TGC_BACKEND_INTERP);
+        check_compiled_dropout(dts[k], TGC_BACKEND_AUTO);
+    }
+}
+
 /* ---- batch_norm: the recorded training forward is the op's ---- */
 
 static void test_batch_norm_recorded_forward_is_the_ops(void **state)
@@ -580,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_max_ties_split_evenly),
         cmocka_unit_test(test_kinks_follow_pytorch),
         cmocka_unit_test(test_dropout_mask_is_plain_dropouts),
+        cmocka_unit_test(test_compiled_dropout_mask_is_plain_dropouts),
         cmocka_unit_test(test_batch_norm_recorded_forward_is_the_ops),
         cmocka_unit_test(test_symbolic_sizes_stay_symbolic),
         cmocka_unit_test(test_symbolic_batch_many_rules),
