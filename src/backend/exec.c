@@ -93,6 +93,8 @@ static tgc_tensor *ensure_buffer(run_ctx *r, int32_t v)
 {
     if (r->vals[v])
         return r->vals[v];
+    if (r->p->write_to && r->p->write_to[v] >= 0) /* stored straight into an ASSIGN's input */
+        return r->vals[v] = r->vals[r->p->write_to[v]];
     const tgc_vinfo *vi = &r->p->g->nodes[v].out;
     int64_t shape[TGC_MAX_DIMS];
     eval_shape(r, vi, shape);

@@ -58,6 +58,10 @@ typedef struct tgc_plan {
     /* per value: 1 when a node writes it in place (tgc_pass_mutated_values); NULL when no
      * node does. Inputs so marked are written back after a call. */
     uint8_t *mutated;
+    /* per value: the INPUT an ASSIGN writes it to, when the kernel computing it can store
+     * straight into that input (forward_writes in driver.c), else -1; NULL when none can. The
+     * executor then binds the value to the input's buffer and the ASSIGN copies nothing. */
+    int32_t *write_to;
     /* the arena kept between calls */
     pthread_mutex_t arena_lock;
     tgc_storage *arena;
