@@ -822,7 +822,7 @@ static tgc_status gc_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc
     tgc_tensor *x[5];
     int j = 0;
     for (int k = 0; k < c->n_in; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "%c%d", c->in[k].kind == GC_BUF ? 'b' : 'p', k);
         x[k] =
             c->in[k].kind == GC_F || c->in[k].kind == GC_BUF ? tgc_module_get(self, name) : in[j++];
@@ -854,7 +854,7 @@ static tgc_status gc_compiled_grads(int ci, double *const *vals, tgc_dtype dt, t
     tgc_scope_push();
     for (int k = 0; k < c->n_in && st == TGC_OK; k++) {
         tgc_tensor *t = gc_make(ci, k, vals[k], dt, dev);
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "%c%d", c->in[k].kind == GC_BUF ? 'b' : 'p', k);
         if (!t)
             st = tgc_last_status();
@@ -879,7 +879,7 @@ static tgc_status gc_compiled_grads(int ci, double *const *vals, tgc_dtype dt, t
     for (int k = 0; k < c->n_in && st == TGC_OK; k++) {
         if (c->in[k].kind != GC_F)
             continue;
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "p%d", k);
         out->n[k] = gc_numel(&c->in[k]);
         if (!(out->g[k] = gc_host(tgc_grad(tgc_module_get(m, name)), out->n[k])))
