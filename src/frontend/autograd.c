@@ -110,9 +110,10 @@ tgc_status tgc_autograd_attach(tgc_tensor *out, tgc_op op, const tgc_attrs *a,
     if (n) {
         n->in = calloc((size_t)(n_in ? n_in : 1), sizeof *n->in);
         n->saved = n_saved ? calloc((size_t)n_saved, sizeof *n->saved) : NULL;
-        n->out = value_handle(out);
+        n->out = tgc_grad_rule_needs_out(op, a) ? value_handle(out) : NULL;
     }
-    if (!n || !n->in || (n_saved && !n->saved) || !n->out) {
+    if (!n || !n->in || (n_saved && !n->saved) ||
+        (!n->out && tgc_grad_rule_needs_out(op, a))) {
         if (n) {
             tgc_tensor_unref(n->out);
             free(n->in);

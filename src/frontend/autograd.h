@@ -19,7 +19,8 @@ typedef struct tgc_grad_ctx {
     const tgc_attrs *a;       /* the forward op's attributes */
     tgc_tensor *const *in;    /* the forward inputs, as passed to tgc_apply (n_in of them) */
     int n_in;
-    tgc_tensor *out;          /* the forward result (its values; no record of its own) */
+    tgc_tensor *out;          /* the forward result (its values; no record of its own), for
+                               * the ops of tgc_grad_rule_needs_out; NULL otherwise */
     tgc_tensor *const *saved; /* what tgc_autograd_attach was given (n_saved; NULL for 0) */
     int n_saved;
     const uint8_t *needs;     /* needs[k]: input k needs a gradient */
@@ -37,6 +38,11 @@ typedef tgc_status (*tgc_grad_rule)(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_t
  * gradient (comparisons, argmax, integer results, sources: it is not differentiable). Every
  * differentiable op of ops.def has one (grad_rules*.c). */
 tgc_grad_rule tgc_grad_rule_for(tgc_op op, const tgc_attrs *a);
+
+/* 1 when op's rule reads the forward result (c->out: exp, sqrt, rsqrt, tanh, sigmoid, pow,
+ * max, softmax, log_softmax); other records keep no handle of their result, so its memory
+ * goes when the user's tensor does. */
+int tgc_grad_rule_needs_out(tgc_op op, const tgc_attrs *a);
 
 /* 1 when a result made from these inputs must be recorded: grad mode is on and an input
  * requires a gradient (tgc_requires_grad_of). */

@@ -157,6 +157,23 @@ static const tgc_grad_rule rules[] = {
 static_assert(sizeof rules / sizeof rules[0] == TGC_OP_COUNT,
               "grad_rules.c: every op of ops.def needs a GRAD_ entry");
 
+int tgc_grad_rule_needs_out(tgc_op op, const tgc_attrs *a)
+{
+    (void)a;
+    switch (op) {
+    case TGC_OP_EXP:
+    case TGC_OP_SQRT:
+    case TGC_OP_RSQRT:
+    case TGC_OP_TANH:
+    case TGC_OP_SIGMOID:
+    case TGC_OP_POW:
+    case TGC_OP_MAX:
+    case TGC_OP_SOFTMAX:
+    case TGC_OP_LOG_SOFTMAX: return 1;
+    default: return 0;
+    }
+}
+
 tgc_grad_rule tgc_grad_rule_for(tgc_op op, const tgc_attrs *a)
 {
     if ((unsigned)op >= TGC_OP_COUNT)

@@ -181,7 +181,9 @@ tgc_status tgc_grad_rule_unary(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor
     const tgc_dtype dt = tgc_gr_compute_dtype(xdt);
     GR_SET(g, tgc_gr_cast(gy, dt));
     GR_SET(xu, tgc_gr_cast(x, dt));
-    GR_SET(y, tgc_gr_cast(c->out, dt));
+    y = NULL; /* the result, for the ops whose rule reads it (tgc_grad_rule_needs_out) */
+    if (tgc_grad_rule_needs_out(c->op, c->a))
+        GR_SET(y, tgc_gr_cast(c->out, dt));
     switch (c->op) {
     case TGC_OP_NEG: r = tgc_neg(g); break;
     case TGC_OP_ABS: /* sign(x): 0 at 0 */

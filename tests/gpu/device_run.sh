@@ -24,16 +24,25 @@
 #                   torch.compile default, reduce-overhead) and its BERT sweep
 #                                                                      -> $OUT/torch_ref.log
 # --quick: only the build and `ctest -L gpu` (tests/gpu/test_gpu.sh --gpu-only --no-memcheck).
+# --train: the training run instead (issue 10's GPU targets):
+#   tests      200  build and `ctest -L gpu`                            -> $OUT/test_gpu.log
+#   torch_graph 60  torch_graph_ref.py cnn resnet (whole-step CUDA graphs with fused Adam,
+#                   TF32 and channels-last variants)                    -> $OUT/torch_graph_ref.log
+#   torch_train 130 tests/gpu/torch_train.py: torch_ref.py's train_bench, eager, torch.compile
+#                   default and reduce-overhead                          -> $OUT/torch_train.log
+#   bench_train 150 bench_train --device cuda at HIGHEST and HIGH, with the PyTorch figures
+#                   of this run as --torch-ref                          -> $OUT/bench_train.log
 # A phase cut by its budget is marked "timeout" in the summary; what it printed is kept.
 # The files under $OUT stay within the device tool's limit of 8.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/gpu}
 mkdir -p "$OUT"
-quick=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
+quick=0 train=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
+    --train) train=1 ;;
     --no-tests) tests=0 ;;
     --no-memcheck) memcheck=0 ;;
     --no-bench) bench=0 ;;
@@ -79,6 +88,40 @@ if [ $quick = 1 ]; then
     rc=$?
     cat "$PHASES"
     exit $rc
+fi
+
+find_torch() {
+    for d in "$torch_dir" .deps/torch shared/bench ../shared/bench; do
+        if [ -n "$d" ] && [ -f "$d/torch_ref.py" ] && [ -f "$d/torch_graph_ref.py" ]; then
+            torch_dir=$d
+            return 0
+        fi
+    done
+    return 1
+}
+
+if [ $train = 1 ]; then
+    if [ $tests = 1 ]; then
+        run_phase tests 200 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --gpu-only --no-memcheck
+    else
+        run_phase build 90 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --build-only
+    fi
+    refs=()
+    if [ $torch = 1 ] && find_torch; then
+        run_phase torch_graph 60 "$OUT/torch_graph_ref.log" \
+            python3 "$torch_dir/torch_graph_ref.py" /tmp/torch-graph-out cnn resnet
+        run_phase torch_train 130 "$OUT/torch_train.log" \
+            python3 tests/gpu/torch_train.py "$torch_dir/torch_ref.py" /tmp/torch-train-out
+        refs=(--torch-ref "$OUT/torch_graph_ref.log" --torch-ref "$OUT/torch_train.log")
+    fi
+    run_phase bench_train 150 "$OUT/bench_train.log" bash -c "
+        $BUILD/tests/bench/bench_train --device cuda --precision highest --iters 30 --budget 8 \
+            --only cnn,resnet18,epoch ${refs[*]} --json $OUT/bench_train_highest.json
+        $BUILD/tests/bench/bench_train --device cuda --precision high --iters 30 --budget 8 \
+            --only cnn,resnet18 ${refs[*]} --json $OUT/bench_train_high.json"
+    echo "total $(($(date +%s) - t_start)) -" >>"$PHASES"
+    cat "$PHASES"
+    exit 0
 fi
 
 if [ $tests = 1 ]; then
