@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Golden files for tests/train/test_train_parity.c: PyTorch (CPU, fp32) training runs that
+libtgc must reproduce.
+
+Two models, each trained from the same initial weights on the same batches for STEPS steps
+with each of two optimizers:
+
+  cnn     the seed's CNN (examples/models/seed_cnn.h; parameters named conv1/conv2/conv3/fc as
+          tgc names them), full size: Conv(3->32, k3, p2) - ReLU - MaxPool(3, s2) - ... -
+          AdaptiveAvgPool(8) - Linear(8192 -> 10).
+  resnet  torchvision's ResNet18 layout (examples/models/resnet18.h; state_dict names) with
+          num_classes 10 but NARROWED to keep the test fast and the goldens small: base width
+          RESNET_WIDTH = 4 channels instead of torchvision's 64 (layers of 4, 8, 16, 32
+          channels). Same blocks, strides, downsamples, batch norms (training mode, running
+          statistics updated) as the full network.
+
+Batches: BATCH = 8 images of 3x32x32 (small, so that the CI test runs in seconds), generated
+by a counter-based integer hash that tests/train/train_util.h computes identically in C, so
+no batch is stored: x values are k * 2^-22 - 2 for a 24-bit k (exact in fp32), labels in
+0..9. Step s uses batch s.
+
+Optimizers (PyTorch's torch.optim, default foreach implementation):
+  sgd   SGD(lr=0.01, momentum=0.9, weight_decay=5e-4)
+  adam  Adam(lr=1e-3)  (betas 0.9/0.999, eps 1e-8, no weight decay)
+each step: zero_grad, forward (train mode), F.cross_entropy (mean), backward, step.
+
+Files (tests/train/golden/, safetensors, fp32, tgc's dotted names == PyTorch state_dict keys,
+without batch norm's num_batches_tracked):
+  <model>_init.safetensors            initial parameters and buffers
+  <model>_<opt>.safetensors           parameters and buffers after STEPS steps, plus "losses"
+                                      [STEPS] (the loss of each step, before its update)
+  meta.json                           hyperparameters, the losses as text, batch checksums,
+                                      the torch version that wrote them
+
+Run (writes the goldens in place; commit them):
+  python3 -m venv .venv-train
+  .venv-train/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu \
+      safetensors numpy            # or plain `pip install torch safetensors numpy`
+  .venv-train/bin/python tests/train/gen_golden_train.py
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+STEPS = 20
+BATCH = 8
+RESNET_WIDTH = 4
+SEED = 20261201
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+
+SGD_OPTS = dict(lr=0.01, momentum=0.9, weight_decay=5e-4)
+ADAM_OPTS = dict(lr=1e-3)
+
+M64 = (1 << 64) - 1
+
+
+# ---- batches: the same integer hash as tests/train/train_util.h ----
+
+def mix64(z):
+    """splitmix64's finalizer of z + golden gamma, on uint64 arrays (wrapping)."""
+    z = (z + np.uint64(0x9E3779B97F4A7C15)) & np.uint64(M64)
+    z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & np.uint64(M64)
+    z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & np.uint64(M64)
+    return z ^ (z >> np.uint64(31))
+
+
+def batch(step, n=BATCH):
+    """x float32 [n, 3, 32, 32], y int64 [n] of batch `step`."""
+    count = n * 3 * 32 * 32
+    with np.errstate(over="ignore"):
+        keys = (np.uint64(step) << np.uint64(32)) | np.arange(count, dtype=np.uint64)
+        k = mix64(keys) >> np.uint64(40)  # 24 bits
+        x = (k.astype(np.float64) * 2.0 ** -22 - 2.0).astype(np.float32)
+        lkeys = (np.uint64(step + 1000) << np.uint64(32)) | np.arange(n, dtype=np.uint64)
+        y = (mix64(lkeys) >> np.uint64(33)) % np.uint64(10)
+    return (torch.from_numpy(x.reshape(n, 3, 32, 32)).clone(),
+            torch.from_numpy(y.astype(np.int64)).clone())
+
+
+# ---- models ----
+
+class SeedCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=2)
+        self.conv3 = nn.Conv2d(64, 128, 3, padding=2)
+        self.fc = nn.Linear(128 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 3, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 3, 2)
+        x = F.adaptive_avg_pool2d(F.relu(self.conv3(x)), 8)
+        return self.fc(torch.flatten(x, 1))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return F.relu(out + identity)
+
+
+class ResNet18(nn.Module):
+    """torchvision.models.resnet18's layout and init with a base width parameter."""
+
+    def __init__(self, width=64, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        layers, cin = [], width
+        for i in range(4):
+            w = width << i
+            layers.append(nn.Sequential(BasicBlock(cin, w, 1 if i == 0 else 2),
+                                        BasicBlock(w, w, 1)))
+            cin = w
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.fc = nn.Linear(width * 8, num_classes)
+        for m in self.modules():  # torchvision's init
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def state(model):
+    """fp32 contiguous copies of every parameter and buffer, without num_batches_tracked."""
+    return {k: v.detach().to(torch.float32).contiguous().clone()
+            for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
+
+
+def train(model, init, opt_name):
+    model.load_state_dict(init, strict=False)
+    model.train()
+    if opt_name == "sgd":
+        opt = torch.optim.SGD(model.parameters(), **SGD_OPTS)
+    else:
+        opt = torch.optim.Adam(model.parameters(), **ADAM_OPTS)
+    losses = []
+    for s in range(STEPS):
+        x, y = batch(s)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, state(model)
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    os.makedirs(OUT, exist_ok=True)
+    meta = {"torch": torch.__version__, "steps": STEPS, "batch": BATCH,
+            "resnet_width": RESNET_WIDTH, "sgd": SGD_OPTS, "adam": ADAM_OPTS,
+            "loss": "cross_entropy mean", "batches": {}, "losses": {}}
+    for s in (0, 1, STEPS - 1):
+        x, y = batch(s)
+        meta["batches"][str(s)] = {"x_sum": float(x.double().sum()),
+                                   "x_first": [float(v) for v in x.flatten()[:4]],
+                                   "y": [int(v) for v in y]}
+    for name, make in (("cnn", SeedCNN), ("resnet", lambda: ResNet18(RESNET_WIDTH))):
+        torch.manual_seed(SEED)
+        model = make()
+        init = state(model)
+        save_file(init, os.path.join(OUT, f"{name}_init.safetensors"))
+        for opt_name in ("sgd", "adam"):
+            losses, final = train(make(), init, opt_name)
+            final["losses"] = torch.tensor(losses, dtype=torch.float32)
+            save_file(final, os.path.join(OUT, f"{name}_{opt_name}.safetensors"))
+            meta["losses"][f"{name}_{opt_name}"] = losses
+            print(f"{name} {opt_name}: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+    with open(os.path.join(OUT, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    total = sum(os.path.getsize(os.path.join(OUT, n)) for n in os.listdir(OUT))
+    print(f"wrote {OUT}: {total / 1e6:.2f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
