@@ -62,7 +62,9 @@ TGC_API tgc_status tgc_backward_grad(tgc_tensor *out, tgc_tensor *grad_out);
 TGC_API tgc_tensor *tgc_grad(const tgc_tensor *t);
 /* A view of t that shares its storage and carries no record (requires no gradient). */
 TGC_API tgc_tensor *tgc_detach(tgc_tensor *t);
-/* Zeroes the .grad of every parameter of the module tree in place (those that have one). */
+/* Zeroes the .grad of every parameter of the module tree that requires a gradient, in place;
+ * a parameter without a .grad yet gets one (zeros). So a compiled step that starts with it
+ * binds the same gradient tensors on its first call as later. */
 TGC_API tgc_status tgc_zero_grad(tgc_module *m);
 
 /* ---- optimizers (PyTorch's update rules, over every parameter of a module tree that

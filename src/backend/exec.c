@@ -33,6 +33,7 @@ tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exe
     case TGC_BIND_CAPTURED:
     case TGC_BIND_CONST: return idx < x->n_bound ? x->bound[idx] : NULL;
     case TGC_BIND_FOLDED: return idx >= 0 && idx < g->n_consts ? g->consts[idx] : NULL;
+    case TGC_BIND_GRAD: return idx < x->n_params ? x->params[idx]->grad : NULL;
     }
     return NULL;
 }
@@ -165,6 +166,34 @@ static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
     return st;
 }
 
+/* ASSIGN(dst, src): src's elements into dst's buffer (the bound input, or its contiguous copy
+ * that write_back returns), on the plan's device: a device copy queued on the stream where
+ * the backend can (so it is also recorded by a capture), else the tensor core's copy. */
+static tgc_status run_assign(run_ctx *r, int32_t node)
+{
+    const tgc_plan *p = r->p;
+    const tgc_node *nd = &p->g->nodes[node];
+    tgc_tensor *dst = value_tensor(r, nd->in[0]), *src = value_tensor(r, nd->in[1]);
+    if (!dst || !src)
+        return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: assign without its operands",
+                              p->backend->name);
+    tgc_status st;
+    size_t nbytes = (size_t)tgc_shape_numel(dst->shape, dst->ndim) * tgc_dtype_size(dst->dtype);
+    if (nbytes == 0 || tgc_device_ptr(dst) == tgc_device_ptr(src))
+        st = TGC_OK;
+    else if (p->device.type != TGC_DEVICE_CPU && p->backend->capture &&
+             tgc_tensor_is_contiguous(dst) && tgc_tensor_is_contiguous(src) &&
+             dst->dtype == src->dtype)
+        st = p->backend->capture->copy_async(p->device, tgc_device_ptr(dst), tgc_device_ptr(src),
+                                             nbytes);
+    else
+        st = tgc_tensor_copy(dst, src);
+    if (st == TGC_OK && dst->storage)
+        tgc_storage_bump(dst->storage);
+    r->vals[node] = dst; /* an alias: nothing reads it */
+    return st;
+}
+
 /* A node the backend has no kernel for, on interp. On a device other than the host, its
  * inputs are copied to the host and its result back (the compile named the op on the perf
  * channel); on the host the values are used in place. */
@@ -174,6 +203,8 @@ static tgc_status run_opaque(run_ctx *r, int32_t node)
     const tgc_node *nd = &p->g->nodes[node];
     const char *fn = tgc_op_name(nd->op);
     tgc_tensor *ins[8];
+    if (nd->op == TGC_OP_ASSIGN)
+        return run_assign(r, node);
     if (nd->n_in > 8)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc %s: %s with %d inputs", p->backend->name, fn,
                              nd->n_in);
@@ -317,11 +348,20 @@ static tgc_status bind_inputs(run_ctx *r, tgc_tensor ***orig)
 
 static tgc_status write_back(const tgc_plan *p, tgc_tensor *const *orig, tgc_tensor *const *vals)
 {
-    tgc_status st = p->backend->synchronize ? p->backend->synchronize(p->device) : TGC_OK;
-    for (int32_t i = 0; i < p->g->n_nodes && st == TGC_OK; i++)
-        if (p->mutated[i] && orig[i] && vals[i] && orig[i] != vals[i])
-            if ((st = tgc_tensor_copy(orig[i], vals[i])) == TGC_OK)
-                tgc_storage_bump(orig[i]->storage);
+    /* inputs written in place directly only get their versions bumped; a strided input was
+     * written through its contiguous copy, which goes back (after the device is done) */
+    int copies = 0;
+    for (int32_t i = 0; i < p->g->n_nodes; i++)
+        copies |= p->mutated[i] && orig[i] && vals[i] && orig[i] != vals[i];
+    tgc_status st = copies && p->backend->synchronize ? p->backend->synchronize(p->device) : TGC_OK;
+    for (int32_t i = 0; i < p->g->n_nodes && st == TGC_OK; i++) {
+        if (!p->mutated[i] || !orig[i] || !vals[i])
+            continue;
+        if (orig[i] != vals[i])
+            st = tgc_tensor_copy(orig[i], vals[i]);
+        if (st == TGC_OK && orig[i]->storage)
+            tgc_storage_bump(orig[i]->storage);
+    }
     return st;
 }
 

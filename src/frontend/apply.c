@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "backend/eager.h"
+#include "frontend/autograd.h"
 #include "frontend/trace.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
@@ -142,5 +143,12 @@ tgc_tensor *tgc_apply(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attr
     tgc_tensor *res = tr ? record(tr, op, in, n_in, a, v) : run_eager(op, in, n_in, a, v);
     if (v != vbuf)
         free(v);
+    if (res && tgc_autograd_wants(in, n_in)) { /* the one place every op is recorded */
+        tgc_grad_rule rule = tgc_grad_rule_for(op, a);
+        if (rule && tgc_autograd_attach(res, op, a, in, n_in, rule, NULL, 0) != TGC_OK) {
+            tgc_tensor_free(res);
+            return NULL;
+        }
+    }
     return res;
 }

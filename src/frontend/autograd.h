@@ -54,6 +54,10 @@ tgc_status tgc_autograd_attach(tgc_tensor *out, tgc_op op, const tgc_attrs *a,
 void tgc_autograd_pause(void);
 void tgc_autograd_resume(void);
 
+/* Makes sure leaf has a .grad (zeros of its shape, dtype and device, owned by it): what a
+ * compiled step that writes it in place needs before it runs. TGC_ERR_OOM. */
+tgc_status tgc_autograd_ensure_grad(tgc_tensor *leaf);
+
 /* g summed over the dims where `like` was broadcast (leading extra dims, and dims where like
  * has size 1 and g does not), reshaped to like's shape and cast to like's dtype. Symbolic
  * dims stay symbolic. NULL g: NULL (error kept). */

@@ -366,6 +366,14 @@ tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src)
 {
     if (!dst || !src)
         return tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_copy_: %s is NULL", dst ? "src" : "dst");
+    tgc_trace *tr = tgc_trace_current();
+    if (tr && (dst->trace || src->trace || !(dst->flags & TGC_T_TRACE_CONST))) {
+        /* inside a compiled function: an in-place write of the variant (ASSIGN) */
+        if ((dst->trace && dst->trace != tr) || (src->trace && src->trace != tr))
+            return tgc_set_error(TGC_ERR_INVALID_ARG,
+                                 "tgc_copy_: a traced tensor that escaped its trace");
+        return tgc_trace_assign(tr, dst, (tgc_tensor *)src);
+    }
     if (traced_data_access(dst, "tgc_copy_") || traced_data_access(src, "tgc_copy_"))
         return TGC_ERR_GRAPH_BREAK;
     if (dst->ndim != src->ndim ||

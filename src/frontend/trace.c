@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ir/shape_infer.h"
 #include "support/log.h"
 
 void tgc_trace_break(tgc_trace *tr, const char *fmt, ...)
@@ -66,7 +67,32 @@ static int bind_other(tgc_trace *tr, tgc_tensor *t)
     return tr->n_bound - 1;
 }
 
-int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
+/* The INPUT of the .grad of param p (TGC_BIND_GRAD), bound on first use; -1 (error set). */
+static int32_t bind_grad(tgc_trace *tr, int p, const tgc_tensor *g)
+{
+    if (!tr->grad_value) {
+        tr->grad_value = malloc((size_t)(tr->n_params ? tr->n_params : 1) * sizeof(int32_t));
+        if (!tr->grad_value) {
+            tgc_set_error(TGC_ERR_OOM, "tgc: out of memory while tracing");
+            return -1;
+        }
+        for (int i = 0; i < tr->n_params; i++)
+            tr->grad_value[i] = -1;
+    }
+    if (tr->grad_value[p] < 0)
+        tr->grad_value[p] = add_input(tr, TGC_BIND_GRAD, p, g);
+    return tr->grad_value[p];
+}
+
+static int find_alias(const tgc_trace *tr, const tgc_tensor *t)
+{
+    for (int i = 0; i < tr->n_aliases; i++)
+        if (tr->aliases[i].t == t)
+            return i;
+    return -1;
+}
+
+static int32_t bind_raw(tgc_trace *tr, tgc_tensor *t)
 {
     /* a variant runs on one device (its inputs'): a module or captured tensor elsewhere is
      * refused here, before a backend would read its memory */
@@ -80,6 +106,8 @@ int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
         return -1;
     }
     int p = param_index(tr, t);
+    if (p < 0 && t->grad_of && (p = param_index(tr, t->grad_of)) >= 0)
+        return bind_grad(tr, p, t); /* a parameter's gradient: bound by position too */
     if (p < 0) {
         int b = bind_other(tr, t);
         return b < 0 ? -1 : tr->bound[b].value;
@@ -87,6 +115,71 @@ int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
     if (tr->param_value[p] < 0)
         tr->param_value[p] = add_input(tr, TGC_BIND_PARAM, p, t);
     return tr->param_value[p];
+}
+
+int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t)
+{
+    int a = find_alias(tr, t);
+    return a >= 0 ? tr->aliases[a].cur : bind_raw(tr, t);
+}
+
+tgc_status tgc_trace_assign(tgc_trace *tr, tgc_tensor *dst, tgc_tensor *src)
+{
+    int32_t s = src->trace ? src->value : tgc_trace_bind(tr, src);
+    if (s < 0)
+        return tgc_last_status();
+    if (src->dtype != dst->dtype) { /* the write converts, as tgc_copy_ does eagerly */
+        tgc_attrs ca = {0};
+        ca.dtype = dst->dtype;
+        tgc_vinfo cv = tr->g->nodes[s].out, out;
+        if (tgc_infer(TGC_OP_CAST, &cv, 1, &ca, tr->g->syms, &out) != TGC_OK ||
+            (s = tgc_graph_add(tr->g, TGC_OP_CAST, &s, 1, &ca, &out)) < 0)
+            return tgc_last_status();
+    }
+    if (dst->trace) { /* a value of this trace: later reads see src's */
+        dst->value = s;
+        return TGC_OK;
+    }
+    if (!tgc_tensor_is_contiguous(dst)) {
+        tgc_trace_break(tr, "tgc_copy_ writes a strided view of a tensor inside the compiled "
+                            "function (only whole, contiguous tensors are written in place)");
+        return TGC_ERR_GRAPH_BREAK;
+    }
+    int a = find_alias(tr, dst);
+    int32_t in[2] = {a >= 0 ? tr->aliases[a].input : bind_raw(tr, dst), s};
+    if (in[0] < 0)
+        return tgc_last_status();
+    tgc_vinfo v[2] = {tr->g->nodes[in[0]].out, tr->g->nodes[s].out}, out;
+    tgc_attrs none = {0};
+    int32_t id;
+    if (tgc_infer(TGC_OP_ASSIGN, v, 2, &none, tr->g->syms, &out) != TGC_OK ||
+        (id = tgc_graph_add(tr->g, TGC_OP_ASSIGN, in, 2, &none, &out)) < 0)
+        return tgc_last_status();
+    if (a >= 0) {
+        /* An earlier write of dst is dead: readers of dst's old contents come before it in
+         * node order (later reads were handed the written values), and this write replaces
+         * the memory. It becomes a view of its value that nothing reads, which DCE drops. */
+        tgc_node *old = &tr->g->nodes[tr->aliases[a].assign];
+        old->op = TGC_OP_CONTIGUOUS;
+        old->in[0] = old->in[1];
+        old->n_in = 1;
+        old->out = tr->g->nodes[old->in[0]].out;
+    }
+    if (a < 0) {
+        if (tr->n_aliases == tr->cap_aliases) {
+            int cap = tr->cap_aliases ? tr->cap_aliases * 2 : 16;
+            tgc_trace_alias *p = realloc(tr->aliases, (size_t)cap * sizeof *p);
+            if (!p)
+                return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory while tracing");
+            tr->aliases = p;
+            tr->cap_aliases = cap;
+        }
+        a = tr->n_aliases++;
+        tr->aliases[a] = (tgc_trace_alias){dst, in[0], s, id};
+    }
+    tr->aliases[a].cur = s;
+    tr->aliases[a].assign = id;
+    return TGC_OK;
 }
 
 tgc_tensor *tgc_trace_tensor(tgc_trace *tr, int32_t value)
@@ -223,6 +316,11 @@ void tgc_trace_release(tgc_trace *tr)
     free(tr->bound);
     free(tr->value_guards);
     free(tr->param_value);
+    free(tr->grad_value);
+    free(tr->aliases);
+    tr->grad_value = NULL;
+    tr->aliases = NULL;
+    tr->n_aliases = tr->cap_aliases = 0;
     free(tr->size_reads);
     tr->size_reads = NULL;
     tr->n_size_reads = tr->cap_size_reads = 0;

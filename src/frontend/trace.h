@@ -36,6 +36,15 @@ typedef struct tgc_size_read {
     char what[384]; /* "input 0 dim 0 was specialized to 64 by tgc_numel() in 'forward'" */
 } tgc_size_read;
 
+/* A concrete tensor the trace assigned (tgc_copy_ -> ASSIGN): its INPUT node, and the value
+ * later reads of it get. */
+typedef struct tgc_trace_alias {
+    const tgc_tensor *t;
+    int32_t input;
+    int32_t cur;
+    int32_t assign; /* its latest ASSIGN node */
+} tgc_trace_alias;
+
 typedef struct tgc_trace {
     tgc_graph *g;
     const tgc_config *cfg;
@@ -45,6 +54,10 @@ typedef struct tgc_trace {
     tgc_tensor **params; /* self's flat tensor list */
     int n_params;
     int32_t *param_value; /* value id per param, -1 until used */
+    int32_t *grad_value;  /* INPUT of the .grad of each param (TGC_BIND_GRAD), -1 until used;
+                           * NULL until the first */
+    tgc_trace_alias *aliases;
+    int n_aliases, cap_aliases;
     tgc_tensor *const *args;
     int n_args;
     tgc_trace_binding *bound; /* CAPTURED and CONST inputs, by binding index */
@@ -65,6 +78,10 @@ typedef struct tgc_trace {
 /* Value id for a concrete tensor used by an op during tracing (binds it on first use);
  * -1 on error (set). */
 int32_t tgc_trace_bind(tgc_trace *tr, tgc_tensor *t);
+/* Records tgc_copy_(dst, src) while tracing: dst is a concrete, contiguous tensor (bound like
+ * any other; a traced dst is rebound to src's value), src a traced or concrete tensor of
+ * dst's shape (cast to dst's dtype here). Later reads of dst get src's value. */
+tgc_status tgc_trace_assign(tgc_trace *tr, tgc_tensor *dst, tgc_tensor *src);
 /* A new traced tensor for value id, in the innermost scope. */
 tgc_tensor *tgc_trace_tensor(tgc_trace *tr, int32_t value);
 /* Marks the trace broken (first reason kept). */

@@ -4,7 +4,7 @@
 #include "ir/graph.h"
 #include "support/strbuf.h"
 
-static const char *bind_names[] = {"arg", "param", "captured", "const", "folded"};
+static const char *bind_names[] = {"arg", "param", "captured", "const", "folded", "grad"};
 
 /* Attribute k holds a tgc_sdim (ops.def: ARANGE's count, symbolic RESHAPE/EXPAND targets). */
 static int attr_is_sdim(const tgc_node *nd, int k)
@@ -19,7 +19,7 @@ static void print_attrs(tgc_strbuf *sb, const tgc_graph *g, const tgc_node *nd)
 {
     if (nd->op == TGC_OP_INPUT) {
         int k = (int)nd->attrs.i[0];
-        tgc_sb_printf(sb, " {%s %lld}", (k >= 0 && k < 5) ? bind_names[k] : "?",
+        tgc_sb_printf(sb, " {%s %lld}", (k >= 0 && k < 6) ? bind_names[k] : "?",
                       (long long)nd->attrs.i[1]);
         return;
     }

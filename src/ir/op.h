@@ -61,7 +61,8 @@ typedef enum tgc_bind_kind {
     TGC_BIND_PARAM,    /* i-th tensor of the module tree (params and buffers, pre-order) */
     TGC_BIND_CAPTURED, /* a tensor from outside the function, kept by the variant, guarded */
     TGC_BIND_CONST,    /* a tensor created during tracing, kept by the variant */
-    TGC_BIND_FOLDED    /* g->consts[i]: a constant owned by the graph (folded, or imported) */
+    TGC_BIND_FOLDED,   /* g->consts[i]: a constant owned by the graph (folded, or imported) */
+    TGC_BIND_GRAD      /* the .grad of the i-th tensor of the module tree (autograd) */
 } tgc_bind_kind;
 
 enum { TGC_BN_HAS_STATS = 1, TGC_BN_HAS_WEIGHT = 2, TGC_BN_HAS_BIAS = 4 };

@@ -26,6 +26,7 @@ unsigned tgc_op_effects(tgc_op op, const tgc_attrs *a)
     switch (op) {
     case TGC_OP_BATCH_NORM:
         return a->i[0] && (a->i[1] & TGC_BN_HAS_STATS) ? TGC_EFFECT_WRITES_INPUTS : 0u;
+    case TGC_OP_ASSIGN: return TGC_EFFECT_WRITES_INPUTS;
     case TGC_OP_DROPOUT:
     case TGC_OP_RAND: return TGC_EFFECT_RANDOM;
     case TGC_OP_SDPA: return a->f[0] != 0.0 ? TGC_EFFECT_RANDOM : 0u;
@@ -44,6 +45,7 @@ int tgc_op_writes_operand(tgc_op op, const tgc_attrs *a, int k)
         return 0;
     switch (op) {
     case TGC_OP_BATCH_NORM: return k == 1 || k == 2; /* running_mean, running_var */
+    case TGC_OP_ASSIGN: return k == 0;
     default: return 1; /* an op added to tgc_op_effects without its operands: all of them */
     }
 }

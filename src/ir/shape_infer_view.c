@@ -422,9 +422,23 @@ static tgc_status infer_pad(si_ctx *c)
     return si_set_out(c, x->dtype, r, x->ndim);
 }
 
+/* ASSIGN(dst, src): src must match dst's shape and dtype (the tracer casts first). */
+static tgc_status infer_assign(si_ctx *c)
+{
+    const tgc_vinfo *dst = &c->in[0];
+    tgc_status s = same_shape(c, 1, -1);
+    if (s)
+        return s;
+    if (c->in[1].dtype != dst->dtype)
+        return si_fail(c, TGC_ERR_DTYPE, "src is %s but dst is %s", tgc_dtype_name(c->in[1].dtype),
+                       tgc_dtype_name(dst->dtype));
+    return si_set_out(c, dst->dtype, dst->shape, dst->ndim);
+}
+
 tgc_status si_rule_MOVE(si_ctx *c)
 {
     switch (c->op) {
+    case TGC_OP_ASSIGN: return infer_assign(c);
     case TGC_OP_CAT: return infer_cat(c);
     case TGC_OP_STACK: return infer_stack(c);
     case TGC_OP_PAD: return infer_pad(c);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "frontend/autograd.h"
 #include "frontend/module_impl.h"
 #include "tensor/scope.h"
 #include "jit/jit.h"
@@ -170,6 +171,12 @@ static tgc_status run_variant(tgc_fn *f, const tgc_variant *v, tgc_module *self,
     tgc_exec_args x = {in, n_in, NULL, 0, v->bound, v->guards.n_captured, symvals};
     if (self)
         x.params = tgc_module_flat(self, &x.n_params);
+    for (int i = 0; i < v->n_grad_params; i++) { /* gradients the step accumulates into */
+        int p = v->grad_params[i];
+        tgc_status st = p < x.n_params ? tgc_autograd_ensure_grad(x.params[p]) : TGC_ERR_INTERNAL;
+        if (st != TGC_OK)
+            return st;
+    }
     return tgc_backend_run(v->backend, v->artifact, v->graph, &x, out);
 }
 

@@ -17,6 +17,9 @@ typedef struct tgc_variant {
     tgc_device device;          /* where it runs: its inputs' device */
     void *artifact;
     tgc_tensor **bound; /* the guards' captured and constant tensors, for tgc_exec_args */
+    int32_t *grad_params; /* module tensors whose .grad the graph binds (TGC_BIND_GRAD): each
+                           * call makes sure they exist first */
+    int n_grad_params;
     char reason[256];   /* why it was compiled */
     char break_reason[256];
     uint64_t hits;

@@ -244,6 +244,13 @@ tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *
         for (int i = 0; st == TGC_OK && i < v->guards.n_captured; i++)
             v->bound[i] = v->guards.captured[i].t;
     }
+    if (st == TGC_OK && !v->is_eager && tr.grad_value) {
+        v->grad_params = malloc((size_t)(tr.n_params ? tr.n_params : 1) * sizeof(int32_t));
+        st = v->grad_params ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling");
+        for (int i = 0; st == TGC_OK && i < tr.n_params; i++)
+            if (tr.grad_value[i] >= 0)
+                v->grad_params[v->n_grad_params++] = i;
+    }
     if (st == TGC_OK && !v->is_eager)
         st = finish_graph(f, v, out_ids, n_out);
     tgc_trace_release(&tr);
@@ -271,6 +278,7 @@ void tgc_variant_free(const tgc_fn *f, tgc_variant *v)
         tgc_backend_release(v->backend, v->artifact);
     tgc_guards_free(&v->guards);
     free(v->bound);
+    free(v->grad_params);
     tgc_graph_free(v->graph);
     free(v);
 }

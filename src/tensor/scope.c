@@ -208,6 +208,12 @@ void tgc_tensor_free(tgc_tensor *t)
                       "tgc_tensor_free: tensor belongs to a module; free the module instead");
         return;
     }
+    if (t->grad_of) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_tensor_free: tensor is the gradient of another tensor (tgc_grad) and "
+                      "lives as long as it");
+        return;
+    }
     tgc_scope_release(t);
     t->flags |= TGC_T_DEAD;
     tgc_tensor_unref(t);

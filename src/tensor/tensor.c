@@ -229,9 +229,25 @@ void tgc_tensor_ref(tgc_tensor *t)
     __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
 }
 
+void tgc_grad_link_ref(tgc_grad_link *l)
+{
+    __atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
+}
+
+void tgc_grad_link_unref(tgc_grad_link *l)
+{
+    if (l && __atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        l->release(l);
+}
+
 void tgc_tensor_unref(tgc_tensor *t)
 {
     if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (t->grad) {
+            t->grad->grad_of = NULL;
+            tgc_tensor_unref(t->grad);
+        }
+        tgc_grad_link_unref(t->grad_fn);
         tgc_storage_unref(t->storage);
         free(t);
     }

@@ -18,6 +18,15 @@ struct tgc_trace;
 struct tgc_scope;
 struct tgc_module;
 
+/* The head of an autograd record (frontend/autograd.h): the tensor core only counts
+ * references to it and calls release at the last one, so it needs nothing of the frontend. */
+typedef struct tgc_grad_link {
+    int refs;
+    void (*release)(struct tgc_grad_link *link);
+} tgc_grad_link;
+void tgc_grad_link_ref(tgc_grad_link *l);
+void tgc_grad_link_unref(tgc_grad_link *l);
+
 enum {
     TGC_T_REQUIRES_GRAD = 1u << 0,
     TGC_T_TRACE_CONST = 1u << 1, /* created while tracing: becomes a graph constant */
@@ -41,6 +50,13 @@ struct tgc_tensor {
     struct tgc_trace *trace;
     int32_t value;
     int64_t sshape[TGC_MAX_DIMS]; /* tgc_sdim handles (ir/sym.h) of the trace's symtab */
+
+    /* autograd: the record that made this tensor (a reference; NULL for leaves and untracked
+     * results), and a leaf's accumulated gradient (owned: an unowned tensor this one holds,
+     * freed with it) whose grad_of points back here */
+    tgc_grad_link *grad_fn;
+    tgc_tensor *grad;
+    tgc_tensor *grad_of;
 
     /* ownership: a scope's doubly linked list, or a module */
     struct tgc_scope *scope;

@@ -28,6 +28,7 @@ typedef enum {
 } cuda_plan;
 
 #define PLAN_INPUT               CP_FREE
+#define PLAN_ASSIGN              CP_OPAQUE /* the executor writes dst (exec.c) */
 #define PLAN_ADD                 CP_POINTWISE
 #define PLAN_SUB                 CP_POINTWISE
 #define PLAN_MUL                 CP_POINTWISE

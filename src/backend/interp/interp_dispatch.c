@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/interp/interp.h"
+#include "tensor/copy.h"
 #include "support/error.h"
 
 typedef tgc_status (*kernel_fn)(tgc_op, tgc_tensor *const *, int, const tgc_attrs *, tgc_tensor *);
@@ -45,6 +46,13 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
     if ((unsigned)op >= TGC_OP_COUNT || !families[op]) {
         tgc_set_error(TGC_ERR_INTERNAL, "tgc interp: op %s cannot run eagerly", tgc_op_name(op));
         return NULL;
+    }
+    if (op == TGC_OP_ASSIGN) { /* writes its input 0 in place; the result is that tensor */
+        tgc_status st = tgc_tensor_copy(in[0], in[1]);
+        if (st != TGC_OK)
+            return NULL;
+        tgc_storage_bump(in[0]->storage);
+        return tgc_tensor_view(in[0], in[0]->shape, in[0]->strides, in[0]->ndim, in[0]->offset);
     }
     if (tgc_op_info_of(op)->kind == TGC_KIND_VIEW && in[0]->dtype == out_dtype) {
         int64_t strides[TGC_MAX_DIMS], offset = in[0]->offset;

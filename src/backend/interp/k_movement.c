@@ -562,6 +562,8 @@ tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in, const
     case TGC_OP_CAT: return cat_kernel(in, n_in, a, out);
     case TGC_OP_STACK: return stack_kernel(in, n_in, a, out);
     case TGC_OP_PAD: return pad_kernel(in[0], a, out);
+    case TGC_OP_ASSIGN: /* tgc_interp_run writes it in place */
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_movement: assign runs in tgc_interp_run");
     case TGC_OP_EMBEDDING:
         if (in[0]->ndim != 2)
             return shape_mismatch(op, "weight", in[0], out);

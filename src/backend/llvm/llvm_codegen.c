@@ -82,6 +82,7 @@ static LLVMTypeRef like(LLVMValueRef v, LLVMTypeRef t)
  * run elsewhere). One entry per op, so a new op fails to compile until it is decided here. */
 enum { CG_FLOAT = 1, CG_INT = 2, CG_ANY = 4 };
 #define CG_INPUT               0
+#define CG_ASSIGN              0
 #define CG_ADD                 (CG_FLOAT | CG_INT)
 #define CG_SUB                 (CG_FLOAT | CG_INT)
 #define CG_MUL                 (CG_FLOAT | CG_INT)

@@ -32,6 +32,7 @@ typedef enum {
 } llvm_plan;
 
 #define PLAN_INPUT               LP_FREE
+#define PLAN_ASSIGN              LP_INTERP /* the executor writes dst (exec.c) */
 #define PLAN_ADD                 LP_POINTWISE
 #define PLAN_SUB                 LP_POINTWISE
 #define PLAN_MUL                 LP_POINTWISE
