@@ -4,6 +4,8 @@
 #include <math.h>
 
 #include "frontend/apply.h"
+#include "frontend/autograd.h"
+#include "frontend/grad_rules_impl.h"
 #include "frontend/trace.h"
 #include "support/error.h"
 #include "tgc/ops.h"
@@ -99,6 +101,33 @@ tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w)
 
 /* ---- normalization ---- */
 
+/* batch_norm in training, recorded for autograd: the BATCH_NORM node computes the output and
+ * updates the running statistics exactly as without recording (same kernel, same numbers),
+ * and the batch mean and 1/std the backward needs are computed beside it with ops
+ * (tgc_gr_bn_stats: one more reduction pass over x, in f32 at least) and saved in the one
+ * record attached to the output. Decomposing the forward into ops instead would save that
+ * pass but round the normalization differently from the op's one-rounding kernel. */
+static tgc_tensor *batch_norm_recorded(tgc_tensor *const *in, int n, const tgc_attrs *at)
+{
+    tgc_tensor *mean = NULL, *rstd = NULL;
+    tgc_autograd_pause();
+    tgc_tensor *y = tgc_apply(TGC_OP_BATCH_NORM, in, n, at);
+    tgc_status st = y ? tgc_gr_bn_stats(in[0], at->f[1], &mean, &rstd) : tgc_last_status();
+    tgc_autograd_resume();
+    if (st == TGC_OK) {
+        tgc_tensor *saved[2] = {mean, rstd};
+        st = tgc_autograd_attach(y, TGC_OP_BATCH_NORM, at, in, n, tgc_grad_rule_batch_norm,
+                                 saved, 2);
+    }
+    tgc_tensor_free(mean); /* the record holds its own references */
+    tgc_tensor_free(rstd);
+    if (st != TGC_OK) {
+        tgc_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
 tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean, tgc_tensor *running_var,
                            tgc_tensor *weight, tgc_tensor *bias, int training, double momentum,
                            double eps)
@@ -129,6 +158,8 @@ tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean, tgc_tensor *
     at.f[0] = momentum;
     at.f[1] = eps;
     at.nf = 2;
+    if (training && x && tgc_autograd_wants(in, n))
+        return batch_norm_recorded(in, n, &at);
     return tgc_apply(TGC_OP_BATCH_NORM, in, n, &at);
 }
 
@@ -153,6 +184,39 @@ tgc_tensor *tgc_layer_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight, tgc_te
     return tgc_apply(TGC_OP_LAYER_NORM, in, n, &at);
 }
 
+/* dropout recorded for autograd: the mask is drawn once, by a DROPOUT node over ones of x's
+ * shape (so the draw reserves the same counters of the Philox stream and keeps the same
+ * elements as DROPOUT(x) would), in f64: m = keep ? 1/(1-p) : 0 exactly. y = x * m
+ * computed in f64 and rounded once to x's dtype is what the DROPOUT kernel computes (it
+ * multiplies in double, so NaN and -0 propagate the same way): the same bits. The keep
+ * mask (bool) is saved in the record; backward never draws again. */
+static tgc_tensor *dropout_recorded(tgc_tensor *x, const tgc_attrs *at)
+{
+    tgc_tensor *keep = NULL, *y = NULL;
+    tgc_autograd_pause();
+    tgc_tensor *ones = tgc_gr_full_like(1.0, TGC_F64, x);
+    tgc_tensor *m = ones ? tgc_apply(TGC_OP_DROPOUT, &ones, 1, at) : NULL;
+    if (m) {
+        tgc_tensor *prod = tgc_mul(x, m);
+        y = tgc_gr_cast(prod, tgc_dtype_of(x));
+        if (y != prod)
+            tgc_tensor_free(prod);
+        keep = tgc_ne(m, tgc_gr_scalar(0.0, TGC_F64, x));
+    }
+    tgc_autograd_resume();
+    tgc_tensor_free(ones);
+    tgc_tensor_free(m);
+    tgc_status st = y && keep ? tgc_autograd_attach(y, TGC_OP_DROPOUT, at, &x, 1,
+                                                    tgc_grad_rule_dropout, &keep, 1)
+                              : tgc_last_status();
+    tgc_tensor_free(keep);
+    if (st != TGC_OK) {
+        tgc_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
 /* Identity when not training or p == 0: a no-copy alias (expand keeping every dim). */
 tgc_tensor *tgc_dropout(tgc_tensor *x, double p, int training)
 {
@@ -169,6 +233,8 @@ tgc_tensor *tgc_dropout(tgc_tensor *x, double p, int training)
     }
     at.f[0] = p;
     at.nf = 1;
+    if (x && tgc_autograd_wants(&x, 1))
+        return dropout_recorded(x, &at);
     return tgc_apply(TGC_OP_DROPOUT, &x, 1, &at);
 }
 
@@ -200,6 +266,32 @@ tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction, in
 
 /* ---- attention ---- */
 
+/* Attention with dropout, recorded for autograd: composed of recorded ops, so the dropout
+ * mask is drawn once and saved (tgc_dropout's record). The weights are expanded to the
+ * result's batch dims first, so the draw covers the row-major [batch..., L, S] weights with
+ * the counters the SDPA kernel uses: the same elements are dropped. The values agree with
+ * the fused kernel within rounding (they are not bit-identical: the kernel rounds once). */
+static tgc_tensor *sdpa_composed(tgc_tensor *q, tgc_tensor *k, tgc_tensor *v, tgc_tensor *mask,
+                                 const tgc_attrs *at)
+{
+    tgc_tensor *P = tgc_gr_sdpa_weights(q, k, mask, (int)at->i[0], at->f[1]);
+    if (!P)
+        return NULL;
+    const int np = tgc_ndim(P), nv = tgc_ndim(v), nb = (np > nv ? np : nv) - 2;
+    tgc_symint s[TGC_MAX_DIMS];
+    for (int d = 0; d < nb; d++) { /* the result's batch dims: P's, broadcast with v's */
+        int dp = d - (nb - (np - 2)), dv = d - (nb - (nv - 2));
+        s[d] = dp >= 0 && !tgc_grad_dim_is_one(P, dp) ? tgc_sym_size(P, dp)
+               : dv >= 0                              ? tgc_sym_size(v, dv)
+                                                      : tgc_symint_const(1);
+    }
+    s[nb] = tgc_sym_size(P, -2);
+    s[nb + 1] = tgc_sym_size(P, -1);
+    tgc_tensor *Pd = tgc_dropout(tgc_expand_sym(P, s, nb + 2), at->f[0], 1);
+    tgc_tensor *y = tgc_matmul(Pd, tgc_gr_cast(v, tgc_dtype_of(P)));
+    return tgc_gr_cast(y, tgc_dtype_of(q));
+}
+
 /* scale 0 means 1/sqrt(E). E is normally static; reading a dynamic one specializes it,
  * which the scale's value depends on anyway (the recompile reason names this op). */
 static double sdpa_scale(const tgc_tensor *q, double scale)
@@ -225,5 +317,7 @@ tgc_tensor *tgc_scaled_dot_product_attention(tgc_tensor *q, tgc_tensor *k, tgc_t
     at.f[0] = dropout_p;
     at.f[1] = sdpa_scale(q, scale);
     at.nf = 2;
+    if (dropout_p > 0 && q && k && v && tgc_autograd_wants(in, mask ? 4 : 3))
+        return sdpa_composed(q, k, v, mask, &at);
     return tgc_apply(TGC_OP_SDPA, in, mask ? 4 : 3, &at);
 }

@@ -6,13 +6,25 @@
 
 static const char *bind_names[] = {"arg", "param", "captured", "const", "folded", "grad"};
 
-/* Attribute k holds a tgc_sdim (ops.def: ARANGE's count, symbolic RESHAPE/EXPAND targets). */
+/* Attribute k holds a tgc_sdim (ops.def: ARANGE's count, symbolic RESHAPE/EXPAND targets,
+ * the forward sizes of the backward ops). */
 static int attr_is_sdim(const tgc_node *nd, int k)
 {
     if (TGC_SDIM_IS_CONST(nd->attrs.i[k]))
         return 0;
-    return nd->op == TGC_OP_ARANGE || ((nd->op == TGC_OP_RESHAPE || nd->op == TGC_OP_EXPAND) &&
-                                       nd->attrs.nf == 1 && nd->attrs.f[0] == 1.0);
+    switch (nd->op) {
+    case TGC_OP_ARANGE: return 1;
+    case TGC_OP_RESHAPE:
+    case TGC_OP_EXPAND: return nd->attrs.nf == 1 && nd->attrs.f[0] == 1.0;
+    case TGC_OP_CONV2D_GRAD_INPUT:
+    case TGC_OP_CONV2D_GRAD_WEIGHT:
+    case TGC_OP_AVG_POOL2D_GRAD: return k >= 7;
+    case TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD: return k >= 2;
+    case TGC_OP_EMBEDDING_GRAD: return k == 0;
+    case TGC_OP_GATHER_GRAD: return k >= 1;
+    case TGC_OP_INDEX_SELECT_GRAD: return k == 1;
+    default: return 0;
+    }
 }
 
 static void print_attrs(tgc_strbuf *sb, const tgc_graph *g, const tgc_node *nd)

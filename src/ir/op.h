@@ -25,7 +25,8 @@ typedef enum tgc_op_kind {
     TGC_KIND_RANDOM,
     TGC_KIND_CREATE,
     TGC_KIND_LOSS,
-    TGC_KIND_ATTENTION
+    TGC_KIND_ATTENTION,
+    TGC_KIND_GRAD /* backward ops: gradients of one forward op's input */
 } tgc_op_kind;
 
 typedef enum tgc_op {

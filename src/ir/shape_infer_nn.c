@@ -100,8 +100,7 @@ static tgc_status window_out(si_ctx *c, tgc_sdim n, window w, const char *axis, 
     return TGC_OK;
 }
 
-/* Every attribute i[lo..hi) must be >= min. */
-static tgc_status attrs_at_least(si_ctx *c, int lo, int hi, int64_t min, const char *what)
+tgc_status si_attrs_at_least(si_ctx *c, int lo, int hi, int64_t min, const char *what)
 {
     for (int k = lo; k < hi; k++)
         if (c->a->i[k] < min)
@@ -110,15 +109,15 @@ static tgc_status attrs_at_least(si_ctx *c, int lo, int hi, int64_t min, const c
     return TGC_OK;
 }
 
-static tgc_status conv_attrs(si_ctx *c)
+tgc_status si_conv_attrs(si_ctx *c)
 {
-    tgc_status s = attrs_at_least(c, 0, 2, 1, "stride");
+    tgc_status s = si_attrs_at_least(c, 0, 2, 1, "stride");
     if (!s)
-        s = attrs_at_least(c, 2, 4, 0, "padding");
+        s = si_attrs_at_least(c, 2, 4, 0, "padding");
     if (!s)
-        s = attrs_at_least(c, 4, 6, 1, "dilation");
+        s = si_attrs_at_least(c, 4, 6, 1, "dilation");
     if (!s)
-        s = attrs_at_least(c, 6, 7, 1, "groups");
+        s = si_attrs_at_least(c, 6, 7, 1, "groups");
     return s;
 }
 
@@ -144,7 +143,7 @@ tgc_status si_rule_CONV(si_ctx *c)
     const int64_t *i = c->a->i;
     static const int idx[] = {0, 1, 2};
     static const char *const names[] = {"x", "weight", "bias"};
-    tgc_status s = conv_attrs(c);
+    tgc_status s = si_conv_attrs(c);
     if (!s)
         s = si_need_float(c, idx, names, c->n_in);
     if (!s)
@@ -161,15 +160,16 @@ tgc_status si_rule_CONV(si_ctx *c)
     return s ? s : si_set_out(c, x->dtype, r, 4);
 }
 
-static tgc_status pool_attrs(si_ctx *c)
+tgc_status si_pool_attrs(si_ctx *c)
 {
     const int64_t *i = c->a->i;
-    tgc_status s = attrs_at_least(c, 0, 2, 1, "kernel size");
+    tgc_status s = si_attrs_at_least(c, 0, 2, 1, "kernel size");
     if (!s)
-        s = attrs_at_least(c, 2, 4, 1, "stride");
+        s = si_attrs_at_least(c, 2, 4, 1, "stride");
     if (!s)
-        s = attrs_at_least(c, 4, 6, 0, "padding");
-    if (!s && (i[6] < 0 || i[6] > 1 || (i[6] && c->op != TGC_OP_AVG_POOL2D)))
+        s = si_attrs_at_least(c, 4, 6, 0, "padding");
+    if (!s && (i[6] < 0 || i[6] > 1 ||
+               (i[6] && c->op != TGC_OP_AVG_POOL2D && c->op != TGC_OP_AVG_POOL2D_GRAD)))
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "exclude_padding must be 0 or 1 and applies to avg_pool2d only, got %lld",
                        (long long)i[6]);
@@ -184,7 +184,7 @@ static tgc_status adaptive_sizes(si_ctx *c, tgc_sdim *r)
 {
     const tgc_vinfo *x = &c->in[0];
     const int64_t *i = c->a->i;
-    tgc_status s = attrs_at_least(c, 0, 2, 1, "output size");
+    tgc_status s = si_attrs_at_least(c, 0, 2, 1, "output size");
     if (!s && (!si_ge(c, x->shape[x->ndim - 2], 1) || !si_ge(c, x->shape[x->ndim - 1], 1)))
         return si_fail(c, TGC_ERR_SHAPE, "x %s has an empty spatial dim", si_shape(c, x));
     r[0] = i[0];
@@ -208,7 +208,7 @@ tgc_status si_rule_POOL(si_ctx *c)
     memcpy(r, x->shape, sizeof r);
     if (c->op == TGC_OP_ADAPTIVE_AVG_POOL2D)
         s = adaptive_sizes(c, r + h);
-    else if (!(s = pool_attrs(c)) &&
+    else if (!(s = si_pool_attrs(c)) &&
              !(s = window_out(c, x->shape[h], (window){i[0], i[2], i[4], 1}, "height", &r[h])))
         s = window_out(c, x->shape[h + 1], (window){i[1], i[3], i[5], 1}, "width", &r[h + 1]);
     return s ? s : si_set_out(c, x->dtype, r, x->ndim);

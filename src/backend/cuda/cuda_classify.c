@@ -98,6 +98,15 @@ typedef enum {
 #define PLAN_CROSS_ENTROPY       CP_OPAQUE
 #define PLAN_NLL_LOSS            CP_OPAQUE
 #define PLAN_SDPA                CP_OPAQUE
+/* backward ops: no native kernel yet (tgc_cuda_op_supported says so): interp, staged */
+#define PLAN_CONV2D_GRAD_INPUT        CP_OPAQUE
+#define PLAN_CONV2D_GRAD_WEIGHT       CP_OPAQUE
+#define PLAN_MAX_POOL2D_GRAD          CP_OPAQUE
+#define PLAN_AVG_POOL2D_GRAD          CP_OPAQUE
+#define PLAN_ADAPTIVE_AVG_POOL2D_GRAD CP_OPAQUE
+#define PLAN_EMBEDDING_GRAD           CP_OPAQUE
+#define PLAN_GATHER_GRAD              CP_OPAQUE
+#define PLAN_INDEX_SELECT_GRAD        CP_OPAQUE
 
 static const unsigned char plans[] = {
 #define X(e, nm, mn, mx, kind) PLAN_##e,

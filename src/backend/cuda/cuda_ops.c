@@ -1104,6 +1104,7 @@ int tgc_cuda_op_supported(const tgc_node *nd)
         return 0;
     switch (tgc_op_info_of(nd->op)->kind) {
     case TGC_KIND_SOURCE: return 0;
+    case TGC_KIND_GRAD: return 0; /* backward ops: no native kernel yet (interp, staged) */
     case TGC_KIND_ATTENTION: return tgc_cuda_attention_supported(nd);
     case TGC_KIND_LOSS:
         return nd->attrs.i[0] == TGC_REDUCE_NONE || nd->attrs.i[0] == TGC_REDUCE_MEAN ||

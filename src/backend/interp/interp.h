@@ -54,5 +54,9 @@ tgc_status tgc_interp_create(tgc_op op, tgc_tensor *const *in, int n_in, const t
 /* POOL, NN (batch_norm, layer_norm), RANDOM (dropout), LOSS, ATTENTION */
 tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                          tgc_tensor *out);
+/* GRAD: the backward ops (conv2d input / weight gradients, pool gradients, the scatter-adds
+ * of embedding, gather and index_select), accumulating in double */
+tgc_status tgc_interp_grad(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
+                           tgc_tensor *out);
 
 #endif

@@ -31,6 +31,7 @@ typedef tgc_status (*kernel_fn)(tgc_op, tgc_tensor *const *, int, const tgc_attr
 #define FAMILY_CREATE    tgc_interp_create
 #define FAMILY_LOSS      tgc_interp_nn
 #define FAMILY_ATTENTION tgc_interp_nn
+#define FAMILY_GRAD      tgc_interp_grad
 
 static const kernel_fn families[] = {
 #define X(e, name, mn, mx, kind) FAMILY_##kind,

@@ -152,6 +152,14 @@ enum { CG_FLOAT = 1, CG_INT = 2, CG_ANY = 4 };
 #define CG_CROSS_ENTROPY       0
 #define CG_NLL_LOSS            0
 #define CG_SDPA                0
+#define CG_CONV2D_GRAD_INPUT        0 /* backward ops: interp steps */
+#define CG_CONV2D_GRAD_WEIGHT       0
+#define CG_MAX_POOL2D_GRAD          0
+#define CG_AVG_POOL2D_GRAD          0
+#define CG_ADAPTIVE_AVG_POOL2D_GRAD 0
+#define CG_EMBEDDING_GRAD           0
+#define CG_GATHER_GRAD              0
+#define CG_INDEX_SELECT_GRAD        0
 
 static const unsigned char cg_ops[] = {
 #define X(e, nm, mn, mx, kind) CG_##e,

@@ -102,6 +102,15 @@ typedef enum {
 #define PLAN_CROSS_ENTROPY       LP_INTERP
 #define PLAN_NLL_LOSS            LP_INTERP
 #define PLAN_SDPA                LP_INTERP
+/* backward ops: interp until this backend has kernels for them */
+#define PLAN_CONV2D_GRAD_INPUT        LP_INTERP
+#define PLAN_CONV2D_GRAD_WEIGHT       LP_INTERP
+#define PLAN_MAX_POOL2D_GRAD          LP_INTERP
+#define PLAN_AVG_POOL2D_GRAD          LP_INTERP
+#define PLAN_ADAPTIVE_AVG_POOL2D_GRAD LP_INTERP
+#define PLAN_EMBEDDING_GRAD           LP_INTERP
+#define PLAN_GATHER_GRAD              LP_INTERP
+#define PLAN_INDEX_SELECT_GRAD        LP_INTERP
 
 static const unsigned char plans[] = {
 #define X(e, nm, mn, mx, kind) PLAN_##e,
