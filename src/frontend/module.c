@@ -1,10 +1,12 @@
 /* Modules: named parameters, buffers and children, with a cached structure signature, and
- * tgc_module_to moving every tensor of a tree to a device. */
+ * tgc_module_to moving every tensor of a tree (with its gradient and the state optimizers
+ * keep for it) to a device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/module_impl.h"
+#include "frontend/optim_impl.h"
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"
 #include "ir/shape_infer.h"
@@ -45,6 +47,8 @@ struct tgc_module {
     mod_attr *attrs; /* sorted by name: the order they were set in does not matter */
     int n_attrs, cap_attrs;
     tgc_module *parent;
+    struct tgc_optim **optims; /* created over this module (not owned) */
+    int n_optims, cap_optims;
     /* derived from the tree, recomputed at every change below this module */
     uint64_t sig;
     tgc_tensor **flat;
@@ -84,6 +88,9 @@ tgc_module *tgc_module_create(const char *name, void *userdata)
 
 static void free_tree(tgc_module *m)
 {
+    for (int i = 0; i < m->n_optims; i++) /* their later calls fail; tgc_optim_free still frees */
+        tgc_optim_module_gone(m->optims[i]);
+    free(m->optims);
     for (int i = 0; i < m->n_tensors; i++) {
         free(m->tensors[i].name);
         m->tensors[i].t->flags |= TGC_T_DEAD;
@@ -312,32 +319,120 @@ int tgc_module_is_training(const tgc_module *m)
     return m ? m->training : 0;
 }
 
-/* Every tensor of the tree is copied to dev first (the tensor core's copy, as tgc_to), and
- * only when all copies succeeded do the module's tensors take the new storage: a failure
- * leaves the module as it was. Views the caller made of the old tensors keep the old
- * memory. */
+/* ---- tgc_module_to ---- */
+
+/* The tensors tgc_module_to moves, in a growing array. */
+typedef struct move_list {
+    tgc_tensor **t;
+    int n, cap;
+} move_list;
+
+static int move_add(move_list *l, tgc_tensor *t)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 32;
+        tgc_tensor **p = realloc(l->t, (size_t)cap * sizeof *p);
+        if (!p)
+            return 0;
+        l->t = p;
+        l->cap = cap;
+    }
+    l->t[l->n++] = t;
+    return 1;
+}
+
+/* 1 when module m is root or below it. */
+static int in_subtree(const tgc_module *m, const tgc_module *root)
+{
+    for (; m; m = m->parent)
+        if (m == root)
+            return 1;
+    return 0;
+}
+
+/* The state of optimizer o that moves with root's subtree: each parameter's state when the
+ * parameter is in the subtree, and the shared tensors ("step", "lr") when all of o's
+ * parameters end up on dev (or, with no parameters, when o's module is in the subtree). */
+static int add_optim_state(move_list *l, const struct tgc_optim *o, const tgc_module *root,
+                           tgc_device dev)
+{
+    int np, all = 1;
+    tgc_tensor *const *ps = tgc_optim_params(o, &np);
+    for (int i = 0; i < np; i++)
+        if (!in_subtree(ps[i]->module, root) && !tgc_device_equal(ps[i]->device, dev))
+            all = 0;
+    if (np == 0)
+        all = in_subtree(tgc_optim_module(o), root);
+    int ns = tgc_optim_num_state(o);
+    for (int i = 0; i < ns; i++) {
+        const tgc_tensor *owner = tgc_optim_state_param(o, i);
+        if (owner ? in_subtree(owner->module, root) : all)
+            if (!move_add(l, tgc_optim_state(o, i, NULL)))
+                return 0;
+    }
+    return 1;
+}
+
+static int add_subtree_optims(move_list *l, const tgc_module *m, const tgc_module *root,
+                              tgc_device dev)
+{
+    for (int i = 0; i < m->n_optims; i++)
+        if (!add_optim_state(l, m->optims[i], root, dev))
+            return 0;
+    for (int i = 0; i < m->n_children; i++)
+        if (!add_subtree_optims(l, m->children[i].m, root, dev))
+            return 0;
+    return 1;
+}
+
+/* Everything that moves with m: its tree's tensors, their gradients, and the state of the
+ * optimizers over m's subtree or over an ancestor (for the parameters below m). */
+static int collect_moving(tgc_module *m, tgc_device dev, move_list *l)
+{
+    int n;
+    tgc_tensor *const *flat = tgc_module_flat(m, &n);
+    if (!flat && count_tensors(m) > 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (!move_add(l, flat[i]))
+            return 0;
+    if (!add_subtree_optims(l, m, m, dev))
+        return 0;
+    for (const tgc_module *a = m->parent; a; a = a->parent)
+        for (int i = 0; i < a->n_optims; i++)
+            if (!add_optim_state(l, a->optims[i], m, dev))
+                return 0;
+    return 1;
+}
+
+/* Every tensor that moves (see collect_moving) is copied to dev first (the tensor core's
+ * copy, as tgc_to), and only when all copies succeeded do the tensors take the new storage:
+ * a failure leaves the module, its gradients and its optimizers as they were. Views the
+ * caller made of the old tensors keep the old memory. */
 tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
 {
     if (!m)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
     if (!tgc_device_check("tgc_module_to", dev))
         return tgc_last_status();
-    int n;
-    tgc_tensor *const *flat = tgc_module_flat(m, &n);
-    if (!flat && count_tensors(m) > 0)
-        return tgc_set_error(TGC_ERR_OOM, "tgc_module_to: out of memory");
-    /* ts: the module's tensors (the flat list itself goes stale at the first invalidation);
+    /* ts: the tensors (the flat list itself goes stale at the first invalidation);
      * moved: their copies on dev (NULL where a tensor is there already) */
-    tgc_tensor **ts = calloc((size_t)(2 * n + 1), sizeof *ts), **moved = ts + n;
-    if (!ts)
+    move_list l = {0};
+    if (!collect_moving(m, dev, &l)) {
+        free(l.t);
         return tgc_set_error(TGC_ERR_OOM, "tgc_module_to: out of memory");
+    }
+    int n = l.n;
+    tgc_tensor **ts = l.t, **moved = calloc((size_t)n + 1, sizeof *moved);
+    if (!moved) {
+        free(ts);
+        return tgc_set_error(TGC_ERR_OOM, "tgc_module_to: out of memory");
+    }
     tgc_status st = TGC_OK;
-    for (int i = 0; i < n && st == TGC_OK; i++) {
-        ts[i] = flat[i];
+    for (int i = 0; i < n && st == TGC_OK; i++)
         if (!tgc_device_equal(ts[i]->device, dev) &&
             !(moved[i] = tgc_tensor_copy_to("tgc_module_to", ts[i], dev)))
             st = tgc_last_status();
-    }
     for (int i = 0; i < n; i++) {
         tgc_tensor *t = ts[i], *r = moved[i];
         if (!r)
@@ -353,8 +448,36 @@ tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
         }
         tgc_tensor_free(r);
     }
+    free(moved);
     free(ts);
     return st;
+}
+
+/* ---- optimizers over the module ---- */
+
+tgc_status tgc_module_attach_optim(tgc_module *m, struct tgc_optim *o)
+{
+    if (m->n_optims == m->cap_optims) {
+        int cap = m->cap_optims ? m->cap_optims * 2 : 2;
+        struct tgc_optim **p = realloc(m->optims, (size_t)cap * sizeof *p);
+        if (!p)
+            return tgc_set_error(TGC_ERR_OOM, "out of memory attaching an optimizer");
+        m->optims = p;
+        m->cap_optims = cap;
+    }
+    m->optims[m->n_optims++] = o;
+    return TGC_OK;
+}
+
+void tgc_module_detach_optim(tgc_module *m, struct tgc_optim *o)
+{
+    for (int i = 0; i < m->n_optims; i++)
+        if (m->optims[i] == o) {
+            memmove(&m->optims[i], &m->optims[i + 1],
+                    (size_t)(m->n_optims - i - 1) * sizeof *m->optims);
+            m->n_optims--;
+            return;
+        }
 }
 
 void *tgc_module_userdata(const tgc_module *m)
@@ -552,6 +675,35 @@ static void refresh(tgc_module *m)
     m->flat = p;
     m->n_flat = 0;
     flatten_into(m, m->flat, &m->n_flat);
+}
+
+/* Finds flat index *i below m (pre-order, as flatten_into) and writes its path: prefix is
+ * the path of m's own members so far. 1 when found. */
+static int flat_name_in(const tgc_module *m, int *i, const char *prefix, char *buf, size_t n,
+                        int *len, int *is_buffer)
+{
+    if (*i < m->n_tensors) {
+        *len = snprintf(buf, n, "%s%s", prefix, m->tensors[*i].name);
+        if (is_buffer)
+            *is_buffer = m->tensors[*i].is_buffer;
+        return 1;
+    }
+    *i -= m->n_tensors;
+    for (int c = 0; c < m->n_children; c++) {
+        char sub[512];
+        snprintf(sub, sizeof sub, "%s%s.", prefix, m->children[c].name);
+        if (flat_name_in(m->children[c].m, i, sub, buf, n, len, is_buffer))
+            return 1;
+    }
+    return 0;
+}
+
+int tgc_module_flat_name(const tgc_module *m, int i, char *buf, size_t n, int *is_buffer)
+{
+    int len = -1;
+    if (!m || i < 0 || !flat_name_in(m, &i, "", buf, n, &len, is_buffer))
+        return -1;
+    return len;
 }
 
 tgc_tensor *const *tgc_module_flat(tgc_module *m, int *n)

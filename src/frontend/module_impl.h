@@ -15,4 +15,18 @@ char *tgc_module_describe(const tgc_module *m);
 /* Forget cached signatures and flat lists of m and its ancestors. */
 void tgc_module_invalidate(tgc_module *m);
 
+/* The dotted path below m of tensor i of tgc_module_flat(m) ("conv1.weight", "layer1.0.bn1.
+ * running_mean": m's own name left out, PyTorch's state_dict names), written snprintf-style
+ * into buf (returns the length it needs; -1 when i is out of range); *is_buffer, when not
+ * NULL, is 1 for a buffer and 0 for a parameter. */
+int tgc_module_flat_name(const tgc_module *m, int i, char *buf, size_t n, int *is_buffer);
+
+/* Optimizers created over a module (optim.c attaches them at creation and detaches them in
+ * tgc_optim_free). tgc_module_to moves their state with the tensors they belong to, and
+ * tgc_module_free of the tree tells each one that its module is gone
+ * (tgc_optim_module_gone, optim_impl.h). TGC_ERR_OOM. */
+struct tgc_optim;
+tgc_status tgc_module_attach_optim(tgc_module *m, struct tgc_optim *o);
+void tgc_module_detach_optim(tgc_module *m, struct tgc_optim *o);
+
 #endif
