@@ -1,0 +1,942 @@
+/* Checkpoints (tgc_module_save / tgc_module_load, tgc_optim_save / tgc_optim_load) and the
+ * safetensors reader and writer under them (frontend/safetensors.h):
+ * - round trips of trees with parameters and buffers of every dtype (bit for bit), under
+ *   PyTorch's state_dict names, the file's layout as the format wants it;
+ * - a file written by the reference library (tests/unit/fixtures/numpy_written.safetensors,
+ *   by make_numpy_fixture.py, which also checks that the library reads a file of ours:
+ *   TGC_CHECKPOINT_EXPORT=F test_checkpoint writes that file);
+ * - dtype conversion on load; strict on and off;
+ * - every rejection with its exact status and a message naming the file and the fault, and
+ *   after each failed load the module untouched (values and versions);
+ * - random truncations and bit flips of valid files (run it under ASan: no read out of
+ *   bounds), every result either a clean load or a rejection that changed nothing;
+ * - the write failure paths: no partial file, no temporary file left;
+ * - optimizer state: the round trip resumes training identically. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "unit_test_util.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "frontend/module_impl.h"
+#include "frontend/safetensors.h"
+#include "tensor/tensor_impl.h"
+#include "tgc/autograd.h"
+#include "tgc/module.h"
+#include "tgc/ops.h"
+#include "tgc/tensor.h"
+
+#ifndef TGC_CKPT_FIXTURE_DIR
+#error "TGC_CKPT_FIXTURE_DIR: tests/CMakeLists.txt defines it"
+#endif
+
+#define SHAPE(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8)
+#define SCALAR     (const int64_t[]){0}, 0
+
+/* ---- files ---- */
+
+static char tmp_dir[256];
+
+/* A path in the test's temporary directory (one of four rotating buffers). */
+static const char *tpath(const char *name)
+{
+    static char bufs[4][512];
+    static int k;
+    char *b = bufs[k++ % 4];
+    snprintf(b, sizeof bufs[0], "%s/%s", tmp_dir, name);
+    return b;
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat s;
+        if (lstat(p, &s) == 0 && S_ISDIR(s.st_mode)) {
+            chmod(p, 0700);
+            remove_tree(p);
+        } else {
+            unlink(p);
+        }
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/tgc_test_checkpoint_XXXXXX");
+    return mkdtemp(tmp_dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    remove_tree(tmp_dir);
+    return group_shutdown(state);
+}
+
+/* Names in dir containing ".tmp." (temporary files of the writer). */
+static int count_temp_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static unsigned char *read_bytes(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)len + 1);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return p;
+}
+
+/* A safetensors file from its header text and data bytes (the header length as given). */
+static void write_raw_len(const char *path, uint64_t hlen, const char *json, const void *data,
+                          size_t ndata)
+{
+    size_t nj = strlen(json);
+    unsigned char *b = malloc(8 + nj + ndata + 1);
+    assert_non_null(b);
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(hlen >> (8 * i));
+    memcpy(b + 8, json, nj);
+    if (ndata)
+        memcpy(b + 8 + nj, data, ndata);
+    write_bytes(path, b, 8 + nj + ndata);
+    free(b);
+}
+
+static void write_raw(const char *path, const char *json, const void *data, size_t ndata)
+{
+    write_raw_len(path, strlen(json), json, data, ndata);
+}
+
+/* ---- module snapshots: every tensor's bytes and version ---- */
+
+typedef struct snapshot {
+    int n;
+    unsigned char *bytes[64];
+    size_t nbytes[64];
+    uint64_t version[64];
+} snapshot;
+
+static tgc_tensor *flat_at(tgc_module *m, int i)
+{
+    int n;
+    tgc_tensor *const *flat = tgc_module_flat(m, &n);
+    assert_true(i < n);
+    return flat[i];
+}
+
+static size_t tensor_nbytes(const tgc_tensor *t)
+{
+    return (size_t)tgc_numel(t) * tgc_dtype_size(tgc_dtype_of(t));
+}
+
+static uint64_t version_of(const tgc_tensor *t)
+{
+    return atomic_load(&t->storage->version);
+}
+
+static void snap_take(tgc_module *m, snapshot *s)
+{
+    s->n = tgc_module_num_tensors(m);
+    assert_true(s->n <= 64);
+    for (int i = 0; i < s->n; i++) {
+        tgc_tensor *t = flat_at(m, i);
+        s->nbytes[i] = tensor_nbytes(t);
+        s->bytes[i] = malloc(s->nbytes[i] + 1);
+        assert_non_null(s->bytes[i]);
+        assert_int_equal(tgc_copy_to_host(t, s->bytes[i], s->nbytes[i]), TGC_OK);
+        s->version[i] = version_of(t);
+    }
+}
+
+static void snap_free(snapshot *s)
+{
+    for (int i = 0; i < s->n; i++)
+        free(s->bytes[i]);
+    s->n = 0;
+}
+
+/* m's values and versions are those of s. */
+static void snap_check_unchanged(tgc_module *m, const snapshot *s)
+{
+    assert_int_equal(tgc_module_num_tensors(m), s->n);
+    for (int i = 0; i < s->n; i++) {
+        tgc_tensor *t = flat_at(m, i);
+        unsigned char *now = malloc(s->nbytes[i] + 1);
+        assert_int_equal(tgc_copy_to_host(t, now, s->nbytes[i]), TGC_OK);
+        assert_memory_equal(now, s->bytes[i], s->nbytes[i]);
+        free(now);
+        assert_int_equal(version_of(t), s->version[i]);
+    }
+}
+
+/* ---- trees ---- */
+
+static tgc_tensor *from(const void *data, size_t n, const int64_t *shape, int nd, tgc_dtype dt)
+{
+    tgc_tensor *t = tgc_from_data(data, n, shape, nd, dt, tgc_cpu());
+    assert_non_null(t);
+    return t;
+}
+
+static tgc_tensor *randn(const int64_t *shape, int nd, tgc_dtype dt)
+{
+    tgc_tensor *t = tgc_randn(shape, nd, dt, tgc_cpu());
+    assert_non_null(t);
+    return t;
+}
+
+static tgc_module *child(tgc_module *parent, const char *name)
+{
+    tgc_module *c = tgc_module_create(name, NULL);
+    assert_non_null(c);
+    assert_int_equal(tgc_module_child(parent, name, c), TGC_OK);
+    return c;
+}
+
+/* Every dtype as a parameter (floats) or a buffer, three levels deep, a 0-d and an empty
+ * tensor; values drawn from seed.
+ * net { p32 f32[3,4], p16 f16[5], blk { 0 { pb16 bf16[2,3], p64 f64[7], b32 f32[2] (buffer),
+ *       b16 f16[] (buffer) }, bb16 bf16[1] (buffer), b64 f64[2,2] (buffer) },
+ *       i32 i32[3], i64 i64[2], mask bool[4], empty f32[0,3] (buffers) } */
+static tgc_module *build_all_dtypes(uint64_t seed)
+{
+    tgc_manual_seed(seed);
+    tgc_module *net = tgc_module_create("net", NULL);
+    assert_non_null(net);
+    assert_non_null(tgc_module_param(net, "p32", randn(SHAPE(3, 4), TGC_F32)));
+    assert_non_null(tgc_module_param(net, "p16", randn(SHAPE(5), TGC_F16)));
+    tgc_module *blk = child(net, "blk"), *b0 = child(blk, "0");
+    assert_non_null(tgc_module_param(b0, "pb16", randn(SHAPE(2, 3), TGC_BF16)));
+    assert_non_null(tgc_module_param(b0, "p64", randn(SHAPE(7), TGC_F64)));
+    assert_non_null(tgc_module_buffer(b0, "b32", randn(SHAPE(2), TGC_F32)));
+    assert_non_null(tgc_module_buffer(b0, "b16", randn(SCALAR, TGC_F16)));
+    assert_non_null(tgc_module_buffer(blk, "bb16", randn(SHAPE(1), TGC_BF16)));
+    assert_non_null(tgc_module_buffer(blk, "b64", randn(SHAPE(2, 2), TGC_F64)));
+    int32_t iv[3] = {(int32_t)seed, -7, 1 << 30};
+    int64_t lv[2] = {(int64_t)seed << 40, -1};
+    uint8_t bv[4] = {1, 0, (uint8_t)(seed & 1), 1};
+    assert_non_null(tgc_module_buffer(net, "i32", from(iv, sizeof iv, SHAPE(3), TGC_I32)));
+    assert_non_null(tgc_module_buffer(net, "i64", from(lv, sizeof lv, SHAPE(2), TGC_I64)));
+    assert_non_null(tgc_module_buffer(net, "mask", from(bv, sizeof bv, SHAPE(4), TGC_BOOL)));
+    assert_non_null(tgc_module_buffer(net, "empty", tgc_zeros(SHAPE(0, 3), TGC_F32, tgc_cpu())));
+    return net;
+}
+
+/* In tgc_module_flat's pre-order: a module's own tensors, then each child's. */
+static const char *const all_dtypes_names[] = {
+    "p32",      "p16",     "i32",        "i64",       "mask",      "empty",
+    "blk.bb16", "blk.b64", "blk.0.pb16", "blk.0.p64", "blk.0.b32", "blk.0.b16",
+};
+static const char *const all_dtypes_files[] = {"F32",  "F16", "I32",  "I64", "BOOL", "F32",
+                                               "BF16", "F64", "BF16", "F64", "F32",  "F16"};
+
+/* ---- round trips ---- */
+
+static void test_roundtrip_every_dtype_bit_for_bit(void **state)
+{
+    (void)state;
+    tgc_module *a = build_all_dtypes(1), *b = build_all_dtypes(2);
+    const char *p = tpath("all.safetensors");
+    assert_int_equal(tgc_module_save(a, p), TGC_OK);
+    snapshot sa, sb;
+    snap_take(a, &sa);
+    snap_take(b, &sb);
+    assert_int_equal(tgc_module_load(b, p, 1), TGC_OK);
+    int n = tgc_module_num_tensors(b);
+    for (int i = 0; i < n; i++) {
+        tgc_tensor *t = flat_at(b, i);
+        unsigned char got[256];
+        assert_true(sa.nbytes[i] <= sizeof got);
+        assert_int_equal(tgc_copy_to_host(t, got, sa.nbytes[i]), TGC_OK);
+        assert_memory_equal(got, sa.bytes[i], sa.nbytes[i]);
+        /* one write each, through tgc_copy_ */
+        assert_int_equal(version_of(t), sb.version[i] + 1);
+    }
+    /* saving does not write the module */
+    snap_check_unchanged(a, &sa);
+    /* the same file again: equal bytes (deterministic writer) */
+    const char *p2 = tpath("all2.safetensors");
+    assert_int_equal(tgc_module_save(b, p2), TGC_OK);
+    size_t n1, n2;
+    unsigned char *f1 = read_bytes(p, &n1), *f2 = read_bytes(p2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(f1, f2, n1);
+    free(f1);
+    free(f2);
+    snap_free(&sa);
+    snap_free(&sb);
+    tgc_module_free(a);
+    tgc_module_free(b);
+    assert_int_equal(count_temp_files(tmp_dir), 0);
+}
+
+/* The file holds PyTorch's state_dict names, dtype spellings and the format's layout: the
+ * header padded with spaces to 8 bytes, offsets tiling the data in tree order. */
+static void test_file_layout_and_names(void **state)
+{
+    (void)state;
+    tgc_module *a = build_all_dtypes(3);
+    const char *p = tpath("layout.safetensors");
+    assert_int_equal(tgc_module_save(a, p), TGC_OK);
+    tgc_st_file f;
+    assert_int_equal(tgc_st_read("test", p, &f), TGC_OK);
+    assert_int_equal(f.n_entries, N_OF(all_dtypes_names));
+    assert_int_equal(f.n_meta, 0);
+    uint64_t at = 0;
+    for (int i = 0; i < f.n_entries; i++) {
+        const tgc_st_entry *e = &f.entries[i];
+        assert_string_equal(e->name, all_dtypes_names[i]);
+        assert_string_equal(e->dtype_name, all_dtypes_files[i]);
+        tgc_tensor *t = tgc_module_flat(a, &(int){0})[i];
+        assert_int_equal(e->ndim, tgc_ndim(t));
+        for (int d = 0; d < e->ndim; d++)
+            assert_int_equal(e->shape[d], tgc_size(t, d));
+        assert_int_equal(e->begin, at);
+        assert_int_equal(e->end - e->begin, tensor_nbytes(t));
+        at = e->end;
+    }
+    assert_int_equal(at, f.data_size);
+    uint64_t hlen = (uint64_t)(f.data - f.bytes) - 8;
+    assert_int_equal((8 + hlen) % 8, 0);
+    assert_int_equal(f.bytes[8], '{');
+    /* the padding is spaces after the closing brace */
+    uint64_t k = hlen;
+    while (k > 0 && f.bytes[8 + k - 1] == ' ')
+        k--;
+    assert_int_equal(f.bytes[8 + k - 1], '}');
+    assert_true(hlen - k < 8);
+    tgc_st_close(&f);
+    tgc_module_free(a);
+}
+
+/* An empty tree writes "{}" (padded) and loads from it; a non-empty file does not load into
+ * it strictly. */
+static void test_empty_tree(void **state)
+{
+    (void)state;
+    tgc_module *e = tgc_module_create("empty", NULL);
+    const char *p = tpath("empty.safetensors");
+    assert_int_equal(tgc_module_save(e, p), TGC_OK);
+    size_t n;
+    unsigned char *b = read_bytes(p, &n);
+    assert_int_equal(n, 16);
+    assert_int_equal(b[0], 8);
+    assert_memory_equal(b + 8, "{}      ", 8);
+    free(b);
+    assert_int_equal(tgc_module_load(e, p, 1), TGC_OK);
+    tgc_module *a = build_all_dtypes(4);
+    const char *pa = tpath("nonempty.safetensors");
+    assert_int_equal(tgc_module_save(a, pa), TGC_OK);
+    check_error(tgc_module_load(e, pa, 1), TGC_ERR_INVALID_ARG, "the file has tensor 'p32'");
+    assert_int_equal(tgc_module_load(e, pa, 0), TGC_OK);
+    tgc_module_free(a);
+    tgc_module_free(e);
+}
+
+/* A file dtype other than the tensor's converts, as tgc_copy_ does. */
+static void test_load_converts_dtypes(void **state)
+{
+    (void)state;
+    const double dv[4] = {0.1, -2.5, 1e10, 3.0};
+    const int64_t lv[3] = {5, -6, 7};
+    tgc_module *a = tgc_module_create("a", NULL), *b = tgc_module_create("b", NULL);
+    assert_non_null(tgc_module_param(a, "w", from(dv, sizeof dv, SHAPE(4), TGC_F64)));
+    assert_non_null(tgc_module_buffer(a, "n", from(lv, sizeof lv, SHAPE(3), TGC_I64)));
+    assert_non_null(tgc_module_param(b, "w", tgc_zeros(SHAPE(4), TGC_F32, tgc_cpu())));
+    assert_non_null(tgc_module_buffer(b, "n", tgc_zeros(SHAPE(3), TGC_F16, tgc_cpu())));
+    const char *p = tpath("convert.safetensors");
+    assert_int_equal(tgc_module_save(a, p), TGC_OK);
+    assert_int_equal(tgc_module_load(b, p, 1), TGC_OK);
+    float w[4];
+    assert_int_equal(tgc_copy_to_host(tgc_module_get(b, "w"), w, sizeof w), TGC_OK);
+    for (int i = 0; i < 4; i++)
+        assert_true(w[i] == (float)dv[i]);
+    assert_int_equal(tgc_dtype_of(tgc_module_get(b, "w")), TGC_F32);
+    uint16_t h[3];
+    assert_int_equal(tgc_copy_to_host(tgc_module_get(b, "n"), h, sizeof h), TGC_OK);
+    for (int i = 0; i < 3; i++)
+        assert_true(tgc_half_to_float(h[i]) == (float)lv[i]);
+    assert_true(tgc_requires_grad_of(tgc_module_get(b, "w"))); /* still a parameter */
+    tgc_module_free(a);
+    tgc_module_free(b);
+}
+
+/* ---- the reference library's file ---- */
+
+static double fixture_value(const char *kind, int64_t k)
+{
+    if (!strcmp(kind, "float"))
+        return (double)k * 0.25 - 1.0;
+    if (!strcmp(kind, "int"))
+        return (double)(3 * k - 2);
+    return (double)(k % 2 == 1);
+}
+
+/* make_numpy_fixture.py's SPEC as a tree, filled with its values (or zeros). */
+static tgc_module *build_fixture_tree(int with_values)
+{
+    static const struct {
+        const char *mod, *name;
+        tgc_dtype dt;
+        int nd;
+        int64_t shape[4];
+        const char *kind;
+        int buffer;
+    } spec[] = {
+        {"conv1", "weight", TGC_F32, 4, {2, 1, 3, 3}, "float", 0},
+        {"conv1", "bias", TGC_F32, 1, {2}, "float", 0},
+        {"bn1", "weight", TGC_F16, 1, {2}, "float", 0},
+        {"bn1", "running_mean", TGC_F64, 1, {2}, "float", 1},
+        {"bn1", "num_batches_tracked", TGC_I64, 0, {0}, "int", 1},
+        {"layer1.0.fc", "weight", TGC_F64, 2, {3, 2}, "float", 0},
+        {"layer1.0", "idx", TGC_I32, 1, {4}, "int", 1},
+        {"layer1.0", "mask", TGC_BOOL, 1, {5}, "bool", 1},
+        {"", "empty", TGC_F32, 2, {0, 3}, "float", 0},
+    };
+    tgc_module *net = tgc_module_create("net", NULL);
+    tgc_module *conv1 = child(net, "conv1"), *bn1 = child(net, "bn1");
+    tgc_module *layer1 = child(net, "layer1"), *l0 = child(layer1, "0"), *fc = child(l0, "fc");
+    for (int i = 0; i < N_OF(spec); i++) {
+        tgc_module *m = !strcmp(spec[i].mod, "conv1")         ? conv1
+                        : !strcmp(spec[i].mod, "bn1")         ? bn1
+                        : !strcmp(spec[i].mod, "layer1.0.fc") ? fc
+                        : !strcmp(spec[i].mod, "layer1.0")    ? l0
+                                                              : net;
+        tgc_tensor *t = tgc_zeros(spec[i].shape, spec[i].nd, spec[i].dt, tgc_cpu());
+        if (with_values) {
+            int64_t n = tgc_numel(t);
+            tgc_tensor *v = tgc_empty(SHAPE(n > 0 ? n : 1), TGC_F64, tgc_cpu());
+            double *d = tgc_host_data(v);
+            for (int64_t k = 0; k < n; k++)
+                d[k] = fixture_value(spec[i].kind, k);
+            if (n > 0)
+                assert_int_equal(tgc_copy_(t, tgc_reshape(v, spec[i].shape, spec[i].nd)), TGC_OK);
+        }
+        assert_non_null(spec[i].buffer ? tgc_module_buffer(m, spec[i].name, t)
+                                       : tgc_module_param(m, spec[i].name, t));
+    }
+    return net;
+}
+
+static void test_reads_the_reference_librarys_file(void **state)
+{
+    (void)state;
+    const char *p = TGC_CKPT_FIXTURE_DIR "/numpy_written.safetensors";
+    tgc_module *got = build_fixture_tree(0), *want = build_fixture_tree(1);
+    assert_int_equal(tgc_module_load(got, p, 1), TGC_OK);
+    snapshot sw;
+    snap_take(want, &sw);
+    for (int i = 0; i < sw.n; i++) {
+        unsigned char buf[128];
+        assert_int_equal(tgc_copy_to_host(flat_at(got, i), buf, sw.nbytes[i]), TGC_OK);
+        assert_memory_equal(buf, sw.bytes[i], sw.nbytes[i]);
+    }
+    snap_free(&sw);
+    tgc_st_file f;
+    assert_int_equal(tgc_st_read("test", p, &f), TGC_OK);
+    assert_string_equal(tgc_st_meta_get(&f, "format"), "pt");
+    assert_string_equal(tgc_st_meta_get(&f, "written_by"), "safetensors.numpy");
+    assert_null(tgc_st_meta_get(&f, "nope"));
+    tgc_st_close(&f);
+    /* the file make_numpy_fixture.py --check reads */
+    const char *out = getenv("TGC_CHECKPOINT_EXPORT");
+    if (out && *out)
+        assert_int_equal(tgc_module_save(want, out), TGC_OK);
+    tgc_module_free(got);
+    tgc_module_free(want);
+}
+
+/* ---- rejections ---- */
+
+/* net { fc { weight f32[2, 3], bias f32[2] }, bn { running_mean f64[2], count i64[] } }:
+ * 56 bytes of data in this order. */
+static tgc_module *build_small(double base)
+{
+    tgc_module *net = tgc_module_create("net", NULL);
+    tgc_module *fc = child(net, "fc"), *bn = child(net, "bn");
+    tgc_tensor *w = tgc_full(SHAPE(2, 3), base, TGC_F32, tgc_cpu());
+    assert_non_null(tgc_module_param(fc, "weight", w));
+    assert_non_null(tgc_module_param(fc, "bias", tgc_full(SHAPE(2), base + 1, TGC_F32, tgc_cpu())));
+    assert_non_null(
+        tgc_module_buffer(bn, "running_mean", tgc_full(SHAPE(2), base + 2, TGC_F64, tgc_cpu())));
+    assert_non_null(tgc_module_buffer(bn, "count", tgc_full(SCALAR, 7, TGC_I64, tgc_cpu())));
+    return net;
+}
+
+#define E_W     "\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}"
+#define E_B     "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}"
+#define E_M     "\"bn.running_mean\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[32,48]}"
+#define E_C     "\"bn.count\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[48,56]}"
+#define E_EXTRA "\"bn.extra\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[56,60]}"
+
+typedef struct bad_case {
+    const char *what;
+    const char *json;
+    size_t ndata;
+    tgc_status want;
+    const char *msg;
+} bad_case;
+
+static const bad_case bad_cases[] = {
+    /* the JSON */
+    {"not an object", "[" E_W "]", 56, TGC_ERR_IO, "does not start with '{'"},
+    {"leading space", " {" E_W "," E_B "," E_M "," E_C "}", 56, TGC_ERR_IO, "start with '{'"},
+    {"unterminated", "{" E_W "," E_B, 32, TGC_ERR_IO, "ends inside an object"},
+    {"missing colon", "{\"fc.weight\"{}}", 0, TGC_ERR_IO, "expected ':'"},
+    {"trailing comma", "{" E_W ",}", 24, TGC_ERR_IO, "expected a string"},
+    {"missing comma", "{" E_W " " E_B "}", 32, TGC_ERR_IO, "expected ',' or '}'"},
+    {"bytes after", "{" E_W "," E_B "," E_M "," E_C "}x", 56, TGC_ERR_IO, "bytes after"},
+    {"two objects", "{" E_W "," E_B "," E_M "," E_C "}{}", 56, TGC_ERR_IO, "bytes after"},
+    {"unterminated string", "{\"fc.weight", 0, TGC_ERR_IO, "unterminated string"},
+    {"bad escape", "{\"fc\\q\":{}}", 0, TGC_ERR_IO, "invalid escape"},
+    {"NUL escape", "{\"fc\\u0000\":{}}", 0, TGC_ERR_IO, "\\u0000"},
+    {"lone surrogate", "{\"fc\\udc00\":{}}", 0, TGC_ERR_IO, "surrogate"},
+    {"bad UTF-8", "{\"fc\xc3\x28\":{}}", 0, TGC_ERR_IO, "invalid UTF-8"},
+    {"overlong UTF-8", "{\"fc\xc0\xaf\":{}}", 0, TGC_ERR_IO, "invalid UTF-8"},
+    {"control char", "{\"fc\n\":{}}", 0, TGC_ERR_IO, "control character"},
+    {"entry not object", "{\"fc.weight\":[1]}", 0, TGC_ERR_IO, "expected an object"},
+    {"empty name", "{\"\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", 4, TGC_ERR_IO,
+     "empty name"},
+    /* entries */
+    {"unknown dtype",
+     "{\"fc.weight\":{\"dtype\":\"F99\",\"shape\":[2,3],\"data_offsets\":[0,24]}," E_B "," E_M
+     "," E_C "}",
+     56, TGC_ERR_IO, "unknown dtype 'F99'"},
+    {"dtype not a string", "{\"fc.weight\":{\"dtype\":32,\"shape\":[2,3],\"data_offsets\":[0,24]}}",
+     24, TGC_ERR_IO, "expected a string"},
+    {"unknown key",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24],\"x\":1}}", 24,
+     TGC_ERR_IO, "unknown key 'x'"},
+    {"second key",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"shape\":[6],\"data_offsets\":[0,24]}}",
+     24, TGC_ERR_IO, "a second key 'shape'"},
+    {"no offsets", "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3]}}", 24, TGC_ERR_IO,
+     "has no data_offsets"},
+    {"no dtype", "{\"fc.weight\":{\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24, TGC_ERR_IO,
+     "has no dtype"},
+    {"three offsets",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24,24]}}", 24,
+     TGC_ERR_IO, "not [begin, end]"},
+    {"one offset", "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0]}}", 24,
+     TGC_ERR_IO, "not [begin, end]"},
+    {"negative dim", "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[-2,3],\"data_offsets\":[0,24]}}",
+     24, TGC_ERR_IO, "negative number"},
+    {"fractional dim",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2.0,3],\"data_offsets\":[0,24]}}", 24,
+     TGC_ERR_IO, "not an integer"},
+    {"exponent dim",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2e0,3],\"data_offsets\":[0,24]}}", 24,
+     TGC_ERR_IO, "not an integer"},
+    {"leading zero", "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[02,3],\"data_offsets\":[0,24]}}",
+     24, TGC_ERR_IO, "leading zero"},
+    {"dim over 2^56",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[144115188075855872],\"data_offsets\":[0,24]}}",
+     24, TGC_ERR_IO, "more than TGC_MAX_NUMEL"},
+    {"numel over 2^56",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,"
+     "24]}}",
+     24, TGC_ERR_IO, "more than TGC_MAX_NUMEL"},
+    {"dim over 2^64",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[18446744073709551616],\"data_offsets\":[0,"
+     "24]}}",
+     24, TGC_ERR_IO, "2^64 or more"},
+    {"nine dims",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,2,3],\"data_offsets\":[0,24]}}",
+     24, TGC_ERR_IO, "more than 8 dims"},
+    {"size mismatch",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}," E_B "," E_M
+     "," E_C "}",
+     52, TGC_ERR_IO, "needs 24 bytes"},
+    {"begin after end",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[24,0]}}", 24, TGC_ERR_IO,
+     "negative size"},
+    {"overlap",
+     "{" E_W ",\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}," E_M "," E_C
+     "}",
+     56, TGC_ERR_IO, "no gap or overlap"},
+    {"gap", "{" E_W ",\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[28,36]}}", 36,
+     TGC_ERR_IO, "no gap or overlap"},
+    {"past the data", "{" E_W "," E_B "," E_M "," E_C "}", 50, TGC_ERR_IO, "truncated"},
+    {"trailing data", "{" E_W "," E_B "," E_M "," E_C "}", 60, TGC_ERR_IO, "trailing bytes"},
+    {"duplicate name", "{" E_W "," E_W "," E_B "," E_M "," E_C "}", 56, TGC_ERR_IO,
+     "tensor 'fc.weight' appears twice"},
+    {"bool byte",
+     "{" E_W "," E_B "," E_M "," E_C
+     ",\"bn.flag\":{\"dtype\":\"BOOL\",\"shape\":[4],\"data_offsets\":[56,60]}}",
+     60, TGC_ERR_IO, "BOOL tensor 'bn.flag' has the byte 2"},
+    {"odd sub-byte size",
+     "{" E_W "," E_B "," E_M "," E_C
+     ",\"bn.x\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[56,58]}}",
+     58, TGC_ERR_IO, "not whole bytes"},
+    /* metadata */
+    {"metadata not object", "{\"__metadata__\":[]," E_W "}", 24, TGC_ERR_IO,
+     "__metadata__ is not an object"},
+    {"metadata number", "{\"__metadata__\":{\"a\":1}," E_W "}", 24, TGC_ERR_IO,
+     "metadata 'a' is not a string"},
+    {"two metadata", "{\"__metadata__\":{},\"__metadata__\":{}," E_W "}", 24, TGC_ERR_IO,
+     "two __metadata__"},
+    {"duplicate key", "{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}," E_W "}", 24, TGC_ERR_IO,
+     "metadata key 'a' appears twice"},
+    /* against the module */
+    {"missing tensor", "{" E_W "," E_B "," E_M "}", 48, TGC_ERR_INVALID_ARG,
+     "tensor 'bn.count' is not in the file (1 of 4 tensors missing)"},
+    {"extra tensor (strict)", "{" E_W "," E_B "," E_M "," E_C "," E_EXTRA "}", 60,
+     TGC_ERR_INVALID_ARG, "the file has tensor 'bn.extra', which is not here"},
+    {"shape mismatch of the last tensor",
+     "{" E_W "," E_B "," E_M ",\"bn.count\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":["
+     "48,56]}}",
+     56, TGC_ERR_SHAPE, "tensor 'bn.count' is [1] in the file but [] here"},
+    {"shape mismatch, same numel",
+     "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]}," E_B "," E_M
+     "," E_C "}",
+     56, TGC_ERR_SHAPE, "tensor 'fc.weight' is [3, 2] in the file but [2, 3] here"},
+    {"unsupported dtype",
+     "{" E_W "," E_B "," E_M ",\"bn.count\":{\"dtype\":\"U64\",\"shape\":[],\"data_offsets\":["
+     "48,56]}}",
+     56, TGC_ERR_DTYPE, "tensor 'bn.count' is U64 in the file"},
+};
+
+static void test_rejections_change_nothing(void **state)
+{
+    (void)state;
+    unsigned char data[64];
+    for (int i = 0; i < 64; i++)
+        data[i] = (unsigned char)(i * 7 + 1) & 0x7f; /* finite floats, no BOOL byte 0/1 check */
+    data[56] = 1, data[57] = 0, data[58] = 2, data[59] = 1;
+    tgc_module *m = build_small(3.0);
+    snapshot s;
+    snap_take(m, &s);
+    for (int i = 0; i < N_OF(bad_cases); i++) {
+        const bad_case *c = &bad_cases[i];
+        char name[64];
+        snprintf(name, sizeof name, "bad%02d.safetensors", i);
+        const char *p = tpath(name);
+        write_raw(p, c->json, data, c->ndata);
+        tgc_clear_error();
+        tgc_status st = tgc_module_load(m, p, 1);
+        if (st != c->want || !strstr(tgc_last_error(), c->msg) || !strstr(tgc_last_error(), p))
+            fail_msg("case '%s': status %s, message \"%s\"; wanted %s with \"%s\"", c->what,
+                     tgc_status_str(st), tgc_last_error(), tgc_status_str(c->want), c->msg);
+        assert_true(strstr(tgc_last_error(), "tgc_module_load: ") == tgc_last_error());
+        snap_check_unchanged(m, &s);
+    }
+    snap_free(&s);
+    tgc_module_free(m);
+}
+
+/* The framing: too short for the length, a length past the end, a length over the limit,
+ * no file, a directory. */
+static void test_rejects_bad_framing(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(1.0);
+    snapshot s;
+    snap_take(m, &s);
+    const char *p = tpath("frame.safetensors");
+    write_bytes(p, "\x10\0\0", 3);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_IO, "3 bytes long, too short");
+    write_bytes(p, "", 0);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_IO, "0 bytes long");
+    const char *j = "{" E_W "}";
+    write_raw_len(p, strlen(j) + 1, j, NULL, 0);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_IO, "runs past the end of the file");
+    write_raw_len(p, UINT64_MAX, j, NULL, 0);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_IO, "over safetensors' limit");
+    write_raw_len(p, TGC_ST_MAX_HEADER + 1, j, NULL, 0);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_IO, "over safetensors' limit");
+    check_error(tgc_module_load(m, tpath("no_such_file"), 1), TGC_ERR_IO,
+                "cannot open it: No such file or directory");
+    check_error(tgc_module_load(m, tmp_dir, 1), TGC_ERR_IO, "is a directory");
+    assert_true(strstr(tgc_last_error(), tmp_dir) != NULL);
+    snap_check_unchanged(m, &s);
+    snap_free(&s);
+    tgc_module_free(m);
+}
+
+/* Every truncation of a valid file is rejected (all but the full length). */
+static void test_every_truncation_is_rejected(void **state)
+{
+    (void)state;
+    tgc_module *a = build_all_dtypes(5), *b = build_all_dtypes(6);
+    const char *p = tpath("trunc_src.safetensors"), *q = tpath("trunc.safetensors");
+    assert_int_equal(tgc_module_save(a, p), TGC_OK);
+    size_t n;
+    unsigned char *img = read_bytes(p, &n);
+    snapshot s;
+    snap_take(b, &s);
+    for (size_t len = 0; len < n; len++) {
+        tgc_st_file f;
+        check_error(tgc_st_parse("parse", "image", img, len, &f), TGC_ERR_IO, "'image'");
+        assert_null(f.entries);
+        if (len % 7 == 0 || len + 16 > n) { /* through the file too, on a sample */
+            write_bytes(q, img, len);
+            check_error(tgc_module_load(b, q, 1), TGC_ERR_IO, q);
+        }
+    }
+    snap_check_unchanged(b, &s);
+    write_bytes(q, img, n);
+    assert_int_equal(tgc_module_load(b, q, 1), TGC_OK);
+    free(img);
+    snap_free(&s);
+    tgc_module_free(a);
+    tgc_module_free(b);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Random bit flips and truncations of valid files (ours and the reference library's): the
+ * parser either accepts (and then every entry lies inside the data) or rejects with
+ * TGC_ERR_IO; a load of a damaged file either succeeds or changes nothing. */
+static void test_fuzz_flips_and_truncations(void **state)
+{
+    (void)state;
+    tgc_module *a = build_all_dtypes(7);
+    const char *srcs[2] = {tpath("fuzz_src.safetensors"),
+                           TGC_CKPT_FIXTURE_DIR "/numpy_written.safetensors"};
+    assert_int_equal(tgc_module_save(a, srcs[0]), TGC_OK);
+    tgc_module *targets[2] = {build_all_dtypes(8), build_fixture_tree(0)};
+    const char *q = tpath("fuzz.safetensors");
+    int accepted = 0, rejected = 0;
+    for (int s = 0; s < 2; s++) {
+        size_t n;
+        unsigned char *img = read_bytes(srcs[s], &n);
+        uint64_t hlen = 0;
+        for (int i = 7; i >= 0; i--)
+            hlen = hlen << 8 | img[i];
+        unsigned char *mut = malloc(n);
+        snapshot snap;
+        snap_take(targets[s], &snap);
+        for (int it = 0; it < 3000; it++) {
+            memcpy(mut, img, n);
+            size_t len = n;
+            int flips = 1 + (int)(rng() % 4);
+            for (int k = 0; k < flips; k++) {
+                /* mostly in the length and the header, where the parser looks */
+                size_t at = rng() % 4 ? (size_t)(rng() % (8 + hlen)) : (size_t)(rng() % n);
+                mut[at] ^= (unsigned char)(1u << (rng() % 8));
+            }
+            if (rng() % 3 == 0)
+                len = (size_t)(rng() % (n + 1));
+            tgc_st_file f;
+            tgc_clear_error();
+            tgc_status st = tgc_st_parse("fuzz", "image", mut, len, &f);
+            if (st == TGC_OK) {
+                accepted++;
+                for (int e = 0; e < f.n_entries; e++)
+                    assert_true(f.entries[e].end <= f.data_size);
+                tgc_st_close(&f);
+            } else {
+                rejected++;
+                assert_int_equal(st, TGC_ERR_IO);
+                assert_true(strstr(tgc_last_error(), "fuzz: 'image': ") == tgc_last_error());
+            }
+            if (it % 10 == 0) {
+                write_bytes(q, mut, len);
+                st = tgc_module_load(targets[s], q, 1);
+                if (st == TGC_OK) { /* a flip inside the data, or a harmless one */
+                    snap_free(&snap);
+                    snap_take(targets[s], &snap);
+                } else {
+                    snap_check_unchanged(targets[s], &snap);
+                }
+            }
+        }
+        snap_free(&snap);
+        free(mut);
+        free(img);
+    }
+    print_message("fuzz: %d images accepted, %d rejected\n", accepted, rejected);
+    assert_true(accepted > 100 && rejected > 1000);
+    tgc_module_free(a);
+    tgc_module_free(targets[0]);
+    tgc_module_free(targets[1]);
+}
+
+/* ---- strict ---- */
+
+static void test_strict_on_and_off(void **state)
+{
+    (void)state;
+    unsigned char data[60] = {0};
+    const char *p = tpath("extra.safetensors");
+    write_raw(p, "{" E_W "," E_B "," E_M "," E_C "," E_EXTRA "}", data, 60);
+    tgc_module *m = build_small(2.0);
+    snapshot s;
+    snap_take(m, &s);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_INVALID_ARG,
+                "load with strict 0 to ignore extra names");
+    snap_check_unchanged(m, &s);
+    assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
+    float w[6];
+    assert_int_equal(
+        tgc_copy_to_host(tgc_module_get(tgc_module_get_child(m, "fc"), "weight"), w, sizeof w),
+        TGC_OK);
+    for (int i = 0; i < 6; i++)
+        assert_true(w[i] == 0.0f);
+    /* strict 0 still needs every tensor of the tree */
+    write_raw(p, "{" E_W "," E_B "," E_M "}", data, 48);
+    check_error(tgc_module_load(m, p, 0), TGC_ERR_INVALID_ARG, "'bn.count' is not in the file");
+    /* and ignores extra names of dtypes libtgc lacks */
+    write_raw(p,
+              "{" E_W "," E_B "," E_M "," E_C
+              ",\"u8\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[56,60]}}",
+              data, 60);
+    assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_INVALID_ARG, "the file has tensor 'u8'");
+    snap_free(&s);
+    tgc_module_free(m);
+}
+
+/* ---- arguments ---- */
+
+static void test_null_arguments(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(0.0);
+    check_error(tgc_module_save(NULL, tpath("x")), TGC_ERR_INVALID_ARG,
+                "tgc_module_save: module is NULL");
+    check_error(tgc_module_save(m, NULL), TGC_ERR_INVALID_ARG, "tgc_module_save: path is NULL");
+    check_error(tgc_module_save(m, ""), TGC_ERR_INVALID_ARG, "path is NULL or empty");
+    check_error(tgc_module_load(NULL, tpath("x"), 1), TGC_ERR_INVALID_ARG,
+                "tgc_module_load: module is NULL");
+    check_error(tgc_module_load(m, NULL, 1), TGC_ERR_INVALID_ARG, "tgc_module_load: path is NULL");
+    tgc_module_free(m);
+}
+
+/* ---- write failures ---- */
+
+static void test_write_failures_leave_no_file(void **state)
+{
+    (void)state;
+    tgc_module *m = build_all_dtypes(9);
+    /* a directory that does not exist, and one that is a file */
+    check_error(tgc_module_save(m, tpath("no_dir/x.safetensors")), TGC_ERR_IO,
+                "cannot create the temporary file");
+    const char *file = tpath("plain_file");
+    write_bytes(file, "x", 1);
+    char under[600];
+    snprintf(under, sizeof under, "%s/x.safetensors", file);
+    check_error(tgc_module_save(m, under), TGC_ERR_IO, "Not a directory");
+    assert_true(strstr(tgc_last_error(), under) != NULL);
+    /* the target is a directory: the temporary file is written, the rename fails, the
+     * temporary file is removed */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/sub", tmp_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    char target[700];
+    snprintf(target, sizeof target, "%s/ckpt", dir);
+    assert_int_equal(mkdir(target, 0700), 0);
+    check_error(tgc_module_save(m, target), TGC_ERR_IO, "renaming the temporary file");
+    assert_int_equal(count_temp_files(dir), 0);
+    /* a write that fails half way (file size limit): the old file stays as it was */
+    snprintf(target, sizeof target, "%s/keep.safetensors", dir);
+    write_bytes(target, "old contents", 12);
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old;
+    small.rlim_cur = 100;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    tgc_status st = tgc_module_save(m, target);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    check_error(st, TGC_ERR_IO, "writing the temporary file");
+    assert_int_equal(count_temp_files(dir), 0);
+    size_t n;
+    unsigned char *b = read_bytes(target, &n);
+    assert_int_equal(n, 12);
+    assert_memory_equal(b, "old contents", 12);
+    free(b);
+    /* without the limit the same save replaces it */
+    assert_int_equal(tgc_module_save(m, target), TGC_OK);
+    assert_int_equal(count_temp_files(dir), 0);
+    tgc_module *back = build_all_dtypes(10);
+    assert_int_equal(tgc_module_load(back, target, 1), TGC_OK);
+    /* permissions (root writes anywhere: only checked for other users) */
+    if (geteuid() != 0) {
+        snprintf(dir, sizeof dir, "%s/ro", tmp_dir);
+        assert_int_equal(mkdir(dir, 0500), 0);
+        snprintf(target, sizeof target, "%s/x.safetensors", dir);
+        check_error(tgc_module_save(m, target), TGC_ERR_IO, "Permission denied");
+        assert_int_equal(count_temp_files(dir), 0);
+    }
+    tgc_module_free(back);
+    tgc_module_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_roundtrip_every_dtype_bit_for_bit, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_file_layout_and_names, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_tree, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_load_converts_dtypes, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_reads_the_reference_librarys_file, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_rejections_change_nothing, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_rejects_bad_framing, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_every_truncation_is_rejected, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_fuzz_flips_and_truncations, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_strict_on_and_off, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_null_arguments, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_write_failures_leave_no_file, scoped_setup,
+                                        scoped_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
