@@ -46,7 +46,7 @@ static void gpu_case(train_model m, const char *opt_kind, int compiled, tgc_mode
     train_golden_losses(m, opt_kind, want);
     tgc_module *ref = train_golden_final(m, opt_kind);
     tgc_module *net = train_make_model(m, tgc_cuda(0));
-    tgc_optim *opt = train_make_optim(net, opt_kind);
+    tgc_optim *opt = train_make_optim(net, m, opt_kind);
     tgc_config cfg = gpu_config(mode, prec);
     tgc_fn *f = compiled ? tgc_compile(train_step, "train_step", &cfg) : NULL;
     if (compiled)
@@ -61,6 +61,10 @@ static void gpu_case(train_model m, const char *opt_kind, int compiled, tgc_mode
     train_assert_losses_close(got, want, TRAIN_STEPS, rtol, what);
     assert_int_equal(tgc_module_to(net, tgc_cpu()), TGC_OK);
     train_assert_modules_close(m, net, ref, rtol, what);
+    tgc_module *init = train_make_model(m, tgc_cpu());
+    train_assert_updates_close(m, net, ref, init,
+                               prec == TGC_PRECISION_HIGHEST ? 2e-2 : 0.3, what);
+    tgc_module_free(init);
     if (f) {
         tgc_stats s;
         assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
@@ -113,7 +117,8 @@ static void test_cuda_compiled_equals_eager_100(void **state)
     double le[N], lc[N];
     tgc_module *ne = train_make_model(TRAIN_RESNET, tgc_cuda(0));
     tgc_module *nc = train_make_model(TRAIN_RESNET, tgc_cuda(0));
-    tgc_optim *oe = train_make_optim(ne, "adam"), *oc = train_make_optim(nc, "adam");
+    tgc_optim *oe = train_make_optim(ne, TRAIN_RESNET, "adam"),
+              *oc = train_make_optim(nc, TRAIN_RESNET, "adam");
     tgc_config cfg = gpu_config(TGC_MODE_REDUCE_OVERHEAD, TGC_PRECISION_HIGHEST);
     tgc_fn *f = tgc_compile(train_step, "train_step", &cfg);
     assert_non_null(f);
@@ -141,7 +146,7 @@ static void test_cuda_no_memory_growth(void **state)
     GPU_REQUIRE();
     for (int mode = 0; mode < 2; mode++) {
         tgc_module *net = train_make_model(TRAIN_RESNET, tgc_cuda(0));
-        tgc_optim *opt = train_make_optim(net, "adam");
+        tgc_optim *opt = train_make_optim(net, TRAIN_RESNET, "adam");
         tgc_config cfg = gpu_config(mode ? TGC_MODE_REDUCE_OVERHEAD : TGC_MODE_DEFAULT,
                                     TGC_PRECISION_HIGHEST);
         tgc_fn *f = tgc_compile(train_step, "train_step", &cfg);
