@@ -22,8 +22,10 @@
  * (tgc_optim_save, PATH with ".optim" before its extension) at the end; --resume PATH loads both
  * before training.
  *
- * How the compiled step works. train_step below is an ordinary C function of tgc ops: zero
- * the gradients, forward, tgc_cross_entropy, tgc_backward, tgc_optim_step. tgc_compile traces
+ * How the compiled step works. train_step below is an ordinary C function of tgc ops:
+ * forward, tgc_cross_entropy, tgc_backward, tgc_optim_step, then tgc_optim_zero_grad, so the
+ * gradients are zero between steps (the same numbers as zeroing them first, as PyTorch's loop
+ * does, and the gradients exist from the first trace on). tgc_compile traces
  * it once into one variant; the parameter updates, .grad writes, Adam's moments and step
  * count, and batch-norm running statistics are in-place writes of module and optimizer
  * storage, bound by position, so later calls are cache hits that change no guard. The
@@ -76,10 +78,8 @@ static tgc_status train_step(tgc_module *self, tgc_tensor *const *in, int n_in, 
 {
     if (n_in != 2 || n_out != 1)
         return TGC_ERR_INVALID_ARG;
-    tgc_status st = tgc_optim_zero_grad(g_opt);
     tgc_tensor *logits = NULL;
-    if (st == TGC_OK)
-        st = g_forward(self, in, 1, &logits, 1);
+    tgc_status st = g_forward(self, in, 1, &logits, 1);
     tgc_tensor *loss =
         st == TGC_OK ? tgc_cross_entropy(logits, in[1], TGC_REDUCE_MEAN, CIFAR_IGNORE, 0.0) : NULL;
     if (st == TGC_OK && !loss)
@@ -88,6 +88,8 @@ static tgc_status train_step(tgc_module *self, tgc_tensor *const *in, int n_in, 
         st = tgc_backward(loss);
     if (st == TGC_OK)
         st = tgc_optim_step(g_opt);
+    if (st == TGC_OK)
+        st = tgc_optim_zero_grad(g_opt); /* the gradients are zero between steps */
     out[0] = st == TGC_OK ? tgc_detach(loss) : NULL;
     return st;
 }

@@ -1,5 +1,5 @@
 /* Training-step benchmark: the seed CNN and ResNet18 (torchvision layout, width 64), batch 64,
- * 3x32x32, Adam (lr 1e-3), one step = zero_grad, forward, cross entropy, backward, Adam:
+ * 3x32x32, Adam (lr 1e-3), one step = forward, cross entropy, backward, Adam, zero_grad:
  *   eager                  the step function called directly (every op eagerly)
  *   compiled default       tgc_compile, cfg.mode DEFAULT (one variant: forward, backward and
  *                          update fused and memory-planned together)
@@ -81,16 +81,16 @@ static tgc_status train_step(tgc_module *self, tgc_tensor *const *in, int n_in, 
 {
     if (n_in != 2 || n_out != 1)
         return TGC_ERR_INVALID_ARG;
-    tgc_status st = tgc_optim_zero_grad(g_opt);
     tgc_tensor *logits = NULL, *loss = NULL;
-    if (st == TGC_OK)
-        st = g_fwd(self, in, 1, &logits, 1);
+    tgc_status st = g_fwd(self, in, 1, &logits, 1);
     if (st == TGC_OK) {
         loss = tgc_cross_entropy(logits, in[1], TGC_REDUCE_MEAN, -100, 0.0);
         st = loss ? tgc_backward(loss) : tgc_last_status();
     }
     if (st == TGC_OK)
         st = tgc_optim_step(g_opt);
+    if (st == TGC_OK)
+        st = tgc_optim_zero_grad(g_opt); /* as examples/train_cifar.c */
     out[0] = st == TGC_OK ? tgc_detach(loss) : NULL;
     return st;
 }
@@ -614,7 +614,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_train: --device cuda: %s\n", tgc_last_error());
         return 1;
     }
-    printf("bench_train: training step (zero_grad, forward, cross entropy, backward, Adam), "
+    printf("bench_train: training step (forward, cross entropy, backward, Adam, zero_grad), "
            "batch 64, 3x32x32, on %s, cfg.num_threads %d, precision %s; median of up to %d "
            "steps after %d warmup\n",
            dev_name(bs.o.dev), bs.o.threads,

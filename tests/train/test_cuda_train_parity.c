@@ -8,7 +8,8 @@
  *   HIGH (TF32 products) 3e-2: TF32 keeps 10 mantissa bits of each product's operands
  *                        (relative rounding 2^-11 ~ 5e-4 per operand), and 20 steps of
  *                        training carry it through every update.
- * Also: compiled equals eager on the GPU over 100 steps (HIGHEST, 1e-4), and 2000 compiled
+ * Also: compiled equals eager on the GPU over 100 steps (HIGHEST, 1e-4; zero_grad first and
+ * last, as test_train_parity.c), and 2000 compiled
  * steps (each mode) leave the device's bytes in use unchanged after warm-up.
  * Without a GPU every case skips (tests/gpu_skip.h: exit 77). */
 #define _POSIX_C_SOURCE 200809L
@@ -51,7 +52,9 @@ static void gpu_case(train_model m, const char *opt_kind, int compiled, tgc_mode
     tgc_fn *f = compiled ? tgc_compile(train_step, "train_step", &cfg) : NULL;
     if (compiled)
         assert_non_null(f);
+    train_zero_after_ = compiled; /* as test_train_parity.c */
     train_run(f, net, opt, train_forward_of(m), tgc_cuda(0), 0, TRAIN_STEPS, got);
+    train_zero_after_ = 0;
     double rtol = prec == TGC_PRECISION_HIGHEST ? RTOL_HIGHEST : RTOL_HIGH;
     char what[96];
     snprintf(what, sizeof what, "gpu %s %s %s%s%s", train_model_name(m), opt_kind,
@@ -109,12 +112,14 @@ static void test_cuda_resnet_adam(void **state)
     all_modes(TRAIN_RESNET, "adam");
 }
 
-static void test_cuda_compiled_equals_eager_100(void **state)
+static void cuda_compiled_vs_eager_100(int zero_after)
 {
-    (void)state;
     GPU_REQUIRE();
     enum { N = 100 };
     double le[N], lc[N];
+    char what[96];
+    snprintf(what, sizeof what, "gpu resnet adam 100 compiled vs eager, zero_grad %s",
+             zero_after ? "last" : "first");
     tgc_module *ne = train_make_model(TRAIN_RESNET, tgc_cuda(0));
     tgc_module *nc = train_make_model(TRAIN_RESNET, tgc_cuda(0));
     tgc_optim *oe = train_make_optim(ne, TRAIN_RESNET, "adam"),
@@ -122,13 +127,14 @@ static void test_cuda_compiled_equals_eager_100(void **state)
     tgc_config cfg = gpu_config(TGC_MODE_REDUCE_OVERHEAD, TGC_PRECISION_HIGHEST);
     tgc_fn *f = tgc_compile(train_step, "train_step", &cfg);
     assert_non_null(f);
+    train_zero_after_ = zero_after;
     train_run(NULL, ne, oe, resnet18_forward, tgc_cuda(0), 0, N, le);
     train_run(f, nc, oc, resnet18_forward, tgc_cuda(0), 0, N, lc);
-    train_assert_losses_close(lc, le, N, RTOL_HIGHEST, "gpu resnet adam 100 compiled vs eager");
+    train_zero_after_ = 0;
+    train_assert_losses_close(lc, le, N, RTOL_HIGHEST, what);
     assert_int_equal(tgc_module_to(ne, tgc_cpu()), TGC_OK);
     assert_int_equal(tgc_module_to(nc, tgc_cpu()), TGC_OK);
-    train_assert_modules_close(TRAIN_RESNET, nc, ne, RTOL_HIGHEST,
-                               "gpu resnet adam 100 compiled vs eager");
+    train_assert_modules_close(TRAIN_RESNET, nc, ne, RTOL_HIGHEST, what);
     tgc_stats s;
     assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
     assert_int_equal(s.compiles, 1);
@@ -138,6 +144,18 @@ static void test_cuda_compiled_equals_eager_100(void **state)
     tgc_optim_free(oc);
     tgc_module_free(ne);
     tgc_module_free(nc);
+}
+
+static void test_cuda_compiled_equals_eager_100_zero_grad_last(void **state)
+{
+    (void)state;
+    cuda_compiled_vs_eager_100(1);
+}
+
+static void test_cuda_compiled_equals_eager_100_zero_grad_first(void **state)
+{
+    (void)state;
+    cuda_compiled_vs_eager_100(0);
 }
 
 static void test_cuda_no_memory_growth(void **state)
@@ -181,7 +199,8 @@ int main(void)
         cmocka_unit_test(test_cuda_cnn_adam),
         cmocka_unit_test(test_cuda_resnet_sgd),
         cmocka_unit_test(test_cuda_resnet_adam),
-        cmocka_unit_test(test_cuda_compiled_equals_eager_100),
+        cmocka_unit_test(test_cuda_compiled_equals_eager_100_zero_grad_last),
+        cmocka_unit_test(test_cuda_compiled_equals_eager_100_zero_grad_first),
         cmocka_unit_test(test_cuda_no_memory_growth),
     };
     int rc = gpu_skip_finish(cmocka_run_group_tests(tests, NULL, NULL));

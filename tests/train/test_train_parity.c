@@ -8,7 +8,8 @@
  *   and through one compiled training step: every loss and every final parameter and
  *   running statistic within 1e-4 relative (issue 10's bound for fp32 on the CPU), and each
  *   tensor's change from its initial value within 2e-2 of that change.
- * - Compiled equals eager over 100 steps (the ResNet: losses, weights, running statistics):
+ * - Compiled equals eager over 100 steps (the ResNet: losses, weights, running statistics,
+ *   optimizer state), with zero_grad before backward (PyTorch's loop) and after the update:
  *   bit for bit on the interp backend (TGC_BACKEND=interp), within 1e-4 on LLVM, whose
  *   fused kernels round differently from its eager ones; one compile, no recompile.
  * - A training function and an evaluation function over one module never make each other
@@ -97,7 +98,11 @@ static void parity_case(train_model m, const char *opt_kind)
         tgc_fn *f = compiled ? tgc_compile(train_step, "train_step", &cfg) : NULL;
         if (compiled)
             assert_non_null(f);
+        /* eagerly PyTorch's order; compiled zero_grad last (test_compiled_equals_eager_100
+         * holds both orders to one another) */
+        train_zero_after_ = compiled;
         train_run(f, net, opt, train_forward_of(m), tgc_cpu(), 0, TRAIN_STEPS, got);
+        train_zero_after_ = 0;
         snprintf(what, sizeof what, "%s %s %s", train_model_name(m), opt_kind,
                  compiled ? "compiled" : "eager");
         train_assert_losses_close(got, want, TRAIN_STEPS, PARITY_RTOL, what);
@@ -139,12 +144,16 @@ static void test_resnet_adam(void **state)
     parity_case(TRAIN_RESNET, "adam");
 }
 
-/* 100 steps of Adam on the ResNet (batch norm: running statistics), compiled vs eager. */
-static void test_compiled_equals_eager_100(void **state)
+/* 100 steps of Adam on the ResNet (batch norm: running statistics), compiled vs eager, with
+ * zero_grad first (PyTorch's loop: the first compiled call is traced before any .grad exists,
+ * and later calls must not add to the gradients of the call before) and with zero_grad last. */
+static void compiled_vs_eager_100(int zero_after)
 {
-    (void)state;
     enum { N = 100 };
     double le[N], lc[N];
+    char what[96];
+    snprintf(what, sizeof what, "resnet adam 100 steps compiled vs eager, zero_grad %s",
+             zero_after ? "last" : "first");
     tgc_module *ne = train_make_model(TRAIN_RESNET, tgc_cpu());
     tgc_module *nc = train_make_model(TRAIN_RESNET, tgc_cpu());
     tgc_optim *oe = train_make_optim(ne, TRAIN_RESNET, "adam"),
@@ -152,12 +161,13 @@ static void test_compiled_equals_eager_100(void **state)
     tgc_config cfg = cpu_config();
     tgc_fn *f = tgc_compile(train_step, "train_step", &cfg);
     assert_non_null(f);
+    train_zero_after_ = zero_after;
     train_run(NULL, ne, oe, resnet18_forward, tgc_cpu(), 0, N, le);
     train_run(f, nc, oc, resnet18_forward, tgc_cpu(), 0, N, lc);
+    train_zero_after_ = 0;
     double rtol = on_interp(f) ? 0.0 : PARITY_RTOL;
-    train_assert_losses_close(lc, le, N, rtol, "resnet adam 100 steps compiled vs eager");
-    train_assert_modules_close(TRAIN_RESNET, nc, ne, rtol,
-                               "resnet adam 100 steps compiled vs eager");
+    train_assert_losses_close(lc, le, N, rtol, what);
+    train_assert_modules_close(TRAIN_RESNET, nc, ne, rtol, what);
     /* the optimizer's state too: step count and moments */
     assert_int_equal(tgc_optim_num_state(oc), tgc_optim_num_state(oe));
     for (int i = 0; i < tgc_optim_num_state(oc); i++) {
@@ -166,7 +176,7 @@ static void test_compiled_equals_eager_100(void **state)
         assert_string_equal(na, nb);
         double d = train_rel_diff(a, b);
         if (d > rtol)
-            fail_msg("optimizer state %s differs by %.3g relative", na, d);
+            fail_msg("%s: optimizer state %s differs by %.3g relative", what, na, d);
     }
     tgc_stats s;
     assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
@@ -179,6 +189,18 @@ static void test_compiled_equals_eager_100(void **state)
     tgc_optim_free(oc);
     tgc_module_free(ne);
     tgc_module_free(nc);
+}
+
+static void test_compiled_equals_eager_100_zero_grad_last(void **state)
+{
+    (void)state;
+    compiled_vs_eager_100(1);
+}
+
+static void test_compiled_equals_eager_100_zero_grad_first(void **state)
+{
+    (void)state;
+    compiled_vs_eager_100(0);
 }
 
 /* ---- a small model for the many-step tests: conv 3->4 (3x3, pad 1) on 8x8, batch norm,
@@ -408,6 +430,7 @@ static void test_checkpoint_resume(void **state)
     double la[5], lb[5];
     tgc_config cfg = cpu_config();
 
+    train_zero_after_ = 1; /* the gradients exist from the first trace on in both runs */
     tgc_module *a = tiny_create(21);
     tgc_optim *oa = tgc_adam(a, &(tgc_adam_opts){.lr = 1e-2});
     assert_non_null(oa);
@@ -424,6 +447,7 @@ static void test_checkpoint_resume(void **state)
     assert_int_equal(tgc_optim_load(ob, opath), TGC_OK);
     tgc_fn *fb = tgc_compile(train_step, "train_step", &cfg);
     tiny_run(fb, b, ob, 5, 5, lb);
+    train_zero_after_ = 0;
     train_assert_losses_close(lb, la, 5, 1e-6, "resumed vs continued");
     remove(mpath);
     remove(opath);
@@ -443,7 +467,8 @@ int main(void)
         cmocka_unit_test(test_cnn_adam),
         cmocka_unit_test(test_resnet_sgd),
         cmocka_unit_test(test_resnet_adam),
-        cmocka_unit_test(test_compiled_equals_eager_100),
+        cmocka_unit_test(test_compiled_equals_eager_100_zero_grad_last),
+        cmocka_unit_test(test_compiled_equals_eager_100_zero_grad_first),
         cmocka_unit_test(test_train_and_eval_share_module),
         cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_no_memory_growth),

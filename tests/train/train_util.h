@@ -167,16 +167,21 @@ static inline tgc_optim *train_make_optim(tgc_module *net, train_model m, const 
 }
 
 /* ---- the training step ---- */
-static tgc_optim *train_opt_;          /* the optimizer train_step updates */
-static tgc_model_fn train_forward_;   /* the model's forward */
+static tgc_optim *train_opt_;        /* the optimizer train_step updates */
+static tgc_model_fn train_forward_; /* the model's forward */
+/* 0: zero_grad first (PyTorch's loop); 1: zero_grad after the update (the gradients are zero
+ * between steps, and exist from the first compiled call's trace on). Both must give the
+ * same numbers; train_step reads it when it runs (at trace time for a compiled call). */
+static int train_zero_after_;
 
-/* zero_grad, forward, cross entropy (mean), backward, optimizer step; out[0]: the loss. */
+/* zero_grad, forward, cross entropy (mean), backward, optimizer step (zero_grad last when
+ * train_zero_after_); out[0]: the loss. */
 static tgc_status train_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
                              int n_out)
 {
     if (n_in != 2 || n_out != 1)
         return TGC_ERR_INVALID_ARG;
-    tgc_status st = tgc_optim_zero_grad(train_opt_);
+    tgc_status st = train_zero_after_ ? TGC_OK : tgc_optim_zero_grad(train_opt_);
     tgc_tensor *logits = NULL, *loss = NULL;
     if (st == TGC_OK)
         st = train_forward_(self, in, 1, &logits, 1);
@@ -186,6 +191,8 @@ static tgc_status train_step(tgc_module *self, tgc_tensor *const *in, int n_in, 
     }
     if (st == TGC_OK)
         st = tgc_optim_step(train_opt_);
+    if (st == TGC_OK && train_zero_after_)
+        st = tgc_optim_zero_grad(train_opt_);
     out[0] = st == TGC_OK ? tgc_detach(loss) : NULL;
     return st;
 }
