@@ -80,8 +80,10 @@ TGC_API void tgc_module_train(tgc_module *m, int on);
 TGC_API int tgc_module_is_training(const tgc_module *m);
 /* Moves every parameter and buffer of the tree to dev (copies; the tensors keep their
  * identity, so handles from tgc_module_get stay valid; views made of them earlier keep the
- * old memory). On an error (TGC_ERR_DEVICE: dev unavailable or a copy failed; TGC_ERR_OOM)
- * the module is unchanged. */
+ * old memory), with their gradients (tgc_grad) and the state of every optimizer over the
+ * tree or over an ancestor: each parameter's state moves with it, and an optimizer's "step"
+ * and "lr" once all its parameters are on dev. On an error (TGC_ERR_DEVICE: dev unavailable
+ * or a copy failed; TGC_ERR_OOM) nothing is moved. */
 TGC_API tgc_status tgc_module_to(tgc_module *m, tgc_device dev);
 /* The userdata pointer given to tgc_module_create. Not guarded: see above. */
 TGC_API void *tgc_module_userdata(const tgc_module *m);

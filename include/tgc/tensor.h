@@ -146,7 +146,10 @@ TGC_API tgc_tensor *tgc_to(tgc_tensor *t, tgc_device dev);
  * any device. */
 TGC_API tgc_status tgc_copy_to_host(const tgc_tensor *t, void *dst, size_t nbytes);
 /* Copies src into dst elementwise (same shape; dtypes and devices may differ). Bumps dst's
- * version.
+ * version. Inside a compiled function it is the in-place write of the variant: dst, a module
+ * parameter or buffer, a gradient (tgc_grad), an optimizer's state or a captured tensor, is
+ * written by every call (later reads of dst in the function see src's values; a dst that is
+ * a strided view is a graph break). Not differentiable: src's record does not flow into dst.
  * dst must not overlap itself (an expanded view, stride 0 over a size above 1, has
  * elements that share memory): TGC_ERR_INVALID_ARG. */
 TGC_API tgc_status tgc_copy_(tgc_tensor *dst, const tgc_tensor *src);

@@ -137,6 +137,9 @@ tgc_status tgc_backend_run(const tgc_backend *b, void *artifact, const tgc_graph
                            const tgc_exec_args *x, tgc_tensor **outs);
 /* Kernel launches per run, for tgc_stats. */
 int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact);
+/* The bytes of the arena a compiled plan keeps for its intermediates (the memory plan's peak
+ * for the sizes of its latest call); 0 for graph runners and before the first call. */
+size_t tgc_backend_arena_bytes(const tgc_backend *b, void *artifact);
 void tgc_backend_release(const tgc_backend *b, void *artifact);
 
 /* Writes text to "<cfg->dump_dir>/<name>.<suffix>" when cfg has a dump folder (the driver's

@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "backend/interp/interp.h"
 #include "backend/plan.h"
+#include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/passes.h"
 #include "runtime/parallel.h"
@@ -37,6 +38,7 @@ void tgc_plan_free(tgc_plan *p)
     free(p->kernels);
     free(p->steps);
     free(p->mutated);
+    free(p->write_to);
     tgc_memplan_free(&p->mem);
     tgc_graph_free(p->g);
     tgc_replay_release(p); /* before the arena: recordings point into it */
@@ -209,6 +211,131 @@ static tgc_status plan_memory(tgc_plan *p, const uint8_t *mat)
     return st;
 }
 
+/* The INPUT value v reads (through views), or -1. */
+static int32_t input_root(const tgc_graph *g, int32_t v)
+{
+    while (v >= 0 && tgc_is_view_op(g->nodes[v].op))
+        v = g->nodes[v].in[0];
+    return v >= 0 && g->nodes[v].op == TGC_OP_INPUT ? v : -1;
+}
+
+static int same_access(const kir_kernel *k, const kir_access *a, const kir_access *b)
+{
+    if (a->off != b->off)
+        return 0;
+    for (int d = 0; d < k->n_outer + k->n_inner; d++)
+        if (a->stride[d] != b->stride[d])
+            return 0;
+    return 1;
+}
+
+/* Store forwarding for ASSIGN(dst, v): the kernel that computes v writes it straight into
+ * dst's buffer, when that cannot change what any step reads:
+ *   - v is a buffer of a one-phase LOOP kernel without reductions that stores it once, and v
+ *     is no graph output (an output must not alias module state);
+ *   - dst is written by this ASSIGN only, and is no graph output;
+ *   - that kernel reads dst (if at all) only at the element it stores v to (same access: a
+ *     pointwise update such as p - lr * g), and no later step but the ASSIGN reads dst or a
+ *     view of it (they would see the new contents early).
+ * An optimizer's update then costs one kernel per parameter, reading and writing in place. */
+static tgc_status forward_writes(tgc_plan *p)
+{
+    const tgc_graph *g = p->g;
+    int32_t *kernel_step = malloc((size_t)(p->n_kernels ? p->n_kernels : 1) * sizeof(int32_t));
+    int32_t *wt = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof(int32_t));
+    int32_t *writers = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof(int32_t));
+    uint8_t *is_out = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!kernel_step || !wt || !writers || !is_out) {
+        free(kernel_step);
+        free(wt);
+        free(writers);
+        free(is_out);
+        return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory planning buffers");
+    }
+    int any = 0;
+    for (int32_t v = 0; v < g->n_nodes; v++)
+        wt[v] = -1;
+    for (int i = 0; i < g->n_outputs; i++)
+        is_out[g->outputs[i]] = 1;
+    for (int si = 0; si < p->n_steps; si++)
+        if (p->steps[si].kernel >= 0)
+            kernel_step[p->steps[si].kernel] = si;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->n_in; k++)
+            if (tgc_op_writes_operand(nd->op, &nd->attrs, k)) {
+                int32_t r = input_root(g, nd->in[k]);
+                if (r >= 0)
+                    writers[r]++;
+            }
+    }
+    for (int si = 0; si < p->n_steps; si++) {
+        const tgc_step *s = &p->steps[si];
+        if (s->kernel >= 0 || g->nodes[s->node].op != TGC_OP_ASSIGN)
+            continue;
+        const tgc_node *as = &g->nodes[s->node];
+        int32_t dst = as->in[0], v = as->in[1];
+        if (g->nodes[dst].op != TGC_OP_INPUT || writers[dst] != 1 || is_out[dst] || is_out[v] ||
+            wt[v] >= 0)
+            continue;
+        /* the kernel writing v */
+        int kk = -1;
+        for (int k = 0; k < p->n_kernels && kk < 0; k++)
+            for (int b = 0; b < p->kernels[k].k->n_bufs; b++)
+                if (p->kernels[k].k->bufs[b].value == v && p->kernels[k].k->bufs[b].written)
+                    kk = k;
+        const kir_kernel *k = kk >= 0 ? p->kernels[kk].k : NULL;
+        if (!k || k->kind != KIR_LOOP || k->n_reduces || k->n_phases > 1 || kernel_step[kk] > si)
+            continue;
+        int vb = -1, db = -1, ok = 1, stores = 0;
+        for (int b = 0; b < k->n_bufs; b++) {
+            if (k->bufs[b].value == v)
+                vb = b;
+            if (k->bufs[b].value == dst)
+                db = b;
+        }
+        const kir_store *st = NULL;
+        for (int j = 0; j < k->n_stores; j++)
+            if (k->stores[j].at.buf == vb) {
+                st = &k->stores[j];
+                stores++;
+            }
+        ok = st && stores == 1 && st->phase >= 0 && k->bufs[vb].dtype == g->nodes[dst].out.dtype;
+        for (int j = 0; ok && db >= 0 && j < k->n_loads; j++)
+            if (k->loads[j].at.buf == db)
+                ok = k->loads[j].n_guards == 0 && same_access(k, &k->loads[j].at, &st->at);
+        if (db >= 0 && k->bufs[db].written)
+            ok = 0;
+        /* no later step reads dst's old contents */
+        for (int sj = kernel_step[kk] + 1; ok && sj < p->n_steps; sj++) {
+            const tgc_step *t = &p->steps[sj];
+            if (sj == si)
+                continue;
+            if (t->kernel >= 0) {
+                const kir_kernel *tk = p->kernels[t->kernel].k;
+                for (int b = 0; ok && b < tk->n_bufs; b++)
+                    ok = input_root(g, tk->bufs[b].value) != dst;
+            } else {
+                const tgc_node *tn = &g->nodes[t->node];
+                for (int q = 0; ok && q < tn->n_in; q++)
+                    ok = input_root(g, tn->in[q]) != dst;
+            }
+        }
+        if (ok) {
+            wt[v] = dst;
+            any = 1;
+        }
+    }
+    free(kernel_step);
+    free(writers);
+    free(is_out);
+    if (any)
+        p->write_to = wt;
+    else
+        free(wt);
+    return TGC_OK;
+}
+
 static int writes_inputs(const tgc_graph *g)
 {
     for (int32_t i = 0; i < g->n_nodes; i++)
@@ -228,6 +355,7 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
     p->device = (tgc_device){b->device, dev.type == b->device ? dev.index : 0};
     p->n_threads = tgc_threads_resolve(cfg->num_threads);
     p->stream = cfg->cuda_stream;
+    p->precision = cfg->matmul_precision;
     p->g = tgc_graph_clone(src);
     tgc_status st = p->g ? TGC_OK : TGC_ERR_OOM;
     if (st == TGC_OK)
@@ -250,6 +378,8 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
         st = plan_memory(p, mat);
     if (st == TGC_OK && writes_inputs(p->g) && !(p->mutated = tgc_pass_mutated_values(p->g)))
         st = tgc_last_status();
+    if (st == TGC_OK && p->mutated)
+        st = forward_writes(p);
     free(mat);
     tgc_fusion_free(&fu);
     if (st != TGC_OK) {
@@ -281,6 +411,17 @@ tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const t
 int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact)
 {
     return b->graph ? b->graph->kernel_count(artifact) : ((const tgc_plan *)artifact)->n_kernels;
+}
+
+size_t tgc_backend_arena_bytes(const tgc_backend *b, void *artifact)
+{
+    if (b->graph)
+        return 0;
+    tgc_plan *p = artifact;
+    pthread_mutex_lock(&p->arena_lock);
+    size_t n = p->arena ? p->arena->nbytes : 0;
+    pthread_mutex_unlock(&p->arena_lock);
+    return n;
 }
 
 void tgc_backend_release(const tgc_backend *b, void *artifact)

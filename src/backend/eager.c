@@ -137,6 +137,7 @@ static int eager_candidate(const tgc_backend *b, tgc_op op)
     case TGC_KIND_POOL: return 1;      /* adaptive pools other than 1x1 fall back by kernel count */
     case TGC_KIND_ATTENTION: return 1; /* without dropout or causal: GEMMs and a softmax */
     case TGC_KIND_NN: return op == TGC_OP_LAYER_NORM;
+    case TGC_KIND_GRAD: return 1; /* the backend's own kernels (run_node) where it has them */
     default: return 0;
     }
 }
@@ -201,8 +202,10 @@ static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in,
         tgc_device dev = {b->device, e->key.dev_index};
         if (tgc_backend_compile(b, e->g, &cfg, dev, name, &e->art) != TGC_OK)
             e->art = NULL;
-        else if (tgc_backend_kernel_count(b, e->art) == 0 && b->device == TGC_DEVICE_CPU) {
-            /* on the host interp is as good; on a device its plan keeps the data there
+        else if (tgc_backend_kernel_count(b, e->art) == 0 && b->device == TGC_DEVICE_CPU &&
+                 !(b->node_supported && b->node_supported(&e->g->nodes[e->g->n_nodes - 1]))) {
+            /* on the host interp is as good, unless the backend runs the node itself
+             * (run_node: the conv gradients); on a device its plan keeps the data there
              * (native opaque steps, run_node) */
             tgc_backend_release(b, e->art);
             e->art = NULL;

@@ -93,6 +93,8 @@ static tgc_tensor *ensure_buffer(run_ctx *r, int32_t v)
 {
     if (r->vals[v])
         return r->vals[v];
+    if (r->p->write_to && r->p->write_to[v] >= 0) /* stored straight into an ASSIGN's input */
+        return r->vals[v] = r->vals[r->p->write_to[v]];
     const tgc_vinfo *vi = &r->p->g->nodes[v].out;
     int64_t shape[TGC_MAX_DIMS];
     eval_shape(r, vi, shape);
@@ -155,7 +157,7 @@ static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
     if (st == TGC_OK)
         st = bind_kernel(r, pk, bufs, sizes);
     tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads, r->p->device,
-                          r->p->stream};
+                          r->p->stream, r->p->precision};
     if (st == TGC_OK)
         st = k->kind == KIR_LOOP ? r->p->backend->launch(pk, bufs, sizes, &env)
                                  : r->p->backend->run_template(pk, bufs, sizes, &env);
@@ -215,7 +217,8 @@ static tgc_status run_opaque(run_ctx *r, int32_t node)
             if (!(ins[k] = value_tensor(r, nd->in[k])))
                 return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: input of %s missing",
                                       p->backend->name, fn);
-        tgc_launch_env env = {p->g->syms, r->x->symvals, p->n_threads, p->device, p->stream};
+        tgc_launch_env env = {p->g->syms, r->x->symvals, p->n_threads, p->device, p->stream,
+                              p->precision};
         tgc_tensor *res = NULL;
         tgc_status st = p->backend->run_node(nd, ins, shape, &res, &env);
         if (st == TGC_OK) {

@@ -33,6 +33,8 @@ typedef struct tgc_launch_env {
     tgc_device device; /* the plan's device */
     void *stream;      /* device backends: the stream to launch on (NULL: the backend's own
                         * for this thread and device) */
+    tgc_matmul_precision precision; /* the function's cfg.matmul_precision (native steps'
+                                     * matrix products: conv gradients) */
 } tgc_launch_env;
 
 /* A step: kernel >= 0 runs plan kernel `kernel`; kernel < 0 runs graph node `node` on
@@ -54,10 +56,15 @@ typedef struct tgc_plan {
     void *code;   /* the backend's, from its compile */
     void *stream; /* cfg->cuda_stream: the stream launches go to (NULL: the thread's) */
     int n_threads;
+    tgc_matmul_precision precision; /* cfg->matmul_precision */
     tgc_memplan mem;
     /* per value: 1 when a node writes it in place (tgc_pass_mutated_values); NULL when no
      * node does. Inputs so marked are written back after a call. */
     uint8_t *mutated;
+    /* per value: the INPUT an ASSIGN writes it to, when the kernel computing it can store
+     * straight into that input (forward_writes in driver.c), else -1; NULL when none can. The
+     * executor then binds the value to the input's buffer and the ASSIGN copies nothing. */
+    int32_t *write_to;
     /* the arena kept between calls */
     pthread_mutex_t arena_lock;
     tgc_storage *arena;

@@ -22,9 +22,16 @@
  * caller holds. A capture that fails (a step that would synchronize, such as a node staged
  * through the host) disables replay for the plan, once, with a perf-channel line.
  *
+ * In-place writes (a training step's parameter, gradient and optimizer-state updates, batch
+ * norm's running statistics) are recorded like any other work: they go to the module,
+ * gradient and captured tensors at the addresses the recording checks on every call, and
+ * each replay bumps those tensors' versions as a step-by-step call does.
+ *
  * Not replayed at all (tgc_replay_new says why on the perf channel): plans that draw random
- * numbers (a graph would repeat the same bits every call) and plans that write their inputs
- * in place (the write-back synchronizes).
+ * numbers (a graph would repeat the same bits every call) and plans that write one of their
+ * arguments in place (a recording may read a static copy of the arguments, so the write
+ * would be lost). A call whose written inputs are not contiguous is not recorded either (the
+ * write goes through a copy that is written back after a synchronization).
  *
  * Thread-safety: one call replays at a time (a trylock); calls on other threads meanwhile run
  * step by step. */
@@ -87,9 +94,11 @@ tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char 
         unsigned e = tgc_op_effects(g->nodes[i].op, &g->nodes[i].attrs);
         if (e & TGC_EFFECT_RANDOM)
             why = "it draws random numbers (a recording would repeat the same bits)";
-        else if (e & TGC_EFFECT_WRITES_INPUTS)
-            why = "it writes its inputs in place";
     }
+    for (int32_t i = 0; i < g->n_nodes && !why; i++)
+        if (p->mutated && p->mutated[i] && g->nodes[i].op == TGC_OP_INPUT &&
+            g->nodes[i].attrs.i[0] == TGC_BIND_ARG)
+            why = "it writes one of its arguments in place";
     if (why) {
         tgc_log_msg(cfg, TGC_LOG_PERF,
                     "tgc: '%s' is not recorded as a graph (mode REDUCE_OVERHEAD): %s; its "
@@ -192,6 +201,30 @@ static int slot_matches(const tgc_plan *p, const tgc_replay *r, const replay_slo
         tgc_tensor *t = input_of(p, x, r->inputs[i]);
         if (!t || tgc_device_ptr(t) != s->in_ptrs[i] ||
             (nd->attrs.i[0] == TGC_BIND_ARG && !tgc_tensor_is_contiguous(t)))
+            return 0;
+    }
+    return 1;
+}
+
+/* What a step-by-step call does after writing its inputs in place (exec.c's write_back):
+ * bump the versions of the tensors the graph wrote. */
+static void bump_written(const tgc_plan *p, const tgc_replay *r, const tgc_exec_args *x)
+{
+    for (int i = 0; p->mutated && i < r->n_inputs; i++) {
+        tgc_tensor *t = p->mutated[r->inputs[i]] ? input_of(p, x, r->inputs[i]) : NULL;
+        if (t && t->storage)
+            tgc_storage_bump(t->storage);
+    }
+}
+
+/* 1 when every input the graph writes is contiguous: then the steps write it in place and a
+ * recording writes the tensor itself. */
+static int written_inputs_contiguous(const tgc_plan *p, const tgc_replay *r,
+                                     const tgc_exec_args *x)
+{
+    for (int i = 0; p->mutated && i < r->n_inputs; i++) {
+        tgc_tensor *t = p->mutated[r->inputs[i]] ? input_of(p, x, r->inputs[i]) : NULL;
+        if (t && !tgc_tensor_is_contiguous(t))
             return 0;
     }
     return 1;
@@ -338,6 +371,8 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
     if (st == TGC_OK)
         st = c->launch(p->device, s->graph);
     if (st == TGC_OK)
+        bump_written(p, r, x);
+    if (st == TGC_OK)
         st = hand_out(r, s, outs);
     return st;
 }
@@ -380,9 +415,11 @@ tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs
         if (st == TGC_OK)
             st = p->backend->capture->launch(p->device, use->graph);
         if (st == TGC_OK)
+            bump_written(p, r, x);
+        if (st == TGC_OK)
             st = hand_out(r, use, outs);
         *done = 1;
-    } else if (empty || stale) {
+    } else if ((empty || stale) && written_inputs_contiguous(p, r, x)) {
         replay_slot *s = empty ? empty : stale;
         slot_clear(p, s, r->n_args, r->n_outputs);
         /* the first recording reads the arguments in place (a loop that passes the same

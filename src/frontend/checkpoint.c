@@ -11,7 +11,8 @@
  *      (the dtype conversion and the device copy happen here, where they can still fail);
  *   3. write the staged values with tgc_copy_ (same dtype, same device), which bumps each
  *      target's version.
- * Writes of a model function being traced are refused: a checkpoint is loaded eagerly.
+ * Saving and loading are refused while a model function is traced (they would run once, at
+ * trace time): checkpoints are eager.
  *
  * Optimizer files carry the metadata "format": "tgc-optim", "kind" (tgc_optim_kind) and
  * "hparams" (tgc_optim_hparams' JSON). Loading checks the format and the kind; the
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "frontend/module_impl.h"
+#include "frontend/optim_impl.h"
 #include "frontend/safetensors.h"
 #include "support/error.h"
 #include "tensor/copy.h"
@@ -71,11 +73,9 @@ static tgc_tensor *lookup_path(const tgc_module *m, const char *path)
     }
 }
 
-/* The tree's tensors in pre-order (tgc_module_flat's order) with their dotted paths, read
- * from the lines of tgc_module_describe ("self.fc1.weight: param f32[4, 3] cpu"): a member
- * name holds no ' ', ':', '=' or newline, so the path ends at the first of those, and a
- * tensor's line is the one where it is ':'. Each path is looked up again and must give the
- * flat list's tensor at that position. */
+/* The tree's tensors in pre-order (tgc_module_flat's order) with their dotted paths
+ * (tgc_module_flat_name). Each path is looked up again and must give the flat list's tensor
+ * at that position (a path too long for the namer would not). */
 static tgc_status module_items(const char *fn, const tgc_module *cm, ckpt_list *out)
 {
     *out = (ckpt_list){0};
@@ -84,48 +84,45 @@ static tgc_status module_items(const char *fn, const tgc_module *cm, ckpt_list *
     tgc_tensor *const *flat = tgc_module_flat(m, &n);
     if (!flat && tgc_module_num_tensors(m) > 0)
         return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
-    char *desc = tgc_module_describe(m);
     out->items = calloc((size_t)n + 1, sizeof *out->items);
-    if (!desc || !out->items) {
-        free(desc);
-        free(out->items);
-        out->items = NULL;
+    if (!out->items)
         return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
-    }
     tgc_status st = TGC_OK;
-    for (char *line = desc; *line && st == TGC_OK;) {
-        char *eol = strchr(line, '\n');
-        size_t len = eol ? (size_t)(eol - line) : strlen(line);
-        size_t k = strcspn(line, " :=\n");
-        if (k < len && line[k] == ':' && k > 5 && strncmp(line, "self.", 5) == 0) {
-            if (out->n == n) {
-                st = tgc_set_error(TGC_ERR_INTERNAL, "%s: the module lists more tensors than %d",
-                                   fn, n);
-                break;
-            }
-            char *name = malloc(k - 4);
-            if (!name) {
-                st = tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
-                break;
-            }
-            memcpy(name, line + 5, k - 5);
-            name[k - 5] = 0;
-            out->items[out->n] = (ckpt_item){name, flat[out->n]};
-            if (lookup_path(m, name) != flat[out->n])
-                st = tgc_set_error(TGC_ERR_INTERNAL,
-                                   "%s: tensor %d of the module, '%s', is not found under its "
-                                   "name (a path over 500 bytes?)",
-                                   fn, out->n, name);
-            out->n++;
+    for (int i = 0; i < n && st == TGC_OK; i++) {
+        int len = tgc_module_flat_name(m, i, NULL, 0, NULL);
+        char *name = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (len < 0) {
+            st = tgc_set_error(TGC_ERR_INTERNAL, "%s: tensor %d of the module has no name", fn, i);
+            break;
         }
-        line += len + (eol ? 1 : 0);
+        if (!name) {
+            st = tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+            break;
+        }
+        tgc_module_flat_name(m, i, name, (size_t)len + 1, NULL);
+        out->items[out->n++] = (ckpt_item){name, flat[i]};
+        if (lookup_path(m, name) != flat[i])
+            st = tgc_set_error(TGC_ERR_INTERNAL,
+                               "%s: tensor %d of the module, '%s', is not found under its name "
+                               "(a path over 500 bytes?)",
+                               fn, i, name);
     }
-    free(desc);
-    if (st == TGC_OK && out->n != n)
-        st = tgc_set_error(TGC_ERR_INTERNAL, "%s: found %d named tensors of %d", fn, out->n, n);
     if (st != TGC_OK)
         list_free(out);
     return st;
+}
+
+/* Checkpoints are read and written eagerly: inside a trace, a save or a load would run
+ * once, when the function is traced, not at each call. 0 with the error set while tracing. */
+static int not_tracing(const char *fn)
+{
+    if (!tgc_trace_current())
+        return 1;
+    tgc_set_error(TGC_ERR_INVALID_ARG,
+                  "%s: called while a model function is traced (it would run once, at trace "
+                  "time); save and load checkpoints eagerly, outside tgc_call",
+                  fn);
+    return 0;
 }
 
 /* ---- saving ---- */
@@ -139,6 +136,8 @@ static tgc_status fill_item(void *ctx, int i, void *dst, size_t nbytes)
 static tgc_status save_items(const char *fn, const char *path, const ckpt_list *l,
                              const tgc_st_meta *meta, int n_meta)
 {
+    if (!not_tracing(fn))
+        return TGC_ERR_INVALID_ARG;
     tgc_st_out *outs = calloc((size_t)l->n + 1, sizeof *outs);
     if (!outs)
         return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
@@ -206,11 +205,14 @@ static tgc_status match_items(const char *fn, const tgc_st_file *f, const ckpt_l
     }
     if (!strict)
         return TGC_OK;
+    unsigned char *used = calloc((size_t)f->n_entries + 1, 1);
+    if (!used)
+        return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+    for (int i = 0; i < l->n; i++)
+        used[entries[i] - f->entries] = 1;
     for (int k = 0; k < f->n_entries; k++) {
-        int found = 0;
-        for (int i = 0; i < l->n && !found; i++)
-            found = entries[i] == &f->entries[k];
-        if (!found) {
+        if (!used[k]) {
+            free(used);
             char nb[100];
             snprintf(nb, sizeof nb, "%.80s%s", f->entries[k].name,
                      strlen(f->entries[k].name) > 80 ? "..." : "");
@@ -221,6 +223,7 @@ static tgc_status match_items(const char *fn, const tgc_st_file *f, const ckpt_l
                                  fn, f->path, nb, f->n_entries, l->n);
         }
     }
+    free(used);
     return TGC_OK;
 }
 
@@ -252,11 +255,8 @@ typedef tgc_status (*file_check_fn)(const char *fn, const tgc_st_file *f, void *
 static tgc_status load_items(const char *fn, const char *path, const ckpt_list *l, int strict,
                              int exact_dtype, file_check_fn check, void *check_ctx)
 {
-    if (tgc_trace_current())
-        return tgc_set_error(TGC_ERR_INVALID_ARG,
-                             "%s: called while a model function is traced; load checkpoints "
-                             "eagerly, before tgc_call",
-                             fn);
+    if (!not_tracing(fn))
+        return TGC_ERR_INVALID_ARG;
     tgc_st_file file, *f = &file;
     tgc_status st = tgc_st_read(fn, path, f);
     if (st != TGC_OK)
@@ -298,6 +298,94 @@ tgc_status tgc_module_load(tgc_module *m, const char *path, int strict)
     if (st != TGC_OK)
         return st;
     st = load_items(fn, path, &l, strict, 0, NULL, NULL);
+    list_free(&l);
+    return st;
+}
+
+/* ---- optimizers ---- */
+
+static tgc_status optim_items(const char *fn, const tgc_optim *o, ckpt_list *out)
+{
+    *out = (ckpt_list){0};
+    int n = tgc_optim_num_state(o);
+    if (n < 0)
+        return tgc_last_status();
+    out->items = calloc((size_t)n + 1, sizeof *out->items);
+    if (!out->items)
+        return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+    for (int i = 0; i < n; i++) {
+        const char *name = NULL;
+        tgc_tensor *t = tgc_optim_state(o, i, &name);
+        if (!t || !name) {
+            list_free(out);
+            return tgc_keep_error(TGC_ERR_INTERNAL, "%s: optimizer state %d is missing", fn, i);
+        }
+        size_t len = strlen(name) + 1;
+        char *copy = malloc(len);
+        if (!copy) {
+            list_free(out);
+            return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+        }
+        memcpy(copy, name, len);
+        out->items[out->n++] = (ckpt_item){copy, t};
+    }
+    return TGC_OK;
+}
+
+tgc_status tgc_optim_save(const tgc_optim *o, const char *path)
+{
+    const char *fn = "tgc_optim_save";
+    if (!o || !path || !*path)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s", fn,
+                             !o ? "optimizer is NULL" : "path is NULL or empty");
+    int len = tgc_optim_hparams(o, NULL, 0);
+    char *hparams = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (!hparams)
+        return len < 0 ? tgc_keep_error(TGC_ERR_INTERNAL, "%s: no hyperparameters", fn)
+                       : tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
+    tgc_optim_hparams(o, hparams, (size_t)len + 1);
+    ckpt_list l;
+    tgc_status st = optim_items(fn, o, &l);
+    if (st == TGC_OK) {
+        const tgc_st_meta meta[3] = {
+            {"format", "tgc-optim"}, {"kind", (char *)tgc_optim_kind(o)}, {"hparams", hparams}};
+        st = save_items(fn, path, &l, meta, 3);
+        list_free(&l);
+    }
+    free(hparams);
+    return st;
+}
+
+/* The file is an optimizer checkpoint of o's kind. */
+static tgc_status check_optim_file(const char *fn, const tgc_st_file *f, void *ctx)
+{
+    const tgc_optim *o = ctx;
+    const char *format = tgc_st_meta_get(f, "format");
+    if (!format || strcmp(format, "tgc-optim") != 0)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "%s: '%s' is not an optimizer checkpoint (its metadata has no "
+                             "\"format\": \"tgc-optim\"; tgc_optim_save writes those, and a "
+                             "module's file loads with tgc_module_load)",
+                             fn, f->path);
+    const char *kind = tgc_st_meta_get(f, "kind"), *mine = tgc_optim_kind(o);
+    if (!kind || strcmp(kind, mine) != 0)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "%s: '%s' holds the state of %s optimizer, but this one is %s; load "
+                             "it into an optimizer of the same kind",
+                             fn, f->path, kind ? kind : "an unnamed", mine);
+    return TGC_OK;
+}
+
+tgc_status tgc_optim_load(tgc_optim *o, const char *path)
+{
+    const char *fn = "tgc_optim_load";
+    if (!o || !path)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is NULL", fn, !o ? "optimizer" : "path");
+    ckpt_list l;
+    tgc_status st = optim_items(fn, o, &l);
+    if (st != TGC_OK)
+        return st;
+    st = load_items(fn, path, &l, 1, 1, check_optim_file, o);
     list_free(&l);
     return st;
 }

@@ -394,7 +394,7 @@ static int collect_moving(tgc_module *m, tgc_device dev, move_list *l)
     if (!flat && count_tensors(m) > 0)
         return 0;
     for (int i = 0; i < n; i++)
-        if (!move_add(l, flat[i]))
+        if (!move_add(l, flat[i]) || (flat[i]->grad && !move_add(l, flat[i]->grad)))
             return 0;
     if (!add_subtree_optims(l, m, m, dev))
         return 0;
@@ -415,7 +415,7 @@ tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_to: module is NULL");
     if (!tgc_device_check("tgc_module_to", dev))
         return tgc_last_status();
-    /* ts: the tensors (the flat list itself goes stale at the first invalidation);
+    /* l.t: the tensors (the flat list itself goes stale at the first invalidation);
      * moved: their copies on dev (NULL where a tensor is there already) */
     move_list l = {0};
     if (!collect_moving(m, dev, &l)) {
@@ -677,33 +677,61 @@ static void refresh(tgc_module *m)
     flatten_into(m, m->flat, &m->n_flat);
 }
 
-/* Finds flat index *i below m (pre-order, as flatten_into) and writes its path: prefix is
- * the path of m's own members so far. 1 when found. */
-static int flat_name_in(const tgc_module *m, int *i, const char *prefix, char *buf, size_t n,
-                        int *len, int *is_buffer)
+/* Finds flat index *i below m (pre-order, as flatten_into): the module holding it and its
+ * index there. NULL when out of range. */
+static const tgc_module *flat_owner(const tgc_module *m, int *i)
 {
-    if (*i < m->n_tensors) {
-        *len = snprintf(buf, n, "%s%s", prefix, m->tensors[*i].name);
-        if (is_buffer)
-            *is_buffer = m->tensors[*i].is_buffer;
-        return 1;
-    }
+    if (*i < m->n_tensors)
+        return m;
     *i -= m->n_tensors;
     for (int c = 0; c < m->n_children; c++) {
-        char sub[512];
-        snprintf(sub, sizeof sub, "%s%s.", prefix, m->children[c].name);
-        if (flat_name_in(m->children[c].m, i, sub, buf, n, len, is_buffer))
-            return 1;
+        const tgc_module *o = flat_owner(m->children[c].m, i);
+        if (o)
+            return o;
     }
-    return 0;
+    return NULL;
 }
 
+/* x's name in its parent's list of children. */
+static const char *child_name(const tgc_module *x)
+{
+    for (int c = 0; c < x->parent->n_children; c++)
+        if (x->parent->children[c].m == x)
+            return x->parent->children[c].name;
+    return "";
+}
+
+/* Writes s at position pos of the path (as much of it as fits before buf[n - 1]). */
+static void put_at(char *buf, size_t n, size_t pos, const char *s, size_t len)
+{
+    for (size_t k = 0; k < len && pos + k + 1 < n; k++)
+        buf[pos + k] = s[k];
+}
+
+/* The path is assembled from its end (the tensor's name, then each module up to m), so that
+ * any depth and length fits without a temporary. */
 int tgc_module_flat_name(const tgc_module *m, int i, char *buf, size_t n, int *is_buffer)
 {
-    int len = -1;
-    if (!m || i < 0 || !flat_name_in(m, &i, "", buf, n, &len, is_buffer))
+    const tgc_module *o = m && i >= 0 ? flat_owner(m, &i) : NULL;
+    if (!o)
         return -1;
-    return len;
+    if (is_buffer)
+        *is_buffer = o->tensors[i].is_buffer;
+    size_t len = strlen(o->tensors[i].name);
+    for (const tgc_module *x = o; x != m; x = x->parent)
+        len += strlen(child_name(x)) + 1;
+    size_t pos = len - strlen(o->tensors[i].name);
+    put_at(buf, n, pos, o->tensors[i].name, len - pos);
+    for (const tgc_module *x = o; x != m; x = x->parent) {
+        const char *nm = child_name(x);
+        size_t l = strlen(nm);
+        pos -= l + 1;
+        put_at(buf, n, pos, nm, l);
+        put_at(buf, n, pos + l, ".", 1);
+    }
+    if (n > 0)
+        buf[len < n ? len : n - 1] = '\0';
+    return (int)len;
 }
 
 tgc_tensor *const *tgc_module_flat(tgc_module *m, int *n)

@@ -3,6 +3,7 @@
  * tgc_apply. */
 #include "frontend/ops_grad.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "frontend/apply.h"
@@ -25,11 +26,13 @@ static int like_sizes(tgc_op op, const char *name, const tgc_tensor *like, int r
         return 0;
     }
     if (like->ndim < rank_lo || like->ndim > rank_hi) {
-        char dims[160];
-        tgc_set_error(TGC_ERR_SHAPE, "tgc_%s: %s must have %d%s%.0d dims, got %s", tgc_op_name(op),
-                      name, rank_lo, rank_hi > rank_lo ? " to " : "",
-                      rank_hi > rank_lo ? rank_hi : 0,
-                      tgc_format_dims(like->shape, like->ndim, dims, sizeof dims));
+        char dims[160], ranks[32];
+        if (rank_hi > rank_lo)
+            snprintf(ranks, sizeof ranks, "%d to %d", rank_lo, rank_hi);
+        else
+            snprintf(ranks, sizeof ranks, "%d", rank_lo);
+        tgc_set_error(TGC_ERR_SHAPE, "tgc_%s: %s must have %s dims, got %s", tgc_op_name(op), name,
+                      ranks, tgc_format_dims(like->shape, like->ndim, dims, sizeof dims));
         return 0;
     }
     for (int d = 0; d < like->ndim; d++)

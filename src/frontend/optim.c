@@ -22,7 +22,18 @@
  *
  * Every write (parameters, state, the step) is tgc_copy_, which inside a trace records an
  * in-place assignment; each parameter's update is one chain of pointwise ops of its shape (the
- * fuser makes it one kernel) reading the 0-d scalars. Recording is paused throughout. */
+ * fuser makes it one kernel) reading the 0-d scalars. Recording is paused throughout.
+ *
+ * Where this differs from PyTorch, by design:
+ *  - one step count for all parameters: PyTorch creates a parameter's state at its first
+ *    gradient and counts its steps from there, so a parameter whose first gradient comes
+ *    after others were updated gets smaller bias corrections there (and SGD's buf = g at that
+ *    later step); here the optimizer's count. The same whenever every parameter has a
+ *    gradient from the first step on (tgc_zero_grad and tgc_optim_zero_grad create them all).
+ *  - lr is held in f32 (the "lr" tensor): f64 parameters are updated with (double)(float)lr,
+ *    PyTorch uses the double (a relative difference of at most 6e-8 in the lr).
+ *  - f16 / bf16 parameters: each op rounds to the parameter's dtype, PyTorch's fused CPU
+ *    kernels round some chains once. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -456,6 +467,8 @@ static tgc_status check_grads(const tgc_optim *o, tgc_tensor *const *grads)
     return TGC_OK;
 }
 
+/* Everything that can be checked is checked before the first write; an op failing later
+ * (out of memory) leaves the parameters before it updated. */
 static tgc_status run_step(tgc_optim *o, tgc_tensor *const *grads)
 {
     tgc_status st = check_grads(o, grads);
@@ -523,18 +536,24 @@ tgc_status tgc_optim_step(tgc_optim *o)
     return st;
 }
 
+/* tgc_zero_grad's rule over the optimizer's parameters: a parameter without a .grad gets one,
+ * so a compiled step that starts with this binds the same gradients on its first call. */
 tgc_status tgc_optim_zero_grad(tgc_optim *o)
 {
     if (!usable(o, "tgc_optim_zero_grad"))
         return tgc_last_status();
     tgc_status st = TGC_OK;
+    int tracing = tgc_trace_current() != NULL;
     tgc_autograd_pause();
     tgc_scope_push();
     for (int i = 0; i < o->n_params && st == TGC_OK; i++) {
+        if ((st = tgc_autograd_ensure_grad(o->params[i])) != TGC_OK)
+            break;
         tgc_tensor *g = tgc_grad(o->params[i]);
-        if (g) /* a broadcast 0-d zero: no full-size temporary, nor a constant while tracing */
-            st = tgc_copy_(g,
-                           tgc_expand(tgc_zeros(NULL, 0, g->dtype, g->device), g->shape, g->ndim));
+        /* while tracing, a broadcast 0-d zero: no constant of the gradient's size */
+        tgc_tensor *z = tracing ? tgc_expand_as(tgc_zeros(NULL, 0, g->dtype, g->device), g)
+                                : tgc_zeros(g->shape, g->ndim, g->dtype, g->device);
+        st = tgc_copy_(g, z);
     }
     tgc_status pop = tgc_scope_pop();
     tgc_autograd_resume();

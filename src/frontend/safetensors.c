@@ -361,7 +361,7 @@ static tgc_status juint_array(jparser *j, uint64_t *vals, int cap, int *n, const
         return TGC_OK;
     }
     for (;;) {
-        uint64_t v;
+        uint64_t v = 0;
         if ((st = juint(j, &v, what)) != TGC_OK)
             return st;
         if (*n == cap)
@@ -437,7 +437,7 @@ static tgc_status jentry(jparser *j, tgc_st_entry *e)
             e->dtype = d->dtype;
         } else if (strcmp(key, "shape") == 0 && !have_shape) {
             have_shape = 1;
-            uint64_t dims[TGC_MAX_DIMS];
+            uint64_t dims[TGC_MAX_DIMS] = {0};
             char what[160], toomany[160];
             snprintf(what, sizeof what, "the shape of tensor '%s'", nm);
             snprintf(toomany, sizeof toomany,
@@ -457,7 +457,7 @@ static tgc_status jentry(jparser *j, tgc_st_entry *e)
             }
         } else if (strcmp(key, "data_offsets") == 0 && !have_offsets) {
             have_offsets = 1;
-            uint64_t offs[2];
+            uint64_t offs[2] = {0, 0};
             int n;
             char what[160], toomany[160];
             snprintf(what, sizeof what, "the data_offsets of tensor '%s'", nm);
@@ -633,6 +633,10 @@ static tgc_status check_entries(const st_ctx *c, tgc_st_file *f)
         if (cmp_names(&ptrs[i - 1], &ptrs[i]) == 0)
             st = st_fail(c, TGC_ERR_IO, "tensor '%s' appears twice",
                          shown(((tgc_st_entry *)ptrs[i])->name, nb, sizeof nb));
+    if (st == TGC_OK && !(f->by_name = malloc((size_t)n * sizeof *f->by_name + 1)))
+        st = st_fail(c, TGC_ERR_OOM, "out of memory checking the header");
+    for (int i = 0; i < n && st == TGC_OK; i++)
+        f->by_name[i] = (int)((tgc_st_entry *)ptrs[i] - f->entries);
     for (int i = 0; i < n && st == TGC_OK; i++) {
         tgc_st_entry *e = &f->entries[i];
         const char *nm = shown(e->name, nb, sizeof nb);
@@ -830,6 +834,7 @@ void tgc_st_close(tgc_st_file *f)
         free(f->meta[i].value);
     }
     free(f->entries);
+    free(f->by_name);
     free(f->meta);
     free(f->bytes);
     free(f->path);
@@ -838,9 +843,20 @@ void tgc_st_close(tgc_st_file *f)
 
 const tgc_st_entry *tgc_st_find(const tgc_st_file *f, const char *name)
 {
-    for (int i = 0; f && name && i < f->n_entries; i++)
-        if (strcmp(f->entries[i].name, name) == 0)
-            return &f->entries[i];
+    if (!f || !name || !f->by_name)
+        return NULL;
+    int lo = 0, hi = f->n_entries - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        const tgc_st_entry *e = &f->entries[f->by_name[mid]];
+        int c = strcmp(e->name, name);
+        if (c == 0)
+            return e;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
     return NULL;
 }
 

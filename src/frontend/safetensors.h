@@ -50,6 +50,7 @@ typedef struct tgc_st_file {
     uint64_t data_size;
     tgc_st_entry *entries; /* in header order */
     int n_entries;
+    int *by_name; /* indexes of entries in name order (tgc_st_find) */
     tgc_st_meta *meta;
     int n_meta;
 } tgc_st_file;

@@ -37,6 +37,22 @@ char *tgc_fn_explain(const tgc_fn *cf)
             tgc_sb_printf(&sb, "  %d graph nodes, %d kernels (%s backend, on %s)\n",
                           v->graph->n_nodes, tgc_backend_kernel_count(v->backend, v->artifact),
                           v->backend->name, tgc_format_device(v->device, d, sizeof d));
+            int writes = 0, grads = 0;
+            for (int32_t i = 0; i < v->graph->n_nodes; i++) {
+                const tgc_node *nd = &v->graph->nodes[i];
+                writes += nd->op == TGC_OP_ASSIGN;
+                grads += nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_GRAD;
+            }
+            size_t arena = tgc_backend_arena_bytes(v->backend, v->artifact);
+            if (writes)
+                tgc_sb_printf(&sb,
+                              "  training step: %d in-place writes (parameters, gradients, "
+                              "optimizer state), %d gradients bound by position\n",
+                              writes, grads);
+            if (arena)
+                tgc_sb_printf(&sb, "  memory plan: %.2f MiB of intermediates (peak of the "
+                                   "latest call)\n",
+                              (double)arena / (1024.0 * 1024.0));
         }
         tgc_sb_printf(&sb, "  hits %llu, compile %.2f ms\n  guards:\n", (unsigned long long)v->hits,
                       1e3 * v->compile_seconds);

@@ -11,7 +11,8 @@
  * may join a LOOP group (dropout fuses with its producer), but none older than the newest
  * draw's group: groups run in id order and each draws its counters when it runs, so draws
  * happen in graph node order, as interp's. A draw belongs to one group, so its counters are
- * reserved once per call. */
+ * reserved once per call. A pointwise node that reads no group's value joins one of the
+ * newest pure-pointwise groups over its shape (horizontal fusion of siblings). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -266,6 +267,17 @@ static tgc_status fuse_nodes(fuse_ctx *c)
                 if (ok)
                     gid = best;
             }
+            /* A pointwise node that reads no group's value (only graph inputs: an optimizer's
+             * p * decay, v * beta2) joins a recent pure-pointwise group over the same shape
+             * instead of starting its own kernel (horizontal fusion): the ordering rule holds
+             * trivially, and reads_ok still keeps readers of written values after the
+             * newest writer. */
+            for (int h = f->n_groups - 1; gid < 0 && !own && n_tried == 0 &&
+                                          cls == TGC_FUSE_POINTWISE && h >= 0 && h >= f->n_groups - 4;
+                 h--)
+                if (f->groups[h].kind == TGC_GROUP_LOOP && f->groups[h].anchor < 0 &&
+                    try_join_pointwise(c, h, i))
+                    gid = h;
             if (gid < 0) {
                 gid = new_group(c, TGC_GROUP_LOOP, i);
                 if (gid >= 0 && cls == TGC_FUSE_REDUCE) {

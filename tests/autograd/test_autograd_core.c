@@ -193,6 +193,67 @@ static void test_compiled_step_interp(void **state)
     check_step(TGC_BACKEND_INTERP);
 }
 
+/* In-place writes whose new value reads the old one elsewhere (a transpose) or after the
+ * write: the compiled writes must equal eager ones (no store forwarding where it would
+ * read overwritten elements). */
+static tgc_status rotate(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                         int n_out)
+{
+    (void)in;
+    (void)n_in;
+    (void)n_out;
+    tgc_tensor *w = tgc_module_get(self, "w"), *b = tgc_module_get(self, "b");
+    tgc_no_grad_push();
+    tgc_tensor *before = tgc_relu(w); /* read before the write, used after it */
+    tgc_status st = tgc_copy_(w, tgc_add_scalar(tgc_transpose(w, 0, 1), 1.0));
+    if (st == TGC_OK)
+        st = tgc_copy_(b, tgc_mul_scalar(b, 0.5)); /* pointwise: forwarded */
+    out[0] = tgc_add(before, tgc_sum(w, NULL, 0, 0));
+    tgc_no_grad_pop();
+    return st != TGC_OK ? st : out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void test_in_place_hazards(void **state)
+{
+    (void)state;
+    tgc_module *me = tgc_module_create("r", NULL), *mc = tgc_module_create("r", NULL);
+    float wv[9] = {1, -2, 3, 4, 5, -6, 7, 8, 9}, bv[3] = {1, 2, 4};
+    int64_t s33[2] = {3, 3}, s3 = 3;
+    tgc_scope_push();
+    tgc_tensor *w0 = tgc_from_data(wv, sizeof wv, s33, 2, TGC_F32, tgc_cpu());
+    tgc_tensor *b0 = tgc_from_data(bv, sizeof bv, &s3, 1, TGC_F32, tgc_cpu());
+    assert_non_null(tgc_module_param(me, "w", w0));
+    assert_non_null(tgc_module_param(me, "b", b0));
+    assert_non_null(tgc_module_param(mc, "w", w0));
+    assert_non_null(tgc_module_param(mc, "b", b0));
+    tgc_fn *f = tgc_compile(rotate, "rotate", NULL);
+    for (int step = 0; step < 4; step++) {
+        tgc_tensor *oe[1], *oc[1];
+        assert_int_equal(rotate(me, NULL, 0, oe, 1), TGC_OK);
+        assert_int_equal(tgc_call(f, mc, NULL, 0, oc, 1), TGC_OK);
+        float a[9], c[9];
+        read_vec(oe[0], a, 9);
+        read_vec(oc[0], c, 9);
+        for (int i = 0; i < 9; i++)
+            assert_float_equal(a[i], c[i], 1e-4);
+        read_vec(tgc_module_get(me, "w"), a, 9);
+        read_vec(tgc_module_get(mc, "w"), c, 9);
+        for (int i = 0; i < 9; i++)
+            assert_float_equal(a[i], c[i], 1e-4);
+        read_vec(tgc_module_get(me, "b"), a, 3);
+        read_vec(tgc_module_get(mc, "b"), c, 3);
+        for (int i = 0; i < 3; i++)
+            assert_float_equal(a[i], c[i], 1e-6);
+    }
+    tgc_stats st;
+    tgc_fn_stats(f, &st);
+    assert_int_equal(st.compiles, 1);
+    tgc_scope_pop();
+    tgc_fn_free(f);
+    tgc_module_free(me);
+    tgc_module_free(mc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_compiled_step_default),
         cmocka_unit_test(test_compiled_step_interp),
+        cmocka_unit_test(test_in_place_hazards),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tgc_shutdown();

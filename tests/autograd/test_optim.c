@@ -14,278 +14,7 @@
 
 #include "unit/unit_test_util.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "frontend/optim_impl.h"
-#include "tgc/autograd.h"
-#include "tgc/compile.h"
-#include "tgc/module.h"
-#include "tgc/ops.h"
-#include "tgc/tensor.h"
-
-/* ---- the model: net { w [3, 4], running (buffer [4]), fc { weight [2, 3], frozen [3] (no
- * grad), inner { bias [5] } } }: the optimizer updates w, fc.weight, fc.inner.bias ---- */
-
-#define NP 3
-static const int64_t shapes[NP][2] = {{3, 4}, {2, 3}, {5, 0}};
-static const int ndims[NP] = {2, 2, 1};
-static const char *const pnames[NP] = {"w", "fc.weight", "fc.inner.bias"};
-static const int numels[NP] = {12, 6, 5};
-#define MAXN 12
-
-static tgc_tensor *host_tensor(const double *v, const int64_t *shape, int nd, tgc_dtype dt)
-{
-    size_t n = 1;
-    for (int d = 0; d < nd; d++)
-        n *= (size_t)shape[d];
-    tgc_tensor *t = tgc_from_data(v, n * sizeof(double), shape, nd, TGC_F64, tgc_cpu());
-    assert_non_null(t);
-    tgc_tensor *c = dt == TGC_F64 ? t : tgc_cast(t, dt);
-    assert_non_null(c);
-    return c;
-}
-
-static double init_value(int i, int k)
-{
-    return 0.5 * cos(0.9 * k + i) + 0.1 * i;
-}
-
-static double grad_value(int i, int k, int step)
-{
-    return 0.3 * sin(1.7 * k + 0.6 * step + i) + 0.05 * (k % 3 - 1) + 0.02 * step;
-}
-
-static tgc_module *build(tgc_dtype dt, tgc_tensor **params)
-{
-    tgc_module *net = tgc_module_create("net", NULL), *fc = tgc_module_create("fc", NULL),
-               *inner = tgc_module_create("inner", NULL);
-    assert_non_null(net);
-    double v[MAXN];
-    tgc_tensor *p[NP];
-    tgc_module *owner[NP] = {net, fc, inner};
-    const char *local[NP] = {"w", "weight", "bias"};
-    for (int i = 0; i < NP; i++) {
-        for (int k = 0; k < numels[i]; k++)
-            v[k] = init_value(i, k);
-        p[i] = tgc_module_param(owner[i], local[i], host_tensor(v, shapes[i], ndims[i], dt));
-        assert_non_null(p[i]);
-        if (params)
-            params[i] = p[i];
-        if (i == 0) {
-            assert_non_null(
-                tgc_module_buffer(net, "running", tgc_ones((int64_t[]){4}, 1, dt, tgc_cpu())));
-        }
-        if (i == 1) {
-            tgc_tensor *fr =
-                tgc_module_param(fc, "frozen", tgc_ones((int64_t[]){3}, 1, dt, tgc_cpu()));
-            assert_non_null(fr);
-            assert_int_equal(tgc_requires_grad(fr, 0), TGC_OK);
-        }
-    }
-    assert_int_equal(tgc_module_child(fc, "inner", inner), TGC_OK);
-    assert_int_equal(tgc_module_child(net, "fc", fc), TGC_OK);
-    return net;
-}
-
-static void read_f64(tgc_tensor *t, double *out, int n)
-{
-    tgc_tensor *c = tgc_cast(t, TGC_F64);
-    assert_non_null(c);
-    assert_int_equal(tgc_copy_to_host(c, out, (size_t)n * sizeof(double)), TGC_OK);
-}
-
-/* ---- the reference: PyTorch's torch.optim single-tensor updates, in double ---- */
-
-typedef enum { K_SGD, K_ADAM, K_ADAMW } kind;
-
-typedef struct config {
-    kind k;
-    double lr, momentum, dampening, wd, b1, b2, eps; /* resolved: what PyTorch is given */
-    int nesterov, maximize, amsgrad;
-} config;
-
-typedef struct ref_param {
-    double p[MAXN], buf[MAXN], m[MAXN], v[MAXN], vmax[MAXN];
-    int has_buf, steps;
-} ref_param;
-
-static void ref_sgd(const config *c, ref_param *r, const double *grad, int n)
-{
-    double g[MAXN];
-    for (int k = 0; k < n; k++) {
-        g[k] = c->maximize ? -grad[k] : grad[k];
-        if (c->wd != 0)
-            g[k] = g[k] + c->wd * r->p[k];
-    }
-    if (c->momentum != 0) {
-        for (int k = 0; k < n; k++)
-            r->buf[k] = r->has_buf ? r->buf[k] * c->momentum + (1 - c->dampening) * g[k] : g[k];
-        r->has_buf = 1;
-        for (int k = 0; k < n; k++)
-            g[k] = c->nesterov ? g[k] + c->momentum * r->buf[k] : r->buf[k];
-    }
-    for (int k = 0; k < n; k++)
-        r->p[k] = r->p[k] + -c->lr * g[k];
-}
-
-static void ref_adam(const config *c, ref_param *r, const double *grad, int n)
-{
-    int step = ++r->steps;
-    double bc1 = 1 - pow(c->b1, step), bc2 = 1 - pow(c->b2, step);
-    double step_size = c->lr / bc1, bc2_sqrt = sqrt(bc2);
-    for (int k = 0; k < n; k++) {
-        double g = c->maximize ? -grad[k] : grad[k];
-        if (c->k == K_ADAMW)
-            r->p[k] *= 1 - c->lr * c->wd;
-        else if (c->wd != 0)
-            g = g + c->wd * r->p[k];
-        double w = 1 - c->b1;
-        r->m[k] = fabs(w) < 0.5 ? r->m[k] + w * (g - r->m[k]) : g - (g - r->m[k]) * (1 - w);
-        r->v[k] = r->v[k] * c->b2 + (1 - c->b2) * g * g;
-        double vv = r->v[k];
-        if (c->amsgrad)
-            vv = r->vmax[k] = fmax(r->vmax[k], r->v[k]);
-        double denom = sqrt(vv) / bc2_sqrt + c->eps;
-        r->p[k] = r->p[k] + -step_size * r->m[k] / denom;
-    }
-}
-
-static config sgd_cfg(double lr, double momentum, double dampening, double wd, int nesterov,
-                      int maximize)
-{
-    config c = {K_SGD, lr, momentum, dampening, wd, 0, 0, 0, nesterov, maximize, 0};
-    return c;
-}
-
-static config adam_cfg(kind k, double lr, double wd, double b1, double b2, double eps, int amsgrad,
-                       int maximize)
-{
-    config c = {k, lr, 0, 0, wd, b1, b2, eps, 0, maximize, amsgrad};
-    return c;
-}
-
-/* ---- driving both ---- */
-
-static tgc_optim *make(tgc_module *m, const config *c)
-{
-    if (c->k == K_SGD) {
-        tgc_sgd_opts o = {c->lr, c->momentum, c->dampening, c->wd, c->nesterov, c->maximize};
-        return tgc_sgd(m, &o);
-    }
-    tgc_adam_opts o = {c->lr, c->b1, c->b2, c->eps, c->wd, c->amsgrad, c->maximize};
-    if (c->k == K_ADAMW)
-        o.weight_decay = c->wd == 0 ? -1 : c->wd; /* 0 would be AdamW's default 1e-2 */
-    return c->k == K_ADAM ? tgc_adam(m, &o) : tgc_adamw(m, &o);
-}
-
-/* The gradients of step s as tensors of the parameters' dtype. */
-static void make_grads(tgc_dtype dt, int s, tgc_tensor **g)
-{
-    double v[MAXN];
-    for (int i = 0; i < NP; i++) {
-        for (int k = 0; k < numels[i]; k++)
-            v[k] = grad_value(i, k, s);
-        g[i] = host_tensor(v, shapes[i], ndims[i], dt);
-    }
-}
-
-static void ref_step(const config *c, ref_param *r, int s, const int *skip)
-{
-    double g[MAXN];
-    for (int i = 0; i < NP; i++) {
-        if (skip && skip[i])
-            continue;
-        for (int k = 0; k < numels[i]; k++)
-            g[k] = grad_value(i, k, s);
-        (c->k == K_SGD ? ref_sgd : ref_adam)(c, &r[i], g, numels[i]);
-    }
-}
-
-static void ref_init(ref_param *r)
-{
-    memset(r, 0, NP * sizeof *r);
-    for (int i = 0; i < NP; i++)
-        for (int k = 0; k < numels[i]; k++)
-            r[i].p[k] = init_value(i, k);
-}
-
-static void close_to(const double *got, const double *want, int n, tgc_dtype dt, const char *what,
-                     const char *name)
-{
-    double rtol = dt == TGC_F64 ? 1e-12 : 2e-5, atol = dt == TGC_F64 ? 1e-13 : 2e-6;
-    for (int k = 0; k < n; k++)
-        if (!(fabs(got[k] - want[k]) <= atol + rtol * fabs(want[k])))
-            fail_msg("%s of %s [%d]: got %.17g, want %.17g (%s)", what, name, k, got[k], want[k],
-                     tgc_dtype_name(dt));
-}
-
-/* Parameters and every state tensor against the reference. */
-static void check_against(tgc_optim *o, tgc_tensor **params, const ref_param *r, tgc_dtype dt)
-{
-    double got[MAXN];
-    for (int i = 0; i < NP; i++) {
-        read_f64(params[i], got, numels[i]);
-        close_to(got, r[i].p, numels[i], dt, "value", pnames[i]);
-    }
-    int ns = tgc_optim_num_state(o);
-    for (int s = 2; s < ns; s++) {
-        const char *name;
-        tgc_tensor *t = tgc_optim_state(o, s, &name);
-        assert_non_null(t);
-        int i = 0;
-        while (i < NP && strncmp(name, pnames[i], strlen(pnames[i])) != 0)
-            i++;
-        /* the longest matching parameter name: "fc.weight" before "w"? names differ at
-         * their first character here, so the first match is the one */
-        assert_true(i < NP);
-        const char *field = name + strlen(pnames[i]) + 1;
-        const double *want = strcmp(field, "momentum_buffer") == 0 ? r[i].buf
-                             : strcmp(field, "exp_avg") == 0       ? r[i].m
-                             : strcmp(field, "exp_avg_sq") == 0    ? r[i].v
-                                                                   : r[i].vmax;
-        read_f64(t, got, numels[i]);
-        close_to(got, want, numels[i], dt, field, pnames[i]);
-    }
-}
-
-/* lr as the f32 "lr" tensor holds it: the reference uses the same value. */
-static double f32(double v)
-{
-    return (double)(float)v;
-}
-
-static void run_eager(config c, tgc_dtype dt, int steps)
-{
-    tgc_scope_push();
-    tgc_tensor *params[NP];
-    tgc_module *m = build(dt, params);
-    tgc_optim *o = make(m, &c);
-    if (!o)
-        fail_msg("create failed: %s", tgc_last_error());
-    c.lr = f32(c.lr);
-    ref_param r[NP];
-    ref_init(r);
-    for (int s = 0; s < steps; s++) {
-        tgc_scope_push();
-        tgc_tensor *g[NP];
-        make_grads(dt, s, g);
-        assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
-        assert_int_equal(tgc_scope_pop(), TGC_OK);
-        ref_step(&c, r, s, NULL);
-    }
-    check_against(o, params, r, dt);
-    double step;
-    read_f64(tgc_optim_state(o, 0, NULL), &step, 1);
-    assert_true(step == steps);
-    tgc_optim_free(o);
-    tgc_module_free(m);
-    assert_int_equal(tgc_scope_pop(), TGC_OK);
-}
-
-static const tgc_dtype dtypes[] = {TGC_F32, TGC_F64};
+#include "optim_ref.h"
 
 static void sgd_matches_pytorch_in_every_combination(void **state)
 {
@@ -323,6 +52,67 @@ static void adam_and_adamw_match_pytorch_in_every_combination(void **state)
                                                 betas[b][1], b == 1 ? 1e-6 : 1e-8, ams, max);
                             run_eager(c, dtypes[d], 6);
                         }
+}
+
+/* f16 and bf16 parameters keep state of their dtype and step close to the reference. Adam
+ * only in bf16: in f16 the square of a small gradient (here 0.005) underflows to 0 (and eps
+ * 1e-8 rounds to 0), in PyTorch as here, so its update is nothing like the double one. */
+static void reduced_precision_parameters_step(void **state)
+{
+    (void)state;
+    const tgc_dtype low[] = {TGC_F16, TGC_BF16};
+    for (int d = 0; d < 2; d++) {
+        run_eager(sgd_cfg(0.05, 0.9, 0, 0.1, 1, 0), low[d], 3);
+        run_eager(sgd_cfg(0.05, 0.9, 0.3, 0, 0, 1), low[d], 3);
+        if (low[d] == TGC_F16)
+            continue;
+        run_eager(adam_cfg(K_ADAM, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), low[d], 3);
+        run_eager(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 0, 1), low[d], 3);
+    }
+}
+
+/* The gradients reach the optimizer as .grad set by hand, through tgc_backward after
+ * tgc_optim_zero_grad, or given to the internal tgc_optim_step_grads: the same updates. */
+static void every_gradient_path_gives_the_same_update(void **state)
+{
+    (void)state;
+    for (int via = VIA_GRAD; via <= VIA_STEP_GRADS; via++) {
+        run_eager_via(sgd_cfg(0.05, 0.9, 0.3, 0.1, 0, 1), TGC_F32, 4, (grad_path)via);
+        run_eager_via(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), TGC_F64, 4,
+                      (grad_path)via);
+    }
+}
+
+/* tgc_optim_zero_grad zeroes each parameter's .grad in place, creating it when missing. */
+static void zero_grad_zeroes_and_creates_gradients(void **state)
+{
+    (void)state;
+    tgc_tensor *params[NP];
+    tgc_module *m = build(TGC_F32, params);
+    tgc_sgd_opts so = {.lr = 0.1};
+    tgc_optim *o = tgc_sgd(m, &so);
+    tgc_tensor *g[NP];
+    make_grads(TGC_F32, 0, g);
+    assert_int_equal(tgc_autograd_ensure_grad(params[0]), TGC_OK);
+    assert_int_equal(tgc_copy_(tgc_grad(params[0]), g[0]), TGC_OK);
+    tgc_tensor *g0 = tgc_grad(params[0]);
+    assert_null(tgc_grad(params[1]));
+    assert_int_equal(tgc_optim_zero_grad(o), TGC_OK);
+    assert_ptr_equal(tgc_grad(params[0]), g0); /* in place */
+    for (int i = 0; i < NP; i++) {
+        double v[MAXN];
+        assert_non_null(tgc_grad(params[i]));
+        read_f64(tgc_grad(params[i]), v, numels[i]);
+        for (int k = 0; k < numels[i]; k++)
+            assert_true(v[k] == 0);
+    }
+    /* a zero gradient still takes a step: here plain SGD leaves the values as they were */
+    assert_int_equal(tgc_optim_step(o), TGC_OK);
+    ref_param r[NP];
+    ref_init(r);
+    check_against(o, params, r, TGC_F32);
+    tgc_optim_free(o);
+    tgc_module_free(m);
 }
 
 /* Defaults: AdamW's weight decay 0 means 1e-2, betas and eps 0 mean PyTorch's. */
@@ -455,8 +245,17 @@ static void parameters_without_gradient_are_skipped(void **state)
         for (int s = 0; s < 4; s++) {
             tgc_tensor *g[NP];
             make_grads(TGC_F64, s, g);
-            g[1] = NULL;
-            assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+            if (s % 2) { /* the internal path: a NULL gradient */
+                g[1] = NULL;
+                assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+            } else { /* the public one: fc.weight has no .grad */
+                for (int i = 0; i < NP; i += 2) {
+                    assert_int_equal(tgc_autograd_ensure_grad(params[i]), TGC_OK);
+                    assert_int_equal(tgc_copy_(tgc_grad(params[i]), g[i]), TGC_OK);
+                }
+                assert_int_equal(tgc_optim_step(o), TGC_OK);
+            }
+            assert_null(tgc_grad(params[1]));
             ref_step(&c, r, s, skip);
         }
         check_against(o, params, r, TGC_F64);
@@ -465,83 +264,29 @@ static void parameters_without_gradient_are_skipped(void **state)
     }
 }
 
-/* ---- compiled ---- */
-
-static tgc_optim *g_opt; /* the optimizer the compiled step updates */
-
-/* in[]: the gradients (one per parameter); out[0]: the first parameter after the update */
-static tgc_status train_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
-                             int n_out)
-{
-    (void)n_in;
-    (void)n_out;
-    tgc_status st = tgc_optim_step_grads(g_opt, in);
-    if (st != TGC_OK)
-        return st;
-    out[0] = tgc_mul_scalar(tgc_module_get(self, "w"), 1.0);
-    return out[0] ? TGC_OK : tgc_last_status();
-}
-
-static void run_compiled(config c, tgc_dtype dt, int calls, int lr_change_at)
-{
-    tgc_scope_push();
-    tgc_tensor *params[NP];
-    tgc_module *m = build(dt, params);
-    g_opt = make(m, &c);
-    assert_non_null(g_opt);
-    tgc_fn *f = tgc_compile(train_step, "train_step", NULL);
-    assert_non_null(f);
-    c.lr = f32(c.lr);
-    ref_param r[NP];
-    ref_init(r);
-    for (int s = 0; s < calls; s++) {
-        if (s == lr_change_at) {
-            assert_int_equal(tgc_optim_set_lr(g_opt, c.lr * 0.25), TGC_OK);
-            c.lr = f32(c.lr * 0.25);
-            assert_true(tgc_optim_lr(g_opt) == c.lr);
-        }
-        tgc_scope_push();
-        tgc_tensor *g[NP], *out = NULL;
-        make_grads(dt, s, g);
-        tgc_status st = tgc_call(f, m, g, NP, &out, 1);
-        if (st != TGC_OK)
-            fail_msg("call %d: %s", s, tgc_last_error());
-        ref_step(&c, r, s, NULL);
-        double got[MAXN];
-        read_f64(out, got, numels[0]);
-        close_to(got, r[0].p, numels[0], dt, "output", "w");
-        assert_int_equal(tgc_scope_pop(), TGC_OK);
-    }
-    check_against(g_opt, params, r, dt);
-    tgc_stats stats;
-    assert_int_equal(tgc_fn_stats(f, &stats), TGC_OK);
-    if (stats.compiles != 1 || stats.eager_fallbacks != 0)
-        fail_msg("compiles %llu, eager fallbacks %llu (want 1 and 0): %s",
-                 (unsigned long long)stats.compiles, (unsigned long long)stats.eager_fallbacks,
-                 stats.last_recompile_reason);
-    assert_int_equal(stats.calls, calls);
-    tgc_fn_free(f);
-    tgc_optim_free(g_opt);
-    tgc_module_free(m);
-    assert_int_equal(tgc_scope_pop(), TGC_OK);
-}
-
 static void compiled_steps_match_pytorch_and_compile_once(void **state)
 {
     (void)state;
     for (int d = 0; d < 2; d++) {
-        run_compiled(sgd_cfg(0.05, 0.9, 0.3, 0.1, 0, 0), dtypes[d], 20, -1);
-        run_compiled(sgd_cfg(0.05, 0.9, 0, 0.1, 1, 1), dtypes[d], 20, -1);
-        run_compiled(adam_cfg(K_ADAM, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), dtypes[d], 20, -1);
-        run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.8, 0.99, 1e-8, 0, 1), dtypes[d], 20, -1);
+        for (int w = 0; w < 2; w++) {
+            tgc_model_fn fn = w ? train_step : update_step;
+            run_compiled(sgd_cfg(0.05, 0.9, 0.3, 0.1, 0, 0), dtypes[d], 20, -1, fn);
+            run_compiled(sgd_cfg(0.05, 0.9, 0, 0.1, 1, 1), dtypes[d], 20, -1, fn);
+            run_compiled(sgd_cfg(0.05, 0, 0, 0, 0, 0), dtypes[d], 20, -1, fn);
+            run_compiled(adam_cfg(K_ADAM, 0.01, 0.05, 0.9, 0.999, 1e-8, 1, 0), dtypes[d], 20, -1,
+                         fn);
+            run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.8, 0.99, 1e-8, 0, 1), dtypes[d], 20, -1,
+                         fn);
+        }
     }
 }
 
 static void set_lr_changes_the_update_without_recompiling(void **state)
 {
     (void)state;
-    run_compiled(sgd_cfg(0.05, 0.9, 0, 0, 0, 0), TGC_F32, 20, 7);
-    run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 0, 0), TGC_F64, 20, 11);
+    run_compiled(sgd_cfg(0.05, 0.9, 0, 0, 0, 0), TGC_F32, 20, 7, update_step);
+    run_compiled(adam_cfg(K_ADAMW, 0.01, 0.05, 0.9, 0.999, 1e-8, 0, 0), TGC_F64, 20, 11,
+                 train_step);
 }
 
 static void set_lr_changes_the_eager_update(void **state)
@@ -561,7 +306,8 @@ static void set_lr_changes_the_eager_update(void **state)
         }
         tgc_tensor *g[NP];
         make_grads(TGC_F64, s, g);
-        assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+        set_grads(params, g);
+        assert_int_equal(tgc_optim_step(o), TGC_OK);
         ref_step(&c, r, s, NULL);
     }
     check_against(o, params, r, TGC_F64);
@@ -661,6 +407,35 @@ static void invalid_options_fail_with_invalid_arg(void **state)
     tgc_module_free(m);
 }
 
+static tgc_status create_inside(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
+{
+    (void)in;
+    (void)n_in;
+    (void)n_out;
+    tgc_sgd_opts so = {.lr = 0.1};
+    tgc_optim *o = tgc_sgd(self, &so);
+    if (!o)
+        return tgc_last_status();
+    tgc_optim_free(o);
+    out[0] = tgc_mul_scalar(tgc_module_get(self, "w"), 1.0);
+    return TGC_OK;
+}
+
+/* An optimizer's state must exist before a compiled step binds it: creating one while
+ * tracing is refused. */
+static void creating_an_optimizer_while_tracing_fails(void **state)
+{
+    (void)state;
+    tgc_module *m = build(TGC_F32, NULL);
+    tgc_fn *f = tgc_compile(create_inside, "create_inside", NULL);
+    tgc_tensor *out = NULL;
+    check_error(tgc_call(f, m, NULL, 0, &out, 1), TGC_ERR_INVALID_ARG,
+                "tgc_sgd: called while tracing");
+    tgc_fn_free(f);
+    tgc_module_free(m);
+}
+
 /* Gradients that do not match their parameter are refused before anything is written. */
 static void mismatched_gradients_fail_and_change_nothing(void **state)
 {
@@ -709,7 +484,8 @@ static void module_to_keeps_state_with_parameters(void **state)
     for (int s = 0; s < 4; s++) {
         tgc_tensor *g[NP];
         make_grads(TGC_F32, s, g);
-        assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+        set_grads(params, g);
+        assert_int_equal(tgc_optim_step(o), TGC_OK);
         ref_step(&c, r, s, NULL);
         if (s == 1)
             assert_int_equal(tgc_module_to(m, tgc_cpu()), TGC_OK);
@@ -723,6 +499,11 @@ static void module_to_keeps_state_with_parameters(void **state)
         assert_ptr_equal(tgc_optim_state(o, i, NULL), st[i]); /* the same tensors */
         assert_int_equal(tgc_device_of(st[i]).type, TGC_DEVICE_CPU);
     }
+    double got[MAXN], want[MAXN]; /* the gradients too stayed what they were */
+    read_f64(tgc_grad(params[2]), got, numels[2]);
+    for (int k = 0; k < numels[2]; k++)
+        want[k] = grad_value(2, k, 3);
+    close_to(got, want, numels[2], TGC_F32, "grad", pnames[2]);
     /* a child's tgc_module_to, an optimizer over the root: still one device, still fine */
     assert_int_equal(tgc_module_to(tgc_module_get_child(m, "fc"), tgc_cpu()), TGC_OK);
     tgc_optim_free(o);
@@ -766,6 +547,60 @@ static void module_freed_before_its_optimizer(void **state)
     tgc_optim_free(o3);
 }
 
+/* The dotted names optimizer state and checkpoints use (tgc_module_flat_name): every flat
+ * tensor, buffers told apart, snprintf-style lengths and truncation, any depth and length. */
+static void flat_names_are_dotted_paths_below_the_module(void **state)
+{
+    (void)state;
+    tgc_module *m = build(TGC_F32, NULL);
+    static const char *const want[] = {"w", "running", "fc.weight", "fc.frozen", "fc.inner.bias"};
+    int n;
+    tgc_module_flat(m, &n);
+    assert_int_equal(n, N_OF(want));
+    for (int i = 0; i < n; i++) {
+        char buf[64];
+        int is_buffer = -1;
+        assert_int_equal(tgc_module_flat_name(m, i, buf, sizeof buf, &is_buffer),
+                         (int)strlen(want[i]));
+        assert_string_equal(buf, want[i]);
+        assert_int_equal(is_buffer, i == 1);
+        assert_int_equal(tgc_module_flat_name(m, i, NULL, 0, NULL), (int)strlen(want[i]));
+    }
+    char small[6] = "xxxxx";
+    assert_int_equal(tgc_module_flat_name(m, 4, small, sizeof small, NULL), 13);
+    assert_string_equal(small, "fc.in");
+    assert_int_equal(tgc_module_flat_name(m, 5, small, sizeof small, NULL), -1);
+    assert_int_equal(tgc_module_flat_name(m, -1, small, sizeof small, NULL), -1);
+    assert_int_equal(tgc_module_flat_name(NULL, 0, small, sizeof small, NULL), -1);
+    /* below a child: the child's own name left out */
+    char buf[64];
+    tgc_module *fc = tgc_module_get_child(m, "fc");
+    assert_int_equal(tgc_module_flat_name(fc, 2, buf, sizeof buf, NULL), 10);
+    assert_string_equal(buf, "inner.bias");
+    tgc_module_free(m);
+
+    /* 40 levels of 30-character names: a 1250-character path */
+    char name[31];
+    memset(name, 'a', 30);
+    name[30] = 0;
+    tgc_module *root = tgc_module_create("root", NULL), *at = root;
+    for (int d = 0; d < 40; d++) {
+        tgc_module *c = tgc_module_create("c", NULL);
+        name[0] = (char)('a' + d % 26);
+        assert_int_equal(tgc_module_child(at, name, c), TGC_OK);
+        at = c;
+    }
+    assert_non_null(tgc_module_param(at, "p", tgc_ones(NULL, 0, TGC_F32, tgc_cpu())));
+    int len = tgc_module_flat_name(root, 0, NULL, 0, NULL);
+    assert_int_equal(len, 40 * 31 + 1);
+    char *path = malloc((size_t)len + 1);
+    assert_int_equal(tgc_module_flat_name(root, 0, path, (size_t)len + 1, NULL), len);
+    assert_int_equal((int)strlen(path), len);
+    assert_true(path[0] == 'a' && path[30] == '.' && path[31] == 'b' && path[len - 1] == 'p');
+    free(path);
+    tgc_module_free(root);
+}
+
 /* A module with nothing to train: an optimizer over it steps (the count only). */
 static void module_without_parameters(void **state)
 {
@@ -791,6 +626,12 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(adam_and_adamw_match_pytorch_in_every_combination,
                                         scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(reduced_precision_parameters_step, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(every_gradient_path_gives_the_same_update, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(zero_grad_zeroes_and_creates_gradients, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(zero_fields_take_pytorch_defaults, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(state_is_named_ordered_and_zero, scoped_setup,
@@ -801,11 +642,15 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(invalid_options_fail_with_invalid_arg, scoped_setup,
                                         scoped_teardown),
+        cmocka_unit_test_setup_teardown(creating_an_optimizer_while_tracing_fails, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(mismatched_gradients_fail_and_change_nothing, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(module_to_keeps_state_with_parameters, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(module_freed_before_its_optimizer, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(flat_names_are_dotted_paths_below_the_module, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(module_without_parameters, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(compiled_steps_match_pytorch_and_compile_once, scoped_setup,

@@ -2,7 +2,7 @@
  * tests/gpu/device_run.sh in the same device command as the PyTorch references, which it
  * joins into a table of ratios).
  *
- *   bench_gpu [--only compile,gemm,pointwise,models,eager,overhead,sweep] [--iters 50]
+ *   bench_gpu [--only compile,gemm,pointwise,models,eager,overhead,sweep,convgrad] [--iters 50]
  *             [--budget 3] [--json out.jsonl] [--quick]
  *
  * Parts (in this order; the cold compile runs first so that nothing warmed the compiler):
@@ -21,7 +21,11 @@
  *              synchronize after each call);
  *   sweep      BERT-base batch 8 over the 15 lengths of torch_ref.py (32..512), dynamic AUTO:
  *              compiles and the whole sweep's wall time, compiles included (each length: a
- *              first call and 3 more, as torch_ref.py does).
+ *              first call and 3 more, as torch_ref.py does);
+ *   convgrad   the conv2d input and weight gradients (CONV2D_GRAD_INPUT / _WEIGHT, eager on
+ *              GPU tensors: the CUDA backend's templates) of every conv shape of ResNet18 and
+ *              the seed CNN at batch 64, each precision (TGC_MATMUL_PRECISION, which the
+ *              eager calls follow): GFLOP/s counting 2 * N * O * OH * OW * C/g * KH * KW.
  * Timing: every timed call is followed by a device synchronize (tgc_cuda_synchronize), as
  * torch's scripts do; the figure is the median over up to --iters calls after warm-up calls,
  * within --budget seconds per measurement. Each measurement prints one line and, with --json,
@@ -47,6 +51,9 @@
 #ifndef BENCH_HAVE_CUDA_API
 #define BENCH_HAVE_CUDA_API 0
 #endif
+
+#include "frontend/ops_grad.h"
+#include "ir/op.h"
 
 #include "examples/models/bert.h"
 #include "examples/models/resnet18.h"
@@ -588,10 +595,107 @@ static void bench_sweep(void)
     tgc_module_free(m);
 }
 
+/* ---- conv gradients ---- */
+
+typedef struct cg_shape {
+    const char *name;
+    int64_t c, h, o, k, s, p;
+} cg_shape;
+
+static const cg_shape *g_cg;
+static tgc_attrs g_cg_attrs;
+
+static tgc_status cg_dgrad_fn(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                              int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_conv2d_grad_input(in[0], in[1], &g_cg_attrs, in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_status cg_wgrad_fn(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                              int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    out[0] = tgc_conv2d_grad_weight(in[0], in[1], &g_cg_attrs, in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void bench_convgrad(void)
+{
+    static const cg_shape shapes[] = {
+        {"resnet18 conv1 3-64 k3", 3, 32, 64, 3, 1, 1},
+        {"resnet18 layer1 64-64 k3", 64, 32, 64, 3, 1, 1},
+        {"resnet18 layer2.0 64-128 k3 s2", 64, 32, 128, 3, 2, 1},
+        {"resnet18 layer2 down 64-128 k1 s2", 64, 32, 128, 1, 2, 0},
+        {"resnet18 layer2 128-128 k3", 128, 16, 128, 3, 1, 1},
+        {"resnet18 layer3.0 128-256 k3 s2", 128, 16, 256, 3, 2, 1},
+        {"resnet18 layer3 down 128-256 k1 s2", 128, 16, 256, 1, 2, 0},
+        {"resnet18 layer3 256-256 k3", 256, 8, 256, 3, 1, 1},
+        {"resnet18 layer4.0 256-512 k3 s2", 256, 8, 512, 3, 2, 1},
+        {"resnet18 layer4 down 256-512 k1 s2", 256, 8, 512, 1, 2, 0},
+        {"resnet18 layer4 512-512 k3", 512, 4, 512, 3, 1, 1},
+        {"seed_cnn conv1 3-32 k3 p2", 3, 32, 32, 3, 1, 2},
+        {"seed_cnn conv2 32-64 k3 p2", 32, 16, 64, 3, 1, 2},
+        {"seed_cnn conv3 64-128 k3 p2", 64, 8, 128, 3, 1, 2},
+    };
+    const int64_t n = 64;
+    const char *saved = getenv("TGC_MATMUL_PRECISION");
+    char *keep = saved ? strdup(saved) : NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const cg_shape *c = &shapes[i];
+        g_cg = c;
+        memset(&g_cg_attrs, 0, sizeof g_cg_attrs);
+        const int64_t at[7] = {c->s, c->s, c->p, c->p, 1, 1, 1};
+        for (int k = 0; k < 7; k++)
+            g_cg_attrs.i[k] = at[k];
+        g_cg_attrs.ni = 7;
+        int64_t oh = (c->h + 2 * c->p - c->k) / c->s + 1;
+        int64_t xs[4] = {n, c->c, c->h, c->h}, ws[4] = {c->o, c->c, c->k, c->k},
+                ys[4] = {n, c->o, oh, oh};
+        tgc_scope_push();
+        tgc_manual_seed(1);
+        tgc_tensor *x = tgc_randn(xs, 4, TGC_F32, tgc_cuda(0)),
+                   *w = tgc_randn(ws, 4, TGC_F32, tgc_cuda(0)),
+                   *dy = tgc_randn(ys, 4, TGC_F32, tgc_cuda(0));
+        double flop = 2.0 * (double)n * (double)c->o * (double)(oh * oh) * (double)c->c *
+                      (double)(c->k * c->k);
+        for (int p = 0; p < 3 && x && w && dy; p++) {
+            setenv("TGC_MATMUL_PRECISION", prec_names[p], 1);
+            for (int wg = 0; wg < 2; wg++) {
+                if (wg == 0 && c->c == 3)
+                    continue; /* the image needs no gradient */
+                tgc_tensor *in[3] = {wg ? x : dy, wg ? dy : w, wg ? w : x};
+                job j = {NULL, wg ? cg_wgrad_fn : cg_dgrad_fn, NULL, in, 3};
+                double t = time_job(&j, 3);
+                const char *what = wg ? "wgrad" : "dgrad";
+                if (t > 0) {
+                    printf("convgrad %-36s %s %-7s %8.1f GFLOP/s (%.4f ms)\n", c->name, what,
+                           prec_names[p], flop / t / 1e9, 1e3 * t);
+                    emit("\"bench\": \"convgrad\", \"shape\": \"%s\", \"op\": \"%s\", "
+                         "\"precision\": \"%s\", \"gflops\": %.1f, \"ms\": %.5f",
+                         c->name, what, prec_names[p], flop / t / 1e9, 1e3 * t);
+                } else {
+                    printf("convgrad %-36s %s %-7s FAILED\n", c->name, what, prec_names[p]);
+                }
+            }
+        }
+        tgc_scope_pop();
+    }
+    if (keep) {
+        setenv("TGC_MATMUL_PRECISION", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("TGC_MATMUL_PRECISION");
+    }
+}
+
 static void usage(FILE *fp)
 {
-    fprintf(fp, "usage: bench_gpu [--only compile,gemm,pointwise,models,eager,overhead,sweep]\n"
-                "                 [--iters N] [--budget SECONDS] [--json FILE] [--quick]\n");
+    fprintf(
+        fp,
+        "usage: bench_gpu [--only compile,gemm,pointwise,models,eager,overhead,sweep,convgrad]\n"
+        "                 [--iters N] [--budget SECONDS] [--json FILE] [--quick]\n");
 }
 
 int main(int argc, char **argv)
@@ -651,6 +755,8 @@ int main(int argc, char **argv)
         bench_overhead();
     if (want("sweep"))
         bench_sweep();
+    if (want("convgrad"))
+        bench_convgrad();
     tgc_no_grad_pop();
     printf("bench_gpu: %.1f s in all\n", now() - t0);
     if (json_fp)

@@ -91,6 +91,18 @@ template <typename T> static T __shfl_xor_sync(unsigned, T v, int o)
     return v;
 }
 
+static unsigned __ballot_sync(unsigned, bool pred)
+{
+    unsigned t = threadIdx.x, w = t >> 5;
+    g_blk->slot[t] = pred ? 1u : 0u;
+    g_blk->warp[w]->arrive_and_wait();
+    unsigned m = 0;
+    for (unsigned l = 0; l < 32; l++)
+        m |= (g_blk->slot[(t & ~31u) | l] ? 1u : 0u) << l;
+    g_blk->warp[w]->arrive_and_wait();
+    return m;
+}
+static int __ffs(int x) { return __builtin_ffs(x); }
 static unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
 {
     std::lock_guard<std::mutex> l(g_atomic);
@@ -216,6 +228,12 @@ extern "C" int tgc_emu_launch(const char *name, int shape, long long work, void 
     K(tgc_ops_matmul)
     K(tgc_ops_linear)
     K(tgc_ops_conv2d)
+    K(tgc_ops_conv2d_grad_input)
+    K(tgc_ops_conv2d_grad_weight)
+    K(tgc_ops_pool2d_grad)
+    K(tgc_ops_pool2d_grad_f32)
+    K(tgc_ops_index_add)
+    K(tgc_ops_gather_grad)
 #undef K
     return 0;
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Runs tests/unit/test_cuda_ops.c's GPU tests on the CPU emulation of the native-op kernels
-# (emu_kernels.cpp). Needs a configured build folder with libtgc_static (default build-hd).
+# Runs tests/unit/test_cuda_ops.c's GPU tests (and test_cuda_grad_ops.c's: the backward ops'
+# native kernels) on the CPU emulation of the native-op kernels (emu_kernels.cpp). Needs a
+# configured build folder with libtgc_static (default build-hd).
 set -e
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-hd}
@@ -16,3 +17,8 @@ lib=$build/libtgc.a
 g++ -o "$out/test_cuda_ops_emu" "$out/test_cuda_ops_emu.o" "$out/emu_kernels.o" "$out/emu_launch.o" "$lib" \
     $(pkg-config --libs cmocka) -fopenmp -lpthread -ldl -lm
 CMOCKA_MESSAGE_OUTPUT=stdout "$out/test_cuda_ops_emu"
+gcc -std=c11 -O1 -g -D_GNU_SOURCE -DTGC_HAVE_CUDA=1 -DTGC_CUDA_OPS_EMU=1 $inc \
+    -c "$root/tests/unit/test_cuda_grad_ops.c" -o "$out/test_cuda_grad_ops_emu.o"
+g++ -o "$out/test_cuda_grad_ops_emu" "$out/test_cuda_grad_ops_emu.o" "$out/emu_kernels.o" \
+    "$out/emu_launch.o" "$lib" $(pkg-config --libs cmocka) -fopenmp -lpthread -ldl -lm
+CMOCKA_MESSAGE_OUTPUT=stdout "$out/test_cuda_grad_ops_emu"

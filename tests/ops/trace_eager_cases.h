@@ -187,3 +187,21 @@ TE_CASE(conv_classifier, "tgc_conv2d tgc_batch_norm tgc_relu tgc_max_pool2d tgc_
 TE_CASE(attention_block, "tgc_linear tgc_reshape tgc_transpose tgc_scaled_dot_product_attention tgc_flatten", TE_REL, "n:2,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8 | nT:1,D,8 @n:8,8 @n:8,8 @n:8,8 @n:8,8", tgc_linear(tgc_flatten(tgc_transpose(tgc_scaled_dot_product_attention(TE_HEADS(A0, P0), TE_HEADS(A0, P1), TE_HEADS(A0, P2), NULL, 0.1, 1, 0.0), 1, 2), 2, 3), P3, NULL))
 #define TE_EVEN_COLS(x) tgc_index_select((x), 1, tgc_arange(0, 4, 2, TGC_I64, tgc_cpu()))
 TE_CASE(trace_constants, "tgc_index_select tgc_add tgc_where tgc_gt", TE_EXACT, "n:D,5 | nT:3,D", tgc_where(tgc_gt(TE_EVEN_COLS(A0), tgc_zeros(SHAPE(1), 1, TGC_F32, tgc_cpu())), tgc_add(TE_EVEN_COLS(A0), tgc_ones(SHAPE(1, 2), 2, TGC_F32, tgc_cpu())), tgc_full(SHAPE(1), 1, -7.0, TGC_F32, tgc_cpu())))
+
+/* ---- backward ops (what autograd's rules emit): forward sizes taken from a like tensor
+ * (symbolic in the dynamic passes). Last, so the cases above keep their seeds (the seed is
+ * the case's index). Their builders are internal (frontend/ops_grad.h): only a suite that
+ * includes that header gets these cases (test_trace_eager.c, not the GPU suite of the public
+ * API). ---- */
+#ifdef TGC_FRONTEND_OPS_GRAD_H
+#define TE_CONV_SAME (&(tgc_attrs){.i = {1, 1, 1, 1, 1, 1, 1}, .ni = 7})
+#define TE_POOL_SAME(excl) (&(tgc_attrs){.i = {3, 3, 1, 1, 1, 1, (excl)}, .ni = 7})
+TE_CASE(conv2d_grad_input, "tgc_conv2d_grad_input", TE_REL, "n:2,4,D,5 n:4,3,3,3 n:2,3,D,5 | nT:1,4,5,D n:4,3,3,3 n:1,3,5,D", tgc_conv2d_grad_input(A0, A1, TE_CONV_SAME, A2))
+TE_CASE(conv2d_grad_weight, "tgc_conv2d_grad_weight", TE_REL, "n:2,3,D,5 n:2,4,D,5 n:4,3,3,3 | n:1,3,5,D nT:1,4,5,D n:4,3,3,3", tgc_conv2d_grad_weight(A0, A1, TE_CONV_SAME, A2))
+TE_CASE(max_pool2d_grad, "tgc_max_pool2d_grad", TE_REL, "n:2,3,D,6 n:2,3,D,6 | nT:1,2,5,D n:1,2,5,D", tgc_max_pool2d_grad(A0, A1, TE_POOL_SAME(0)))
+TE_CASE(avg_pool2d_grad, "tgc_avg_pool2d_grad", TE_REL, "n:2,3,D,6 n:2,3,D,6 | nS:1,2,5,D n:1,2,5,D", tgc_avg_pool2d_grad(A0, TE_POOL_SAME(1), A1))
+TE_CASE(adaptive_avg_pool2d_grad, "tgc_adaptive_avg_pool2d_grad", TE_REL, "n:2,3,3,2 n:2,3,D,7 | n:1,3,2 n:1,D,5", tgc_adaptive_avg_pool2d_grad(A0, &(tgc_attrs){.i = {3, 2}, .ni = 2}, A1))
+TE_CASE(embedding_grad, "tgc_embedding_grad", TE_REL, "n:D,3,4 i7:D,3 n:7,4 | nT:D,4 j7:D n:7,4", tgc_embedding_grad(A0, A1, A2))
+TE_CASE(gather_grad, "tgc_gather_grad", TE_REL, "n:3,D i7:3,D n:3,7 | nT:2,D j7:2,D n:3,7", tgc_gather_grad(A0, A1, 1, A2))
+TE_CASE(index_select_grad, "tgc_index_select_grad", TE_REL, "n:D,4 j6:D n:6,4 | nS:D,4 iD:D n:D,4", tgc_index_select_grad(A0, A1, 0, A2))
+#endif

@@ -31,9 +31,11 @@
 #include <unistd.h>
 
 #include "frontend/module_impl.h"
+#include "frontend/optim_impl.h"
 #include "frontend/safetensors.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/autograd.h"
+#include "tgc/compile.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
 #include "tgc/tensor.h"
@@ -331,6 +333,7 @@ static void test_file_layout_and_names(void **state)
     for (int i = 0; i < f.n_entries; i++) {
         const tgc_st_entry *e = &f.entries[i];
         assert_string_equal(e->name, all_dtypes_names[i]);
+        assert_ptr_equal(tgc_st_find(&f, e->name), e);
         assert_string_equal(e->dtype_name, all_dtypes_files[i]);
         tgc_tensor *t = tgc_module_flat(a, &(int){0})[i];
         assert_int_equal(e->ndim, tgc_ndim(t));
@@ -341,6 +344,9 @@ static void test_file_layout_and_names(void **state)
         at = e->end;
     }
     assert_int_equal(at, f.data_size);
+    assert_null(tgc_st_find(&f, "blk.0"));
+    assert_null(tgc_st_find(&f, "zzz"));
+    assert_null(tgc_st_find(&f, ""));
     uint64_t hlen = (uint64_t)(f.data - f.bytes) - 8;
     assert_int_equal((8 + hlen) % 8, 0);
     assert_int_equal(f.bytes[8], '{');
@@ -916,6 +922,415 @@ static void test_write_failures_leave_no_file(void **state)
     tgc_module_free(m);
 }
 
+/* ---- inside a traced function ---- */
+
+static const char *traced_path;
+static tgc_status traced_save_st, traced_load_st;
+static char traced_msg[512];
+
+static tgc_status checkpoint_in_model(tgc_module *self, tgc_tensor *const *in, int n_in,
+                                      tgc_tensor **out, int n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    traced_save_st = tgc_module_save(self, traced_path);
+    traced_load_st = tgc_module_load(self, traced_path, 1);
+    snprintf(traced_msg, sizeof traced_msg, "%s", tgc_last_error());
+    tgc_clear_error();
+    out[0] = tgc_add_scalar(in[0], 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* A save or a load in a model function would run once, when it is traced: refused there. */
+static void test_refused_while_tracing(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(4.0);
+    const char *p = tpath("traced.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    snapshot s;
+    snap_take(m, &s);
+    traced_path = p;
+    tgc_fn *f = tgc_compile(checkpoint_in_model, "ckpt_in_model", NULL);
+    assert_non_null(f);
+    tgc_tensor *x = tgc_zeros(SHAPE(2), TGC_F32, tgc_cpu()), *y = NULL;
+    assert_int_equal(tgc_call(f, m, &x, 1, &y, 1), TGC_OK);
+    assert_int_equal(traced_save_st, TGC_ERR_INVALID_ARG);
+    assert_int_equal(traced_load_st, TGC_ERR_INVALID_ARG);
+    if (!strstr(traced_msg, "tgc_module_load: called while a model function is traced"))
+        fail_msg("message: %s", traced_msg);
+    float yv[2];
+    assert_int_equal(tgc_copy_to_host(y, yv, sizeof yv), TGC_OK);
+    assert_true(yv[0] == 1.0f && yv[1] == 1.0f);
+    snap_check_unchanged(m, &s);
+    assert_int_equal(tgc_module_load(m, p, 1), TGC_OK); /* eagerly it works */
+    tgc_fn_free(f);
+    snap_free(&s);
+    tgc_module_free(m);
+}
+
+/* ---- optimizers ---- */
+
+/* net { w f32[3, 4], fc { weight f32[2, 3], inner { bias f32[2] } }, running (buffer) },
+ * values from seed; dt for every parameter. */
+static tgc_module *build_train(uint64_t seed, tgc_dtype dt, int64_t inner_size)
+{
+    tgc_manual_seed(seed);
+    tgc_module *net = tgc_module_create("net", NULL);
+    tgc_module *fc = child(net, "fc"), *inner = child(fc, "inner");
+    assert_non_null(tgc_module_param(net, "w", randn(SHAPE(3, 4), dt)));
+    assert_non_null(tgc_module_buffer(net, "running", randn(SHAPE(4), dt)));
+    assert_non_null(tgc_module_param(fc, "weight", randn(SHAPE(2, 3), dt)));
+    assert_non_null(tgc_module_param(inner, "bias", randn(&inner_size, 1, dt)));
+    return net;
+}
+
+typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_ADAM_AMSGRAD, OPT_KINDS } opt_kind;
+
+static tgc_optim *make_optim(tgc_module *m, opt_kind k)
+{
+    if (k == OPT_SGD) {
+        tgc_sgd_opts o = {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-2, .nesterov = 1};
+        return tgc_sgd(m, &o);
+    }
+    tgc_adam_opts o = {
+        .lr = 0.01, .weight_decay = k == OPT_ADAMW ? 0.0 : 1e-3, .amsgrad = k == OPT_ADAM_AMSGRAD};
+    return k == OPT_ADAMW ? tgc_adamw(m, &o) : tgc_adam(m, &o);
+}
+
+/* One step with the gradient of sum((p - 0.25)^2 * (1 + p^2 / 4)) for every parameter: it
+ * depends on the parameters, so later steps depend on earlier ones. */
+static void train_step(tgc_optim *o)
+{
+    tgc_scope_push();
+    int n;
+    tgc_tensor *const *ps = tgc_optim_params(o, &n);
+    tgc_tensor *g[8];
+    assert_true(n <= 8);
+    for (int i = 0; i < n; i++) {
+        tgc_tensor *p = ps[i], *d = tgc_sub_scalar(p, 0.25), *p2 = tgc_mul(p, p);
+        tgc_tensor *a =
+            tgc_mul(tgc_mul_scalar(d, 2.0), tgc_add_scalar(tgc_mul_scalar(p2, 0.25), 1));
+        tgc_tensor *b = tgc_mul(tgc_mul(d, d), tgc_mul_scalar(p, 0.5));
+        g[i] = tgc_add(a, b);
+        assert_non_null(g[i]);
+    }
+    assert_int_equal(tgc_optim_step_grads(o, g), TGC_OK);
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+}
+
+static void snap_take_optim(const tgc_optim *o, snapshot *s)
+{
+    s->n = tgc_optim_num_state(o);
+    assert_true(s->n <= 64);
+    for (int i = 0; i < s->n; i++) {
+        tgc_tensor *t = tgc_optim_state(o, i, NULL);
+        s->nbytes[i] = tensor_nbytes(t);
+        s->bytes[i] = malloc(s->nbytes[i] + 1);
+        assert_int_equal(tgc_copy_to_host(t, s->bytes[i], s->nbytes[i]), TGC_OK);
+        s->version[i] = version_of(t);
+    }
+}
+
+static void snap_check_optim_unchanged(const tgc_optim *o, const snapshot *s)
+{
+    assert_int_equal(tgc_optim_num_state(o), s->n);
+    for (int i = 0; i < s->n; i++) {
+        tgc_tensor *t = tgc_optim_state(o, i, NULL);
+        unsigned char *now = malloc(s->nbytes[i] + 1);
+        assert_int_equal(tgc_copy_to_host(t, now, s->nbytes[i]), TGC_OK);
+        assert_memory_equal(now, s->bytes[i], s->nbytes[i]);
+        free(now);
+        assert_int_equal(version_of(t), s->version[i]);
+    }
+}
+
+/* 3 steps, save module and optimizer, 3 more; against: a fresh module and optimizer loaded
+ * from the files, 3 steps: parameters and state equal bit for bit, the learning rate set
+ * before the save restored. */
+static void test_optim_roundtrip_resumes_training(void **state)
+{
+    (void)state;
+    for (int k = 0; k < OPT_KINDS; k++) {
+        tgc_module *a = build_train(11, TGC_F32, 2), *b = build_train(12, TGC_F32, 2);
+        tgc_optim *oa = make_optim(a, k), *ob = make_optim(b, k);
+        assert_non_null(oa);
+        assert_non_null(ob);
+        for (int s = 0; s < 3; s++) {
+            if (s == 2)
+                assert_int_equal(tgc_optim_set_lr(oa, 0.03), TGC_OK);
+            train_step(oa);
+        }
+        const char *pm = tpath("train_model.safetensors"), *po = tpath("train_optim.safetensors");
+        assert_int_equal(tgc_module_save(a, pm), TGC_OK);
+        assert_int_equal(tgc_optim_save(oa, po), TGC_OK);
+        for (int s = 0; s < 3; s++)
+            train_step(oa);
+
+        snapshot before;
+        snap_take_optim(ob, &before);
+        assert_int_equal(tgc_module_load(b, pm, 1), TGC_OK);
+        assert_int_equal(tgc_optim_load(ob, po), TGC_OK);
+        for (int i = 0; i < before.n; i++) /* every state tensor written once */
+            assert_int_equal(version_of(tgc_optim_state(ob, i, NULL)), before.version[i] + 1);
+        snap_free(&before);
+        assert_true(tgc_optim_lr(ob) == (double)0.03f);
+        for (int s = 0; s < 3; s++)
+            train_step(ob);
+
+        snapshot sa, sb;
+        snap_take(a, &sa);
+        snap_take(b, &sb);
+        assert_int_equal(sa.n, sb.n);
+        for (int i = 0; i < sa.n; i++)
+            assert_memory_equal(sa.bytes[i], sb.bytes[i], sa.nbytes[i]);
+        snap_free(&sa);
+        snap_free(&sb);
+        snap_take_optim(oa, &sa);
+        snap_take_optim(ob, &sb);
+        assert_int_equal(sa.n, sb.n);
+        for (int i = 0; i < sa.n; i++)
+            assert_memory_equal(sa.bytes[i], sb.bytes[i], sa.nbytes[i]);
+        snap_free(&sa);
+        snap_free(&sb);
+        tgc_optim_free(oa);
+        tgc_optim_free(ob);
+        tgc_module_free(a);
+        tgc_module_free(b);
+    }
+    assert_int_equal(count_temp_files(tmp_dir), 0);
+}
+
+/* ---- resuming a compiled training step ---- */
+
+static tgc_optim *g_opt; /* the optimizer compiled_step updates */
+
+/* zero_grad, backward of sum_i sum(p_i * (p_i * in[i])) (gradient 2 p_i in[i]), step. */
+static tgc_status compiled_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                int n_out)
+{
+    (void)n_out;
+    int np;
+    tgc_tensor *const *ps = tgc_optim_params(g_opt, &np);
+    if (np != n_in)
+        return TGC_ERR_INVALID_ARG;
+    tgc_status st = tgc_optim_zero_grad(g_opt);
+    tgc_tensor *loss = NULL;
+    for (int i = 0; i < np && st == TGC_OK; i++) {
+        tgc_tensor *term = tgc_sum(tgc_mul(ps[i], tgc_mul(ps[i], in[i])), NULL, 0, 0);
+        loss = loss ? tgc_add(loss, term) : term;
+    }
+    if (st == TGC_OK)
+        st = loss ? tgc_backward(loss) : tgc_last_status();
+    if (st == TGC_OK)
+        st = tgc_optim_step(g_opt);
+    if (st != TGC_OK)
+        return st;
+    out[0] = tgc_mul_scalar(tgc_module_get(self, "w"), 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void call_compiled(tgc_fn *f, tgc_module *m, int s)
+{
+    tgc_scope_push();
+    int np;
+    tgc_tensor *const *ps = tgc_optim_params(g_opt, &np);
+    tgc_tensor *k[4], *out = NULL;
+    assert_true(np <= 4);
+    for (int i = 0; i < np; i++) {
+        k[i] = tgc_full(ps[i]->shape, ps[i]->ndim, 0.5 + 0.25 * s + 0.125 * i, TGC_F32, tgc_cpu());
+        assert_non_null(k[i]);
+    }
+    tgc_status st = tgc_call(f, m, k, np, &out, 1);
+    if (st != TGC_OK)
+        fail_msg("call %d: %s", s, tgc_last_error());
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+}
+
+/* The same as test_optim_roundtrip_resumes_training with a compiled step (zero_grad,
+ * backward, step in one variant), the files loaded into a module and an optimizer that a
+ * compiled step had already run on: it reads the loaded values, with no recompile. */
+static void test_compiled_training_resumes(void **state)
+{
+    (void)state;
+    tgc_module *a = build_train(21, TGC_F32, 2), *b = build_train(22, TGC_F32, 2);
+    tgc_optim *oa = make_optim(a, OPT_ADAM), *ob = make_optim(b, OPT_ADAM);
+    tgc_fn *fa = tgc_compile(compiled_step, "ckpt_train_a", NULL);
+    tgc_fn *fb = tgc_compile(compiled_step, "ckpt_train_b", NULL);
+    assert_non_null(fa);
+    assert_non_null(fb);
+    g_opt = oa;
+    for (int s = 0; s < 3; s++)
+        call_compiled(fa, a, s);
+    const char *pm = tpath("compiled_model.safetensors"), *po = tpath("compiled_optim.safetensors");
+    assert_int_equal(tgc_module_save(a, pm), TGC_OK);
+    assert_int_equal(tgc_optim_save(oa, po), TGC_OK);
+    for (int s = 3; s < 6; s++)
+        call_compiled(fa, a, s);
+
+    g_opt = ob;
+    call_compiled(fb, b, 9); /* b's own step first: compiled, state no longer zero */
+    assert_int_equal(tgc_module_load(b, pm, 1), TGC_OK);
+    assert_int_equal(tgc_optim_load(ob, po), TGC_OK);
+    for (int s = 3; s < 6; s++)
+        call_compiled(fb, b, s);
+
+    snapshot sa, sb;
+    snap_take(a, &sa);
+    snap_take(b, &sb);
+    for (int i = 0; i < sa.n; i++)
+        assert_memory_equal(sa.bytes[i], sb.bytes[i], sa.nbytes[i]);
+    snap_free(&sa);
+    snap_free(&sb);
+    snap_take_optim(oa, &sa);
+    snap_take_optim(ob, &sb);
+    for (int i = 0; i < sa.n; i++)
+        assert_memory_equal(sa.bytes[i], sb.bytes[i], sa.nbytes[i]);
+    snap_free(&sa);
+    snap_free(&sb);
+    tgc_stats st;
+    assert_int_equal(tgc_fn_stats(fb, &st), TGC_OK);
+    if (st.compiles != 1 || st.eager_fallbacks != 0)
+        fail_msg("compiles %llu, eager fallbacks %llu (want 1 and 0): %s",
+                 (unsigned long long)st.compiles, (unsigned long long)st.eager_fallbacks,
+                 st.last_recompile_reason);
+    tgc_fn_free(fa);
+    tgc_fn_free(fb);
+    tgc_optim_free(oa);
+    tgc_optim_free(ob);
+    tgc_module_free(a);
+    tgc_module_free(b);
+}
+
+/* The file: the state under tgc_optim_state's names, the kind and hyperparameters in the
+ * metadata. */
+static void test_optim_file_contents(void **state)
+{
+    (void)state;
+    tgc_module *m = build_train(13, TGC_F32, 2);
+    tgc_optim *o = make_optim(m, OPT_ADAM_AMSGRAD);
+    train_step(o);
+    const char *p = tpath("optim_contents.safetensors");
+    assert_int_equal(tgc_optim_save(o, p), TGC_OK);
+    tgc_st_file f;
+    assert_int_equal(tgc_st_read("test", p, &f), TGC_OK);
+    assert_string_equal(tgc_st_meta_get(&f, "format"), "tgc-optim");
+    assert_string_equal(tgc_st_meta_get(&f, "kind"), "adam");
+    char hp[512];
+    assert_true(tgc_optim_hparams(o, hp, sizeof hp) < (int)sizeof hp);
+    assert_string_equal(tgc_st_meta_get(&f, "hparams"), hp);
+    assert_true(strstr(hp, "\"amsgrad\":true") != NULL);
+    assert_int_equal(f.n_entries, tgc_optim_num_state(o));
+    assert_int_equal(f.n_entries, 2 + 3 * 3);
+    static const char *const names[] = {"step",
+                                        "lr",
+                                        "w.exp_avg",
+                                        "w.exp_avg_sq",
+                                        "w.max_exp_avg_sq",
+                                        "fc.weight.exp_avg",
+                                        "fc.weight.exp_avg_sq",
+                                        "fc.weight.max_exp_avg_sq",
+                                        "fc.inner.bias.exp_avg",
+                                        "fc.inner.bias.exp_avg_sq",
+                                        "fc.inner.bias.max_exp_avg_sq"};
+    for (int i = 0; i < f.n_entries; i++) {
+        const char *nm;
+        tgc_optim_state(o, i, &nm);
+        assert_string_equal(f.entries[i].name, nm);
+        assert_string_equal(f.entries[i].name, names[i]);
+    }
+    const tgc_st_entry *step = tgc_st_find(&f, "step");
+    assert_int_equal(step->ndim, 0);
+    assert_string_equal(step->dtype_name, "F32");
+    float one;
+    memcpy(&one, tgc_st_data(&f, step), 4);
+    assert_true(one == 1.0f);
+    tgc_st_close(&f);
+    tgc_optim_free(o);
+    tgc_module_free(m);
+}
+
+/* Files that do not fit: other kind, a module's file, other structure, other dtype,
+ * other options (amsgrad), damaged: each with its status, and the state untouched. */
+static void test_optim_rejections_change_nothing(void **state)
+{
+    (void)state;
+    tgc_module *m = build_train(14, TGC_F32, 2);
+    tgc_optim *o = make_optim(m, OPT_ADAM);
+    train_step(o);
+    train_step(o);
+    snapshot s;
+    snap_take_optim(o, &s);
+    double lr = tgc_optim_lr(o);
+
+    /* files to reject, each from another optimizer */
+    const char *p = tpath("optim_bad.safetensors");
+    tgc_module *m2 = build_train(15, TGC_F32, 2), *m3 = build_train(16, TGC_F32, 5),
+               *m4 = build_train(17, TGC_F64, 2);
+    tgc_optim *other_kind = make_optim(m2, OPT_ADAMW);
+    assert_int_equal(tgc_optim_save(other_kind, p), TGC_OK);
+    check_error(tgc_optim_load(o, p), TGC_ERR_INVALID_ARG,
+                "holds the state of adamw optimizer, but this one is adam");
+    snap_check_optim_unchanged(o, &s);
+
+    assert_int_equal(tgc_module_save(m2, p), TGC_OK);
+    check_error(tgc_optim_load(o, p), TGC_ERR_INVALID_ARG, "is not an optimizer checkpoint");
+    snap_check_optim_unchanged(o, &s);
+
+    tgc_optim *amsgrad = make_optim(m2, OPT_ADAM_AMSGRAD);
+    assert_int_equal(tgc_optim_save(amsgrad, p), TGC_OK);
+    check_error(tgc_optim_load(o, p), TGC_ERR_INVALID_ARG,
+                "the file has tensor 'w.max_exp_avg_sq', which is not here");
+    snap_check_optim_unchanged(o, &s);
+    tgc_optim *o_ams = make_optim(m, OPT_ADAM_AMSGRAD);
+    assert_int_equal(tgc_optim_save(o, p), TGC_OK);
+    check_error(tgc_optim_load(o_ams, p), TGC_ERR_INVALID_ARG,
+                "tensor 'w.max_exp_avg_sq' is not in the file");
+    tgc_optim_free(o_ams);
+
+    tgc_optim *other_shape = make_optim(m3, OPT_ADAM);
+    assert_int_equal(tgc_optim_save(other_shape, p), TGC_OK);
+    check_error(tgc_optim_load(o, p), TGC_ERR_SHAPE,
+                "tensor 'fc.inner.bias.exp_avg' is [5] in the file but [2] here");
+    snap_check_optim_unchanged(o, &s);
+
+    tgc_optim *other_dtype = make_optim(m4, OPT_ADAM);
+    assert_int_equal(tgc_optim_save(other_dtype, p), TGC_OK);
+    check_error(tgc_optim_load(o, p), TGC_ERR_DTYPE,
+                "tensor 'w.exp_avg' is f64 in the file but f32 here");
+    snap_check_optim_unchanged(o, &s);
+
+    /* damaged: a truncation, a missing file */
+    assert_int_equal(tgc_optim_save(o, p), TGC_OK);
+    size_t n;
+    unsigned char *img = read_bytes(p, &n);
+    write_bytes(p, img, n - 1);
+    free(img);
+    check_error(tgc_optim_load(o, p), TGC_ERR_IO, "truncated");
+    check_error(tgc_optim_load(o, tpath("no_such_optim")), TGC_ERR_IO, "cannot open it");
+    snap_check_optim_unchanged(o, &s);
+    assert_true(tgc_optim_lr(o) == lr);
+
+    /* arguments */
+    check_error(tgc_optim_save(NULL, p), TGC_ERR_INVALID_ARG, "tgc_optim_save: optimizer is NULL");
+    check_error(tgc_optim_save(o, NULL), TGC_ERR_INVALID_ARG, "tgc_optim_save: path is NULL");
+    check_error(tgc_optim_load(NULL, p), TGC_ERR_INVALID_ARG, "tgc_optim_load: optimizer is NULL");
+    check_error(tgc_optim_load(o, NULL), TGC_ERR_INVALID_ARG, "tgc_optim_load: path is NULL");
+    check_error(tgc_optim_save(o, tpath("no_dir/o.safetensors")), TGC_ERR_IO,
+                "cannot create the temporary file");
+
+    snap_free(&s);
+    tgc_optim_free(other_kind);
+    tgc_optim_free(amsgrad);
+    tgc_optim_free(other_shape);
+    tgc_optim_free(other_dtype);
+    tgc_optim_free(o);
+    tgc_module_free(m);
+    tgc_module_free(m2);
+    tgc_module_free(m3);
+    tgc_module_free(m4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -936,6 +1351,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_strict_on_and_off, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_null_arguments, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_write_failures_leave_no_file, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_while_tracing, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_optim_roundtrip_resumes_training, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_compiled_training_resumes, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_optim_file_contents, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_optim_rejections_change_nothing, scoped_setup,
                                         scoped_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -98,9 +98,7 @@ static void test_supported_table(void **state)
         nd.out.ndim = 1;
         nd.out.shape[0] = 4;
         int want = 1;
-        /* the backward ops have no native kernel yet: they run on interp, staged */
-        int grad = tgc_op_info_of(nd.op)->kind == TGC_KIND_GRAD;
-        if (op == TGC_OP_INPUT || grad)
+        if (op == TGC_OP_INPUT)
             want = 0;
         else if (op == TGC_OP_SDPA)
             want = tgc_cuda_attention_supported(&nd);
@@ -108,8 +106,7 @@ static void test_supported_table(void **state)
             fail_msg("tgc_cuda_op_supported(%s) is %d, expected %d", tgc_op_name(nd.op),
                      tgc_cuda_op_supported(&nd), want);
         /* every dtype of the result */
-        for (int dt = 0; op != TGC_OP_INPUT && op != TGC_OP_SDPA && !grad && dt < TGC_DTYPE_COUNT;
-             dt++) {
+        for (int dt = 0; op != TGC_OP_INPUT && op != TGC_OP_SDPA && dt < TGC_DTYPE_COUNT; dt++) {
             nd.out.dtype = (tgc_dtype)dt;
             assert_int_equal(tgc_cuda_op_supported(&nd), 1);
         }

@@ -375,10 +375,11 @@ static void te_check(te_ctx *x, const te_result *ref, const te_result *got,
 {
     double rowtol = te_has_matmul(x->c) ? gpu_precision_tol(prec) : 0;
     /* batch-norm after a reduced-precision product divides its rounding by the batch's
-     * standard deviation: near-zero rows after it (relu) see the error at up to ~4x the row
-     * rule (measured on big_conv_bn_res, TF32 and bf16) */
+     * standard deviation (eval mode: the running variance, random in (0, 1] here): near-zero
+     * rows after it (relu) see the error at up to ~4x the row rule with TF32, and 2 of
+     * 131072 elements of big_conv_bn_res at 4-8x with bf16 (H200, 2026-12-01) */
     if (rowtol > 0 && prec != TGC_PRECISION_HIGHEST && strstr(x->c->ops, "tgc_batch_norm"))
-        rowtol *= 4;
+        rowtol *= prec == TGC_PRECISION_MEDIUM ? 8 : 4;
     gpu_cmp r = gpu_compare(got->out, ref->out, rowtol, 1.0);
     if (!r.ok)
         te_fail(x, "output: %s", r.msg);

@@ -259,6 +259,17 @@ static void disk_store(const char *dir, int sm, const char *text, uint64_t h, co
         remove(tmp);
 }
 
+int tgc_cuda_disk_load(const char *dir, int sm, const char *text, char **cubin, size_t *size)
+{
+    return dir && *dir && disk_load(dir, sm, text, text_hash(text), cubin, size);
+}
+
+void tgc_cuda_disk_store(const char *dir, int sm, const char *text, const char *cubin, size_t size)
+{
+    if (dir && *dir)
+        disk_store(dir, sm, text, text_hash(text), cubin, size);
+}
+
 /* ---- compile ---- */
 
 /* Renders kernel pk as a whole program (prelude + the kernel as KERNEL_NAME) into *text. */

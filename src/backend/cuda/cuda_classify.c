@@ -98,7 +98,7 @@ typedef enum {
 #define PLAN_CROSS_ENTROPY       CP_OPAQUE
 #define PLAN_NLL_LOSS            CP_OPAQUE
 #define PLAN_SDPA                CP_OPAQUE
-/* backward ops: no native kernel yet (tgc_cuda_op_supported says so): interp, staged */
+/* backward ops: native kernels of cuda_ops.c (conv grads: cuda_conv_grad.h) */
 #define PLAN_CONV2D_GRAD_INPUT        CP_OPAQUE
 #define PLAN_CONV2D_GRAD_WEIGHT       CP_OPAQUE
 #define PLAN_MAX_POOL2D_GRAD          CP_OPAQUE

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_attention.h"
+#include "backend/cuda/cuda_conv_grad.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
 #include "backend/interp/interp.h"
@@ -1096,6 +1097,303 @@ static tgc_status run_conv2d(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     return launch(c, OPS_K_CONV2D, OPS_GRID, total, args);
 }
 
+/* ---- backward ops ---- */
+
+static int is_contiguous(const tgc_tensor *t)
+{
+    int64_t st[TGC_MAX_DIMS];
+    tgc_row_major_strides(t->shape, t->ndim, st);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] != 1 && t->strides[d] != st[d])
+            return 0;
+    return 1;
+}
+
+/* t itself when contiguous, else a contiguous copy in *tmp (the caller frees it) */
+static tgc_status contiguous_of(const ops_ctx *c, const tgc_tensor *t, const tgc_tensor **res,
+                                tgc_tensor **tmp)
+{
+    *tmp = NULL;
+    *res = t;
+    if (is_contiguous(t))
+        return TGC_OK;
+    tgc_status s = new_out(c, t->shape, t->ndim, t->dtype, tmp);
+    if (s != TGC_OK)
+        return s;
+    int64_t st[TGC_MAX_DIMS];
+    tgc_row_major_strides(t->shape, t->ndim, st);
+    *res = *tmp;
+    return copy_into(c, dptr(*tmp), st, t->dtype, t, dptr(t), t->shape, t->ndim, t->strides);
+}
+
+/* CONV2D_GRAD_INPUT(dy, w) -> dx [N, C, H, W]; CONV2D_GRAD_WEIGHT(x, dy) -> dw. f32 with a
+ * geometry the templates take: cuda_conv_grad.h; else the generic double kernel. */
+static tgc_status run_conv_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                                const int64_t *shape, tgc_tensor **out)
+{
+    const int wgrad = nd->op == TGC_OP_CONV2D_GRAD_WEIGHT;
+    const tgc_tensor *dy = wgrad ? in[1] : in[0], *other = wgrad ? in[0] : in[1];
+    const tgc_attrs *a = &nd->attrs;
+    if (dy->ndim != 4 || other->ndim != 4 || nd->out.ndim != 4)
+        return unsupported();
+    ops_cv g;
+    memset(&g, 0, sizeof g);
+    g.sh = a->i[0];
+    g.sw = a->i[1];
+    g.ph = a->i[2];
+    g.pw = a->i[3];
+    g.dh = a->i[4];
+    g.dw = a->i[5];
+    int64_t groups = a->i[6];
+    if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.dh < 1 || g.dw < 1 || groups < 1)
+        return unsupported();
+    const int64_t *xs = wgrad ? other->shape : shape, *wsh = wgrad ? shape : other->shape;
+    g.n = xs[0];
+    g.c = xs[1];
+    g.h = xs[2];
+    g.w = xs[3];
+    g.o = wsh[0];
+    g.cg = wsh[1];
+    g.kh = wsh[2];
+    g.kw = wsh[3];
+    g.og = g.o / groups;
+    g.oh = dy->shape[2];
+    g.ow = dy->shape[3];
+    if (g.cg * groups != g.c || g.og * groups != g.o || dy->shape[0] != g.n ||
+        dy->shape[1] != g.o || g.oh != conv_out_size(g.h, g.ph, g.dh, g.kh, g.sh) ||
+        g.ow != conv_out_size(g.w, g.pw, g.dw, g.kw, g.sw))
+        return unsupported();
+    tgc_status s = new_out(c, shape, 4, nd->out.dtype, out);
+    int64_t total = s == TGC_OK ? numel(*out) : 0;
+    if (s != TGC_OK || total == 0)
+        return s;
+    if (numel(dy) == 0) { /* no output pixel: a zero gradient */
+        void *op = dptr(*out);
+        int dt = (int)nd->out.dtype;
+        double zero = 0;
+        void *fa[] = {&op, &dt, &total, &zero};
+        return launch(c, OPS_K_FILL, OPS_GRID, total, fa);
+    }
+    if (dy->dtype == TGC_F32 && other->dtype == TGC_F32 && nd->out.dtype == TGC_F32) {
+        tgc_cg_args ca;
+        memset(&ca, 0, sizeof ca);
+        ca.wgrad = wgrad;
+        ca.n = g.n;
+        ca.c = g.c;
+        ca.h = g.h;
+        ca.w = g.w;
+        ca.o = g.o;
+        ca.kh = g.kh;
+        ca.kw = g.kw;
+        ca.oh = g.oh;
+        ca.ow = g.ow;
+        ca.sh = g.sh;
+        ca.sw = g.sw;
+        ca.ph = g.ph;
+        ca.pw = g.pw;
+        ca.dh = g.dh;
+        ca.dw = g.dw;
+        ca.groups = groups;
+        if (tgc_cuda_conv_grad_fits(&ca)) {
+            const tgc_tensor *dyc = dy, *xc = other;
+            tgc_tensor *t1 = NULL, *t2 = NULL;
+            s = contiguous_of(c, dy, &dyc, &t1);
+            if (s == TGC_OK && wgrad)
+                s = contiguous_of(c, other, &xc, &t2);
+            if (s == TGC_OK) {
+                ca.dy = dptr(dyc);
+                ca.x = wgrad ? dptr(xc) : NULL;
+                ca.wt = wgrad ? NULL : dptr(other);
+                for (int d = 0; d < 4 && !wgrad; d++)
+                    ca.wst[d] = other->strides[d];
+                ca.out = dptr(*out);
+                s = tgc_cuda_conv_grad_run(&ca, c->precision, c->dev.index, c->stream);
+            }
+            /* stream-ordered reuse: the copies may go back before the kernels ran */
+            tgc_tensor_free(t1);
+            tgc_tensor_free(t2);
+            return s;
+        }
+    }
+    const tgc_tensor *xw = other; /* x (wgrad) or w (dgrad) */
+    for (int d = 0; d < 4; d++) {
+        g.xs[d] = wgrad ? xw->strides[d] : dy->strides[d];
+        g.ws[d] = wgrad ? dy->strides[d] : xw->strides[d];
+    }
+    g.xdt = wgrad ? (int)xw->dtype : 0;
+    g.wdt = wgrad ? 0 : (int)xw->dtype;
+    g.odt = (int)nd->out.dtype;
+    int ydt = (int)dy->dtype;
+    void *yp = dptr(dy), *op2 = dptr(xw), *op = dptr(*out);
+    if (wgrad) {
+        void *args[] = {&g, &op2, &yp, &ydt, &op, &total};
+        return tgc_ops_launch(c, OPS_K_CONV2D_GRAD_WEIGHT, OPS_WARPS, total, 256, args);
+    }
+    void *args[] = {&g, &yp, &ydt, &op2, &op, &total};
+    return launch(c, OPS_K_CONV2D_GRAD_INPUT, OPS_GRID, total, args);
+}
+
+/* MAX_POOL2D_GRAD(x, dy), AVG_POOL2D_GRAD(dy), ADAPTIVE_AVG_POOL2D_GRAD(dy) -> dx */
+static tgc_status run_pool_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                                const int64_t *shape, tgc_tensor **out)
+{
+    const int kind = nd->op == TGC_OP_MAX_POOL2D_GRAD   ? 0
+                     : nd->op == TGC_OP_AVG_POOL2D_GRAD ? 1
+                                                        : 2;
+    const tgc_tensor *x = kind == 0 ? in[0] : NULL, *dy = kind == 0 ? in[1] : in[0];
+    const int r = nd->out.ndim;
+    const tgc_attrs *a = &nd->attrs;
+    if (r < 2 || dy->ndim != r || (x && !tgc_shape_equal(x->shape, x->ndim, shape, r)))
+        return unsupported();
+    for (int d = 0; d < r - 2; d++)
+        if (dy->shape[d] != shape[d])
+            return unsupported();
+    int64_t H = shape[r - 2], W = shape[r - 1], OH = dy->shape[r - 2], OW = dy->shape[r - 1];
+    int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
+    int excl = 0;
+    if (kind != 2) {
+        kh = a->i[0];
+        kw = a->i[1];
+        sh = a->i[2];
+        sw = a->i[3];
+        ph = a->i[4];
+        pw = a->i[5];
+        excl = kind == 1 && a->i[6] != 0;
+        if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0)
+            return unsupported();
+    } else if ((OH < 1 || OW < 1) && prod(shape, 0, r) != 0) {
+        return unsupported();
+    }
+    tgc_status s = new_out(c, shape, r, nd->out.dtype, out);
+    int64_t n = s == TGC_OK ? numel(*out) : 0;
+    if (s != TGC_OK || n == 0)
+        return s;
+    ops_tv ypl = tv_make(dy->shape, dy->strides, r - 2, dy->dtype), xpl;
+    memset(&xpl, 0, sizeof xpl);
+    if (x)
+        xpl = tv_make(x->shape, x->strides, r - 2, x->dtype);
+    ops_tv *both[2] = {&ypl, &xpl};
+    tgc_ops_merge(both, x ? 2 : 1);
+    void *xp = x ? dptr(x) : NULL, *yp = dptr(dy), *op = dptr(*out);
+    int64_t xhs = x ? x->strides[r - 2] : 0, xws = x ? x->strides[r - 1] : 0;
+    int64_t yhs = dy->strides[r - 2], yws = dy->strides[r - 1];
+    int odt = (int)nd->out.dtype, k = kind;
+    if (numel(dy) == 0) {
+        double zero = 0;
+        void *fa[] = {&op, &odt, &n, &zero};
+        return launch(c, OPS_K_FILL, OPS_GRID, n, fa);
+    }
+    /* contiguous f32 with 32-bit indices: the float kernel */
+    if (dy->dtype == TGC_F32 && nd->out.dtype == TGC_F32 && is_contiguous(dy) &&
+        (!x || (x->dtype == TGC_F32 && is_contiguous(x))) && n < INT32_MAX &&
+        numel(dy) < INT32_MAX && kh < INT32_MAX / 2 && kw < INT32_MAX / 2 && sh < INT32_MAX / 2 &&
+        sw < INT32_MAX / 2 && ph < INT32_MAX / 4 && pw < INT32_MAX / 4 && H + 2 * ph < INT32_MAX &&
+        W + 2 * pw < INT32_MAX) {
+        int a32[14] = {(int)H,  (int)W,  (int)OH, (int)OW, kind, (int)kh, (int)kw,
+                       (int)sh, (int)sw, (int)ph, (int)pw, excl, (int)n,  0};
+        void *fa[] = {&xp,     &yp,     &op,     &a32[0], &a32[1], &a32[2],  &a32[3],  &a32[4],
+                      &a32[5], &a32[6], &a32[7], &a32[8], &a32[9], &a32[10], &a32[11], &a32[12]};
+        return launch(c, OPS_K_POOL2D_GRAD_F32, OPS_GRID, n, fa);
+    }
+    void *args[] = {&xpl, &xp, &xhs, &xws, &ypl, &yp, &yhs, &yws, &H,  &W,    &op, &odt,
+                    &OH,  &OW, &k,   &kh,  &kw,  &sh, &sw,  &ph,  &pw, &excl, &n};
+    return launch(c, OPS_K_POOL2D_GRAD, OPS_GRID, n, args);
+}
+
+/* EMBEDDING_GRAD(dy, idx), INDEX_SELECT_GRAD(dy, idx), GATHER_GRAD(dy, idx): zeros of the
+ * result's shape with dy scatter-added at idx. Deterministic without atomics or sorting:
+ * every output element is summed by one lane, in index order, in double (interp's order and
+ * arithmetic, so the results are interp's bits). Index-add: a warp per output row finds the
+ * indices equal to its row 32 at a time with a ballot (outer x L x n / 32 index reads, then
+ * only the matching dy rows); gather: a thread per output element over its line along dim. */
+static tgc_status run_scatter_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                                   const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *dy = in[0], *ix = in[1];
+    const int r = nd->out.ndim;
+    if (ix->dtype != TGC_I32 && ix->dtype != TGC_I64)
+        return unsupported();
+    int dim = 0;
+    int64_t limit, n = numel(ix), outer = 1, inner = 1;
+    if (nd->op == TGC_OP_EMBEDDING_GRAD) {
+        if (r != 2 || dy->ndim != ix->ndim + 1 || dy->shape[dy->ndim - 1] != shape[1] ||
+            numel(dy) != n * shape[1])
+            return unsupported();
+        limit = shape[0];
+        inner = shape[1];
+    } else {
+        dim = (int)nd->attrs.i[0];
+        if (r ? dim < 0 || dim >= r : dim != 0)
+            return unsupported();
+        limit = r ? shape[dim] : 1;
+        if (nd->op == TGC_OP_GATHER_GRAD) {
+            if (dy->ndim != r || !tgc_shape_equal(dy->shape, dy->ndim, ix->shape, ix->ndim))
+                return unsupported();
+            for (int d = 0; d < r; d++)
+                if (d != dim && ix->shape[d] > shape[d])
+                    return unsupported();
+        } else {
+            if (ix->ndim > 1 || dy->ndim != r)
+                return unsupported();
+            for (int d = 0; d < r; d++)
+                if (dy->shape[d] != (d == dim ? n : shape[d]))
+                    return unsupported();
+            outer = prod(shape, 0, dim);
+            inner = prod(shape, dim + 1, r);
+        }
+    }
+    tgc_status s = new_out(c, shape, r, nd->out.dtype, out);
+    int64_t total = s == TGC_OK ? numel(*out) : 0;
+    if (s != TGC_OK)
+        return s;
+    flag_buf f = {0};
+    if (n > 0) {
+        s = flag_begin(c, &f);
+        if (s == TGC_OK)
+            s = flag_check(c, &f, ix, n, limit, 0, 0);
+    }
+    void *yp = dptr(dy), *ip = dptr(ix), *op = dptr(*out);
+    int odt = (int)nd->out.dtype;
+    ops_tv iv = tv_of(ix);
+    if (s == TGC_OK && total > 0 && nd->op == TGC_OP_GATHER_GRAD) {
+        ops_tv ov = tv_make(shape, dy->strides, r, dy->dtype);
+        void *args[] = {&ov, &yp, &iv, &ip, &op, &odt, &dim, &total};
+        s = launch(c, OPS_K_GATHER_GRAD, OPS_GRID, total, args);
+    } else if (s == TGC_OK && total > 0) {
+        ops_tv yt = tv_of(dy);
+        merge1(&yt);
+        merge1(&iv);
+        int64_t items = outer * limit * ((inner + 255) / 256);
+        void *args[] = {&yt, &yp, &iv, &ip, &op, &odt, &limit, &n, &inner, &items};
+        s = tgc_ops_launch(c, OPS_K_INDEX_ADD, OPS_WARPS, items, 256, args);
+    }
+    int bad = 0;
+    int64_t pos = 0, val = 0;
+    if (f.t) {
+        tgc_status s2 = flag_end(c, &f, &bad, &pos, &val);
+        s = s != TGC_OK ? s : s2;
+    }
+    if (s == TGC_OK && bad)
+        s = index_error(c, val, limit, pos);
+    return s;
+}
+
+static tgc_status run_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                           const int64_t *shape, tgc_tensor **out)
+{
+    switch (nd->op) {
+    case TGC_OP_CONV2D_GRAD_INPUT:
+    case TGC_OP_CONV2D_GRAD_WEIGHT: return run_conv_grad(c, nd, in, shape, out);
+    case TGC_OP_MAX_POOL2D_GRAD:
+    case TGC_OP_AVG_POOL2D_GRAD:
+    case TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD: return run_pool_grad(c, nd, in, shape, out);
+    case TGC_OP_EMBEDDING_GRAD:
+    case TGC_OP_GATHER_GRAD:
+    case TGC_OP_INDEX_SELECT_GRAD: return run_scatter_grad(c, nd, in, shape, out);
+    default: return unsupported();
+    }
+}
+
 /* ---- entry points ---- */
 
 int tgc_cuda_op_supported(const tgc_node *nd)
@@ -1104,13 +1402,19 @@ int tgc_cuda_op_supported(const tgc_node *nd)
         return 0;
     switch (tgc_op_info_of(nd->op)->kind) {
     case TGC_KIND_SOURCE: return 0;
-    case TGC_KIND_GRAD: return 0; /* backward ops: no native kernel yet (interp, staged) */
     case TGC_KIND_ATTENTION: return tgc_cuda_attention_supported(nd);
     case TGC_KIND_LOSS:
         return nd->attrs.i[0] == TGC_REDUCE_NONE || nd->attrs.i[0] == TGC_REDUCE_MEAN ||
                nd->attrs.i[0] == TGC_REDUCE_SUM;
     default: return 1;
     }
+}
+
+/* The precision of f32 matrix products a node runs at: the function's cfg.matmul_precision
+ * (eager plans: the process default, TGC_MATMUL_PRECISION). */
+static tgc_matmul_precision env_precision(const struct tgc_launch_env *env)
+{
+    return env->precision;
 }
 
 static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *ins,
@@ -1143,6 +1447,7 @@ static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     case TGC_KIND_RANDOM: return run_dropout(c, nd, ins, shape, out);
     case TGC_KIND_CREATE: return run_create(c, nd, shape, out);
     case TGC_KIND_LOSS: return run_loss(c, nd, ins, shape, out);
+    case TGC_KIND_GRAD: return run_grad(c, nd, ins, shape, out);
     default: return unsupported();
     }
 }
@@ -1168,7 +1473,7 @@ tgc_status tgc_cuda_op_run(const tgc_node *nd, tgc_tensor *const *ins, const int
                              t->storage->device.index != env->device.index))
             return unsupported();
     }
-    ops_ctx c = {env->device, env->stream, tgc_op_name(nd->op)};
+    ops_ctx c = {env->device, env->stream, tgc_op_name(nd->op), env_precision(env)};
     tgc_status s = dispatch(&c, nd, ins, shape, out);
     if (s != TGC_OK) {
         if (*out)

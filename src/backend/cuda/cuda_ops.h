@@ -2,8 +2,11 @@
  * embedding, gather, index_select, argmax, var, reductions of integers, softmax and
  * log_softmax, layer_norm, batch_norm, pools, losses, arange, rand, dropout, cast, every
  * pointwise op on every dtype, matmul / linear / conv2d for dtypes without a tensor-core
- * template, copies of views) and the route of scaled_dot_product_attention to
- * cuda_attention.h, so that no op ever round-trips through the host.
+ * template, copies of views, the backward ops: conv2d input / weight gradients (f32 through
+ * the implicit-GEMM templates of cuda_conv_grad.h), pool gradients, the scatter-adds of
+ * embedding / gather / index_select, all without atomics, so the same bits every run) and the
+ * route of scaled_dot_product_attention to cuda_attention.h, so that no op ever round-trips
+ * through the host.
  *
  * The kernels are one CUDA C program (cuda_ops_kernels.cu, embedded as text) compiled with
  * NVRTC once per process per device architecture and loaded once per device, lazily and

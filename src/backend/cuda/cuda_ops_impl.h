@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/plan.h"
+#include "tgc/config.h"
 #include "tensor/tensor_impl.h"
 
 #define OPS_MAXD 8
@@ -82,7 +83,13 @@ typedef struct ops_cv {
     X(LOSS_REDUCE, "tgc_ops_loss_reduce")                                                          \
     X(MATMUL, "tgc_ops_matmul")                                                                    \
     X(LINEAR, "tgc_ops_linear")                                                                    \
-    X(CONV2D, "tgc_ops_conv2d")
+    X(CONV2D, "tgc_ops_conv2d")                                                                    \
+    X(CONV2D_GRAD_INPUT, "tgc_ops_conv2d_grad_input")                                              \
+    X(CONV2D_GRAD_WEIGHT, "tgc_ops_conv2d_grad_weight")                                            \
+    X(POOL2D_GRAD, "tgc_ops_pool2d_grad")                                                          \
+    X(POOL2D_GRAD_F32, "tgc_ops_pool2d_grad_f32")                                                  \
+    X(INDEX_ADD, "tgc_ops_index_add")                                                              \
+    X(GATHER_GRAD, "tgc_ops_gather_grad")
 
 typedef enum ops_kernel {
 #define OPS_K_ENUM(e, name) OPS_K_##e,
@@ -95,7 +102,8 @@ typedef enum ops_kernel {
 typedef struct ops_ctx {
     tgc_device dev;
     void *stream;
-    const char *op; /* the op's name, for messages */
+    const char *op;                 /* the op's name, for messages */
+    tgc_matmul_precision precision; /* of f32 matrix products (the conv-grad templates) */
 } ops_ctx;
 
 /* How a kernel is launched over its work: GRID over `work` elements (grid-stride), BLOCKS

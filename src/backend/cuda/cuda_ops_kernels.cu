@@ -1081,3 +1081,300 @@ extern "C" __global__ void tgc_ops_conv2d(CV g, const void *x, const void *w, co
         st(o, g.odt, e, bv + acc);
     }
 }
+
+/* ---- backward ops (deterministic: every output element is summed by one thread or one
+ * warp in a fixed order, no atomics) ---- */
+
+/* dx of conv2d for every dtype (g: x's geometry; xs: dy's strides, ws: w's), double
+ * accumulation, one thread per dx element over the taps that reach it */
+extern "C" __global__ void tgc_ops_conv2d_grad_input(CV g, const void *dy, int ydt, const void *w,
+                                                     void *o, i64 total)
+{
+    GRID_STRIDE(e, total)
+    {
+        i64 iw = e % g.w, t = e / g.w;
+        i64 ih = t % g.h;
+        t /= g.h;
+        i64 ci = t % g.c, n = t / g.c;
+        i64 gi = ci / g.cg, cj = ci - gi * g.cg;
+        double acc = 0;
+        for (i64 oc = gi * g.og; oc < (gi + 1) * g.og; oc++)
+            for (i64 ki = 0; ki < g.kh; ki++) {
+                i64 th = ih + g.ph - ki * g.dh;
+                if (th < 0 || th % g.sh)
+                    continue;
+                i64 oh = th / g.sh;
+                if (oh >= g.oh)
+                    continue;
+                for (i64 kj = 0; kj < g.kw; kj++) {
+                    i64 tw = iw + g.pw - kj * g.dw;
+                    if (tw < 0 || tw % g.sw)
+                        continue;
+                    i64 ow = tw / g.sw;
+                    if (ow >= g.ow)
+                        continue;
+                    i64 yo = n * g.xs[0] + oc * g.xs[1] + oh * g.xs[2] + ow * g.xs[3];
+                    i64 wo = oc * g.ws[0] + cj * g.ws[1] + ki * g.ws[2] + kj * g.ws[3];
+                    acc += ld(dy, ydt, yo) * ld(w, g.wdt, wo);
+                }
+            }
+        st(o, g.odt, e, acc);
+    }
+}
+
+/* dw of conv2d for every dtype (xs: x's strides, ws: dy's), one warp per dw element: lane l
+ * sums the (image, pixel) positions l, l + 32, ... in double, then a fixed shuffle tree */
+extern "C" __global__ void tgc_ops_conv2d_grad_weight(CV g, const void *x, const void *dy,
+                                                      int ydt, void *o, i64 total)
+{
+    const int lane = (int)threadIdx.x % 32;
+    const i64 wpb = blockDim.x / 32;
+    for (i64 e = (i64)blockIdx.x * wpb + threadIdx.x / 32; e < total; e += wpb * gridDim.x) {
+        i64 kj = e % g.kw, t = e / g.kw;
+        i64 ki = t % g.kh;
+        t /= g.kh;
+        i64 cj = t % g.cg, oc = t / g.cg;
+        i64 ci = (oc / g.og) * g.cg + cj;
+        const i64 ohw = g.oh * g.ow, cnt = g.n * ohw;
+        double acc = 0;
+        for (i64 p = lane; p < cnt; p += 32) {
+            i64 n = p / ohw, q = p - n * ohw, oh = q / g.ow, ow = q - oh * g.ow;
+            i64 ih = oh * g.sh - g.ph + ki * g.dh, iw = ow * g.sw - g.pw + kj * g.dw;
+            if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w)
+                continue;
+            acc += ld(dy, ydt, n * g.ws[0] + oc * g.ws[1] + oh * g.ws[2] + ow * g.ws[3]) *
+                   ld(x, g.xdt, n * g.xs[0] + ci * g.xs[1] + ih * g.xs[2] + iw * g.xs[3]);
+        }
+        acc = warp_sum(acc);
+        if (lane == 0)
+            st(o, g.odt, e, acc);
+    }
+}
+
+/* the windows along one axis that cover input i (pool_window's, k == 0: adaptive) */
+__device__ __forceinline__ void pool_cover(i64 i, i64 m, i64 n, i64 k, i64 s, i64 p, i64 *first,
+                                           i64 *last)
+{
+    if (k == 0) {
+        *first = i * m / n;
+        i64 l = *first;
+        while (l + 1 < m && (l + 1) * n / m <= i)
+            l++;
+        *last = l;
+    } else {
+        i64 lo = i + p - k + 1;
+        *first = lo <= 0 ? 0 : (lo + s - 1) / s;
+        i64 hi = (i + p) / s;
+        *last = hi < m - 1 ? hi : m - 1;
+    }
+}
+
+/* pool gradients, one thread per dx element: the windows covering it, in row-major window
+ * order. kind 0 max (x recomputes each window's pick: the first maximum, or the last NaN),
+ * 1 avg, 2 adaptive avg. xpl / ypl: the planes of x / dy (leading dims), their H, W strides
+ * beside; dx is contiguous. */
+extern "C" __global__ void tgc_ops_pool2d_grad(TV xpl, const void *xp, i64 xhs, i64 xws, TV ypl,
+                                               const void *yp, i64 yhs, i64 yws, i64 H, i64 W,
+                                               void *o, int odt, i64 OH, i64 OW, int kind, i64 kh,
+                                               i64 kw, i64 sh, i64 sw, i64 ph, i64 pw,
+                                               int exclude_pad, i64 n)
+{
+    GRID_STRIDE(e, n)
+    {
+        i64 j = e % W, t = e / W;
+        i64 i = t % H, p = t / H;
+        i64 yb = tv_off(ypl, p), xb = kind == 0 ? tv_off(xpl, p) : 0;
+        const i64 k0 = kind == 2 ? 0 : kh, k1 = kind == 2 ? 0 : kw;
+        i64 oh0, oh1, ow0, ow1;
+        pool_cover(i, OH, H, k0, sh, ph, &oh0, &oh1);
+        pool_cover(j, OW, W, k1, sw, pw, &ow0, &ow1);
+        double acc = 0;
+        for (i64 oh = oh0; oh <= oh1; oh++) {
+            i64 hlo, hhi, hsp;
+            pool_window(oh, OH, H, k0, sh, ph, kind == 1 && exclude_pad, &hlo, &hhi, &hsp);
+            if (i < hlo || i >= hhi)
+                continue;
+            for (i64 ow = ow0; ow <= ow1; ow++) {
+                i64 wlo, whi, wsp;
+                pool_window(ow, OW, W, k1, sw, pw, kind == 1 && exclude_pad, &wlo, &whi, &wsp);
+                if (j < wlo || j >= whi)
+                    continue;
+                double d = ld(yp, ypl.dt, yb + oh * yhs + ow * yws);
+                if (kind != 0) {
+                    acc += d / (double)(hsp * wsp);
+                    continue;
+                }
+                i64 ai = hlo, aj = wlo;
+                double best = -__longlong_as_double(0x7ff0000000000000ll);
+                for (i64 a = hlo; a < hhi; a++)
+                    for (i64 b = wlo; b < whi; b++) {
+                        double v = ld(xp, xpl.dt, xb + a * xhs + b * xws);
+                        if (v > best || v != v) {
+                            best = v;
+                            ai = a;
+                            aj = b;
+                        }
+                    }
+                if (ai == i && aj == j)
+                    acc += d;
+            }
+        }
+        st(o, odt, e, acc);
+    }
+}
+
+/* index-add (EMBEDDING_GRAD, INDEX_SELECT_GRAD): out [outer, L, inner] (contiguous) from
+ * dy (yt: any strides), row-major [outer, n, inner], at the n indices of ix. One warp per
+ * (outer, row v, 256-wide chunk of inner): the lanes scan the indices 32 at a time and a
+ * ballot gives the positions equal to v in index order; lane l sums elements l + 32 q of the
+ * chunk over them in that order, in double (interp's order and arithmetic, no atomics) */
+extern "C" __global__ void tgc_ops_index_add(TV yt, const void *yp, TV ix, const void *ip,
+                                             void *o, int odt, i64 L, i64 n, i64 inner, i64 items)
+{
+    const int lane = (int)threadIdx.x % 32;
+    const i64 wpb = blockDim.x / 32, chunks = (inner + 255) / 256;
+    for (i64 it = (i64)blockIdx.x * wpb + threadIdx.x / 32; it < items; it += wpb * gridDim.x) {
+        i64 ch = it % chunks, r = it / chunks;
+        i64 v = r % L, ou = r / L;
+        double acc[8];
+        for (int q = 0; q < 8; q++)
+            acc[q] = 0;
+        for (i64 j0 = 0; j0 < n; j0 += 32) {
+            i64 j = j0 + lane;
+            bool hit = j < n && ldi(ip, ix.dt, tv_off(ix, j)) == v;
+            unsigned m = __ballot_sync(0xffffffffu, hit);
+            while (m) {
+                int b = __ffs((int)m) - 1;
+                m &= m - 1;
+                i64 row = (ou * n + j0 + b) * inner;
+                for (int q = 0; q < 8; q++) {
+                    i64 e = ch * 256 + lane + 32 * q;
+                    if (e < inner)
+                        acc[q] += ld(yp, yt.dt, tv_off(yt, row + e));
+                }
+            }
+        }
+        for (int q = 0; q < 8; q++) {
+            i64 e = ch * 256 + lane + 32 * q;
+            if (e < inner)
+                st(o, odt, (ou * L + v) * inner + e, acc[q]);
+        }
+    }
+}
+
+/* GATHER_GRAD: out (t's shape, contiguous; os: its shape as a TV with dy's strides in st)
+ * from dy and ix (same shape, ix.shape; ix strides in ix.st): one thread per output element
+ * over the positions along dim that land on it, in order */
+extern "C" __global__ void tgc_ops_gather_grad(TV ov, const void *yp, TV ix, const void *ip,
+                                               void *o, int odt, int dim, i64 total)
+{
+    GRID_STRIDE(e, total)
+    {
+        i64 r = e, yoff = 0, ioff = 0, jd = 0;
+        bool inside = true;
+        for (int d = ov.nd - 1; d >= 0; d--) {
+            i64 s = ov.shape[d], q = r / s, k = r - q * s;
+            r = q;
+            if (d == dim) {
+                jd = k;
+                continue;
+            }
+            if (k >= ix.shape[d])
+                inside = false;
+            yoff += k * ov.st[d];
+            ioff += k * ix.st[d];
+        }
+        double acc = 0;
+        const i64 cnt = ov.nd > 0 ? ix.shape[dim] : 1;
+        for (i64 k = 0; inside && k < cnt; k++) {
+            i64 io = ov.nd > 0 ? ioff + k * ix.st[dim] : 0;
+            if (ldi(ip, ix.dt, io) == jd)
+                acc += ld(yp, ov.dt, ov.nd > 0 ? yoff + k * ov.st[dim] : 0);
+        }
+        st(o, odt, e, acc);
+    }
+}
+
+/* pool gradients for contiguous f32 x / dy (every index below 2^31): tgc_ops_pool2d_grad
+ * with 32-bit index arithmetic and float loads (the same windows, picks and summation order;
+ * the sums in double) */
+__device__ __forceinline__ void pool_cover32(int i, int m, int n, int k, int s, int p, int *first,
+                                             int *last)
+{
+    if (k == 0) {
+        int f = (int)((long long)i * m / n), l = f;
+        while (l + 1 < m && (int)((long long)(l + 1) * n / m) <= i)
+            l++;
+        *first = f;
+        *last = l;
+    } else {
+        int lo = i + p - k + 1, hi = (i + p) / s;
+        *first = lo <= 0 ? 0 : (lo + s - 1) / s;
+        *last = hi < m - 1 ? hi : m - 1;
+    }
+}
+
+__device__ __forceinline__ void pool_window32(int i, int m, int n, int k, int s, int p, int excl,
+                                              int *lo_, int *hi_, int *span_)
+{
+    int lo, hi, span;
+    if (k == 0) {
+        lo = (int)((long long)i * n / m);
+        hi = (int)(((long long)(i + 1) * n + m - 1) / m);
+        span = hi - lo;
+    } else {
+        lo = i * s - p;
+        hi = lo + k;
+        span = (hi < n + p ? hi : n + p) - lo;
+    }
+    *lo_ = lo > 0 ? lo : 0;
+    *hi_ = hi < n ? hi : n;
+    *span_ = excl ? *hi_ - *lo_ : span;
+}
+
+extern "C" __global__ void tgc_ops_pool2d_grad_f32(const float *x, const float *dy, float *dx,
+                                                   int H, int W, int OH, int OW, int kind, int kh,
+                                                   int kw, int sh, int sw, int ph, int pw,
+                                                   int excl, int n)
+{
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += blockDim.x * gridDim.x) {
+        int j = e % W, t = e / W;
+        int i = t % H, p = t / H;
+        const float *xp = x + (long long)p * H * W, *yp = dy + (long long)p * OH * OW;
+        const int k0 = kind == 2 ? 0 : kh, k1 = kind == 2 ? 0 : kw;
+        int oh0, oh1, ow0, ow1;
+        pool_cover32(i, OH, H, k0, sh, ph, &oh0, &oh1);
+        pool_cover32(j, OW, W, k1, sw, pw, &ow0, &ow1);
+        double acc = 0;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int hlo, hhi, hsp;
+            pool_window32(oh, OH, H, k0, sh, ph, kind == 1 && excl, &hlo, &hhi, &hsp);
+            if (i < hlo || i >= hhi)
+                continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int wlo, whi, wsp;
+                pool_window32(ow, OW, W, k1, sw, pw, kind == 1 && excl, &wlo, &whi, &wsp);
+                if (j < wlo || j >= whi)
+                    continue;
+                double d = yp[oh * OW + ow];
+                if (kind != 0) {
+                    acc += d / (double)(hsp * wsp);
+                    continue;
+                }
+                int at = hlo * W + wlo;
+                float best = -__uint_as_float(0x7f800000u);
+                for (int a = hlo; a < hhi; a++)
+                    for (int b = wlo; b < whi; b++) {
+                        float v = xp[a * W + b];
+                        if (v > best || v != v) {
+                            best = v;
+                            at = a * W + b;
+                        }
+                    }
+                if (at == i * W + j)
+                    acc += d;
+            }
+        }
+        dx[e] = (float)acc;
+    }
+}

@@ -75,67 +75,47 @@ static conv_geom conv_geom_of(const int64_t *x, const int64_t *w, const int64_t 
     return c;
 }
 
-/* Calls body(n, co, oh, ow, ci (the input channel), ih, iw, tap) for every in-range tap of
- * the forward sum y[n, co, oh, ow] += x[n, ci, ih, iw] * w[tap], tap being the flat index
- * into w. */
-#define CONV_TAPS(c, body)                                                                         \
-    do {                                                                                           \
-        const int64_t cig_ = (c).Ci / (c).G, cog_ = (c).Co / (c).G;                                \
-        for (int64_t n = 0; n < (c).N; n++)                                                        \
-            for (int64_t co = 0; co < (c).Co; co++) {                                              \
-                const int64_t ci0_ = co / cog_ * cig_;                                             \
-                for (int64_t oh = 0; oh < (c).OH; oh++)                                            \
-                    for (int64_t ow = 0; ow < (c).OW; ow++) {                                      \
-                        const int64_t yi = ((n * (c).Co + co) * (c).OH + oh) * (c).OW + ow;        \
-                        for (int64_t cj = 0; cj < cig_; cj++)                                      \
-                            for (int64_t kh = 0; kh < (c).KH; kh++) {                              \
-                                const int64_t ih = oh * (c).sh - (c).ph + kh * (c).dh;             \
-                                if (ih < 0 || ih >= (c).H)                                         \
-                                    continue;                                                      \
-                                for (int64_t kw = 0; kw < (c).KW; kw++) {                          \
-                                    const int64_t iw = ow * (c).sw - (c).pw + kw * (c).dw;         \
-                                    if (iw < 0 || iw >= (c).W)                                     \
-                                        continue;                                                  \
-                                    const int64_t xi =                                             \
-                                        ((n * (c).Ci + ci0_ + cj) * (c).H + ih) * (c).W + iw;      \
-                                    const int64_t wi =                                             \
-                                        ((co * cig_ + cj) * (c).KH + kh) * (c).KW + kw;            \
-                                    body;                                                          \
-                                }                                                                  \
-                            }                                                                      \
-                    }                                                                              \
-            }                                                                                      \
-    } while (0)
-
-/* CONV2D_GRAD_INPUT(dy, w) -> dx: dx[xi] += dy[yi] * w[wi] over every tap. */
-static tgc_status conv_grad_input(tgc_op op, const tgc_tensor *dy, const tgc_tensor *w,
-                                  const tgc_attrs *a, tgc_tensor *out)
+/* The two conv gradients walk the forward's taps y[yi] += x[xi] * w[wi] (those inside x):
+ * dx[xi] += dy[yi] * w[wi] (to_input), or dw[wi] += dy[yi] * x[xi]. operand is w or x. */
+static void conv_taps(const conv_geom *c, int to_input, const double *dy, const double *operand,
+                      double *acc)
 {
-    conv_geom c = conv_geom_of(out->shape, w->shape, dy->shape, a);
-    double *g = alloc_f64(numel(dy)), *k = alloc_f64(numel(w)), *acc = alloc_f64(numel(out));
-    if (!g || !k || !acc) {
-        free(g);
-        free(k);
-        free(acc);
-        return oom(op);
-    }
-    read_rows(dy, TGC_F64, g);
-    read_rows(w, TGC_F64, k);
-    memset(acc, 0, sizeof(double) * (size_t)numel(out));
-    CONV_TAPS(c, acc[xi] += g[yi] * k[wi]);
-    write_out(out, acc);
-    free(g);
-    free(k);
-    free(acc);
-    return TGC_OK;
+    const int64_t cig = c->Ci / c->G, cog = c->Co / c->G;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t co = 0; co < c->Co; co++) {
+            const int64_t ci0 = co / cog * cig;
+            for (int64_t oh = 0; oh < c->OH; oh++)
+                for (int64_t ow = 0; ow < c->OW; ow++) {
+                    const double g = dy[((n * c->Co + co) * c->OH + oh) * c->OW + ow];
+                    for (int64_t cj = 0; cj < cig; cj++)
+                        for (int64_t kh = 0; kh < c->KH; kh++) {
+                            const int64_t ih = oh * c->sh - c->ph + kh * c->dh;
+                            if (ih < 0 || ih >= c->H)
+                                continue;
+                            const int64_t xrow = ((n * c->Ci + ci0 + cj) * c->H + ih) * c->W;
+                            const int64_t wrow = ((co * cig + cj) * c->KH + kh) * c->KW;
+                            for (int64_t kw = 0; kw < c->KW; kw++) {
+                                const int64_t iw = ow * c->sw - c->pw + kw * c->dw;
+                                if (iw < 0 || iw >= c->W)
+                                    continue;
+                                if (to_input)
+                                    acc[xrow + iw] += g * operand[wrow + kw];
+                                else
+                                    acc[wrow + kw] += g * operand[xrow + iw];
+                            }
+                        }
+                }
+        }
 }
 
-/* CONV2D_GRAD_WEIGHT(x, dy) -> dw: dw[wi] += dy[yi] * x[xi] over every tap. */
-static tgc_status conv_grad_weight(tgc_op op, const tgc_tensor *x, const tgc_tensor *dy,
-                                   const tgc_attrs *a, tgc_tensor *out)
+/* CONV2D_GRAD_INPUT(dy, w) -> dx, CONV2D_GRAD_WEIGHT(x, dy) -> dw. */
+static tgc_status conv_grad(tgc_op op, const tgc_tensor *dy, const tgc_tensor *operand,
+                            const tgc_attrs *a, tgc_tensor *out)
 {
-    conv_geom c = conv_geom_of(x->shape, out->shape, dy->shape, a);
-    double *g = alloc_f64(numel(dy)), *v = alloc_f64(numel(x)), *acc = alloc_f64(numel(out));
+    int to_input = op == TGC_OP_CONV2D_GRAD_INPUT;
+    const tgc_tensor *x = to_input ? out : operand, *w = to_input ? operand : out;
+    conv_geom c = conv_geom_of(x->shape, w->shape, dy->shape, a);
+    double *g = alloc_f64(numel(dy)), *v = alloc_f64(numel(operand)), *acc = alloc_f64(numel(out));
     if (!g || !v || !acc) {
         free(g);
         free(v);
@@ -143,9 +123,9 @@ static tgc_status conv_grad_weight(tgc_op op, const tgc_tensor *x, const tgc_ten
         return oom(op);
     }
     read_rows(dy, TGC_F64, g);
-    read_rows(x, TGC_F64, v);
+    read_rows(operand, TGC_F64, v);
     memset(acc, 0, sizeof(double) * (size_t)numel(out));
-    CONV_TAPS(c, acc[wi] += g[yi] * v[xi]);
+    conv_taps(&c, to_input, g, v, acc);
     write_out(out, acc);
     free(g);
     free(v);
@@ -364,23 +344,15 @@ tgc_status tgc_interp_grad(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
     if (s != TGC_OK)
         return s;
     switch (op) {
-    case TGC_OP_CONV2D_GRAD_INPUT:
-        if (numel(out) == 0)
-            return TGC_OK;
-        return conv_grad_input(op, in[0], in[1], a, out);
-    case TGC_OP_CONV2D_GRAD_WEIGHT:
-        if (numel(out) == 0)
-            return TGC_OK;
-        return conv_grad_weight(op, in[0], in[1], a, out);
-    case TGC_OP_MAX_POOL2D_GRAD:
-        if (numel(out) == 0)
-            return TGC_OK;
-        return pool_grad(op, in[0], in[1], a, out);
+    case TGC_OP_CONV2D_GRAD_INPUT: /* (dy, w) */
+        return numel(out) ? conv_grad(op, in[0], in[1], a, out) : TGC_OK;
+    case TGC_OP_CONV2D_GRAD_WEIGHT: /* (x, dy) */
+        return numel(out) ? conv_grad(op, in[1], in[0], a, out) : TGC_OK;
+    case TGC_OP_MAX_POOL2D_GRAD: /* (x, dy) */
+        return numel(out) ? pool_grad(op, in[0], in[1], a, out) : TGC_OK;
     case TGC_OP_AVG_POOL2D_GRAD:
     case TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD:
-        if (numel(out) == 0)
-            return TGC_OK;
-        return pool_grad(op, NULL, in[0], a, out);
+        return numel(out) ? pool_grad(op, NULL, in[0], a, out) : TGC_OK;
     case TGC_OP_EMBEDDING_GRAD: return scatter_add(op, in[0], in[1], 0, out);
     case TGC_OP_GATHER_GRAD:
     case TGC_OP_INDEX_SELECT_GRAD: {

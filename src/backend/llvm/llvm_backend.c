@@ -3,14 +3,16 @@
  * run, one JIT add): LOOP kernels through llvm_codegen.c, GEMM / conv templates with their
  * fused epilogues through llvm_gemm.c, then looks the functions up. The executor (exec.c)
  * launches them: a LOOP kernel's parallel rows split over threads (tgc_parallel_for), a
- * template through the runtime's GEMM / conv drivers (runtime/gemm.h). Graph preparation and
- * the fusion hooks are in llvm_prepare.c. */
+ * template through the runtime's GEMM / conv drivers (runtime/gemm.h). OPAQUE nodes it has a
+ * native kernel for (the f32 conv2d, pool and embedding backward ops: llvm_ops.c) run through
+ * run_node instead of interp. Graph preparation and the fusion hooks are in llvm_prepare.c. */
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "backend/llvm/llvm_backend.h"
 #include "backend/llvm/llvm_codegen.h"
 #include "backend/llvm/llvm_gemm.h"
+#include "backend/llvm/llvm_ops.h"
 #include "backend/llvm/llvm_prepare.h"
 #include "backend/plan.h"
 #include "passes/passes.h"
@@ -264,6 +266,8 @@ static void fill_vtable(void)
         .compile = llvm_compile,
         .launch = llvm_launch,
         .run_template = llvm_run_template,
+        .run_node = tgc_llvm_run_node,
+        .node_supported = tgc_llvm_node_supported,
         .release_code = llvm_release_code,
     };
 }

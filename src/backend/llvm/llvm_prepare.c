@@ -102,7 +102,8 @@ typedef enum {
 #define PLAN_CROSS_ENTROPY       LP_INTERP
 #define PLAN_NLL_LOSS            LP_INTERP
 #define PLAN_SDPA                LP_INTERP
-/* backward ops: interp until this backend has kernels for them */
+/* backward ops: OPAQUE steps; the f32 conv, pool and embedding ones run natively through
+ * run_node (llvm_ops.c: the conv's on the GEMM micro-kernels), the rest on interp */
 #define PLAN_CONV2D_GRAD_INPUT        LP_INTERP
 #define PLAN_CONV2D_GRAD_WEIGHT       LP_INTERP
 #define PLAN_MAX_POOL2D_GRAD          LP_INTERP

@@ -1,0 +1,495 @@
+/* Fast f32 conv2d backward on the GPU (see cuda_conv_grad.h): the program texts (the GEMM
+ * library, the conv-grad library and one wrapper per entry point instantiating them with a
+ * tile configuration), their NVRTC compile and load per device, and the launches. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_conv_grad.h"
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/cuda_nvrtc.h"
+#include "runtime/cuda.h"
+#include "runtime/parallel.h"
+#include "runtime/storage.h"
+#include "support/error.h"
+#include "support/strbuf.h"
+
+static const char gemm_lib[] =
+#include "backend/cuda/cuda_gemm_lib.inc"
+    ;
+static const char cg_lib[] =
+#include "backend/cuda/cuda_conv_grad_lib.inc"
+    ;
+
+#define CG_MODES    3 /* SIMT, TF32, BF16X */
+#define CG_VARIANTS 2
+#define CG_ENTRIES  3
+
+static const char *const entry_names[CG_ENTRIES] = {"tgc_cg_dgrad", "tgc_cg_wgrad", "tgc_cg_pack"};
+
+/* The tile of a (mode, variant): block tile, warps, stages, threads, operand pads. */
+typedef struct cg_tile {
+    int bm, bn, bk, wm, wn, st, nt;
+} cg_tile;
+
+static int tile_of(int mode, int variant, cg_tile *t)
+{
+    if (mode < 0 || mode >= CG_MODES || variant < 0 || variant >= CG_VARIANTS ||
+        (mode == TGC_CUDA_TPL_SIMT && variant))
+        return 0;
+    if (mode == TGC_CUDA_TPL_SIMT)
+        *t = (cg_tile){128, 128, 8, 0, 0, 4, 256};
+    else if (variant == 0)
+        *t = (cg_tile){128, 128, 32, 2, 4, 3, 256};
+    else
+        *t = (cg_tile){64, 128, 32, 1, 4, 3, 128};
+    return 1;
+}
+
+/* shared-memory floats of one stage: A then B, as the library's SIZE constants */
+static void stage_sizes(int mode, const cg_tile *t, int wgrad, int *sa, int *sb)
+{
+    const int simt = mode == TGC_CUDA_TPL_SIMT;
+    if (!wgrad) {
+        *sa = simt ? t->bk * (t->bm + 4) : t->bm * (t->bk + 4);
+        *sb = t->bk * (t->bn + (simt ? 4 : 8));
+    } else {
+        *sa = simt ? t->bk * (t->bm + 4) : t->bm * (t->bk + 4);
+        *sb = simt ? t->bk * (t->bn + 4) : t->bn * (t->bk + 4);
+    }
+}
+
+static unsigned smem_of(int mode, const cg_tile *t, int wgrad)
+{
+    int sa, sb;
+    stage_sizes(mode, t, wgrad, &sa, &sb);
+    return (unsigned)(t->st * (sa + sb) * 4);
+}
+
+void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *smem_dgrad,
+                               unsigned *smem_wgrad)
+{
+    cg_tile t;
+    if (!tile_of(mode, variant, &t)) {
+        *threads = 0;
+        *smem_dgrad = *smem_wgrad = 0;
+        return;
+    }
+    *threads = t.nt;
+    *smem_dgrad = smem_of(mode, &t, 0);
+    *smem_wgrad = smem_of(mode, &t, 1);
+}
+
+/* which: 1 the dgrad entry, 2 the wgrad entry, 3 both (tgc_cg_pack is in the library) */
+static char *render(int mode, int variant, int which)
+{
+    cg_tile t;
+    if (!tile_of(mode, variant, &t))
+        return NULL;
+    const int simt = mode == TGC_CUDA_TPL_SIMT;
+    tgc_strbuf o = {0};
+    tgc_sb_puts(&o, gemm_lib);
+    tgc_sb_puts(&o, cg_lib);
+    tgc_sb_printf(&o, "// conv-grad program: mode %d, %d x %d x %d tiles, %d stages\n", mode, t.bm,
+                  t.bn, t.bk, t.st);
+    char comp[160];
+    /* dgrad: A = packed weights (K-major in memory), B = the dy gather */
+    if (simt) {
+        tgc_sb_printf(&o,
+                      "typedef tgc_ld<4, %d, %d, %d, 1, 4, 0, 1> TGC_DG_LA;\n"
+                      "typedef tgc_dcol<4, %d, %d, %d, 4> TGC_DG_LB;\n"
+                      "typedef tgc_wdy<4, %d, %d, %d, 1, 4> TGC_WG_LA;\n"
+                      "typedef tgc_wcol<4, %d, %d, %d, 1, 4> TGC_WG_LB;\n",
+                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
+        snprintf(comp, sizeof comp, "tgc_simt_comp<%d, TGC_%%s_LA, TGC_%%s_LB>", t.bk);
+    } else {
+        tgc_sb_printf(&o,
+                      "typedef tgc_ld<4, %d, %d, %d, 0, 4, 1, 1> TGC_DG_LA;\n"
+                      "typedef tgc_dcol<4, %d, %d, %d, 8> TGC_DG_LB;\n"
+                      "typedef tgc_wdy<4, %d, %d, %d, 0, 4> TGC_WG_LA;\n"
+                      "typedef tgc_wcol<4, %d, %d, %d, 0, 4> TGC_WG_LB;\n",
+                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
+        snprintf(comp, sizeof comp, "tgc_tc_comp<%d, %d, %d, %d, %d, %d, TGC_%%s_LA, TGC_%%s_LB>",
+                 mode, t.bm, t.bn, t.bk, t.wm, t.wn);
+    }
+    char cdg[200], cwg[200];
+    snprintf(cdg, sizeof cdg, comp, "DG", "DG");
+    snprintf(cwg, sizeof cwg, comp, "WG", "WG");
+    if (which & 1)
+        tgc_sb_printf(
+            &o,
+            "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_dgrad(tgc_cg_geom "
+            "g, const float *dy, const float *wt, float *dx, void *ws)\n{\n"
+            "    TGC_DYN_SMEM(tgc_smem);\n"
+            "    typedef %s COMP;\n"
+            "    tgc_dg_prob<TGC_DG_LA, TGC_DG_LB> pb;\n"
+            "    pb.G = g;\n"
+            "    pb.dy = (const char *)dy;\n"
+            "    pb.wt = (const char *)wt;\n"
+            "    pb.dx = dx;\n"
+            "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
+            "}\n",
+            t.nt, cdg, t.st, t.bm, t.bn, t.bk, t.nt);
+    if (which & 2)
+        tgc_sb_printf(
+            &o,
+            "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_wgrad(tgc_cg_geom "
+            "g, const float *x, const float *dy, float *dw, void *ws)\n{\n"
+            "    TGC_DYN_SMEM(tgc_smem);\n"
+            "    typedef %s COMP;\n"
+            "    tgc_wg_prob<TGC_WG_LA, TGC_WG_LB> pb;\n"
+            "    pb.G = g;\n"
+            "    pb.x = (const char *)x;\n"
+            "    pb.dy = (const char *)dy;\n"
+            "    pb.dw = dw;\n"
+            "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
+            "}\n",
+            t.nt, cwg, t.st, t.bm, t.bn, t.bk, t.nt);
+    return tgc_sb_take(&o);
+}
+
+char *tgc_cuda_conv_grad_source(int mode, int variant)
+{
+    return render(mode, variant, 3);
+}
+
+/* ---- launch planning ---- */
+
+static int64_t cdiv(int64_t a, int64_t b)
+{
+    return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+static int mode_for(tgc_matmul_precision prec)
+{
+    return prec == TGC_PRECISION_HIGH     ? TGC_CUDA_TPL_TF32
+           : prec == TGC_PRECISION_MEDIUM ? TGC_CUDA_TPL_BF16X
+                                          : TGC_CUDA_TPL_SIMT;
+}
+
+int tgc_cuda_conv_grad_fits(const tgc_cg_args *a)
+{
+    const int64_t lim = (int64_t)1 << 31;
+    if (!a || a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->o < 1 || a->kh < 1 || a->kw < 1 ||
+        a->oh < 1 || a->ow < 1 || a->sh < 1 || a->sw < 1 || a->ph < 0 || a->pw < 0 || a->dh < 1 ||
+        a->dw < 1 || a->groups < 1 || a->c % a->groups || a->o % a->groups)
+        return 0;
+    if (a->n * a->c * a->h * a->w >= lim || a->n * a->o * a->oh * a->ow >= lim ||
+        a->o * a->c * a->kh * a->kw >= lim || a->ph > 65535 || a->pw > 65535 || a->sh > 65535 ||
+        a->sw > 65535)
+        return 0;
+    if (a->wgrad)
+        return (a->kh - 1) * a->dh < 32768 && (a->kw - 1) * a->dw < 32768 && a->groups <= 65535 &&
+               a->kh * a->kw * (a->c / a->groups) < lim;
+    if ((a->sh > 1 && a->dh > 1) || (a->sw > 1 && a->dw > 1) || a->sh * a->sw > 64)
+        return 0;
+    return a->groups * a->sh * a->sw <= 65535 && a->kh * a->dh < 65536 && a->kw * a->dw < 65536;
+}
+
+void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, int sms,
+                             tgc_cg_launch *l)
+{
+    memset(l, 0, sizeof *l);
+    l->mode = mode_for(prec);
+    const int64_t og = a->o / a->groups, cg = a->c / a->groups;
+    int64_t M, N, K, z;
+    if (a->wgrad) {
+        M = og;
+        N = cg * a->kh * a->kw;
+        K = a->n * a->oh * a->ow;
+        z = a->groups;
+    } else {
+        M = cg;
+        N = a->n * cdiv(a->h, a->sh) * cdiv(a->w, a->sw); /* phase 0 has the most pixels */
+        K = og * cdiv(a->kh, a->sh) * cdiv(a->kw, a->sw);
+        z = a->groups * a->sh * a->sw;
+        l->packed = (size_t)(a->o * cg * a->kh * a->kw);
+    }
+    l->variant = l->mode != TGC_CUDA_TPL_SIMT && M <= 64;
+    cg_tile t;
+    tile_of(l->mode, l->variant, &t);
+    int64_t tiles = cdiv(M, t.bm) * cdiv(N, t.bn);
+    if (tiles < 1)
+        tiles = 1;
+    int64_t work = tiles * z, ktiles = cdiv(K, t.bk), splits = 1;
+    /* split K when the tiles leave SMs idle: about two blocks per SM, every split at least
+     * four k tiles */
+    if (sms > 0 && work < sms && ktiles >= 8) {
+        splits = (2 * (int64_t)sms + work - 1) / work;
+        if (splits > ktiles / 4)
+            splits = ktiles / 4;
+        if (splits > 64)
+            splits = 64;
+        if (splits < 2)
+            splits = 1;
+    }
+    l->grid[0] = (unsigned)tiles;
+    l->grid[1] = (unsigned)splits;
+    l->grid[2] = (unsigned)z;
+    l->threads = (unsigned)t.nt;
+    l->smem = smem_of(l->mode, &t, a->wgrad);
+    if (splits > 1) {
+        int64_t ntiles = tiles * z;
+        l->zero_bytes = (size_t)((ntiles * 4 + 255) / 256 * 256);
+        l->ws_bytes = l->zero_bytes + (size_t)(ntiles * splits) * (size_t)t.bm * (size_t)t.bn * 4u;
+    }
+}
+
+/* ---- programs: compiled per mode on first use, loaded per device ---- */
+
+/* A mode's programs: one per (tile variant, op), the dgrad one with the packing entry too,
+ * so that NVRTC compiles them all at once on several threads. */
+typedef struct cg_image {
+    int sm;
+    char *cubin[CG_VARIANTS][2];
+} cg_image;
+
+typedef struct cg_mod {
+    int state; /* 0 not tried, 1 loaded, -1 failed */
+    tgc_status status;
+    char msg[512];
+    CUmodule mod[CG_VARIANTS][2];
+    CUfunction fn[CG_VARIANTS][CG_ENTRIES]; /* dgrad and pack from [v][0], wgrad from [v][1] */
+    int smem_set[CG_VARIANTS][2];
+} cg_mod;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+#define CG_MAX_ARCHS 4
+static cg_image g_img[CG_MODES][CG_MAX_ARCHS];
+static cg_mod g_mod[TGC_CUDA_MAX_DEVICES][CG_MODES];
+
+static int n_variants(int mode)
+{
+    return mode == TGC_CUDA_TPL_SIMT ? 1 : CG_VARIANTS;
+}
+
+/* the cubins of mode for sm (compiled now when missing); under g_lock */
+static tgc_status image_for(int mode, int sm, cg_image **out)
+{
+    cg_image *free_slot = NULL;
+    for (int i = 0; i < CG_MAX_ARCHS; i++) {
+        if (g_img[mode][i].cubin[0][0] && g_img[mode][i].sm == sm) {
+            *out = &g_img[mode][i];
+            return TGC_OK;
+        }
+        if (!g_img[mode][i].cubin[0][0] && !free_slot)
+            free_slot = &g_img[mode][i];
+    }
+    if (!free_slot)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc cuda: conv-grad kernels for too many archs");
+    const int np = 2 * n_variants(mode);
+    static const char *const names[2 * CG_VARIANTS] = {"tgc_conv_dgrad_128", "tgc_conv_wgrad_128",
+                                                       "tgc_conv_dgrad_64", "tgc_conv_wgrad_64"};
+    char *src[2 * CG_VARIANTS] = {NULL}, *cub[2 * CG_VARIANTS] = {NULL};
+    size_t sizes[2 * CG_VARIANTS] = {0};
+    tgc_status st = TGC_OK;
+    for (int p = 0; p < np && st == TGC_OK; p++)
+        if (!(src[p] = render(mode, p / 2, p % 2 ? 2 : 1)))
+            st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the conv-grad kernels");
+    /* TGC_CACHE_DIR: programs an earlier process compiled load from disk (the launch
+     * environment has no cfg, so cfg.cache_dir set in code is not seen here) */
+    const char *dir = tgc_config_default().cache_dir;
+    int todo[2 * CG_VARIANTS], nt = 0;
+    for (int p = 0; p < np && st == TGC_OK; p++)
+        if (!tgc_cuda_disk_load(dir, sm, src[p], &cub[p], &sizes[p]))
+            todo[nt++] = p;
+    if (st == TGC_OK && nt) {
+        const char *tn[2 * CG_VARIANTS], *ts[2 * CG_VARIANTS];
+        char *tc[2 * CG_VARIANTS] = {NULL};
+        size_t tz[2 * CG_VARIANTS] = {0};
+        for (int q = 0; q < nt; q++) {
+            tn[q] = names[todo[q]];
+            ts[q] = src[todo[q]];
+        }
+        st = tgc_nvrtc_compile_all(nt, tn, ts, sm, tgc_threads_resolve(0), tc, tz, NULL);
+        for (int q = 0; st == TGC_OK && q < nt; q++) {
+            cub[todo[q]] = tc[q];
+            sizes[todo[q]] = tz[q];
+            tgc_cuda_disk_store(dir, sm, ts[q], tc[q], tz[q]);
+        }
+    }
+    if (st != TGC_OK)
+        for (int p = 0; p < np; p++) {
+            free(cub[p]);
+            cub[p] = NULL;
+        }
+    for (int p = 0; p < np; p++)
+        free(src[p]);
+    if (st != TGC_OK)
+        return st;
+    free_slot->sm = sm;
+    for (int p = 0; p < np; p++)
+        free_slot->cubin[p / 2][p % 2] = cub[p];
+    *out = free_slot;
+    return TGC_OK;
+}
+
+static tgc_status load_mod(int dev, int mode, cg_mod *m)
+{
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
+    if (!d || !pr)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
+    cg_image *img = NULL;
+    tgc_status st = image_for(mode, pr->major * 10 + pr->minor, &img);
+    if (st == TGC_OK)
+        st = tgc_cuda_enter(dev);
+    for (int v = 0; v < n_variants(mode) && st == TGC_OK; v++)
+        for (int p = 0; p < 2 && st == TGC_OK; p++) {
+            st = tgc_cuda_error(d->cuModuleLoadData(&m->mod[v][p], img->cubin[v][p]),
+                                "tgc cuda: loading the conv-grad kernels (cuModuleLoadData)");
+            for (int e = 0; e < CG_ENTRIES && st == TGC_OK; e++) {
+                if ((p == 0) != (e != 1))
+                    continue; /* dgrad and pack from the dgrad program, wgrad from its own */
+                char what[96];
+                snprintf(what, sizeof what, "tgc cuda: cuModuleGetFunction(%s)", entry_names[e]);
+                st = tgc_cuda_error(
+                    d->cuModuleGetFunction(&m->fn[v][e], m->mod[v][p], entry_names[e]), what);
+            }
+        }
+    return st;
+}
+
+static tgc_status mod_ready(int dev, int mode, cg_mod **out)
+{
+    if (dev < 0 || dev >= TGC_CUDA_MAX_DEVICES)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: no device cuda:%d", dev);
+    cg_mod *m = &g_mod[dev][mode];
+    pthread_mutex_lock(&g_lock);
+    if (m->state == 0) {
+        tgc_status s = load_mod(dev, mode, m);
+        m->state = s == TGC_OK ? 1 : -1;
+        m->status = s;
+        if (s != TGC_OK)
+            snprintf(m->msg, sizeof m->msg, "%s", tgc_last_error());
+    }
+    int state = m->state;
+    pthread_mutex_unlock(&g_lock);
+    if (state < 0)
+        return tgc_set_error(m->status, "%s", m->msg);
+    *out = m;
+    return TGC_OK;
+}
+
+/* ---- run ---- */
+
+/* the device's tgc_cg_geom, field for field */
+typedef struct tgc_cg_geom_host {
+    long long n, c, h, w, o, kh, kw, oh, ow;
+    int sh, sw, ph, pw, dh, dw, groups, pad_;
+} tgc_cg_geom_host;
+
+static void geom_of(const tgc_cg_args *a, tgc_cg_geom_host *g)
+{
+    memset(g, 0, sizeof *g);
+    g->n = a->n;
+    g->c = a->c;
+    g->h = a->h;
+    g->w = a->w;
+    g->o = a->o;
+    g->kh = a->kh;
+    g->kw = a->kw;
+    g->oh = a->oh;
+    g->ow = a->ow;
+    g->sh = (int)a->sh;
+    g->sw = (int)a->sw;
+    g->ph = (int)a->ph;
+    g->pw = (int)a->pw;
+    g->dh = (int)a->dh;
+    g->dw = (int)a->dw;
+    g->groups = (int)a->groups;
+}
+
+static tgc_status launch(CUfunction fn, const unsigned grid[3], unsigned threads, unsigned smem,
+                         CUstream s, void **params, const char *what)
+{
+    return tgc_cuda_error(tgc_cuda_drv()->cuLaunchKernel(fn, grid[0], grid[1], grid[2], threads, 1,
+                                                         1, smem, s, params, NULL),
+                          what);
+}
+
+tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision prec, int dev,
+                                  void *stream)
+{
+    const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
+    if (!pr)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
+    tgc_cg_launch l;
+    tgc_cuda_conv_grad_plan(a, prec, pr->sms, &l);
+    cg_mod *m = NULL;
+    tgc_status st = mod_ready(dev, l.mode, &m);
+    if (st == TGC_OK)
+        st = tgc_cuda_enter(dev);
+    if (st != TGC_OK)
+        return st;
+    CUstream s = stream ? (CUstream)stream : tgc_cuda_stream(dev);
+    if (!s)
+        return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    const int v = l.variant, e = a->wgrad ? 1 : 0;
+    CUfunction fn = m->fn[v][e];
+    if (l.smem > 48 * 1024) {
+        pthread_mutex_lock(&g_lock);
+        if (!m->smem_set[v][e])
+            st = tgc_cuda_error(
+                d->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      (int)l.smem),
+                "tgc cuda: the conv-grad kernels' shared memory");
+        if (st == TGC_OK)
+            m->smem_set[v][e] = 1;
+        pthread_mutex_unlock(&g_lock);
+        if (st != TGC_OK)
+            return st;
+    }
+    tgc_cg_geom_host g;
+    geom_of(a, &g);
+    tgc_device dv = {TGC_DEVICE_CUDA, dev};
+    tgc_storage *packed = NULL, *ws = NULL;
+    if (l.packed) {
+        packed = tgc_storage_new(l.packed * 4, dv);
+        if (!packed)
+            return tgc_keep_error(TGC_ERR_OOM,
+                                  "tgc_conv2d_grad_input: out of memory for the "
+                                  "packed weights (%zu bytes)",
+                                  l.packed * 4);
+    }
+    if (l.ws_bytes) {
+        ws = tgc_storage_new(l.ws_bytes, dv);
+        if (!ws)
+            st = tgc_keep_error(TGC_ERR_OOM,
+                                "tgc_conv2d_grad_weight: out of memory for the split-K workspace "
+                                "(%zu bytes)",
+                                l.ws_bytes);
+        else
+            st = tgc_cuda_error(d->cuMemsetD8Async((CUdeviceptr)ws->data, 0, l.zero_bytes, s),
+                                "tgc cuda: clearing a split-K workspace");
+    }
+    void *wsp = ws ? ws->data : NULL;
+    if (st == TGC_OK && !a->wgrad) {
+        const void *wp = a->wt;
+        void *pp = packed->data;
+        long long s0 = a->wst[0], s1 = a->wst[1], s2 = a->wst[2], s3 = a->wst[3];
+        void *pa[] = {&g, &wp, &s0, &s1, &s2, &s3, &pp};
+        int64_t blocks = cdiv((int64_t)l.packed, 256);
+        unsigned pg[3] = {(unsigned)(blocks > 4096 ? 4096 : blocks < 1 ? 1 : blocks), 1, 1};
+        st = launch(m->fn[v][2], pg, 256, 0, s, pa, "tgc_conv2d_grad_input: packing the weights");
+        const void *dyp = a->dy;
+        void *op = a->out;
+        void *ga[] = {&g, &dyp, &pp, &op, &wsp};
+        if (st == TGC_OK)
+            st = launch(fn, l.grid, l.threads, l.smem, s, ga, "tgc_conv2d_grad_input: launching");
+    } else if (st == TGC_OK) {
+        const void *xp = a->x, *dyp = a->dy;
+        void *op = a->out;
+        void *ga[] = {&g, &xp, &dyp, &op, &wsp};
+        st = launch(fn, l.grid, l.threads, l.smem, s, ga, "tgc_conv2d_grad_weight: launching");
+    }
+    /* stream-ordered: the blocks are reused only by later work on this stream */
+    if (packed)
+        tgc_storage_unref(packed);
+    if (ws)
+        tgc_storage_unref(ws);
+    return st;
+}

@@ -1,0 +1,74 @@
+/* The fast f32 conv2d backward kernels of the CUDA backend: CONV2D_GRAD_INPUT (dgrad) and
+ * CONV2D_GRAD_WEIGHT (wgrad) as implicit-GEMM templates (cuda_conv_grad_lib.cuh on top of
+ * cuda_gemm_lib.cuh): SIMT fp32 for TGC_PRECISION_HIGHEST, TF32 mma.sync for HIGH, bf16
+ * mma.sync (operands rounded from fp32) for MEDIUM, fp32 accumulation, split-K for wgrad
+ * with the library's deterministic last-block reduction in split order (no float atomics:
+ * the same bits on every run).
+ *
+ * The kernels read their geometry at run time (no size is compiled in), so one program per
+ * (precision mode, tile variant) serves every conv: the programs of a mode are compiled by
+ * NVRTC on first use, all at once on several threads, once per process and architecture,
+ * and loaded once per device. cuda_ops.c calls tgc_cuda_conv_grad_run for f32 nodes whose
+ * geometry tgc_cuda_conv_grad_fits accepts (the generic kernel of cuda_ops_kernels.cu takes
+ * the rest, and every other dtype).
+ *
+ * Thread-safety: every function may be called from any thread (one mutex guards the
+ * compiled images and loaded modules; launches run outside it). */
+#ifndef TGC_BACKEND_CUDA_CONV_GRAD_H
+#define TGC_BACKEND_CUDA_CONV_GRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tgc/config.h"
+#include "tgc/tensor.h"
+
+/* One conv backward call. x [n, c, h, w], dy [n, o, oh, ow], w [o, c / groups, kh, kw]. */
+typedef struct tgc_cg_args {
+    int wgrad; /* 0: dx = dgrad(dy, w); 1: dw = wgrad(x, dy) */
+    int64_t n, c, h, w, o, kh, kw, oh, ow;
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+    const void *x;  /* wgrad: x, NCHW contiguous f32 */
+    const void *dy; /* dy, NCHW contiguous f32 */
+    const void *wt; /* dgrad: the weights, f32 with strides wst (elements) */
+    int64_t wst[4];
+    void *out; /* dx [n, c, h, w] or dw [o, c / groups, kh, kw], contiguous f32 */
+} tgc_cg_args;
+
+/* 1 when the templates take a's geometry (positive sizes, every index below 2^31, per axis
+ * not both a stride and a dilation above 1 for dgrad, at most 65535 (group, phase) pairs). */
+int tgc_cuda_conv_grad_fits(const tgc_cg_args *a);
+
+/* Queues the kernels for a on device dev's stream `stream` (NULL: the thread's own): for
+ * dgrad a weight-packing kernel, then the GEMM; for wgrad the GEMM (split over K when its
+ * tiles leave most SMs idle). Temporary buffers come from the device's caching allocator on
+ * the thread's stream and go back to it after the launches (stream-ordered reuse).
+ * Errors: TGC_ERR_DEVICE / TGC_ERR_COMPILE (NVRTC, with its log) / TGC_ERR_OOM /
+ * TGC_ERR_RUNTIME from the driver. */
+tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision prec, int dev,
+                                  void *stream);
+
+/* The program of precision mode `mode` (tgc_cuda_tpl_mode: 0 SIMT, 1 TF32, 2 BF16X) and tile
+ * variant (0: 128-row tiles, 1: 64-row tiles; SIMT has only 0): malloc'd text (caller frees),
+ * NULL for a bad mode / variant or out of memory. Entry points tgc_cg_dgrad, tgc_cg_wgrad,
+ * tgc_cg_pack. Pure; for tests (NVRTC in CI, the CPU emulator). */
+char *tgc_cuda_conv_grad_source(int mode, int variant);
+
+/* The launch configuration of a program (for the emulator and tests): block threads and the
+ * dynamic shared memory of its dgrad / wgrad entry. */
+void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *smem_dgrad,
+                               unsigned *smem_wgrad);
+
+/* How a call is launched (tgc_cuda_conv_grad_run's choice, exposed for the emulator and
+ * tests): the program (mode, variant), the GEMM's grid (x tiles, y splits, z groups or
+ * (group, phase) pairs), block threads, dynamic smem, the workspace bytes (0: none) of which
+ * the first zero_bytes (split-K counters) must be zero, and the packed-weight floats (dgrad). */
+typedef struct tgc_cg_launch {
+    int mode, variant;
+    unsigned grid[3], threads, smem;
+    size_t ws_bytes, zero_bytes, packed;
+} tgc_cg_launch;
+void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, int sms,
+                             tgc_cg_launch *l);
+
+#endif

@@ -1,0 +1,459 @@
+// The conv backward templates: the input gradient (dgrad) and the weight gradient (wgrad) of
+// conv2d as implicit GEMMs on the GEMM library's loaders, pipeline, tensor-core / SIMT
+// compute and deterministic split-K (cuda_gemm_lib.cuh, which a program includes first).
+// Source of truth for cuda_conv_grad_lib.inc (`sh tools/cuda_embed.sh` regenerates it);
+// cuda_conv_grad.c appends it to every conv-grad program, then the entry points.
+// f32 operands and results, NCHW contiguous x / dy / dx, weights [O][C/groups][KH][KW].
+//
+// dgrad, dx = conv_transpose(dy, w): the pixels of dx split into SH x SW phases (h mod SH,
+// w mod SW); within one phase every pixel is reached by the same taps (r = r0 + j*SH), so
+// each (group, phase) is a dense GEMM with no zero taps: M = C / groups, N = images x the
+// phase's pixels, K = (O / groups) x its taps, A = the weights packed per (group, phase) as
+// [c][tap][o] (tgc_cg_pack), B = the gather of dy at oh = base + hh - j (tgc_dcol). A phase
+// without taps writes zeros. Strides and dilations may not both exceed 1 along an axis (the
+// host sends those to the generic kernel).
+//
+// wgrad, dw[o][c, r, s] = sum over (image, pixel) of dy * x: per group M = O / groups,
+// N = (C / groups) x KH x KW, K = images x OH x OW; A = dy rows (tgc_wdy), B = the transposed
+// im2col of x (tgc_wcol). K is long and the tiles few, so the host splits K over gridDim.y;
+// the library's split-K sums the partials in split order (the same bits on every run).
+#ifndef TGC_CONV_GRAD_LIB_V1
+#define TGC_CONV_GRAD_LIB_V1
+
+#ifndef TGC_GEMM_EMU
+__device__ __forceinline__ unsigned tgc_umulhi(unsigned a, unsigned b)
+{
+    return __umulhi(a, b);
+}
+#endif
+
+// n / d for 0 <= n < 2^31, 1 <= d < 2^31, by a multiply-high (Granlund-Montgomery, as in
+// CUTLASS's FastDivmod): set once per block, then a few instructions per division.
+struct tgc_fdiv {
+    unsigned mul;
+    int shr;
+    __device__ __forceinline__ void set(int d)
+    {
+        int s = 0;
+        while (s < 31 && (1u << s) < (unsigned)d)
+            s++;
+        shr = s;
+        mul = d <= 1 ? 0u
+                     : (unsigned)(((1ull << 32) * ((1ull << s) - (unsigned long long)d)) /
+                                      (unsigned long long)d +
+                                  1ull);
+    }
+    __device__ __forceinline__ int div(int n) const
+    {
+        return (int)((tgc_umulhi((unsigned)n, mul) + (unsigned)n) >> shr);
+    }
+};
+
+// The geometry of one conv: x [n, c, h, w], dy [n, o, oh, ow], w [o, c / groups, kh, kw].
+struct tgc_cg_geom {
+    long long n, c, h, w, o, kh, kw, oh, ow;
+    int sh, sw, ph, pw, dh, dw, groups, pad_;
+};
+
+// One axis of a dgrad phase: taps r = r0 + j * rs (j < nr); the phase's pixels
+// h = h0 + hh * S (hh < np) read dy at oh = base + hh - j * js.
+struct tgc_dg_axis {
+    int r0, rs, nr, js, base, np, h0;
+};
+
+__device__ __forceinline__ void tgc_dg_axis_of(tgc_dg_axis &a, int phase, int S, int P, int D,
+                                               int KH, int H)
+{
+    if (S == 1) {
+        a.r0 = 0;
+        a.rs = 1;
+        a.nr = KH;
+        a.js = D;
+        a.base = P;
+        a.np = H;
+        a.h0 = 0;
+    } else { // D == 1
+        int r0 = (phase + P) % S;
+        a.r0 = r0;
+        a.rs = S;
+        a.nr = r0 < KH ? (KH - r0 + S - 1) / S : 0;
+        a.js = 1;
+        a.base = (phase + P - r0) / S;
+        a.np = phase < H ? (H - phase + S - 1) / S : 0;
+        a.h0 = phase;
+    }
+}
+
+// taps of the phases before phase p (the packed weights' phase offsets)
+__device__ __forceinline__ int tgc_dg_taps_before(const tgc_cg_geom &G, int p)
+{
+    int pre = 0;
+    for (int q = 0; q < p; q++) {
+        tgc_dg_axis a, b;
+        tgc_dg_axis_of(a, q / G.sw, G.sh, G.ph, G.dh, (int)G.kh, (int)G.h);
+        tgc_dg_axis_of(b, q % G.sw, G.sw, G.pw, G.dw, (int)G.kw, (int)G.w);
+        pre += a.nr * b.nr;
+    }
+    return pre;
+}
+
+// B of dgrad: k = tap * Og + o (tap = j * nr_w + i), n = (image, hh, ww) of the phase; dy
+// gathered into an MN-major stage, out-of-range rows and pixels read as zeros. Thread t owns
+// CPT columns (decoded once) and BK / RS rows per stage, like tgc_im2col.
+template <int ES, int BN, int BK, int NT, int PAD> struct tgc_dcol {
+    static constexpr int L = 1;
+    static constexpr int LD = BN + PAD;
+    static constexpr int SIZE = BK * LD;
+    static constexpr int CPT = BN >= NT ? BN / NT : 1;
+    static constexpr int RS = NT >= BN ? NT / BN : 1;
+    static_assert(BN % NT == 0 || NT % BN == 0, "dcol: BN and threads");
+    static_assert(BK % RS == 0, "dcol: rows per stage");
+    const char *dy;
+    long long K, OHW;
+    int OH, OW, Og, nsw, jsh, jsw;
+    tgc_fdiv f_og, f_ns;
+    long long cbase[CPT];
+    int ch[CPT], cw[CPT];
+    __device__ __forceinline__ void init(const char *dy_, const tgc_cg_geom &G, int gi, int Og_,
+                                         const tgc_dg_axis &ah, const tgc_dg_axis &aw,
+                                         const tgc_fdiv &f_pix, const tgc_fdiv &f_npw,
+                                         long long n0)
+    {
+        dy = dy_;
+        OH = (int)G.oh;
+        OW = (int)G.ow;
+        OHW = G.oh * G.ow;
+        Og = Og_;
+        nsw = aw.nr;
+        jsh = ah.js;
+        jsw = aw.js;
+        K = (long long)Og * ah.nr * aw.nr;
+        f_og.set(Og);
+        f_ns.set(nsw > 0 ? nsw : 1);
+        const long long pix = (long long)ah.np * aw.np, ntot = G.n * pix;
+#pragma unroll
+        for (int c = 0; c < CPT; c++) {
+            long long n = n0 + (BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN);
+            if (n < ntot) {
+                int img = f_pix.div((int)n), q = (int)n - img * (int)pix;
+                int hh = f_npw.div(q), ww = q - hh * aw.np;
+                ch[c] = ah.base + hh;
+                cw[c] = aw.base + ww;
+                cbase[c] = ((long long)img * G.o + (long long)gi * Og) * OHW +
+                           (long long)ch[c] * OW + cw[c];
+            } else {
+                ch[c] = -(1 << 28);
+                cw[c] = 0;
+                cbase[c] = 0;
+            }
+        }
+    }
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        int kr0 = NT >= BN ? (int)threadIdx.x / BN : 0;
+#pragma unroll 4
+        for (int r = 0; r < BK / RS; r++) {
+            int k = kr0 + r * RS;
+            long long kk = k0 + k;
+            int rd = -(1 << 28), sd = 0;
+            long long koff = 0;
+            if (kk < K) {
+                int k32 = (int)kk;
+                int t = f_og.div(k32), o = k32 - t * Og;
+                int j = f_ns.div(t), i = t - j * nsw;
+                rd = -j * jsh;
+                sd = -i * jsw;
+                koff = (long long)o * OHW + (long long)rd * OW + sd;
+            }
+#pragma unroll
+            for (int c = 0; c < CPT; c++) {
+                int oh = ch[c] + rd, ow = cw[c] + sd;
+                bool ok = (unsigned)oh < (unsigned)OH && (unsigned)ow < (unsigned)OW;
+                const char *src = ok ? dy + (cbase[c] + koff) * ES : dy;
+                int n = BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN;
+                tgc_cp4(s + (k * LD + n) * ES, src, ok ? 4 : 0);
+            }
+        }
+    }
+};
+
+template <class LA_, class LB_> struct tgc_dg_prob {
+    typedef LA_ LA;
+    typedef LB_ LB;
+    tgc_cg_geom G;
+    const char *dy, *wt;
+    float *dx;
+    long long M, N, K, wbase, pix;
+    int gi, Og, Cg, Kp;
+    tgc_dg_axis ah, aw;
+    tgc_fdiv f_pix, f_npw;
+    __device__ __forceinline__ void setup(int z)
+    {
+        const int nph = G.sh * G.sw;
+        gi = z / nph;
+        const int p = z - gi * nph;
+        tgc_dg_axis_of(ah, p / G.sw, G.sh, G.ph, G.dh, (int)G.kh, (int)G.h);
+        tgc_dg_axis_of(aw, p % G.sw, G.sw, G.pw, G.dw, (int)G.kw, (int)G.w);
+        Og = (int)(G.o / G.groups);
+        Cg = (int)(G.c / G.groups);
+        Kp = Og * ah.nr * aw.nr;
+        wbase = (long long)gi * Cg * Og * G.kh * G.kw +
+                (long long)Cg * Og * tgc_dg_taps_before(G, p);
+        pix = (long long)ah.np * aw.np;
+        M = Cg;
+        N = G.n * pix;
+        K = Kp;
+        f_pix.set(pix > 0 ? (int)pix : 1);
+        f_npw.set(aw.np > 0 ? aw.np : 1);
+    }
+    __device__ __forceinline__ void loaders(long long m0, long long n0, LA &la, LB &lb) const
+    {
+        la.p = wt + (wbase + m0 * Kp) * 4;
+        la.smn = Kp;
+        la.sk = 1;
+        la.MN = M - m0;
+        la.K = Kp;
+        la.vec = ((unsigned long long)la.p % 16 == 0) && Kp % 4 == 0;
+        lb.init(dy, G, gi, Og, ah, aw, f_pix, f_npw, n0);
+    }
+    __device__ __forceinline__ void out(long long m, long long n, float v) const
+    {
+        int img = f_pix.div((int)n), q = (int)n - img * (int)pix;
+        int hh = f_npw.div(q), ww = q - hh * aw.np;
+        long long h = ah.h0 + (long long)hh * G.sh, w = aw.h0 + (long long)ww * G.sw;
+        dx[(((long long)img * G.c + (long long)gi * Cg + m) * G.h + h) * G.w + w] = v;
+    }
+};
+
+// A of wgrad: element (m = o, k = (image, pixel)) of dy, into a stage of layout L. The vector
+// path (L == 0, OH*OW % 4 == 0, 16-byte aligned dy) moves 4 pixels of one image per cp.async.
+template <int ES, int BM, int BK, int NT, int L_, int PAD> struct tgc_wdy {
+    static constexpr int L = L_;
+    static constexpr int LD = L == 0 ? BK + PAD : BM + PAD;
+    static constexpr int SIZE = (L == 0 ? BM : BK) * LD;
+    const char *p; // dy at (image 0, channel gi * Og + m0, pixel 0)
+    long long OHW, O, MN, K;
+    bool vec;
+    tgc_fdiv f_ohw;
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        if (L == 0 && vec) {
+            constexpr int C = BK / 4;
+            static_assert((BM * C) % NT == 0, "wdy: chunks not a multiple of threads");
+#pragma unroll
+            for (int i = 0; i < BM * C / NT; i++) {
+                int e = (int)threadIdx.x + i * NT;
+                int row = e / C, c = (e % C) * 4;
+                long long kk = k0 + c;
+                bool ok = row < MN && kk < K;
+                const char *src = p;
+                if (ok) {
+                    int img = f_ohw.div((int)kk);
+                    long long px = kk - (long long)img * OHW;
+                    src = p + (((long long)img * O + row) * OHW + px) * ES;
+                }
+                tgc_cp16(s + (row * LD + c) * ES, src, ok ? 16 : 0);
+            }
+            return;
+        }
+        static_assert((BM * BK) % NT == 0, "wdy: tile not a multiple of threads");
+#pragma unroll 4
+        for (int i = 0; i < BM * BK / NT; i++) {
+            int e = (int)threadIdx.x + i * NT;
+            int k = e % BK, m = e / BK;
+            long long kk = k0 + k;
+            bool ok = m < MN && kk < K;
+            const char *src = p;
+            if (ok) {
+                int img = f_ohw.div((int)kk);
+                long long px = kk - (long long)img * OHW;
+                src = p + (((long long)img * O + m) * OHW + px) * ES;
+            }
+            tgc_cp4(s + (L == 0 ? m * LD + k : k * LD + m) * ES, src, ok ? 4 : 0);
+        }
+    }
+};
+
+// B of wgrad: element (n = (c, r, s), k = (image, oh, ow)) = x[image, gi*Cg + c,
+// oh*SH - PH + r*DH, ow*SW - PW + s*DW], zeros outside x. A warp covers 32 consecutive k of
+// one column (coalesced along the pixels); thread t owns column set t / BK (CPT columns,
+// decoded once) and row t % BK of every stage.
+template <int ES, int BN, int BK, int NT, int L_, int PAD> struct tgc_wcol {
+    static constexpr int L = L_;
+    static constexpr int LD = L == 0 ? BK + PAD : BN + PAD;
+    static constexpr int SIZE = (L == 0 ? BN : BK) * LD;
+    static constexpr int TN = NT / BK;
+    static constexpr int CPT = BN / TN;
+    static_assert(NT % BK == 0 && BN % TN == 0 && CPT <= 32, "wcol: threads and tile");
+    const char *x; // x at (image 0, channel gi * Cg)
+    long long K, OHW, CHW;
+    int H, W, OW, SH, SW, PH, PW;
+    tgc_fdiv f_ohw, f_ow;
+    int coff[CPT], crs[CPT];
+    unsigned mask;
+    __device__ __forceinline__ void init(const char *x_, const tgc_cg_geom &G, int gi, int Cg,
+                                         long long n0, long long N, long long K_)
+    {
+        x = x_ + (long long)gi * Cg * G.h * G.w * ES;
+        K = K_;
+        OHW = G.oh * G.ow;
+        CHW = G.c * G.h * G.w;
+        H = (int)G.h;
+        W = (int)G.w;
+        OW = (int)G.ow;
+        SH = G.sh;
+        SW = G.sw;
+        PH = G.ph;
+        PW = G.pw;
+        f_ohw.set(OHW > 0 ? (int)OHW : 1);
+        f_ow.set(OW > 0 ? OW : 1);
+        const int khw = (int)(G.kh * G.kw), kw = (int)G.kw, tn = (int)threadIdx.x / BK;
+        mask = 0;
+#pragma unroll
+        for (int c = 0; c < CPT; c++) {
+            long long n = n0 + tn + c * TN;
+            coff[c] = 0;
+            crs[c] = 0;
+            if (n < N) {
+                int nn = (int)n, ci = nn / khw, rs = nn - ci * khw, r = rs / kw, sx = rs - r * kw;
+                int rd = r * G.dh, sd = sx * G.dw;
+                coff[c] = ci * H * W + rd * W + sd;
+                crs[c] = (rd << 16) | sd;
+                mask |= 1u << c;
+            }
+        }
+    }
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        const int kl = (int)threadIdx.x % BK, tn = (int)threadIdx.x / BK;
+        long long kk = k0 + kl;
+        bool row_ok = kk < K;
+        int ih0 = -(1 << 28), iw0 = 0;
+        long long base = 0;
+        if (row_ok) {
+            int img = f_ohw.div((int)kk), q = (int)(kk - (long long)img * OHW);
+            int oh = f_ow.div(q), ow = q - oh * OW;
+            ih0 = oh * SH - PH;
+            iw0 = ow * SW - PW;
+            base = (long long)img * CHW + (long long)ih0 * W + iw0;
+        }
+#pragma unroll
+        for (int c = 0; c < CPT; c++) {
+            int ih = ih0 + (crs[c] >> 16), iw = iw0 + (crs[c] & 0xffff);
+            bool ok = ((mask >> c) & 1u) && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+            const char *src = ok ? x + (base + coff[c]) * ES : x;
+            int nl = tn + c * TN;
+            tgc_cp4(s + (L == 0 ? nl * LD + kl : kl * LD + nl) * ES, src, ok ? 4 : 0);
+        }
+    }
+};
+
+template <class LA_, class LB_> struct tgc_wg_prob {
+    typedef LA_ LA;
+    typedef LB_ LB;
+    tgc_cg_geom G;
+    const char *x, *dy;
+    float *dw;
+    long long M, N, K;
+    int gi, Og, Cg;
+    tgc_fdiv f_ohw;
+    __device__ __forceinline__ void setup(int z)
+    {
+        gi = z;
+        Og = (int)(G.o / G.groups);
+        Cg = (int)(G.c / G.groups);
+        M = Og;
+        N = (long long)Cg * G.kh * G.kw;
+        K = G.n * G.oh * G.ow;
+        long long ohw = G.oh * G.ow;
+        f_ohw.set(ohw > 0 ? (int)ohw : 1);
+    }
+    __device__ __forceinline__ void loaders(long long m0, long long n0, LA &la, LB &lb) const
+    {
+        const long long ohw = G.oh * G.ow;
+        la.p = dy + ((long long)gi * Og + m0) * ohw * 4;
+        la.OHW = ohw;
+        la.O = G.o;
+        la.MN = M - m0;
+        la.K = K;
+        la.vec = ((unsigned long long)dy % 16 == 0) && ohw % 4 == 0;
+        la.f_ohw = f_ohw;
+        lb.init(x, G, gi, Cg, n0, N, K);
+    }
+    __device__ __forceinline__ void out(long long m, long long n, float v) const
+    {
+        dw[((long long)gi * Og + m) * N + n] = v;
+    }
+};
+
+// One block per (tile, split, z): z is (group, phase) for dgrad, the group for wgrad; the
+// problem's sizes depend on z, gridDim.x covers the largest, and blocks past a z's tiles
+// return at once (all splits of a tile alike, so the split-K counters stay consistent).
+template <int ST, int BM, int BN, int BK, int NT, int ES, class COMP, class PROB>
+__device__ __forceinline__ void tgc_cg_run(PROB &pb, void *ws, char *smem)
+{
+    pb.setup((int)blockIdx.z);
+    const long long tiles_m = (pb.M + BM - 1) / BM, tiles_n = (pb.N + BN - 1) / BN;
+    long long tm, tn;
+    if (!tgc_tile_of(tiles_m, tiles_n, tm, tn))
+        return;
+    const long long m0 = tm * BM, n0 = tn * BN;
+    const int ktiles = (int)((pb.K + BK - 1) / BK);
+    const int splits = (int)gridDim.y, sp = (int)blockIdx.y;
+    const int kb = (int)((long long)ktiles * sp / splits),
+              ke = (int)((long long)ktiles * (sp + 1) / splits);
+    typename PROB::LA la;
+    typename PROB::LB lb;
+    pb.loaders(m0, n0, la, lb);
+    COMP comp;
+    comp.init();
+    char *sA = smem, *sB = smem + ST * PROB::LA::SIZE * ES;
+    tgc_pipeline<ST>(la, lb, kb, ke, sA, sB, ES, BK, comp);
+    if (!tgc_splitk<NT>(comp, ws, (long long)blockIdx.z * gridDim.x + blockIdx.x,
+                        (long long)gridDim.z * gridDim.x))
+        return;
+#pragma unroll
+    for (int q = 0; q < COMP::NACC; q++) {
+        int m, n;
+        comp.pos(q, m, n);
+        if (m0 + m < pb.M && n0 + n < pb.N)
+            pb.out(m0 + m, n0 + n, comp.at(q));
+    }
+}
+
+// The dgrad weights packed per (group, phase) as [c][tap][o] (see the top); w has any strides.
+extern "C" __global__ void tgc_cg_pack(tgc_cg_geom G, const float *w, long long s0, long long s1,
+                                       long long s2, long long s3, float *wt)
+{
+    const long long Og = G.o / G.groups, Cg = G.c / G.groups;
+    const long long total = G.o * Cg * G.kh * G.kw;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long t = e;
+        int sx = (int)(t % G.kw);
+        t /= G.kw;
+        int r = (int)(t % G.kh);
+        t /= G.kh;
+        long long c = t % Cg, o = t / Cg;
+        long long gi = o / Og, oo = o - gi * Og;
+        int phh = 0, j = r, phw = 0, i = sx;
+        if (G.sh > 1) {
+            phh = ((r % G.sh - G.ph) % G.sh + G.sh) % G.sh;
+            j = r / G.sh;
+        }
+        if (G.sw > 1) {
+            phw = ((sx % G.sw - G.pw) % G.sw + G.sw) % G.sw;
+            i = sx / G.sw;
+        }
+        const int p = phh * G.sw + phw;
+        tgc_dg_axis ah, aw;
+        tgc_dg_axis_of(ah, phh, G.sh, G.ph, G.dh, (int)G.kh, (int)G.h);
+        tgc_dg_axis_of(aw, phw, G.sw, G.pw, G.dw, (int)G.kw, (int)G.w);
+        const long long T = (long long)ah.nr * aw.nr, tap = (long long)j * aw.nr + i;
+        const long long dst = gi * Cg * Og * G.kh * G.kw + Cg * Og * tgc_dg_taps_before(G, p) +
+                              c * Og * T + tap * Og + oo;
+        wt[dst] = w[o * s0 + c * s1 + r * s2 + sx * s3];
+    }
+}
+
+#endif // TGC_CONV_GRAD_LIB_V1
