@@ -1,4 +1,4 @@
-/* The backward rule of every op of ops.def (tgc_grad_rule_for). The table is generated from
+/* The backward rule of every op of ops.def (scoped_for). The table is generated from
  * the op list: every op needs a GRAD_<ENUM> entry here (a rule, or NULL when its result
  * never requires a gradient), so an op added to ops.def without one fails to compile.
  *
@@ -9,86 +9,145 @@
 #include "frontend/grad_rules_impl.h"
 #include "tensor/dtype.h"
 
+/* Every rule runs in a scope of its own: its intermediate tensors are freed when it returns
+ * and only its gradients move out, so an eager backward holds the gradients in flight, not
+ * every temporary of every rule until the caller's scope closes. A gradient that is one of
+ * the tensors the rule was handed (gy, an input, a saved tensor) already lives outside. */
+static int handed_in(const tgc_grad_ctx *c, const tgc_tensor *gy, const tgc_tensor *t)
+{
+    if (t == gy || t == c->out)
+        return 1;
+    for (int k = 0; k < c->n_in; k++)
+        if (t == c->in[k])
+            return 1;
+    for (int k = 0; k < c->n_saved; k++)
+        if (t == c->saved[k])
+            return 1;
+    return 0;
+}
+
+static tgc_status run_scoped(tgc_grad_rule rule, const tgc_grad_ctx *c, tgc_tensor *gy,
+                             tgc_tensor **gin)
+{
+    tgc_scope_push();
+    tgc_status st = rule(c, gy, gin);
+    for (int k = 0; k < c->n_in && st == TGC_OK; k++) {
+        int first = 1;
+        for (int j = 0; j < k && first; j++)
+            first = gin[j] != gin[k];
+        if (gin[k] && first && !handed_in(c, gy, gin[k]))
+            st = tgc_scope_keep(gin[k]);
+    }
+    if (st != TGC_OK)
+        for (int k = 0; k < c->n_in; k++)
+            gin[k] = NULL;
+    tgc_scope_pop();
+    return st;
+}
+
+#define SCOPED(rule)                                                                               \
+    static tgc_status scoped_##rule(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)       \
+    {                                                                                              \
+        return run_scoped(tgc_grad_rule_##rule, c, gy, gin);                                       \
+    }
+SCOPED(binary)
+SCOPED(where)
+SCOPED(scalar)
+SCOPED(unary)
+SCOPED(reduce)
+SCOPED(softmax)
+SCOPED(view)
+SCOPED(move)
+SCOPED(index)
+SCOPED(matmul)
+SCOPED(conv)
+SCOPED(pool)
+SCOPED(batch_norm)
+SCOPED(layer_norm)
+SCOPED(dropout)
+SCOPED(loss)
+SCOPED(sdpa)
+
 #define GRAD_INPUT               NULL
-#define GRAD_ADD                 tgc_grad_rule_binary
-#define GRAD_SUB                 tgc_grad_rule_binary
-#define GRAD_MUL                 tgc_grad_rule_binary
-#define GRAD_DIV                 tgc_grad_rule_binary
-#define GRAD_POW                 tgc_grad_rule_binary
-#define GRAD_MAXIMUM             tgc_grad_rule_binary
-#define GRAD_MINIMUM             tgc_grad_rule_binary
+#define GRAD_ADD                 scoped_binary
+#define GRAD_SUB                 scoped_binary
+#define GRAD_MUL                 scoped_binary
+#define GRAD_DIV                 scoped_binary
+#define GRAD_POW                 scoped_binary
+#define GRAD_MAXIMUM             scoped_binary
+#define GRAD_MINIMUM             scoped_binary
 #define GRAD_EQ                  NULL
 #define GRAD_NE                  NULL
 #define GRAD_LT                  NULL
 #define GRAD_LE                  NULL
 #define GRAD_GT                  NULL
 #define GRAD_GE                  NULL
-#define GRAD_WHERE               tgc_grad_rule_where
-#define GRAD_ADD_SCALAR          tgc_grad_rule_scalar
-#define GRAD_SUB_SCALAR          tgc_grad_rule_scalar
-#define GRAD_MUL_SCALAR          tgc_grad_rule_scalar
-#define GRAD_DIV_SCALAR          tgc_grad_rule_scalar
-#define GRAD_POW_SCALAR          tgc_grad_rule_scalar
-#define GRAD_CLAMP               tgc_grad_rule_scalar
-#define GRAD_NEG                 tgc_grad_rule_unary
-#define GRAD_ABS                 tgc_grad_rule_unary
-#define GRAD_EXP                 tgc_grad_rule_unary
-#define GRAD_LOG                 tgc_grad_rule_unary
-#define GRAD_SQRT                tgc_grad_rule_unary
-#define GRAD_RSQRT               tgc_grad_rule_unary
-#define GRAD_TANH                tgc_grad_rule_unary
-#define GRAD_SIGMOID             tgc_grad_rule_unary
-#define GRAD_RELU                tgc_grad_rule_unary
-#define GRAD_GELU                tgc_grad_rule_unary
-#define GRAD_GELU_TANH           tgc_grad_rule_unary
-#define GRAD_SILU                tgc_grad_rule_unary
-#define GRAD_ERF                 tgc_grad_rule_unary
-#define GRAD_CAST                tgc_grad_rule_unary /* float targets only: see below */
-#define GRAD_SUM                 tgc_grad_rule_reduce
-#define GRAD_MEAN                tgc_grad_rule_reduce
-#define GRAD_MAX                 tgc_grad_rule_reduce
-#define GRAD_VAR                 tgc_grad_rule_reduce
+#define GRAD_WHERE               scoped_where
+#define GRAD_ADD_SCALAR          scoped_scalar
+#define GRAD_SUB_SCALAR          scoped_scalar
+#define GRAD_MUL_SCALAR          scoped_scalar
+#define GRAD_DIV_SCALAR          scoped_scalar
+#define GRAD_POW_SCALAR          scoped_scalar
+#define GRAD_CLAMP               scoped_scalar
+#define GRAD_NEG                 scoped_unary
+#define GRAD_ABS                 scoped_unary
+#define GRAD_EXP                 scoped_unary
+#define GRAD_LOG                 scoped_unary
+#define GRAD_SQRT                scoped_unary
+#define GRAD_RSQRT               scoped_unary
+#define GRAD_TANH                scoped_unary
+#define GRAD_SIGMOID             scoped_unary
+#define GRAD_RELU                scoped_unary
+#define GRAD_GELU                scoped_unary
+#define GRAD_GELU_TANH           scoped_unary
+#define GRAD_SILU                scoped_unary
+#define GRAD_ERF                 scoped_unary
+#define GRAD_CAST                scoped_unary /* float targets only: see below */
+#define GRAD_SUM                 scoped_reduce
+#define GRAD_MEAN                scoped_reduce
+#define GRAD_MAX                 scoped_reduce
+#define GRAD_VAR                 scoped_reduce
 #define GRAD_ARGMAX              NULL
-#define GRAD_SOFTMAX             tgc_grad_rule_softmax
-#define GRAD_LOG_SOFTMAX         tgc_grad_rule_softmax
-#define GRAD_RESHAPE             tgc_grad_rule_view
-#define GRAD_PERMUTE             tgc_grad_rule_view
-#define GRAD_EXPAND              tgc_grad_rule_view
-#define GRAD_SQUEEZE             tgc_grad_rule_view
-#define GRAD_UNSQUEEZE           tgc_grad_rule_view
-#define GRAD_SLICE               tgc_grad_rule_view
-#define GRAD_FLATTEN             tgc_grad_rule_view
-#define GRAD_CONTIGUOUS          tgc_grad_rule_view
-#define GRAD_CAT                 tgc_grad_rule_move
-#define GRAD_STACK               tgc_grad_rule_move
-#define GRAD_PAD                 tgc_grad_rule_move
-#define GRAD_EMBEDDING           tgc_grad_rule_index
-#define GRAD_GATHER              tgc_grad_rule_index
-#define GRAD_INDEX_SELECT        tgc_grad_rule_index
-#define GRAD_MATMUL              tgc_grad_rule_matmul
-#define GRAD_LINEAR              tgc_grad_rule_matmul
-#define GRAD_CONV2D              tgc_grad_rule_conv
-#define GRAD_MAX_POOL2D          tgc_grad_rule_pool
-#define GRAD_AVG_POOL2D          tgc_grad_rule_pool
-#define GRAD_ADAPTIVE_AVG_POOL2D tgc_grad_rule_pool
-#define GRAD_BATCH_NORM          tgc_grad_rule_batch_norm
-#define GRAD_LAYER_NORM          tgc_grad_rule_layer_norm
-#define GRAD_DROPOUT             tgc_grad_rule_dropout
+#define GRAD_SOFTMAX             scoped_softmax
+#define GRAD_LOG_SOFTMAX         scoped_softmax
+#define GRAD_RESHAPE             scoped_view
+#define GRAD_PERMUTE             scoped_view
+#define GRAD_EXPAND              scoped_view
+#define GRAD_SQUEEZE             scoped_view
+#define GRAD_UNSQUEEZE           scoped_view
+#define GRAD_SLICE               scoped_view
+#define GRAD_FLATTEN             scoped_view
+#define GRAD_CONTIGUOUS          scoped_view
+#define GRAD_CAT                 scoped_move
+#define GRAD_STACK               scoped_move
+#define GRAD_PAD                 scoped_move
+#define GRAD_EMBEDDING           scoped_index
+#define GRAD_GATHER              scoped_index
+#define GRAD_INDEX_SELECT        scoped_index
+#define GRAD_MATMUL              scoped_matmul
+#define GRAD_LINEAR              scoped_matmul
+#define GRAD_CONV2D              scoped_conv
+#define GRAD_MAX_POOL2D          scoped_pool
+#define GRAD_AVG_POOL2D          scoped_pool
+#define GRAD_ADAPTIVE_AVG_POOL2D scoped_pool
+#define GRAD_BATCH_NORM          scoped_batch_norm
+#define GRAD_LAYER_NORM          scoped_layer_norm
+#define GRAD_DROPOUT             scoped_dropout
 #define GRAD_RAND                NULL
 #define GRAD_ARANGE              NULL
-#define GRAD_CROSS_ENTROPY       tgc_grad_rule_loss
-#define GRAD_NLL_LOSS            tgc_grad_rule_loss
-#define GRAD_SDPA                tgc_grad_rule_sdpa
+#define GRAD_CROSS_ENTROPY       scoped_loss
+#define GRAD_NLL_LOSS            scoped_loss
+#define GRAD_SDPA                scoped_sdpa
 /* the backward ops (no second derivatives) and the in-place assignment */
-#define GRAD_CONV2D_GRAD_INPUT         NULL
-#define GRAD_CONV2D_GRAD_WEIGHT        NULL
-#define GRAD_MAX_POOL2D_GRAD           NULL
-#define GRAD_AVG_POOL2D_GRAD           NULL
-#define GRAD_ADAPTIVE_AVG_POOL2D_GRAD  NULL
-#define GRAD_EMBEDDING_GRAD            NULL
-#define GRAD_GATHER_GRAD               NULL
-#define GRAD_INDEX_SELECT_GRAD         NULL
-#define GRAD_ASSIGN                    NULL
+#define GRAD_CONV2D_GRAD_INPUT        NULL
+#define GRAD_CONV2D_GRAD_WEIGHT       NULL
+#define GRAD_MAX_POOL2D_GRAD          NULL
+#define GRAD_AVG_POOL2D_GRAD          NULL
+#define GRAD_ADAPTIVE_AVG_POOL2D_GRAD NULL
+#define GRAD_EMBEDDING_GRAD           NULL
+#define GRAD_GATHER_GRAD              NULL
+#define GRAD_INDEX_SELECT_GRAD        NULL
+#define GRAD_ASSIGN                   NULL
 
 static const tgc_grad_rule rules[] = {
 #define X(e, name, mn, mx, kind) GRAD_##e,

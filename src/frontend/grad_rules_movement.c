@@ -5,10 +5,10 @@
  * interleaves zeros first); cat and stack slice theirs; pad pads with the negated pads
  * (a crop). Indexing ops scatter-add through their *_GRAD ops (frontend/ops_grad.h).
  *
- * Symbolic sizes: a slice along a symbolic dim, and a cat along a dim where at most one
- * input's size is symbolic, stay symbolic. A cat whose inputs have two or more symbolic
- * sizes along the cat dim reads them (tgc_size: a guard each), since slice bounds are
- * numbers. */
+ * Symbolic sizes stay symbolic: a slice along a symbolic dim pads back with zeros of
+ * symbolic sizes (cat), and a cat along a dim with symbolic sizes on both sides of an input
+ * picks that input's part with an index_select at a symbolic offset (slice bounds are
+ * numbers). */
 #include <string.h>
 
 #include "frontend/grad_rules_impl.h"
@@ -64,9 +64,9 @@ static tgc_tensor *slice_grad_sym(tgc_tensor *x, tgc_tensor *gy, int dim, int64_
     const int nd = tgc_ndim(gy);
     tgc_symint n = tgc_sym_size(x, dim), m = tgc_sym_size(gy, dim);
     const int64_t n_hint = x->shape[dim];
-    tgc_symint lo = start >= 0                 ? tgc_symint_const(start)
-                    : n_hint + start >= 0      ? tgc_symint_add(n, tgc_symint_const(start))
-                                               : tgc_symint_const(0);
+    tgc_symint lo = start >= 0            ? tgc_symint_const(start)
+                    : n_hint + start >= 0 ? tgc_symint_add(n, tgc_symint_const(start))
+                                          : tgc_symint_const(0);
     tgc_tensor *t = gy;
     if (step > 1) {
         int64_t ip[2 * TGC_MAX_DIMS] = {0};
@@ -75,9 +75,9 @@ static tgc_tensor *slice_grad_sym(tgc_tensor *x, tgc_tensor *gy, int dim, int64_
         t = tgc_slice(t, dim, 0, -(step - 1), 1); /* (m - 1) * step + 1 */
     }
     /* the elements from the last one picked to the end */
-    tgc_symint used = tgc_symint_add(tgc_symint_mul(tgc_symint_sub(m, tgc_symint_const(1)),
-                                                    tgc_symint_const(step)),
-                                     tgc_symint_const(1));
+    tgc_symint used = tgc_symint_add(
+        tgc_symint_mul(tgc_symint_sub(m, tgc_symint_const(1)), tgc_symint_const(step)),
+        tgc_symint_const(1));
     tgc_symint rest = tgc_symint_sub(tgc_symint_sub(n, lo), used);
     tgc_tensor *parts[3];
     int k = 0;
@@ -129,16 +129,20 @@ tgc_status tgc_grad_rule_view(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
 
 /* ---- movement ---- */
 
-/* Size of dim d of t as a number; reads (and so specializes) a symbolic one. */
-static int64_t size_read(const tgc_tensor *t, int d)
+/* A 0-d i64 tensor holding v (symbolic: a sum over a stride-0 view of v ones). */
+static tgc_tensor *symint_tensor(tgc_symint v, const tgc_tensor *like)
 {
-    int64_t v;
-    return tgc_gr_const_dim(t, d, &v) ? v : tgc_size(t, d);
+    if (!v.trace_ && !v.invalid_)
+        return tgc_gr_scalar((double)v.expr_, TGC_I64, like);
+    tgc_tensor *ones = tgc_expand_sym(tgc_gr_scalar(1.0, TGC_F64, like), &v, 1);
+    return tgc_cast(tgc_sum(ones, NULL, 0, 0), TGC_I64);
 }
 
-/* Slice bounds of input k of a cat along dim: from the start when the sizes before it are
- * constants, else from the end when the sizes after it are. */
-static void cat_bounds(const tgc_grad_ctx *c, int k, int dim, int64_t *start, int64_t *end)
+/* The part of a cat's gradient that belongs to input k. A slice when its bounds are numbers:
+ * from the start when the sizes before it are constants, else from the end when the sizes
+ * after it are. Otherwise (symbolic sizes on both sides) an index_select of positions
+ * offset + [0, size), with the offset a symbolic value: nothing is specialized. */
+static tgc_tensor *cat_part(const tgc_grad_ctx *c, tgc_tensor *gy, int k, int dim)
 {
     int64_t v, before = 0, after = 0, own = 0;
     int before_ok = 1, after_ok = 1, own_ok = tgc_gr_const_dim(c->in[k], dim, &own);
@@ -146,21 +150,15 @@ static void cat_bounds(const tgc_grad_ctx *c, int k, int dim, int64_t *start, in
         before_ok = before_ok && tgc_gr_const_dim(c->in[j], dim, &v) && ((before += v), 1);
     for (int j = k + 1; j < c->n_in; j++)
         after_ok = after_ok && tgc_gr_const_dim(c->in[j], dim, &v) && ((after += v), 1);
-    if (before_ok && (own_ok || after_ok)) {
-        *start = before;
-        *end = own_ok ? before + own : after ? -after : INT64_MAX;
-        return;
-    }
-    if (after_ok && own_ok) {
-        *start = -(after + own);
-        *end = after ? -after : INT64_MAX;
-        return;
-    }
-    before = 0;
+    if (before_ok && (own_ok || after_ok))
+        return tgc_slice(gy, dim, before, own_ok ? before + own : after ? -after : INT64_MAX, 1);
+    if (after_ok && own_ok)
+        return tgc_slice(gy, dim, -(after + own), after ? -after : INT64_MAX, 1);
+    tgc_symint off = tgc_symint_const(0);
     for (int j = 0; j < k; j++)
-        before += size_read(c->in[j], dim);
-    *start = before;
-    *end = before + size_read(c->in[k], dim);
+        off = tgc_symint_add(off, tgc_sym_size(c->in[j], dim));
+    tgc_tensor *pos = tgc_arange_sym(0, tgc_sym_size(c->in[k], dim), 1, TGC_I64, tgc_device_of(gy));
+    return tgc_index_select(gy, dim, tgc_add(pos, symint_tensor(off, gy)));
 }
 
 tgc_status tgc_grad_rule_move(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
@@ -171,9 +169,7 @@ tgc_status tgc_grad_rule_move(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
         for (int k = 0; k < c->n_in; k++) {
             if (!c->needs[k])
                 continue;
-            int64_t start, end;
-            cat_bounds(c, k, dim, &start, &end);
-            GR_SET(gin[k], tgc_gr_cast(tgc_slice(gy, dim, start, end, 1), tgc_dtype_of(c->in[k])));
+            GR_SET(gin[k], tgc_gr_cast(cat_part(c, gy, k, dim), tgc_dtype_of(c->in[k])));
         }
         return TGC_OK;
     case TGC_OP_STACK:

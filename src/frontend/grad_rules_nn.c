@@ -101,16 +101,27 @@ tgc_status tgc_grad_rule_batch_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_t
             return s;
     }
     GR_SET(xhat, tgc_mul(tgc_sub(xu, mean), rstd));
+    /* the two per-channel sums every gradient is made of: sum(dy) (db) and sum(dy xhat) (dw);
+     * in training dx = w rstd (dy - sum(dy)/n - xhat sum(dy xhat)/n) */
+    const int need_w = wi >= 0 && c->needs[wi], need_b = bi >= 0 && c->needs[bi];
+    tgc_tensor *s_g = NULL, *s_gx = NULL, *scale = rstd;
+    if (need_b || (training && c->needs[0]))
+        GR_SET(s_g, tgc_sum(g, dims, n, 1));
+    if (need_w || (training && c->needs[0]))
+        GR_SET(s_gx, tgc_sum(tgc_mul(g, xhat), dims, n, 1));
     if (c->needs[0]) {
-        tgc_tensor *dxhat = w ? tgc_mul(g, per_channel(w, x, dt)) : g;
-        GR_SET(gin[0], tgc_gr_cast(training ? norm_dx(dxhat, xhat, rstd, dims, n)
-                                            : tgc_mul(dxhat, rstd),
-                                   tgc_dtype_of(x)));
+        if (w)
+            GR_SET(scale, tgc_mul(rstd, per_channel(w, x, dt)));
+        tgc_tensor *d = g;
+        if (training)
+            d = tgc_sub(tgc_sub(g, tgc_gr_div_count(s_g, x, mask, 0)),
+                        tgc_mul(xhat, tgc_gr_div_count(s_gx, x, mask, 0)));
+        GR_SET(gin[0], tgc_gr_cast(tgc_mul(d, scale), tgc_dtype_of(x)));
     }
-    if (wi >= 0 && c->needs[wi])
-        GR_SET(gin[wi], tgc_gr_cast(tgc_sum(tgc_mul(g, xhat), dims, n, 0), tgc_dtype_of(w)));
-    if (bi >= 0 && c->needs[bi])
-        GR_SET(gin[bi], tgc_gr_cast(tgc_sum(g, dims, n, 0), tgc_dtype_of(c->in[bi])));
+    if (need_w)
+        GR_SET(gin[wi], tgc_reshape_as(tgc_gr_cast(s_gx, tgc_dtype_of(w)), w));
+    if (need_b)
+        GR_SET(gin[bi], tgc_reshape_as(tgc_gr_cast(s_g, tgc_dtype_of(c->in[bi])), c->in[bi]));
     (void)rv;
     return TGC_OK; /* the running statistics get no gradient (PyTorch) */
 }
@@ -165,8 +176,7 @@ tgc_status tgc_grad_rule_dropout(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tens
     const tgc_dtype xdt = tgc_dtype_of(c->in[0]), dt = tgc_gr_compute_dtype(xdt);
     tgc_tensor *keep;
     GR_SET(keep, tgc_cast(c->saved[0], dt));
-    GR_SET(gin[0],
-           tgc_gr_cast(tgc_mul_scalar(tgc_mul(tgc_gr_cast(gy, dt), keep), scale), xdt));
+    GR_SET(gin[0], tgc_gr_cast(tgc_mul_scalar(tgc_mul(tgc_gr_cast(gy, dt), keep), scale), xdt));
     return TGC_OK;
 }
 
@@ -217,8 +227,8 @@ tgc_tensor *tgc_gr_sdpa_weights(tgc_tensor *q, tgc_tensor *k, tgc_tensor *mask, 
                                 double scale)
 {
     const tgc_dtype dt = tgc_gr_compute_dtype(tgc_dtype_of(q));
-    tgc_tensor *s = tgc_mul_scalar(tgc_matmul(tgc_gr_cast(q, dt), tgc_gr_mT(tgc_gr_cast(k, dt))),
-                                   scale);
+    tgc_tensor *s =
+        tgc_mul_scalar(tgc_matmul(tgc_gr_cast(q, dt), tgc_gr_mT(tgc_gr_cast(k, dt))), scale);
     if (!s)
         return NULL;
     tgc_tensor *ninf = tgc_gr_scalar(-INFINITY, dt, q);
@@ -262,11 +272,12 @@ tgc_status tgc_grad_rule_sdpa(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
     GR_SET(dP, tgc_matmul(g, tgc_gr_mT(vu)));
     GR_SET(dS, tgc_mul(P, tgc_sub(dP, tgc_sum(tgc_mul(dP, P), &last, 1, 1))));
     if (c->needs[0])
-        GR_SET(gin[0], tgc_grad_sum_to(tgc_mul_scalar(tgc_matmul(dS, tgc_gr_cast(k, dt)), scale),
-                                       q));
+        GR_SET(gin[0],
+               tgc_grad_sum_to(tgc_mul_scalar(tgc_matmul(dS, tgc_gr_cast(k, dt)), scale), q));
     if (c->needs[1])
-        GR_SET(gin[1], tgc_grad_sum_to(
-                           tgc_mul_scalar(tgc_matmul(tgc_gr_mT(dS), tgc_gr_cast(q, dt)), scale), k));
+        GR_SET(gin[1],
+               tgc_grad_sum_to(tgc_mul_scalar(tgc_matmul(tgc_gr_mT(dS), tgc_gr_cast(q, dt)), scale),
+                               k));
     if (mask && c->needs[3] && tgc_dtype_of(mask) != TGC_BOOL)
         GR_SET(gin[3], tgc_grad_sum_to(dS, mask));
     return TGC_OK;

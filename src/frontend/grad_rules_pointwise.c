@@ -148,7 +148,8 @@ tgc_status tgc_grad_rule_scalar(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tenso
 /* d/dx of gelu (exact): Phi(x) + x * phi(x). */
 static tgc_tensor *gelu_grad(tgc_tensor *x)
 {
-    tgc_tensor *cdf = tgc_mul_scalar(tgc_add_scalar(tgc_erf(tgc_mul_scalar(x, M_SQRT1_2)), 1.0), 0.5);
+    tgc_tensor *cdf =
+        tgc_mul_scalar(tgc_add_scalar(tgc_erf(tgc_mul_scalar(x, M_SQRT1_2)), 1.0), 0.5);
     tgc_tensor *pdf =
         tgc_mul_scalar(tgc_exp(tgc_mul_scalar(tgc_mul(x, x), -0.5)), 1.0 / sqrt(2.0 * M_PI));
     return tgc_add(cdf, tgc_mul(x, pdf));
@@ -184,8 +185,7 @@ tgc_status tgc_grad_rule_unary(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor
     switch (c->op) {
     case TGC_OP_NEG: r = tgc_neg(g); break;
     case TGC_OP_ABS: /* sign(x): 0 at 0 */
-        r = tgc_where(tgc_gt(xu, zeros_as(xu)), g,
-                      keep_if(tgc_lt(xu, zeros_as(xu)), tgc_neg(g)));
+        r = tgc_where(tgc_gt(xu, zeros_as(xu)), g, keep_if(tgc_lt(xu, zeros_as(xu)), tgc_neg(g)));
         break;
     case TGC_OP_EXP: r = tgc_mul(g, y); break;
     case TGC_OP_LOG: r = tgc_div(g, xu); break;

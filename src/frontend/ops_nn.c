@@ -116,8 +116,8 @@ static tgc_tensor *batch_norm_recorded(tgc_tensor *const *in, int n, const tgc_a
     tgc_autograd_resume();
     if (st == TGC_OK) {
         tgc_tensor *saved[2] = {mean, rstd};
-        st = tgc_autograd_attach(y, TGC_OP_BATCH_NORM, at, in, n, tgc_grad_rule_batch_norm,
-                                 saved, 2);
+        st = tgc_autograd_attach(y, TGC_OP_BATCH_NORM, at, in, n,
+                                 tgc_grad_rule_for(TGC_OP_BATCH_NORM, at), saved, 2);
     }
     tgc_tensor_free(mean); /* the record holds its own references */
     tgc_tensor_free(rstd);
@@ -207,7 +207,7 @@ static tgc_tensor *dropout_recorded(tgc_tensor *x, const tgc_attrs *at)
     tgc_tensor_free(ones);
     tgc_tensor_free(m);
     tgc_status st = y && keep ? tgc_autograd_attach(y, TGC_OP_DROPOUT, at, &x, 1,
-                                                    tgc_grad_rule_dropout, &keep, 1)
+                                                    tgc_grad_rule_for(TGC_OP_DROPOUT, at), &keep, 1)
                               : tgc_last_status();
     tgc_tensor_free(keep);
     if (st != TGC_OK) {
