@@ -23,8 +23,9 @@
  * counts, plus a file SYNTHETIC saying so, and sets *synthetic (also on later runs that find
  * that marker). Each class has its own pattern (a colour, a grating of class-dependent
  * orientation and frequency and a bright square at a class-dependent place) under per-image
- * random phase, contrast, shift and pixel noise, so a small CNN learns it in one epoch but
- * not trivially. Deterministic (a fixed seed).
+ * random phase, contrast, shift, brightness, colour jitter and pixel noise: a small CNN
+ * learns it within an epoch (a test of the training loop, not of a model). Deterministic (a
+ * fixed seed).
  *
  * Normalization: (pixel / 255 - mean[c]) / std[c] with the per-channel statistics of the
  * CIFAR-10 training set commonly used (mean 0.4914, 0.4822, 0.4465; std 0.2470, 0.2435,
@@ -145,14 +146,18 @@ static inline void cifar_synth_record(uint8_t label, uint64_t *rng, uint8_t *rec
     int sx = 4 + (int)(label % 4) * 6 + (int)(cifar_uniform(rng) * 5) - 2;
     int sy = 4 + (int)(label / 4) * 8 + (int)(cifar_uniform(rng) * 5) - 2;
     double ca = cos(angle), sa = sin(angle);
+    double bright = 0.4 * (cifar_uniform(rng) - 0.5), jitter[3];
+    for (int c = 0; c < 3; c++)
+        jitter[c] = 0.2 * (cifar_uniform(rng) - 0.5);
     rec[0] = label;
     for (int c = 0; c < 3; c++)
         for (int y = 0; y < 32; y++)
             for (int x = 0; x < 32; x++) {
-                double v = color[label][c] + contrast * sin(freq * (ca * x + sa * y) + phase);
+                double v = color[label][c] + bright + jitter[c] +
+                           contrast * sin(freq * (ca * x + sa * y) + phase);
                 if (x >= sx && x < sx + 6 && y >= sy && y < sy + 6)
                     v += c == (int)(label % 3) ? 0.35 : -0.1;
-                v += 0.12 * (cifar_uniform(rng) - 0.5) * 2.0; /* pixel noise */
+                v += 0.5 * (cifar_uniform(rng) - 0.5); /* pixel noise */
                 int p = (int)lrint(255.0 * v);
                 rec[1 + c * 1024 + y * 32 + x] = (uint8_t)(p < 0 ? 0 : p > 255 ? 255 : p);
             }
