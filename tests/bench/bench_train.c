@@ -307,7 +307,8 @@ static int bench_epoch(bench_state *bs)
         tgc_tensor *in[2] = {b->x, b->y}, *loss = NULL;
         double t0 = now();
         tgc_status st = tgc_call(f, net, in, 2, &loss, 1);
-        if (st == TGC_OK && (steps + 1) % 100 == 0)
+        int final = b->last || (o->epoch_steps > 0 && steps + 1 >= o->epoch_steps);
+        if (st == TGC_OK && ((steps + 1) % 100 == 0 || final))
             last_loss = tgc_item_f64(loss);
         ok = st == TGC_OK && sync_dev(o->dev); /* before the batch goes back to the loader */
         tgc_scope_pop();
@@ -345,8 +346,7 @@ static int bench_epoch(bench_state *bs)
                synthetic ? "one epoch (synthetic)" : "one epoch (CIFAR-10)", total_s, steps,
                o->epoch_steps > 0 ? ", cut by --epoch-steps" : "",
                cfg.mode == TGC_MODE_DEFAULT ? "default" : "reduce-overhead", first,
-               bs->epoch_step_ms, bs->epoch_images_s, bs->epoch_wait_ms, last_loss,
-               steps - steps % 100);
+               bs->epoch_step_ms, bs->epoch_images_s, bs->epoch_wait_ms, last_loss, steps);
     }
     fflush(stdout);
     tgc_fn_free(f);
