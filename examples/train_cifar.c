@@ -118,8 +118,8 @@ static void usage(FILE *fp, const char *prog)
             "usage: %s [--model cnn|resnet18] [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
             "          [--max-steps N] [--report N] [--seed N] [--checkpoint PATH] "
             "[--resume PATH]\n"
-            "          [--width N] [--synthetic-train N] [--synthetic-test N] [--threads N]\n"
-            EXAMPLE_DEVICE_USAGE
+            "          [--width N] [--synthetic-train N] [--synthetic-test N] [--threads "
+            "N]\n" EXAMPLE_DEVICE_USAGE
             "--data DIR: CIFAR-10 binary files; a synthetic set is written there when missing\n"
             "--max-steps 0: the full --epochs; --report N: a progress line every N steps\n"
             "--checkpoint PATH: module at PATH, optimizer at PATH with .optim before the "
@@ -289,8 +289,19 @@ static tgc_module *make_model(const options *o)
 
 int main(int argc, char **argv)
 {
-    options o = {"cnn", "data/cifar-10-batches-bin", NULL, NULL, 1, 64, 50, 64, 0, 0, 50000, 10000,
-                 1e-3, 1234, tgc_cpu(), TGC_PRECISION_HIGHEST, TGC_MODE_DEFAULT};
+    options o = {.model = "cnn",
+                 .data = "data/cifar-10-batches-bin",
+                 .epochs = 1,
+                 .batch = 64,
+                 .report = 50,
+                 .width = 64,
+                 .synth_train = 50000,
+                 .synth_test = 10000,
+                 .lr = 1e-3,
+                 .seed = 1234,
+                 .device = tgc_cpu(),
+                 .precision = TGC_PRECISION_HIGHEST,
+                 .mode = TGC_MODE_DEFAULT};
     int parsed = parse_args(argc, argv, &o);
     if (parsed <= 0) {
         usage(parsed < 0 ? stdout : stderr, argv[0]);
@@ -393,9 +404,9 @@ int main(int argc, char **argv)
         }
         if (period_steps == o.report || last) {
             double el = now_s() - period_t0;
-            printf("epoch %lld step %6lld  loss %.4f  %.0f images/s  step %.2f ms\n", epoch,
-                   steps, period_loss / (double)period_steps,
-                   (double)(period_steps * o.batch) / el, 1e3 * el / (double)period_steps);
+            printf("epoch %lld step %6lld  loss %.4f  %.0f images/s  step %.2f ms\n", epoch, steps,
+                   period_loss / (double)period_steps, (double)(period_steps * o.batch) / el,
+                   1e3 * el / (double)period_steps);
             fflush(stdout);
             period_steps = 0;
             period_loss = 0;

@@ -69,10 +69,10 @@
 #endif
 #endif
 
-#define CIFAR_RECORD 3073
-#define CIFAR_PIXELS 3072
+#define CIFAR_RECORD  3073
+#define CIFAR_PIXELS  3072
 #define CIFAR_CLASSES 10
-#define CIFAR_IGNORE (-100)
+#define CIFAR_IGNORE  (-100)
 
 static const float cifar_mean[3] = {0.4914f, 0.4822f, 0.4465f};
 static const float cifar_std[3] = {0.2470f, 0.2435f, 0.2616f};
@@ -198,8 +198,9 @@ static inline int cifar_open_dir(const char *dir, int64_t n_train, int64_t n_tes
         fprintf(stderr, "cifar: cannot create %s for the synthetic set\n", dir);
         return 0;
     }
-    fprintf(stderr, "cifar: %s has no CIFAR-10 data: writing a SYNTHETIC set there "
-                    "(%lld training, %lld test images, class-dependent patterns)\n",
+    fprintf(stderr,
+            "cifar: %s has no CIFAR-10 data: writing a SYNTHETIC set there "
+            "(%lld training, %lld test images, class-dependent patterns)\n",
             dir, (long long)n_train, (long long)n_test);
     for (int f = 1; f <= 5; f++) {
         char name[32];
@@ -217,8 +218,9 @@ static inline int cifar_open_dir(const char *dir, int64_t n_train, int64_t n_tes
         return 0;
     }
     FILE *fp = cifar_join(path, sizeof path, dir, "SYNTHETIC") ? fopen(path, "w") : NULL;
-    if (!fp || fprintf(fp, "synthetic CIFAR-10 stand-in written by libtgc examples/data/"
-                           "cifar.h; not the real data set\n") < 0 ||
+    if (!fp ||
+        fprintf(fp, "synthetic CIFAR-10 stand-in written by libtgc examples/data/"
+                    "cifar.h; not the real data set\n") < 0 ||
         fclose(fp) != 0) {
         fprintf(stderr, "cifar: writing %s/SYNTHETIC failed\n", dir);
         return 0;
@@ -256,8 +258,8 @@ static inline int cifar_read_file(const char *path, cifar_set *s)
     for (int64_t i = 0; ok && i < n; i++) {
         ok = fread(rec, 1, CIFAR_RECORD, fp) == CIFAR_RECORD && rec[0] < CIFAR_CLASSES;
         if (!ok) {
-            fprintf(stderr, "cifar: %s: record %lld is short or has label %d\n", path,
-                    (long long)i, rec[0]);
+            fprintf(stderr, "cifar: %s: record %lld is short or has label %d\n", path, (long long)i,
+                    rec[0]);
             break;
         }
         s->labels[n0 + i] = rec[0];
@@ -338,15 +340,15 @@ static inline void cifar_fill(const cifar_set *s, const int64_t *idx, int count,
 #define CIFAR_SLOTS 3
 
 typedef struct cifar_batch {
-    tgc_tensor *x;   /* f32 [batch, 3, 32, 32] on the loader's device */
-    tgc_tensor *y;   /* i64 [batch] */
-    int valid;       /* real images (the rest is padding; eval only) */
-    int64_t epoch;   /* epoch this batch belongs to */
-    int64_t index;   /* batch index within the epoch */
-    int last;        /* 1 for the epoch's last batch */
-    double host_ms;  /* time to normalize on the host */
-    double copy_ms;  /* tgc_from_data + tgc_to (+ synchronize) */
-    int state_;      /* private: 0 free, 1 ready, 2 taken, 3 released */
+    tgc_tensor *x;  /* f32 [batch, 3, 32, 32] on the loader's device */
+    tgc_tensor *y;  /* i64 [batch] */
+    int valid;      /* real images (the rest is padding; eval only) */
+    int64_t epoch;  /* epoch this batch belongs to */
+    int64_t index;  /* batch index within the epoch */
+    int last;       /* 1 for the epoch's last batch */
+    double host_ms; /* time to normalize on the host */
+    double copy_ms; /* tgc_from_data + tgc_to (+ synchronize) */
+    int state_;     /* private: 0 free, 1 ready, 2 taken, 3 released */
 } cifar_batch;
 
 typedef struct cifar_loader {
@@ -418,8 +420,8 @@ static inline void *cifar_loader_main(void *arg)
             int64_t xs[4] = {b, 3, 32, 32};
             tgc_tensor *hx = tgc_from_data(x, (size_t)b * CIFAR_PIXELS * sizeof(float), xs, 4,
                                            TGC_F32, tgc_cpu());
-            tgc_tensor *hy = tgc_from_data(y, (size_t)b * sizeof(int64_t), &b, 1, TGC_I64,
-                                           tgc_cpu());
+            tgc_tensor *hy =
+                tgc_from_data(y, (size_t)b * sizeof(int64_t), &b, 1, TGC_I64, tgc_cpu());
             tgc_tensor *dx = hx, *dy = hy;
             if (ld->dev.type != TGC_DEVICE_CPU && hx && hy) {
                 dx = tgc_to(hx, ld->dev);

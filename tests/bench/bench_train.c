@@ -137,8 +137,8 @@ static int one_step(void *p)
     tgc_scope_push();
     tgc_tensor *in[2] = {c->x[c->i % 4], c->y[c->i % 4]}, *loss = NULL;
     c->i++;
-    tgc_status st = c->f ? tgc_call(c->f, c->net, in, 2, &loss, 1) : train_step(c->net, in, 2,
-                                                                                  &loss, 1);
+    tgc_status st =
+        c->f ? tgc_call(c->f, c->net, in, 2, &loss, 1) : train_step(c->net, in, 2, &loss, 1);
     int ok = st == TGC_OK && sync_dev(c->dev);
     tgc_scope_pop();
     if (!ok)
@@ -179,8 +179,7 @@ static const char *dev_name(tgc_device d)
 }
 
 /* One mode of one model: fresh model, optimizer and (compiled) function. */
-static double bench_mode(bench_state *bs, int resnet, int compiled, tgc_mode mode,
-                         model_result *r)
+static double bench_mode(bench_state *bs, int resnet, int compiled, tgc_mode mode, model_result *r)
 {
     const options *o = &bs->o;
     tgc_module *net = make_model(resnet, o->dev);
@@ -213,8 +212,7 @@ static double bench_mode(bench_state *bs, int resnet, int compiled, tgc_mode mod
     cfg.mode = mode;
     cfg.matmul_precision = o->precision;
     if (compiled) {
-        c.f = tgc_compile(train_step, resnet ? "resnet18_train_step" : "seed_cnn_train_step",
-                          &cfg);
+        c.f = tgc_compile(train_step, resnet ? "resnet18_train_step" : "seed_cnn_train_step", &cfg);
         if (!c.f) {
             fprintf(stderr, "tgc_compile: %s\n", tgc_last_error());
             goto done;
@@ -223,7 +221,7 @@ static double bench_mode(bench_state *bs, int resnet, int compiled, tgc_mode mod
     double first = 0, min_ms = 0;
     ms = time_mode(o, &c, compiled ? &first : NULL, &min_ms);
     if (ms >= 0) {
-        const char *label = !compiled ? "eager"
+        const char *label = !compiled                          ? "eager"
                             : mode == TGC_MODE_REDUCE_OVERHEAD ? "compiled reduce-overhead"
                                                                : "compiled default";
         printf("%-20s %-4s  %-26s %9.3f ms", r->name, dev_name(o->dev), label, ms);
@@ -244,8 +242,7 @@ static double bench_mode(bench_state *bs, int resnet, int compiled, tgc_mode mod
                 printf("%-20s %-4s  %-26s %9.1f ms  (first call %.1f ms - fastest warm call "
                        "%.2f ms; compile_seconds %.1f ms; %d kernels; %llu compiles)\n",
                        r->name, dev_name(o->dev), "cold compile", r->cold_ms, first, min_ms,
-                       r->cold_stats_ms, s.kernels_last_variant,
-                       (unsigned long long)s.compiles);
+                       r->cold_stats_ms, s.kernels_last_variant, (unsigned long long)s.compiles);
             }
             if (s.compiles != 1 || s.eager_fallbacks != 0)
                 printf("%-20s note: %llu compiles, %llu eager calls (%s)\n", r->name,
@@ -474,8 +471,8 @@ static void print_ratios(const bench_state *bs)
         if (!r->have)
             continue;
         torch_figs t = torch_lookup(bs, r);
-        double best_tgc = fmin_nan(r->default_ms > 0 ? r->default_ms : NAN,
-                                   r->ro_ms > 0 ? r->ro_ms : NAN);
+        double best_tgc =
+            fmin_nan(r->default_ms > 0 ? r->default_ms : NAN, r->ro_ms > 0 ? r->ro_ms : NAN);
         double best_torch =
             fmin_nan(fmin_nan(fmin_nan(t.eager, t.compiled), t.ro), fmin_nan(t.graph, t.graph_cl));
         printf("%-20s vs torch: eager %.3f, torch.compile %.3f, reduce-overhead %.3f, "
@@ -504,9 +501,10 @@ static int write_json(const bench_state *bs)
         perror(bs->o.json);
         return 0;
     }
-    fprintf(fp, "{\n  \"tool\": \"libtgc\",\n  \"bench\": \"train\",\n  \"device\": \"%s\",\n"
-                "  \"backend\": \"%s\",\n  \"threads\": %d,\n  \"precision\": %d,\n"
-                "  \"results\": {",
+    fprintf(fp,
+            "{\n  \"tool\": \"libtgc\",\n  \"bench\": \"train\",\n  \"device\": \"%s\",\n"
+            "  \"backend\": \"%s\",\n  \"threads\": %d,\n  \"precision\": %d,\n"
+            "  \"results\": {",
             dev_name(bs->o.dev), bs->backend, bs->o.threads, (int)bs->o.precision);
     int first = 1;
     for (int k = 0; k < 2; k++) {
@@ -587,8 +585,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else
             goto usage;
     }
-    if (o->threads >= 0 && o->iters >= 1 && o->warmup >= 1 && o->budget > 0 &&
-        o->epoch_steps >= 0)
+    if (o->threads >= 0 && o->iters >= 1 && o->warmup >= 1 && o->budget > 0 && o->epoch_steps >= 0)
         return 1;
 usage:
     fprintf(stderr,
@@ -602,8 +599,9 @@ usage:
 int main(int argc, char **argv)
 {
     static bench_state bs;
-    bs.o = (options){tgc_cpu(), 2, 20, 3, 20.0, NULL, NULL, "/tmp/tgc_cifar10_synthetic", {NULL},
-                     0, 0, TGC_PRECISION_HIGHEST};
+    bs.o = (options){tgc_cpu(), 2,    20,   3,
+                     20.0,      NULL, NULL, "/tmp/tgc_cifar10_synthetic",
+                     {NULL},    0,    0,    TGC_PRECISION_HIGHEST};
     bs.m[0] = (model_result){"seed_cnn_train_b64", "cnn_train_bs64", -1, -1, -1, -1, -1, -1, 0};
     bs.m[1] = (model_result){"resnet18_train_b64", "resnet_train_bs64", -1, -1, -1, -1, -1, -1, 0};
     snprintf(bs.backend, sizeof bs.backend, "?");

@@ -18,9 +18,9 @@ static char g_dir[128];
 
 static void rm_set(const char *dir)
 {
-    static const char *const files[] = {"data_batch_1.bin", "data_batch_2.bin",
-                                        "data_batch_3.bin", "data_batch_4.bin",
-                                        "data_batch_5.bin", "test_batch.bin", "SYNTHETIC"};
+    static const char *const files[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                        "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin",
+                                        "SYNTHETIC"};
     char p[256];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -59,7 +59,8 @@ static void test_synthetic_written_and_read(void **state)
     FILE *fp = fopen(p, "rb");
     assert_non_null(fp);
     fseek(fp, 0, SEEK_END);
-    assert_int_equal(ftell(fp), 201 * CIFAR_RECORD); /* 1003 over 5 files: 201, 201, 201, 200, 200 */
+    assert_int_equal(ftell(fp),
+                     201 * CIFAR_RECORD); /* 1003 over 5 files: 201, 201, 201, 200, 200 */
     fclose(fp);
     synthetic = 0;
     assert_int_equal(cifar_open_dir(g_dir, 1003, 301, &synthetic), 1);

@@ -28,7 +28,7 @@
 #include "train/train_util.h"
 
 #define RTOL_HIGHEST 1e-4
-#define RTOL_HIGH 3e-2
+#define RTOL_HIGH    3e-2
 
 static tgc_config gpu_config(tgc_mode mode, tgc_matmul_precision p)
 {
@@ -65,8 +65,7 @@ static void gpu_case(train_model m, const char *opt_kind, int compiled, tgc_mode
     assert_int_equal(tgc_module_to(net, tgc_cpu()), TGC_OK);
     train_assert_modules_close(m, net, ref, rtol, what);
     tgc_module *init = train_make_model(m, tgc_cpu());
-    train_assert_updates_close(m, net, ref, init,
-                               prec == TGC_PRECISION_HIGHEST ? 2e-2 : 0.3, what);
+    train_assert_updates_close(m, net, ref, init, prec == TGC_PRECISION_HIGHEST ? 2e-2 : 0.3, what);
     tgc_module_free(init);
     if (f) {
         tgc_stats s;
@@ -165,8 +164,8 @@ static void test_cuda_no_memory_growth(void **state)
     for (int mode = 0; mode < 2; mode++) {
         tgc_module *net = train_make_model(TRAIN_RESNET, tgc_cuda(0));
         tgc_optim *opt = train_make_optim(net, TRAIN_RESNET, "adam");
-        tgc_config cfg = gpu_config(mode ? TGC_MODE_REDUCE_OVERHEAD : TGC_MODE_DEFAULT,
-                                    TGC_PRECISION_HIGHEST);
+        tgc_config cfg =
+            gpu_config(mode ? TGC_MODE_REDUCE_OVERHEAD : TGC_MODE_DEFAULT, TGC_PRECISION_HIGHEST);
         tgc_fn *f = tgc_compile(train_step, "train_step", &cfg);
         assert_non_null(f);
         train_run(f, net, opt, resnet18_forward, tgc_cuda(0), 0, 50, NULL);

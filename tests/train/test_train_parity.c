@@ -72,8 +72,8 @@ static void test_batches_match_generator(void **state)
         sum += all[i];
     free(all);
     assert_int_equal(tgc_copy_to_host(y, yv, sizeof yv), TGC_OK);
-    static const float want_x[4] = {1.533243179321289f, 0.26624608039855957f,
-                                    0.3647587299346924f, -1.546198844909668f};
+    static const float want_x[4] = {1.533243179321289f, 0.26624608039855957f, 0.3647587299346924f,
+                                    -1.546198844909668f};
     static const int64_t want_y[TRAIN_BATCH] = {0, 4, 8, 1, 9, 4, 3, 2};
     for (int i = 0; i < 4; i++)
         assert_true(xv[i] == want_x[i]);
@@ -244,21 +244,21 @@ static tgc_module *tiny_create(uint64_t seed)
     return net;
 }
 
-static tgc_status tiny_forward(tgc_module *self, tgc_tensor *const *in, int n_in,
-                               tgc_tensor **out, int n_out)
+static tgc_status tiny_forward(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                               int n_out)
 {
     if (n_in < 1 || n_out < 1)
         return TGC_ERR_INVALID_ARG;
     tgc_module *conv = tgc_module_get_child(self, "conv"), *bn = tgc_module_get_child(self, "bn"),
                *fc = tgc_module_get_child(self, "fc");
-    tgc_tensor *x = tgc_conv2d(in[0], tgc_module_get(conv, "weight"),
-                               tgc_module_get(conv, "bias"), &(tgc_conv2d_opts){.padding = {1, 1}});
+    tgc_tensor *x = tgc_conv2d(in[0], tgc_module_get(conv, "weight"), tgc_module_get(conv, "bias"),
+                               &(tgc_conv2d_opts){.padding = {1, 1}});
     x = tgc_batch_norm(x, tgc_module_get(bn, "running_mean"), tgc_module_get(bn, "running_var"),
                        tgc_module_get(bn, "weight"), tgc_module_get(bn, "bias"),
                        tgc_module_is_training(self), 0.1, 1e-5);
     x = tgc_max_pool2d(tgc_relu(x), &(tgc_pool2d_opts){.kernel = {2, 2}});
-    out[0] = tgc_linear(tgc_flatten(x, 1, -1), tgc_module_get(fc, "weight"),
-                        tgc_module_get(fc, "bias"));
+    out[0] =
+        tgc_linear(tgc_flatten(x, 1, -1), tgc_module_get(fc, "weight"), tgc_module_get(fc, "bias"));
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
@@ -268,9 +268,9 @@ static void tiny_batch(int s, tgc_tensor **x, tgc_tensor **y)
     float xs[4 * 3 * 64];
     int64_t ys[4];
     for (int i = 0; i < 4 * 3 * 64; i++)
-        xs[i] = (float)((double)(train_mix64(((uint64_t)(s % 8) << 32) | (uint64_t)i) >> 40) *
-                            0x1p-23 -
-                        1.0);
+        xs[i] =
+            (float)((double)(train_mix64(((uint64_t)(s % 8) << 32) | (uint64_t)i) >> 40) * 0x1p-23 -
+                    1.0);
     for (int i = 0; i < 4; i++)
         ys[i] = (int64_t)(train_mix64(((uint64_t)(s % 8 + 77) << 32) | (uint64_t)i) % 10);
     int64_t xshape[4] = {4, 3, 8, 8}, yshape[1] = {4};
@@ -281,8 +281,7 @@ static void tiny_batch(int s, tgc_tensor **x, tgc_tensor **y)
 }
 
 /* n tiny steps; returns the last loss. */
-static double tiny_run(tgc_fn *f, tgc_module *net, tgc_optim *opt, int first, int n,
-                       double *losses)
+static double tiny_run(tgc_fn *f, tgc_module *net, tgc_optim *opt, int first, int n, double *losses)
 {
     train_opt_ = opt;
     train_forward_ = tiny_forward;

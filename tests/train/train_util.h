@@ -21,9 +21,9 @@
 #error "TGC_TRAIN_GOLDEN_DIR must name tests/train/golden"
 #endif
 
-#define TRAIN_STEPS 20       /* gen_golden_train.py STEPS */
-#define TRAIN_BATCH 8        /* BATCH */
-#define TRAIN_RESNET_WIDTH 4 /* RESNET_WIDTH */
+#define TRAIN_STEPS        20 /* gen_golden_train.py STEPS */
+#define TRAIN_BATCH        8  /* BATCH */
+#define TRAIN_RESNET_WIDTH 4  /* RESNET_WIDTH */
 
 /* ---- batches: gen_golden_train.py's batch(step) ---- */
 static inline uint64_t train_mix64(uint64_t z)
@@ -49,7 +49,8 @@ static inline void train_batch(int step, int n, tgc_device dev, tgc_tensor **x, 
     for (int i = 0; i < n; i++)
         ys[i] = (int64_t)((train_mix64(((uint64_t)(step + 1000) << 32) | (uint64_t)i) >> 33) % 10);
     int64_t xshape[4] = {n, 3, 32, 32}, yshape[1] = {n};
-    tgc_tensor *hx = tgc_from_data(xs, (size_t)count * sizeof(float), xshape, 4, TGC_F32, tgc_cpu());
+    tgc_tensor *hx =
+        tgc_from_data(xs, (size_t)count * sizeof(float), xshape, 4, TGC_F32, tgc_cpu());
     tgc_tensor *hy = tgc_from_data(ys, (size_t)n * sizeof(int64_t), yshape, 1, TGC_I64, tgc_cpu());
     free(xs);
     free(ys);
@@ -154,20 +155,22 @@ static inline tgc_model_fn train_forward_of(train_model m)
 }
 
 /* The golden optimizers of gen_golden_train.py: SGD (lr 1e-3 for the CNN, 3e-4 for the
- * ResNet; momentum 0.9, weight decay 5e-4) and Adam (lr 1e-3, eps 1e-4). */
+ * ResNet; momentum 0.9, weight decay 5e-4) and Adam (lr 1e-3 / 3e-4, eps 1e-4). */
 static inline tgc_optim *train_make_optim(tgc_module *net, train_model m, const char *kind)
 {
-    tgc_optim *o = strcmp(kind, "sgd") == 0
-                       ? tgc_sgd(net, &(tgc_sgd_opts){.lr = m == TRAIN_CNN ? 1e-3 : 3e-4,
-                                                      .momentum = 0.9, .weight_decay = 5e-4})
-                       : tgc_adam(net, &(tgc_adam_opts){.lr = 1e-3, .eps = 1e-4});
+    tgc_optim *o =
+        strcmp(kind, "sgd") == 0
+            ? tgc_sgd(net, &(tgc_sgd_opts){.lr = m == TRAIN_CNN ? 1e-3 : 3e-4,
+                                           .momentum = 0.9,
+                                           .weight_decay = 5e-4})
+            : tgc_adam(net, &(tgc_adam_opts){.lr = m == TRAIN_CNN ? 1e-3 : 3e-4, .eps = 1e-4});
     if (!o)
         fail_msg("optimizer %s: %s", kind, tgc_last_error());
     return o;
 }
 
 /* ---- the training step ---- */
-static tgc_optim *train_opt_;        /* the optimizer train_step updates */
+static tgc_optim *train_opt_;       /* the optimizer train_step updates */
 static tgc_model_fn train_forward_; /* the model's forward */
 /* 0: zero_grad first (PyTorch's loop); 1: zero_grad after the update (the gradients are zero
  * between steps, and exist from the first compiled call's trace on). Both must give the
@@ -288,7 +291,8 @@ static inline void train_assert_updates_close(train_model m, tgc_module *got, tg
         tgc_tensor *c = train_lookup(init, names[i]);
         if (!a || !b || !c)
             fail_msg("%s: no tensor %s", what, names[i]);
-        tgc_tensor *ah = tgc_to(a, tgc_cpu()), *bh = tgc_to(b, tgc_cpu()), *ch = tgc_to(c, tgc_cpu());
+        tgc_tensor *ah = tgc_to(a, tgc_cpu()), *bh = tgc_to(b, tgc_cpu()),
+                   *ch = tgc_to(c, tgc_cpu());
         double moved = tgc_item_f64(tgc_max(tgc_abs(tgc_sub(bh, ch)), NULL, 0, 0));
         double diff = tgc_item_f64(tgc_max(tgc_abs(tgc_sub(ah, bh)), NULL, 0, 0));
         tgc_scope_pop();
