@@ -26,7 +26,7 @@ deps:
 
 demo: all
 	./$(BUILD)/examples/seed_cnn
-	@echo "More: ./$(BUILD)/examples/resnet18 (ResNet18, compiled vs eager) and ./$(BUILD)/examples/bert (BERT-base, sequence-length sweep); --help lists their flags."
+	@echo "More: ./$(BUILD)/examples/resnet18 (ResNet18, compiled vs eager), ./$(BUILD)/examples/bert (BERT-base, sequence-length sweep) and ./$(BUILD)/examples/train_cifar (training on CIFAR-10, synthetic when --data DIR is missing: --model cnn|resnet18 --max-steps 200); --help lists their flags."
 
 test: test-release test-asan
 

@@ -11,7 +11,21 @@ eager and torch.compile (default mode), in eval mode under torch.no_grad().
 For each: the median of --iters timed calls after --warmup, eager and compiled, and the
 wall time of torch.compile's first call (compile + run). Writes --json for compare_models.sh.
 
+Training (--train, or --only seed_cnn_train,resnet18_train), the workloads of
+tests/bench/bench_train.c: the seed CNN and torchvision's ResNet18, batch 64, 3 x 32 x 32,
+train mode, Adam(lr=1e-3), one step = zero_grad, forward, cross_entropy, backward, step:
+  seed_cnn_train_b64 / resnet18_train_b64
+    eager_ms           plain PyTorch
+    compiled_ms        torch.compile(model) (default mode), the loss, backward and Adam
+                       eager around it (what the seed's user wrote)
+    step_compiled_ms   torch.compile of the whole step function (forward, loss, backward and
+                       optimizer.step traced by dynamo)
+    compile_first_call_ms / step_compile_first_call_ms   the first call of each (compile + run)
+bench_train --torch-ref torch.json then prints libtgc's ratios against the best of these.
+
   .venv-bench/bin/python tests/bench/torch_cpu_ref.py --threads 2 --json torch.json
+  .venv-bench/bin/python tests/bench/torch_cpu_ref.py --threads 2 --train --only none \
+      --json torch_train.json
 
 Benchmark-only: torch is never a test dependency of libtgc.
 """
@@ -194,6 +208,59 @@ def bench(name, model, args, opt, out):
         out[name] = res
 
 
+def bench_train(name, make_model, opt, out):
+    """Training steps: eager, torch.compile(model), torch.compile(whole step)."""
+    torch.manual_seed(0)
+    xs = [torch.randn(64, 3, 32, 32) for _ in range(4)]
+    ys = [torch.randint(0, 10, (64,)) for _ in range(4)]
+
+    def make_step(model, fwd, compile_step):
+        optim = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step(x, y):
+            optim.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(fwd(x), y)
+            loss.backward()
+            optim.step()
+            return loss
+
+        return torch.compile(step) if compile_step else step
+
+    def timed(step):
+        i = [0]
+
+        def call():
+            k = i[0] % 4
+            i[0] += 1
+            return step(xs[k], ys[k])
+
+        t0 = time.perf_counter()
+        call()
+        first_ms = 1e3 * (time.perf_counter() - t0)
+        ms, n = median_ms(call, (), opt.warmup, opt.iters, opt.budget)
+        return ms, n, first_ms
+
+    res = {}
+    model = make_model().train()
+    eager_ms, eager_n, _ = timed(make_step(model, model, False))
+    res.update(eager_ms=eager_ms, eager_iters=eager_n)
+    line = f"{name:<20} torch eager {eager_ms:8.1f} ms"
+    if not opt.no_compile:
+        torch._dynamo.reset()
+        model = make_model().train()
+        comp_ms, comp_n, first = timed(make_step(model, torch.compile(model), False))
+        res.update(compiled_ms=comp_ms, compiled_iters=comp_n, compile_first_call_ms=first)
+        torch._dynamo.reset()
+        model = make_model().train()
+        step_ms, step_n, step_first = timed(make_step(model, model, True))
+        res.update(step_compiled_ms=step_ms, step_compiled_iters=step_n,
+                   step_compile_first_call_ms=step_first)
+        line += (f"  torch.compile(model) {comp_ms:8.1f} ms (first call {first / 1e3:.1f} s)"
+                 f"  torch.compile(step) {step_ms:8.1f} ms (first call {step_first / 1e3:.1f} s)")
+    print(line, flush=True)
+    out[name] = res
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=2)
@@ -208,6 +275,8 @@ def main():
                         "not torch.compile's default)")
     p.add_argument("--warm-cache", action="store_true",
                    help="let torch.compile reuse its on-disk caches (first call not cold)")
+    p.add_argument("--train", action="store_true",
+                   help="also the training steps (seed_cnn_train, resnet18_train)")
     p.add_argument("--json")
     opt = p.parse_args()
 
@@ -217,7 +286,10 @@ def main():
         inductor_config.freezing = True
     torch.manual_seed(0)
     only = set(opt.only.split(","))
-    print(f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads, no_grad, eval; "
+    if opt.train:
+        only |= {"seed_cnn_train", "resnet18_train"}
+    print(f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads, inference no_grad "
+          f"+ eval, training train mode + Adam; "
           f"median of up to {opt.iters} after {opt.warmup} warmup", flush=True)
     results, info = {}, {}
     if "resnet18" in only:
@@ -230,6 +302,14 @@ def main():
         bench(name, Bert(layers=opt.bert_layers), bert_inputs(8, 128), opt, results)
     if "seed_cnn" in only:
         bench("seed_cnn_b64", SeedCNN(), (torch.randn(64, 3, 32, 32),), opt, results)
+    if "seed_cnn_train" in only:
+        bench_train("seed_cnn_train_b64", SeedCNN, opt, results)
+    if "resnet18_train" in only:
+        def make_resnet():
+            model, src = resnet18()
+            info["resnet18_source"] = src
+            return model
+        bench_train("resnet18_train_b64", make_resnet, opt, results)
     if opt.json:
         with open(opt.json, "w") as f:
             json.dump({"tool": "torch", "version": torch.__version__, "threads": opt.threads,
