@@ -32,6 +32,8 @@
 #                   default and reduce-overhead                          -> $OUT/torch_train.log
 #   bench_train 150 bench_train --device cuda at HIGHEST and HIGH, with the PyTorch figures
 #                   of this run as --torch-ref                          -> $OUT/bench_train.log
+#   example     40  a short examples/train_cifar run on cuda:0 (synthetic data)
+#                                                                       -> $OUT/train_cifar.log
 # A phase cut by its budget is marked "timeout" in the summary; what it printed is kept.
 # The files under $OUT stay within the device tool's limit of 8.
 set -uo pipefail
@@ -119,6 +121,9 @@ if [ $train = 1 ]; then
             --only cnn,resnet18,epoch ${refs[*]} --json $OUT/bench_train_highest.json
         $BUILD/tests/bench/bench_train --device cuda --precision high --iters 30 --budget 8 \
             --only cnn,resnet18 ${refs[*]} --json $OUT/bench_train_high.json"
+    run_phase example 40 "$OUT/train_cifar.log" "$BUILD/examples/train_cifar" --model cnn \
+        --device cuda --data /tmp/cifar-synthetic --epochs 1 --max-steps 300 --report 100 \
+        --checkpoint /tmp/cifar-cnn.safetensors
     echo "total $(($(date +%s) - t_start)) -" >>"$PHASES"
     cat "$PHASES"
     exit 0
