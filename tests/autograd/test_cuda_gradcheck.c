@@ -81,7 +81,7 @@ static void test_dropout_mask_matches_cpu(void **state)
     tgc_tensor *yg = tgc_dropout(xg, 0.4, 1);
     assert_int_equal(tgc_backward(tgc_sum(yc, NULL, 0, 0)), TGC_OK);
     assert_int_equal(tgc_backward(tgc_sum(yg, NULL, 0, 0)), TGC_OK);
-    int64_t m;
+    int64_t m = 0;
     double *a = gpu_values(tgc_grad(x), &m), *b = gpu_values(tgc_grad(xg), &m);
     assert_non_null(a);
     assert_non_null(b);

@@ -77,12 +77,17 @@ if true; then # always: an incremental build is quick
     begin "configure + build ($BUILD, $JOBS jobs)"
     mkdir -p "$BUILD"
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTGC_WITH_LLVM=OFF \
-        -DTGC_WITH_CUDA=ON -DTGC_WERROR=ON >"$BUILD/configure.log" 2>&1 &&
-        cmake --build "$BUILD" -j "$JOBS"
+        -DTGC_WITH_CUDA=ON -DTGC_WERROR=ON >"$BUILD/configure.log" 2>&1 || {
+        tail -n 40 "$BUILD/configure.log"
+        echo "test-gpu: FAILED (configure)"
+        exit 1
+    }
+    # keep going past a target that fails (a warning this host's compiler has and the
+    # development machine's lacks): the rest still builds and runs, and the run fails at the end
+    cmake --build "$BUILD" -j "$JOBS" -- -k
     rc=$?
-    [ $rc = 0 ] || tail -n 40 "$BUILD/configure.log"
     end build $rc
-    [ $rc = 0 ] || { echo "test-gpu: FAILED (build)"; exit 1; }
+    [ $rc = 0 ] || echo "test-gpu: the build FAILED for some targets (above); testing what built"
 fi
 
 # ---- 3. the GPU tests, then everything
