@@ -145,3 +145,53 @@ tgc_status tgc_prepare_template_operands(tgc_graph *g, const kir_target *t)
     t_target = NULL;
     return st;
 }
+
+/* A reduction over dims that are not one contiguous block (batch norm's statistics and
+ * gradients: N, H and W of [N, C, H, W], C kept in between): the reduced dims that end the
+ * shape (the reduced suffix, contiguous in memory), and the others. Only f32 / f64 sums,
+ * means and maxes whose suffix is not the whole reduction. */
+static int split_masks(const tgc_graph *g, int32_t i, int64_t *suffix, int64_t *rest)
+{
+    const tgc_node *nd = &g->nodes[i];
+    if (nd->op != TGC_OP_SUM && nd->op != TGC_OP_MEAN && nd->op != TGC_OP_MAX)
+        return 0;
+    const tgc_vinfo *x = &g->nodes[nd->in[0]].out;
+    if ((x->dtype != TGC_F32 && x->dtype != TGC_F64) || x->ndim < 2 || nd->attrs.ni < 2)
+        return 0;
+    const int64_t mask = nd->attrs.i[0];
+    int s = x->ndim;
+    while (s > 0 && ((mask >> (s - 1)) & 1))
+        s--;
+    if (s == x->ndim) /* the last dim is kept: nothing contiguous to reduce first */
+        return 0;
+    *suffix = mask & ~(((int64_t)1 << s) - 1);
+    *rest = mask & (((int64_t)1 << s) - 1);
+    return *rest != 0;
+}
+
+static int wants_split(const tgc_graph *g, int32_t i)
+{
+    int64_t a, b;
+    return split_masks(g, i, &a, &b);
+}
+
+/* reduce(x, dims) = reduce(reduce(x, suffix, keepdim), dims, keepdim as asked): the inner
+ * reduction sweeps contiguous rows, the outer one a few values per output. Exact for max;
+ * for sums and means (equal-sized groups) the sum is only reassociated. */
+static int32_t emit_split(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
+{
+    const tgc_node *nd = &g->nodes[i];
+    int64_t suffix, rest;
+    split_masks(g, i, &suffix, &rest);
+    tgc_attrs a1 = nd->attrs, a2 = nd->attrs;
+    a1.i[0] = suffix;
+    a1.i[1] = 1;
+    int32_t x = tgc_rw_new(rw, nd->in[0]);
+    int32_t inner = tgc_rw_emit(rw, nd->op, &x, 1, &a1);
+    return inner < 0 ? -1 : tgc_rw_emit(rw, nd->op, &inner, 1, &a2);
+}
+
+tgc_status tgc_prepare_split_reductions(tgc_graph *g)
+{
+    return tgc_rw_nodes(g, wants_split, emit_split, NULL);
+}
