@@ -14,10 +14,5 @@ tgc_status tgc_prepare_template_operands(tgc_graph *g, const kir_target *t);
 /* Parameter- and constant-only nodes moved ahead of the rest (order kept otherwise; nodes
  * pinned by an effect stay). */
 tgc_status tgc_prepare_hoist_input_only(tgc_graph *g, const char *who);
-/* Sums, means and maxes over dims that are not one contiguous block (N, H, W of NCHW: batch
- * norm's statistics and gradients) as two reductions: the reduced dims that end the shape
- * first (contiguous rows), then the rest. A device whose column reductions get one thread
- * per output (a few hundred channels reducing tens of thousands of values each) wants it. */
-tgc_status tgc_prepare_split_reductions(tgc_graph *g);
 
 #endif

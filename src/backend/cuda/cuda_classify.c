@@ -177,7 +177,5 @@ tgc_status tgc_cuda_prepare(tgc_graph *g)
         st = tgc_prepare_template_operands(g, tgc_cuda_kir_target());
     if (st == TGC_OK)
         st = tgc_prepare_hoist_input_only(g, "cuda");
-    if (st == TGC_OK)
-        st = tgc_prepare_split_reductions(g);
     return st;
 }
