@@ -349,7 +349,11 @@ static void test_no_memory_growth(void **state)
     assert_true(isfinite(last));
     assert_true(used1 == used0);
     assert_true(rss0 > 0 && rss1 > 0);
+#if !defined(__SANITIZE_ADDRESS__)
+    /* (under ASan freed blocks sit in its quarantine, so the RSS grows; the library's own
+     * bytes in use, checked above, are the measure there) */
     assert_true(rss1 - rss0 < 4l << 20);
+#endif
     tgc_stats s;
     assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
     assert_int_equal(s.compiles, 1);

@@ -9,6 +9,7 @@
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static tgc_gemm_kernel g_gemm, g_conv;
 static tgc_status g_status = TGC_ERR_COMPILE;
+static tgc_llvm_code *g_code; /* kept for the life of the process (reachable: no leak) */
 static char g_msg[256];
 
 static void build(void)
@@ -24,6 +25,7 @@ static void build(void)
         st = tgc_llvm_unit_finish(&u, &code, NULL, NULL);
     else
         tgc_llvm_unit_abort(&u);
+    g_code = code;
     if (st == TGC_OK)
         st = tgc_gemm_kernel_bind(&g_gemm, code);
     if (st == TGC_OK)
@@ -31,7 +33,6 @@ static void build(void)
     g_status = st;
     if (st != TGC_OK)
         snprintf(g_msg, sizeof g_msg, "%s", tgc_last_error());
-    /* the code is kept for the life of the process (never freed) */
 }
 
 tgc_status tgc_llvm_conv_grad_kernels(const tgc_gemm_kernel **gemm, const tgc_gemm_kernel **conv)
