@@ -231,7 +231,8 @@ static int same_access(const kir_kernel *k, const kir_access *a, const kir_acces
 
 /* Store forwarding for ASSIGN(dst, v): the kernel that computes v writes it straight into
  * dst's buffer, when that cannot change what any step reads:
- *   - v is a buffer of a one-phase LOOP kernel without reductions that stores it once, and v
+ *   - v is a buffer of a one-phase LOOP kernel without reductions that stores it once (a
+ *     phase or a row store), and v
  *     is no graph output (an output must not alias module state);
  *   - dst is written by this ASSIGN only, and is no graph output;
  *   - that kernel reads dst (if at all) only at the element it stores v to (same access: a
@@ -300,7 +301,9 @@ static tgc_status forward_writes(tgc_plan *p)
                 st = &k->stores[j];
                 stores++;
             }
-        ok = st && stores == 1 && st->phase >= 0 && k->bufs[vb].dtype == g->nodes[dst].out.dtype;
+        /* one store of v: a phase store, or a row store (once per outer iteration: the flat
+         * pointwise kernels of a device target have no inner dims), no reduction anywhere */
+        ok = st && stores == 1 && k->bufs[vb].dtype == g->nodes[dst].out.dtype;
         for (int j = 0; ok && db >= 0 && j < k->n_loads; j++)
             if (k->loads[j].at.buf == db)
                 ok = k->loads[j].n_guards == 0 && same_access(k, &k->loads[j].at, &st->at);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "ir/shape_infer.h"
+#include "ir/view_access.h"
 #include "support/log.h"
 
 void tgc_trace_break(tgc_trace *tr, const char *fmt, ...)
@@ -134,6 +135,20 @@ tgc_status tgc_trace_assign(tgc_trace *tr, tgc_tensor *dst, tgc_tensor *src)
         tgc_vinfo cv = tr->g->nodes[s].out, out;
         if (tgc_infer(TGC_OP_CAST, &cv, 1, &ca, tr->g->syms, &out) != TGC_OK ||
             (s = tgc_graph_add(tr->g, TGC_OP_CAST, &s, 1, &ca, &out)) < 0)
+            return tgc_last_status();
+    }
+    /* A broadcast, permuted or strided view is written through a copy of its own (a kernel
+     * the executor can store straight into dst), not element by element by the write. */
+    int strided = 0;
+    for (int32_t v = s; tgc_is_view_op(tr->g->nodes[v].op); v = tr->g->nodes[v].in[0]) {
+        tgc_op op = tr->g->nodes[v].op;
+        strided |= op != TGC_OP_RESHAPE && op != TGC_OP_FLATTEN && op != TGC_OP_SQUEEZE &&
+                   op != TGC_OP_UNSQUEEZE && op != TGC_OP_CONTIGUOUS;
+    }
+    if (strided) {
+        tgc_attrs none = {0};
+        tgc_vinfo sv = tr->g->nodes[s].out;
+        if ((s = tgc_graph_add(tr->g, TGC_OP_CONTIGUOUS, &s, 1, &none, &sv)) < 0)
             return tgc_last_status();
     }
     if (dst->trace) { /* a value of this trace: later reads see src's */
