@@ -51,6 +51,8 @@ typedef enum tgc_status {
     TGC_ERR_GRAPH_BREAK,
     TGC_ERR_IO,
     TGC_ERR_INTERNAL,
+    TGC_ERR_TIMEOUT,  /* a peer of a process group did not answer in time (tgc_dist) */
+    TGC_ERR_MISMATCH, /* ranks of a process group disagree (a module's structure) */
     TGC_STATUS_COUNT
 } tgc_status;
 

@@ -12,6 +12,8 @@ static const char *const status_names[] = {
     "TGC_ERR_DEVICE",   "TGC_ERR_OOM",         "TGC_ERR_UNSUPPORTED", "TGC_ERR_COMPILE",
     "TGC_ERR_RUNTIME",  "TGC_ERR_CACHE_LIMIT", "TGC_ERR_GRAPH_BREAK", "TGC_ERR_IO",
     "TGC_ERR_INTERNAL",
+    "TGC_ERR_TIMEOUT",
+    "TGC_ERR_MISMATCH",
 };
 _Static_assert(sizeof(status_names) / sizeof(status_names[0]) == TGC_STATUS_COUNT,
                "status name table out of sync");

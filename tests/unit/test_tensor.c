@@ -109,7 +109,7 @@ static void test_status_str_every_status(void **state)
         "TGC_OK",           "TGC_ERR_INVALID_ARG", "TGC_ERR_SHAPE",       "TGC_ERR_DTYPE",
         "TGC_ERR_DEVICE",   "TGC_ERR_OOM",         "TGC_ERR_UNSUPPORTED", "TGC_ERR_COMPILE",
         "TGC_ERR_RUNTIME",  "TGC_ERR_CACHE_LIMIT", "TGC_ERR_GRAPH_BREAK", "TGC_ERR_IO",
-        "TGC_ERR_INTERNAL",
+        "TGC_ERR_INTERNAL", "TGC_ERR_TIMEOUT",     "TGC_ERR_MISMATCH",
     };
     assert_int_equal(N_OF(want), TGC_STATUS_COUNT);
     assert_int_equal(TGC_OK, 0);
