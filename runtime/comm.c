@@ -341,6 +341,8 @@ static void *watchdog_main(void *arg)
 #ifdef TGC_HAVE_CUDA
             if (abort_dev[i] >= 0)
                 enter_ctx(abort_dev[i]);
+#else
+            (void)abort_dev;
 #endif
             tgc_nccl()->CommAbort(abort_nc[i]);
         }
@@ -543,6 +545,17 @@ static tgc_comm *new_shell(int rank, int world, tgc_device dev, double timeout_s
             return NULL;
         }
         c->stream = s;
+        /* a few events up front, so that a capture rarely has to create one */
+        CUevent e[4] = {NULL};
+        for (int i = 0; i < 4; i++)
+            if (!(e[i] = get_event(c))) {
+                for (int k = 0; k < i; k++)
+                    put_event(c, e[k]);
+                destroy_shell(c);
+                return NULL;
+            }
+        for (int i = 0; i < 4; i++)
+            put_event(c, e[i]);
     }
 #endif
     return c;
@@ -924,6 +937,8 @@ static tgc_nccl_result settle(tgc_comm *c, tgc_nccl_comm nc, tgc_nccl_result r)
 {
     double deadline = now_s() + c->timeout;
     while (r == TGC_NCCL_IN_PROGRESS) {
+        if (atomic_load(&c->failed)) /* the watchdog aborted nc: never touch it again */
+            return TGC_NCCL_REMOTE_ERROR;
         tgc_nccl_result a = TGC_NCCL_SUCCESS;
         tgc_nccl_result q = tgc_nccl()->CommGetAsyncError(nc, &a);
         r = q != TGC_NCCL_SUCCESS ? q : a;
@@ -1102,6 +1117,7 @@ tgc_status tgc_comm_wait(tgc_comm *c, const void *recv, void *stream)
     }
     started e = c->st[i];
     c->st[i] = c->st[--c->nst];
+    (void)e;
     tgc_status st = TGC_OK;
 #ifdef TGC_HAVE_CUDA
     if (e.ev) {

@@ -457,6 +457,20 @@ static int handles_side(int rank, int world, const tgc_comm_id *id, void *arg)
     float x = 3;
     CHECK(tgc_comm_all_reduce_start(e, &x, &x, 1, TGC_F32, TGC_REDUCE_AVG, NULL) == TGC_OK);
     CHECK(tgc_comm_wait(e, &x, NULL) == TGC_OK && x == 3);
+    /* at most 1024 started and not waited for */
+    enum { MAX = 1024 };
+    float *many = calloc(MAX + 1, sizeof *many);
+    CHECK(many);
+    for (int i = 0; i < MAX; i++)
+        CHECK(tgc_comm_all_reduce_start(e, &many[i], &many[i], 1, TGC_F32, TGC_REDUCE_SUM, NULL) ==
+              TGC_OK);
+    CHECK(tgc_comm_all_reduce_start(e, &many[MAX], &many[MAX], 1, TGC_F32, TGC_REDUCE_SUM, NULL) ==
+          TGC_ERR_RUNTIME);
+    CHECK(strstr(tgc_last_error(), "at most 1024"));
+    for (int i = MAX - 1; i >= 0; i--)
+        CHECK(tgc_comm_wait(e, &many[i], NULL) == TGC_OK);
+    CHECK(tgc_comm_status(e) == TGC_OK);
+    free(many);
     tgc_comm_free(d);
     tgc_comm_free(e);
     tgc_comm_free(NULL);

@@ -1,9 +1,10 @@
-/* Communicators on a GPU through the REAL NCCL (tests/dist/CMakeLists.txt clears
- * TGC_NCCL_LIBRARY for this test): a world of size 1 on cuda:0 (all-reduce SUM out of place
- * and AVG in place equal to the input, broadcast, many start / wait pairs timed, a CUDA-graph
- * capture of a copy + start / wait replayed with new inputs), a one-device local group, and
- * an init that times out (world 2, only rank 0). Prints what it measured. Skips (rc 77,
- * tests/gpu_skip.h) without a GPU, and with the reason when libnccl.so.2 cannot be opened. */
+/* Communicators on a GPU through the REAL NCCL (libnccl.so.2, or the caller's
+ * TGC_NCCL_LIBRARY, e.g. PyTorch's nvidia/nccl/lib/libnccl.so.2): a world of size 1 on cuda:0
+ * (all-reduce SUM out of place and AVG in place equal to the input, broadcast, many start / wait
+ * pairs timed, a CUDA-graph capture of a copy + start / wait replayed with new inputs), a
+ * one-device local group, and an init that times out (world 2, only rank 0). Prints what it
+ * measured. Skips (rc 77, tests/gpu_skip.h) without a GPU, and with the reason when libnccl.so.2
+ * cannot be opened. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
