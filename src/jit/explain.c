@@ -37,12 +37,25 @@ char *tgc_fn_explain(const tgc_fn *cf)
             tgc_sb_printf(&sb, "  %d graph nodes, %d kernels (%s backend, on %s)\n",
                           v->graph->n_nodes, tgc_backend_kernel_count(v->backend, v->artifact),
                           v->backend->name, tgc_format_device(v->device, d, sizeof d));
-            int writes = 0, grads = 0;
+            int writes = 0, grads = 0, reduces = 0;
+            double reduce_mib = 0;
             for (int32_t i = 0; i < v->graph->n_nodes; i++) {
                 const tgc_node *nd = &v->graph->nodes[i];
                 writes += nd->op == TGC_OP_ASSIGN;
                 grads += nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_GRAD;
+                if (nd->op == TGC_OP_ALL_REDUCE) {
+                    double n = (double)tgc_dtype_size(nd->out.dtype) / (1024.0 * 1024.0);
+                    for (int d = 0; d < nd->out.ndim; d++)
+                        n *= (double)tgc_sym_hint(v->graph->syms, nd->out.shape[d]);
+                    reduces++;
+                    reduce_mib += n;
+                }
             }
+            if (reduces)
+                tgc_sb_printf(&sb,
+                              "  collectives: %d all_reduce (%.2f MiB at the traced sizes), each "
+                              "overlapped with the work before its comm_wait\n",
+                              reduces, reduce_mib);
             size_t arena = tgc_backend_arena_bytes(v->backend, v->artifact);
             if (writes)
                 tgc_sb_printf(&sb,

@@ -88,6 +88,7 @@ static void test_world1_all_reduce_broadcast_and_graph_replay(void **state)
     CU(d->cuMemAlloc(&dst, bytes));
     CU(d->cuMemAlloc(&out, bytes));
     CU(d->cuMemcpyHtoD(src, h, bytes));
+    CU(d->cuCtxSynchronize()); /* a pageable copy may still be in flight */
 
     /* SUM out of place, on the caller's stream s */
     assert_int_equal(
@@ -141,6 +142,9 @@ static void test_world1_all_reduce_broadcast_and_graph_replay(void **state)
         for (int i = 0; i < N; i++)
             h[i] = (float)(rep + 1) * 0.25f * (float)(i % 777) - 1.0f;
         CU(d->cuMemcpyHtoD(src, h, bytes));
+        /* from pageable memory the copy may still be in flight when it returns, on the legacy
+         * stream, which the non-blocking s does not wait for */
+        CU(d->cuCtxSynchronize());
         t0 = now_s();
         CU(d->cuGraphLaunch(ge, s));
         assert_int_equal(tgc_comm_watch(c, s), TGC_OK);
@@ -178,6 +182,7 @@ static void test_local_group_of_one_device(void **state)
     CUdeviceptr p = 0;
     CU(d->cuMemAlloc(&p, sizeof h));
     CU(d->cuMemcpyHtoD(p, h, sizeof h));
+    CU(d->cuCtxSynchronize());
     assert_int_equal(
         tgc_comm_all_reduce_start(c, (void *)p, (void *)p, 5, TGC_F64, TGC_DIST_MAX, NULL),
         TGC_OK);

@@ -230,6 +230,10 @@ static int train_rank(int rank, int world, void *arg)
     ddp_write_doubles(dir, name, params, DDP_NPARAM);
     if (tc->compiled) {
         tgc_stats st;
+        char *ex = tgc_fn_explain(f_step);
+        CHILD_CHECK(!dist || strstr(ex, tc->bucket ? "collectives: 4 all_reduce"
+                                                   : "collectives: 1 all_reduce"));
+        tgc_free(ex);
         CHILD_OK(tgc_fn_stats(f_step, &st));
         CHILD_CHECK(st.compiles == 1 && st.eager_fallbacks == 0);
         CHILD_OK(tgc_fn_stats(f_acc, &st));
