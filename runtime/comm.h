@@ -77,7 +77,7 @@ tgc_status tgc_comm_status(tgc_comm *c);
 /* Collectives. Buffers are addresses on the communicator's device (device pointers on a GPU);
  * `stream` is the caller's CUDA stream (CUstream), NULL for the calling thread's current
  * stream of the device (tgc_cuda_stream_ptr); ignored on the host. count is in elements;
- * dt any of f32 f16 bf16 f64 i32 i64 (bool: TGC_ERR_DTYPE), op any tgc_reduce_op (AVG and
+ * dt any of f32 f16 bf16 f64 i32 i64 (bool: TGC_ERR_DTYPE), op any tgc_dist_op (AVG and
  * PROD on integers: TGC_ERR_DTYPE). send == recv is an in-place reduction.
  *
  * All-reduce, asynchronous: queued on the comm stream after the work queued so far on
@@ -87,7 +87,7 @@ tgc_status tgc_comm_status(tgc_comm *c);
  * the started ones by recv (at most 1024 at once: TGC_ERR_RUNTIME beyond). On the host the
  * reduction is done when start returns and wait only forgets it. */
 tgc_status tgc_comm_all_reduce_start(tgc_comm *c, const void *send, void *recv, size_t count,
-                                     tgc_dtype dt, tgc_reduce_op op, void *stream);
+                                     tgc_dtype dt, tgc_dist_op op, void *stream);
 /* Makes `stream` wait for the all-reduce that writes recv (TGC_ERR_INVALID_ARG when none
  * was started into recv). Returns at once on the GPU (the wait is on the stream). */
 tgc_status tgc_comm_wait(tgc_comm *c, const void *recv, void *stream);

@@ -100,18 +100,18 @@ TGC_API void tgc_dist_free(tgc_dist *pg);
 
 /* ---- collectives on tensors (eagerly, or recorded as graph ops inside a compiled
  * function: the step stays one variant, and one CUDA graph in REDUCE_OVERHEAD) ---- */
-typedef enum tgc_reduce_op {
-    TGC_REDUCE_SUM = 0,
-    TGC_REDUCE_PROD,
-    TGC_REDUCE_MAX,
-    TGC_REDUCE_MIN,
-    TGC_REDUCE_AVG
-} tgc_reduce_op;
+typedef enum tgc_dist_op {
+    TGC_DIST_SUM = 0,
+    TGC_DIST_PROD,
+    TGC_DIST_MAX,
+    TGC_DIST_MIN,
+    TGC_DIST_AVG
+} tgc_dist_op;
 /* A new tensor: op over the ranks of t's elements (every rank passes a tensor of the same
  * shape and dtype on the group's device; f32, f16, bf16, f64, i32, i64; AVG and PROD only
  * for floating point). NULL on error (TGC_ERR_DEVICE for another device, TGC_ERR_DTYPE,
  * TGC_ERR_TIMEOUT). Records no gradient. */
-TGC_API tgc_tensor *tgc_dist_all_reduce(tgc_dist *pg, tgc_tensor *t, tgc_reduce_op op);
+TGC_API tgc_tensor *tgc_dist_all_reduce(tgc_dist *pg, tgc_tensor *t, tgc_dist_op op);
 /* Overwrites t on every rank with root's t (t must be contiguous; eager only, not inside a
  * compiled function: TGC_ERR_UNSUPPORTED there). */
 TGC_API tgc_status tgc_dist_broadcast_(tgc_dist *pg, tgc_tensor *t, int root);

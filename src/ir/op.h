@@ -26,7 +26,8 @@ typedef enum tgc_op_kind {
     TGC_KIND_CREATE,
     TGC_KIND_LOSS,
     TGC_KIND_ATTENTION,
-    TGC_KIND_GRAD /* backward ops: gradients of one forward op's input */
+    TGC_KIND_GRAD, /* backward ops: gradients of one forward op's input */
+    TGC_KIND_COMM  /* collectives over a communicator of a process group */
 } tgc_op_kind;
 
 typedef enum tgc_op {
@@ -76,8 +77,15 @@ enum { TGC_LN_HAS_WEIGHT = 1, TGC_LN_HAS_BIAS = 2 };
  *     writes must stay after it (and a reader before it, before it).
  *   TGC_EFFECT_RANDOM: the kernel draws from the process Philox stream (rand, dropout,
  *     attention with dropout_p > 0), advancing it. Never removed (a later draw would see other
- *     bits than eager), merged with another draw, folded, or reordered against another draw. */
-enum { TGC_EFFECT_WRITES_INPUTS = 1u << 0, TGC_EFFECT_RANDOM = 1u << 1 };
+ *     bits than eager), merged with another draw, folded, or reordered against another draw.
+ *   TGC_EFFECT_COLLECTIVE: the node communicates with the other ranks of a process group
+ *     (ALL_REDUCE, COMM_WAIT). Never removed, merged, folded, or reordered against another
+ *     collective: every rank must issue the same collectives in the same order. */
+enum {
+    TGC_EFFECT_WRITES_INPUTS = 1u << 0,
+    TGC_EFFECT_RANDOM = 1u << 1,
+    TGC_EFFECT_COLLECTIVE = 1u << 2
+};
 unsigned tgc_op_effects(tgc_op op, const struct tgc_attrs *a);
 /* Ops whose kernel writes one of its inputs: tgc_op_effects & TGC_EFFECT_WRITES_INPUTS. */
 int tgc_op_mutates_inputs(tgc_op op, const struct tgc_attrs *a);

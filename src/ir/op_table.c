@@ -30,6 +30,8 @@ unsigned tgc_op_effects(tgc_op op, const tgc_attrs *a)
     case TGC_OP_DROPOUT:
     case TGC_OP_RAND: return TGC_EFFECT_RANDOM;
     case TGC_OP_SDPA: return a->f[0] != 0.0 ? TGC_EFFECT_RANDOM : 0u;
+    case TGC_OP_ALL_REDUCE:
+    case TGC_OP_COMM_WAIT: return TGC_EFFECT_COLLECTIVE;
     default: return 0u;
     }
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ir/shape_infer_impl.h"
+#include "tgc/dist.h"
 #include "support/checked.h"
 
 /* ---- dtypes ---- */
@@ -432,6 +433,35 @@ tgc_status si_rule_CREATE(si_ctx *c)
         r[d] = a->i[d];
     }
     return si_set_out(c, a->dtype, r, a->ni);
+}
+
+/* ALL_REDUCE(x): x's shape and dtype (reductions over ranks: numbers and f16/bf16; bool is
+ * refused, AVG and PROD need floating point). COMM_WAIT(y, x): y's shape and dtype; x has
+ * as many elements as y. i[0] is a communicator handle (>= 1). */
+tgc_status si_rule_COMM(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    if (c->a->ni < (c->op == TGC_OP_ALL_REDUCE ? 2 : 1) || c->a->i[0] < 1)
+        return si_fail(c, TGC_ERR_INTERNAL, "malformed node (no communicator)");
+    if (c->op == TGC_OP_ALL_REDUCE) {
+        int64_t op = c->a->i[1];
+        int fl = x->dtype == TGC_F32 || x->dtype == TGC_F16 || x->dtype == TGC_BF16 ||
+                 x->dtype == TGC_F64;
+        if (op < TGC_DIST_SUM || op > TGC_DIST_AVG)
+            return si_fail(c, TGC_ERR_INVALID_ARG, "unknown reduction %lld", (long long)op);
+        if (x->dtype == TGC_BOOL ||
+            (!fl && (op == TGC_DIST_AVG || op == TGC_DIST_PROD)))
+            return si_fail(c, TGC_ERR_DTYPE, "%s cannot reduce %s tensors",
+                           op == TGC_DIST_AVG    ? "the average"
+                           : op == TGC_DIST_PROD ? "the product"
+                                                   : "a collective",
+                           tgc_dtype_name(x->dtype));
+        return si_set_out(c, x->dtype, x->shape, x->ndim);
+    }
+    const tgc_vinfo *src = &c->in[1];
+    if (!si_eq(c, si_prod(c, x->shape, x->ndim), si_prod(c, src->shape, src->ndim)))
+        return si_fail(c, TGC_ERR_INTERNAL, "malformed node (the input has another size)");
+    return si_set_out(c, x->dtype, x->shape, x->ndim);
 }
 
 /* ---- dispatch ---- */
