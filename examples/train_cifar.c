@@ -536,7 +536,7 @@ static int sum_over_ranks(tgc_dist *pg, float *v, int64_t n)
     tgc_device dev = tgc_dist_device(pg);
     tgc_scope_push();
     tgc_tensor *t = tgc_from_data(v, (size_t)n * sizeof(float), &n, 1, TGC_F32, tgc_cpu());
-    tgc_tensor *s = tgc_dist_all_reduce(pg, example_to(t, dev), TGC_REDUCE_SUM);
+    tgc_tensor *s = tgc_dist_all_reduce(pg, example_to(t, dev), TGC_DIST_SUM);
     int ok = s && tgc_copy_to_host(s, v, (size_t)n * sizeof(float)) == TGC_OK;
     if (!ok)
         fprintf(stderr, "tgc_dist_all_reduce: %s (%s)\n", tgc_last_error(),
