@@ -829,7 +829,7 @@ static void print_summary(const options *o, const figures *f)
 static int print_check(const options *o, const results *res, int n)
 {
     double max_rel = 0, sum_rel = 0, rank_diff = 0;
-    int worst = -1, have = 1;
+    int worst = 0, have = 1;
     for (int s = 0; s < o->check_steps; s++) {
         const rec *ref = find_rec(res, REC_LOSS, 0, o->check_model, 0, 0, s);
         double mean = 0;
