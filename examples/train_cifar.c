@@ -51,7 +51,7 @@
  *    end). The parent waits for every child and fails when one failed (it then stops the
  *    others at once instead of letting them wait out --timeout). --ranks N does the same on
  *    --device: N host ranks with --device cpu (needs an NCCL-compatible library that reduces
- *    host memory, such as the test suite's fake, TGC_NCCL_LIBRARY=build/tests/dist/fake/
+ *    host memory, such as the test suite's fake, TGC_NCCL_LIBRARY=build/tests/dist/fake_nccl/
  *    libnccl.so.2), or cuda:r per rank with --device cuda. --gpus 1 (or --ranks 1) is one
  *    rank through NCCL: the data-parallel path on one device.
  *  - Launched by someone else: when TGC_RANK/TGC_WORLD_SIZE, RANK/WORLD_SIZE (torchrun),

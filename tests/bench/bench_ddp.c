@@ -15,7 +15,7 @@
  * Ranks. For each N of --counts (default 1..G) the program forks N children (the parent
  * never touches a device: a fork after CUDA is initialized is unsafe), rank r on cuda:r
  * (--gpus) or on --device (--ranks; the host needs an NCCL stand-in that reduces host
- * memory: TGC_NCCL_LIBRARY=build/tests/dist/fake/libnccl.so.2), joined through a fresh
+ * memory: TGC_NCCL_LIBRARY=build/tests/dist/fake_nccl/libnccl.so.2), joined through a fresh
  * rendezvous file in a temporary directory. Each child runs every measurement of the run
  * on its group and reports through a pipe; the parent prints. A rank that fails makes the
  * parent stop the others (they would otherwise wait out --timeout, 120 s here).
