@@ -906,26 +906,26 @@ static tgc_status map_dtype(tgc_dtype dt, tgc_nccl_dtype *out, const char *fn)
                          fn, dt == TGC_BOOL ? "bool" : "this dtype's");
 }
 
-static const char *op_name(tgc_reduce_op op)
+static const char *op_name(tgc_dist_op op)
 {
     static const char *const names[] = {"SUM", "PROD", "MAX", "MIN", "AVG"};
     return (int)op >= 0 && (int)op < 5 ? names[op] : "?";
 }
 
 static tgc_status check_reduce(tgc_comm *c, const void *send, void *recv, size_t count,
-                               tgc_dtype dt, tgc_reduce_op op, tgc_nccl_dtype *ndt)
+                               tgc_dtype dt, tgc_dist_op op, tgc_nccl_dtype *ndt)
 {
     const char *fn = "tgc_comm_all_reduce_start";
     if (!c)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: NULL communicator", fn);
     if (count > 0 && (!send || !recv))
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: NULL buffer", fn);
-    if ((int)op < TGC_REDUCE_SUM || (int)op > TGC_REDUCE_AVG)
+    if ((int)op < TGC_DIST_SUM || (int)op > TGC_DIST_AVG)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: unknown reduce op %d", fn, (int)op);
     tgc_status st = map_dtype(dt, ndt, fn);
     if (st != TGC_OK)
         return st;
-    if ((op == TGC_REDUCE_AVG || op == TGC_REDUCE_PROD) && (dt == TGC_I32 || dt == TGC_I64))
+    if ((op == TGC_DIST_AVG || op == TGC_DIST_PROD) && (dt == TGC_I32 || dt == TGC_I64))
         return tgc_set_error(TGC_ERR_DTYPE, "%s: %s is only for floating point (the tensor is %s)",
                              fn, op_name(op), dt == TGC_I32 ? "i32" : "i64");
     return TGC_OK;
@@ -1021,7 +1021,7 @@ static tgc_status reserve_started(tgc_comm *c, const void *recv)
 #ifdef TGC_HAVE_CUDA
 /* Queues the all-reduce on the comm stream after the caller's work; c->lock held, not failed. */
 static tgc_status gpu_all_reduce_locked(tgc_comm *c, const void *send, void *recv, size_t count,
-                                        tgc_nccl_dtype ndt, tgc_reduce_op op, void *stream)
+                                        tgc_nccl_dtype ndt, tgc_dist_op op, void *stream)
 {
     const tgc_cuda_driver *d = tgc_cuda_drv();
     tgc_status st = enter_ctx(c->dev.index);
@@ -1071,7 +1071,7 @@ static tgc_status gpu_all_reduce_locked(tgc_comm *c, const void *send, void *rec
 #endif
 
 tgc_status tgc_comm_all_reduce_start(tgc_comm *c, const void *send, void *recv, size_t count,
-                                     tgc_dtype dt, tgc_reduce_op op, void *stream)
+                                     tgc_dtype dt, tgc_dist_op op, void *stream)
 {
     tgc_nccl_dtype ndt = TGC_NCCL_FLOAT32;
     tgc_status st = check_reduce(c, send, recv, count, dt, op, &ndt);

@@ -43,7 +43,7 @@ typedef enum tgc_nccl_dtype {
     TGC_NCCL_BFLOAT16 = 9,
 } tgc_nccl_dtype;
 
-/* ncclRedOp_t: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4 (tgc_reduce_op has the
+/* ncclRedOp_t: ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4 (tgc_dist_op has the
  * same values). */
 typedef enum tgc_nccl_op {
     TGC_NCCL_SUM = 0,

@@ -6,6 +6,7 @@
 #include "compile.h"
 #include "config.h"
 #include "cuda.h"
+#include "dist.h"
 #include "module.h"
 #include "ops.h"
 #include "tensor.h"

@@ -41,6 +41,7 @@
 
 #include "backend/plan.h"
 #include "ir/op.h"
+#include "runtime/comm.h"
 #include "support/error.h"
 #include "support/log.h"
 #include "tensor/copy.h"
@@ -292,6 +293,26 @@ static void disable(const tgc_plan *p, tgc_replay *r, const char *why)
 
 /* Records slot s from this call (the outputs of the recorded call go to outs); direct: the
  * graph reads the arguments in place (all contiguous). */
+/* The communicators a recording's collectives use: before a replay, a failed one fails the
+ * call (a replay would wait for a dead peer); after it, the watchdog gets an event behind
+ * the replay (tgc_comm_watch), so one stuck on a dead peer is aborted after the timeout. */
+static tgc_status comms_check(const tgc_plan *p, int after)
+{
+    for (int32_t i = 0; i < p->g->n_nodes; i++) {
+        if (p->g->nodes[i].op != TGC_OP_ALL_REDUCE)
+            continue;
+        tgc_comm *c = tgc_comm_from_handle(p->g->nodes[i].attrs.i[0]);
+        if (!c)
+            return tgc_set_error(TGC_ERR_INVALID_ARG,
+                                 "tgc: the process group a recorded step communicates over was "
+                                 "freed (free compiled functions before their tgc_dist)");
+        tgc_status st = after ? tgc_comm_watch(c, NULL) : tgc_comm_status(c);
+        if (st != TGC_OK)
+            return st;
+    }
+    return TGC_OK;
+}
+
 static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_exec_args *x,
                          tgc_tensor **outs, int direct)
 {
@@ -369,7 +390,11 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
             s->out_refs[i] = atomic_load(&s->out_store[i]->refs);
     /* the recording has not run: replay it once for this call's results */
     if (st == TGC_OK)
+        st = comms_check(p, 0);
+    if (st == TGC_OK)
         st = c->launch(p->device, s->graph);
+    if (st == TGC_OK)
+        st = comms_check(p, 1);
     if (st == TGC_OK)
         bump_written(p, r, x);
     if (st == TGC_OK)
@@ -413,7 +438,11 @@ tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs
     if (use) {
         st = copy_args(p, r, use, x);
         if (st == TGC_OK)
+            st = comms_check(p, 0);
+        if (st == TGC_OK)
             st = p->backend->capture->launch(p->device, use->graph);
+        if (st == TGC_OK)
+            st = comms_check(p, 1);
         if (st == TGC_OK)
             bump_written(p, r, x);
         if (st == TGC_OK)

@@ -3,6 +3,7 @@
  * graph nodes inside a trace, and leaf gradients become in-place writes (tgc_copy_, ASSIGN)
  * of the leaves' .grad tensors. */
 #include "frontend/autograd.h"
+#include "frontend/dist_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,7 @@ static int push(node_list *l, tgc_grad_node *n)
 typedef struct {
     tgc_tensor *leaf;
     tgc_tensor *g;
+    int remaining; /* contributions still to come (edges of the collected records) */
 } leaf_grad;
 
 typedef struct {
@@ -181,23 +183,22 @@ static tgc_tensor *add_grads(tgc_tensor *a, tgc_tensor *b)
     return a ? tgc_add(a, b) : b;
 }
 
-static tgc_status add_leaf(leaf_list *l, tgc_tensor *leaf, tgc_tensor *g)
+/* The entry of leaf in l (a new one with no gradient yet when absent); NULL: out of memory. */
+static leaf_grad *leaf_entry(leaf_list *l, tgc_tensor *leaf)
 {
     for (int i = 0; i < l->n; i++)
-        if (l->v[i].leaf == leaf) {
-            l->v[i].g = tgc_add(l->v[i].g, g);
-            return l->v[i].g ? TGC_OK : tgc_last_status();
-        }
+        if (l->v[i].leaf == leaf)
+            return &l->v[i];
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 32;
         leaf_grad *p = realloc(l->v, (size_t)cap * sizeof *p);
         if (!p)
-            return tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
+            return NULL;
         l->v = p;
         l->cap = cap;
     }
-    l->v[l->n++] = (leaf_grad){leaf, g};
-    return TGC_OK;
+    l->v[l->n] = (leaf_grad){leaf, NULL, 0};
+    return &l->v[l->n++];
 }
 
 /* The leaf's .grad, created as zeros the first time (a concrete tensor even while tracing:
@@ -251,6 +252,23 @@ static tgc_status accumulate_leaf(tgc_tensor *leaf, tgc_tensor *g)
     return sum ? tgc_copy_(grad, sum) : tgc_last_status();
 }
 
+/* One more contribution g (NULL: none) to leaf; after its last one the sum goes into its
+ * .grad at once, and its data-parallel wrapper may start the all-reduce of its bucket. */
+static tgc_status leaf_done(leaf_list *l, tgc_tensor *leaf, tgc_tensor *g)
+{
+    leaf_grad *e = leaf_entry(l, leaf);
+    if (!e)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
+    if (g && !(e->g = e->g ? tgc_add(e->g, g) : g))
+        return tgc_last_status();
+    if (--e->remaining > 0)
+        return TGC_OK;
+    tgc_status st = e->g ? accumulate_leaf(leaf, e->g) : TGC_OK;
+    if (st == TGC_OK && leaf->ddp)
+        st = tgc_ddp_grad_ready(leaf);
+    return st;
+}
+
 static int is_scalar(const tgc_tensor *t)
 {
     for (int d = 0; d < t->ndim; d++)
@@ -261,7 +279,7 @@ static int is_scalar(const tgc_tensor *t)
 
 /* Collects the records reachable from root whose results need a gradient, counting for each
  * how many records of the set consume it. */
-static tgc_status collect(tgc_grad_node *root, node_list *all)
+static tgc_status collect(tgc_grad_node *root, node_list *all, leaf_list *leaves)
 {
     node_list stack = {0};
     tgc_status st = TGC_OK;
@@ -270,10 +288,16 @@ static tgc_status collect(tgc_grad_node *root, node_list *all)
         st = tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
     while (st == TGC_OK && stack.n) {
         tgc_grad_node *n = stack.v[--stack.n];
-        for (int k = 0; k < n->n_in; k++) {
+        for (int k = 0; k < n->n_in && st == TGC_OK; k++) {
             tgc_grad_node *c = (tgc_grad_node *)n->in[k]->grad_fn;
-            if (!c)
+            if (!c) { /* a leaf edge: its gradient is final after its last one */
+                leaf_grad *e = requires(n->in[k]) ? leaf_entry(leaves, n->in[k]) : NULL;
+                if (e)
+                    e->remaining++;
+                else if (requires(n->in[k]))
+                    st = tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
                 continue;
+            }
             if (c->released) {
                 st = tgc_set_error(TGC_ERR_INVALID_ARG,
                                    "tgc_backward: the graph was already freed by an earlier "
@@ -296,15 +320,26 @@ static tgc_status collect(tgc_grad_node *root, node_list *all)
 static tgc_status run_backward(tgc_tensor *out, tgc_tensor *gy)
 {
     tgc_grad_node *root = (tgc_grad_node *)out->grad_fn;
-    if (!root) /* a leaf: its own gradient */
-        return accumulate_leaf(out, gy);
+    if (!root) { /* a leaf: its own gradient */
+        tgc_status st = accumulate_leaf(out, gy);
+        if (out->ddp) {
+            tgc_autograd_pause();
+            if (st == TGC_OK)
+                st = tgc_ddp_grad_ready(out);
+            tgc_status dst = tgc_ddp_backward_end();
+            tgc_autograd_resume();
+            if (st == TGC_OK)
+                st = dst;
+        }
+        return st;
+    }
     if (root->released)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_backward: the graph was already freed by an earlier "
                              "tgc_backward through it");
     node_list all = {0}, ready = {0};
     leaf_list leaves = {0};
-    tgc_status st = collect(root, &all);
+    tgc_status st = collect(root, &all, &leaves);
     tgc_autograd_pause();
     root->pending = gy;
     if (st == TGC_OK && !push(&ready, root))
@@ -342,8 +377,8 @@ static tgc_status run_backward(tgc_tensor *out, tgc_tensor *gy)
                     st = tgc_last_status();
                 if (--c->deps == 0 && !push(&ready, c))
                     st = tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
-            } else if (gin[k]) {
-                st = add_leaf(&leaves, x, gin[k]);
+            } else {
+                st = leaf_done(&leaves, x, gin[k]);
             }
         }
         if (gin != gin_small) {
@@ -351,8 +386,11 @@ static tgc_status run_backward(tgc_tensor *out, tgc_tensor *gy)
             free(needs);
         }
     }
-    for (int i = 0; i < leaves.n && st == TGC_OK; i++)
-        st = accumulate_leaf(leaves.v[i].leaf, leaves.v[i].g);
+    /* the data-parallel wrappers join their all-reduces (also after an error: every rank
+     * must finish the collectives it started) */
+    tgc_status dst = tgc_ddp_backward_end();
+    if (st == TGC_OK)
+        st = dst;
     tgc_autograd_resume();
     for (int i = 0; i < all.n; i++) {
         all.v[i]->visited = 0;

@@ -148,6 +148,8 @@ SCOPED(sdpa)
 #define GRAD_GATHER_GRAD              NULL
 #define GRAD_INDEX_SELECT_GRAD        NULL
 #define GRAD_ASSIGN                   NULL
+#define GRAD_ALL_REDUCE               NULL /* collectives carry no gradient */
+#define GRAD_COMM_WAIT                NULL
 
 static const tgc_grad_rule rules[] = {
 #define X(e, name, mn, mx, kind) GRAD_##e,

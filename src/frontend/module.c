@@ -47,6 +47,9 @@ struct tgc_module {
     mod_attr *attrs; /* sorted by name: the order they were set in does not matter */
     int n_attrs, cap_attrs;
     tgc_module *parent;
+    struct tgc_ddp *ddp;      /* the data-parallel wrapper over this module (not owned) */
+    uint64_t ddp_key;         /* its communicator's handle: part of the signature */
+    int ddp_sync;             /* its sync flag: part of the signature */
     struct tgc_optim **optims; /* created over this module (not owned) */
     int n_optims, cap_optims;
     /* derived from the tree, recomputed at every change below this module */
@@ -773,6 +776,8 @@ static void describe_value(const mod_attr *a, tgc_strbuf *sb)
 static void describe_into(const tgc_module *m, const char *path, tgc_strbuf *sb)
 {
     tgc_sb_printf(sb, "%s.training = %s\n", path, m->training ? "true" : "false");
+    if (m->ddp)
+        tgc_sb_printf(sb, "%s.ddp sync = %s\n", path, m->ddp_sync ? "on" : "off");
     for (int i = 0; i < m->n_attrs; i++) {
         tgc_sb_printf(sb, "%s.%s = ", path, m->attrs[i].name);
         describe_value(&m->attrs[i], sb);
@@ -812,6 +817,10 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 static uint64_t hash_tree(const tgc_module *m, uint64_t h)
 {
     h = fnv(h, &m->training, sizeof m->training);
+    if (m->ddp) { /* a data-parallel step all-reduces, and only with sync on */
+        h = fnv(h, &m->ddp_key, sizeof m->ddp_key);
+        h = fnv(h, &m->ddp_sync, sizeof m->ddp_sync);
+    }
     h = fnv(h, &m->n_tensors, sizeof m->n_tensors);
     for (int i = 0; i < m->n_tensors; i++) {
         const tgc_tensor *t = m->tensors[i].t;
@@ -840,6 +849,23 @@ static uint64_t hash_tree(const tgc_module *m, uint64_t h)
         h = hash_tree(m->children[i].m, h);
     }
     return h;
+}
+
+tgc_status tgc_module_set_ddp(tgc_module *m, struct tgc_ddp *d, uint64_t key, int sync)
+{
+    if (d && m->ddp && m->ddp != d)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_ddp_create: module '%s' is already data-parallel", m->name);
+    m->ddp = d;
+    m->ddp_key = d ? key : 0;
+    m->ddp_sync = d ? sync != 0 : 0;
+    tgc_module_invalidate(m);
+    return TGC_OK;
+}
+
+struct tgc_ddp *tgc_module_ddp(const tgc_module *m)
+{
+    return m ? m->ddp : NULL;
 }
 
 uint64_t tgc_module_signature(const tgc_module *cm)

@@ -26,6 +26,13 @@ int tgc_module_flat_name(const tgc_module *m, int i, char *buf, size_t n, int *i
  * tgc_module_free of the tree tells each one that its module is gone
  * (tgc_optim_module_gone, optim_impl.h). TGC_ERR_OOM. */
 struct tgc_optim;
+/* The data-parallel wrapper of m (ddp.c) and its sync flag, both part of m's structure
+ * signature (with key, its communicator's handle, which is never reused) and description
+ * ("self.ddp sync = on"), so a compiled step recompiles when either changes. d NULL
+ * detaches. A second wrapper: TGC_ERR_INVALID_ARG. */
+struct tgc_ddp;
+tgc_status tgc_module_set_ddp(tgc_module *m, struct tgc_ddp *d, uint64_t key, int sync);
+struct tgc_ddp *tgc_module_ddp(const tgc_module *m);
 tgc_status tgc_module_attach_optim(tgc_module *m, struct tgc_optim *o);
 void tgc_module_detach_optim(tgc_module *m, struct tgc_optim *o);
 

@@ -158,3 +158,52 @@ const char *tgc_env_llvm_features(void)
 {
     return getenv("TGC_LLVM_FEATURES");
 }
+
+/* The first variable of names that is set: its value (-2 when malformed), or -1. */
+static int env_first_int(const char *const *names, const char **name)
+{
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        if (!v || !*v)
+            continue;
+        if (name)
+            *name = names[i];
+        char *end = NULL;
+        long x = strtol(v, &end, 10);
+        return *end || x < 0 || x > 1 << 30 || v[0] == '-' || v[0] == '+' ? -2 : (int)x;
+    }
+    return -1;
+}
+
+int tgc_env_dist_rank(const char **name)
+{
+    static const char *const names[] = {"TGC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                        "SLURM_PROCID", NULL};
+    return env_first_int(names, name);
+}
+
+int tgc_env_dist_world(const char **name)
+{
+    static const char *const names[] = {"TGC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                        "PMI_SIZE", "SLURM_NTASKS", NULL};
+    return env_first_int(names, name);
+}
+
+int tgc_env_dist_local_rank(const char **name)
+{
+    static const char *const names[] = {"TGC_LOCAL_RANK", "LOCAL_RANK",
+                                        "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", NULL};
+    return env_first_int(names, name);
+}
+
+const char *tgc_env_dist_id(void)
+{
+    const char *v = getenv("TGC_DIST_ID");
+    return v && *v ? v : NULL;
+}
+
+const char *tgc_env_dist_id_file(void)
+{
+    const char *v = getenv("TGC_DIST_ID_FILE");
+    return v && *v ? v : NULL;
+}

@@ -16,4 +16,18 @@ int tgc_env_profile(void);
 const char *tgc_env_llvm_cpu(void);
 const char *tgc_env_llvm_features(void);
 
+/* Process groups (include/tgc/dist.h): the rank, the world size and the local rank the
+ * launcher gave this process, from the first of these that is set:
+ *   rank:       TGC_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID
+ *   world size: TGC_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS
+ *   local rank: TGC_LOCAL_RANK, LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID
+ * Each returns the value (>= 0), -1 when none is set, -2 when the first set one is not a
+ * non-negative decimal integer (*name, when not NULL, is the variable it read). */
+int tgc_env_dist_rank(const char **name);
+int tgc_env_dist_world(const char **name);
+int tgc_env_dist_local_rank(const char **name);
+/* TGC_DIST_ID (the unique id as text) and TGC_DIST_ID_FILE; NULL when unset or empty. */
+const char *tgc_env_dist_id(void);
+const char *tgc_env_dist_id_file(void);
+
 #endif

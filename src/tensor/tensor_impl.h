@@ -57,6 +57,10 @@ struct tgc_tensor {
     tgc_grad_link *grad_fn;
     tgc_tensor *grad;
     tgc_tensor *grad_of;
+    /* data parallelism: the wrapper that averages this parameter's gradient over a process
+     * group (frontend/ddp.c), and the parameter's index there; NULL when none */
+    struct tgc_ddp *ddp;
+    int32_t ddp_slot;
 
     /* ownership: a scope's doubly linked list, or a module */
     struct tgc_scope *scope;

@@ -174,21 +174,21 @@ static double load(const void *p, size_t i, tgc_dtype dt)
     }
 }
 
-static double expected(int world, size_t i, tgc_dtype dt, tgc_reduce_op op)
+static double expected(int world, size_t i, tgc_dtype dt, tgc_dist_op op)
 {
     double v = value(0, world, i, dt);
     for (int r = 1; r < world; r++) {
         double x = value(r, world, i, dt);
-        if (op == TGC_REDUCE_SUM || op == TGC_REDUCE_AVG)
+        if (op == TGC_DIST_SUM || op == TGC_DIST_AVG)
             v += x;
-        else if (op == TGC_REDUCE_PROD)
+        else if (op == TGC_DIST_PROD)
             v *= x;
-        else if (op == TGC_REDUCE_MAX)
+        else if (op == TGC_DIST_MAX)
             v = x > v ? x : v;
         else
             v = x < v ? x : v;
     }
-    return op == TGC_REDUCE_AVG ? v / world : v;
+    return op == TGC_DIST_AVG ? v / world : v;
 }
 
 /* Half an ulp of the dtype, relative (products of quarter-integers need more bits than bf16
@@ -198,7 +198,7 @@ static double tolerance(tgc_dtype dt)
     return dt == TGC_BF16 ? ldexp(1, -8) : dt == TGC_F16 ? ldexp(1, -11) : 0;
 }
 
-static int check_result(const void *recv, size_t n, int world, tgc_dtype dt, tgc_reduce_op op)
+static int check_result(const void *recv, size_t n, int world, tgc_dtype dt, tgc_dist_op op)
 {
     for (size_t i = 0; i < n; i++) {
         double want = expected(world, i, dt, op), got = load(recv, i, dt);
@@ -235,8 +235,8 @@ static int all_reduce_side(int rank, int world, const tgc_comm_id *id, void *arg
     CHECK(send && recv && copy);
     for (size_t d = 0; d < sizeof k_dtypes / sizeof k_dtypes[0]; d++) {
         tgc_dtype dt = k_dtypes[d];
-        for (int op = TGC_REDUCE_SUM; op <= TGC_REDUCE_AVG; op++) {
-            if (is_int(dt) && (op == TGC_REDUCE_AVG || op == TGC_REDUCE_PROD)) {
+        for (int op = TGC_DIST_SUM; op <= TGC_DIST_AVG; op++) {
+            if (is_int(dt) && (op == TGC_DIST_AVG || op == TGC_DIST_PROD)) {
                 CHECK(tgc_comm_all_reduce_start(c, send, recv, 4, dt, op, NULL) == TGC_ERR_DTYPE);
                 continue;
             }
@@ -299,10 +299,10 @@ static int concurrent_side(int rank, int world, const tgc_comm_id *id, void *arg
             buf[k][i] = (float)(k * 1000 + rank + i % 13);
     }
     for (int k = 0; k < K; k++)
-        CHECK(tgc_comm_all_reduce_start(c, buf[k], buf[k], N, TGC_F32, TGC_REDUCE_SUM, NULL) ==
+        CHECK(tgc_comm_all_reduce_start(c, buf[k], buf[k], N, TGC_F32, TGC_DIST_SUM, NULL) ==
               TGC_OK);
     /* a second start into a recv not waited for yet */
-    CHECK(tgc_comm_all_reduce_start(c, buf[2], buf[2], N, TGC_F32, TGC_REDUCE_SUM, NULL) ==
+    CHECK(tgc_comm_all_reduce_start(c, buf[2], buf[2], N, TGC_F32, TGC_DIST_SUM, NULL) ==
           TGC_ERR_INVALID_ARG);
     const int order[K] = {3, 0, 4, 2, 1};
     for (int k = 0; k < K; k++)
@@ -316,14 +316,14 @@ static int concurrent_side(int rank, int world, const tgc_comm_id *id, void *arg
         for (int i = 0; i < N; i++)
             CHECK(buf[k][i] == (float)world * (float)(k * 1000 + i % 13) + rank_sum);
     /* argument errors: each with its status, the communicator unharmed */
-    CHECK(tgc_comm_all_reduce_start(c, buf[0], buf[0], 4, TGC_BOOL, TGC_REDUCE_SUM, NULL) ==
+    CHECK(tgc_comm_all_reduce_start(c, buf[0], buf[0], 4, TGC_BOOL, TGC_DIST_SUM, NULL) ==
           TGC_ERR_DTYPE);
-    CHECK(tgc_comm_all_reduce_start(c, buf[0], buf[0], 4, TGC_I32, TGC_REDUCE_AVG, NULL) ==
+    CHECK(tgc_comm_all_reduce_start(c, buf[0], buf[0], 4, TGC_I32, TGC_DIST_AVG, NULL) ==
           TGC_ERR_DTYPE);
     CHECK(strstr(tgc_last_error(), "AVG"));
-    CHECK(tgc_comm_all_reduce_start(c, NULL, buf[0], 4, TGC_F32, TGC_REDUCE_SUM, NULL) ==
+    CHECK(tgc_comm_all_reduce_start(c, NULL, buf[0], 4, TGC_F32, TGC_DIST_SUM, NULL) ==
           TGC_ERR_INVALID_ARG);
-    CHECK(tgc_comm_all_reduce_start(c, buf[0], buf[0], 4, TGC_F32, (tgc_reduce_op)9, NULL) ==
+    CHECK(tgc_comm_all_reduce_start(c, buf[0], buf[0], 4, TGC_F32, (tgc_dist_op)9, NULL) ==
           TGC_ERR_INVALID_ARG);
     CHECK(tgc_comm_broadcast(c, buf[0], 4, TGC_F32, world, NULL) == TGC_ERR_INVALID_ARG);
     CHECK(tgc_comm_status(c) == TGC_OK);
@@ -455,16 +455,16 @@ static int handles_side(int rank, int world, const tgc_comm_id *id, void *arg)
     CHECK(e);
     CHECK(tgc_comm_handle(e) != h && tgc_comm_handle(e) != h2 && tgc_comm_handle(e) > 0);
     float x = 3;
-    CHECK(tgc_comm_all_reduce_start(e, &x, &x, 1, TGC_F32, TGC_REDUCE_AVG, NULL) == TGC_OK);
+    CHECK(tgc_comm_all_reduce_start(e, &x, &x, 1, TGC_F32, TGC_DIST_AVG, NULL) == TGC_OK);
     CHECK(tgc_comm_wait(e, &x, NULL) == TGC_OK && x == 3);
     /* at most 1024 started and not waited for */
     enum { MAX = 1024 };
     float *many = calloc(MAX + 1, sizeof *many);
     CHECK(many);
     for (int i = 0; i < MAX; i++)
-        CHECK(tgc_comm_all_reduce_start(e, &many[i], &many[i], 1, TGC_F32, TGC_REDUCE_SUM, NULL) ==
+        CHECK(tgc_comm_all_reduce_start(e, &many[i], &many[i], 1, TGC_F32, TGC_DIST_SUM, NULL) ==
               TGC_OK);
-    CHECK(tgc_comm_all_reduce_start(e, &many[MAX], &many[MAX], 1, TGC_F32, TGC_REDUCE_SUM, NULL) ==
+    CHECK(tgc_comm_all_reduce_start(e, &many[MAX], &many[MAX], 1, TGC_F32, TGC_DIST_SUM, NULL) ==
           TGC_ERR_RUNTIME);
     CHECK(strstr(tgc_last_error(), "at most 1024"));
     for (int i = MAX - 1; i >= 0; i--)
@@ -503,7 +503,7 @@ static void *local_thread(void *p)
     int r = tgc_comm_rank(a->c), w = tgc_comm_world(a->c);
     for (int i = 0; i < N; i++)
         v[i] = r + 0.5 * i;
-    if (tgc_comm_all_reduce_start(a->c, v, v, N, TGC_F64, TGC_REDUCE_MAX, NULL) == TGC_OK &&
+    if (tgc_comm_all_reduce_start(a->c, v, v, N, TGC_F64, TGC_DIST_MAX, NULL) == TGC_OK &&
         tgc_comm_wait(a->c, v, NULL) == TGC_OK) {
         a->rc = 0;
         for (int i = 0; i < N; i++)
@@ -593,7 +593,7 @@ static int peer_death_side(int rank, int world, const tgc_comm_id *id, void *arg
     tgc_comm *c = join(rank, world, id, 1.0);
     CHECK(c);
     float x[3] = {1, 2, 3};
-    CHECK(tgc_comm_all_reduce_start(c, x, x, 3, TGC_F32, TGC_REDUCE_SUM, NULL) == TGC_OK);
+    CHECK(tgc_comm_all_reduce_start(c, x, x, 3, TGC_F32, TGC_DIST_SUM, NULL) == TGC_OK);
     CHECK(tgc_comm_wait(c, x, NULL) == TGC_OK);
     CHECK(x[2] == 6);
     if (rank == 1) {
@@ -601,7 +601,7 @@ static int peer_death_side(int rank, int world, const tgc_comm_id *id, void *arg
         return 0; /* rank 1 leaves */
     }
     double t0 = now_s();
-    tgc_status st = tgc_comm_all_reduce_start(c, x, x, 3, TGC_F32, TGC_REDUCE_SUM, NULL);
+    tgc_status st = tgc_comm_all_reduce_start(c, x, x, 3, TGC_F32, TGC_DIST_SUM, NULL);
     double dt = now_s() - t0;
     printf("peer death: %s after %.3f s: %s\n", tgc_status_str(st), dt, tgc_last_error());
     CHECK(st == TGC_ERR_TIMEOUT);
@@ -612,7 +612,7 @@ static int peer_death_side(int rank, int world, const tgc_comm_id *id, void *arg
     CHECK(tgc_comm_status(c) == TGC_ERR_TIMEOUT);
     CHECK(strstr(tgc_last_error(), "did not answer"));
     t0 = now_s();
-    CHECK(tgc_comm_all_reduce_start(c, x, x, 3, TGC_F32, TGC_REDUCE_SUM, NULL) == TGC_ERR_TIMEOUT);
+    CHECK(tgc_comm_all_reduce_start(c, x, x, 3, TGC_F32, TGC_DIST_SUM, NULL) == TGC_ERR_TIMEOUT);
     CHECK(tgc_comm_broadcast(c, x, 3, TGC_F32, 0, NULL) == TGC_ERR_TIMEOUT);
     CHECK(tgc_comm_synchronize(c, NULL) == TGC_ERR_TIMEOUT);
     CHECK(now_s() - t0 < 0.5);

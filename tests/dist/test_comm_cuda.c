@@ -22,11 +22,7 @@
 #ifdef TGC_HAVE_CUDA
 #include "runtime/cuda.h"
 #endif
-/* include/tgc/ops.h (through gpu_skip.h's tgc/tgc.h) defines TGC_REDUCE_SUM as 2, the loss
- * reduction, which clashes with tgc_reduce_op's TGC_REDUCE_SUM (0) of include/tgc/dist.h:
- * dist.h comes first and the macro goes, so TGC_REDUCE_SUM here is the enum's. */
 #include "gpu_skip.h"
-#undef TGC_REDUCE_SUM
 
 static double now_s(void)
 {
@@ -95,14 +91,14 @@ static void test_world1_all_reduce_broadcast_and_graph_replay(void **state)
 
     /* SUM out of place, on the caller's stream s */
     assert_int_equal(
-        tgc_comm_all_reduce_start(c, (void *)src, (void *)dst, N, TGC_F32, TGC_REDUCE_SUM, s),
+        tgc_comm_all_reduce_start(c, (void *)src, (void *)dst, N, TGC_F32, TGC_DIST_SUM, s),
         TGC_OK);
     assert_int_equal(tgc_comm_wait(c, (void *)dst, s), TGC_OK);
     read_back(c, s, dst, back, N);
     assert_memory_equal(back, h, bytes);
     /* AVG in place, on the thread's stream (NULL) */
     assert_int_equal(
-        tgc_comm_all_reduce_start(c, (void *)dst, (void *)dst, N, TGC_F32, TGC_REDUCE_AVG, NULL),
+        tgc_comm_all_reduce_start(c, (void *)dst, (void *)dst, N, TGC_F32, TGC_DIST_AVG, NULL),
         TGC_OK);
     assert_int_equal(tgc_comm_wait(c, (void *)dst, NULL), TGC_OK);
     assert_int_equal(tgc_comm_synchronize(c, NULL), TGC_OK);
@@ -113,7 +109,7 @@ static void test_world1_all_reduce_broadcast_and_graph_replay(void **state)
     read_back(c, s, dst, back, N);
     assert_memory_equal(back, h, bytes);
     assert_int_equal(
-        tgc_comm_all_reduce_start(c, (void *)dst, (void *)dst, 4, TGC_I32, TGC_REDUCE_AVG, s),
+        tgc_comm_all_reduce_start(c, (void *)dst, (void *)dst, 4, TGC_I32, TGC_DIST_AVG, s),
         TGC_ERR_DTYPE);
 
     /* many start / wait pairs, timed */
@@ -121,7 +117,7 @@ static void test_world1_all_reduce_broadcast_and_graph_replay(void **state)
     t0 = now_s();
     for (int r = 0; r < REPS; r++) {
         assert_int_equal(
-            tgc_comm_all_reduce_start(c, (void *)dst, (void *)dst, N, TGC_F32, TGC_REDUCE_SUM, s),
+            tgc_comm_all_reduce_start(c, (void *)dst, (void *)dst, N, TGC_F32, TGC_DIST_SUM, s),
             TGC_OK);
         assert_int_equal(tgc_comm_wait(c, (void *)dst, s), TGC_OK);
     }
@@ -134,7 +130,7 @@ static void test_world1_all_reduce_broadcast_and_graph_replay(void **state)
     CUgraphExec ge = NULL;
     CU(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     CU(d->cuMemcpyDtoDAsync(dst, src, bytes, s));
-    st = tgc_comm_all_reduce_start(c, (void *)dst, (void *)out, N, TGC_F32, TGC_REDUCE_AVG, s);
+    st = tgc_comm_all_reduce_start(c, (void *)dst, (void *)out, N, TGC_F32, TGC_DIST_AVG, s);
     tgc_status st2 = st == TGC_OK ? tgc_comm_wait(c, (void *)out, s) : st;
     CUresult end = d->cuStreamEndCapture(s, &g);
     if (st != TGC_OK || st2 != TGC_OK)
@@ -183,7 +179,7 @@ static void test_local_group_of_one_device(void **state)
     CU(d->cuMemAlloc(&p, sizeof h));
     CU(d->cuMemcpyHtoD(p, h, sizeof h));
     assert_int_equal(
-        tgc_comm_all_reduce_start(c, (void *)p, (void *)p, 5, TGC_F64, TGC_REDUCE_MAX, NULL),
+        tgc_comm_all_reduce_start(c, (void *)p, (void *)p, 5, TGC_F64, TGC_DIST_MAX, NULL),
         TGC_OK);
     assert_int_equal(tgc_comm_wait(c, (void *)p, NULL), TGC_OK);
     assert_int_equal(tgc_comm_synchronize(c, NULL), TGC_OK);

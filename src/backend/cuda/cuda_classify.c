@@ -107,6 +107,8 @@ typedef enum {
 #define PLAN_EMBEDDING_GRAD           CP_OPAQUE
 #define PLAN_GATHER_GRAD              CP_OPAQUE
 #define PLAN_INDEX_SELECT_GRAD        CP_OPAQUE
+#define PLAN_ALL_REDUCE               CP_OPAQUE /* runtime/comm.c on the comm stream */
+#define PLAN_COMM_WAIT                CP_OPAQUE
 
 static const unsigned char plans[] = {
 #define X(e, nm, mn, mx, kind) PLAN_##e,

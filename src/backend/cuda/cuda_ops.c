@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_ops_impl.h"
 #include "backend/interp/interp.h"
 #include "ir/op.h"
+#include "runtime/comm.h"
 #include "runtime/philox.h"
 #include "support/error.h"
 #include "tensor/copy.h"
@@ -1394,6 +1395,60 @@ static tgc_status run_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     }
 }
 
+/* ---- collectives (runtime/comm.h) ---- */
+
+/* The communicator of a COMM node, live and not failed: NULL with the error set. */
+static tgc_comm *comm_of(const tgc_node *nd)
+{
+    tgc_comm *cm = tgc_comm_from_handle(nd->attrs.i[0]);
+    if (!cm) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_%s: the process group this step communicates over was freed (free "
+                      "compiled functions before their tgc_dist)",
+                      tgc_op_name(nd->op));
+        return NULL;
+    }
+    return tgc_comm_status(cm) == TGC_OK ? cm : NULL;
+}
+
+/* ALL_REDUCE(x): queued on the communicator's stream after the work on this stream, into a
+ * new tensor (a strided x is first copied into it and reduced in place); COMM_WAIT(y, x):
+ * this stream waits for y's all-reduce, the result is a view of y. */
+static tgc_status run_comm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                           const int64_t *shape, tgc_tensor **out)
+{
+    tgc_comm *cm = comm_of(nd);
+    if (!cm)
+        return tgc_last_status();
+    tgc_device cd = tgc_comm_device(cm);
+    if (cd.type != c->dev.type || cd.index != c->dev.index)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc_%s: the process group is on %s:%d, the step on "
+                             "cuda:%d", tgc_op_name(nd->op),
+                             cd.type == TGC_DEVICE_CUDA ? "cuda" : "cpu", cd.index, c->dev.index);
+    const tgc_tensor *x = in[0];
+    if (nd->op == TGC_OP_COMM_WAIT) {
+        tgc_status s = tgc_comm_wait(cm, dptr(x), c->stream);
+        if (s != TGC_OK)
+            return s;
+        *out = tgc_tensor_view((tgc_tensor *)x, x->shape, x->strides, x->ndim, x->offset);
+        return *out ? TGC_OK : tgc_last_status();
+    }
+    tgc_status s = new_out(c, shape, nd->out.ndim, nd->out.dtype, out);
+    if (s != TGC_OK)
+        return s;
+    const void *send = dptr(x);
+    if (!is_contiguous(x) && numel(x) > 0) {
+        int64_t ost[TGC_MAX_DIMS];
+        tgc_row_major_strides(shape, nd->out.ndim, ost);
+        s = copy_into(c, dptr(*out), ost, x->dtype, x, dptr(x), x->shape, x->ndim, x->strides);
+        send = dptr(*out);
+    }
+    if (s == TGC_OK)
+        s = tgc_comm_all_reduce_start(cm, send, dptr(*out), (size_t)numel(*out), x->dtype,
+                                      (tgc_dist_op)nd->attrs.i[1], c->stream);
+    return s;
+}
+
 /* ---- entry points ---- */
 
 int tgc_cuda_op_supported(const tgc_node *nd)
@@ -1448,6 +1503,7 @@ static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     case TGC_KIND_CREATE: return run_create(c, nd, shape, out);
     case TGC_KIND_LOSS: return run_loss(c, nd, ins, shape, out);
     case TGC_KIND_GRAD: return run_grad(c, nd, ins, shape, out);
+    case TGC_KIND_COMM: return run_comm(c, nd, ins, shape, out);
     default: return unsupported();
     }
 }

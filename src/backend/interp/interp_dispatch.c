@@ -32,6 +32,7 @@ typedef tgc_status (*kernel_fn)(tgc_op, tgc_tensor *const *, int, const tgc_attr
 #define FAMILY_LOSS      tgc_interp_nn
 #define FAMILY_ATTENTION tgc_interp_nn
 #define FAMILY_GRAD      tgc_interp_grad
+#define FAMILY_COMM      tgc_interp_comm
 
 static const kernel_fn families[] = {
 #define X(e, name, mn, mx, kind) FAMILY_##kind,
@@ -55,6 +56,8 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
         tgc_storage_bump(in[0]->storage);
         return tgc_tensor_view(in[0], in[0]->shape, in[0]->strides, in[0]->ndim, in[0]->offset);
     }
+    if (op == TGC_OP_COMM_WAIT) /* joins the all-reduce; the result is its value */
+        return tgc_interp_comm_wait(in, a);
     if (tgc_op_info_of(op)->kind == TGC_KIND_VIEW && in[0]->dtype == out_dtype) {
         int64_t strides[TGC_MAX_DIMS], offset = in[0]->offset;
         if (tgc_interp_view_geometry(op, in[0], a, out_shape, out_ndim, strides, &offset))

@@ -160,6 +160,8 @@ enum { CG_FLOAT = 1, CG_INT = 2, CG_ANY = 4 };
 #define CG_EMBEDDING_GRAD           0
 #define CG_GATHER_GRAD              0
 #define CG_INDEX_SELECT_GRAD        0
+#define CG_ALL_REDUCE               0
+#define CG_COMM_WAIT                0
 
 static const unsigned char cg_ops[] = {
 #define X(e, nm, mn, mx, kind) CG_##e,

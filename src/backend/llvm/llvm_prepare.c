@@ -112,6 +112,8 @@ typedef enum {
 #define PLAN_EMBEDDING_GRAD           LP_INTERP
 #define PLAN_GATHER_GRAD              LP_INTERP
 #define PLAN_INDEX_SELECT_GRAD        LP_INTERP
+#define PLAN_ALL_REDUCE               LP_INTERP /* interp's k_comm.c, in place on the host */
+#define PLAN_COMM_WAIT                LP_INTERP
 
 static const unsigned char plans[] = {
 #define X(e, nm, mn, mx, kind) PLAN_##e,

@@ -1,0 +1,386 @@
+/* Data-parallel modules (include/tgc/dist.h, tgc_ddp): the structure check and the broadcast
+ * at creation, and the gradient averaging autograd drives through two hooks
+ * (dist_impl.h):
+ *  - tgc_ddp_grad_ready: a parameter's gradient of this backward is final (autograd calls
+ *    it as soon as the parameter's last contribution is added into its .grad). The
+ *    parameters are in fixed buckets (reverse tree order, one dtype each); once every
+ *    parameter of the next bucket in order is ready, its gradients are concatenated and its
+ *    all-reduce (AVG) is started: queued on the communicator's stream, overlapping the rest
+ *    of backward. Buckets start strictly in order, so every rank issues the same collectives
+ *    in the same order.
+ *  - tgc_ddp_backward_end: the remaining buckets start (their parameters got no gradient in
+ *    this backward, and contribute their .grad as it is), then each bucket is joined
+ *    (COMM_WAIT) and its averaged slices are written into the .grads (tgc_copy_).
+ * Everything is ops, so inside a compiled function the same code records ALL_REDUCE and
+ * COMM_WAIT nodes: the joins come after the whole backward in node order, the starts right
+ * after the gradients they need.
+ * With sync off (tgc_ddp_set_sync) the hooks do nothing: gradients accumulate locally. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/autograd.h"
+#include "frontend/dist_impl.h"
+#include "frontend/module_impl.h"
+#include "support/error.h"
+#include "tensor/copy.h"
+#include "tgc/autograd.h"
+#include "tgc/ops.h"
+
+typedef struct bucket {
+    int first, n;     /* params[first .. first + n) */
+    int64_t numel;    /* elements of all its gradients */
+    tgc_tensor *flat; /* this backward: the concatenated gradients (the all-reduce's input) */
+    tgc_tensor *red;  /* and the started all-reduce */
+} bucket;
+
+struct tgc_ddp {
+    tgc_dist *pg;
+    tgc_module *m;
+    int sync;
+    tgc_tensor **params; /* the parameters that require a gradient, in bucket order */
+    int n_params;
+    int64_t *offset; /* per parameter: its first element in its bucket */
+    int *bucket_of;
+    uint8_t *ready;
+    bucket *buckets;
+    int n_buckets;
+    int n_ready_total, next_start; /* this backward */
+    int active;                    /* on the thread's list of this backward */
+    struct tgc_ddp *next_active;
+};
+
+/* The wrappers that saw a gradient in the running backward (a backward runs on one thread). */
+static _Thread_local tgc_ddp *active_list;
+
+/* ---- creation ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The hash every rank must agree on: names, kinds, dtypes, shapes and requires_grad of the
+ * module tree's tensors (not their devices, which differ per rank). */
+static uint64_t structure_hash(tgc_module *m)
+{
+    int n = 0;
+    tgc_tensor *const *flat = tgc_module_flat(m, &n);
+    uint64_t h = fnv(0xcbf29ce484222325ull, &n, sizeof n);
+    for (int i = 0; i < n; i++) {
+        char name[512];
+        int is_buffer = 0;
+        tgc_module_flat_name(m, i, name, sizeof name, &is_buffer);
+        const tgc_tensor *t = flat[i];
+        int meta[4] = {is_buffer, (int)t->dtype, t->ndim, (t->flags & TGC_T_REQUIRES_GRAD) != 0};
+        h = fnv(h, name, strlen(name) + 1);
+        h = fnv(h, meta, sizeof meta);
+        h = fnv(h, t->shape, (size_t)t->ndim * sizeof(int64_t));
+    }
+    return h;
+}
+
+/* Every rank's hash against this one's: the maxima of (hi, lo, -hi, -lo) equal this rank's
+ * values exactly when all ranks have the same hash. */
+static tgc_status check_structure(tgc_dist *pg, tgc_module *m)
+{
+    uint64_t h = structure_hash(m);
+    int64_t hi = (int64_t)(h >> 32), lo = (int64_t)(h & 0xffffffffu);
+    int64_t mine[4] = {hi, lo, -hi, -lo}, all[4] = {0, 0, 0, 0};
+    tgc_scope_push();
+    tgc_tensor *t = tgc_from_data(mine, sizeof mine, (int64_t[]){4}, 1, TGC_I64, tgc_cpu());
+    tgc_device dev = tgc_dist_device(pg);
+    if (t && dev.type != TGC_DEVICE_CPU)
+        t = tgc_to(t, dev);
+    tgc_tensor *r = t ? tgc_dist_all_reduce(pg, t, TGC_DIST_MAX) : NULL;
+    tgc_status st = r ? tgc_copy_to_host(r, all, sizeof all) : tgc_last_status();
+    tgc_scope_pop();
+    if (st != TGC_OK)
+        return st;
+    if (memcmp(mine, all, sizeof mine) != 0)
+        return tgc_set_error(TGC_ERR_MISMATCH,
+                             "tgc_ddp_create: the ranks disagree on the structure of module '%s' "
+                             "(names, shapes, dtypes or requires_grad of its tensors; rank %d's "
+                             "hash is %016llx)",
+                             tgc_module_name(m), tgc_dist_rank(pg), (unsigned long long)h);
+    return TGC_OK;
+}
+
+/* Rank 0's parameters and buffers to every rank. */
+static tgc_status broadcast_all(tgc_dist *pg, tgc_module *m)
+{
+    int n = 0;
+    tgc_tensor *const *flat = tgc_module_flat(m, &n);
+    tgc_status st = TGC_OK;
+    for (int i = 0; i < n && st == TGC_OK; i++)
+        st = tgc_dist_broadcast_(pg, flat[i], 0);
+    if (st == TGC_OK)
+        st = tgc_comm_synchronize(tgc_dist_comm(pg), NULL);
+    return st;
+}
+
+static tgc_status check_devices(tgc_dist *pg, tgc_module *m)
+{
+    int n = 0;
+    tgc_tensor *const *flat = tgc_module_flat(m, &n);
+    tgc_device d = tgc_dist_device(pg);
+    for (int i = 0; i < n; i++)
+        if (flat[i]->device.type != d.type ||
+            (d.type == TGC_DEVICE_CUDA && flat[i]->device.index != d.index)) {
+            char name[512];
+            tgc_module_flat_name(m, i, name, sizeof name, NULL);
+            return tgc_set_error(TGC_ERR_DEVICE,
+                                 "tgc_ddp_create: %s is on %s:%d, the process group on %s:%d "
+                                 "(tgc_module_to the group's device first)",
+                                 name, flat[i]->device.type == TGC_DEVICE_CPU ? "cpu" : "cuda",
+                                 flat[i]->device.index, d.type == TGC_DEVICE_CPU ? "cpu" : "cuda",
+                                 d.index);
+        }
+    return TGC_OK;
+}
+
+/* Buckets over the parameters in reverse tree order (about the order backward finishes
+ * them), a new one at a dtype change or when the next would pass the cap. */
+static tgc_status make_buckets(tgc_ddp *d, size_t first_cap, size_t cap)
+{
+    int n = 0;
+    tgc_tensor *const *flat = tgc_module_flat(d->m, &n);
+    d->params = calloc((size_t)(n ? n : 1), sizeof *d->params);
+    d->offset = calloc((size_t)(n ? n : 1), sizeof *d->offset);
+    d->bucket_of = calloc((size_t)(n ? n : 1), sizeof *d->bucket_of);
+    d->ready = calloc((size_t)(n ? n : 1), 1);
+    d->buckets = calloc((size_t)(n ? n : 1), sizeof *d->buckets);
+    if (!d->params || !d->offset || !d->bucket_of || !d->ready || !d->buckets)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
+    size_t bytes = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        tgc_tensor *t = flat[i];
+        if (!(t->flags & TGC_T_REQUIRES_GRAD))
+            continue;
+        size_t nb = (size_t)tgc_shape_numel(t->shape, t->ndim) * tgc_dtype_size(t->dtype);
+        bucket *b = d->n_buckets ? &d->buckets[d->n_buckets - 1] : NULL;
+        size_t limit = d->n_buckets == 1 ? first_cap : cap;
+        if (!b || d->params[b->first]->dtype != t->dtype || (b->n && bytes + nb > limit)) {
+            b = &d->buckets[d->n_buckets++];
+            b->first = d->n_params;
+            bytes = 0;
+        }
+        int k = d->n_params++;
+        d->params[k] = t;
+        d->offset[k] = b->numel;
+        d->bucket_of[k] = d->n_buckets - 1;
+        b->n++;
+        b->numel += tgc_shape_numel(t->shape, t->ndim);
+        bytes += nb;
+    }
+    return TGC_OK;
+}
+
+static void detach_params(tgc_ddp *d)
+{
+    for (int i = 0; i < d->n_params; i++)
+        if (d->params[i] && d->params[i]->ddp == d)
+            d->params[i]->ddp = NULL;
+}
+
+static void ddp_destroy(tgc_ddp *d)
+{
+    if (d->params)
+        detach_params(d);
+    free(d->params);
+    free(d->offset);
+    free(d->bucket_of);
+    free(d->ready);
+    free(d->buckets);
+    free(d);
+}
+
+tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts)
+{
+    if (!pg || !m) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_create: %s is NULL", !pg ? "pg" : "m");
+        return NULL;
+    }
+    if (tgc_module_ddp(m)) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_create: module '%s' is already data-parallel",
+                      tgc_module_name(m));
+        return NULL;
+    }
+    tgc_status st = tgc_dist_status(pg);
+    if (st == TGC_OK)
+        st = check_devices(pg, m);
+    if (st == TGC_OK)
+        st = check_structure(pg, m);
+    if (st == TGC_OK && !(opts && opts->no_broadcast))
+        st = broadcast_all(pg, m);
+    if (st != TGC_OK)
+        return NULL;
+    tgc_ddp *d = calloc(1, sizeof *d);
+    if (!d) {
+        tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
+        return NULL;
+    }
+    d->pg = pg;
+    d->m = m;
+    d->sync = 1;
+    size_t cap = opts && opts->bucket_bytes ? opts->bucket_bytes : (size_t)25 << 20;
+    size_t first = opts && opts->first_bucket_bytes ? opts->first_bucket_bytes : (size_t)1 << 20;
+    st = make_buckets(d, first, cap);
+    if (st == TGC_OK)
+        st = tgc_module_set_ddp(m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(pg)), 1);
+    if (st != TGC_OK) {
+        ddp_destroy(d);
+        return NULL;
+    }
+    for (int i = 0; i < d->n_params; i++) {
+        d->params[i]->ddp = d;
+        d->params[i]->ddp_slot = i;
+    }
+    return d;
+}
+
+tgc_status tgc_ddp_set_sync(tgc_ddp *d, int on)
+{
+    if (!d)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_set_sync: d is NULL");
+    if (d->active)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_set_sync: not during a backward");
+    d->sync = on != 0;
+    return tgc_module_set_ddp(d->m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(d->pg)), d->sync);
+}
+
+int tgc_ddp_sync(const tgc_ddp *d)
+{
+    return d ? d->sync : 0;
+}
+
+int tgc_ddp_num_buckets(const tgc_ddp *d)
+{
+    return d ? d->n_buckets : 0;
+}
+
+int tgc_ddp_bucket_size(const tgc_ddp *d, int i)
+{
+    return d && i >= 0 && i < d->n_buckets ? d->buckets[i].n : 0;
+}
+
+tgc_dist *tgc_ddp_group(const tgc_ddp *d)
+{
+    return d ? d->pg : NULL;
+}
+
+void tgc_ddp_free(tgc_ddp *d)
+{
+    if (!d)
+        return;
+    tgc_module_set_ddp(d->m, NULL, 0, 0);
+    ddp_destroy(d);
+}
+
+/* ---- the hooks ---- */
+
+/* Concatenates bucket b's gradients (a parameter without one gets zeros) and starts their
+ * average. */
+static tgc_status start_bucket(tgc_ddp *d, int b)
+{
+    bucket *bk = &d->buckets[b];
+    tgc_tensor *small[16], **parts = bk->n <= 16 ? small : malloc((size_t)bk->n * sizeof *parts);
+    if (!parts)
+        return tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
+    tgc_status st = TGC_OK;
+    for (int i = 0; i < bk->n && st == TGC_OK; i++) {
+        tgc_tensor *p = d->params[bk->first + i];
+        st = tgc_autograd_ensure_grad(p);
+        parts[i] = st == TGC_OK ? tgc_reshape(p->grad, (int64_t[]){-1}, 1) : NULL;
+        if (st == TGC_OK && !parts[i])
+            st = tgc_last_status();
+    }
+    if (st == TGC_OK) {
+        bk->flat = bk->n == 1 ? tgc_contiguous(parts[0]) : tgc_cat(parts, bk->n, 0);
+        bk->red = bk->flat ? tgc_dist_reduce_start(d->pg, bk->flat, TGC_DIST_AVG) : NULL;
+        if (!bk->red)
+            st = tgc_last_status();
+    }
+    if (parts != small)
+        free(parts);
+    return st;
+}
+
+static tgc_status start_ready(tgc_ddp *d)
+{
+    tgc_status st = TGC_OK;
+    while (st == TGC_OK && d->next_start < d->n_buckets) {
+        const bucket *bk = &d->buckets[d->next_start];
+        int all = 1;
+        for (int i = 0; i < bk->n && all; i++)
+            all = d->ready[bk->first + i];
+        if (!all)
+            break;
+        st = start_bucket(d, d->next_start++);
+    }
+    return st;
+}
+
+tgc_status tgc_ddp_grad_ready(tgc_tensor *leaf)
+{
+    tgc_ddp *d = leaf->ddp;
+    if (!d || !d->sync || leaf->ddp_slot < 0 || leaf->ddp_slot >= d->n_params ||
+        d->params[leaf->ddp_slot] != leaf)
+        return TGC_OK;
+    if (!d->active) {
+        d->active = 1;
+        d->next_active = active_list;
+        active_list = d;
+    }
+    if (!d->ready[leaf->ddp_slot]) {
+        d->ready[leaf->ddp_slot] = 1;
+        d->n_ready_total++;
+    }
+    return start_ready(d);
+}
+
+/* Starts what is left, joins every bucket and writes the averages into the .grads. */
+static tgc_status finish(tgc_ddp *d)
+{
+    tgc_status st = TGC_OK;
+    while (st == TGC_OK && d->next_start < d->n_buckets)
+        st = start_bucket(d, d->next_start++);
+    for (int b = 0; b < d->n_buckets && st == TGC_OK; b++) {
+        bucket *bk = &d->buckets[b];
+        tgc_tensor *avg = tgc_dist_reduce_wait(d->pg, bk->red, bk->flat);
+        if (!avg)
+            st = tgc_last_status();
+        for (int i = 0; i < bk->n && st == TGC_OK; i++) {
+            int k = bk->first + i;
+            tgc_tensor *p = d->params[k];
+            int64_t n = tgc_shape_numel(p->shape, p->ndim);
+            tgc_tensor *s = tgc_slice(avg, 0, d->offset[k], d->offset[k] + n, 1);
+            tgc_tensor *v = s ? tgc_reshape(s, p->shape, p->ndim) : NULL;
+            st = v ? tgc_copy_(p->grad, v) : tgc_last_status();
+        }
+    }
+    return st;
+}
+
+tgc_status tgc_ddp_backward_end(void)
+{
+    tgc_status st = TGC_OK;
+    while (active_list) {
+        tgc_ddp *d = active_list;
+        active_list = d->next_active;
+        tgc_status fs = finish(d); /* even after an error: every rank joins what it started */
+        if (st == TGC_OK)
+            st = fs;
+        d->active = 0;
+        d->next_active = NULL;
+        d->next_start = 0;
+        d->n_ready_total = 0;
+        memset(d->ready, 0, (size_t)d->n_params);
+        for (int b = 0; b < d->n_buckets; b++)
+            d->buckets[b].flat = d->buckets[b].red = NULL;
+    }
+    return st;
+}
