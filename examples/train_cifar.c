@@ -99,6 +99,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -570,8 +573,12 @@ static tgc_dist *join_group(const options *o, const dist_plan *dp)
     tgc_dist *pg = tgc_dist_init(&d);
     if (!pg) {
         tgc_status st = tgc_last_status();
-        fprintf(stderr, "tgc_dist_init (rank %d of %d): %s (%s)\n", dp->rank, dp->world,
-                tgc_last_error(), tgc_status_str(st));
+        if (dp->rank >= 0)
+            fprintf(stderr, "tgc_dist_init (rank %d of %d): %s (%s)\n", dp->rank, dp->world,
+                    tgc_last_error(), tgc_status_str(st));
+        else
+            fprintf(stderr, "tgc_dist_init (rank and world size from the environment): %s (%s)\n",
+                    tgc_last_error(), tgc_status_str(st));
         if (st == TGC_ERR_INVALID_ARG && dp->rank < 0)
             fprintf(stderr, "  launched externally: set TGC_DIST_ID_FILE (a path every rank "
                             "sees) or TGC_DIST_ID, or pass --id-file\n");
@@ -888,6 +895,9 @@ static int launch(const options *o, cifar_set *train, cifar_set *test, int synth
             break;
         }
         if (pid[started] == 0) {
+#ifdef __linux__
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* a rank does not outlive its launcher */
+#endif
             dist_plan dp = {1, started, n, id_file};
             exit(run(o, &dp, train, test, synthetic, 0));
         }

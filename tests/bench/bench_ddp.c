@@ -55,6 +55,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -587,6 +590,9 @@ static int run_world(const options *o, int world, rank_fn fn, results *res)
     for (int r = 0; w.pid && r < n; r++) {
         pid_t p = fork();
         if (p == 0) {
+#ifdef __linux__
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* a rank does not outlive the parent */
+#endif
             close(fds[0]);
             child_main(o, r, world, id_file, fn, fds[1]);
         }
