@@ -2,8 +2,8 @@
 # One device command for the H200: `make test-gpu`, the GPU benchmarks and the PyTorch
 # references, in one run, with a table of ratios in $OUT/summary.txt.
 #
-#   tests/gpu/device_run.sh [--quick] [--no-tests] [--no-memcheck] [--no-bench] [--no-torch]
-#                           [--torch-dir DIR] [--bert-static]
+#   tests/gpu/device_run.sh [--quick] [--train] [--dist] [--no-tests] [--no-memcheck] [--no-bench]
+#                           [--no-torch] [--torch-dir DIR] [--bert-static]
 #
 # Run it with the device tool from the repository root, carrying .deps (made here by
 # `make gpu-deps`: the cmocka .debs and a copy of ../shared/bench's torch_ref.py and
@@ -34,17 +34,34 @@
 #                   of this run as --torch-ref                          -> $OUT/bench_train.log
 #   example     40  a short examples/train_cifar run on cuda:0 (synthetic data)
 #                                                                       -> $OUT/train_cifar.log
+# --dist: data-parallel training over NCCL (issue 11), on every GPU the machine has (G =
+# `nvidia-smi -L | wc -l`; the counts measured are 1 and G). TGC_NCCL_LIBRARY is pointed at
+# the libnccl.so.2 of the Python packages (nvidia-nccl) when the loader cannot find one:
+#   build       120 tests/gpu/test_gpu.sh --build-only                 -> $OUT/test_gpu.log
+#   dist_tests   60 ctest -R 'test_(comm|ddp)_cuda' (world of one through the real NCCL,
+#                   failure paths; --no-tests skips it)                -> $OUT/dist_tests.log
+#   check        40 bench_ddp --check-losses (seed CNN, no batch norm, 50 SGD steps: N ranks
+#                   with global batch 32 against one process with batch 32), and again with
+#                   --accum 2                                          -> $OUT/bench_ddp.log
+#   bench_ddp   220 bench_ddp --gpus G --counts 1,G (ResNet18 and the seed CNN at batch 64
+#                   per GPU, DEFAULT and REDUCE_OVERHEAD, images/s per rank and total, scaling
+#                   total(G)/total(1)) --torch-ref: tests/gpu/torch_ddp.py under torchrun on
+#                   the same counts (eager DDP and torch.compile), ratios  -> $OUT/bench_ddp.log
+#   example      60 examples/train_cifar --gpus G --max-steps 50 (global batch 64 G, synthetic
+#                   data), then --accum 2 --mode reduce-overhead --max-steps 20
+#                                                                       -> $OUT/train_cifar.log
 # A phase cut by its budget is marked "timeout" in the summary; what it printed is kept.
 # The files under $OUT stay within the device tool's limit of 8.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/gpu}
 mkdir -p "$OUT"
-quick=0 train=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
+quick=0 train=0 dist=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
     --train) train=1 ;;
+    --dist) dist=1 ;;
     --no-tests) tests=0 ;;
     --no-memcheck) memcheck=0 ;;
     --no-bench) bench=0 ;;
@@ -101,6 +118,48 @@ find_torch() {
     done
     return 1
 }
+
+if [ $dist = 1 ]; then
+    ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    [ "$ngpu" -ge 1 ] || ngpu=1
+    counts=1
+    [ "$ngpu" -gt 1 ] && counts=1,$ngpu
+    if [ -z "${TGC_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+        nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+        [ -f "$nccl" ] && export TGC_NCCL_LIBRARY=$nccl
+    fi
+    echo "device_run --dist: $ngpu GPUs (counts $counts); NCCL: ${TGC_NCCL_LIBRARY:-libnccl.so.2 found by the dynamic loader}" |
+        tee -a "$OUT/bench_ddp.log"
+    run_phase build 120 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --build-only
+    if [ $tests = 1 ]; then
+        # the tests link cmocka, which test_gpu.sh may have unpacked into /tmp/cm
+        cm=$(find /tmp/cm -name 'libcmocka.so*' 2>/dev/null | head -n1)
+        run_phase dist_tests 60 "$OUT/dist_tests.log" env \
+            LD_LIBRARY_PATH="${cm:+$(dirname "$cm"):}${LD_LIBRARY_PATH:-}" \
+            bash -c "cd $BUILD && ctest -R 'test_(comm|ddp)_cuda' --output-on-failure"
+    fi
+    run_phase check 40 "$OUT/bench_ddp.log" bash -c "
+        $BUILD/tests/bench/bench_ddp --check-losses --gpus $ngpu --counts $counts --timeout 30
+        $BUILD/tests/bench/bench_ddp --check-losses --gpus $ngpu --counts $counts --timeout 30 \
+            --accum 2"
+    torch_flag=""
+    [ $torch = 1 ] && python3 -c 'import torch' 2>/dev/null && torch_flag=--torch-ref
+    [ -n "$torch_flag" ] || echo "device_run --dist: no PyTorch reference (--no-torch, or no torch)" |
+        tee -a "$OUT/bench_ddp.log"
+    run_phase bench_ddp 220 "$OUT/bench_ddp.log" "$BUILD/tests/bench/bench_ddp" --gpus "$ngpu" \
+        --counts "$counts" --iters 30 --warmup 5 --timeout 60 $torch_flag
+    run_phase example 60 "$OUT/train_cifar.log" bash -c "
+        $BUILD/examples/train_cifar --gpus $ngpu --model cnn --data /tmp/cifar-dist-synthetic \
+            --synthetic-train 10000 --synthetic-test 2000 --batch $((64 * ngpu)) --max-steps 50 \
+            --report 10 --timeout 30 --checkpoint /tmp/cifar-dist-cnn.safetensors &&
+        $BUILD/examples/train_cifar --gpus $ngpu --model cnn --data /tmp/cifar-dist-synthetic \
+            --batch $((64 * ngpu)) --accum 2 --mode reduce-overhead --max-steps 20 --report 10 \
+            --timeout 30"
+    echo "total $(($(date +%s) - t_start)) -" >>"$PHASES"
+    grep -h '^summary\|^check .*->\|^total' "$OUT/bench_ddp.log" "$OUT/train_cifar.log" 2>/dev/null
+    cat "$PHASES"
+    exit 0
+fi
 
 if [ $train = 1 ]; then
     if [ $tests = 1 ]; then
