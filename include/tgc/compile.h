@@ -64,7 +64,8 @@ typedef struct tgc_stats {
     double guard_ns_per_call;  /* mean guard-check time of cache hits */
     int kernels_last_variant;  /* kernels (launches) of the most recent variant */
     char last_recompile_reason[256];
-    char backend[16]; /* the backend the config resolved to: "llvm", "interp" */
+    char backend[16]; /* the backend of the most recently used compiled variant ("cuda" for
+                       * one on a GPU), else the one the config resolved to: "llvm", "interp" */
 } tgc_stats;
 
 /* cfg may be NULL (defaults). Returns NULL with TGC_ERR_INVALID_ARG on a NULL fn or a bad

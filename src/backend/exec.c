@@ -156,8 +156,8 @@ static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
         st = tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
     if (st == TGC_OK)
         st = bind_kernel(r, pk, bufs, sizes);
-    tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads, r->p->device,
-                          r->p->stream, r->p->precision};
+    tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads,
+                          r->p->device,  r->p->stream,  r->p->precision};
     if (st == TGC_OK)
         st = k->kind == KIR_LOOP ? r->p->backend->launch(pk, bufs, sizes, &env)
                                  : r->p->backend->run_template(pk, bufs, sizes, &env);
@@ -199,17 +199,29 @@ static tgc_status run_assign(run_ctx *r, int32_t node)
 /* A node the backend has no kernel for, on interp. On a device other than the host, its
  * inputs are copied to the host and its result back (the compile named the op on the perf
  * channel); on the host the values are used in place. */
+static tgc_status run_opaque_with(run_ctx *r, int32_t node, tgc_tensor **ins);
+
 static tgc_status run_opaque(run_ctx *r, int32_t node)
 {
     const tgc_plan *p = r->p;
     const tgc_node *nd = &p->g->nodes[node];
-    const char *fn = tgc_op_name(nd->op);
-    tgc_tensor *ins[8];
     if (nd->op == TGC_OP_ASSIGN)
         return run_assign(r, node);
-    if (nd->n_in > 8)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc %s: %s with %d inputs", p->backend->name, fn,
-                             nd->n_in);
+    /* cat and stack take any number of inputs (a data-parallel bucket: one per parameter) */
+    tgc_tensor *ins_small[8], **ins = ins_small;
+    if (nd->n_in > 8 && !(ins = malloc((size_t)nd->n_in * sizeof *ins)))
+        return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", p->backend->name);
+    tgc_status st = run_opaque_with(r, node, ins);
+    if (ins != ins_small)
+        free(ins);
+    return st;
+}
+
+static tgc_status run_opaque_with(run_ctx *r, int32_t node, tgc_tensor **ins)
+{
+    const tgc_plan *p = r->p;
+    const tgc_node *nd = &p->g->nodes[node];
+    const char *fn = tgc_op_name(nd->op);
     int64_t shape[TGC_MAX_DIMS];
     eval_shape(r, &nd->out, shape);
     if (p->backend->run_node) { /* the backend's own kernel for it, on its device */
@@ -217,8 +229,8 @@ static tgc_status run_opaque(run_ctx *r, int32_t node)
             if (!(ins[k] = value_tensor(r, nd->in[k])))
                 return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: input of %s missing",
                                       p->backend->name, fn);
-        tgc_launch_env env = {p->g->syms, r->x->symvals, p->n_threads, p->device, p->stream,
-                              p->precision};
+        tgc_launch_env env = {p->g->syms, r->x->symvals, p->n_threads,
+                              p->device,  p->stream,     p->precision};
         tgc_tensor *res = NULL;
         tgc_status st = p->backend->run_node(nd, ins, shape, &res, &env);
         if (st == TGC_OK) {

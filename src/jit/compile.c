@@ -433,8 +433,13 @@ tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out)
     *out = f->stats;
     out->variants = f->n_variants;
     out->guard_ns_per_call = f->guard_samples ? f->guard_ns_sum / (double)f->guard_samples : 0;
+    /* the backend the most recently used compiled variant runs on (a CUDA variant of an AUTO
+     * function reports "cuda"), else the one the config resolved to */
+    const tgc_variant *mru = f->variants && !f->variants->is_eager ? f->variants : NULL;
     snprintf(out->backend, sizeof out->backend, "%s",
-             f->cfg.backend == TGC_BACKEND_EAGER ? "eager" : f->backend->name);
+             f->cfg.backend == TGC_BACKEND_EAGER ? "eager"
+             : mru && mru->backend               ? mru->backend->name
+                                                 : f->backend->name);
     pthread_mutex_unlock(&m->lock);
     return TGC_OK;
 }

@@ -63,8 +63,9 @@ char *tgc_fn_explain(const tgc_fn *cf)
                               "optimizer state), %d gradients bound by position\n",
                               writes, grads);
             if (arena)
-                tgc_sb_printf(&sb, "  memory plan: %.2f MiB of intermediates (peak of the "
-                                   "latest call)\n",
+                tgc_sb_printf(&sb,
+                              "  memory plan: %.2f MiB of intermediates (peak of the "
+                              "latest call)\n",
                               (double)arena / (1024.0 * 1024.0));
         }
         tgc_sb_printf(&sb, "  hits %llu, compile %.2f ms\n  guards:\n", (unsigned long long)v->hits,
