@@ -176,6 +176,7 @@ tgc_status tgc_trace_assign(tgc_trace *tr, tgc_tensor *dst, tgc_tensor *src)
          * the memory. It becomes a view of its value that nothing reads, which DCE drops. */
         tgc_node *old = &tr->g->nodes[tr->aliases[a].assign];
         old->op = TGC_OP_CONTIGUOUS;
+        old->flags &= ~(unsigned)TGC_NODE_MUTATES; /* it writes nothing now: DCE may drop it */
         old->in[0] = old->in[1];
         old->n_in = 1;
         old->out = tr->g->nodes[old->in[0]].out;
