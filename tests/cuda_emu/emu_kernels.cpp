@@ -42,7 +42,10 @@ static char *emu_stack(unsigned t)
 static ucontext_t g_sched;
 static emu_fiber *g_cur;
 
-static void emu_yield() { swapcontext(&g_cur->ctx, &g_sched); }
+static void emu_yield()
+{
+    swapcontext(&g_cur->ctx, &g_sched);
+}
 
 /* counted barrier: the last to arrive opens it; the others yield until it opened */
 struct emu_barrier {
@@ -73,9 +76,12 @@ static std::mutex g_atomic;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __shared__ static
+#define __shared__      static
 
-static void __syncthreads() { g_blk->all->arrive_and_wait(); }
+static void __syncthreads()
+{
+    g_blk->all->arrive_and_wait();
+}
 
 template <typename T> static T __shfl_xor_sync(unsigned, T v, int o)
 {
@@ -102,7 +108,10 @@ static unsigned __ballot_sync(unsigned, bool pred)
     g_blk->warp[w]->arrive_and_wait();
     return m;
 }
-static int __ffs(int x) { return __builtin_ffs(x); }
+static int __ffs(int x)
+{
+    return __builtin_ffs(x);
+}
 static unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
 {
     std::lock_guard<std::mutex> l(g_atomic);
@@ -111,12 +120,38 @@ static unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
         *p = v;
     return old;
 }
-static unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
-static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-static double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); return f; }
-using std::erf; using std::exp; using std::fabs; using std::fmax; using std::log; using std::pow;
-using std::rintf; using std::sqrt; using std::tanh; using std::cos;
+static unsigned __umulhi(unsigned a, unsigned b)
+{
+    return (unsigned)(((uint64_t)a * b) >> 32);
+}
+static float __uint_as_float(unsigned u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static unsigned __float_as_uint(float f)
+{
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static double __longlong_as_double(long long u)
+{
+    double f;
+    memcpy(&f, &u, 8);
+    return f;
+}
+using std::cos;
+using std::erf;
+using std::exp;
+using std::fabs;
+using std::fmax;
+using std::log;
+using std::pow;
+using std::rintf;
+using std::sqrt;
+using std::tanh;
 
 #define X(e, name, mn, mx, kind) constexpr int OP_##e = TGC_OP_##e;
 #include "ir/ops.def"
@@ -135,9 +170,15 @@ static void call_with(void (*f)(A...), void **p, std::index_sequence<I...>)
 }
 
 static void (*g_entry)(void);
-static void fiber_main() { g_entry(); g_cur->done = 1; swapcontext(&g_cur->ctx, &g_sched); }
+static void fiber_main()
+{
+    g_entry();
+    g_cur->done = 1;
+    swapcontext(&g_cur->ctx, &g_sched);
+}
 
-template <typename... A> static void run_grid(void (*f)(A...), void **p, unsigned grid, unsigned block)
+template <typename... A>
+static void run_grid(void (*f)(A...), void **p, unsigned grid, unsigned block)
 {
     gridDim = {grid, 1, 1};
     blockDim = {block, 1, 1};
@@ -209,6 +250,7 @@ extern "C" int tgc_emu_launch(const char *name, int shape, long long work, void 
     }
     K(tgc_ops_pointwise)
     K(tgc_ops_copy)
+    K(tgc_ops_cat_dense)
     K(tgc_ops_fill)
     K(tgc_ops_flag_init)
     K(tgc_ops_check_index)

@@ -206,7 +206,7 @@ static int g_not_inferred; /* cases shape inference rejects (dtype not taken by 
 static tgc_node make_node_ok(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                              int64_t *shape, int *ok)
 {
-    tgc_vinfo vin[8];
+    tgc_vinfo vin[64];
     for (int k = 0; k < n_in; k++) {
         vin[k].dtype = in[k]->dtype;
         vin[k].ndim = in[k]->ndim;
@@ -295,7 +295,7 @@ static tgc_tensor *check_op_tol(const char *what, tgc_op op, tgc_tensor *const *
     tgc_status rs = ref ? TGC_OK : tgc_last_status();
     char rmsg[512];
     snprintf(rmsg, sizeof rmsg, "%s", tgc_last_error());
-    tgc_tensor *dev[8];
+    tgc_tensor *dev[64];
     for (int k = 0; k < n_in; k++)
         dev[k] = dev_mirror(in[k]);
     tgc_launch_env env;
@@ -467,6 +467,21 @@ static void test_gpu_views_and_movement(void **state)
         check_op("cat", TGC_OP_CAT, in, 3, &a);
         tgc_tensor *bf[2] = {cpu_f(TGC_BF16, sa, 3), cpu_gapped(TGC_BF16, sa, 3)};
         check_op("cat bf16", TGC_OP_CAT, bf, 2, &a);
+    }
+    /* cat of many dense pieces along the outer dim (one launch per 32 pieces): 1-d of odd
+     * sizes (4-byte words), multiples of 4 floats (16-byte words), f16 odd sizes (bytes),
+     * an empty piece, 2-d pieces */
+    for (int variant = 0; variant < 4; variant++) {
+        tgc_tensor *in[45];
+        int n = variant == 3 ? 5 : 45;
+        for (int k = 0; k < n; k++) {
+            int64_t sz[2] = {variant == 1 ? 4 * (k % 7 + 1) : k % 9 == 4 ? 0 : 1 + 2 * (k % 5), 3};
+            tgc_dtype dt = variant == 2 ? TGC_F16 : TGC_F32;
+            in[k] = cpu_f(dt, sz, variant == 3 ? 2 : 1);
+        }
+        int64_t d = 0;
+        a = attrs_i(1, &d, 0, NULL);
+        check_op("cat of many dense pieces", TGC_OP_CAT, in, n, &a);
     }
     for (int dim = 0; dim < 4; dim++) {
         tgc_tensor *in[3] = {cpu_transposed(TGC_F16, s3, 3), cpu_f(TGC_F16, s3, 3),

@@ -394,6 +394,47 @@ static tgc_status run_view_copy(const ops_ctx *c, const tgc_node *nd, tgc_tensor
     return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr(x), x->shape, x->ndim, x->strides);
 }
 
+static int is_contiguous(const tgc_tensor *t);
+
+/* cat of dense inputs of out's dtype along a dim nothing precedes: each input is one range of
+ * out, so OPS_CAT_MAX inputs per launch (tgc_ops_cat_dense) instead of one copy each. */
+static tgc_status cat_dense(const ops_ctx *c, tgc_tensor *const *in, int n, tgc_tensor *out)
+{
+    size_t esz = tgc_dtype_size(out->dtype);
+    char *dst = dptr(out);
+    int64_t at = 0; /* bytes into out */
+    tgc_status s = TGC_OK;
+    for (int k0 = 0; k0 < n && s == TGC_OK;) {
+        ops_catd d;
+        memset(&d, 0, sizeof d);
+        char *base = dst + at;
+        int64_t bytes = 0;
+        uintptr_t align = (uintptr_t)base;
+        int k = k0;
+        for (; k < n && d.n < OPS_CAT_MAX; k++) {
+            int64_t nb = numel(in[k]) * (int64_t)esz;
+            if (nb == 0)
+                continue;
+            d.src[d.n] = dptr(in[k]);
+            d.off[d.n++] = bytes;
+            align |= (uintptr_t)d.src[d.n - 1] | (uintptr_t)bytes;
+            bytes += nb;
+        }
+        align |= (uintptr_t)bytes;
+        d.w = align % 16 == 0 ? 16 : align % 8 == 0 ? 8 : align % 4 == 0 ? 4 : 1;
+        for (int i = 0; i < d.n; i++)
+            d.off[i] /= d.w;
+        d.off[d.n] = bytes / d.w;
+        if (d.n) {
+            void *args[] = {&d, &base};
+            s = launch(c, OPS_K_CAT_DENSE, OPS_GRID, d.off[d.n], args);
+        }
+        at += bytes;
+        k0 = k;
+    }
+    return s;
+}
+
 static tgc_status run_cat(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
                           const int64_t *shape, tgc_tensor **out)
 {
@@ -418,6 +459,13 @@ static tgc_status run_cat(const ops_ctx *c, const tgc_node *nd, tgc_tensor *cons
     tgc_status s = new_out(c, shape, ndim, nd->out.dtype, out);
     if (s != TGC_OK)
         return s;
+    if (dim == 0 || prod(shape, 0, dim) == 1) {
+        int dense = 1;
+        for (int k = 0; k < nd->n_in && dense; k++)
+            dense = in[k]->dtype == nd->out.dtype && is_contiguous(in[k]);
+        if (dense)
+            return cat_dense(c, in, nd->n_in, *out);
+    }
     tgc_row_major_strides(shape, ndim, ost);
     int64_t at = 0;
     size_t esz = tgc_dtype_size(nd->out.dtype);
@@ -1422,9 +1470,11 @@ static tgc_status run_comm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
         return tgc_last_status();
     tgc_device cd = tgc_comm_device(cm);
     if (cd.type != c->dev.type || cd.index != c->dev.index)
-        return tgc_set_error(TGC_ERR_DEVICE, "tgc_%s: the process group is on %s:%d, the step on "
-                             "cuda:%d", tgc_op_name(nd->op),
-                             cd.type == TGC_DEVICE_CUDA ? "cuda" : "cpu", cd.index, c->dev.index);
+        return tgc_set_error(TGC_ERR_DEVICE,
+                             "tgc_%s: the process group is on %s:%d, the step on "
+                             "cuda:%d",
+                             tgc_op_name(nd->op), cd.type == TGC_DEVICE_CUDA ? "cuda" : "cpu",
+                             cd.index, c->dev.index);
     const tgc_tensor *x = in[0];
     if (nd->op == TGC_OP_COMM_WAIT) {
         tgc_status s = tgc_comm_wait(cm, dptr(x), c->stream);

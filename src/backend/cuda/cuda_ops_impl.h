@@ -20,6 +20,14 @@ typedef struct ops_tv {
     int dt;
 } ops_tv;
 
+/* tgc_ops_cat_dense's argument (cuda_ops_kernels.cu's CATD, the same layout) */
+#define OPS_CAT_MAX 32
+typedef struct ops_catd {
+    const void *src[OPS_CAT_MAX];
+    int64_t off[OPS_CAT_MAX + 1];
+    int n, w;
+} ops_catd;
+
 typedef struct ops_pw {
     ops_tv o;
     ops_tv in[3];
@@ -65,6 +73,7 @@ typedef struct ops_cv {
 #define OPS_KERNELS(X)                                                                             \
     X(POINTWISE, "tgc_ops_pointwise")                                                              \
     X(COPY, "tgc_ops_copy")                                                                        \
+    X(CAT_DENSE, "tgc_ops_cat_dense")                                                              \
     X(FILL, "tgc_ops_fill")                                                                        \
     X(FLAG_INIT, "tgc_ops_flag_init")                                                              \
     X(CHECK_INDEX, "tgc_ops_check_index")                                                          \

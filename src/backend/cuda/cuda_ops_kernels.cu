@@ -539,6 +539,47 @@ extern "C" __global__ void tgc_ops_copy(TV d, void *dp, TV s, const void *sp, i6
     }
 }
 
+/* cat of up to TGC_OPS_CAT_MAX dense inputs that land on consecutive ranges of a dense
+ * output (cat along the outermost dim: a data-parallel gradient bucket): input k's bytes go
+ * to [off[k], off[k + 1]) of the output, one launch for all. Words of 16, 8, 4 or 1 bytes,
+ * whichever all the ranges and pointers allow (w = that width). */
+#define TGC_OPS_CAT_MAX 32
+struct CATD {
+    const void *src[TGC_OPS_CAT_MAX];
+    i64 off[TGC_OPS_CAT_MAX + 1]; /* in words */
+    int n, w;
+};
+
+struct alignas(16) W16 { /* one 16-byte word: a vector load and store */
+    unsigned long long a, b;
+};
+
+template <typename W> __device__ __forceinline__ void cat_dense_words(const CATD &c, void *dst)
+{
+    GRID_STRIDE(i, c.off[c.n])
+    {
+        int lo = 0, hi = c.n - 1; /* the input whose range holds word i */
+        while (lo < hi) {
+            int mid = (lo + hi + 1) >> 1;
+            if (c.off[mid] <= i)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        ((W *)dst)[i] = ((const W *)c.src[lo])[i - c.off[lo]];
+    }
+}
+
+extern "C" __global__ void tgc_ops_cat_dense(CATD c, void *dst)
+{
+    switch (c.w) {
+    case 16: cat_dense_words<W16>(c, dst); break;
+    case 8: cat_dense_words<unsigned long long>(c, dst); break;
+    case 4: cat_dense_words<u32>(c, dst); break;
+    default: cat_dense_words<u8>(c, dst); break;
+    }
+}
+
 extern "C" __global__ void tgc_ops_fill(void *p, int dt, i64 n, double v)
 {
     GRID_STRIDE(i, n)
