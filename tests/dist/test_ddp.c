@@ -8,6 +8,7 @@
  * batch B must equal 1-rank training with batch B. */
 #include "ddp_util.h"
 
+#include <pthread.h>
 #include <time.h>
 
 static char dir[256];
@@ -144,6 +145,54 @@ static void test_collectives(void **state)
         assert_int_equal(system(cmd), 0);
         assert_int_equal(ddp_run_ranks(world, collectives_rank, NULL, NULL), 0);
     }
+}
+
+/* ---- one process, several members (tgc_dist_init_local), each driven by a thread ---- */
+
+static void *local_member(void *arg)
+{
+    tgc_dist *pg = arg;
+    float v[3] = {1.0f + (float)tgc_dist_rank(pg), 2, 3}, got[3] = {0, 0, 0};
+    int64_t n = 3;
+    tgc_scope_push();
+    tgc_tensor *x = tgc_from_data(v, sizeof v, &n, 1, TGC_F32, tgc_cpu());
+    tgc_tensor *r = tgc_dist_all_reduce(pg, x, TGC_DIST_SUM);
+    int ok = r && tgc_copy_to_host(r, got, sizeof got) == TGC_OK && got[0] == 3.0f &&
+             got[1] == 4.0f && got[2] == 6.0f;
+    tgc_scope_pop();
+    return ok ? pg : NULL;
+}
+
+static int local_rank_fn(int rank, int world, void *arg)
+{
+    (void)rank;
+    (void)world;
+    (void)arg;
+    tgc_device devs[2] = {tgc_cpu(), tgc_cpu()};
+    tgc_dist *pg[2] = {NULL, NULL};
+    CHILD_OK(tgc_dist_init_local(2, devs, 30, pg));
+    CHILD_CHECK(tgc_dist_rank(pg[0]) == 0 && tgc_dist_rank(pg[1]) == 1);
+    CHILD_CHECK(tgc_dist_world_size(pg[1]) == 2);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        CHILD_CHECK(pthread_create(&t[i], NULL, local_member, pg[i]) == 0);
+    for (int i = 0; i < 2; i++) {
+        void *res = NULL;
+        pthread_join(t[i], &res);
+        CHILD_CHECK(res == pg[i]);
+    }
+    tgc_dist_free(pg[0]);
+    tgc_dist_free(pg[1]);
+    tgc_dist *none[1] = {(tgc_dist *)1};
+    CHILD_CHECK(tgc_dist_init_local(0, devs, 30, none) == TGC_ERR_INVALID_ARG);
+    CHILD_CHECK(tgc_dist_init_local(2, NULL, 30, pg) == TGC_ERR_INVALID_ARG);
+    return 0;
+}
+
+static void test_local_group(void **state)
+{
+    (void)state;
+    assert_int_equal(ddp_run_ranks(1, local_rank_fn, NULL, NULL), 0);
 }
 
 /* ---- training: N ranks with global batch B equal 1 rank with batch B ---- */
@@ -649,6 +698,7 @@ int main(void)
     unsetenv("TGC_WORLD_SIZE");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_local_group),
         cmocka_unit_test(test_train_compiled_two_ranks),
         cmocka_unit_test(test_train_eager_two_ranks),
         cmocka_unit_test(test_train_three_ranks_small_buckets),
