@@ -690,6 +690,51 @@ static void test_peer_dies(void **state)
     assert_int_equal(ddp_run_ranks(2, dies_rank, NULL, NULL), 0);
 }
 
+/* Last (the parent forks no rank after it): a world of one in this process, so the
+ * sanitizer build checks the whole path for leaks: init, the wrapper, eager and compiled
+ * steps, and every free. */
+static void test_world_of_one_in_process(void **state)
+{
+    (void)state;
+    char id[TGC_DIST_ID_CHARS + 1];
+    assert_int_equal(tgc_dist_unique_id(id, sizeof id), TGC_OK);
+    tgc_dist_opts o = tgc_dist_opts_default();
+    o.rank = 0;
+    o.world_size = 1;
+    o.device = tgc_cpu();
+    o.id = id;
+    g_pg = tgc_dist_init(&o);
+    assert_non_null(g_pg);
+    tgc_module *m = ddp_model(77, tgc_cpu());
+    tgc_ddp_opts dop = {64, 64, 0};
+    tgc_ddp *d = tgc_ddp_create(g_pg, m, &dop);
+    assert_non_null(d);
+    tgc_sgd_opts so = {0};
+    so.lr = 0.05;
+    ddp_opt = tgc_sgd(m, &so);
+    assert_int_equal(tgc_zero_grad(m), TGC_OK);
+    tgc_config c = cfg_for(0);
+    tgc_fn *f = tgc_compile(ddp_train_step, "step", &c);
+    ddp_loss_scale = 1.0;
+    ddp_do_step = 1;
+    for (int s = 0; s < 4; s++) {
+        tgc_scope_push();
+        tgc_tensor *x, *y, *loss = NULL;
+        ddp_batch(s, 0, 4, tgc_cpu(), &x, &y);
+        tgc_tensor *in[2] = {x, y};
+        assert_int_equal(
+            s % 2 ? tgc_call(f, m, in, 2, &loss, 1) : ddp_train_step(m, in, 2, &loss, 1), TGC_OK);
+        assert_true(isfinite(tgc_item_f64(loss)));
+        tgc_scope_pop();
+    }
+    tgc_fn_free(f);
+    tgc_optim_free(ddp_opt);
+    tgc_ddp_free(d);
+    tgc_module_free(m);
+    tgc_dist_free(g_pg);
+    g_pg = NULL;
+}
+
 int main(void)
 {
     unsetenv("TGC_DIST_ID");
@@ -711,6 +756,7 @@ int main(void)
         cmocka_unit_test(test_missing_library),
         cmocka_unit_test(test_peer_never_joins),
         cmocka_unit_test(test_peer_dies),
+        cmocka_unit_test(test_world_of_one_in_process),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
