@@ -279,6 +279,19 @@ static int train_rank(int rank, int world, void *arg)
     ddp_write_doubles(dir, name, params, DDP_NPARAM);
     if (tc->compiled) {
         tgc_stats st;
+        if (dist && tc->bucket) {
+            /* overlap: the first bucket's all-reduce starts before the backward of the first
+             * layer (its weight gradient, the last matmul) is computed, and the joins come
+             * after all of the backward */
+            char *g = tgc_fn_graph(f_step, 0, 0);
+            const char *first_ar = strstr(g, "all_reduce("), *last_mm = NULL, *p = g;
+            while ((p = strstr(p, "matmul(")))
+                last_mm = p++;
+            const char *first_wait = strstr(g, "comm_wait(");
+            CHILD_CHECK(first_ar && last_mm && first_wait);
+            CHILD_CHECK(first_ar < last_mm && last_mm < first_wait);
+            tgc_free(g);
+        }
         char *ex = tgc_fn_explain(f_step);
         CHILD_CHECK(!dist || strstr(ex, tc->bucket ? "collectives: 4 all_reduce"
                                                    : "collectives: 1 all_reduce"));
