@@ -124,9 +124,14 @@ if [ $memcheck = 1 ]; then
         exe=$(find "$BUILD/tests" -maxdepth 2 -type f -name "$n" -perm -u+x | head -n1)
         [ -n "$exe" ] || { echo "memcheck: $n: no executable (not a cmocka test), skipped"; continue; }
         t0=$(date +%s)
+        # NCCL (the process-group tests) probes its kernels for other architectures with
+        # cudaFuncGetAttributes, and memcheck counts each "no kernel image" answer as an
+        # error; those are NCCL's own API calls: memory errors are still reported
+        api=()
+        case $n in *comm*|*ddp*) api=(--report-api-errors no) ;; esac
         TGC_LOG= CMOCKA_MESSAGE_OUTPUT=stdout TGC_GPU_TEST_STRIDE=$MEMCHECK_STRIDE \
             timeout "$MEMCHECK_TIMEOUT" \
-            compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 "$exe" \
+            compute-sanitizer --tool memcheck "${api[@]}" --error-exitcode 1 --print-limit 20 "$exe" \
             >"$BUILD/memcheck-$n.log" 2>&1
         r=$?
         echo "memcheck: $n: rc $r, $(($(date +%s) - t0)) s ($(grep -c 'Invalid\|ERROR SUMMARY' "$BUILD/memcheck-$n.log") report lines)"
