@@ -402,6 +402,19 @@ tgc_comm *tgc_comm_from_handle(int64_t handle)
     return found;
 }
 
+tgc_comm *tgc_comm_live(int64_t handle, const char *who)
+{
+    tgc_comm *c = tgc_comm_from_handle(handle);
+    if (!c) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "%s: the process group this step communicates over was freed (free "
+                      "compiled functions before their tgc_dist)",
+                      who);
+        return NULL;
+    }
+    return tgc_comm_status(c) == TGC_OK ? c : NULL;
+}
+
 /* ---- ids ---- */
 
 tgc_status tgc_comm_unique_id(tgc_comm_id *id)

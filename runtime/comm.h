@@ -61,8 +61,7 @@ tgc_status tgc_comm_id_from_text(const char *text, tgc_comm_id *id);
 tgc_status tgc_comm_create(const tgc_comm_id *id, int rank, int world, tgc_device dev,
                            double timeout_s, tgc_comm **out);
 /* One process, n devices (one communicator each, ranks 0..n-1, inited as one NCCL group). */
-tgc_status tgc_comm_create_local(int n, const tgc_device *devs, double timeout_s,
-                                 tgc_comm **out);
+tgc_status tgc_comm_create_local(int n, const tgc_device *devs, double timeout_s, tgc_comm **out);
 void tgc_comm_free(tgc_comm *c); /* NULL: nothing; waits for queued work unless failed */
 
 int tgc_comm_rank(const tgc_comm *c);
@@ -71,6 +70,10 @@ tgc_device tgc_comm_device(const tgc_comm *c);
 double tgc_comm_timeout(const tgc_comm *c);
 int64_t tgc_comm_handle(const tgc_comm *c);
 tgc_comm *tgc_comm_from_handle(int64_t handle);
+/* The communicator a graph node names, usable: NULL with the error set when it was freed
+ * ("<who>: the process group this step communicates over was freed ...", TGC_ERR_INVALID_ARG)
+ * or has failed (its sticky failure). */
+tgc_comm *tgc_comm_live(int64_t handle, const char *who);
 /* TGC_OK, or the sticky failure (its message set again in the calling thread). */
 tgc_status tgc_comm_status(tgc_comm *c);
 

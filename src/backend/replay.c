@@ -80,6 +80,8 @@ struct tgc_replay {
     int n_inputs;
     int n_args; /* ARG bindings: max index + 1 */
     int n_outputs;
+    int64_t *comms; /* the distinct communicator handles of the plan's collectives */
+    int n_comms;
     tgc_config log; /* the function's log channels (log, log_fn, log_user only) */
     replay_slot slots[REPLAY_SLOTS];
 };
@@ -118,11 +120,22 @@ tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char 
     r->n_syms = tgc_sym_count(g->syms);
     r->n_outputs = g->n_outputs;
     r->inputs = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *r->inputs);
-    if (!r->inputs) {
+    r->comms = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *r->comms);
+    if (!r->inputs || !r->comms) {
         free(r->inputs);
+        free(r->comms);
         pthread_mutex_destroy(&r->lock);
         free(r);
         return NULL;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].op != TGC_OP_ALL_REDUCE)
+            continue;
+        int seen = 0;
+        for (int k = 0; k < r->n_comms && !seen; k++)
+            seen = r->comms[k] == g->nodes[i].attrs.i[0];
+        if (!seen)
+            r->comms[r->n_comms++] = g->nodes[i].attrs.i[0];
     }
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == TGC_OP_INPUT) {
@@ -159,6 +172,7 @@ static void replay_free_of(const tgc_plan *p, tgc_replay *r)
     for (int i = 0; i < REPLAY_SLOTS; i++)
         slot_clear(p, &r->slots[i], r->n_args, r->n_outputs);
     free(r->inputs);
+    free(r->comms);
     pthread_mutex_destroy(&r->lock);
     free(r);
 }
@@ -220,8 +234,7 @@ static void bump_written(const tgc_plan *p, const tgc_replay *r, const tgc_exec_
 
 /* 1 when every input the graph writes is contiguous: then the steps write it in place and a
  * recording writes the tensor itself. */
-static int written_inputs_contiguous(const tgc_plan *p, const tgc_replay *r,
-                                     const tgc_exec_args *x)
+static int written_inputs_contiguous(const tgc_plan *p, const tgc_replay *r, const tgc_exec_args *x)
 {
     for (int i = 0; p->mutated && i < r->n_inputs; i++) {
         tgc_tensor *t = p->mutated[r->inputs[i]] ? input_of(p, x, r->inputs[i]) : NULL;
@@ -296,17 +309,11 @@ static void disable(const tgc_plan *p, tgc_replay *r, const char *why)
 /* The communicators a recording's collectives use: before a replay, a failed one fails the
  * call (a replay would wait for a dead peer); after it, the watchdog gets an event behind
  * the replay (tgc_comm_watch), so one stuck on a dead peer is aborted after the timeout. */
-static tgc_status comms_check(const tgc_plan *p, int after)
+static tgc_status comms_check(const tgc_replay *r, int after)
 {
-    for (int32_t i = 0; i < p->g->n_nodes; i++) {
-        if (p->g->nodes[i].op != TGC_OP_ALL_REDUCE)
-            continue;
-        tgc_comm *c = tgc_comm_from_handle(p->g->nodes[i].attrs.i[0]);
-        if (!c)
-            return tgc_set_error(TGC_ERR_INVALID_ARG,
-                                 "tgc: the process group a recorded step communicates over was "
-                                 "freed (free compiled functions before their tgc_dist)");
-        tgc_status st = after ? tgc_comm_watch(c, NULL) : tgc_comm_status(c);
+    for (int k = 0; k < r->n_comms; k++) {
+        tgc_comm *c = tgc_comm_live(r->comms[k], "tgc replay");
+        tgc_status st = !c ? tgc_last_status() : after ? tgc_comm_watch(c, NULL) : TGC_OK;
         if (st != TGC_OK)
             return st;
     }
@@ -390,11 +397,11 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
             s->out_refs[i] = atomic_load(&s->out_store[i]->refs);
     /* the recording has not run: replay it once for this call's results */
     if (st == TGC_OK)
-        st = comms_check(p, 0);
+        st = comms_check(r, 0);
     if (st == TGC_OK)
         st = c->launch(p->device, s->graph);
     if (st == TGC_OK)
-        st = comms_check(p, 1);
+        st = comms_check(r, 1);
     if (st == TGC_OK)
         bump_written(p, r, x);
     if (st == TGC_OK)
@@ -438,11 +445,11 @@ tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs
     if (use) {
         st = copy_args(p, r, use, x);
         if (st == TGC_OK)
-            st = comms_check(p, 0);
+            st = comms_check(r, 0);
         if (st == TGC_OK)
             st = p->backend->capture->launch(p->device, use->graph);
         if (st == TGC_OK)
-            st = comms_check(p, 1);
+            st = comms_check(r, 1);
         if (st == TGC_OK)
             bump_written(p, r, x);
         if (st == TGC_OK)

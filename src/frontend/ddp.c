@@ -45,8 +45,8 @@ struct tgc_ddp {
     uint8_t *ready;
     bucket *buckets;
     int n_buckets;
-    int n_ready_total, next_start; /* this backward */
-    int active;                    /* on the thread's list of this backward */
+    int next_start; /* this backward: the next bucket to start */
+    int active;     /* on the thread's list of this backward */
     struct tgc_ddp *next_active;
 };
 
@@ -128,16 +128,14 @@ static tgc_status check_devices(tgc_dist *pg, tgc_module *m)
     tgc_tensor *const *flat = tgc_module_flat(m, &n);
     tgc_device d = tgc_dist_device(pg);
     for (int i = 0; i < n; i++)
-        if (flat[i]->device.type != d.type ||
-            (d.type == TGC_DEVICE_CUDA && flat[i]->device.index != d.index)) {
-            char name[512];
+        if (!tgc_device_equal(flat[i]->device, d)) {
+            char name[512], td[48], gd[48];
             tgc_module_flat_name(m, i, name, sizeof name, NULL);
             return tgc_set_error(TGC_ERR_DEVICE,
-                                 "tgc_ddp_create: %s is on %s:%d, the process group on %s:%d "
+                                 "tgc_ddp_create: %s is on %s, the process group on %s "
                                  "(tgc_module_to the group's device first)",
-                                 name, flat[i]->device.type == TGC_DEVICE_CPU ? "cpu" : "cuda",
-                                 flat[i]->device.index, d.type == TGC_DEVICE_CPU ? "cpu" : "cuda",
-                                 d.index);
+                                 name, tgc_format_device(flat[i]->device, td, sizeof td),
+                                 tgc_format_device(d, gd, sizeof gd));
         }
     return TGC_OK;
 }
@@ -335,10 +333,7 @@ tgc_status tgc_ddp_grad_ready(tgc_tensor *leaf)
         d->next_active = active_list;
         active_list = d;
     }
-    if (!d->ready[leaf->ddp_slot]) {
-        d->ready[leaf->ddp_slot] = 1;
-        d->n_ready_total++;
-    }
+    d->ready[leaf->ddp_slot] = 1;
     return start_ready(d);
 }
 
@@ -377,7 +372,6 @@ tgc_status tgc_ddp_backward_end(void)
         d->active = 0;
         d->next_active = NULL;
         d->next_start = 0;
-        d->n_ready_total = 0;
         memset(d->ready, 0, (size_t)d->n_params);
         for (int b = 0; b < d->n_buckets; b++)
             d->buckets[b].flat = d->buckets[b].red = NULL;

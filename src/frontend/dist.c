@@ -288,11 +288,11 @@ static tgc_status check_tensor(const char *fn, const tgc_dist *pg, const tgc_ten
     if (!pg || !t)
         return tgc_keep_error(TGC_ERR_INVALID_ARG, "%s: %s is NULL", fn, !pg ? "pg" : "t");
     tgc_device d = tgc_comm_device(pg->comm);
-    if (t->device.type != d.type || (d.type == TGC_DEVICE_CUDA && t->device.index != d.index))
-        return tgc_set_error(TGC_ERR_DEVICE,
-                             "%s: the tensor is on %s:%d, the process group on %s:%d", fn,
-                             t->device.type == TGC_DEVICE_CPU ? "cpu" : "cuda", t->device.index,
-                             d.type == TGC_DEVICE_CPU ? "cpu" : "cuda", d.index);
+    char td[48], gd[48];
+    if (!tgc_device_equal(t->device, d))
+        return tgc_set_error(TGC_ERR_DEVICE, "%s: the tensor is on %s, the process group on %s", fn,
+                             tgc_format_device(t->device, td, sizeof td),
+                             tgc_format_device(d, gd, sizeof gd));
     return tgc_comm_status(pg->comm);
 }
 

@@ -1445,36 +1445,21 @@ static tgc_status run_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
 
 /* ---- collectives (runtime/comm.h) ---- */
 
-/* The communicator of a COMM node, live and not failed: NULL with the error set. */
-static tgc_comm *comm_of(const tgc_node *nd)
-{
-    tgc_comm *cm = tgc_comm_from_handle(nd->attrs.i[0]);
-    if (!cm) {
-        tgc_set_error(TGC_ERR_INVALID_ARG,
-                      "tgc_%s: the process group this step communicates over was freed (free "
-                      "compiled functions before their tgc_dist)",
-                      tgc_op_name(nd->op));
-        return NULL;
-    }
-    return tgc_comm_status(cm) == TGC_OK ? cm : NULL;
-}
-
 /* ALL_REDUCE(x): queued on the communicator's stream after the work on this stream, into a
  * new tensor (a strided x is first copied into it and reduced in place); COMM_WAIT(y, x):
  * this stream waits for y's all-reduce, the result is a view of y. */
 static tgc_status run_comm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
                            const int64_t *shape, tgc_tensor **out)
 {
-    tgc_comm *cm = comm_of(nd);
+    char who[32], where[48], step[48];
+    snprintf(who, sizeof who, "tgc_%s", tgc_op_name(nd->op));
+    tgc_comm *cm = tgc_comm_live(nd->attrs.i[0], who);
     if (!cm)
         return tgc_last_status();
-    tgc_device cd = tgc_comm_device(cm);
-    if (cd.type != c->dev.type || cd.index != c->dev.index)
-        return tgc_set_error(TGC_ERR_DEVICE,
-                             "tgc_%s: the process group is on %s:%d, the step on "
-                             "cuda:%d",
-                             tgc_op_name(nd->op), cd.type == TGC_DEVICE_CUDA ? "cuda" : "cpu",
-                             cd.index, c->dev.index);
+    if (!tgc_device_equal(tgc_comm_device(cm), c->dev))
+        return tgc_set_error(TGC_ERR_DEVICE, "%s: the process group is on %s, the step on %s", who,
+                             tgc_format_device(tgc_comm_device(cm), where, sizeof where),
+                             tgc_format_device(c->dev, step, sizeof step));
     const tgc_tensor *x = in[0];
     if (nd->op == TGC_OP_COMM_WAIT) {
         tgc_status s = tgc_comm_wait(cm, dptr(x), c->stream);

@@ -7,27 +7,13 @@
 #include "support/error.h"
 #include "tensor/copy.h"
 
-/* The communicator of handle h for op, checked: NULL with the error set. */
-static tgc_comm *comm_of(tgc_op op, int64_t h)
-{
-    tgc_comm *c = tgc_comm_from_handle(h);
-    if (!c)
-        tgc_set_error(TGC_ERR_INVALID_ARG,
-                      "tgc_%s: the process group this step communicates over was freed "
-                      "(free compiled functions before their tgc_dist)",
-                      tgc_op_name(op));
-    else if (tgc_comm_status(c) != TGC_OK)
-        return NULL;
-    return c;
-}
-
 tgc_status tgc_interp_comm(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                            tgc_tensor *out)
 {
     if (op != TGC_OP_ALL_REDUCE || n_in != 1 || !in[0] || !out)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_comm: %s given %d inputs",
                              tgc_op_name(op), n_in);
-    tgc_comm *c = comm_of(op, a->i[0]);
+    tgc_comm *c = tgc_comm_live(a->i[0], "tgc_all_reduce");
     if (!c)
         return tgc_last_status();
     if (!tgc_on_host(in[0]) || !tgc_on_host(out))
@@ -50,7 +36,7 @@ tgc_status tgc_interp_comm(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
 
 tgc_tensor *tgc_interp_comm_wait(tgc_tensor *const *in, const tgc_attrs *a)
 {
-    tgc_comm *c = comm_of(TGC_OP_COMM_WAIT, a->i[0]);
+    tgc_comm *c = tgc_comm_live(a->i[0], "tgc_comm_wait");
     if (!c)
         return NULL;
     tgc_tensor *y = in[0];
