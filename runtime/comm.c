@@ -29,6 +29,7 @@
 #include "runtime/comm.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -464,6 +465,8 @@ static int hex_value(char ch)
     return -1;
 }
 
+/* The messages about the text are the cause alone: the public function that was given the
+ * id (tgc_dist_init) puts its name before them. */
 tgc_status tgc_comm_id_from_text(const char *text, tgc_comm_id *id)
 {
     if (!text || !id)
@@ -471,7 +474,7 @@ tgc_status tgc_comm_id_from_text(const char *text, tgc_comm_id *id)
     size_t len = strnlen(text, TGC_DIST_ID_CHARS + 1);
     if (len != TGC_DIST_ID_CHARS)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
-                             "tgc_dist: the id has %s%zu characters, a unique id has %d (the "
+                             "the id has %s%zu characters, a unique id has %d (the "
                              "text tgc_dist_unique_id wrote)",
                              len > TGC_DIST_ID_CHARS ? "more than " : "", len, TGC_DIST_ID_CHARS);
     tgc_comm_id out;
@@ -480,8 +483,8 @@ tgc_status tgc_comm_id_from_text(const char *text, tgc_comm_id *id)
         if (hi < 0 || lo < 0) {
             size_t at = hi < 0 ? 2 * i : 2 * i + 1;
             return tgc_set_error(TGC_ERR_INVALID_ARG,
-                                 "tgc_dist: the id has a non-hexadecimal character '%c' at %zu",
-                                 text[at], at);
+                                 "the id has a non-hexadecimal character '%c' at %zu", text[at],
+                                 at);
         }
         out.bytes[i] = (unsigned char)(hi << 4 | lo);
     }
@@ -781,8 +784,9 @@ static tgc_status check_create(int rank, int world, double timeout_s, tgc_comm *
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: world size %d (must be >= 1)", fn, world);
     if (rank < 0 || rank >= world)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: rank %d outside [0, %d)", fn, rank, world);
-    if (!(timeout_s > 0))
-        return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: timeout %g s (must be > 0)", fn, timeout_s);
+    if (!(timeout_s > 0) || !isfinite(timeout_s)) /* NaN and inf: a deadline never reached */
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: timeout %g s (must be finite and > 0)", fn,
+                             timeout_s);
     return tgc_nccl_load();
 }
 

@@ -11,7 +11,7 @@
  * run where nothing failed but GPU cases were skipped into exit code 77, which ctest reports
  * as "Skipped" (SKIP_RETURN_CODE). A failure keeps a nonzero code other than 77.
  *
- * The probe uses the public API only: tgc_cuda_available() when the library is built with
+ * The probe uses the public API only: tgc_cuda_check() when the library is built with
  * CUDA and include/tgc/cuda.h exists, then one small allocation on tgc_cuda(0). So a build
  * without the CUDA backend (TGC_WITH_CUDA=OFF) compiles these tests and skips them too.
  * gpu_sync() waits for device 0 (tgc_cuda_synchronize, or a one-element host read where the
@@ -55,9 +55,9 @@ static inline int gpu_available(void)
     gpu_skip_probed_ = -1;
     tgc_clear_error();
 #if TGC_TEST_HAVE_CUDA_API
-    if (tgc_cuda_available() != TGC_OK) {
+    if (tgc_cuda_check() != TGC_OK) {
         snprintf(gpu_skip_reason_, sizeof gpu_skip_reason_, "%s",
-                 tgc_last_error()[0] ? tgc_last_error() : "tgc_cuda_available() failed");
+                 tgc_last_error()[0] ? tgc_last_error() : "tgc_cuda_check() failed");
         return 0;
     }
 #elif !defined(TGC_HAVE_CUDA)

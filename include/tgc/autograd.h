@@ -22,8 +22,12 @@
  * Outputs of tgc_call carry no record: call tgc_backward inside the compiled function.
  *
  * Ownership: tgc_grad returns the leaf's own gradient tensor (do not free it; it lives as
- * long as the leaf). Optimizers are created over a module and freed with tgc_optim_free
- * before the module; their state tensors are theirs and move with tgc_module_to.
+ * long as the leaf). Optimizers are created over a module and freed with tgc_optim_free,
+ * normally before the module; an optimizer whose module was freed first is detached (it
+ * keeps no reference to it): step, zero_grad and set_lr fail with TGC_ERR_INVALID_ARG, its
+ * state stays readable, tgc_optim_free frees it. Their state tensors are theirs and move
+ * with tgc_module_to. tgc_requires_grad_of(NULL) and tgc_optim_num_state(NULL) return 0
+ * and set TGC_ERR_INVALID_ARG (keeping an earlier error).
  * Threading: recording is per thread; a module being trained must not be used by another
  * thread at the same time. */
 #ifndef TGC_AUTOGRAD_H

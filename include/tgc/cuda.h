@@ -2,8 +2,9 @@
  *
  * Tensors live on a GPU when created with tgc_cuda(i) or moved there with tgc_to; the CUDA
  * driver (libcuda.so.1) is opened at run time on first use, so a program built with CUDA
- * support also runs where no driver or GPU exists: there tgc_cuda_available() and every
- * creation on tgc_cuda(i) fail with TGC_ERR_DEVICE and a message naming what is missing.
+ * support also runs where no driver or GPU exists: there tgc_cuda_is_available() is 0,
+ * tgc_cuda_check() and every creation on tgc_cuda(i) fail with TGC_ERR_DEVICE and a message
+ * naming what is missing.
  * Without CUDA support in the build every function here returns TGC_ERR_DEVICE ("this build
  * has no CUDA backend ...") or 0.
  *
@@ -35,11 +36,15 @@
 extern "C" {
 #endif
 
-/* TGC_OK when CUDA can be used (the driver loads and at least one device is present); else
- * TGC_ERR_DEVICE with the reason in tgc_last_error(), e.g. "libcuda.so.1 could not be opened
- * (...): no NVIDIA driver on this machine". The first call loads the driver; later calls
- * give the same answer. TGC_CUDA_DRIVER=<path> replaces the library looked for. */
-TGC_API tgc_status tgc_cuda_available(void);
+/* 1 when CUDA can be used (the driver loads and at least one device is present), else 0:
+ * `if (tgc_cuda_is_available())` reads as it runs. Leaves the thread's error as it was; the
+ * reason for a 0 is tgc_cuda_check's. The first call (of either) loads the driver; later
+ * calls give the same answer. TGC_CUDA_DRIVER=<path> replaces the library looked for. */
+TGC_API int tgc_cuda_is_available(void);
+/* The same question as a status: TGC_OK when CUDA can be used, else TGC_ERR_DEVICE with the
+ * reason in tgc_last_error(), e.g. "tgc_cuda_check: libcuda.so.1 could not be opened (...):
+ * no NVIDIA driver on this machine". */
+TGC_API tgc_status tgc_cuda_check(void);
 /* Number of CUDA devices; 0 when CUDA is not available. */
 TGC_API int tgc_cuda_device_count(void);
 /* Waits until all work the calling thread queued on device index (on its current stream
@@ -56,7 +61,7 @@ TGC_API void *tgc_cuda_current_stream(int index);
 /* Bytes of one device: in live tensors (and other library buffers), kept in the cache for
  * reuse, the most ever in use at once since the start or the last tgc_cuda_reset_peak, and
  * the device's free and total memory as the driver reports it (cuMemGetInfo). */
-typedef struct tgc_cuda_memory_stats {
+typedef struct tgc_cuda_memstats {
     size_t in_use, cached, peak, device_free, device_total;
 } tgc_cuda_memstats;
 TGC_API tgc_status tgc_cuda_memory_stats(int index, tgc_cuda_memstats *out);

@@ -32,8 +32,17 @@
  * on the group, including compiled steps that all-reduce over it, fail with TGC_ERR_TIMEOUT.
  * A group that failed cannot be repaired: free it and make a new one with a new id.
  *
- * Ownership: tgc_dist_init returns a group the caller frees with tgc_dist_free after every
- * tgc_ddp over it and every compiled function that communicated over it was freed.
+ * Ownership: tgc_dist_init returns a group the caller frees with tgc_dist_free, normally
+ * after every tgc_ddp over it and every compiled function that communicated over it. Freed
+ * in another order nothing crashes: a tgc_ddp whose group (or module) was freed first is
+ * detached (each handle is told of the other's free; none keeps the other alive): a backward
+ * that would average through it, tgc_ddp_set_sync and tgc_ddp_group fail with
+ * TGC_ERR_INVALID_ARG saying which was freed, and tgc_ddp_free still frees it; a compiled
+ * step that all-reduces over a freed group fails with TGC_ERR_INVALID_ARG.
+ * Errors: messages start with the name of the function called, then the cause, including
+ * causes from NCCL, the CUDA driver or the rendezvous ("tgc_dist_init: libcuda.so.1 could
+ * not be opened (...)"). Queries on a NULL handle return the value stated at each and set
+ * TGC_ERR_INVALID_ARG, keeping an earlier error (the NULL is usually a failed creation's).
  * Threading: a group is used by one thread at a time (NCCL's rule); groups of one process
  * may be used from different threads at once. */
 #ifndef TGC_DIST_H
@@ -60,7 +69,8 @@ typedef struct tgc_dist_opts {
     const char *id_file; /* rendezvous file: rank 0 creates the id and writes it here (to a
                           * temporary name, renamed), the others wait up to timeout_s for it;
                           * NULL: TGC_DIST_ID_FILE. Remove a stale file before a new run. */
-    double timeout_s;    /* bound of every wait on peers; 0: 300 s */
+    double timeout_s;    /* bound of every wait on peers, in seconds; 0: 300 s; NaN, an
+                          * infinity or a negative value: TGC_ERR_INVALID_ARG */
 } tgc_dist_opts;
 
 /* Defaults: rank and world_size -1, device tgc_cuda(-1) (chosen from the local rank), id
@@ -82,10 +92,12 @@ TGC_API tgc_status tgc_dist_unique_id(char *buf, size_t n);
  * message). A world of size 1 needs no peer (and still goes through NCCL). */
 TGC_API tgc_dist *tgc_dist_init(const tgc_dist_opts *opts);
 /* One process, n devices: out[i] is the group member (rank i of n) on devs[i]. Use each
- * from its own thread (collectives of the members must be issued concurrently). On failure
- * every out[i] is NULL and the status says why (as tgc_dist_init). */
+ * from its own thread (collectives of the members must be issued concurrently). timeout_s
+ * as opts.timeout_s of tgc_dist_init. On failure every out[i] is NULL and the status says
+ * why (as tgc_dist_init). */
 TGC_API tgc_status tgc_dist_init_local(int n, const tgc_device *devs, double timeout_s,
                                        tgc_dist **out);
+/* Rank (-1 for NULL), world size (0 for NULL) and device (tgc_cpu() for NULL) of pg. */
 TGC_API int tgc_dist_rank(const tgc_dist *pg);
 TGC_API int tgc_dist_world_size(const tgc_dist *pg);
 TGC_API tgc_device tgc_dist_device(const tgc_dist *pg);
@@ -95,7 +107,7 @@ TGC_API tgc_status tgc_dist_status(const tgc_dist *pg);
 /* Returns when every rank called it (bounded by the timeout). */
 TGC_API tgc_status tgc_dist_barrier(tgc_dist *pg);
 /* Frees the group (NULL: nothing). Collectives still queued complete first, or are aborted
- * when the group failed. */
+ * when the group failed. A tgc_ddp still over it is detached (see Ownership above). */
 TGC_API void tgc_dist_free(tgc_dist *pg);
 
 /* ---- collectives on tensors (eagerly, or recorded as graph ops inside a compiled
@@ -143,7 +155,8 @@ typedef struct tgc_ddp_opts {
  * its .grad as it is (zeros when it had none). Every rank must run the same backward.
  * NULL on error: TGC_ERR_INVALID_ARG (NULL argument, m already data-parallel),
  * TGC_ERR_DEVICE (m's tensors not all on the group's device), TGC_ERR_MISMATCH,
- * TGC_ERR_TIMEOUT, or the group's failure. The ddp must be freed before m and pg. */
+ * TGC_ERR_TIMEOUT, or the group's failure. Free the ddp before m and pg; freeing m or pg
+ * first detaches it instead (see Ownership above): the ddp keeps no reference to either. */
 TGC_API tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts);
 /* Gradient accumulation: with sync off, tgc_backward only adds into each .grad on this rank
  * (no communication), like PyTorch's no_sync(); the first backward with sync on again
@@ -151,10 +164,14 @@ TGC_API tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts 
  * signature, so a compiled step traced with one setting recompiles once for the other
  * (recompile reason: "self.ddp sync changed") and then both variants stay cached. */
 TGC_API tgc_status tgc_ddp_set_sync(tgc_ddp *d, int on);
+/* The sync flag (0 for NULL). */
 TGC_API int tgc_ddp_sync(const tgc_ddp *d);
-/* The number of gradient buckets, and the number of parameters in bucket i (for logs). */
+/* The number of gradient buckets, and the number of parameters in bucket i (for logs); 0
+ * for NULL or a bucket out of range, with TGC_ERR_INVALID_ARG. */
 TGC_API int tgc_ddp_num_buckets(const tgc_ddp *d);
 TGC_API int tgc_ddp_bucket_size(const tgc_ddp *d, int i);
+/* The group d averages over; NULL with TGC_ERR_INVALID_ARG for NULL or once the group was
+ * freed. */
 TGC_API tgc_dist *tgc_ddp_group(const tgc_ddp *d);
 /* Detaches the wrapper: m's gradients are no longer averaged (NULL: nothing). */
 TGC_API void tgc_ddp_free(tgc_ddp *d);

@@ -7,7 +7,12 @@
  * Ownership: tgc_module_param/buffer copy `init` into a tensor owned by the module (the
  * returned tensor belongs to the module, not to a scope; do not tgc_tensor_free it).
  * tgc_module_child makes `child` owned by `parent`: freeing the parent frees it.
- * tgc_module_free frees a root module with its children, parameters and buffers.
+ * tgc_module_free frees a root module with its children, parameters and buffers. Handles
+ * over the tree need not be freed first: an optimizer (autograd.h) or a data-parallel
+ * wrapper (tgc_ddp, dist.h) whose module was freed is detached, not left dangling: its later
+ * calls fail with TGC_ERR_INVALID_ARG, and its own free still frees it.
+ * Queries on a NULL module (tgc_module_num_tensors, _is_training, _userdata, _name) return
+ * 0 or NULL and set TGC_ERR_INVALID_ARG, keeping an earlier error.
  *
  * Compiled functions bind parameters by their position in the module tree, not by pointer,
  * so two modules of one structure share compiled variants. The structure signature covers

@@ -4,7 +4,7 @@
  * Two kinds of backend implement it:
  *  - a graph runner (interp) runs whole graphs itself: it sets `graph` and nothing else
  *    but name and device;
- *  - a compiled backend (LLVM; CUDA next) leaves `graph` NULL and supplies only what is its
+ *  - a compiled backend (LLVM, CUDA) leaves `graph` NULL and supplies only what is its
  *    own: fusion classification, compile of the kernels of a variant, launch, template runs,
  *    code release and, for devices, synchronization. The shared compile driver (driver.c:
  *    passes, prepare, fusion, lowering, memory plan) and executor (exec.c: arena, binding,

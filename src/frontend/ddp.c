@@ -35,8 +35,9 @@ typedef struct bucket {
 } bucket;
 
 struct tgc_ddp {
-    tgc_dist *pg;
-    tgc_module *m;
+    tgc_dist *pg;  /* NULL once the group was freed (tgc_ddp_group_gone) */
+    tgc_module *m; /* NULL once the module was freed (tgc_ddp_module_gone) */
+    char *name;    /* the module's name, for messages after it is gone */
     int sync;
     tgc_tensor **params; /* the parameters that require a gradient, in bucket order */
     int n_params;
@@ -95,7 +96,7 @@ static tgc_status check_structure(tgc_dist *pg, tgc_module *m)
     tgc_device dev = tgc_dist_device(pg);
     if (t && dev.type != TGC_DEVICE_CPU)
         t = tgc_to(t, dev);
-    tgc_tensor *r = t ? tgc_dist_all_reduce(pg, t, TGC_DIST_MAX) : NULL;
+    tgc_tensor *r = t ? tgc_dist_all_reduce_in("tgc_ddp_create", pg, t, TGC_DIST_MAX) : NULL;
     tgc_status st = r ? tgc_copy_to_host(r, all, sizeof all) : tgc_last_status();
     tgc_scope_pop();
     if (st != TGC_OK)
@@ -116,7 +117,7 @@ static tgc_status broadcast_all(tgc_dist *pg, tgc_module *m)
     tgc_tensor *const *flat = tgc_module_flat(m, &n);
     tgc_status st = TGC_OK;
     for (int i = 0; i < n && st == TGC_OK; i++)
-        st = tgc_dist_broadcast_(pg, flat[i], 0);
+        st = tgc_dist_broadcast_in("tgc_ddp_create", pg, flat[i], 0);
     if (st == TGC_OK)
         st = tgc_comm_synchronize(tgc_dist_comm(pg), NULL);
     return st;
@@ -188,6 +189,7 @@ static void ddp_destroy(tgc_ddp *d)
 {
     if (d->params)
         detach_params(d);
+    free(d->name);
     free(d->params);
     free(d->offset);
     free(d->bucket_of);
@@ -207,17 +209,23 @@ tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts)
                       tgc_module_name(m));
         return NULL;
     }
-    tgc_status st = tgc_dist_status(pg);
+    tgc_status st = tgc_comm_status(tgc_dist_comm(pg));
     if (st == TGC_OK)
         st = check_devices(pg, m);
     if (st == TGC_OK)
         st = check_structure(pg, m);
     if (st == TGC_OK && !(opts && opts->no_broadcast))
         st = broadcast_all(pg, m);
-    if (st != TGC_OK)
+    if (st != TGC_OK) {
+        tgc_error_prefix(st, "tgc_ddp_create");
         return NULL;
+    }
     tgc_ddp *d = calloc(1, sizeof *d);
-    if (!d) {
+    const char *mname = tgc_module_name(m);
+    if (d && (d->name = malloc(strlen(mname) + 1)))
+        memcpy(d->name, mname, strlen(mname) + 1);
+    if (!d || !d->name) {
+        free(d);
         tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
         return NULL;
     }
@@ -228,7 +236,10 @@ tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts)
     size_t first = opts && opts->first_bucket_bytes ? opts->first_bucket_bytes : (size_t)1 << 20;
     st = make_buckets(d, first, cap);
     if (st == TGC_OK)
-        st = tgc_module_set_ddp(m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(pg)), 1);
+        st = tgc_dist_attach_ddp(pg, d);
+    if (st == TGC_OK &&
+        (st = tgc_module_set_ddp(m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(pg)), 1)) != TGC_OK)
+        tgc_dist_detach_ddp(pg, d);
     if (st != TGC_OK) {
         ddp_destroy(d);
         return NULL;
@@ -240,41 +251,94 @@ tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts)
     return d;
 }
 
+/* A wrapper whose module or group was freed: what is left of it can only be freed. */
+static tgc_status check_live(const tgc_ddp *d, const char *fn)
+{
+    if (d->m && d->pg)
+        return TGC_OK;
+    return tgc_set_error(TGC_ERR_INVALID_ARG,
+                         "%s: the data-parallel wrapper of module '%s' is detached: its %s was "
+                         "freed first (free the tgc_ddp before its module and its process group)",
+                         fn, d->name, !d->m ? "module" : "process group");
+}
+
 tgc_status tgc_ddp_set_sync(tgc_ddp *d, int on)
 {
     if (!d)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_set_sync: d is NULL");
+    tgc_status st = check_live(d, "tgc_ddp_set_sync");
+    if (st != TGC_OK)
+        return st;
     if (d->active)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_set_sync: not during a backward");
     d->sync = on != 0;
     return tgc_module_set_ddp(d->m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(d->pg)), d->sync);
 }
 
+/* The queries' NULL check, as a tensor query's: keeps an earlier error (the NULL is usually
+ * a failed tgc_ddp_create's), else TGC_ERR_INVALID_ARG. */
+static int null_ddp(const tgc_ddp *d, const char *fn)
+{
+    if (d)
+        return 0;
+    tgc_keep_error(TGC_ERR_INVALID_ARG, "%s: d is NULL", fn);
+    return 1;
+}
+
 int tgc_ddp_sync(const tgc_ddp *d)
 {
-    return d ? d->sync : 0;
+    return null_ddp(d, "tgc_ddp_sync") ? 0 : d->sync;
 }
 
 int tgc_ddp_num_buckets(const tgc_ddp *d)
 {
-    return d ? d->n_buckets : 0;
+    return null_ddp(d, "tgc_ddp_num_buckets") ? 0 : d->n_buckets;
 }
 
 int tgc_ddp_bucket_size(const tgc_ddp *d, int i)
 {
-    return d && i >= 0 && i < d->n_buckets ? d->buckets[i].n : 0;
+    if (null_ddp(d, "tgc_ddp_bucket_size"))
+        return 0;
+    if (i < 0 || i >= d->n_buckets) {
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_ddp_bucket_size: bucket %d is out of range (the wrapper has %d)", i,
+                      d->n_buckets);
+        return 0;
+    }
+    return d->buckets[i].n;
 }
 
 tgc_dist *tgc_ddp_group(const tgc_ddp *d)
 {
-    return d ? d->pg : NULL;
+    if (null_ddp(d, "tgc_ddp_group"))
+        return NULL;
+    if (!d->pg)
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "tgc_ddp_group: the process group of module '%s''s wrapper was freed",
+                      d->name);
+    return d->pg;
+}
+
+void tgc_ddp_group_gone(tgc_ddp *d)
+{
+    d->pg = NULL;
+}
+
+void tgc_ddp_module_gone(tgc_ddp *d)
+{
+    detach_params(d); /* the parameters may outlive the module (a caller's reference) */
+    d->m = NULL;
+    d->n_params = 0;
 }
 
 void tgc_ddp_free(tgc_ddp *d)
 {
     if (!d)
         return;
-    tgc_module_set_ddp(d->m, NULL, 0, 0);
+    if (d->m)
+        tgc_module_set_ddp(d->m, NULL, 0, 0);
+    if (d->pg)
+        tgc_dist_detach_ddp(d->pg, d);
     ddp_destroy(d);
 }
 
@@ -298,7 +362,8 @@ static tgc_status start_bucket(tgc_ddp *d, int b)
     }
     if (st == TGC_OK) {
         bk->flat = bk->n == 1 ? tgc_contiguous(parts[0]) : tgc_cat(parts, bk->n, 0);
-        bk->red = bk->flat ? tgc_dist_reduce_start(d->pg, bk->flat, TGC_DIST_AVG) : NULL;
+        bk->red =
+            bk->flat ? tgc_dist_reduce_start("tgc_backward", d->pg, bk->flat, TGC_DIST_AVG) : NULL;
         if (!bk->red)
             st = tgc_last_status();
     }
@@ -328,6 +393,8 @@ tgc_status tgc_ddp_grad_ready(tgc_tensor *leaf)
     if (!d || !d->sync || leaf->ddp_slot < 0 || leaf->ddp_slot >= d->n_params ||
         d->params[leaf->ddp_slot] != leaf)
         return TGC_OK;
+    if (!d->pg) /* averaging was asked for and cannot happen: say so, never skip it silently */
+        return check_live(d, "tgc_backward");
     if (!d->active) {
         d->active = 1;
         d->next_active = active_list;

@@ -4,6 +4,7 @@
  * they run eagerly or inside a compiled function alike. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, mkstemp-free temp names, getpid */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "runtime/comm.h"
 #include "support/config_env.h"
 #include "support/error.h"
+#include "support/file.h"
 #include "tensor/copy.h"
 #include "tgc/cuda.h"
 #include "tgc/dist.h"
@@ -24,6 +26,8 @@
 
 struct tgc_dist {
     tgc_comm *comm;
+    struct tgc_ddp **ddps; /* the wrappers over this group (not owned): told when it goes */
+    int n_ddps, cap_ddps;
 };
 
 tgc_comm *tgc_dist_comm(const tgc_dist *pg)
@@ -51,7 +55,21 @@ tgc_status tgc_dist_unique_id(char *buf, size_t n)
                              TGC_DIST_ID_CHARS + 1, buf ? n : 0);
     tgc_comm_id id;
     tgc_status st = tgc_comm_unique_id(&id);
-    return st == TGC_OK ? tgc_comm_id_to_text(&id, buf, n) : st;
+    if (st == TGC_OK)
+        st = tgc_comm_id_to_text(&id, buf, n);
+    return tgc_error_prefix(st, "tgc_dist_unique_id");
+}
+
+/* A timeout in seconds: 0 means the default (300 s); NaN, an infinity or a negative value
+ * would make every deadline unreachable or meaningless, so they are refused. */
+static tgc_status check_timeout(double t, const char *fn, const char *field)
+{
+    if (isfinite(t) && t >= 0)
+        return TGC_OK;
+    return tgc_set_error(TGC_ERR_INVALID_ARG,
+                         "%s: %s is %g; give a finite number of seconds > 0 (0: the default, "
+                         "300 s)",
+                         fn, field, t);
 }
 
 static double now_s(void)
@@ -89,8 +107,15 @@ static tgc_status read_id_file(const char *path, double timeout_s, char *text, s
 {
     double end = now_s() + timeout_s;
     for (;;) {
-        FILE *f = fopen(path, "r");
-        if (f) {
+        const char *why = NULL;
+        int fd = tgc_file_open_read(path, NULL, &why);
+        if (fd >= 0) {
+            FILE *f = fdopen(fd, "r");
+            if (!f) {
+                close(fd);
+                return tgc_set_error(TGC_ERR_IO, "tgc_dist_init: cannot read the id file '%s'",
+                                     path);
+            }
             size_t got = fread(text, 1, n - 1, f);
             fclose(f);
             text[got] = 0;
@@ -99,7 +124,7 @@ static tgc_status read_id_file(const char *path, double timeout_s, char *text, s
         }
         if (errno != ENOENT)
             return tgc_set_error(TGC_ERR_IO, "tgc_dist_init: cannot read the id file '%s': %s",
-                                 path, strerror(errno));
+                                 path, why);
         if (now_s() > end)
             return tgc_set_error(TGC_ERR_TIMEOUT,
                                  "tgc_dist_init: rank %d: rank 0 wrote no id file '%s' within "
@@ -138,10 +163,12 @@ static tgc_status resolve_device(tgc_device d, int rank, tgc_device *out)
     if (d.type == TGC_DEVICE_CUDA && d.index < 0) {
         int count = tgc_cuda_device_count();
         if (count <= 0) {
-            tgc_status st = tgc_cuda_available();
-            return st != TGC_OK
-                       ? st
-                       : tgc_set_error(TGC_ERR_DEVICE, "tgc_dist_init: no GPU on this machine");
+            if (tgc_cuda_check() == TGC_OK)
+                return tgc_set_error(TGC_ERR_DEVICE, "tgc_dist_init: no GPU on this machine");
+            char why[768]; /* the reason, after tgc_cuda_check's name */
+            const char *e = tgc_last_error();
+            snprintf(why, sizeof why, "%s", strncmp(e, "tgc_cuda_check: ", 16) ? e : e + 16);
+            return tgc_set_error(TGC_ERR_DEVICE, "tgc_dist_init: %s", why);
         }
         int local = tgc_env_dist_local_rank(NULL);
         d.index = (local >= 0 ? local : rank) % count;
@@ -150,7 +177,7 @@ static tgc_status resolve_device(tgc_device d, int rank, tgc_device *out)
     return TGC_OK;
 }
 
-tgc_dist *tgc_dist_init(const tgc_dist_opts *opts)
+static tgc_dist *dist_init(const tgc_dist_opts *opts)
 {
     tgc_dist_opts o = tgc_dist_opts_default();
     if (opts) {
@@ -163,7 +190,9 @@ tgc_dist *tgc_dist_init(const tgc_dist_opts *opts)
         }
         o = *opts;
     }
-    if (o.timeout_s <= 0)
+    if (check_timeout(o.timeout_s, "tgc_dist_init", "opts.timeout_s") != TGC_OK)
+        return NULL;
+    if (o.timeout_s == 0)
         o.timeout_s = 300.0;
     int rank = 0, world = 0;
     tgc_status st = resolve_int(o.rank, tgc_env_dist_rank, "rank", &rank);
@@ -220,6 +249,14 @@ tgc_dist *tgc_dist_init(const tgc_dist_opts *opts)
     return pg;
 }
 
+tgc_dist *tgc_dist_init(const tgc_dist_opts *opts)
+{
+    tgc_dist *pg = dist_init(opts);
+    if (!pg)
+        tgc_error_prefix(tgc_last_status(), "tgc_dist_init");
+    return pg;
+}
+
 tgc_status tgc_dist_init_local(int n, const tgc_device *devs, double timeout_s, tgc_dist **out)
 {
     if (!out || !devs || n < 1)
@@ -229,6 +266,8 @@ tgc_status tgc_dist_init_local(int n, const tgc_device *devs, double timeout_s, 
                                      : "n must be >= 1");
     for (int i = 0; i < n; i++)
         out[i] = NULL;
+    if (check_timeout(timeout_s, "tgc_dist_init_local", "timeout_s") != TGC_OK)
+        return TGC_ERR_INVALID_ARG;
     tgc_comm **comms = calloc((size_t)n, sizeof *comms);
     tgc_dist **pgs = calloc((size_t)n, sizeof *pgs);
     tgc_status st =
@@ -248,35 +287,73 @@ tgc_status tgc_dist_init_local(int n, const tgc_device *devs, double timeout_s, 
     }
     free(comms);
     free(pgs);
-    return st;
+    return tgc_error_prefix(st, "tgc_dist_init_local");
+}
+
+/* The queries' NULL check: as a tensor query's, it keeps an earlier error (the NULL is
+ * usually a failed tgc_dist_init's) and otherwise sets TGC_ERR_INVALID_ARG. */
+static int null_group(const tgc_dist *pg, const char *fn)
+{
+    if (pg)
+        return 0;
+    tgc_keep_error(TGC_ERR_INVALID_ARG, "%s: pg is NULL", fn);
+    return 1;
 }
 
 int tgc_dist_rank(const tgc_dist *pg)
 {
-    return pg ? tgc_comm_rank(pg->comm) : -1;
+    return null_group(pg, "tgc_dist_rank") ? -1 : tgc_comm_rank(pg->comm);
 }
 
 int tgc_dist_world_size(const tgc_dist *pg)
 {
-    return pg ? tgc_comm_world(pg->comm) : 0;
+    return null_group(pg, "tgc_dist_world_size") ? 0 : tgc_comm_world(pg->comm);
 }
 
 tgc_device tgc_dist_device(const tgc_dist *pg)
 {
-    return pg ? tgc_comm_device(pg->comm) : tgc_cpu();
+    return null_group(pg, "tgc_dist_device") ? tgc_cpu() : tgc_comm_device(pg->comm);
 }
 
 tgc_status tgc_dist_status(const tgc_dist *pg)
 {
     if (!pg)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_dist_status: pg is NULL");
-    return tgc_comm_status(pg->comm);
+    return tgc_error_prefix(tgc_comm_status(pg->comm), "tgc_dist_status");
+}
+
+tgc_status tgc_dist_attach_ddp(tgc_dist *pg, struct tgc_ddp *d)
+{
+    if (pg->n_ddps == pg->cap_ddps) {
+        int cap = pg->cap_ddps ? pg->cap_ddps * 2 : 2;
+        struct tgc_ddp **p = realloc(pg->ddps, (size_t)cap * sizeof *p);
+        if (!p)
+            return tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
+        pg->ddps = p;
+        pg->cap_ddps = cap;
+    }
+    pg->ddps[pg->n_ddps++] = d;
+    return TGC_OK;
+}
+
+void tgc_dist_detach_ddp(tgc_dist *pg, struct tgc_ddp *d)
+{
+    for (int i = 0; i < pg->n_ddps; i++)
+        if (pg->ddps[i] == d) {
+            memmove(&pg->ddps[i], &pg->ddps[i + 1],
+                    (size_t)(pg->n_ddps - i - 1) * sizeof *pg->ddps);
+            pg->n_ddps--;
+            return;
+        }
 }
 
 void tgc_dist_free(tgc_dist *pg)
 {
     if (!pg)
         return;
+    for (int i = 0; i < pg->n_ddps; i++) /* their later backwards fail; tgc_ddp_free frees */
+        tgc_ddp_group_gone(pg->ddps[i]);
+    free(pg->ddps);
     tgc_comm_free(pg->comm);
     free(pg);
 }
@@ -296,9 +373,9 @@ static tgc_status check_tensor(const char *fn, const tgc_dist *pg, const tgc_ten
     return tgc_comm_status(pg->comm);
 }
 
-tgc_tensor *tgc_dist_reduce_start(tgc_dist *pg, tgc_tensor *x, tgc_dist_op op)
+tgc_tensor *tgc_dist_reduce_start(const char *fn, tgc_dist *pg, tgc_tensor *x, tgc_dist_op op)
 {
-    if (check_tensor("tgc_dist_all_reduce", pg, x) != TGC_OK)
+    if (check_tensor(fn, pg, x) != TGC_OK)
         return NULL;
     tgc_attrs a = tgc_attrs_none();
     a.i[0] = tgc_comm_handle(pg->comm);
@@ -318,41 +395,53 @@ tgc_tensor *tgc_dist_reduce_wait(tgc_dist *pg, tgc_tensor *y, tgc_tensor *x)
     return tgc_apply(TGC_OP_COMM_WAIT, in, 2, &a);
 }
 
-tgc_tensor *tgc_dist_all_reduce(tgc_dist *pg, tgc_tensor *t, tgc_dist_op op)
+tgc_tensor *tgc_dist_all_reduce_in(const char *fn, tgc_dist *pg, tgc_tensor *t, tgc_dist_op op)
 {
     if ((unsigned)op > TGC_DIST_AVG) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_dist_all_reduce: unknown reduction %d", (int)op);
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: unknown reduction %d", fn, (int)op);
         return NULL;
     }
     tgc_autograd_pause(); /* collectives carry no gradient */
-    tgc_tensor *y = tgc_dist_reduce_start(pg, t, op);
+    tgc_tensor *y = tgc_dist_reduce_start(fn, pg, t, op);
     tgc_tensor *r = tgc_dist_reduce_wait(pg, y, t);
     tgc_autograd_resume();
+    if (!r && pg && t) /* a NULL input keeps the error that made it */
+        tgc_error_prefix(tgc_last_status(), fn);
     return r;
 }
 
-tgc_status tgc_dist_broadcast_(tgc_dist *pg, tgc_tensor *t, int root)
+tgc_tensor *tgc_dist_all_reduce(tgc_dist *pg, tgc_tensor *t, tgc_dist_op op)
 {
-    tgc_status st = check_tensor("tgc_dist_broadcast_", pg, t);
+    return tgc_dist_all_reduce_in("tgc_dist_all_reduce", pg, t, op);
+}
+
+tgc_status tgc_dist_broadcast_in(const char *fn, tgc_dist *pg, tgc_tensor *t, int root)
+{
+    tgc_status st = check_tensor(fn, pg, t); /* names fn, or keeps a NULL input's error */
     if (st != TGC_OK)
         return st;
     if (t->trace)
         return tgc_set_error(TGC_ERR_UNSUPPORTED,
-                             "tgc_dist_broadcast_: not inside a compiled function (broadcast "
-                             "before the first call, e.g. with tgc_ddp_create)");
+                             "%s: not inside a compiled function (broadcast before the first "
+                             "call, e.g. with tgc_ddp_create)",
+                             fn);
     if (root < 0 || root >= tgc_comm_world(pg->comm))
-        return tgc_set_error(TGC_ERR_INVALID_ARG,
-                             "tgc_dist_broadcast_: root %d is outside a world of size %d", root,
-                             tgc_comm_world(pg->comm));
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: root %d is outside a world of size %d", fn,
+                             root, tgc_comm_world(pg->comm));
     if (!tgc_tensor_is_contiguous(t))
-        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_dist_broadcast_: t must be contiguous");
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: t must be contiguous", fn);
     size_t n = (size_t)tgc_shape_numel(t->shape, t->ndim);
     if (n == 0)
         return TGC_OK;
     st = tgc_comm_broadcast(pg->comm, tgc_device_ptr(t), n, t->dtype, root, NULL);
     if (st == TGC_OK && t->storage)
         tgc_storage_bump(t->storage);
-    return st;
+    return tgc_error_prefix(st, fn);
+}
+
+tgc_status tgc_dist_broadcast_(tgc_dist *pg, tgc_tensor *t, int root)
+{
+    return tgc_dist_broadcast_in("tgc_dist_broadcast_", pg, t, root);
 }
 
 tgc_status tgc_dist_barrier(tgc_dist *pg)
@@ -361,14 +450,14 @@ tgc_status tgc_dist_barrier(tgc_dist *pg)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_dist_barrier: pg is NULL");
     tgc_status st = tgc_comm_status(pg->comm);
     if (st != TGC_OK)
-        return st;
+        return tgc_error_prefix(st, "tgc_dist_barrier");
     if (tgc_trace_current())
         return tgc_set_error(TGC_ERR_UNSUPPORTED,
                              "tgc_dist_barrier: not inside a compiled function");
     tgc_scope_push();
     tgc_tensor *one = tgc_zeros((int64_t[]){1}, 1, TGC_F32, tgc_comm_device(pg->comm));
-    tgc_tensor *r = one ? tgc_dist_all_reduce(pg, one, TGC_DIST_SUM) : NULL;
+    tgc_tensor *r = one ? tgc_dist_all_reduce_in("tgc_dist_barrier", pg, one, TGC_DIST_SUM) : NULL;
     st = r ? tgc_comm_synchronize(pg->comm, NULL) : tgc_last_status();
     tgc_scope_pop();
-    return st;
+    return tgc_error_prefix(st, "tgc_dist_barrier");
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "frontend/module_impl.h"
+#include "frontend/dist_impl.h"
 #include "frontend/optim_impl.h"
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"
@@ -94,6 +95,8 @@ static void free_tree(tgc_module *m)
     for (int i = 0; i < m->n_optims; i++) /* their later calls fail; tgc_optim_free still frees */
         tgc_optim_module_gone(m->optims[i]);
     free(m->optims);
+    if (m->ddp) /* its later tgc_ddp_free frees only the wrapper */
+        tgc_ddp_module_gone(m->ddp);
     for (int i = 0; i < m->n_tensors; i++) {
         free(m->tensors[i].name);
         m->tensors[i].t->flags |= TGC_T_DEAD;
@@ -296,9 +299,19 @@ static int count_tensors(const tgc_module *m)
     return n;
 }
 
+/* The queries' NULL check, as a tensor query's: keeps an earlier error (the NULL is usually
+ * a failed creation's), else TGC_ERR_INVALID_ARG. */
+static int null_module(const tgc_module *m, const char *fn)
+{
+    if (m)
+        return 0;
+    tgc_keep_error(TGC_ERR_INVALID_ARG, "%s: module is NULL", fn);
+    return 1;
+}
+
 int tgc_module_num_tensors(const tgc_module *m)
 {
-    return m ? count_tensors(m) : 0;
+    return null_module(m, "tgc_module_num_tensors") ? 0 : count_tensors(m);
 }
 
 static void set_training(tgc_module *m, int on)
@@ -311,7 +324,7 @@ static void set_training(tgc_module *m, int on)
 
 void tgc_module_train(tgc_module *m, int on)
 {
-    if (!m)
+    if (null_module(m, "tgc_module_train"))
         return;
     set_training(m, on);
     tgc_module_invalidate(m->parent);
@@ -319,7 +332,7 @@ void tgc_module_train(tgc_module *m, int on)
 
 int tgc_module_is_training(const tgc_module *m)
 {
-    return m ? m->training : 0;
+    return null_module(m, "tgc_module_is_training") ? 0 : m->training;
 }
 
 /* ---- tgc_module_to ---- */
@@ -485,11 +498,11 @@ void tgc_module_detach_optim(tgc_module *m, struct tgc_optim *o)
 
 void *tgc_module_userdata(const tgc_module *m)
 {
-    return m ? m->userdata : NULL;
+    return null_module(m, "tgc_module_userdata") ? NULL : m->userdata;
 }
 const char *tgc_module_name(const tgc_module *m)
 {
-    return m ? m->name : NULL;
+    return null_module(m, "tgc_module_name") ? NULL : m->name;
 }
 
 /* ---- attributes ---- */

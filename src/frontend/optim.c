@@ -593,7 +593,11 @@ double tgc_optim_lr(const tgc_optim *o)
 
 int tgc_optim_num_state(const tgc_optim *o)
 {
-    return o ? o->n_state : 0;
+    if (!o) {
+        tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_optim_num_state: optimizer is NULL");
+        return 0;
+    }
+    return o->n_state;
 }
 
 tgc_tensor *tgc_optim_state(const tgc_optim *o, int i, const char **name)

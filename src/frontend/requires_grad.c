@@ -25,5 +25,9 @@ tgc_status tgc_requires_grad(tgc_tensor *t, int on)
 
 int tgc_requires_grad_of(const tgc_tensor *t)
 {
-    return t && (t->flags & TGC_T_REQUIRES_GRAD) ? 1 : 0;
+    if (!t) {
+        tgc_keep_error(TGC_ERR_INVALID_ARG, "tgc_requires_grad_of: tensor is NULL");
+        return 0;
+    }
+    return (t->flags & TGC_T_REQUIRES_GRAD) ? 1 : 0;
 }

@@ -17,6 +17,7 @@
 #include "frontend/safetensors.h"
 #include "support/checked.h"
 #include "support/error.h"
+#include "support/file.h"
 #include "support/strbuf.h"
 #include "tensor/tensor_impl.h"
 
@@ -785,22 +786,13 @@ tgc_status tgc_st_read(const char *fn, const char *path, tgc_st_file *f)
     if (!path)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: path is NULL", fn);
     st_ctx c = {fn, path};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL;
+    size_t size = 0;
+    int fd = tgc_file_open_read(path, &size, &why); /* a named pipe is refused, not waited on */
     if (fd < 0)
-        return st_fail(&c, TGC_ERR_IO, "cannot open it: %s", strerror(errno));
-    struct stat sbuf;
-    if (fstat(fd, &sbuf) != 0) {
-        int err = errno;
-        close(fd);
-        return st_fail(&c, TGC_ERR_IO, "cannot stat it: %s", strerror(err));
-    }
-    if (!S_ISREG(sbuf.st_mode)) {
-        close(fd);
-        return st_fail(&c, TGC_ERR_IO, "%s",
-                       S_ISDIR(sbuf.st_mode) ? "is a directory" : "is not a regular file");
-    }
+        return st_fail(&c, TGC_ERR_IO, "%s%s",
+                       errno == EISDIR || errno == EINVAL ? "" : "cannot open it: ", why);
     tgc_status st = init_file(&c, f);
-    size_t size = (size_t)sbuf.st_size;
     if (st == TGC_OK && !(f->bytes = malloc(size ? size : 1)))
         st = st_fail(&c, TGC_ERR_OOM, "out of memory for its %zu bytes", size);
     size_t got = 0;

@@ -23,5 +23,5 @@ tgc_status tgc_config_check(const tgc_config *c)
     if (c->num_threads < 0)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_compile: num_threads is %d; use 0 for all cores", c->num_threads);
-    return tgc_backend_for(c) ? TGC_OK : tgc_last_status();
+    return tgc_backend_for(c) ? TGC_OK : tgc_error_prefix(tgc_last_status(), "tgc_compile");
 }

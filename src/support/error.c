@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local tgc_status err_status;
 static _Thread_local char err_msg[1024];
@@ -56,6 +57,22 @@ tgc_status tgc_keep_error(tgc_status s, const char *fmt, ...)
     va_start(ap, fmt);
     set_va(s, fmt, ap);
     va_end(ap);
+    return s;
+}
+
+tgc_status tgc_error_prefix(tgc_status s, const char *fn)
+{
+    if (s == TGC_OK || !fn)
+        return s;
+    size_t n = strlen(fn);
+    if (strncmp(err_msg, fn, n) == 0 && err_msg[n] == ':')
+        return s;
+    char cause[sizeof err_msg];
+    memcpy(cause, err_msg, sizeof cause);
+    cause[sizeof cause - 1] = 0;
+    err_status = s;
+    snprintf(err_msg, sizeof err_msg, "%s: %s", fn,
+             cause[0] ? cause : tgc_status_str(s)); /* a bare status: at least its name */
     return s;
 }
 

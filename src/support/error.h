@@ -20,6 +20,12 @@ tgc_status tgc_set_error(tgc_status s, const char *fmt, ...) TGC_PRINTF(2, 3);
 /* Like tgc_set_error but keeps an earlier error if one is already pending: used where a
  * NULL input means the first failure has already been reported. */
 tgc_status tgc_keep_error(tgc_status s, const char *fmt, ...) TGC_PRINTF(2, 3);
+/* The message of an error a public function passes on from a lower layer, made to start with
+ * that function's name: when s is an error and the thread's message does not already start
+ * with "fn: ", it becomes "fn: <message>" (the cause stays after the name, as
+ * "tgc_dist_init: tgc_comm_create: unknown device type 7"). Returns s; TGC_OK is returned
+ * untouched. Applied at the public entry points that forward lower-layer failures. */
+tgc_status tgc_error_prefix(tgc_status s, const char *fn);
 /* Formats a concrete shape as "[64, 3, 32, 32]" into buf (returns buf). */
 char *tgc_format_dims(const int64_t *shape, int ndim, char *buf, size_t n);
 

@@ -39,12 +39,26 @@ static tgc_status device_ok(const char *fn, int index)
 }
 #endif
 
-tgc_status tgc_cuda_available(void)
+tgc_status tgc_cuda_check(void)
 {
 #ifdef TGC_HAVE_CUDA
-    return tgc_cuda_load();
+    return tgc_error_prefix(tgc_cuda_load(), "tgc_cuda_check");
 #else
-    return tgc_set_error(TGC_ERR_DEVICE, NO_CUDA); /* the reason alone, as tgc_cuda_load's */
+    return tgc_set_error(TGC_ERR_DEVICE, "tgc_cuda_check: " NO_CUDA);
+#endif
+}
+
+int tgc_cuda_is_available(void)
+{
+#ifdef TGC_HAVE_CUDA
+    tgc_status was = tgc_last_status(); /* a predicate: the thread's error stays as it was */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tgc_last_error());
+    int ok = tgc_cuda_load() == TGC_OK;
+    tgc_set_error(was, "%s", msg);
+    return ok;
+#else
+    return 0;
 #endif
 }
 

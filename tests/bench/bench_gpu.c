@@ -115,9 +115,9 @@ static const char *gpu_missing(void)
 {
     static char reason[512];
 #if BENCH_HAVE_CUDA_API
-    if (tgc_cuda_available() != TGC_OK) {
+    if (tgc_cuda_check() != TGC_OK) {
         snprintf(reason, sizeof reason, "%s",
-                 tgc_last_error()[0] ? tgc_last_error() : "tgc_cuda_available() failed");
+                 tgc_last_error()[0] ? tgc_last_error() : "tgc_cuda_check() failed");
         return reason;
     }
 #elif !defined(TGC_HAVE_CUDA)

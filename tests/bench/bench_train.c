@@ -608,7 +608,7 @@ int main(int argc, char **argv)
     if (!parse_args(argc, argv, &bs.o))
         return 2;
     int gpu = bs.o.dev.type != TGC_DEVICE_CPU;
-    if (gpu && tgc_cuda_available() != TGC_OK) {
+    if (gpu && tgc_cuda_check() != TGC_OK) {
         fprintf(stderr, "bench_train: --device cuda: %s\n", tgc_last_error());
         return 1;
     }

@@ -313,7 +313,7 @@ static void test_device_check_follows_registration(void **state)
     (void)state;
     const int64_t shape[] = {2, 3};
     /* asked while the fake is registered, so a real driver does not replace it */
-    int gpu = tgc_cuda_available() == TGC_OK;
+    int gpu = tgc_cuda_is_available();
     tgc_allocator_unregister(TGC_DEVICE_CUDA);
     if (!gpu) /* the first CUDA tensor tries the driver, and says why it is missing */
         check_null(tgc_empty(shape, 2, TGC_F32, tgc_cuda(0)), TGC_ERR_DEVICE,
@@ -537,7 +537,7 @@ static void test_host_only_code_refuses_devices(void **state)
     check_null(tgc_add(h, d), TGC_ERR_DEVICE,
                "tgc_add: inputs 0 and 1 are on different devices (cpu and cuda:0)");
     check_null(tgc_mul(d, d1), TGC_ERR_DEVICE, "(cuda:0 and cuda:1)");
-    if (tgc_cuda_available() == TGC_OK) {
+    if (tgc_cuda_is_available()) {
         /* the rest needs a device type without a backend; on a GPU machine the real CUDA
          * backend would take these fake device pointers */
         print_message("test_host_only_code_refuses_devices: the CUDA backend is present; its "

@@ -7,7 +7,7 @@
  *    through a block-wide exchange), equals interp's sdpa over dtypes, odd lengths, head dims,
  *    strided views, masks, causal and dropout with the same Philox bits: so the algorithm
  *    and the host-side argument setup are checked without a GPU;
- *  - on a GPU (tgc_cuda_available), tgc_cuda_attention_run on device tensors equals interp,
+ *  - on a GPU (tgc_cuda_is_available), tgc_cuda_attention_run on device tensors equals interp,
  *    reserving the same Philox counters (skipped and counted through tests/gpu_skip.h
  *    without one: exit code 77 when nothing failed). */
 #define _POSIX_C_SOURCE 200809L

@@ -4,7 +4,7 @@
  * opened): the whole kernel program compiles for sm_90 and defines every kernel the host
  * launches; tgc_cuda_op_supported answers for every op of ops.def.
  *
- * With a GPU (tgc_cuda_available() == TGC_OK; otherwise skipped with a printed count): every
+ * With a GPU (tgc_cuda_is_available(); otherwise skipped with a printed count): every
  * op family runs through tgc_cuda_op_run on device copies of CPU inputs (strided, permuted,
  * offset and broadcast views included, odd sizes) and equals interp (tgc_interp_run_node on
  * the CPU inputs) within the dtype's tolerance; out-of-range indices and targets give

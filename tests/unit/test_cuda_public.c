@@ -827,7 +827,7 @@ static void test_cuda_header_api(void **state)
 {
     (void)state;
     GPU_REQUIRE();
-    assert_int_equal(tgc_cuda_available(), TGC_OK);
+    assert_int_equal(tgc_cuda_check(), TGC_OK);
     assert_true(tgc_cuda_device_count() >= 1);
     char name[256] = "";
     assert_int_equal(tgc_cuda_device_name(0, name, sizeof name), TGC_OK);

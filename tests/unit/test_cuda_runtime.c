@@ -1,13 +1,13 @@
 /* The CUDA runtime layer (runtime/cuda*.c, include/tgc/cuda.h) through the public API.
  *
- * Without a usable GPU: tgc_cuda_available and every creation on tgc_cuda(i) fail with
+ * Without a usable GPU: tgc_cuda_check and every creation on tgc_cuda(i) fail with
  * TGC_ERR_DEVICE and a message naming what is missing (the test finds out itself, with
  * dlopen, which library is missing, and expects exactly that), repeatably. The driver
  * override TGC_CUDA_DRIVER is tested in child processes (the driver is loaded once per
  * process): a path that does not exist, and the toolkit's stub libcuda, which opens, has
  * every symbol the table needs, and fails cuInit with CUDA_ERROR_STUB_LIBRARY.
  *
- * With a GPU (tgc_cuda_available() == TGC_OK; otherwise these tests are skipped and one line
+ * With a GPU (tgc_cuda_check() == TGC_OK; otherwise these tests are skipped and one line
  * says how many and why): the caching allocator's reuse and statistics, round trips
  * host -> device -> device -> host of odd sizes across the staging chunk boundaries, from and
  * to page-locked host memory (copied without staging), strided
@@ -43,7 +43,7 @@
 #include "runtime/cuda.h"
 #endif
 
-static int g_gpu;           /* tgc_cuda_available() == TGC_OK */
+static int g_gpu;           /* tgc_cuda_check() == TGC_OK */
 static char g_self[4096];   /* this program, run again as a child */
 static char g_reason[1024]; /* why not */
 
@@ -67,7 +67,7 @@ static int g_skipped_gpu, g_skipped_host; /* cases skipped for want of a GPU, or
 /* ---- without a GPU ---- */
 
 #ifdef TGC_HAVE_CUDA
-/* What tgc_cuda_available must say on this machine, found independently: the library that
+/* What tgc_cuda_check must say on this machine, found independently: the library that
  * cannot be opened, or NULL when libcuda opens (then the failure, if any, is later). */
 static const char *expected_missing(void)
 {
@@ -92,8 +92,9 @@ static void test_unavailable_reason(void **state)
 {
     (void)state;
     NEED_NO_GPU();
-    tgc_status s = tgc_cuda_available();
+    tgc_status s = tgc_cuda_check();
     assert_int_equal(s, TGC_ERR_DEVICE);
+    assert_int_equal(strncmp(tgc_last_error(), "tgc_cuda_check: ", 16), 0);
     char first[1024];
     snprintf(first, sizeof first, "%s", tgc_last_error());
 #ifdef TGC_HAVE_CUDA
@@ -108,10 +109,15 @@ static void test_unavailable_reason(void **state)
     /* remembered: the same status and message every time */
     for (int i = 0; i < 3; i++) {
         tgc_clear_error();
-        assert_int_equal(tgc_cuda_available(), TGC_ERR_DEVICE);
+        assert_int_equal(tgc_cuda_check(), TGC_ERR_DEVICE);
         assert_string_equal(tgc_last_error(), first);
     }
     assert_int_equal(tgc_cuda_device_count(), 0);
+    /* the predicate: 0, and the thread's error untouched (none, or an earlier one) */
+    tgc_clear_error();
+    assert_int_equal(tgc_cuda_is_available(), 0);
+    assert_int_equal(tgc_last_status(), TGC_OK);
+    assert_string_equal(tgc_last_error(), "");
 }
 
 static void test_unavailable_tensors(void **state)
@@ -194,7 +200,7 @@ static void run_child(const char *driver, char *out, size_t n)
 
 static int child_main(void)
 {
-    tgc_status s = tgc_cuda_available();
+    tgc_status s = tgc_cuda_check();
     printf("%s\n%s\n", tgc_status_str(s), tgc_last_error());
     /* and a tensor on the device carries the same reason */
     const int64_t shape[] = {4};
@@ -222,8 +228,8 @@ static void test_driver_override_missing(void **state)
 #else
     char out[4096];
     run_child("/nonexistent/libcuda.so.1", out, sizeof out);
-    expect_in(out, "TGC_ERR_DEVICE\nTGC_CUDA_DRIVER=/nonexistent/libcuda.so.1 could not be "
-                   "opened (");
+    expect_in(out, "TGC_ERR_DEVICE\ntgc_cuda_check: TGC_CUDA_DRIVER=/nonexistent/libcuda.so.1 "
+                   "could not be opened (");
     expect_in(out, "null\ntgc_empty: device cuda:0 is not available: TGC_CUDA_DRIVER="
                    "/nonexistent/libcuda.so.1 could not be opened");
 #endif
@@ -253,7 +259,7 @@ static void test_driver_override_stub(void **state)
     char out[4096];
     run_child(stub, out, sizeof out);
     /* it opened and every symbol of the table was found: the failure is cuInit's */
-    expect_in(out, "TGC_ERR_DEVICE\ncuInit failed: CUDA_ERROR_STUB_LIBRARY (");
+    expect_in(out, "TGC_ERR_DEVICE\ntgc_cuda_check: cuInit failed: CUDA_ERROR_STUB_LIBRARY (");
     expect_in(out, "null\ntgc_empty: device cuda:0 is not available: cuInit failed: "
                    "CUDA_ERROR_STUB_LIBRARY");
 #endif
@@ -840,8 +846,16 @@ int main(int argc, char **argv)
     /* argv[0] rather than /proc/self/exe, which is the tool under valgrind */
     if (!realpath(argv[0], g_self))
         snprintf(g_self, sizeof g_self, "/proc/self/exe");
-    g_gpu = tgc_cuda_available() == TGC_OK;
-    snprintf(g_reason, sizeof g_reason, "%s", g_gpu ? "" : tgc_last_error());
+    g_gpu = tgc_cuda_check() == TGC_OK;
+    if (tgc_cuda_is_available() != g_gpu) {
+        fprintf(stderr, "tgc_cuda_is_available() disagrees with tgc_cuda_check()\n");
+        return 1;
+    }
+    /* the reason alone, as the other calls quote it after their own names */
+    const char *reason = tgc_last_error();
+    if (!strncmp(reason, "tgc_cuda_check: ", 16))
+        reason += 16;
+    snprintf(g_reason, sizeof g_reason, "%s", g_gpu ? "" : reason);
     tgc_clear_error();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_unavailable_reason, scoped_setup, scoped_teardown),

@@ -34,6 +34,7 @@
 #include "runtime/parallel.h"
 #include "runtime/storage.h"
 #include "support/error.h"
+#include "support/file.h"
 #include "support/strbuf.h"
 
 /* Every kernel is rendered under this one name into a program of its own (prelude +
@@ -215,9 +216,13 @@ static int disk_load(const char *dir, int sm, const char *text, uint64_t h, char
 {
     char path[4096];
     disk_path(dir, sm, h, path, sizeof path);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
+    int fd = tgc_file_open_read(path, NULL, NULL); /* a pipe or device there is a miss */
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!fp) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
     char magic[sizeof DISK_MAGIC];
     uint64_t tl = 0, cl = 0;
     size_t want = strlen(text);
