@@ -4,6 +4,7 @@
  * on interp through the executor's fallback step. Its results are checked against the interp
  * backend bit for bit. Also: the shared memory planner (slot reuse, outputs never in the
  * arena) and the perf-log line of an opaque fallback. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -266,16 +267,96 @@ static void test_opaque_fallback(void **state)
     tgc_exec_args x = {in, 2, NULL, 0, NULL, 0, symvals};
     assert_int_equal(tgc_plan_run(p, &x, &got), TGC_OK);
     assert_int_equal(mini_launches, 3);
-    assert_non_null(p->arena);
-    assert_ptr_not_equal(got->storage, p->arena);
+    assert_non_null(p->streams[0].arena); /* the host's one arena */
+    assert_ptr_not_equal(got->storage, p->streams[0].arena);
     assert_same(got, want);
     /* a second call reuses the arena and gives the same bits */
-    tgc_storage *arena = p->arena;
+    tgc_storage *arena = p->streams[0].arena;
     tgc_tensor *again = NULL;
     assert_int_equal(tgc_plan_run(p, &x, &again), TGC_OK);
-    assert_ptr_equal(p->arena, arena);
+    assert_ptr_equal(p->streams[0].arena, arena);
     assert_same(again, want);
     assert_int_equal(l.n, 1); /* calls log nothing */
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+}
+
+/* A backend whose launches go to streams (stream_key): the plan keeps one arena per stream,
+ * so a call never shares an arena with a call on another stream whose kernels may still run;
+ * a call on the same stream reuses its stream's arena; with more streams than entries the
+ * least recently used idle one is taken over; a call finding its stream's arena held, or
+ * without a stream, runs in a private arena. */
+static uint64_t g_stream_key;
+
+static uint64_t mini_stream_key(tgc_device dev)
+{
+    (void)dev;
+    return g_stream_key;
+}
+
+static void run_keyed(tgc_plan *p, uint64_t key, tgc_tensor **in, const tgc_tensor *want)
+{
+    g_stream_key = key;
+    int64_t symvals[1] = {0};
+    tgc_exec_args x = {in, 2, NULL, 0, NULL, 0, symvals};
+    tgc_tensor *got = NULL;
+    assert_int_equal(tgc_plan_run(p, &x, &got), TGC_OK);
+    assert_same(got, want);
+    tgc_tensor_free(got);
+}
+
+static void test_arenas_per_stream(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45), b = gb_input(g, TGC_F32, 2, s45);
+    int32_t e = gb_un(g, TGC_OP_EXP, gb_bin(g, TGC_OP_ADD, a, b)); /* a slot: the sum */
+    int32_t r = gb_bin(g, TGC_OP_MUL, e, a);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_tensor *in[2] = {rnd(4, 5), rnd(4, 5)}, *want = NULL;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    run_on(tgc_backend_interp(), g, &cfg, in, 2, &want);
+    tgc_backend streamed = mini;
+    streamed.stream_key = mini_stream_key;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&streamed, g, &cfg, tgc_cpu(), "streams", &p), TGC_OK);
+    assert_true(p->mem.n_slots >= 1);
+
+    run_keyed(p, 11, in, want);
+    assert_int_equal(p->n_streams, 1);
+    tgc_storage *a11 = p->streams[0].arena;
+    assert_non_null(a11);
+    assert_true(p->streams[0].key == 11);
+    run_keyed(p, 12, in, want); /* another stream: an arena of its own */
+    assert_int_equal(p->n_streams, 2);
+    assert_true(p->streams[1].key == 12);
+    assert_non_null(p->streams[1].arena);
+    assert_ptr_not_equal(p->streams[1].arena, a11);
+    run_keyed(p, 11, in, want); /* back on the first: its arena again */
+    assert_int_equal(p->n_streams, 2);
+    assert_ptr_equal(p->streams[0].arena, a11);
+    assert_int_equal(tgc_backend_arena_bytes(&streamed, p),
+                     a11->nbytes + p->streams[1].arena->nbytes);
+
+    for (uint64_t k = 13; k < 11 + TGC_PLAN_STREAMS; k++)
+        run_keyed(p, k, in, want);
+    assert_int_equal(p->n_streams, TGC_PLAN_STREAMS);
+    run_keyed(p, 100, in, want); /* full: 12, used least recently, gives way */
+    assert_int_equal(p->n_streams, TGC_PLAN_STREAMS);
+    assert_true(p->streams[1].key == 100);
+    assert_true(p->streams[0].key == 11);
+    for (int i = 0; i < p->n_streams; i++)
+        for (int j = 0; j < i; j++)
+            assert_ptr_not_equal(p->streams[i].arena, p->streams[j].arena);
+
+    /* stream 11's arena held by another call (on the same stream): a private one */
+    assert_int_equal(pthread_mutex_trylock(&p->streams[0].lock), 0);
+    run_keyed(p, 11, in, want);
+    assert_ptr_equal(p->streams[0].arena, a11);
+    pthread_mutex_unlock(&p->streams[0].lock);
+    run_keyed(p, 0, in, want); /* no stream to be had: a private one */
+    assert_int_equal(p->n_streams, TGC_PLAN_STREAMS);
     tgc_plan_free(p);
     tgc_graph_free(g);
 }
@@ -506,6 +587,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_pointwise_kernel, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_arenas_per_stream, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback_stages_off_host, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),
