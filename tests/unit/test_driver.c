@@ -3,7 +3,8 @@
  * kernels and runs them by interpreting their kernel IR; everything else is opaque and runs
  * on interp through the executor's fallback step. Its results are checked against the interp
  * backend bit for bit. Also: the shared memory planner (slot reuse, outputs never in the
- * arena) and the perf-log line of an opaque fallback. */
+ * arena), the arenas and REDUCE_OVERHEAD recordings a backend with streams keeps per stream,
+ * and the perf-log line of an opaque fallback. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -361,6 +362,111 @@ static void test_arenas_per_stream(void **state)
     tgc_graph_free(g);
 }
 
+/* REDUCE_OVERHEAD on a backend with streams: a recording is made and replayed per stream
+ * (each stream warms up once, then records), and a graph is only ever launched on the stream
+ * it was recorded on. The fake capture below "records" nothing (the steps run while it
+ * records, so the recorded call's outputs are right; its replays recompute nothing, so the
+ * calls here pass the same inputs every time) and counts what it is asked. */
+static struct {
+    int begins, launches, wrong_stream, releases;
+} g_cap;
+
+typedef struct fake_graph {
+    uint64_t key;
+} fake_graph;
+
+static tgc_status fake_begin(tgc_device dev, void **cap)
+{
+    (void)dev;
+    g_cap.begins++;
+    *cap = (void *)(uintptr_t)g_stream_key;
+    return TGC_OK;
+}
+
+static tgc_status fake_end(tgc_device dev, void *cap, void **graph)
+{
+    (void)dev;
+    fake_graph *g = malloc(sizeof *g);
+    if (!g)
+        return TGC_ERR_OOM;
+    g->key = (uint64_t)(uintptr_t)cap;
+    *graph = g;
+    return TGC_OK;
+}
+
+static tgc_status fake_launch(tgc_device dev, void *graph)
+{
+    (void)dev;
+    g_cap.launches++;
+    g_cap.wrong_stream += ((const fake_graph *)graph)->key != g_stream_key;
+    return TGC_OK;
+}
+
+static void fake_release(void *graph)
+{
+    g_cap.releases++;
+    free(graph);
+}
+
+static tgc_status fake_copy(tgc_device dev, void *dst, const void *src, size_t n)
+{
+    (void)dev;
+    memcpy(dst, src, n);
+    return TGC_OK;
+}
+
+static const tgc_capture_ops fake_capture = {fake_begin, fake_end, fake_launch, fake_release,
+                                             fake_copy};
+
+static void test_recordings_per_stream(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45), b = gb_input(g, TGC_F32, 2, s45);
+    int32_t r = gb_bin(g, TGC_OP_MUL, gb_un(g, TGC_OP_EXP, gb_bin(g, TGC_OP_ADD, a, b)), a);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_tensor *in[2] = {rnd(4, 5), rnd(4, 5)}, *want = NULL;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    run_on(tgc_backend_interp(), g, &cfg, in, 2, &want);
+    tgc_backend streamed = mini;
+    streamed.stream_key = mini_stream_key;
+    streamed.capture = &fake_capture;
+    cfg.mode = TGC_MODE_REDUCE_OVERHEAD;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&streamed, g, &cfg, tgc_cpu(), "recorded", &p), TGC_OK);
+    assert_non_null(p->replay);
+    memset(&g_cap, 0, sizeof g_cap);
+    run_keyed(p, 11, in, want); /* warm-up */
+    assert_int_equal(g_cap.begins, 0);
+    run_keyed(p, 11, in, want); /* recorded, and replayed once */
+    assert_int_equal(g_cap.begins, 1);
+    assert_int_equal(g_cap.launches, 1);
+    run_keyed(p, 11, in, want); /* replayed */
+    assert_int_equal(g_cap.launches, 2);
+    run_keyed(p, 12, in, want); /* another stream: its own warm-up, not 11's recording */
+    assert_int_equal(g_cap.launches, 2);
+    run_keyed(p, 12, in, want); /* its own recording */
+    assert_int_equal(g_cap.begins, 2);
+    run_keyed(p, 12, in, want);
+    run_keyed(p, 11, in, want);
+    assert_int_equal(g_cap.launches, 5);
+    assert_int_equal(g_cap.wrong_stream, 0);
+    /* more streams than the table holds: the least recently used idle one (12) gives way */
+    for (uint64_t k = 13; k < 20; k++) {
+        run_keyed(p, k, in, want);
+        run_keyed(p, k, in, want);
+    }
+    assert_int_equal(g_cap.begins, 9);
+    assert_int_equal(g_cap.releases, 1);
+    run_keyed(p, 11, in, want); /* kept: replayed */
+    assert_int_equal(g_cap.begins, 9);
+    assert_int_equal(g_cap.wrong_stream, 0);
+    tgc_plan_free(p);
+    assert_int_equal(g_cap.releases, 9);
+    tgc_graph_free(g);
+}
+
 /* ---- a backend off the host ---- */
 
 /* A "device" for TGC_DEVICE_CUDA whose memory is host malloc, so mini's launch can still read
@@ -588,6 +694,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pointwise_kernel, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_arenas_per_stream, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_recordings_per_stream, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback_stages_off_host, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),
