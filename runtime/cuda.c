@@ -345,9 +345,13 @@ CUcontext tgc_cuda_context(int dev)
 /* ---- per-thread state ---- */
 
 typedef struct thread_state {
-    CUstream own[TGC_CUDA_MAX_DEVICES]; /* created by this thread, destroyed at its exit */
-    CUstream set[TGC_CUDA_MAX_DEVICES]; /* tgc_cuda_stream_set's; NULL: own */
+    CUstream own[TGC_CUDA_MAX_DEVICES];     /* created by this thread, destroyed at its exit */
+    uint64_t own_key[TGC_CUDA_MAX_DEVICES]; /* tgc_cuda_stream_key of own[d] */
+    CUstream set[TGC_CUDA_MAX_DEVICES];     /* tgc_cuda_stream_set's; NULL: own */
 } thread_state;
+
+/* Keys of the streams threads create: odd, never reused (a caller's stream's key is even) */
+static atomic_uint_fast64_t g_next_key = 1;
 
 static _Thread_local int tls_entered;         /* device index + 1 whose context is current */
 static _Thread_local thread_state *tls_state; /* also held by g_key for the destructor */
@@ -417,8 +421,20 @@ CUstream tgc_cuda_stream(int dev)
         if (tgc_cuda_error(g_drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), what) != TGC_OK)
             return NULL;
         st->own[dev] = s;
+        st->own_key[dev] = (atomic_fetch_add(&g_next_key, 1) << 1) | 1;
     }
     return st->own[dev];
+}
+
+uint64_t tgc_cuda_stream_key(int dev)
+{
+    CUstream s = tgc_cuda_stream(dev);
+    if (!s)
+        return 0;
+    thread_state *st = tls_state;
+    if (st->set[dev])
+        return (uint64_t)(uintptr_t)st->set[dev] << 1;
+    return st->own_key[dev];
 }
 
 void *tgc_cuda_stream_ptr(int dev)

@@ -19,6 +19,7 @@
 #define TGC_RUNTIME_CUDA_H
 
 #include <cuda.h>
+#include <stdint.h>
 
 #include "runtime/cuda_host.h"
 
@@ -100,6 +101,13 @@ const tgc_cuda_driver *tgc_cuda_drv(void);
 /* The calling thread's current stream for dev (see tgc_cuda_stream_ptr in cuda_host.h);
  * NULL with the error set on failure. */
 CUstream tgc_cuda_stream(int dev);
+/* A key naming the stream tgc_cuda_stream(dev) returns now, for state kept per stream (the
+ * executor's arenas and recordings): a stream the runtime creates for a thread gets a key no
+ * other stream ever gets (not even one created later at the same address, after the thread
+ * exited), a caller's stream (tgc_cuda_stream_swap, tgc_cuda_set_stream) is keyed by its
+ * handle (the caller synchronizes it before destroying it, as for the allocator's blocks).
+ * 0 (with the error set) when there is no stream. */
+uint64_t tgc_cuda_stream_key(int dev);
 /* Makes s the calling thread's stream for dev (NULL: its own) and returns the stream set
  * before (NULL when it was its own), for code that runs on a caller's stream for a while
  * (cfg.cuda_stream): allocations made meanwhile are keyed to s, so their blocks are reused

@@ -116,6 +116,12 @@ typedef struct tgc_backend {
      * stream for dev for the rest of one call and returns the stream it replaces, which the
      * executor hands back at the end of the call. */
     void *(*use_stream)(tgc_device dev, void *stream);
+    /* Optional (device backends whose launches are asynchronous): a key of the stream the
+     * calling thread's work on dev goes to now (after use_stream), never the key of another
+     * stream that could still have work queued, 0 on failure. The executor keeps its arenas
+     * and recordings per key, so calls on different streams never share memory one of them
+     * may still be using. NULL: launches are synchronous (the host), one arena serves all. */
+    uint64_t (*stream_key)(tgc_device dev);
     /* Optional: whole-variant capture for cfg.mode == TGC_MODE_REDUCE_OVERHEAD. */
     const tgc_capture_ops *capture;
     /* Frees what compile returned (every handle into it dies). NULL code is fine. */

@@ -41,10 +41,8 @@ void tgc_plan_free(tgc_plan *p)
     free(p->write_to);
     tgc_memplan_free(&p->mem);
     tgc_graph_free(p->g);
-    tgc_replay_release(p); /* before the arena: recordings point into it */
-    if (p->arena)
-        tgc_storage_unref(p->arena);
-    pthread_mutex_destroy(&p->arena_lock);
+    tgc_replay_release(p);
+    tgc_plan_streams_free(p);
     free(p);
 }
 
@@ -353,7 +351,7 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
     tgc_plan *p = calloc(1, sizeof *p);
     if (!p)
         return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling '%s'", name);
-    pthread_mutex_init(&p->arena_lock, NULL);
+    tgc_plan_streams_init(p);
     p->backend = b;
     p->device = (tgc_device){b->device, dev.type == b->device ? dev.index : 0};
     p->n_threads = tgc_threads_resolve(cfg->num_threads);
@@ -420,11 +418,7 @@ size_t tgc_backend_arena_bytes(const tgc_backend *b, void *artifact)
 {
     if (b->graph)
         return 0;
-    tgc_plan *p = artifact;
-    pthread_mutex_lock(&p->arena_lock);
-    size_t n = p->arena ? p->arena->nbytes : 0;
-    pthread_mutex_unlock(&p->arena_lock);
-    return n;
+    return tgc_plan_arena_bytes(artifact);
 }
 
 void tgc_backend_release(const tgc_backend *b, void *artifact)

@@ -6,12 +6,13 @@
  * TGC_EAGER=interp or TGC_BACKEND=interp (support/config_env.h) and the test hook
  * tgc_eager_force_interp send every op to interp.
  *
- * A signature is the backend, the op, its attributes, input dtypes and ranks, and the pattern of
- * sizes: which dims are 1 and which dims equal an earlier one. Every other size is a symbol, so a
- * sweep over sequence lengths or batch sizes reuses one kernel. Shape inference may still
- * have decided something from the first call's sizes (a window that fits); those decisions
- * are the graph's assumptions, checked on every call: a call that breaks one runs on
- * interp.
+ * A signature is the backend, the op, its attributes, input dtypes and ranks, the pattern of
+ * sizes (which dims are 1 and which dims equal an earlier one) and, for ops with matrix
+ * products, the matmul precision of the function running eagerly (tgc_eager_opts_push; -1:
+ * the default of tgc_config_default(), read when the entry compiles). Every other size is a symbol,
+ * so a sweep over sequence lengths or batch sizes reuses one kernel. Shape inference may still have
+ * decided something from the first call's sizes (a window that fits); those decisions are the
+ * graph's assumptions, checked on every call: a call that breaks one runs on interp.
  *
  * The cache is never emptied: its entries stay reachable until the process exits, when
  * a JIT's teardown order (LLVM's) makes releasing its code unsafe.
@@ -28,6 +29,7 @@
 
 #include "backend/eager.h"
 #include "backend/interp/interp.h"
+#include "backend/plan.h"
 #include "backend/registry.h"
 #include "ir/shape_infer.h"
 #include "support/config_env.h"
@@ -48,6 +50,7 @@ typedef struct ekey {
     double af[TGC_MAX_FATTR];
     int ni, nf;
     tgc_dtype adt;
+    int precision; /* cfg.matmul_precision its plan compiles with; -1: the default */
 } ekey;
 
 typedef struct eentry {
@@ -64,6 +67,32 @@ static eentry *g_table[EAGER_BUCKETS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_ready = PTHREAD_COND_INITIALIZER;
 static _Thread_local int t_force_interp;
+static _Thread_local tgc_eager_opts t_opts;
+
+tgc_eager_opts tgc_eager_opts_push(const tgc_config *cfg)
+{
+    tgc_eager_opts prev = t_opts;
+    t_opts = cfg ? (tgc_eager_opts){1, cfg->matmul_precision, cfg->cuda_stream}
+                 : (tgc_eager_opts){0, TGC_PRECISION_HIGHEST, NULL};
+    return prev;
+}
+
+void tgc_eager_opts_pop(tgc_eager_opts prev)
+{
+    t_opts = prev;
+}
+
+/* 1 when op's result depends on cfg.matmul_precision on some backend: its f32 matrix
+ * products (GEMM and conv templates, the conv gradients, attention's products) round to it. */
+static int precision_matters(tgc_op op)
+{
+    switch (tgc_op_info_of(op)->kind) {
+    case TGC_KIND_MATMUL:
+    case TGC_KIND_CONV:
+    case TGC_KIND_ATTENTION: return 1;
+    default: return op == TGC_OP_CONV2D_GRAD_INPUT || op == TGC_OP_CONV2D_GRAD_WEIGHT;
+    }
+}
 
 void tgc_eager_force_interp(int on)
 {
@@ -112,6 +141,7 @@ static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const
     k->ni = a->ni;
     k->nf = a->nf;
     k->adt = a->dtype;
+    k->precision = t_opts.set && precision_matters(op) ? (int)t_opts.precision : -1;
 }
 
 /* Ops worth a native kernel in eager mode: what the fuser turns into loop or template
@@ -196,6 +226,9 @@ static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in,
         tgc_config cfg = tgc_config_default();
         cfg.log = 0;
         cfg.dump_dir = NULL;
+        cfg.cuda_stream = NULL; /* the plan is shared: the stream is the call's (run_compiled) */
+        if (e->key.precision >= 0)
+            cfg.matmul_precision = (tgc_matmul_precision)e->key.precision;
         char name[64];
         snprintf(name, sizeof name, "eager_%s", tgc_op_name(op));
         const tgc_backend *b = e->key.backend;
@@ -277,9 +310,29 @@ static tgc_tensor *run_compiled(const tgc_backend *b, tgc_op op, tgc_tensor *con
     tgc_exec_args x = {in, n_in, NULL, 0, NULL, 0, symvals};
     tgc_tensor *out = NULL;
     *handled = 1;
-    if (tgc_backend_run(b, e->art, e->g, &x, &out) != TGC_OK)
-        return NULL;
-    return out;
+    /* the stream of the function running eagerly, for this op (as its variants use it) */
+    tgc_device dev = {b->device, e->key.dev_index};
+    void *stream = t_opts.set ? t_opts.cuda_stream : NULL;
+    void *prev = stream && b->use_stream ? b->use_stream(dev, stream) : NULL;
+    tgc_status st = tgc_backend_run(b, e->art, e->g, &x, &out);
+    if (stream && b->use_stream)
+        b->use_stream(dev, prev);
+    return st == TGC_OK ? out : NULL;
+}
+
+int tgc_eager_cache_count(tgc_op op, int p)
+{
+    int n = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int h = 0; h < EAGER_BUCKETS; h++)
+        for (const eentry *e = g_table[h]; e; e = e->next) {
+            if (!e->ready || e->key.op != op)
+                continue;
+            const tgc_plan *plan = e->art && !e->key.backend->graph ? e->art : NULL;
+            n += p < 0 || (plan && (int)plan->precision == p);
+        }
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }
 
 tgc_tensor *tgc_eager_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,

@@ -4,8 +4,10 @@
  * through the backend's launch / run_template, opaque nodes on interp through one staging
  * step), writes back inputs the graph writes in place, and hands out the outputs.
  *
- * Thread-safe: calls share the plan; the arena kept between calls is taken with a trylock
- * (a concurrent call allocates a private one). The per-call path allocates the same few
+ * Thread-safe: calls share the plan; the arena kept between calls is per stream (plan.h:
+ * a device's launches are asynchronous, so calls on two streams must never share one) and
+ * taken with a trylock (a concurrent call on the same stream allocates a private one, on
+ * that stream). The per-call path allocates the same few
  * arrays whatever the number of steps; a step allocates nothing unless it has more than 64
  * buffers or 256 size slots. */
 #include <pthread.h>
@@ -267,16 +269,97 @@ static tgc_status run_opaque_with(run_ctx *r, int32_t node, tgc_tensor **ins)
                : tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: %s failed", p->backend->name, fn);
 }
 
-/* Sizes the slots for this call and takes the cached arena (or a private one when another
- * call holds it). Returns 1 when the cached arena is held (release it after the call). */
-static int take_arena(run_ctx *r)
+void tgc_plan_streams_init(tgc_plan *p)
+{
+    pthread_mutex_init(&p->streams_lock, NULL);
+    for (int i = 0; i < TGC_PLAN_STREAMS; i++)
+        pthread_mutex_init(&p->streams[i].lock, NULL);
+}
+
+void tgc_plan_streams_free(tgc_plan *p)
+{
+    /* an arena's block goes back to the allocator's cache of the stream it was allocated on,
+     * which hands it out again only to work queued there later (after this plan's) */
+    for (int i = 0; i < TGC_PLAN_STREAMS; i++) {
+        if (p->streams[i].arena)
+            tgc_storage_unref(p->streams[i].arena);
+        pthread_mutex_destroy(&p->streams[i].lock);
+    }
+    pthread_mutex_destroy(&p->streams_lock);
+}
+
+size_t tgc_plan_arena_bytes(tgc_plan *p)
+{
+    pthread_mutex_lock(&p->streams_lock);
+    int n = p->backend && p->backend->stream_key ? p->n_streams : 1;
+    pthread_mutex_unlock(&p->streams_lock);
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_mutex_lock(&p->streams[i].lock);
+        bytes += p->streams[i].arena ? p->streams[i].arena->nbytes : 0;
+        pthread_mutex_unlock(&p->streams[i].lock);
+    }
+    return bytes;
+}
+
+/* The arena entry of the stream this call runs on, its lock held; NULL when another call on
+ * the same stream holds it, or every entry is taken by other streams' calls (the call then
+ * uses a private arena, allocated on its stream and freed after its work was queued: the
+ * allocator reuses the block only for later work on that stream). On the host (no
+ * stream_key) there is one entry, taken with a trylock as before streams existed. */
+static tgc_plan_stream *take_stream(tgc_plan *p)
+{
+    if (!p->backend->stream_key) {
+        tgc_plan_stream *e = &p->streams[0];
+        return pthread_mutex_trylock(&e->lock) == 0 ? e : NULL;
+    }
+    uint64_t key = p->backend->stream_key(p->device);
+    if (!key)
+        return NULL;
+    pthread_mutex_lock(&p->streams_lock);
+    uint64_t now = ++p->n_calls;
+    tgc_plan_stream *e = NULL;
+    for (int i = 0; i < p->n_streams && !e; i++)
+        if (p->streams[i].key == key)
+            e = &p->streams[i];
+    if (e) {
+        if (pthread_mutex_trylock(&e->lock) != 0)
+            e = NULL;
+    } else if (p->n_streams < TGC_PLAN_STREAMS) {
+        e = &p->streams[p->n_streams++];
+        pthread_mutex_lock(&e->lock); /* nobody else can hold a new entry */
+        e->key = key;
+    } else { /* a new stream: the least recently used entry that no call holds */
+        tgc_plan_stream *old = &p->streams[0];
+        for (int i = 1; i < p->n_streams; i++)
+            if (p->streams[i].last_call < old->last_call)
+                old = &p->streams[i];
+        if (pthread_mutex_trylock(&old->lock) == 0) {
+            e = old;
+            if (e->arena) /* back to its own stream's cache: reused after that stream's work */
+                tgc_storage_unref(e->arena);
+            e->arena = NULL;
+            e->key = key;
+        }
+    }
+    if (e)
+        e->last_call = now;
+    pthread_mutex_unlock(&p->streams_lock);
+    return e;
+}
+
+/* Sizes the slots for this call and takes the arena of its stream (or a private one when
+ * another call holds it, or while capturing: a recording keeps the memory it was recorded
+ * with, from its capture pool). Returns the entry whose lock is held (release it after the
+ * call), or NULL. */
+static tgc_plan_stream *take_arena(run_ctx *r)
 {
     tgc_plan *p = r->p;
     if (!p->mem.n_slots)
-        return 0;
+        return NULL;
     int64_t *need = calloc((size_t)p->mem.n_slots, sizeof *need);
     if (!need)
-        return 0;
+        return NULL;
     for (int32_t v = 0; v < p->g->n_nodes; v++) {
         int s = p->mem.slot_of[v];
         if (s < 0)
@@ -295,24 +378,24 @@ static int take_arena(run_ctx *r)
         total += need[s];
     }
     free(need);
-    int held = pthread_mutex_trylock(&p->arena_lock) == 0;
-    if (held) {
-        if (!p->arena || p->arena->nbytes < (size_t)total) {
-            if (p->arena)
-                tgc_storage_unref(p->arena);
-            p->arena = tgc_storage_new((size_t)(total ? total : 64), p->device);
+    tgc_plan_stream *e = r->capturing ? NULL : take_stream(p);
+    if (e) {
+        if (!e->arena || e->arena->nbytes < (size_t)total) {
+            if (e->arena)
+                tgc_storage_unref(e->arena);
+            e->arena = tgc_storage_new((size_t)(total ? total : 64), p->device);
         }
-        r->arena = p->arena;
+        r->arena = e->arena;
         if (!r->arena) {
-            pthread_mutex_unlock(&p->arena_lock);
-            held = 0;
+            pthread_mutex_unlock(&e->lock);
+            e = NULL;
         }
     }
-    if (!held)
+    if (!e)
         r->arena = tgc_storage_new((size_t)(total ? total : 64), p->device);
     else
         tgc_storage_ref(r->arena);
-    return held;
+    return e;
 }
 
 /* TGC_PROFILE=1 (support/config_env.h): one line per step and call on stderr. On a device
@@ -420,7 +503,7 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
     tgc_scope_push();
     tgc_tensor **orig = NULL;
     tgc_status st = bind_inputs(&r, &orig);
-    int held = st == TGC_OK ? take_arena(&r) : 0;
+    tgc_plan_stream *held = st == TGC_OK ? take_arena(&r) : NULL;
     int prof = tgc_env_profile();
     for (int si = 0; si < p->n_steps && st == TGC_OK; si++) {
         const tgc_step *s = &p->steps[si];
@@ -442,7 +525,7 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
     if (r.arena)
         tgc_storage_unref(r.arena);
     if (held)
-        pthread_mutex_unlock(&p->arena_lock);
+        pthread_mutex_unlock(&held->lock);
     free(r.vals);
     free(r.slot_off);
     free(given);

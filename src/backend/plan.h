@@ -5,7 +5,8 @@
  * A plan is the optimized graph, its ordered steps (a kernel, or one node the backend has no
  * kernel for, run on interp), the memory plan (memplan.h: an arena slot per intermediate)
  * and the backend's code. It never changes after the compile, so calls on many threads
- * share it; only the arena it keeps between calls is taken under a trylock. */
+ * share it; only the arenas it keeps between calls (one per stream, taken under a trylock)
+ * and the recordings of REDUCE_OVERHEAD (replay.c, also per stream) change. */
 #ifndef TGC_BACKEND_PLAN_H
 #define TGC_BACKEND_PLAN_H
 
@@ -45,6 +46,20 @@ typedef struct tgc_step {
     int32_t node;
 } tgc_step;
 
+/* The arena a plan keeps between the calls made on one stream (exec.c). A device backend's
+ * launches are asynchronous: the kernels of a call that returned may still be reading and
+ * writing its arena, so only later work on the same stream (which runs after them) may use
+ * it; a call on another stream gets the arena of its own stream. The host (a backend
+ * without stream_key) has one, key 0. */
+#define TGC_PLAN_STREAMS 16
+typedef struct tgc_plan_stream {
+    uint64_t key;         /* the backend's stream_key; 0 on the host; unused when arena and
+                           * the key are both 0 on a device plan */
+    uint64_t last_call;   /* the plan's call count at its last use: the oldest is evicted */
+    pthread_mutex_t lock; /* held by the call using arena (a trylock) */
+    tgc_storage *arena;
+} tgc_plan_stream;
+
 typedef struct tgc_plan {
     const tgc_backend *backend;
     tgc_device device;
@@ -65,13 +80,22 @@ typedef struct tgc_plan {
      * straight into that input (forward_writes in driver.c), else -1; NULL when none can. The
      * executor then binds the value to the input's buffer and the ASSIGN copies nothing. */
     int32_t *write_to;
-    /* the arena kept between calls */
-    pthread_mutex_t arena_lock;
-    tgc_storage *arena;
+    /* the arenas kept between calls, per stream: streams_lock guards the keys and n_streams
+     * (held only to find, add or evict an entry, never during a call) */
+    pthread_mutex_t streams_lock;
+    tgc_plan_stream streams[TGC_PLAN_STREAMS];
+    int n_streams;
+    uint64_t n_calls; /* under streams_lock */
     /* REDUCE_OVERHEAD on a backend with capture: the recorded calls (exec.c); NULL when the
      * plan runs step by step */
     struct tgc_replay *replay;
 } tgc_plan;
+
+/* The per-stream arenas (exec.c): set up empty by the driver, freed with the plan. */
+void tgc_plan_streams_init(tgc_plan *p);
+void tgc_plan_streams_free(tgc_plan *p);
+/* The bytes of the plan's arenas, over every stream. */
+size_t tgc_plan_arena_bytes(tgc_plan *p);
 
 /* The driver (driver.c): compiles g for compiled backend b into a plan. */
 tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,

@@ -2,8 +2,8 @@
  * CUDA backend, through its capture ops, backend.h) and replayed, so a call costs one graph
  * launch on the host instead of one launch per kernel.
  *
- * The first call of a plan runs step by step (the warm-up: lazily compiled native kernels get
- * loaded, the allocator's cache fills). The second records: the steps run under the
+ * The first call of a plan on a stream runs step by step (the warm-up: lazily compiled native
+ * kernels get loaded, the allocator's cache fills). The second records: the steps run under the
  * backend's capture (memory allocated meanwhile stays the recording's: the graph keeps
  * pointing at it), and the outputs the steps produce become the recording's static outputs.
  * The first recording reads the call's arguments where they are ("direct"): a later call
@@ -33,8 +33,20 @@
  * would be lost). A call whose written inputs are not contiguous is not recorded either (the
  * write goes through a copy that is written back after a synchronization).
  *
- * Thread-safety: one call replays at a time (a trylock); calls on other threads meanwhile run
- * step by step. */
+ * Streams: a recording belongs to the stream it was recorded on (its key, backend.h's
+ * stream_key) and is replayed only there. Its memory (the capture pool: static outputs and
+ * every intermediate, the static inputs) is then only ever used by work queued on that one
+ * stream, in stream order, so a replay on one thread's stream never overwrites what a replay
+ * on another thread's stream is still computing or reading, and a released recording's
+ * blocks go back to the allocator's cache of that stream. Each stream has its own
+ * recordings (up to REPLAY_SLOTS) and its own warm-up call; up to REPLAY_STREAMS streams
+ * keep recordings at once (the least recently used idle one is dropped for a new stream).
+ *
+ * Thread-safety: r->lock guards the table of streams (held only to find, add or drop an
+ * entry); one call replays per stream at a time (the entry's trylock), and a call on a
+ * stream whose entry another thread holds (two threads sharing one stream) runs step by
+ * step. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +60,8 @@
 #include "tensor/scope.h"
 #include "tensor/tensor_impl.h"
 
-#define REPLAY_SLOTS 3
+#define REPLAY_SLOTS   3
+#define REPLAY_STREAMS 8
 
 typedef struct out_geo {
     tgc_dtype dtype;
@@ -71,10 +84,18 @@ typedef struct replay_slot {
     out_geo *out_geo;
 } replay_slot;
 
+/* The recordings of one stream. */
+typedef struct replay_stream {
+    uint64_t key;         /* the backend's stream_key; 0: unused */
+    uint64_t last_call;   /* r->n_calls at its last use */
+    pthread_mutex_t lock; /* held by the call replaying or recording on the stream */
+    int calls;            /* calls seen on the stream (the first warms up) */
+    replay_slot slots[REPLAY_SLOTS];
+} replay_stream;
+
 struct tgc_replay {
-    pthread_mutex_t lock;
-    int calls;
-    int disabled;
+    pthread_mutex_t lock; /* guards the keys of streams[], n_streams and n_calls */
+    atomic_int disabled;
     int n_syms;
     int32_t *inputs; /* INPUT node ids */
     int n_inputs;
@@ -83,7 +104,9 @@ struct tgc_replay {
     int64_t *comms; /* the distinct communicator handles of the plan's collectives */
     int n_comms;
     tgc_config log; /* the function's log channels (log, log_fn, log_user only) */
-    replay_slot slots[REPLAY_SLOTS];
+    replay_stream streams[REPLAY_STREAMS];
+    int n_streams;
+    uint64_t n_calls;
 };
 
 tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char *name)
@@ -113,6 +136,8 @@ tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char 
     if (!r)
         return NULL;
     pthread_mutex_init(&r->lock, NULL);
+    for (int i = 0; i < REPLAY_STREAMS; i++)
+        pthread_mutex_init(&r->streams[i].lock, NULL);
     r->log.struct_size = sizeof r->log;
     r->log.log = cfg->log;
     r->log.log_fn = cfg->log_fn;
@@ -124,6 +149,8 @@ tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char 
     if (!r->inputs || !r->comms) {
         free(r->inputs);
         free(r->comms);
+        for (int i = 0; i < REPLAY_STREAMS; i++)
+            pthread_mutex_destroy(&r->streams[i].lock);
         pthread_mutex_destroy(&r->lock);
         free(r);
         return NULL;
@@ -169,8 +196,11 @@ static void slot_clear(const tgc_plan *p, replay_slot *s, int n_args, int n_outp
 /* Frees r; p is the plan it belongs to (its backend releases the graphs). */
 static void replay_free_of(const tgc_plan *p, tgc_replay *r)
 {
-    for (int i = 0; i < REPLAY_SLOTS; i++)
-        slot_clear(p, &r->slots[i], r->n_args, r->n_outputs);
+    for (int k = 0; k < REPLAY_STREAMS; k++) {
+        for (int i = 0; i < REPLAY_SLOTS; i++)
+            slot_clear(p, &r->streams[k].slots[i], r->n_args, r->n_outputs);
+        pthread_mutex_destroy(&r->streams[k].lock);
+    }
     free(r->inputs);
     free(r->comms);
     pthread_mutex_destroy(&r->lock);
@@ -296,7 +326,7 @@ static tgc_status copy_args(const tgc_plan *p, const tgc_replay *r, replay_slot 
 
 static void disable(const tgc_plan *p, tgc_replay *r, const char *why)
 {
-    r->disabled = 1;
+    atomic_store(&r->disabled, 1);
     (void)p;
     tgc_log_msg(&r->log, TGC_LOG_PERF,
                 "tgc: recording the call as a graph failed (%s); it runs kernel by kernel from "
@@ -409,28 +439,82 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
     return st;
 }
 
+/* The entry of the stream with this key, its lock held; NULL when another call holds it (or
+ * every entry is held by calls on other streams). */
+static replay_stream *take_stream(const tgc_plan *p, tgc_replay *r, uint64_t key)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t now = ++r->n_calls;
+    replay_stream *e = NULL;
+    for (int i = 0; i < r->n_streams && !e; i++)
+        if (r->streams[i].key == key)
+            e = &r->streams[i];
+    if (e) {
+        if (pthread_mutex_trylock(&e->lock) != 0)
+            e = NULL;
+    } else if (r->n_streams < REPLAY_STREAMS) {
+        e = &r->streams[r->n_streams++];
+        pthread_mutex_lock(&e->lock); /* nobody else can hold a new entry */
+        e->key = key;
+    } else { /* a new stream: the recordings of the least recently used idle one go */
+        replay_stream *old = &r->streams[0];
+        for (int i = 1; i < r->n_streams; i++)
+            if (r->streams[i].last_call < old->last_call)
+                old = &r->streams[i];
+        if (pthread_mutex_trylock(&old->lock) == 0) {
+            e = old;
+            /* their memory goes back to the cache of the stream they ran on, whose later
+             * work alone reuses it */
+            for (int i = 0; i < REPLAY_SLOTS; i++)
+                slot_clear(p, &e->slots[i], r->n_args, r->n_outputs);
+            e->calls = 0;
+            e->key = key;
+        }
+    }
+    if (e)
+        e->last_call = now;
+    pthread_mutex_unlock(&r->lock);
+    return e;
+}
+
+static tgc_status replay_on(tgc_plan *p, tgc_replay *r, replay_stream *rs, const tgc_exec_args *x,
+                            tgc_tensor **outs, int *done);
+
 tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int *done)
 {
     tgc_replay *r = p->replay;
     *done = 0;
-    if (pthread_mutex_trylock(&r->lock) != 0)
+    if (atomic_load(&r->disabled))
         return TGC_OK;
-    if (r->disabled || r->calls++ == 0) { /* the first call warms up, step by step */
-        pthread_mutex_unlock(&r->lock);
+    for (int a = 0; a < r->n_args && a < x->n_args; a++)
+        if (!tgc_device_equal(x->args[a]->device, p->device))
+            return TGC_OK; /* the steps report it */
+    uint64_t key = p->backend->stream_key ? p->backend->stream_key(p->device) : 1;
+    if (!key) {
+        tgc_clear_error(); /* the steps report a stream that cannot be had */
         return TGC_OK;
     }
-    for (int a = 0; a < r->n_args && a < x->n_args; a++)
-        if (!tgc_device_equal(x->args[a]->device, p->device)) {
-            pthread_mutex_unlock(&r->lock);
-            return TGC_OK; /* the steps report it */
-        }
+    replay_stream *rs = take_stream(p, r, key);
+    if (!rs)
+        return TGC_OK;
+    tgc_status st = TGC_OK;
+    if (rs->calls++ > 0) /* the first call on a stream warms up, step by step */
+        st = replay_on(p, r, rs, x, outs, done);
+    pthread_mutex_unlock(&rs->lock);
+    return st;
+}
+
+/* Serves the call from one of the stream's recordings, or records one (rs is held). */
+static tgc_status replay_on(tgc_plan *p, tgc_replay *r, replay_stream *rs, const tgc_exec_args *x,
+                            tgc_tensor **outs, int *done)
+{
     tgc_status st = TGC_OK;
     replay_slot *use = NULL, *empty = NULL, *stale = NULL;
     int have_direct = 0, args_contiguous = 1;
     for (int a = 0; a < r->n_args && a < x->n_args; a++)
         args_contiguous &= tgc_tensor_is_contiguous(x->args[a]);
     for (int i = 0; i < REPLAY_SLOTS; i++) {
-        replay_slot *s = &r->slots[i];
+        replay_slot *s = &rs->slots[i];
         have_direct |= s->graph && s->direct;
         if (!s->graph) {
             if (!empty)
@@ -473,7 +557,6 @@ tgc_status tgc_replay_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs
             *done = 1;
         }
     }
-    pthread_mutex_unlock(&r->lock);
     return st;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/eager.h"
 #include "frontend/autograd.h"
 #include "frontend/module_impl.h"
 #include "tensor/scope.h"
@@ -131,7 +132,10 @@ static tgc_status call_in_frame(const tgc_fn *f, tgc_module *self, tgc_tensor *c
     tgc_scope *frame = tgc_scope_frame_push();
     if (!frame)
         return tgc_last_status();
+    /* eager ops compute as the function's variants do (its precision, its stream) */
+    tgc_eager_opts prev = tgc_eager_opts_push(&f->cfg);
     tgc_status st = f->fn(self, in, n_in, out, n_out);
+    tgc_eager_opts_pop(prev);
     int n_given = 0;
     for (int i = 0; i < n_out && st == TGC_OK; i++, n_given++) {
         if (!out[i]) {

@@ -507,6 +507,57 @@ static void test_gpu_streams(void **state)
 #endif
 }
 
+#ifdef TGC_HAVE_CUDA
+typedef struct stream_and_key {
+    void *stream;
+    uint64_t key;
+} stream_and_key;
+
+static void *thread_stream_key(void *arg)
+{
+    stream_and_key *r = arg;
+    r->stream = tgc_cuda_current_stream(0);
+    r->key = tgc_cuda_stream_key(0);
+    tgc_shutdown();
+    return NULL; /* its stream is destroyed at exit */
+}
+#endif
+
+/* The keys the executor keeps arenas and recordings under: one per stream, stable while it
+ * lives, never given to a later thread's stream (even one at the address of a destroyed one),
+ * and a caller's stream keyed apart from every runtime stream. */
+static void test_gpu_stream_keys(void **state)
+{
+    (void)state;
+    NEED_GPU();
+#ifdef TGC_HAVE_CUDA
+    uint64_t own = tgc_cuda_stream_key(0);
+    assert_true(own != 0);
+    assert_true(own & 1); /* a runtime stream's key is odd */
+    assert_true(tgc_cuda_stream_key(0) == own);
+    stream_and_key r[3];
+    for (int i = 0; i < 3; i++) { /* one after the other: a freed stream's address may return */
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, thread_stream_key, &r[i]), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_non_null(r[i].stream);
+        assert_true(r[i].key != 0 && r[i].key != own);
+        for (int j = 0; j < i; j++)
+            assert_true(r[i].key != r[j].key);
+    }
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    CUstream mine = NULL;
+    assert_int_equal(tgc_cuda_enter(0), TGC_OK);
+    assert_int_equal(d->cuStreamCreate(&mine, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_null(tgc_cuda_stream_swap(0, mine));
+    uint64_t k = tgc_cuda_stream_key(0);
+    assert_true(k == (uint64_t)(uintptr_t)mine << 1); /* even: apart from every runtime key */
+    assert_ptr_equal(tgc_cuda_stream_swap(0, NULL), mine);
+    assert_true(tgc_cuda_stream_key(0) == own);
+    assert_int_equal(d->cuStreamDestroy(mine), CUDA_SUCCESS);
+#endif
+}
+
 /* While the thread's stream is being captured, a cache miss does not call cuMemAlloc: the
  * allocation fails and says why; a cached block of the class is still handed out. */
 static void test_gpu_capture_refuses_alloc(void **state)
@@ -870,6 +921,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_gpu_strided_read, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_oom, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_streams, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_stream_keys, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_capture_refuses_alloc, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_gpu_capture_pool, scoped_setup, scoped_teardown),

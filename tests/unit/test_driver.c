@@ -3,7 +3,9 @@
  * kernels and runs them by interpreting their kernel IR; everything else is opaque and runs
  * on interp through the executor's fallback step. Its results are checked against the interp
  * backend bit for bit. Also: the shared memory planner (slot reuse, outputs never in the
- * arena) and the perf-log line of an opaque fallback. */
+ * arena), the arenas and REDUCE_OVERHEAD recordings a backend with streams keeps per stream,
+ * and the perf-log line of an opaque fallback. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -266,17 +268,202 @@ static void test_opaque_fallback(void **state)
     tgc_exec_args x = {in, 2, NULL, 0, NULL, 0, symvals};
     assert_int_equal(tgc_plan_run(p, &x, &got), TGC_OK);
     assert_int_equal(mini_launches, 3);
-    assert_non_null(p->arena);
-    assert_ptr_not_equal(got->storage, p->arena);
+    assert_non_null(p->streams[0].arena); /* the host's one arena */
+    assert_ptr_not_equal(got->storage, p->streams[0].arena);
     assert_same(got, want);
     /* a second call reuses the arena and gives the same bits */
-    tgc_storage *arena = p->arena;
+    tgc_storage *arena = p->streams[0].arena;
     tgc_tensor *again = NULL;
     assert_int_equal(tgc_plan_run(p, &x, &again), TGC_OK);
-    assert_ptr_equal(p->arena, arena);
+    assert_ptr_equal(p->streams[0].arena, arena);
     assert_same(again, want);
     assert_int_equal(l.n, 1); /* calls log nothing */
     tgc_plan_free(p);
+    tgc_graph_free(g);
+}
+
+/* A backend whose launches go to streams (stream_key): the plan keeps one arena per stream,
+ * so a call never shares an arena with a call on another stream whose kernels may still run;
+ * a call on the same stream reuses its stream's arena; with more streams than entries the
+ * least recently used idle one is taken over; a call finding its stream's arena held, or
+ * without a stream, runs in a private arena. */
+static uint64_t g_stream_key;
+
+static uint64_t mini_stream_key(tgc_device dev)
+{
+    (void)dev;
+    return g_stream_key;
+}
+
+static void run_keyed(tgc_plan *p, uint64_t key, tgc_tensor **in, const tgc_tensor *want)
+{
+    g_stream_key = key;
+    int64_t symvals[1] = {0};
+    tgc_exec_args x = {in, 2, NULL, 0, NULL, 0, symvals};
+    tgc_tensor *got = NULL;
+    assert_int_equal(tgc_plan_run(p, &x, &got), TGC_OK);
+    assert_same(got, want);
+    tgc_tensor_free(got);
+}
+
+static void test_arenas_per_stream(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45), b = gb_input(g, TGC_F32, 2, s45);
+    int32_t e = gb_un(g, TGC_OP_EXP, gb_bin(g, TGC_OP_ADD, a, b)); /* a slot: the sum */
+    int32_t r = gb_bin(g, TGC_OP_MUL, e, a);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_tensor *in[2] = {rnd(4, 5), rnd(4, 5)}, *want = NULL;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    run_on(tgc_backend_interp(), g, &cfg, in, 2, &want);
+    tgc_backend streamed = mini;
+    streamed.stream_key = mini_stream_key;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&streamed, g, &cfg, tgc_cpu(), "streams", &p), TGC_OK);
+    assert_true(p->mem.n_slots >= 1);
+
+    run_keyed(p, 11, in, want);
+    assert_int_equal(p->n_streams, 1);
+    tgc_storage *a11 = p->streams[0].arena;
+    assert_non_null(a11);
+    assert_true(p->streams[0].key == 11);
+    run_keyed(p, 12, in, want); /* another stream: an arena of its own */
+    assert_int_equal(p->n_streams, 2);
+    assert_true(p->streams[1].key == 12);
+    assert_non_null(p->streams[1].arena);
+    assert_ptr_not_equal(p->streams[1].arena, a11);
+    run_keyed(p, 11, in, want); /* back on the first: its arena again */
+    assert_int_equal(p->n_streams, 2);
+    assert_ptr_equal(p->streams[0].arena, a11);
+    assert_int_equal(tgc_backend_arena_bytes(&streamed, p),
+                     a11->nbytes + p->streams[1].arena->nbytes);
+
+    for (uint64_t k = 13; k < 11 + TGC_PLAN_STREAMS; k++)
+        run_keyed(p, k, in, want);
+    assert_int_equal(p->n_streams, TGC_PLAN_STREAMS);
+    run_keyed(p, 100, in, want); /* full: 12, used least recently, gives way */
+    assert_int_equal(p->n_streams, TGC_PLAN_STREAMS);
+    assert_true(p->streams[1].key == 100);
+    assert_true(p->streams[0].key == 11);
+    for (int i = 0; i < p->n_streams; i++)
+        for (int j = 0; j < i; j++)
+            assert_ptr_not_equal(p->streams[i].arena, p->streams[j].arena);
+
+    /* stream 11's arena held by another call (on the same stream): a private one */
+    assert_int_equal(pthread_mutex_trylock(&p->streams[0].lock), 0);
+    run_keyed(p, 11, in, want);
+    assert_ptr_equal(p->streams[0].arena, a11);
+    pthread_mutex_unlock(&p->streams[0].lock);
+    run_keyed(p, 0, in, want); /* no stream to be had: a private one */
+    assert_int_equal(p->n_streams, TGC_PLAN_STREAMS);
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+}
+
+/* REDUCE_OVERHEAD on a backend with streams: a recording is made and replayed per stream
+ * (each stream warms up once, then records), and a graph is only ever launched on the stream
+ * it was recorded on. The fake capture below "records" nothing (the steps run while it
+ * records, so the recorded call's outputs are right; its replays recompute nothing, so the
+ * calls here pass the same inputs every time) and counts what it is asked. */
+static struct {
+    int begins, launches, wrong_stream, releases;
+} g_cap;
+
+typedef struct fake_graph {
+    uint64_t key;
+} fake_graph;
+
+static tgc_status fake_begin(tgc_device dev, void **cap)
+{
+    (void)dev;
+    g_cap.begins++;
+    *cap = (void *)(uintptr_t)g_stream_key;
+    return TGC_OK;
+}
+
+static tgc_status fake_end(tgc_device dev, void *cap, void **graph)
+{
+    (void)dev;
+    fake_graph *g = malloc(sizeof *g);
+    if (!g)
+        return TGC_ERR_OOM;
+    g->key = (uint64_t)(uintptr_t)cap;
+    *graph = g;
+    return TGC_OK;
+}
+
+static tgc_status fake_launch(tgc_device dev, void *graph)
+{
+    (void)dev;
+    g_cap.launches++;
+    g_cap.wrong_stream += ((const fake_graph *)graph)->key != g_stream_key;
+    return TGC_OK;
+}
+
+static void fake_release(void *graph)
+{
+    g_cap.releases++;
+    free(graph);
+}
+
+static tgc_status fake_copy(tgc_device dev, void *dst, const void *src, size_t n)
+{
+    (void)dev;
+    memcpy(dst, src, n);
+    return TGC_OK;
+}
+
+static const tgc_capture_ops fake_capture = {fake_begin, fake_end, fake_launch, fake_release,
+                                             fake_copy};
+
+static void test_recordings_per_stream(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    int32_t a = gb_input(g, TGC_F32, 2, s45), b = gb_input(g, TGC_F32, 2, s45);
+    int32_t r = gb_bin(g, TGC_OP_MUL, gb_un(g, TGC_OP_EXP, gb_bin(g, TGC_OP_ADD, a, b)), a);
+    assert_int_equal(tgc_graph_set_outputs(g, &r, 1), TGC_OK);
+    tgc_tensor *in[2] = {rnd(4, 5), rnd(4, 5)}, *want = NULL;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    run_on(tgc_backend_interp(), g, &cfg, in, 2, &want);
+    tgc_backend streamed = mini;
+    streamed.stream_key = mini_stream_key;
+    streamed.capture = &fake_capture;
+    cfg.mode = TGC_MODE_REDUCE_OVERHEAD;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&streamed, g, &cfg, tgc_cpu(), "recorded", &p), TGC_OK);
+    assert_non_null(p->replay);
+    memset(&g_cap, 0, sizeof g_cap);
+    run_keyed(p, 11, in, want); /* warm-up */
+    assert_int_equal(g_cap.begins, 0);
+    run_keyed(p, 11, in, want); /* recorded, and replayed once */
+    assert_int_equal(g_cap.begins, 1);
+    assert_int_equal(g_cap.launches, 1);
+    run_keyed(p, 11, in, want); /* replayed */
+    assert_int_equal(g_cap.launches, 2);
+    run_keyed(p, 12, in, want); /* another stream: its own warm-up, not 11's recording */
+    assert_int_equal(g_cap.launches, 2);
+    run_keyed(p, 12, in, want); /* its own recording */
+    assert_int_equal(g_cap.begins, 2);
+    run_keyed(p, 12, in, want);
+    run_keyed(p, 11, in, want);
+    assert_int_equal(g_cap.launches, 5);
+    assert_int_equal(g_cap.wrong_stream, 0);
+    /* more streams than the table holds: the least recently used idle one (12) gives way */
+    for (uint64_t k = 13; k < 20; k++) {
+        run_keyed(p, k, in, want);
+        run_keyed(p, k, in, want);
+    }
+    assert_int_equal(g_cap.begins, 9);
+    assert_int_equal(g_cap.releases, 1);
+    run_keyed(p, 11, in, want); /* kept: replayed */
+    assert_int_equal(g_cap.begins, 9);
+    assert_int_equal(g_cap.wrong_stream, 0);
+    tgc_plan_free(p);
+    assert_int_equal(g_cap.releases, 9);
     tgc_graph_free(g);
 }
 
@@ -506,6 +693,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_pointwise_kernel, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_arenas_per_stream, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_recordings_per_stream, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback_stages_off_host, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),

@@ -11,10 +11,12 @@
  * cuda_classify.c's.
  *
  * Code is per device: a module is loaded into one context, so a plan compiled for cuda:0
- * launches there. Thread-safety: launches of one code from several threads are fine (the
- * handles are read-only after compile); a template's split-K workspace is per kernel and
- * grown under a lock, so two threads running the same variant on two streams at once must not
- * share it: such calls serialize on the workspace lock for the duration of the launch. */
+ * launches there. Thread-safety: launches of one code from several threads and streams at
+ * once are fine: the handles are read-only after compile, and nothing a launch writes is
+ * kept with the code (a template's split-K workspace is taken from the allocator for each
+ * launch, on the launch's stream, and given back once queued: stream-ordered reuse, so two
+ * streams never share one; during a capture it comes from the capture pool, which the
+ * recording keeps). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,11 +51,6 @@ typedef struct cuda_kernel {
     CUfunction fn;
     tgc_cuda_launch loop; /* LOOP */
     tgc_cuda_tpl tpl;     /* GEMM / CONV */
-    /* split-K workspace of a template (grown on demand, kept with the code so a captured
-     * CUDA graph may keep pointing at it) */
-    pthread_mutex_t ws_lock;
-    tgc_storage *ws;
-    int locked_init;
 } cuda_kernel;
 
 /* The code of a variant: its kernels' handles (their modules live in the module cache for
@@ -105,12 +102,6 @@ static void release_code(void *code)
     cuda_code *c = code;
     if (!c)
         return;
-    for (int i = 0; i < c->n; i++) {
-        if (c->kernels[i].ws)
-            tgc_storage_unref(c->kernels[i].ws);
-        if (c->kernels[i].locked_init)
-            pthread_mutex_destroy(&c->kernels[i].ws_lock);
-    }
     free(c->kernels);
     free(c);
 }
@@ -453,10 +444,6 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
                         ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
                     w);
             }
-            if (st == TGC_OK && ks[i].k->kind != KIR_LOOP) {
-                pthread_mutex_init(&ck->ws_lock, NULL);
-                ck->locked_init = 1;
-            }
             ks[i].handle = ck;
         }
         pthread_mutex_unlock(&g_mods_lock);
@@ -538,7 +525,7 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
                                     const int64_t *sizes, const tgc_launch_env *env)
 {
     const kir_kernel *k = pk->k;
-    cuda_kernel *ck = pk->handle;
+    const cuda_kernel *ck = pk->handle;
     tgc_status st = tgc_cuda_enter(env->device.index);
     if (st != TGC_OK)
         return st;
@@ -551,35 +538,33 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
     unsigned grid[3], block[3], smem;
     size_t ws_bytes = 0;
     tgc_cuda_template_launch(&ck->tpl, k, &g, sms, grid, block, &smem, &ws_bytes);
-    void *ws = NULL;
-    pthread_mutex_lock(&ck->ws_lock);
+    /* The split-K workspace: allocated on the launch's stream (the thread's current one:
+     * the executor made the plan's stream current for the call) and unreferenced once the
+     * launch is queued, so the allocator hands the block out again only to later work on
+     * that stream; a launch on another stream at the same time gets a block of its own. The
+     * tile counters are cleared on the stream first (a kernel leaves them zero, but a block
+     * from the cache may hold anything). */
+    tgc_storage *ws = NULL;
     if (ws_bytes) {
-        if (!ck->ws || ck->ws->nbytes < ws_bytes) {
-            if (ck->ws)
-                tgc_storage_unref(ck->ws);
-            ck->ws = tgc_storage_new(ws_bytes, env->device);
-            if (!ck->ws) {
-                pthread_mutex_unlock(&ck->ws_lock);
-                return tgc_keep_error(TGC_ERR_OOM,
-                                      "tgc cuda: out of memory for the split-K workspace of %s "
-                                      "(%zu bytes)",
-                                      pk->name, ws_bytes);
-            }
-            /* the tile counters start at zero; every launch leaves them zero again */
-            size_t zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, &g, sms);
-            CUresult r =
-                zero ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ck->ws->data, 0, zero, s)
-                     : CUDA_SUCCESS;
-            if (r != CUDA_SUCCESS) {
-                pthread_mutex_unlock(&ck->ws_lock);
-                return tgc_cuda_error(r, "tgc cuda: clearing a split-K workspace");
-            }
+        ws = tgc_storage_new(ws_bytes, env->device);
+        if (!ws)
+            return tgc_keep_error(TGC_ERR_OOM,
+                                  "tgc cuda: out of memory for the split-K workspace of %s "
+                                  "(%zu bytes)",
+                                  pk->name, ws_bytes);
+        size_t zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, &g, sms);
+        CUresult r = zero ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ws->data, 0, zero, s)
+                          : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS) {
+            tgc_storage_unref(ws);
+            return tgc_cuda_error(r, "tgc cuda: clearing a split-K workspace");
         }
-        ws = ck->ws->data;
     }
-    void *params[4] = {(void *)bufs, (void *)sizes, &g, &ws};
+    void *wsp = ws ? ws->data : NULL;
+    void *params[4] = {(void *)bufs, (void *)sizes, &g, &wsp};
     st = launch_fn(pk, ck->fn, grid, block, smem, s, params);
-    pthread_mutex_unlock(&ck->ws_lock);
+    if (ws)
+        tgc_storage_unref(ws);
     return st;
 }
 
@@ -595,6 +580,11 @@ static tgc_status cuda_run_node(const tgc_node *nd, tgc_tensor *const *ins, cons
 static tgc_status cuda_synchronize(tgc_device dev)
 {
     return tgc_cuda_sync(dev.index);
+}
+
+static uint64_t cuda_stream_key(tgc_device dev)
+{
+    return tgc_cuda_stream_key(dev.index);
 }
 
 static void *cuda_use_stream(tgc_device dev, void *stream)
@@ -734,6 +724,7 @@ static void fill_vtable(void)
         .run_node = cuda_run_node,
         .node_supported = tgc_cuda_op_supported,
         .use_stream = cuda_use_stream,
+        .stream_key = cuda_stream_key,
         .capture = &capture_ops,
         .release_code = release_code,
         .synchronize = cuda_synchronize,
