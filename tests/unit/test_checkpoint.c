@@ -27,7 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frontend/module_impl.h"
@@ -317,6 +320,19 @@ static void test_roundtrip_every_dtype_bit_for_bit(void **state)
     assert_int_equal(count_temp_files(tmp_dir), 0);
 }
 
+/* CRC-32 as zlib computes it, bit by bit (the library's is table-driven). */
+static uint32_t ref_crc32(const void *p, uint64_t n)
+{
+    const unsigned char *b = p;
+    uint32_t c = 0xffffffffu;
+    for (uint64_t i = 0; i < n; i++) {
+        c ^= b[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
 /* The file holds PyTorch's state_dict names, dtype spellings and the format's layout: the
  * header padded with spaces to 8 bytes, offsets tiling the data in tree order. */
 static void test_file_layout_and_names(void **state)
@@ -328,11 +344,17 @@ static void test_file_layout_and_names(void **state)
     tgc_st_file f;
     assert_int_equal(tgc_st_read("test", p, &f), TGC_OK);
     assert_int_equal(f.n_entries, N_OF(all_dtypes_names));
-    assert_int_equal(f.n_meta, 0);
+    assert_int_equal(f.n_meta, f.n_entries); /* a checksum per tensor */
     uint64_t at = 0;
     for (int i = 0; i < f.n_entries; i++) {
         const tgc_st_entry *e = &f.entries[i];
         assert_string_equal(e->name, all_dtypes_names[i]);
+        char key[128], want[16];
+        snprintf(key, sizeof key, "tgc.crc32:%s", e->name);
+        snprintf(want, sizeof want, "%08x",
+                 (unsigned)ref_crc32(tgc_st_data(&f, e), e->end - e->begin));
+        assert_non_null(tgc_st_meta_get(&f, key));
+        assert_string_equal(tgc_st_meta_get(&f, key), want);
         assert_ptr_equal(tgc_st_find(&f, e->name), e);
         assert_string_equal(e->dtype_name, all_dtypes_files[i]);
         tgc_tensor *t = tgc_module_flat(a, &(int){0})[i];
@@ -1331,6 +1353,165 @@ static void test_optim_rejections_change_nothing(void **state)
     tgc_module_free(m4);
 }
 
+/* ---- durability ---- */
+
+/* The writer's fsync and rename calls, in order (the test links with --wrap of both). */
+static char sys_log[16][600];
+static int n_sys_log, log_sys;
+
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+int __wrap_fsync(int fd)
+{
+    if (log_sys && n_sys_log < 16) {
+        char link[64], target[512];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = 0;
+        snprintf(sys_log[n_sys_log++], sizeof sys_log[0], "fsync %s", target);
+    }
+    return __real_fsync(fd);
+}
+
+int __real_rename(const char *from, const char *to);
+int __wrap_rename(const char *from, const char *to);
+int __wrap_rename(const char *from, const char *to)
+{
+    if (log_sys && n_sys_log < 16)
+        snprintf(sys_log[n_sys_log++], sizeof sys_log[0], "rename %.280s %.280s", from, to);
+    return __real_rename(from, to);
+}
+
+/* The temporary file is synced before it is renamed onto the path, the directory after. */
+static void test_save_syncs_file_then_directory(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(1.0);
+    const char *p = tpath("synced.safetensors");
+    n_sys_log = 0;
+    log_sys = 1;
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    log_sys = 0;
+    assert_int_equal(n_sys_log, 3);
+    char tmp[600];
+    assert_int_equal(sscanf(sys_log[0], "fsync %599s", tmp), 1);
+    assert_non_null(strstr(tmp, "synced.safetensors.tmp."));
+    char want[1300];
+    snprintf(want, sizeof want, "rename %s %s", tmp, p);
+    assert_string_equal(sys_log[1], want);
+    char real_dir[512];
+    assert_non_null(realpath(tmp_dir, real_dir));
+    snprintf(want, sizeof want, "fsync %s", real_dir);
+    assert_string_equal(sys_log[2], want);
+    tgc_module_free(m);
+}
+
+/* A file whose tail was zeroed (a torn write the file system kept the length of) is refused,
+ * naming the tensor it damaged, and changes nothing. */
+static void test_zeroed_tail_is_refused(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(3.0), *into = build_small(0.0);
+    const char *p = tpath("torn.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    size_t n;
+    unsigned char *img = read_bytes(p, &n);
+    memset(img + n - 12, 0, 12); /* bn.count (8 bytes) and half of bn.running_mean */
+    write_bytes(p, img, n);
+    snapshot s;
+    snap_take(into, &s);
+    check_error(tgc_module_load(into, p, 1), TGC_ERR_IO,
+                "tensor 'bn.running_mean' does not match its checksum");
+    snap_check_unchanged(into, &s);
+    /* a single flipped bit of the data is caught as well */
+    free(img);
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    img = read_bytes(p, &n);
+    img[n - 56] ^= 0x10; /* the first byte of fc.weight */
+    write_bytes(p, img, n);
+    check_error(tgc_module_load(into, p, 1), TGC_ERR_IO,
+                "tensor 'fc.weight' does not match its checksum");
+    snap_check_unchanged(into, &s);
+    /* a checksum that is not 8 hex digits is a malformed file */
+    unsigned char data[56] = {0};
+    write_raw(p,
+              "{\"__metadata__\":{\"tgc.crc32:fc.bias\":\"xyz\"}," E_W "," E_B "," E_M "," E_C "}",
+              data, 56);
+    check_error(tgc_module_load(into, p, 1), TGC_ERR_IO,
+                "the checksum of tensor 'fc.bias' in the metadata is not 8 hex digits");
+    snap_check_unchanged(into, &s);
+    /* the right checksum (of 8 zero bytes) and one naming no tensor are accepted */
+    write_raw(p,
+              "{\"__metadata__\":{\"tgc.crc32:fc.bias\":\"6522df69\",\"tgc.crc32:gone\":\"0\"}," E_W
+              "," E_B "," E_M "," E_C "}",
+              data, 56);
+    assert_int_equal(tgc_module_load(into, p, 1), TGC_OK);
+    snap_free(&s);
+    free(img);
+    tgc_module_free(m);
+    tgc_module_free(into);
+}
+
+/* A PID that no process has now: a child that has exited and been reaped. */
+static long dead_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return (long)pid;
+}
+
+static void touch_aged(const char *path, int age_s)
+{
+    write_bytes(path, "x", 1);
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= age_s;
+    ts[1] = ts[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* A save removes the temporary files killed saves to the same path left (process gone, not
+ * written for a minute) and keeps every other one. */
+static void test_save_removes_stale_temporaries(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(1.0);
+    const char *p = tpath("stale.safetensors");
+    long dead = dead_pid();
+    char stale[600], recent[600], alive[600], other[600], odd[600];
+    snprintf(stale, sizeof stale, "%s.tmp.%ld.3", p, dead);
+    snprintf(recent, sizeof recent, "%s.tmp.%ld.4", p, dead);
+    snprintf(alive, sizeof alive, "%s.tmp.%ld.0", p, (long)getppid());
+    snprintf(other, sizeof other, "%s/other.safetensors.tmp.%ld.0", tmp_dir, dead);
+    snprintf(odd, sizeof odd, "%s.tmp.%ld.x", p, dead);
+    touch_aged(stale, 3600);
+    touch_aged(recent, 0);
+    touch_aged(alive, 3600);
+    touch_aged(other, 3600);
+    touch_aged(odd, 3600);
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    assert_false(exists(stale));
+    assert_true(exists(recent));
+    assert_true(exists(alive));
+    assert_true(exists(other));
+    assert_true(exists(odd));
+    unlink(recent);
+    unlink(alive);
+    unlink(other);
+    unlink(odd);
+    tgc_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1359,6 +1540,11 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_file_contents, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_rejections_change_nothing, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_save_syncs_file_then_directory, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_zeroed_tail_is_refused, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_save_removes_stale_temporaries, scoped_setup,
                                         scoped_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
