@@ -848,14 +848,9 @@ static void test_strict_on_and_off(void **state)
     snap_check_unchanged(m, &s);
     assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
     float w[6];
-    assert_int_equal(
-        tgc_copy_to_host(tgc_module_get(tgc_module_get_child(m, "fc"), "weight"), w, sizeof w),
-        TGC_OK);
+    assert_int_equal(tgc_copy_to_host(tgc_module_get(m, "fc.weight"), w, sizeof w), TGC_OK);
     for (int i = 0; i < 6; i++)
         assert_true(w[i] == 0.0f);
-    /* strict 0 still needs every tensor of the tree */
-    write_raw(p, "{" E_W "," E_B "," E_M "}", data, 48);
-    check_error(tgc_module_load(m, p, 0), TGC_ERR_INVALID_ARG, "'bn.count' is not in the file");
     /* and ignores extra names of dtypes libtgc lacks */
     write_raw(p,
               "{" E_W "," E_B "," E_M "," E_C
@@ -864,6 +859,108 @@ static void test_strict_on_and_off(void **state)
     assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
     check_error(tgc_module_load(m, p, 1), TGC_ERR_INVALID_ARG, "the file has tensor 'u8'");
     snap_free(&s);
+    tgc_module_free(m);
+}
+
+static void check_names(const tgc_load_report *r, int missing, const char *const *want, int n)
+{
+    int got = missing ? tgc_load_report_num_missing(r) : tgc_load_report_num_unexpected(r);
+    assert_int_equal(got, n);
+    for (int i = 0; i < n; i++) {
+        const char *name =
+            missing ? tgc_load_report_missing(r, i) : tgc_load_report_unexpected(r, i);
+        assert_non_null(name);
+        assert_string_equal(name, want[i]);
+    }
+    assert_null(missing ? tgc_load_report_missing(r, n) : tgc_load_report_unexpected(r, n));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "is out of range");
+    tgc_clear_error();
+}
+
+/* strict 0 loads what the file and the tree share, as PyTorch's load_state_dict, and the
+ * report lists the tree's tensors the file lacks and the file's tensors the tree lacks. */
+static void test_non_strict_loads_what_matches(void **state)
+{
+    (void)state;
+    unsigned char data[56];
+    for (int i = 0; i < 56; i++)
+        data[i] = 0;
+    const char *p = tpath("partial.safetensors");
+    /* fc.weight, fc.bias and bn.running_mean as in build_small, bn.count missing, two extra */
+    write_raw(p,
+              "{" E_W "," E_B "," E_M
+              ",\"head.w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[48,52]},"
+              "\"aux\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[52,56]}}",
+              data, 56);
+    tgc_module *m = build_small(2.0);
+    snapshot s;
+    snap_take(m, &s);
+    tgc_tensor *count = tgc_module_get(m, "bn.count");
+    uint64_t count_version = version_of(count);
+
+    tgc_load_report *r = (tgc_load_report *)1;
+    check_error(tgc_module_load_report(m, p, 1, &r), TGC_ERR_INVALID_ARG,
+                "tensor 'bn.count' is not in the file (1 of 4 tensors missing); load with "
+                "strict 0 to load the others");
+    snap_check_unchanged(m, &s);
+    assert_non_null(r); /* a strict refusal for names still lists them all */
+    check_names(r, 1, (const char *const[]){"bn.count"}, 1);
+    check_names(r, 0, (const char *const[]){"head.w", "aux"}, 2);
+    tgc_load_report_free(r);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_INVALID_ARG, "'bn.count' is not in the file");
+
+    r = NULL;
+    assert_int_equal(tgc_module_load_report(m, p, 0, &r), TGC_OK);
+    assert_non_null(r);
+    check_names(r, 1, (const char *const[]){"bn.count"}, 1);
+    check_names(r, 0, (const char *const[]){"head.w", "aux"}, 2);
+    tgc_load_report_free(r);
+    float w[6];
+    assert_int_equal(tgc_copy_to_host(tgc_module_get(m, "fc.weight"), w, sizeof w), TGC_OK);
+    for (int i = 0; i < 6; i++)
+        assert_true(w[i] == 0.0f);
+    assert_true(tgc_item_f64(count) == 7.0); /* missing: kept, not written */
+    assert_int_equal(version_of(count), count_version);
+    /* plain tgc_module_load, strict 0, the same */
+    assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
+
+    /* a file that matches fully: empty lists */
+    tgc_module *full_tree = build_small(1.0);
+    const char *q = tpath("full.safetensors");
+    assert_int_equal(tgc_module_save(full_tree, q), TGC_OK);
+    assert_int_equal(tgc_module_load_report(m, q, 1, &r), TGC_OK);
+    assert_int_equal(tgc_load_report_num_missing(r), 0);
+    assert_int_equal(tgc_load_report_num_unexpected(r), 0);
+    tgc_load_report_free(r);
+
+    /* a shape mismatch is an error with strict 0 too, and gives no report */
+    write_raw(p,
+              "{" E_W "," E_B ",\"bn.running_mean\":{\"dtype\":\"F64\",\"shape\":[1],"
+              "\"data_offsets\":[32,40]}}",
+              data, 40);
+    snap_free(&s);
+    snap_take(m, &s);
+    r = (tgc_load_report *)1;
+    check_error(tgc_module_load_report(m, p, 0, &r), TGC_ERR_SHAPE,
+                "tensor 'bn.running_mean' is [1] in the file but [2] here");
+    assert_null(r);
+    snap_check_unchanged(m, &s);
+    /* a missing file: no report */
+    r = (tgc_load_report *)1;
+    check_error(tgc_module_load_report(m, tpath("nope"), 0, &r), TGC_ERR_IO, "cannot open it");
+    assert_null(r);
+    /* the report is optional; its readers check their arguments */
+    assert_int_equal(tgc_module_load_report(m, q, 0, NULL), TGC_OK);
+    assert_int_equal(tgc_load_report_num_missing(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_load_report_num_missing: report is NULL");
+    assert_int_equal(tgc_load_report_num_unexpected(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "report is NULL");
+    assert_null(tgc_load_report_missing(NULL, 0));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_load_report_missing: report is NULL");
+    tgc_load_report_free(NULL);
+    snap_free(&s);
+    tgc_module_free(full_tree);
     tgc_module_free(m);
 }
 
@@ -1530,6 +1627,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fuzz_flips_and_truncations, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_strict_on_and_off, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_non_strict_loads_what_matches, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_null_arguments, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_write_failures_leave_no_file, scoped_setup,
                                         scoped_teardown),
