@@ -41,6 +41,7 @@
 #include "tgc/compile.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
+#include "tgc/safetensors.h"
 #include "tgc/tensor.h"
 
 #ifndef TGC_CKPT_FIXTURE_DIR
@@ -1609,6 +1610,177 @@ static void test_save_removes_stale_temporaries(void **state)
     tgc_module_free(m);
 }
 
+/* ---- reading files into new tensors (tgc/safetensors.h) ---- */
+
+/* got has want's dtype, shape and bytes. */
+static void check_same_tensor(const tgc_tensor *got, tgc_tensor *want)
+{
+    assert_non_null(got);
+    assert_int_equal(tgc_dtype_of(got), tgc_dtype_of(want));
+    assert_int_equal(tgc_ndim(got), tgc_ndim(want));
+    for (int d = 0; d < tgc_ndim(want); d++)
+        assert_int_equal(tgc_size(got, d), tgc_size(want, d));
+    size_t n = tensor_nbytes(want);
+    unsigned char *a = malloc(n + 1), *b = malloc(n + 1);
+    assert_int_equal(tgc_copy_to_host(got, a, n), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(want, b, n), TGC_OK);
+    assert_memory_equal(a, b, n);
+    free(a);
+    free(b);
+}
+
+/* The reference library's file, listed and read with no module prepared: names in order,
+ * dtypes, shapes, values and metadata. */
+static void test_safetensors_reads_the_reference_file(void **state)
+{
+    (void)state;
+    tgc_module *want = build_fixture_tree(1);
+    tgc_safetensors *st = NULL;
+    assert_int_equal(tgc_safetensors_open(TGC_CKPT_FIXTURE_DIR "/numpy_written.safetensors", &st),
+                     TGC_OK);
+    assert_non_null(st);
+    static const char *const sorted[] = {"bn1.num_batches_tracked",
+                                         "bn1.running_mean",
+                                         "bn1.weight",
+                                         "conv1.bias",
+                                         "conv1.weight",
+                                         "empty",
+                                         "layer1.0.fc.weight",
+                                         "layer1.0.idx",
+                                         "layer1.0.mask"};
+    assert_int_equal(tgc_safetensors_num_tensors(st), N_OF(sorted));
+    for (int i = 0; i < N_OF(sorted); i++) {
+        const char *name = tgc_safetensors_name(st, i);
+        assert_non_null(name);
+        assert_string_equal(name, sorted[i]);
+        tgc_tensor *w = tgc_module_get(want, name);
+        assert_non_null(w);
+        tgc_dtype dt = (tgc_dtype)-1;
+        int ndim = -1;
+        int64_t shape[TGC_MAX_DIMS];
+        assert_int_equal(tgc_safetensors_tensor_info(st, name, &dt, &ndim, shape), TGC_OK);
+        assert_int_equal(dt, tgc_dtype_of(w));
+        assert_int_equal(ndim, tgc_ndim(w));
+        for (int d = 0; d < ndim; d++)
+            assert_int_equal(shape[d], tgc_size(w, d));
+        assert_int_equal(tgc_safetensors_tensor_info(st, name, NULL, NULL, NULL), TGC_OK);
+        check_same_tensor(tgc_safetensors_read(st, name, tgc_cpu()), w);
+    }
+    assert_int_equal(tgc_safetensors_num_metadata(st), 2);
+    assert_string_equal(tgc_safetensors_metadata(st, "format"), "pt");
+    assert_string_equal(tgc_safetensors_metadata(st, "written_by"), "safetensors.numpy");
+    const char *k0 = tgc_safetensors_metadata_key(st, 0), *k1 = tgc_safetensors_metadata_key(st, 1);
+    assert_non_null(k0);
+    assert_non_null(k1);
+    assert_true((!strcmp(k0, "format") && !strcmp(k1, "written_by")) ||
+                (!strcmp(k1, "format") && !strcmp(k0, "written_by")));
+    assert_int_equal(tgc_last_status(), TGC_OK);
+    tgc_safetensors_close(st);
+    tgc_module_free(want);
+}
+
+/* A file of tgc_module_save read back tensor by tensor: every dtype bit for bit, the
+ * checksums visible as metadata; a read tensor outlives the handle. */
+static void test_safetensors_reads_a_saved_module(void **state)
+{
+    (void)state;
+    tgc_module *m = build_all_dtypes(11);
+    const char *p = tpath("listed.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    tgc_safetensors *st;
+    assert_int_equal(tgc_safetensors_open(p, &st), TGC_OK);
+    int n = tgc_module_num_tensors(m);
+    assert_int_equal(tgc_safetensors_num_tensors(st), n);
+    assert_int_equal(tgc_safetensors_num_metadata(st), n);
+    tgc_tensor *kept = NULL;
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        assert_true(tgc_module_tensor_name(m, i, name, sizeof name) < (int)sizeof name);
+        tgc_tensor *t = tgc_safetensors_read(st, name, tgc_cpu());
+        check_same_tensor(t, tgc_module_tensor_at(m, i, NULL));
+        char key[160];
+        snprintf(key, sizeof key, "tgc.crc32:%s", name);
+        assert_non_null(tgc_safetensors_metadata(st, key));
+        if (!strcmp(name, "p32"))
+            kept = t;
+    }
+    tgc_safetensors_close(st);
+    assert_non_null(kept);
+    check_same_tensor(kept, tgc_module_get(m, "p32"));
+    tgc_safetensors_close(NULL);
+    tgc_module_free(m);
+}
+
+static void test_safetensors_errors(void **state)
+{
+    (void)state;
+    tgc_safetensors *st = (tgc_safetensors *)1;
+    check_error(tgc_safetensors_open(tpath("absent.safetensors"), &st), TGC_ERR_IO,
+                "tgc_safetensors_open: '");
+    assert_null(st);
+    check_error(tgc_safetensors_open(NULL, &st), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_open: path is NULL");
+    check_error(tgc_safetensors_open(tpath("x"), NULL), TGC_ERR_INVALID_ARG, "out is NULL");
+    /* a damaged file is refused at open, naming the tensor */
+    tgc_module *m = build_small(4.0);
+    const char *p = tpath("damaged.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    size_t n;
+    unsigned char *img = read_bytes(p, &n);
+    memset(img + n - 8, 0, 8);
+    write_bytes(p, img, n);
+    free(img);
+    check_error(tgc_safetensors_open(p, &st), TGC_ERR_IO, "tgc_safetensors_open: '" /* path */);
+    check_error(tgc_last_status(), TGC_ERR_IO, "tensor 'bn.count' does not match its checksum");
+    assert_null(st);
+    /* names, dtypes and indexes */
+    unsigned char data[60] = {0};
+    write_raw(p,
+              "{" E_W "," E_B "," E_M "," E_C
+              ",\"u8\":{\"dtype\":\"U8\",\"shape\":[2,2],\"data_offsets\":[56,60]}}",
+              data, 60);
+    assert_int_equal(tgc_safetensors_open(p, &st), TGC_OK);
+    int ndim = 0;
+    int64_t shape[TGC_MAX_DIMS] = {0};
+    check_error(tgc_safetensors_tensor_info(st, "u8", NULL, &ndim, shape), TGC_ERR_DTYPE,
+                "tgc_safetensors_tensor_info: '");
+    check_error(tgc_last_status(), TGC_ERR_DTYPE,
+                "tensor 'u8' is U8, a dtype libtgc does not have");
+    assert_int_equal(ndim, 2);
+    assert_int_equal(shape[0], 2);
+    assert_int_equal(shape[1], 2);
+    assert_null(tgc_safetensors_read(st, "u8", tgc_cpu()));
+    check_error(tgc_last_status(), TGC_ERR_DTYPE, "tgc_safetensors_read: ");
+    assert_null(tgc_safetensors_read(st, "fc.w", tgc_cpu()));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "has no tensor 'fc.w' (5 tensors)");
+    check_error(tgc_safetensors_tensor_info(st, "nope", NULL, NULL, NULL), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_tensor_info: '");
+    assert_null(tgc_safetensors_read(st, NULL, tgc_cpu()));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_read: name is NULL");
+    assert_null(tgc_safetensors_read(st, "fc.weight", tgc_cuda(99)));
+    check_error(tgc_last_status(), TGC_ERR_DEVICE, "tgc_safetensors_read");
+    assert_null(tgc_safetensors_name(st, 5));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_name: index 5 is out of range");
+    assert_null(tgc_safetensors_name(st, -1));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "index -1 is out of range");
+    assert_int_equal(tgc_safetensors_num_metadata(st), 0);
+    assert_null(tgc_safetensors_metadata(st, "format"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_metadata: '");
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "has no metadata key 'format'");
+    assert_null(tgc_safetensors_metadata_key(st, 0));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_metadata_key: index 0");
+    tgc_safetensors_close(st);
+    assert_int_equal(tgc_safetensors_num_tensors(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_num_tensors: the handle is NULL");
+    assert_int_equal(tgc_safetensors_num_metadata(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_num_metadata");
+    assert_null(tgc_safetensors_name(NULL, 0));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_name: the handle is NULL");
+    tgc_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1640,6 +1812,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_optim_file_contents, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_rejections_change_nothing, scoped_setup,
                                         scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_reads_the_reference_file, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_reads_a_saved_module, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_errors, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_save_syncs_file_then_directory, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_zeroed_tail_is_refused, scoped_setup, scoped_teardown),
