@@ -105,6 +105,21 @@ TGC_API const char *tgc_module_name(const tgc_module *m);
 /* 64-bit hash of the structure (see above); equal for modules of one structure. */
 TGC_API uint64_t tgc_module_signature(const tgc_module *m);
 
+/* ---- layers whose state libtgc makes ---- */
+/* Gives m the state of PyTorch's BatchNorm1d/2d/3d(num_features) under its state_dict names:
+ * parameters weight (ones) and bias (zeros), buffers running_mean (zeros) and running_var
+ * (ones), each [num_features] of dtype (floating point: else TGC_ERR_DTYPE), and
+ * num_batches_tracked (i64, 0-d, 0), all on dev; so a PyTorch state_dict of the layer loads
+ * strictly. tgc_batch_norm in training adds 1 to num_batches_tracked (eagerly and in
+ * compiled code, in place, as the running statistics). A NULL module, num_features < 1 or a
+ * name already taken in m: TGC_ERR_INVALID_ARG and nothing added. */
+TGC_API tgc_status tgc_module_add_batch_norm(tgc_module *m, int64_t num_features, tgc_dtype dtype,
+                                             tgc_device dev);
+/* tgc_batch_norm of x with that state of bn, in bn's training mode (tgc_module_train). NULL
+ * on error (bn lacking the state: TGC_ERR_INVALID_ARG). */
+TGC_API tgc_tensor *tgc_module_batch_norm(tgc_module *bn, tgc_tensor *x, double momentum,
+                                          double eps);
+
 /* ---- checkpoints: safetensors files (PyTorch's safetensors.torch.save_file/load_file and
  * other tools read and write them) ---- */
 /* Writes every parameter and buffer of the tree under its dotted name without the root

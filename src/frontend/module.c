@@ -138,7 +138,7 @@ void tgc_module_invalidate(tgc_module *m)
         refresh(m);
 }
 
-static int name_taken(const tgc_module *m, const char *name)
+int tgc_module_name_taken(const tgc_module *m, const char *name)
 {
     for (int i = 0; i < m->n_tensors; i++)
         if (strcmp(m->tensors[i].name, name) == 0)
@@ -172,7 +172,7 @@ static int check_new_name(const tgc_module *m, const char *name, const char *fn)
                       fn, name);
         return 0;
     }
-    if (name_taken(m, name)) {
+    if (tgc_module_name_taken(m, name)) {
         tgc_set_error(TGC_ERR_INVALID_ARG, "%s: module '%s' already has a member named '%s'", fn,
                       m->name, name);
         return 0;

@@ -1781,6 +1781,161 @@ static void test_safetensors_errors(void **state)
     tgc_module_free(m);
 }
 
+/* ---- batch norm's num_batches_tracked ---- */
+
+static int64_t batches_of(tgc_module *m)
+{
+    tgc_tensor *n = tgc_module_get(m, "bn.num_batches_tracked");
+    assert_non_null(n);
+    return (int64_t)tgc_item_f64(n);
+}
+
+static tgc_status bn_forward(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    out[0] = tgc_module_batch_norm(tgc_module_get_child(self, "bn"), in[0], 0.1, 1e-5);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void bn_call(tgc_fn *f, tgc_module *m, tgc_tensor *x)
+{
+    tgc_scope_push();
+    tgc_tensor *out = NULL;
+    tgc_status st = f ? tgc_call(f, m, &x, 1, &out, 1) : bn_forward(m, &x, 1, &out, 1);
+    if (st != TGC_OK)
+        fail_msg("%s", tgc_last_error());
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+}
+
+/* tgc_module_add_batch_norm makes PyTorch's BatchNorm2d state, so its state_dict loads
+ * strictly; training batches are counted eagerly and in a compiled function (in place, one
+ * variant), evaluation ones are not, and the count saves under PyTorch's name and dtype. */
+static void test_batch_norm_keeps_num_batches_tracked(void **state)
+{
+    (void)state;
+    tgc_module *net = tgc_module_create("net", NULL);
+    tgc_module *bn = child(net, "bn");
+    assert_int_equal(tgc_module_add_batch_norm(bn, 3, TGC_F32, tgc_cpu()), TGC_OK);
+    static const char *const names[] = {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var",
+                                        "bn.num_batches_tracked"};
+    assert_int_equal(tgc_module_num_tensors(net), 5);
+    for (int i = 0; i < 5; i++) {
+        char name[64];
+        int is_buffer;
+        tgc_tensor *t = tgc_module_tensor_at(net, i, &is_buffer);
+        tgc_module_tensor_name(net, i, name, sizeof name);
+        assert_string_equal(name, names[i]);
+        assert_int_equal(is_buffer, i >= 2);
+        assert_int_equal(tgc_dtype_of(t), i == 4 ? TGC_I64 : TGC_F32);
+        assert_int_equal(tgc_ndim(t), i == 4 ? 0 : 1);
+    }
+    assert_true(tgc_item_f64(tgc_module_get(net, "bn.running_var")) == 1.0);
+    assert_int_equal(batches_of(net), 0);
+
+    /* BatchNorm2d(3).state_dict() as safetensors.torch.save_file writes it (its order) */
+    float fdata[12] = {1, 1, 1, 0, 0, 0, 0.5f, 0.5f, 0.5f, 2, 2, 2};
+    unsigned char data[56];
+    memcpy(data, fdata, 48);
+    int64_t five = 5;
+    memcpy(data + 48, &five, 8);
+    const char *p = tpath("torch_bn.safetensors");
+    write_raw(p,
+              "{\"__metadata__\":{\"format\":\"pt\"},"
+              "\"bn.weight\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]},"
+              "\"bn.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[12,24]},"
+              "\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[24,36]},"
+              "\"bn.running_var\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[36,48]},"
+              "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[48,"
+              "56]}}",
+              data, 56);
+    assert_int_equal(tgc_module_load(net, p, 1), TGC_OK);
+    assert_int_equal(batches_of(net), 5);
+
+    tgc_manual_seed(3);
+    tgc_tensor *x = tgc_randn(SHAPE(4, 3, 2, 2), TGC_F32, tgc_cpu());
+    assert_non_null(x);
+    bn_call(NULL, net, x); /* eager */
+    bn_call(NULL, net, x);
+    assert_int_equal(batches_of(net), 7);
+    tgc_module_train(net, 0);
+    bn_call(NULL, net, x);
+    assert_int_equal(batches_of(net), 7);
+    tgc_module_train(net, 1);
+
+    tgc_fn *f = tgc_compile(bn_forward, "bn_count", NULL);
+    assert_non_null(f);
+    tgc_tensor *count = tgc_module_get(net, "bn.num_batches_tracked");
+    for (int i = 0; i < 3; i++)
+        bn_call(f, net, x);
+    assert_int_equal(batches_of(net), 10);
+    assert_ptr_equal(tgc_module_get(net, "bn.num_batches_tracked"), count);
+    tgc_module_train(net, 0);
+    bn_call(f, net, x);
+    assert_int_equal(batches_of(net), 10);
+    tgc_stats stats;
+    assert_int_equal(tgc_fn_stats(f, &stats), TGC_OK);
+    assert_int_equal(stats.compiles, 2); /* training and evaluation */
+    assert_int_equal(stats.eager_fallbacks, 0);
+    tgc_fn_free(f);
+
+    /* saved under PyTorch's name, i64 0-d, and read back */
+    const char *q = tpath("bn_saved.safetensors");
+    assert_int_equal(tgc_module_save(net, q), TGC_OK);
+    tgc_safetensors *st;
+    assert_int_equal(tgc_safetensors_open(q, &st), TGC_OK);
+    tgc_tensor *n = tgc_safetensors_read(st, "bn.num_batches_tracked", tgc_cpu());
+    assert_non_null(n);
+    assert_int_equal(tgc_dtype_of(n), TGC_I64);
+    assert_int_equal(tgc_ndim(n), 0);
+    assert_true(tgc_item_f64(n) == 10.0);
+    tgc_safetensors_close(st);
+
+    /* refusals add nothing */
+    check_error(tgc_module_add_batch_norm(bn, 3, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "tgc_module_add_batch_norm: module 'bn' already has a member named 'weight'");
+    tgc_module *other = child(net, "other");
+    assert_int_equal(tgc_module_set_i64(other, "running_var", 1), TGC_OK);
+    check_error(tgc_module_add_batch_norm(other, 3, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "already has a member named 'running_var'");
+    check_error(tgc_module_add_batch_norm(other, 0, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "num_features is 0");
+    check_error(tgc_module_add_batch_norm(other, 3, TGC_I32, tgc_cpu()), TGC_ERR_DTYPE,
+                "dtype i32 is not floating point");
+    check_error(tgc_module_add_batch_norm(NULL, 3, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "module is NULL");
+    assert_int_equal(tgc_module_num_tensors(other), 0);
+    assert_null(tgc_module_batch_norm(other, x, 0.1, 1e-5));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_batch_norm: module 'other' has no 'weight'");
+    tgc_module_free(net);
+}
+
+/* A batch norm built by hand keeps working; with a num_batches_tracked buffer of its own it
+ * is counted too. */
+static void test_batch_norm_counts_a_hand_built_buffer(void **state)
+{
+    (void)state;
+    tgc_module *m = tgc_module_create("bn", NULL);
+    tgc_tensor *rm = tgc_module_buffer(m, "running_mean", tgc_zeros(SHAPE(2), TGC_F32, tgc_cpu()));
+    tgc_tensor *rv = tgc_module_buffer(m, "running_var", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu()));
+    tgc_tensor *x = tgc_randn(SHAPE(3, 2), TGC_F32, tgc_cpu());
+    assert_non_null(tgc_batch_norm(x, rm, rv, NULL, NULL, 1, 0.1, 1e-5));
+    assert_int_equal(tgc_module_num_tensors(m), 2);
+    tgc_tensor *n =
+        tgc_module_buffer(m, "num_batches_tracked", tgc_zeros(SCALAR, TGC_I64, tgc_cpu()));
+    assert_non_null(tgc_batch_norm(x, rm, rv, NULL, NULL, 1, 0.1, 1e-5));
+    assert_non_null(tgc_batch_norm(x, rm, rv, NULL, NULL, 0, 0.1, 1e-5));
+    assert_true(tgc_item_f64(n) == 1.0);
+    /* running stats that are not a module's: nothing to count */
+    tgc_tensor *frm = tgc_zeros(SHAPE(2), TGC_F32, tgc_cpu()),
+               *frv = tgc_ones(SHAPE(2), TGC_F32, tgc_cpu());
+    assert_non_null(tgc_batch_norm(x, frm, frv, NULL, NULL, 1, 0.1, 1e-5));
+    assert_true(tgc_item_f64(n) == 1.0);
+    tgc_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1817,6 +1972,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_safetensors_reads_a_saved_module, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_safetensors_errors, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_keeps_num_batches_tracked, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_counts_a_hand_built_buffer, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_save_syncs_file_then_directory, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_zeroed_tail_is_refused, scoped_setup, scoped_teardown),
