@@ -124,8 +124,13 @@ TGC_API tgc_tensor *tgc_module_batch_norm(tgc_module *bn, tgc_tensor *x, double 
  * other tools read and write them) ---- */
 /* Writes every parameter and buffer of the tree under its dotted name without the root
  * ("conv1.weight", "layer1.0.bn1.running_mean": PyTorch's state_dict names), from any
- * device, in its own dtype. Written to a temporary file and renamed: a failed save
- * (TGC_ERR_IO, naming the path and the reason) leaves no partial file. */
+ * device, in its own dtype, with the CRC-32 (zlib's) of each tensor's bytes in the file's
+ * metadata ("tgc.crc32:conv1.weight": "8 hex digits"; PyTorch's readers ignore it, libtgc's
+ * check it). Written to a temporary file beside path ("<path>.tmp.<pid>.<n>"), fsynced,
+ * renamed onto path, and the directory fsynced: a failed save (TGC_ERR_IO, naming the path
+ * and the reason) leaves no partial file, and a crash leaves the old file or the new one
+ * whole. Temporary files of earlier saves to path whose process no longer exists and that
+ * nobody wrote for a minute (a killed save's) are removed. */
 TGC_API tgc_status tgc_module_save(const tgc_module *m, const char *path);
 /* Reads a safetensors file into the tree's parameters and buffers (copied to each tensor's
  * device; a file dtype other than the tensor's is converted), as PyTorch's load_state_dict:

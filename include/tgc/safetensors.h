@@ -47,7 +47,8 @@ TGC_API tgc_status tgc_safetensors_tensor_info(const tgc_safetensors *st, const 
                                                tgc_dtype *dtype, int *ndim, int64_t *shape);
 /* Tensor name as a new contiguous tensor of the file's dtype and shape on dev (read on the
  * host, then copied to dev). NULL on error: a name the file lacks (TGC_ERR_INVALID_ARG), a
- * dtype libtgc lacks (TGC_ERR_DTYPE), dev unavailable (TGC_ERR_DEVICE), TGC_ERR_OOM. */
+ * dtype libtgc lacks (TGC_ERR_DTYPE), dev unavailable (TGC_ERR_DEVICE), TGC_ERR_OOM, or a
+ * call while a model function is traced (TGC_ERR_INVALID_ARG: files are read eagerly). */
 TGC_API tgc_tensor *tgc_safetensors_read(const tgc_safetensors *st, const char *name,
                                          tgc_device dev);
 
