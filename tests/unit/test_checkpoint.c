@@ -1048,6 +1048,9 @@ static const char *traced_path;
 static tgc_status traced_save_st, traced_load_st;
 static char traced_msg[512];
 
+static int traced_read_null;
+static char traced_read_msg[512];
+
 static tgc_status checkpoint_in_model(tgc_module *self, tgc_tensor *const *in, int n_in,
                                       tgc_tensor **out, int n_out)
 {
@@ -1056,12 +1059,18 @@ static tgc_status checkpoint_in_model(tgc_module *self, tgc_tensor *const *in, i
     traced_save_st = tgc_module_save(self, traced_path);
     traced_load_st = tgc_module_load(self, traced_path, 1);
     snprintf(traced_msg, sizeof traced_msg, "%s", tgc_last_error());
+    tgc_safetensors *st = NULL;
+    traced_read_null = tgc_safetensors_open(traced_path, &st) == TGC_OK &&
+                       tgc_safetensors_read(st, "fc.bias", tgc_cpu()) == NULL;
+    snprintf(traced_read_msg, sizeof traced_read_msg, "%s", tgc_last_error());
+    tgc_safetensors_close(st);
     tgc_clear_error();
     out[0] = tgc_add_scalar(in[0], 1.0);
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
-/* A save or a load in a model function would run once, when it is traced: refused there. */
+/* A save, a load or a read of a file in a model function would run once, when it is traced:
+ * refused there. */
 static void test_refused_while_tracing(void **state)
 {
     (void)state;
@@ -1079,6 +1088,9 @@ static void test_refused_while_tracing(void **state)
     assert_int_equal(traced_load_st, TGC_ERR_INVALID_ARG);
     if (!strstr(traced_msg, "tgc_module_load: called while a model function is traced"))
         fail_msg("message: %s", traced_msg);
+    assert_true(traced_read_null);
+    if (!strstr(traced_read_msg, "tgc_safetensors_read: called while a model function is traced"))
+        fail_msg("message: %s", traced_read_msg);
     float yv[2];
     assert_int_equal(tgc_copy_to_host(y, yv, sizeof yv), TGC_OK);
     assert_true(yv[0] == 1.0f && yv[1] == 1.0f);
