@@ -183,8 +183,10 @@ TGC_API tgc_tensor *tgc_max_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts);
 TGC_API tgc_tensor *tgc_avg_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts);
 TGC_API tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w);
 /* x [N, C, ...]. training: normalizes with batch statistics and updates running_mean and
- * running_var in place (momentum, unbiased variance); else uses the running stats. weight,
- * bias may be NULL; running stats may be NULL only in training. */
+ * running_var in place (momentum, unbiased variance), and adds 1 to the buffer
+ * num_batches_tracked (i64, one element) of running_mean's module when it has one, as
+ * PyTorch does (tgc_module_add_batch_norm makes that state); else uses the running stats.
+ * weight, bias may be NULL; running stats may be NULL only in training. */
 TGC_API tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean, tgc_tensor *running_var,
                                    tgc_tensor *weight, tgc_tensor *bias, int training,
                                    double momentum, double eps);

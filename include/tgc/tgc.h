@@ -9,6 +9,7 @@
 #include "dist.h"
 #include "module.h"
 #include "ops.h"
+#include "safetensors.h"
 #include "tensor.h"
 
 #define TGC_VERSION_MAJOR 0

@@ -4,9 +4,10 @@
  * Saving reads each tensor to the host one at a time (from any device) and writes a
  * temporary file that is renamed onto the path. Loading happens in three phases, so that
  * a failure leaves every tensor as it was:
- *   1. read and check the whole file, then match it against the targets: every target's
- *      name present, its shape equal, its dtype one libtgc has (and equal, for optimizer
- *      state); with strict, no name the targets lack;
+ *   1. read and check the whole file, then match it against the targets: each target
+ *      present in the file has its shape, and a dtype libtgc has (equal, for optimizer
+ *      state); with strict, every target is present and the file has no other name
+ *      (without, the missing and the unexpected names are reported: tgc_load_report);
  *   2. stage each target's new value in a fresh tensor of the target's dtype on its device
  *      (the dtype conversion and the device copy happen here, where they can still fail);
  *   3. write the staged values with tgc_copy_ (same dtype, same device), which bumps each
@@ -54,28 +55,9 @@ static void list_free(ckpt_list *l)
 
 /* ---- the module tree's tensors with their dotted names ---- */
 
-/* Tensor `path` below m ("fc1.weight"), found through the public lookups; NULL if absent. */
-static tgc_tensor *lookup_path(const tgc_module *m, const char *path)
-{
-    char part[512];
-    for (;;) {
-        const char *dot = strchr(path, '.');
-        if (!dot)
-            return tgc_module_get(m, path);
-        size_t k = (size_t)(dot - path);
-        if (k >= sizeof part)
-            return NULL;
-        memcpy(part, path, k);
-        part[k] = 0;
-        if (!(m = tgc_module_get_child(m, part)))
-            return NULL;
-        path = dot + 1;
-    }
-}
-
 /* The tree's tensors in pre-order (tgc_module_flat's order) with their dotted paths
- * (tgc_module_flat_name). Each path is looked up again and must give the flat list's tensor
- * at that position (a path too long for the namer would not). */
+ * (tgc_module_flat_name). Each path is looked up again (tgc_module_get takes dotted paths)
+ * and must give the flat list's tensor at that position. */
 static tgc_status module_items(const char *fn, const tgc_module *cm, ckpt_list *out)
 {
     *out = (ckpt_list){0};
@@ -101,11 +83,10 @@ static tgc_status module_items(const char *fn, const tgc_module *cm, ckpt_list *
         }
         tgc_module_flat_name(m, i, name, (size_t)len + 1, NULL);
         out->items[out->n++] = (ckpt_item){name, flat[i]};
-        if (lookup_path(m, name) != flat[i])
+        if (tgc_module_get(m, name) != flat[i])
             st = tgc_set_error(TGC_ERR_INTERNAL,
-                               "%s: tensor %d of the module, '%s', is not found under its name "
-                               "(a path over 500 bytes?)",
-                               fn, i, name);
+                               "%s: tensor %d of the module, '%s', is not found under its name", fn,
+                               i, name);
     }
     if (st != TGC_OK)
         list_free(out);
@@ -167,23 +148,85 @@ tgc_status tgc_module_save(const tgc_module *m, const char *path)
 
 /* ---- loading ---- */
 
-/* Phase 1: the file's entry for each item, checked (see the top of the file). */
+/* What a load matched (tgc/module.h): names copied, in tree order and in the file's order. */
+struct tgc_load_report {
+    char **missing, **unexpected;
+    int n_missing, n_unexpected;
+};
+
+void tgc_load_report_free(tgc_load_report *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_missing; i++)
+        free(r->missing[i]);
+    for (int i = 0; i < r->n_unexpected; i++)
+        free(r->unexpected[i]);
+    free(r->missing);
+    free(r->unexpected);
+    free(r);
+}
+
+static int report_add(char ***list, int *n, const char *name)
+{
+    size_t len = strlen(name) + 1;
+    char *copy = malloc(len);
+    char **p = copy ? realloc(*list, (size_t)(*n + 1) * sizeof *p) : NULL;
+    if (!p) {
+        free(copy);
+        return 0;
+    }
+    memcpy(copy, name, len);
+    p[(*n)++] = copy;
+    *list = p;
+    return 1;
+}
+
+/* The report of items against file f (entries[i] NULL: item i is missing); NULL on OOM. */
+static tgc_load_report *make_report(const tgc_st_file *f, const ckpt_list *l,
+                                    const tgc_st_entry **entries)
+{
+    tgc_load_report *r = calloc(1, sizeof *r);
+    unsigned char *used = calloc((size_t)f->n_entries + 1, 1);
+    int ok = r && used;
+    for (int i = 0; ok && i < l->n; i++) {
+        if (entries[i])
+            used[entries[i] - f->entries] = 1;
+        else
+            ok = report_add(&r->missing, &r->n_missing, l->items[i].name);
+    }
+    for (int k = 0; ok && k < f->n_entries; k++) /* the file's order */
+        if (!used[k])
+            ok = report_add(&r->unexpected, &r->n_unexpected, f->entries[k].name);
+    free(used);
+    if (!ok) {
+        tgc_load_report_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* A name from a file as a message quotes it. */
+static const char *shown_name(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.80s%s", name, strlen(name) > 80 ? "..." : "");
+    return buf;
+}
+
+/* Phase 1: the file's entry for each item, checked (see the top of the file); entries[i]
+ * NULL for an item the file lacks (an error when strict). *report gets what matched (on
+ * success, and on a strict refusal for names); NULL when report is NULL. */
 static tgc_status match_items(const char *fn, const tgc_st_file *f, const ckpt_list *l, int strict,
-                              int exact_dtype, const tgc_st_entry **entries)
+                              int exact_dtype, const tgc_st_entry **entries,
+                              tgc_load_report **report)
 {
     for (int i = 0; i < l->n; i++) {
         const char *name = l->items[i].name;
         const tgc_tensor *t = l->items[i].t;
         const tgc_st_entry *e = tgc_st_find(f, name);
-        if (!e) {
-            int missing = 0;
-            for (int k = i; k < l->n; k++)
-                missing += tgc_st_find(f, l->items[k].name) == NULL;
-            return tgc_set_error(TGC_ERR_INVALID_ARG,
-                                 "%s: '%s': tensor '%s' is not in the file (%d of %d tensors "
-                                 "missing)",
-                                 fn, f->path, name, missing, l->n);
-        }
+        entries[i] = e;
+        if (!e)
+            continue;
         if (!e->supported)
             return tgc_set_error(TGC_ERR_DTYPE,
                                  "%s: '%s': tensor '%s' is %s in the file, a dtype libtgc does "
@@ -201,30 +244,30 @@ static tgc_status match_items(const char *fn, const tgc_st_file *f, const ckpt_l
             return tgc_set_error(TGC_ERR_DTYPE,
                                  "%s: '%s': tensor '%s' is %s in the file but %s here", fn, f->path,
                                  name, tgc_dtype_name(e->dtype), tgc_dtype_name(t->dtype));
-        entries[i] = e;
     }
-    if (!strict)
-        return TGC_OK;
-    unsigned char *used = calloc((size_t)f->n_entries + 1, 1);
-    if (!used)
+    tgc_load_report *r = make_report(f, l, entries);
+    if (!r)
         return tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
-    for (int i = 0; i < l->n; i++)
-        used[entries[i] - f->entries] = 1;
-    for (int k = 0; k < f->n_entries; k++) {
-        if (!used[k]) {
-            free(used);
-            char nb[100];
-            snprintf(nb, sizeof nb, "%.80s%s", f->entries[k].name,
-                     strlen(f->entries[k].name) > 80 ? "..." : "");
-            return tgc_set_error(TGC_ERR_INVALID_ARG,
-                                 "%s: '%s': the file has tensor '%s', which is not here (%d "
-                                 "tensors in the file, %d here; load with strict 0 to ignore "
-                                 "extra names)",
-                                 fn, f->path, nb, f->n_entries, l->n);
-        }
-    }
-    free(used);
-    return TGC_OK;
+    tgc_status st = TGC_OK;
+    char nb[100];
+    if (strict && r->n_missing)
+        st = tgc_set_error(TGC_ERR_INVALID_ARG,
+                           "%s: '%s': tensor '%s' is not in the file (%d of %d tensors missing); "
+                           "load with strict 0 to load the others",
+                           fn, f->path, shown_name(r->missing[0], nb, sizeof nb), r->n_missing,
+                           l->n);
+    else if (strict && r->n_unexpected)
+        st = tgc_set_error(TGC_ERR_INVALID_ARG,
+                           "%s: '%s': the file has tensor '%s', which is not here (%d of the "
+                           "file's %d tensors are not here; load with strict 0 to ignore extra "
+                           "names)",
+                           fn, f->path, shown_name(r->unexpected[0], nb, sizeof nb),
+                           r->n_unexpected, f->n_entries);
+    if (report)
+        *report = r;
+    else
+        tgc_load_report_free(r);
+    return st;
 }
 
 /* Phase 2: entry e's value as a tensor of t's dtype on t's device (in the innermost scope),
@@ -253,7 +296,8 @@ typedef tgc_status (*file_check_fn)(const char *fn, const tgc_st_file *f, void *
 
 /* The three phases over the items, for the file at path. */
 static tgc_status load_items(const char *fn, const char *path, const ckpt_list *l, int strict,
-                             int exact_dtype, file_check_fn check, void *check_ctx)
+                             int exact_dtype, file_check_fn check, void *check_ctx,
+                             tgc_load_report **report)
 {
     if (!not_tracing(fn))
         return TGC_ERR_INVALID_ARG;
@@ -270,9 +314,9 @@ static tgc_status load_items(const char *fn, const char *path, const ckpt_list *
     if (!entries || !staged)
         st = tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
     if (st == TGC_OK)
-        st = match_items(fn, f, l, strict, exact_dtype, entries);
+        st = match_items(fn, f, l, strict, exact_dtype, entries, report);
     for (int i = 0; i < l->n && st == TGC_OK; i++)
-        if (!(staged[i] = stage(fn, f, entries[i], l->items[i].t)))
+        if (entries[i] && !(staged[i] = stage(fn, f, entries[i], l->items[i].t)))
             st = tgc_last_status();
     free(entries);
     tgc_st_close(f); /* the staged values are all that is needed now */
@@ -280,7 +324,8 @@ static tgc_status load_items(const char *fn, const char *path, const ckpt_list *
      * between two copies: reported, with the tensors before it written. */
     tgc_no_grad_push();
     for (int i = 0; i < l->n && st == TGC_OK; i++)
-        st = tgc_copy_(l->items[i].t, staged[i]);
+        if (staged[i])
+            st = tgc_copy_(l->items[i].t, staged[i]);
     tgc_no_grad_pop();
     for (int i = 0; i < l->n && staged; i++)
         tgc_tensor_free(staged[i]);
@@ -288,18 +333,75 @@ static tgc_status load_items(const char *fn, const char *path, const ckpt_list *
     return st;
 }
 
-tgc_status tgc_module_load(tgc_module *m, const char *path, int strict)
+static tgc_status module_load(const char *fn, tgc_module *m, const char *path, int strict,
+                              tgc_load_report **report)
 {
-    const char *fn = "tgc_module_load";
     if (!m || !path)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is NULL", fn, !m ? "module" : "path");
     ckpt_list l;
     tgc_status st = module_items(fn, m, &l);
     if (st != TGC_OK)
         return st;
-    st = load_items(fn, path, &l, strict, 0, NULL, NULL);
+    tgc_load_report *r = NULL;
+    st = load_items(fn, path, &l, strict, 0, NULL, NULL, report ? &r : NULL);
     list_free(&l);
+    /* the report outlives a refusal only when that refusal is about names */
+    if (r && st != TGC_OK && !(strict && (r->n_missing || r->n_unexpected))) {
+        tgc_load_report_free(r);
+        r = NULL;
+    }
+    if (report)
+        *report = r;
     return st;
+}
+
+tgc_status tgc_module_load(tgc_module *m, const char *path, int strict)
+{
+    return module_load("tgc_module_load", m, path, strict, NULL);
+}
+
+tgc_status tgc_module_load_report(tgc_module *m, const char *path, int strict,
+                                  tgc_load_report **report)
+{
+    if (report)
+        *report = NULL;
+    return module_load("tgc_module_load_report", m, path, strict, report);
+}
+
+static int report_index(const tgc_load_report *r, int i, int n, const char *fn)
+{
+    if (!r)
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: report is NULL", fn);
+    else if (i < 0 || i >= n)
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: index %d is out of range (%d names)", fn, i, n);
+    return r && i >= 0 && i < n;
+}
+
+int tgc_load_report_num_missing(const tgc_load_report *r)
+{
+    if (!r)
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_load_report_num_missing: report is NULL");
+    return r ? r->n_missing : -1;
+}
+
+int tgc_load_report_num_unexpected(const tgc_load_report *r)
+{
+    if (!r)
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_load_report_num_unexpected: report is NULL");
+    return r ? r->n_unexpected : -1;
+}
+
+const char *tgc_load_report_missing(const tgc_load_report *r, int i)
+{
+    return report_index(r, i, r ? r->n_missing : 0, "tgc_load_report_missing") ? r->missing[i]
+                                                                               : NULL;
+}
+
+const char *tgc_load_report_unexpected(const tgc_load_report *r, int i)
+{
+    return report_index(r, i, r ? r->n_unexpected : 0, "tgc_load_report_unexpected")
+               ? r->unexpected[i]
+               : NULL;
 }
 
 /* ---- optimizers ---- */
@@ -385,7 +487,7 @@ tgc_status tgc_optim_load(tgc_optim *o, const char *path)
     tgc_status st = optim_items(fn, o, &l);
     if (st != TGC_OK)
         return st;
-    st = load_items(fn, path, &l, 1, 1, check_optim_file, o);
+    st = load_items(fn, path, &l, 1, 1, check_optim_file, o, NULL);
     list_free(&l);
     return st;
 }

@@ -60,6 +60,7 @@ struct tgc_module {
 };
 
 static void refresh(tgc_module *m);
+static const tgc_module *flat_owner(const tgc_module *m, int *i);
 
 static char *dup_str(const char *s)
 {
@@ -140,7 +141,7 @@ void tgc_module_invalidate(tgc_module *m)
         refresh(m);
 }
 
-static int name_taken(const tgc_module *m, const char *name)
+int tgc_module_name_taken(const tgc_module *m, const char *name)
 {
     for (int i = 0; i < m->n_tensors; i++)
         if (strcmp(m->tensors[i].name, name) == 0)
@@ -174,7 +175,7 @@ static int check_new_name(const tgc_module *m, const char *name, const char *fn)
                       fn, name);
         return 0;
     }
-    if (name_taken(m, name)) {
+    if (tgc_module_name_taken(m, name)) {
         tgc_set_error(TGC_ERR_INVALID_ARG, "%s: module '%s' already has a member named '%s'", fn,
                       m->name, name);
         return 0;
@@ -271,24 +272,81 @@ tgc_status tgc_module_child(tgc_module *parent, const char *name, tgc_module *ch
     return TGC_OK;
 }
 
-tgc_tensor *tgc_module_get(const tgc_module *m, const char *name)
+static const mod_child *find_child_n(const tgc_module *m, const char *name, size_t len)
 {
-    if (!m || !name)
-        return NULL;
+    for (int i = 0; i < m->n_children; i++)
+        if (strncmp(m->children[i].name, name, len) == 0 && m->children[i].name[len] == '\0')
+            return &m->children[i];
+    return NULL;
+}
+
+static const mod_tensor *find_tensor(const tgc_module *m, const char *name)
+{
     for (int i = 0; i < m->n_tensors; i++)
         if (strcmp(m->tensors[i].name, name) == 0)
-            return m->tensors[i].t;
+            return &m->tensors[i];
     return NULL;
+}
+
+/* The module that the last part of a dotted path ("layer1.0.bn1.weight") is looked up in,
+ * through the children named by the parts before it, with *leaf at that last part. NULL
+ * with the error set (fn, naming the part that is missing) when a child is missing. */
+static const tgc_module *walk_path(const tgc_module *m, const char *path, const char *fn,
+                                   const char **leaf)
+{
+    const char *p = path;
+    for (const char *dot; (dot = strchr(p, '.')) != NULL; p = dot + 1) {
+        const mod_child *c = find_child_n(m, p, (size_t)(dot - p));
+        if (!c) {
+            tgc_set_error(TGC_ERR_INVALID_ARG, "%s: '%s': module '%s' has no child '%.*s'", fn,
+                          path, m->name, (int)(dot - p), p);
+            return NULL;
+        }
+        m = c->m;
+    }
+    *leaf = p;
+    return m;
+}
+
+tgc_tensor *tgc_module_get(const tgc_module *m, const char *name)
+{
+    const char *fn = "tgc_module_get", *leaf;
+    if (!m || !name) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is NULL", fn, !m ? "module" : "name");
+        return NULL;
+    }
+    const tgc_module *o = walk_path(m, name, fn, &leaf);
+    const mod_tensor *t = o ? find_tensor(o, leaf) : NULL;
+    if (o && !t)
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "%s: '%s': module '%s' has no parameter or buffer '%s'%s", fn, name, o->name,
+                      leaf,
+                      find_child_n(o, leaf, strlen(leaf)) ? " (it is a child module: "
+                                                            "tgc_module_get_child)"
+                                                          : "");
+    return t ? t->t : NULL;
 }
 
 tgc_module *tgc_module_get_child(const tgc_module *m, const char *name)
 {
-    if (!m || !name)
+    const char *fn = "tgc_module_get_child", *leaf;
+    if (!m || !name) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is NULL", fn, !m ? "module" : "name");
         return NULL;
-    for (int i = 0; i < m->n_children; i++)
-        if (strcmp(m->children[i].name, name) == 0)
-            return m->children[i].m;
-    return NULL;
+    }
+    const tgc_module *o = walk_path(m, name, fn, &leaf);
+    const mod_child *c = o ? find_child_n(o, leaf, strlen(leaf)) : NULL;
+    if (o && !c)
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: '%s': module '%s' has no child '%s'%s", fn, name,
+                      o->name, leaf,
+                      find_tensor(o, leaf) ? " (it is a tensor: tgc_module_get)" : "");
+    return c ? c->m : NULL;
+}
+
+tgc_tensor *tgc_module_find_local(const tgc_module *m, const char *name)
+{
+    const mod_tensor *t = m && name ? find_tensor(m, name) : NULL;
+    return t ? t->t : NULL;
 }
 
 static int count_tensors(const tgc_module *m)
@@ -312,6 +370,46 @@ static int null_module(const tgc_module *m, const char *fn)
 int tgc_module_num_tensors(const tgc_module *m)
 {
     return null_module(m, "tgc_module_num_tensors") ? 0 : count_tensors(m);
+}
+
+/* Tensor i of the tree and the module holding it (index *i there), or NULL with the error
+ * set. */
+static const tgc_module *tensor_owner(const tgc_module *m, int *i, const char *fn)
+{
+    if (!m) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: module is NULL", fn);
+        return NULL;
+    }
+    int want = *i;
+    const tgc_module *o = *i >= 0 ? flat_owner(m, i) : NULL;
+    if (!o)
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "%s: index %d is out of range: module '%s' has %d tensors "
+                      "(tgc_module_num_tensors)",
+                      fn, want, m->name, count_tensors(m));
+    return o;
+}
+
+tgc_tensor *tgc_module_tensor_at(const tgc_module *m, int i, int *is_buffer)
+{
+    const tgc_module *o = tensor_owner(m, &i, "tgc_module_tensor_at");
+    if (!o)
+        return NULL;
+    if (is_buffer)
+        *is_buffer = o->tensors[i].is_buffer;
+    return o->tensors[i].t;
+}
+
+int tgc_module_tensor_name(const tgc_module *m, int i, char *buf, size_t n)
+{
+    int k = i;
+    if (!tensor_owner(m, &k, "tgc_module_tensor_name"))
+        return -1;
+    if (!buf && n) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_module_tensor_name: buf is NULL with n = %zu", n);
+        return -1;
+    }
+    return tgc_module_flat_name(m, i, buf, n, NULL);
 }
 
 static void set_training(tgc_module *m, int on)
@@ -626,16 +724,20 @@ static const mod_attr *read_attr(const tgc_module *m, const char *name, const vo
                               : "out");
         return NULL;
     }
-    const mod_attr *a = find_attr(m, name);
+    const char *leaf;
+    const tgc_module *o = walk_path(m, name, fn, &leaf);
+    if (!o)
+        return NULL;
+    const mod_attr *a = find_attr(o, leaf);
     if (!a) {
         tgc_set_error(TGC_ERR_INVALID_ARG,
                       "%s: module '%s' has no attribute '%s' (set it with %s before the call)", fn,
-                      m->name, name, attr_setter[type]);
+                      o->name, leaf, attr_setter[type]);
         return NULL;
     }
     if (a->type != type) {
         tgc_set_error(TGC_ERR_DTYPE, "%s: attribute '%s' of module '%s' is an %s; read it with %s",
-                      fn, name, m->name, attr_type_name[a->type], attr_reader[a->type]);
+                      fn, leaf, o->name, attr_type_name[a->type], attr_reader[a->type]);
         return NULL;
     }
     return a;

@@ -12,6 +12,10 @@ tgc_tensor *const *tgc_module_flat(tgc_module *m, int *n);
  * "self.fc.weight: param f32[10, 8192] cpu requires_grad"): the text behind the signature,
  * used to explain a signature mismatch. Caller frees. */
 char *tgc_module_describe(const tgc_module *m);
+/* m's own tensor name (no path, no error when absent): for lookups that probe. */
+tgc_tensor *tgc_module_find_local(const tgc_module *m, const char *name);
+/* 1 when m has a tensor, a child or an attribute of that local name. */
+int tgc_module_name_taken(const tgc_module *m, const char *name);
 /* Forget cached signatures and flat lists of m and its ancestors. */
 void tgc_module_invalidate(tgc_module *m);
 

@@ -6,8 +6,10 @@
 #include "frontend/apply.h"
 #include "frontend/autograd.h"
 #include "frontend/grad_rules_impl.h"
+#include "frontend/module_impl.h"
 #include "frontend/trace.h"
 #include "support/error.h"
+#include "tensor/tensor_impl.h"
 #include "tgc/ops.h"
 
 /* ---- linear algebra ---- */
@@ -128,9 +130,27 @@ static tgc_tensor *batch_norm_recorded(tgc_tensor *const *in, int n, const tgc_a
     return y;
 }
 
-tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean, tgc_tensor *running_var,
-                           tgc_tensor *weight, tgc_tensor *bias, int training, double momentum,
-                           double eps)
+/* PyTorch's batch norm counts its training batches in the buffer num_batches_tracked (i64,
+ * one element) beside its running statistics, and a state_dict carries it. When the module
+ * that holds running_mean has that buffer, each training-mode batch norm adds one to it: an
+ * in-place write of the module's tensor (tgc_copy_), so a compiled function records it as
+ * an assignment in the graph, as the running statistics are written in place. */
+static tgc_status count_batch(const tgc_tensor *running_mean)
+{
+    tgc_tensor *n = running_mean->module
+                        ? tgc_module_find_local(running_mean->module, "num_batches_tracked")
+                        : NULL;
+    if (!n || n->dtype != TGC_I64 || tgc_shape_numel(n->shape, n->ndim) != 1)
+        return TGC_OK;
+    tgc_tensor *n1 = tgc_add_scalar(n, 1.0);
+    tgc_status st = n1 ? tgc_copy_(n, n1) : tgc_last_status();
+    tgc_tensor_free(n1);
+    return st;
+}
+
+static tgc_tensor *batch_norm_op(tgc_tensor *x, tgc_tensor *running_mean, tgc_tensor *running_var,
+                                 tgc_tensor *weight, tgc_tensor *bias, int training,
+                                 double momentum, double eps)
 {
     if (!running_mean != !running_var) {
         tgc_keep_error(TGC_ERR_INVALID_ARG,
@@ -161,6 +181,19 @@ tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean, tgc_tensor *
     if (training && x && tgc_autograd_wants(in, n))
         return batch_norm_recorded(in, n, &at);
     return tgc_apply(TGC_OP_BATCH_NORM, in, n, &at);
+}
+
+tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean, tgc_tensor *running_var,
+                           tgc_tensor *weight, tgc_tensor *bias, int training, double momentum,
+                           double eps)
+{
+    tgc_tensor *y =
+        batch_norm_op(x, running_mean, running_var, weight, bias, training, momentum, eps);
+    if (y && training && running_mean && count_batch(running_mean) != TGC_OK) {
+        tgc_tensor_free(y);
+        return NULL;
+    }
+    return y;
 }
 
 tgc_tensor *tgc_layer_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight, tgc_tensor *bias,

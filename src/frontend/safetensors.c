@@ -5,13 +5,17 @@
  * bounds every read by the header's end, so no input makes it look past the bytes it was
  * given; a file is accepted only when every entry is consistent with the data section. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frontend/safetensors.h"
@@ -60,6 +64,43 @@ static const char *dtype_file_name(tgc_dtype dt)
         if (st_dtypes[i].supported && st_dtypes[i].dtype == dt)
             return st_dtypes[i].name;
     return NULL;
+}
+
+/* ---- checksums: CRC-32 (zlib's, so `zlib.crc32` of a tensor's bytes checks a file) ---- */
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc_tab[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++)
+            crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+}
+
+/* Slice-by-8: eight table lookups per 8 bytes (about 2 GB/s), so checking a checkpoint costs
+ * little next to reading it. */
+static uint32_t crc32_of(const void *p, size_t n)
+{
+    pthread_once(&crc_once, crc_init);
+    const unsigned char *b = p;
+    uint32_t c = 0xffffffffu;
+    for (; n >= 8; n -= 8, b += 8) {
+        uint32_t lo = c ^ ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                           (uint32_t)b[3] << 24);
+        c = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^ crc_tab[5][(lo >> 16) & 0xff] ^
+            crc_tab[4][lo >> 24] ^ crc_tab[3][b[4]] ^ crc_tab[2][b[5]] ^ crc_tab[1][b[6]] ^
+            crc_tab[0][b[7]];
+    }
+    for (; n; n--, b++)
+        c = crc_tab[0][(c ^ *b) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
 }
 
 /* ---- errors ---- */
@@ -712,6 +753,41 @@ static tgc_status check_entries(const st_ctx *c, tgc_st_file *f)
     return st;
 }
 
+/* Each "tgc.crc32:<name>" metadata value (8 hex digits) against the CRC-32 of that tensor's
+ * bytes. A file without them (another writer's) is not checked; a key naming no tensor is
+ * ignored (a tool that dropped a tensor and kept the metadata). */
+static tgc_status check_checksums(const st_ctx *c, const tgc_st_file *f)
+{
+    const size_t np = strlen(TGC_ST_CRC_PREFIX);
+    char nb[96];
+    for (int i = 0; i < f->n_meta; i++) {
+        const tgc_st_meta *m = &f->meta[i];
+        if (strncmp(m->key, TGC_ST_CRC_PREFIX, np) != 0)
+            continue;
+        const tgc_st_entry *e = tgc_st_find(f, m->key + np);
+        if (!e)
+            continue;
+        uint32_t want = 0;
+        int ok = strlen(m->value) == 8;
+        for (int k = 0; ok && k < 8; k++) {
+            int h = hex_val((unsigned char)m->value[k]);
+            ok = h >= 0;
+            want = want << 4 | (uint32_t)(h < 0 ? 0 : h);
+        }
+        if (!ok)
+            return st_fail(c, TGC_ERR_IO,
+                           "the checksum of tensor '%s' in the metadata is not 8 hex digits",
+                           shown(e->name, nb, sizeof nb));
+        uint32_t got = crc32_of(tgc_st_data(f, e), (size_t)(e->end - e->begin));
+        if (got != want)
+            return st_fail(c, TGC_ERR_IO,
+                           "tensor '%s' does not match its checksum (CRC-32 %08x, the file was "
+                           "written with %08x): the file is damaged (a torn or zeroed write?)",
+                           shown(e->name, nb, sizeof nb), (unsigned)got, (unsigned)want);
+    }
+    return TGC_OK;
+}
+
 /* f->bytes / f->size set: check the framing, parse and check the header. */
 static tgc_status parse_image(const st_ctx *c, tgc_st_file *f)
 {
@@ -739,6 +815,8 @@ static tgc_status parse_image(const st_ctx *c, tgc_st_file *f)
     tgc_status st = parse_header(&j, f);
     if (st == TGC_OK)
         st = check_entries(c, f);
+    if (st == TGC_OK)
+        st = check_checksums(c, f);
     return st;
 }
 
@@ -862,9 +940,9 @@ const char *tgc_st_meta_get(const tgc_st_file *f, const char *key)
 
 /* ---- writing ---- */
 
-static void put_json_string(tgc_strbuf *sb, const char *s)
+/* s with JSON escapes, without the quotes */
+static void put_json_chars(tgc_strbuf *sb, const char *s)
 {
-    tgc_sb_puts(sb, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\')
             tgc_sb_printf(sb, "\\%c", *p);
@@ -873,17 +951,23 @@ static void put_json_string(tgc_strbuf *sb, const char *s)
         else
             tgc_sb_printf(sb, "%c", *p);
     }
+}
+
+static void put_json_string(tgc_strbuf *sb, const char *s)
+{
+    tgc_sb_puts(sb, "\"");
+    put_json_chars(sb, s);
     tgc_sb_puts(sb, "\"");
 }
 
 /* The header JSON, padded with spaces so that the data starts 8-byte aligned; *hlen gets
  * its length. NULL with the error set. */
 static char *build_header(const st_ctx *c, const tgc_st_out *ts, int n, const tgc_st_meta *meta,
-                          int n_meta, size_t *hlen)
+                          int n_meta, const uint32_t *crcs, size_t *hlen)
 {
     tgc_strbuf sb = {0};
     tgc_sb_puts(&sb, "{");
-    if (n_meta > 0) {
+    if (n_meta + n > 0) {
         tgc_sb_puts(&sb, "\"__metadata__\":{");
         for (int i = 0; i < n_meta; i++) {
             if (i)
@@ -891,6 +975,12 @@ static char *build_header(const st_ctx *c, const tgc_st_out *ts, int n, const tg
             put_json_string(&sb, meta[i].key);
             tgc_sb_puts(&sb, ":");
             put_json_string(&sb, meta[i].value);
+        }
+        /* fixed width: the header is written before the data and rewritten in place after */
+        for (int i = 0; i < n; i++) {
+            tgc_sb_puts(&sb, n_meta > 0 || i ? ",\"" TGC_ST_CRC_PREFIX : "\"" TGC_ST_CRC_PREFIX);
+            put_json_chars(&sb, ts[i].name);
+            tgc_sb_printf(&sb, "\":\"%08x\"", (unsigned)crcs[i]);
         }
         tgc_sb_puts(&sb, "}");
     }
@@ -904,7 +994,7 @@ static char *build_header(const st_ctx *c, const tgc_st_out *ts, int n, const tg
             st_fail(c, TGC_ERR_DTYPE, "tensor '%s' has no safetensors dtype", ts[i].name);
             return NULL;
         }
-        tgc_sb_puts(&sb, n_meta > 0 || i ? "," : "");
+        tgc_sb_puts(&sb, n_meta + n > 0 || i ? "," : ""); /* after __metadata__ */
         put_json_string(&sb, ts[i].name);
         tgc_sb_printf(&sb, ":{\"dtype\":\"%s\",\"shape\":[", dn);
         for (int d = 0; d < ts[i].ndim; d++)
@@ -945,6 +1035,152 @@ static tgc_status write_all(const st_ctx *c, int fd, const char *tmp, const void
 /* Makes each temporary name unique within the process; O_EXCL makes it unique across. */
 static atomic_uint tmp_counter;
 
+/* How long a temporary file of a dead process must have been left untouched before a save
+ * removes it: a process on another machine sharing the directory has a PID this host cannot
+ * see, and a writer that is alive keeps its file's time fresh. */
+#define STALE_TMP_SECONDS 60
+
+/* The directory of path ("." for a bare name) into buf; 0 when it does not fit. */
+static int dir_of(const char *path, char *buf, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    size_t k = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    if (k + 1 > n)
+        return 0;
+    memcpy(buf, !slash ? "." : path, k);
+    buf[k] = 0;
+    return 1;
+}
+
+/* 1 when name is "<base>.tmp.<pid>.<n>" (what tgc_st_write creates for base), with *pid. */
+static int tmp_name_pid(const char *name, const char *base, long *pid)
+{
+    size_t bl = strlen(base);
+    if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0)
+        return 0;
+    const char *p = name + bl + 5, *q = p;
+    long v = 0;
+    for (; *q >= '0' && *q <= '9' && q - p < 10; q++)
+        v = v * 10 + (*q - '0');
+    if (q == p || *q != '.' || !q[1])
+        return 0;
+    for (const char *r = q + 1; *r; r++)
+        if (*r < '0' || *r > '9')
+            return 0;
+    *pid = v;
+    return 1;
+}
+
+/* Removes the temporary files of earlier saves to path that a killed process left: those
+ * whose process no longer exists on this host and that nobody wrote for STALE_TMP_SECONDS.
+ * Best effort: what cannot be read or removed is left as it is. */
+static void remove_stale_tmps(const char *path)
+{
+    char dir[4096];
+    if (!dir_of(path, dir, sizeof dir))
+        return;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base)
+        return;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    int dfd = dirfd(d);
+    time_t now = time(NULL);
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        long pid;
+        struct stat sb;
+        if (!tmp_name_pid(de->d_name, base, &pid) || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive, or not ours to ask about (EPERM): not stale */
+        if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
+            now - sb.st_mtime < STALE_TMP_SECONDS)
+            continue;
+        unlinkat(dfd, de->d_name, 0);
+    }
+    closedir(d);
+}
+
+/* fsync of path's directory, so that the rename itself survives a crash. File systems that
+ * cannot sync a directory (EINVAL) have nothing to sync. */
+static tgc_status sync_dir(const st_ctx *c, const char *path)
+{
+    char dir[4096];
+    if (!dir_of(path, dir, sizeof dir))
+        return st_fail(c, TGC_ERR_IO,
+                       "the file is in place, but its directory name is too long "
+                       "to sync the directory");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return st_fail(c, TGC_ERR_IO,
+                       "the file is in place, but its directory '%s' cannot be opened to sync "
+                       "it: %s",
+                       dir, strerror(errno));
+    int r = fsync(dfd), err = errno;
+    close(dfd);
+    if (r != 0 && err != EINVAL)
+        return st_fail(c, TGC_ERR_IO,
+                       "the file is in place, but syncing its directory '%s' failed (the rename "
+                       "may not survive a crash): %s",
+                       dir, strerror(err));
+    return TGC_OK;
+}
+
+/* Writes the data of every tensor after the header, with the CRC-32 of each into crcs. */
+static tgc_status write_data(const st_ctx *c, int fd, const char *tmp, const tgc_st_out *ts, int n,
+                             tgc_st_fill_fn fill, void *ctx, uint32_t *crcs)
+{
+    size_t maxb = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = (size_t)tgc_shape_numel(ts[i].shape, ts[i].ndim) * tgc_dtype_size(ts[i].dtype);
+        maxb = b > maxb ? b : maxb;
+    }
+    void *buf = malloc(maxb ? maxb : 1);
+    if (!buf)
+        return st_fail(c, TGC_ERR_OOM, "out of memory for a tensor of %zu bytes", maxb);
+    tgc_status st = TGC_OK;
+    for (int i = 0; i < n && st == TGC_OK; i++) {
+        size_t b = (size_t)tgc_shape_numel(ts[i].shape, ts[i].ndim) * tgc_dtype_size(ts[i].dtype);
+        crcs[i] = 0; /* the CRC-32 of no bytes */
+        if (b && (st = fill(ctx, i, buf, b)) == TGC_OK) {
+            crcs[i] = crc32_of(buf, b);
+            st = write_all(c, fd, tmp, buf, b);
+        }
+    }
+    free(buf);
+    return st;
+}
+
+/* The header again, with the checksums now known (the same length: they are fixed width),
+ * over the placeholder written first. */
+static tgc_status rewrite_header(const st_ctx *c, int fd, const char *tmp, const tgc_st_out *ts,
+                                 int n, const tgc_st_meta *meta, int n_meta, const uint32_t *crcs,
+                                 size_t hlen)
+{
+    size_t len;
+    char *header = build_header(c, ts, n, meta, n_meta, crcs, &len);
+    if (!header)
+        return tgc_last_status();
+    tgc_status st = TGC_OK;
+    if (len != hlen)
+        st = st_fail(c, TGC_ERR_INTERNAL, "the header changed length (%zu, then %zu bytes)", hlen,
+                     len);
+    for (size_t at = 0; st == TGC_OK && at < len;) {
+        ssize_t w = pwrite(fd, header + at, len - at, (off_t)(8 + at));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            st = st_fail(c, TGC_ERR_IO, "writing the temporary file '%s' failed: %s", tmp,
+                         w < 0 ? strerror(errno) : "no progress");
+        else
+            at += (size_t)w;
+    }
+    free(header);
+    return st;
+}
+
 tgc_status tgc_st_write(const char *fn, const char *path, const tgc_st_out *ts, int n,
                         const tgc_st_meta *meta, int n_meta, tgc_st_fill_fn fill, void *ctx)
 {
@@ -953,16 +1189,19 @@ tgc_status tgc_st_write(const char *fn, const char *path, const tgc_st_out *ts, 
         return tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s", fn,
                              !path || !*path ? "path is NULL or empty" : "bad tensor list");
     st_ctx c = {fn, path};
+    uint32_t *crcs = calloc((size_t)n + 1, sizeof *crcs);
+    if (!crcs)
+        return st_fail(&c, TGC_ERR_OOM, "out of memory");
     size_t hlen;
-    char *header = build_header(&c, ts, n, meta, n_meta, &hlen);
-    if (!header)
-        return tgc_last_status();
+    char *header = build_header(&c, ts, n, meta, n_meta, crcs, &hlen);
     size_t tlen = strlen(path) + 64;
-    char *tmp = malloc(tlen);
+    char *tmp = header ? malloc(tlen) : NULL;
     if (!tmp) {
         free(header);
-        return st_fail(&c, TGC_ERR_OOM, "out of memory");
+        free(crcs);
+        return header ? st_fail(&c, TGC_ERR_OOM, "out of memory") : tgc_last_status();
     }
+    remove_stale_tmps(path);
     int fd = -1;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
@@ -976,6 +1215,7 @@ tgc_status tgc_st_write(const char *fn, const char *path, const tgc_st_out *ts, 
                                 strerror(errno));
         free(tmp);
         free(header);
+        free(crcs);
         return st;
     }
     unsigned char len8[8];
@@ -985,20 +1225,13 @@ tgc_status tgc_st_write(const char *fn, const char *path, const tgc_st_out *ts, 
     if (st == TGC_OK)
         st = write_all(&c, fd, tmp, header, hlen);
     free(header);
-    size_t maxb = 0;
-    for (int i = 0; i < n; i++) {
-        size_t b = (size_t)tgc_shape_numel(ts[i].shape, ts[i].ndim) * tgc_dtype_size(ts[i].dtype);
-        maxb = b > maxb ? b : maxb;
-    }
-    void *buf = st == TGC_OK ? malloc(maxb ? maxb : 1) : NULL;
-    if (st == TGC_OK && !buf)
-        st = st_fail(&c, TGC_ERR_OOM, "out of memory for a tensor of %zu bytes", maxb);
-    for (int i = 0; i < n && st == TGC_OK; i++) {
-        size_t b = (size_t)tgc_shape_numel(ts[i].shape, ts[i].ndim) * tgc_dtype_size(ts[i].dtype);
-        if (b && (st = fill(ctx, i, buf, b)) == TGC_OK)
-            st = write_all(&c, fd, tmp, buf, b);
-    }
-    free(buf);
+    if (st == TGC_OK)
+        st = write_data(&c, fd, tmp, ts, n, fill, ctx, crcs);
+    if (st == TGC_OK && n > 0)
+        st = rewrite_header(&c, fd, tmp, ts, n, meta, n_meta, crcs, hlen);
+    free(crcs);
+    /* the data reaches the disk before the name does: a crash after the rename finds the
+     * whole new file, a crash before it the whole old one */
     if (st == TGC_OK && fsync(fd) != 0)
         st = st_fail(&c, TGC_ERR_IO, "flushing the temporary file '%s' failed: %s", tmp,
                      strerror(errno));
@@ -1010,6 +1243,8 @@ tgc_status tgc_st_write(const char *fn, const char *path, const tgc_st_out *ts, 
                      strerror(errno));
     if (st != TGC_OK)
         unlink(tmp);
+    else
+        st = sync_dir(&c, path);
     free(tmp);
     return st;
 }

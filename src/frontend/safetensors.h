@@ -24,6 +24,12 @@
 
 #include "tgc/tensor.h"
 
+/* The writer puts the CRC-32 (zlib's) of each tensor's bytes into the metadata, under this
+ * prefix and the tensor's name ("tgc.crc32:fc.weight": "1c291ca3"); the reader checks every
+ * such value against its tensor (a mismatch is TGC_ERR_IO naming the tensor). Files without
+ * them, as PyTorch writes, are read unchecked. */
+#define TGC_ST_CRC_PREFIX "tgc.crc32:"
+
 /* The largest header the reader accepts (safetensors' own limit). */
 #define TGC_ST_MAX_HEADER ((uint64_t)100000000)
 
@@ -86,10 +92,13 @@ typedef struct tgc_st_out {
 /* Fills dst with the bytes of tensor i (row-major, nbytes = numel * dtype size). */
 typedef tgc_status (*tgc_st_fill_fn)(void *ctx, int i, void *dst, size_t nbytes);
 
-/* Writes n tensors (data asked of fill one at a time, in order) and the metadata pairs
- * meta[0..n_meta) (keys unique) to a temporary file beside path, then renames it onto path:
- * on any failure (TGC_ERR_IO naming path and the reason, or fill's status) no file is left
- * and an existing file at path is untouched. */
+/* Writes n tensors (data asked of fill one at a time, in order), the metadata pairs
+ * meta[0..n_meta) (keys unique, none starting with TGC_ST_CRC_PREFIX) and each tensor's
+ * checksum to a temporary file beside path ("<path>.tmp.<pid>.<n>"), fsyncs it, renames it
+ * onto path and fsyncs the directory: on any failure before the rename (TGC_ERR_IO naming
+ * path and the reason, or fill's status) no file is left and an existing file at path is
+ * untouched. Temporary files of earlier saves to path whose process is gone and that were not
+ * written for a minute (a killed save's leftovers) are removed first. */
 tgc_status tgc_st_write(const char *fn, const char *path, const tgc_st_out *ts, int n,
                         const tgc_st_meta *meta, int n_meta, tgc_st_fill_fn fill, void *ctx);
 

@@ -27,7 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frontend/module_impl.h"
@@ -38,6 +41,7 @@
 #include "tgc/compile.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
+#include "tgc/safetensors.h"
 #include "tgc/tensor.h"
 
 #ifndef TGC_CKPT_FIXTURE_DIR
@@ -317,6 +321,19 @@ static void test_roundtrip_every_dtype_bit_for_bit(void **state)
     assert_int_equal(count_temp_files(tmp_dir), 0);
 }
 
+/* CRC-32 as zlib computes it, bit by bit (the library's is table-driven). */
+static uint32_t ref_crc32(const void *p, uint64_t n)
+{
+    const unsigned char *b = p;
+    uint32_t c = 0xffffffffu;
+    for (uint64_t i = 0; i < n; i++) {
+        c ^= b[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+    }
+    return ~c;
+}
+
 /* The file holds PyTorch's state_dict names, dtype spellings and the format's layout: the
  * header padded with spaces to 8 bytes, offsets tiling the data in tree order. */
 static void test_file_layout_and_names(void **state)
@@ -328,11 +345,17 @@ static void test_file_layout_and_names(void **state)
     tgc_st_file f;
     assert_int_equal(tgc_st_read("test", p, &f), TGC_OK);
     assert_int_equal(f.n_entries, N_OF(all_dtypes_names));
-    assert_int_equal(f.n_meta, 0);
+    assert_int_equal(f.n_meta, f.n_entries); /* a checksum per tensor */
     uint64_t at = 0;
     for (int i = 0; i < f.n_entries; i++) {
         const tgc_st_entry *e = &f.entries[i];
         assert_string_equal(e->name, all_dtypes_names[i]);
+        char key[128], want[16];
+        snprintf(key, sizeof key, "tgc.crc32:%s", e->name);
+        snprintf(want, sizeof want, "%08x",
+                 (unsigned)ref_crc32(tgc_st_data(&f, e), e->end - e->begin));
+        assert_non_null(tgc_st_meta_get(&f, key));
+        assert_string_equal(tgc_st_meta_get(&f, key), want);
         assert_ptr_equal(tgc_st_find(&f, e->name), e);
         assert_string_equal(e->dtype_name, all_dtypes_files[i]);
         tgc_tensor *t = tgc_module_flat(a, &(int){0})[i];
@@ -826,14 +849,9 @@ static void test_strict_on_and_off(void **state)
     snap_check_unchanged(m, &s);
     assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
     float w[6];
-    assert_int_equal(
-        tgc_copy_to_host(tgc_module_get(tgc_module_get_child(m, "fc"), "weight"), w, sizeof w),
-        TGC_OK);
+    assert_int_equal(tgc_copy_to_host(tgc_module_get(m, "fc.weight"), w, sizeof w), TGC_OK);
     for (int i = 0; i < 6; i++)
         assert_true(w[i] == 0.0f);
-    /* strict 0 still needs every tensor of the tree */
-    write_raw(p, "{" E_W "," E_B "," E_M "}", data, 48);
-    check_error(tgc_module_load(m, p, 0), TGC_ERR_INVALID_ARG, "'bn.count' is not in the file");
     /* and ignores extra names of dtypes libtgc lacks */
     write_raw(p,
               "{" E_W "," E_B "," E_M "," E_C
@@ -842,6 +860,108 @@ static void test_strict_on_and_off(void **state)
     assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
     check_error(tgc_module_load(m, p, 1), TGC_ERR_INVALID_ARG, "the file has tensor 'u8'");
     snap_free(&s);
+    tgc_module_free(m);
+}
+
+static void check_names(const tgc_load_report *r, int missing, const char *const *want, int n)
+{
+    int got = missing ? tgc_load_report_num_missing(r) : tgc_load_report_num_unexpected(r);
+    assert_int_equal(got, n);
+    for (int i = 0; i < n; i++) {
+        const char *name =
+            missing ? tgc_load_report_missing(r, i) : tgc_load_report_unexpected(r, i);
+        assert_non_null(name);
+        assert_string_equal(name, want[i]);
+    }
+    assert_null(missing ? tgc_load_report_missing(r, n) : tgc_load_report_unexpected(r, n));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "is out of range");
+    tgc_clear_error();
+}
+
+/* strict 0 loads what the file and the tree share, as PyTorch's load_state_dict, and the
+ * report lists the tree's tensors the file lacks and the file's tensors the tree lacks. */
+static void test_non_strict_loads_what_matches(void **state)
+{
+    (void)state;
+    unsigned char data[56];
+    for (int i = 0; i < 56; i++)
+        data[i] = 0;
+    const char *p = tpath("partial.safetensors");
+    /* fc.weight, fc.bias and bn.running_mean as in build_small, bn.count missing, two extra */
+    write_raw(p,
+              "{" E_W "," E_B "," E_M
+              ",\"head.w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[48,52]},"
+              "\"aux\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[52,56]}}",
+              data, 56);
+    tgc_module *m = build_small(2.0);
+    snapshot s;
+    snap_take(m, &s);
+    tgc_tensor *count = tgc_module_get(m, "bn.count");
+    uint64_t count_version = version_of(count);
+
+    tgc_load_report *r = (tgc_load_report *)1;
+    check_error(tgc_module_load_report(m, p, 1, &r), TGC_ERR_INVALID_ARG,
+                "tensor 'bn.count' is not in the file (1 of 4 tensors missing); load with "
+                "strict 0 to load the others");
+    snap_check_unchanged(m, &s);
+    assert_non_null(r); /* a strict refusal for names still lists them all */
+    check_names(r, 1, (const char *const[]){"bn.count"}, 1);
+    check_names(r, 0, (const char *const[]){"head.w", "aux"}, 2);
+    tgc_load_report_free(r);
+    check_error(tgc_module_load(m, p, 1), TGC_ERR_INVALID_ARG, "'bn.count' is not in the file");
+
+    r = NULL;
+    assert_int_equal(tgc_module_load_report(m, p, 0, &r), TGC_OK);
+    assert_non_null(r);
+    check_names(r, 1, (const char *const[]){"bn.count"}, 1);
+    check_names(r, 0, (const char *const[]){"head.w", "aux"}, 2);
+    tgc_load_report_free(r);
+    float w[6];
+    assert_int_equal(tgc_copy_to_host(tgc_module_get(m, "fc.weight"), w, sizeof w), TGC_OK);
+    for (int i = 0; i < 6; i++)
+        assert_true(w[i] == 0.0f);
+    assert_true(tgc_item_f64(count) == 7.0); /* missing: kept, not written */
+    assert_int_equal(version_of(count), count_version);
+    /* plain tgc_module_load, strict 0, the same */
+    assert_int_equal(tgc_module_load(m, p, 0), TGC_OK);
+
+    /* a file that matches fully: empty lists */
+    tgc_module *full_tree = build_small(1.0);
+    const char *q = tpath("full.safetensors");
+    assert_int_equal(tgc_module_save(full_tree, q), TGC_OK);
+    assert_int_equal(tgc_module_load_report(m, q, 1, &r), TGC_OK);
+    assert_int_equal(tgc_load_report_num_missing(r), 0);
+    assert_int_equal(tgc_load_report_num_unexpected(r), 0);
+    tgc_load_report_free(r);
+
+    /* a shape mismatch is an error with strict 0 too, and gives no report */
+    write_raw(p,
+              "{" E_W "," E_B ",\"bn.running_mean\":{\"dtype\":\"F64\",\"shape\":[1],"
+              "\"data_offsets\":[32,40]}}",
+              data, 40);
+    snap_free(&s);
+    snap_take(m, &s);
+    r = (tgc_load_report *)1;
+    check_error(tgc_module_load_report(m, p, 0, &r), TGC_ERR_SHAPE,
+                "tensor 'bn.running_mean' is [1] in the file but [2] here");
+    assert_null(r);
+    snap_check_unchanged(m, &s);
+    /* a missing file: no report */
+    r = (tgc_load_report *)1;
+    check_error(tgc_module_load_report(m, tpath("nope"), 0, &r), TGC_ERR_IO, "cannot open it");
+    assert_null(r);
+    /* the report is optional; its readers check their arguments */
+    assert_int_equal(tgc_module_load_report(m, q, 0, NULL), TGC_OK);
+    assert_int_equal(tgc_load_report_num_missing(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_load_report_num_missing: report is NULL");
+    assert_int_equal(tgc_load_report_num_unexpected(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "report is NULL");
+    assert_null(tgc_load_report_missing(NULL, 0));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_load_report_missing: report is NULL");
+    tgc_load_report_free(NULL);
+    snap_free(&s);
+    tgc_module_free(full_tree);
     tgc_module_free(m);
 }
 
@@ -928,6 +1048,9 @@ static const char *traced_path;
 static tgc_status traced_save_st, traced_load_st;
 static char traced_msg[512];
 
+static int traced_read_null;
+static char traced_read_msg[512];
+
 static tgc_status checkpoint_in_model(tgc_module *self, tgc_tensor *const *in, int n_in,
                                       tgc_tensor **out, int n_out)
 {
@@ -936,12 +1059,18 @@ static tgc_status checkpoint_in_model(tgc_module *self, tgc_tensor *const *in, i
     traced_save_st = tgc_module_save(self, traced_path);
     traced_load_st = tgc_module_load(self, traced_path, 1);
     snprintf(traced_msg, sizeof traced_msg, "%s", tgc_last_error());
+    tgc_safetensors *st = NULL;
+    traced_read_null = tgc_safetensors_open(traced_path, &st) == TGC_OK &&
+                       tgc_safetensors_read(st, "fc.bias", tgc_cpu()) == NULL;
+    snprintf(traced_read_msg, sizeof traced_read_msg, "%s", tgc_last_error());
+    tgc_safetensors_close(st);
     tgc_clear_error();
     out[0] = tgc_add_scalar(in[0], 1.0);
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
-/* A save or a load in a model function would run once, when it is traced: refused there. */
+/* A save, a load or a read of a file in a model function would run once, when it is traced:
+ * refused there. */
 static void test_refused_while_tracing(void **state)
 {
     (void)state;
@@ -959,6 +1088,9 @@ static void test_refused_while_tracing(void **state)
     assert_int_equal(traced_load_st, TGC_ERR_INVALID_ARG);
     if (!strstr(traced_msg, "tgc_module_load: called while a model function is traced"))
         fail_msg("message: %s", traced_msg);
+    assert_true(traced_read_null);
+    if (!strstr(traced_read_msg, "tgc_safetensors_read: called while a model function is traced"))
+        fail_msg("message: %s", traced_read_msg);
     float yv[2];
     assert_int_equal(tgc_copy_to_host(y, yv, sizeof yv), TGC_OK);
     assert_true(yv[0] == 1.0f && yv[1] == 1.0f);
@@ -1331,6 +1463,491 @@ static void test_optim_rejections_change_nothing(void **state)
     tgc_module_free(m4);
 }
 
+/* ---- durability ---- */
+
+/* The writer's fsync and rename calls, in order (the test links with --wrap of both). */
+static char sys_log[16][600];
+static int n_sys_log, log_sys;
+
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+int __wrap_fsync(int fd)
+{
+    if (log_sys && n_sys_log < 16) {
+        char link[64], target[512];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = 0;
+        snprintf(sys_log[n_sys_log++], sizeof sys_log[0], "fsync %s", target);
+    }
+    return __real_fsync(fd);
+}
+
+int __real_rename(const char *from, const char *to);
+int __wrap_rename(const char *from, const char *to);
+int __wrap_rename(const char *from, const char *to)
+{
+    if (log_sys && n_sys_log < 16)
+        snprintf(sys_log[n_sys_log++], sizeof sys_log[0], "rename %.280s %.280s", from, to);
+    return __real_rename(from, to);
+}
+
+/* The temporary file is synced before it is renamed onto the path, the directory after. */
+static void test_save_syncs_file_then_directory(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(1.0);
+    const char *p = tpath("synced.safetensors");
+    n_sys_log = 0;
+    log_sys = 1;
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    log_sys = 0;
+    assert_int_equal(n_sys_log, 3);
+    char tmp[600];
+    assert_int_equal(sscanf(sys_log[0], "fsync %599s", tmp), 1);
+    assert_non_null(strstr(tmp, "synced.safetensors.tmp."));
+    char want[1300];
+    snprintf(want, sizeof want, "rename %s %s", tmp, p);
+    assert_string_equal(sys_log[1], want);
+    char real_dir[512];
+    assert_non_null(realpath(tmp_dir, real_dir));
+    snprintf(want, sizeof want, "fsync %s", real_dir);
+    assert_string_equal(sys_log[2], want);
+    tgc_module_free(m);
+}
+
+/* A file whose tail was zeroed (a torn write the file system kept the length of) is refused,
+ * naming the tensor it damaged, and changes nothing. */
+static void test_zeroed_tail_is_refused(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(3.0), *into = build_small(0.0);
+    const char *p = tpath("torn.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    size_t n;
+    unsigned char *img = read_bytes(p, &n);
+    memset(img + n - 12, 0, 12); /* bn.count (8 bytes) and half of bn.running_mean */
+    write_bytes(p, img, n);
+    snapshot s;
+    snap_take(into, &s);
+    check_error(tgc_module_load(into, p, 1), TGC_ERR_IO,
+                "tensor 'bn.running_mean' does not match its checksum");
+    snap_check_unchanged(into, &s);
+    /* a single flipped bit of the data is caught as well */
+    free(img);
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    img = read_bytes(p, &n);
+    img[n - 56] ^= 0x10; /* the first byte of fc.weight */
+    write_bytes(p, img, n);
+    check_error(tgc_module_load(into, p, 1), TGC_ERR_IO,
+                "tensor 'fc.weight' does not match its checksum");
+    snap_check_unchanged(into, &s);
+    /* a checksum that is not 8 hex digits is a malformed file */
+    unsigned char data[56] = {0};
+    write_raw(p,
+              "{\"__metadata__\":{\"tgc.crc32:fc.bias\":\"xyz\"}," E_W "," E_B "," E_M "," E_C "}",
+              data, 56);
+    check_error(tgc_module_load(into, p, 1), TGC_ERR_IO,
+                "the checksum of tensor 'fc.bias' in the metadata is not 8 hex digits");
+    snap_check_unchanged(into, &s);
+    /* the right checksum (of 8 zero bytes) and one naming no tensor are accepted */
+    write_raw(p,
+              "{\"__metadata__\":{\"tgc.crc32:fc.bias\":\"6522df69\",\"tgc.crc32:gone\":\"0\"}," E_W
+              "," E_B "," E_M "," E_C "}",
+              data, 56);
+    assert_int_equal(tgc_module_load(into, p, 1), TGC_OK);
+    snap_free(&s);
+    free(img);
+    tgc_module_free(m);
+    tgc_module_free(into);
+}
+
+/* A PID that no process has now: a child that has exited and been reaped. */
+static long dead_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return (long)pid;
+}
+
+static void touch_aged(const char *path, int age_s)
+{
+    write_bytes(path, "x", 1);
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= age_s;
+    ts[1] = ts[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* A save removes the temporary files killed saves to the same path left (process gone, not
+ * written for a minute) and keeps every other one. */
+static void test_save_removes_stale_temporaries(void **state)
+{
+    (void)state;
+    tgc_module *m = build_small(1.0);
+    const char *p = tpath("stale.safetensors");
+    long dead = dead_pid();
+    char stale[600], recent[600], alive[600], other[600], odd[600];
+    snprintf(stale, sizeof stale, "%s.tmp.%ld.3", p, dead);
+    snprintf(recent, sizeof recent, "%s.tmp.%ld.4", p, dead);
+    snprintf(alive, sizeof alive, "%s.tmp.%ld.0", p, (long)getppid());
+    snprintf(other, sizeof other, "%s/other.safetensors.tmp.%ld.0", tmp_dir, dead);
+    snprintf(odd, sizeof odd, "%s.tmp.%ld.x", p, dead);
+    touch_aged(stale, 3600);
+    touch_aged(recent, 0);
+    touch_aged(alive, 3600);
+    touch_aged(other, 3600);
+    touch_aged(odd, 3600);
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    assert_false(exists(stale));
+    assert_true(exists(recent));
+    assert_true(exists(alive));
+    assert_true(exists(other));
+    assert_true(exists(odd));
+    unlink(recent);
+    unlink(alive);
+    unlink(other);
+    unlink(odd);
+    tgc_module_free(m);
+}
+
+/* ---- reading files into new tensors (tgc/safetensors.h) ---- */
+
+/* got has want's dtype, shape and bytes. */
+static void check_same_tensor(const tgc_tensor *got, tgc_tensor *want)
+{
+    assert_non_null(got);
+    assert_int_equal(tgc_dtype_of(got), tgc_dtype_of(want));
+    assert_int_equal(tgc_ndim(got), tgc_ndim(want));
+    for (int d = 0; d < tgc_ndim(want); d++)
+        assert_int_equal(tgc_size(got, d), tgc_size(want, d));
+    size_t n = tensor_nbytes(want);
+    unsigned char *a = malloc(n + 1), *b = malloc(n + 1);
+    assert_int_equal(tgc_copy_to_host(got, a, n), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(want, b, n), TGC_OK);
+    assert_memory_equal(a, b, n);
+    free(a);
+    free(b);
+}
+
+/* The reference library's file, listed and read with no module prepared: names in order,
+ * dtypes, shapes, values and metadata. */
+static void test_safetensors_reads_the_reference_file(void **state)
+{
+    (void)state;
+    tgc_module *want = build_fixture_tree(1);
+    tgc_safetensors *st = NULL;
+    assert_int_equal(tgc_safetensors_open(TGC_CKPT_FIXTURE_DIR "/numpy_written.safetensors", &st),
+                     TGC_OK);
+    assert_non_null(st);
+    static const char *const sorted[] = {"bn1.num_batches_tracked",
+                                         "bn1.running_mean",
+                                         "bn1.weight",
+                                         "conv1.bias",
+                                         "conv1.weight",
+                                         "empty",
+                                         "layer1.0.fc.weight",
+                                         "layer1.0.idx",
+                                         "layer1.0.mask"};
+    assert_int_equal(tgc_safetensors_num_tensors(st), N_OF(sorted));
+    for (int i = 0; i < N_OF(sorted); i++) {
+        const char *name = tgc_safetensors_name(st, i);
+        assert_non_null(name);
+        assert_string_equal(name, sorted[i]);
+        tgc_tensor *w = tgc_module_get(want, name);
+        assert_non_null(w);
+        tgc_dtype dt = (tgc_dtype)-1;
+        int ndim = -1;
+        int64_t shape[TGC_MAX_DIMS];
+        assert_int_equal(tgc_safetensors_tensor_info(st, name, &dt, &ndim, shape), TGC_OK);
+        assert_int_equal(dt, tgc_dtype_of(w));
+        assert_int_equal(ndim, tgc_ndim(w));
+        for (int d = 0; d < ndim; d++)
+            assert_int_equal(shape[d], tgc_size(w, d));
+        assert_int_equal(tgc_safetensors_tensor_info(st, name, NULL, NULL, NULL), TGC_OK);
+        check_same_tensor(tgc_safetensors_read(st, name, tgc_cpu()), w);
+    }
+    assert_int_equal(tgc_safetensors_num_metadata(st), 2);
+    assert_string_equal(tgc_safetensors_metadata(st, "format"), "pt");
+    assert_string_equal(tgc_safetensors_metadata(st, "written_by"), "safetensors.numpy");
+    const char *k0 = tgc_safetensors_metadata_key(st, 0), *k1 = tgc_safetensors_metadata_key(st, 1);
+    assert_non_null(k0);
+    assert_non_null(k1);
+    assert_true((!strcmp(k0, "format") && !strcmp(k1, "written_by")) ||
+                (!strcmp(k1, "format") && !strcmp(k0, "written_by")));
+    assert_int_equal(tgc_last_status(), TGC_OK);
+    tgc_safetensors_close(st);
+    tgc_module_free(want);
+}
+
+/* A file of tgc_module_save read back tensor by tensor: every dtype bit for bit, the
+ * checksums visible as metadata; a read tensor outlives the handle. */
+static void test_safetensors_reads_a_saved_module(void **state)
+{
+    (void)state;
+    tgc_module *m = build_all_dtypes(11);
+    const char *p = tpath("listed.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    tgc_safetensors *st;
+    assert_int_equal(tgc_safetensors_open(p, &st), TGC_OK);
+    int n = tgc_module_num_tensors(m);
+    assert_int_equal(tgc_safetensors_num_tensors(st), n);
+    assert_int_equal(tgc_safetensors_num_metadata(st), n);
+    tgc_tensor *kept = NULL;
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        assert_true(tgc_module_tensor_name(m, i, name, sizeof name) < (int)sizeof name);
+        tgc_tensor *t = tgc_safetensors_read(st, name, tgc_cpu());
+        check_same_tensor(t, tgc_module_tensor_at(m, i, NULL));
+        char key[160];
+        snprintf(key, sizeof key, "tgc.crc32:%s", name);
+        assert_non_null(tgc_safetensors_metadata(st, key));
+        if (!strcmp(name, "p32"))
+            kept = t;
+    }
+    tgc_safetensors_close(st);
+    assert_non_null(kept);
+    check_same_tensor(kept, tgc_module_get(m, "p32"));
+    tgc_safetensors_close(NULL);
+    tgc_module_free(m);
+}
+
+static void test_safetensors_errors(void **state)
+{
+    (void)state;
+    tgc_safetensors *st = (tgc_safetensors *)1;
+    check_error(tgc_safetensors_open(tpath("absent.safetensors"), &st), TGC_ERR_IO,
+                "tgc_safetensors_open: '");
+    assert_null(st);
+    check_error(tgc_safetensors_open(NULL, &st), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_open: path is NULL");
+    check_error(tgc_safetensors_open(tpath("x"), NULL), TGC_ERR_INVALID_ARG, "out is NULL");
+    /* a damaged file is refused at open, naming the tensor */
+    tgc_module *m = build_small(4.0);
+    const char *p = tpath("damaged.safetensors");
+    assert_int_equal(tgc_module_save(m, p), TGC_OK);
+    size_t n;
+    unsigned char *img = read_bytes(p, &n);
+    memset(img + n - 8, 0, 8);
+    write_bytes(p, img, n);
+    free(img);
+    check_error(tgc_safetensors_open(p, &st), TGC_ERR_IO, "tgc_safetensors_open: '" /* path */);
+    check_error(tgc_last_status(), TGC_ERR_IO, "tensor 'bn.count' does not match its checksum");
+    assert_null(st);
+    /* names, dtypes and indexes */
+    unsigned char data[60] = {0};
+    write_raw(p,
+              "{" E_W "," E_B "," E_M "," E_C
+              ",\"u8\":{\"dtype\":\"U8\",\"shape\":[2,2],\"data_offsets\":[56,60]}}",
+              data, 60);
+    assert_int_equal(tgc_safetensors_open(p, &st), TGC_OK);
+    int ndim = 0;
+    int64_t shape[TGC_MAX_DIMS] = {0};
+    check_error(tgc_safetensors_tensor_info(st, "u8", NULL, &ndim, shape), TGC_ERR_DTYPE,
+                "tgc_safetensors_tensor_info: '");
+    check_error(tgc_last_status(), TGC_ERR_DTYPE,
+                "tensor 'u8' is U8, a dtype libtgc does not have");
+    assert_int_equal(ndim, 2);
+    assert_int_equal(shape[0], 2);
+    assert_int_equal(shape[1], 2);
+    assert_null(tgc_safetensors_read(st, "u8", tgc_cpu()));
+    check_error(tgc_last_status(), TGC_ERR_DTYPE, "tgc_safetensors_read: ");
+    assert_null(tgc_safetensors_read(st, "fc.w", tgc_cpu()));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "has no tensor 'fc.w' (5 tensors)");
+    check_error(tgc_safetensors_tensor_info(st, "nope", NULL, NULL, NULL), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_tensor_info: '");
+    assert_null(tgc_safetensors_read(st, NULL, tgc_cpu()));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_read: name is NULL");
+    assert_null(tgc_safetensors_read(st, "fc.weight", tgc_cuda(99)));
+    check_error(tgc_last_status(), TGC_ERR_DEVICE, "tgc_safetensors_read");
+    assert_null(tgc_safetensors_name(st, 5));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_name: index 5 is out of range");
+    assert_null(tgc_safetensors_name(st, -1));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "index -1 is out of range");
+    assert_int_equal(tgc_safetensors_num_metadata(st), 0);
+    assert_null(tgc_safetensors_metadata(st, "format"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_metadata: '");
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "has no metadata key 'format'");
+    assert_null(tgc_safetensors_metadata_key(st, 0));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_metadata_key: index 0");
+    tgc_safetensors_close(st);
+    assert_int_equal(tgc_safetensors_num_tensors(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_safetensors_num_tensors: the handle is NULL");
+    assert_int_equal(tgc_safetensors_num_metadata(NULL), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_num_metadata");
+    assert_null(tgc_safetensors_name(NULL, 0));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_safetensors_name: the handle is NULL");
+    tgc_module_free(m);
+}
+
+/* ---- batch norm's num_batches_tracked ---- */
+
+static int64_t batches_of(tgc_module *m)
+{
+    tgc_tensor *n = tgc_module_get(m, "bn.num_batches_tracked");
+    assert_non_null(n);
+    return (int64_t)tgc_item_f64(n);
+}
+
+static tgc_status bn_forward(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    out[0] = tgc_module_batch_norm(tgc_module_get_child(self, "bn"), in[0], 0.1, 1e-5);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void bn_call(tgc_fn *f, tgc_module *m, tgc_tensor *x)
+{
+    tgc_scope_push();
+    tgc_tensor *out = NULL;
+    tgc_status st = f ? tgc_call(f, m, &x, 1, &out, 1) : bn_forward(m, &x, 1, &out, 1);
+    if (st != TGC_OK)
+        fail_msg("%s", tgc_last_error());
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+}
+
+/* tgc_module_add_batch_norm makes PyTorch's BatchNorm2d state, so its state_dict loads
+ * strictly; training batches are counted eagerly and in a compiled function (in place, one
+ * variant), evaluation ones are not, and the count saves under PyTorch's name and dtype. */
+static void test_batch_norm_keeps_num_batches_tracked(void **state)
+{
+    (void)state;
+    tgc_module *net = tgc_module_create("net", NULL);
+    tgc_module *bn = child(net, "bn");
+    assert_int_equal(tgc_module_add_batch_norm(bn, 3, TGC_F32, tgc_cpu()), TGC_OK);
+    static const char *const names[] = {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var",
+                                        "bn.num_batches_tracked"};
+    assert_int_equal(tgc_module_num_tensors(net), 5);
+    for (int i = 0; i < 5; i++) {
+        char name[64];
+        int is_buffer;
+        tgc_tensor *t = tgc_module_tensor_at(net, i, &is_buffer);
+        tgc_module_tensor_name(net, i, name, sizeof name);
+        assert_string_equal(name, names[i]);
+        assert_int_equal(is_buffer, i >= 2);
+        assert_int_equal(tgc_dtype_of(t), i == 4 ? TGC_I64 : TGC_F32);
+        assert_int_equal(tgc_ndim(t), i == 4 ? 0 : 1);
+    }
+    assert_true(tgc_item_f64(tgc_module_get(net, "bn.running_var")) == 1.0);
+    assert_int_equal(batches_of(net), 0);
+
+    /* BatchNorm2d(3).state_dict() as safetensors.torch.save_file writes it (its order) */
+    float fdata[12] = {1, 1, 1, 0, 0, 0, 0.5f, 0.5f, 0.5f, 2, 2, 2};
+    unsigned char data[56];
+    memcpy(data, fdata, 48);
+    int64_t five = 5;
+    memcpy(data + 48, &five, 8);
+    const char *p = tpath("torch_bn.safetensors");
+    write_raw(p,
+              "{\"__metadata__\":{\"format\":\"pt\"},"
+              "\"bn.weight\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]},"
+              "\"bn.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[12,24]},"
+              "\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[24,36]},"
+              "\"bn.running_var\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[36,48]},"
+              "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[48,"
+              "56]}}",
+              data, 56);
+    assert_int_equal(tgc_module_load(net, p, 1), TGC_OK);
+    assert_int_equal(batches_of(net), 5);
+
+    tgc_manual_seed(3);
+    tgc_tensor *x = tgc_randn(SHAPE(4, 3, 2, 2), TGC_F32, tgc_cpu());
+    assert_non_null(x);
+    bn_call(NULL, net, x); /* eager */
+    bn_call(NULL, net, x);
+    assert_int_equal(batches_of(net), 7);
+    tgc_module_train(net, 0);
+    bn_call(NULL, net, x);
+    assert_int_equal(batches_of(net), 7);
+    tgc_module_train(net, 1);
+
+    tgc_fn *f = tgc_compile(bn_forward, "bn_count", NULL);
+    assert_non_null(f);
+    tgc_tensor *count = tgc_module_get(net, "bn.num_batches_tracked");
+    for (int i = 0; i < 3; i++)
+        bn_call(f, net, x);
+    assert_int_equal(batches_of(net), 10);
+    assert_ptr_equal(tgc_module_get(net, "bn.num_batches_tracked"), count);
+    tgc_module_train(net, 0);
+    bn_call(f, net, x);
+    assert_int_equal(batches_of(net), 10);
+    tgc_stats stats;
+    assert_int_equal(tgc_fn_stats(f, &stats), TGC_OK);
+    assert_int_equal(stats.compiles, 2); /* training and evaluation */
+    assert_int_equal(stats.eager_fallbacks, 0);
+    tgc_fn_free(f);
+
+    /* saved under PyTorch's name, i64 0-d, and read back */
+    const char *q = tpath("bn_saved.safetensors");
+    assert_int_equal(tgc_module_save(net, q), TGC_OK);
+    tgc_safetensors *st;
+    assert_int_equal(tgc_safetensors_open(q, &st), TGC_OK);
+    tgc_tensor *n = tgc_safetensors_read(st, "bn.num_batches_tracked", tgc_cpu());
+    assert_non_null(n);
+    assert_int_equal(tgc_dtype_of(n), TGC_I64);
+    assert_int_equal(tgc_ndim(n), 0);
+    assert_true(tgc_item_f64(n) == 10.0);
+    tgc_safetensors_close(st);
+
+    /* refusals add nothing */
+    check_error(tgc_module_add_batch_norm(bn, 3, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "tgc_module_add_batch_norm: module 'bn' already has a member named 'weight'");
+    tgc_module *other = child(net, "other");
+    assert_int_equal(tgc_module_set_i64(other, "running_var", 1), TGC_OK);
+    check_error(tgc_module_add_batch_norm(other, 3, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "already has a member named 'running_var'");
+    check_error(tgc_module_add_batch_norm(other, 0, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "num_features is 0");
+    check_error(tgc_module_add_batch_norm(other, 3, TGC_I32, tgc_cpu()), TGC_ERR_DTYPE,
+                "dtype i32 is not floating point");
+    check_error(tgc_module_add_batch_norm(NULL, 3, TGC_F32, tgc_cpu()), TGC_ERR_INVALID_ARG,
+                "module is NULL");
+    assert_int_equal(tgc_module_num_tensors(other), 0);
+    assert_null(tgc_module_batch_norm(other, x, 0.1, 1e-5));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_batch_norm: module 'other' has no 'weight'");
+    tgc_module_free(net);
+}
+
+/* A batch norm built by hand keeps working; with a num_batches_tracked buffer of its own it
+ * is counted too. */
+static void test_batch_norm_counts_a_hand_built_buffer(void **state)
+{
+    (void)state;
+    tgc_module *m = tgc_module_create("bn", NULL);
+    tgc_tensor *rm = tgc_module_buffer(m, "running_mean", tgc_zeros(SHAPE(2), TGC_F32, tgc_cpu()));
+    tgc_tensor *rv = tgc_module_buffer(m, "running_var", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu()));
+    tgc_tensor *x = tgc_randn(SHAPE(3, 2), TGC_F32, tgc_cpu());
+    assert_non_null(tgc_batch_norm(x, rm, rv, NULL, NULL, 1, 0.1, 1e-5));
+    assert_int_equal(tgc_module_num_tensors(m), 2);
+    tgc_tensor *n =
+        tgc_module_buffer(m, "num_batches_tracked", tgc_zeros(SCALAR, TGC_I64, tgc_cpu()));
+    assert_non_null(tgc_batch_norm(x, rm, rv, NULL, NULL, 1, 0.1, 1e-5));
+    assert_non_null(tgc_batch_norm(x, rm, rv, NULL, NULL, 0, 0.1, 1e-5));
+    assert_true(tgc_item_f64(n) == 1.0);
+    /* running stats that are not a module's: nothing to count */
+    tgc_tensor *frm = tgc_zeros(SHAPE(2), TGC_F32, tgc_cpu()),
+               *frv = tgc_ones(SHAPE(2), TGC_F32, tgc_cpu());
+    assert_non_null(tgc_batch_norm(x, frm, frv, NULL, NULL, 1, 0.1, 1e-5));
+    assert_true(tgc_item_f64(n) == 1.0);
+    tgc_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1349,6 +1966,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fuzz_flips_and_truncations, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_strict_on_and_off, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_non_strict_loads_what_matches, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_null_arguments, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_write_failures_leave_no_file, scoped_setup,
                                         scoped_teardown),
@@ -1359,6 +1978,20 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_file_contents, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optim_rejections_change_nothing, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_reads_the_reference_file, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_reads_a_saved_module, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_errors, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_keeps_num_batches_tracked, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_counts_a_hand_built_buffer, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_save_syncs_file_then_directory, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_zeroed_tail_is_refused, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_save_removes_stale_temporaries, scoped_setup,
                                         scoped_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -22,8 +22,10 @@
 #include "frontend/optim_impl.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/autograd.h"
+#include "tgc/compile.h"
 #include "tgc/module.h"
 #include "tgc/ops.h"
+#include "tgc/safetensors.h"
 #include "tgc/tensor.h"
 
 #define SHAPE(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8)
@@ -46,8 +48,9 @@ static int group_setup(void **state)
     return mkdtemp(tmp_dir) ? 0 : -1;
 }
 
-static const char *const files[] = {"m.safetensors", "m2.safetensors", "f64.safetensors",
-                                    "bad.safetensors", "o.safetensors"};
+static const char *const files[] = {"m.safetensors",   "m2.safetensors", "f64.safetensors",
+                                    "bad.safetensors", "o.safetensors",  "r.safetensors",
+                                    "bn.safetensors"};
 
 static int group_teardown(void **state)
 {
@@ -234,11 +237,104 @@ static void test_optimizer_on_the_device_resumes(void **state)
     tgc_module_free(b);
 }
 
+/* tgc_safetensors_read straight onto the device: every tensor of a host-written file. */
+static void test_file_read_onto_the_device(void **state)
+{
+    (void)state;
+    GPU_REQUIRE();
+    tgc_module *host = build(3);
+    const char *p = tpath(files[5]);
+    assert_int_equal(tgc_module_save(host, p), TGC_OK);
+    tgc_safetensors *st;
+    assert_int_equal(tgc_safetensors_open(p, &st), TGC_OK);
+    int n = tgc_module_num_tensors(host);
+    assert_int_equal(tgc_safetensors_num_tensors(st), n);
+    for (int i = 0; i < n; i++) {
+        const char *name = tgc_safetensors_name(st, i);
+        tgc_tensor *want = tgc_module_get(host, name),
+                   *got = tgc_safetensors_read(st, name, tgc_cuda(0));
+        assert_non_null(want);
+        assert_non_null(got);
+        assert_int_equal(tgc_device_of(got).type, TGC_DEVICE_CUDA);
+        assert_int_equal(tgc_dtype_of(got), tgc_dtype_of(want));
+        size_t nb = (size_t)tgc_numel(want) * tgc_dtype_size(tgc_dtype_of(want));
+        unsigned char x[256], y[256];
+        assert_true(nb <= sizeof x);
+        assert_int_equal(tgc_copy_to_host(got, x, nb), TGC_OK);
+        assert_int_equal(tgc_copy_to_host(want, y, nb), TGC_OK);
+        assert_memory_equal(x, y, nb);
+    }
+    tgc_safetensors_close(st);
+    tgc_module_free(host);
+}
+
+static tgc_status bn_forward(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    out[0] = tgc_module_batch_norm(tgc_module_get_child(self, "bn"), in[0], 0.1, 1e-5);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static int64_t batches_of(tgc_module *m)
+{
+    return (int64_t)tgc_item_f64(tgc_module_get(m, "bn.num_batches_tracked"));
+}
+
+/* A batch norm on the device counts its training batches, eagerly and compiled. */
+static void test_batch_norm_counts_on_the_device(void **state)
+{
+    (void)state;
+    GPU_REQUIRE();
+    tgc_device gpu = tgc_cuda(0);
+    tgc_module *net = tgc_module_create("net", NULL), *bn = tgc_module_create("bn", NULL);
+    assert_int_equal(tgc_module_child(net, "bn", bn), TGC_OK);
+    assert_int_equal(tgc_module_add_batch_norm(bn, 4, TGC_F32, gpu), TGC_OK);
+    assert_int_equal(tgc_device_of(tgc_module_get(net, "bn.num_batches_tracked")).type,
+                     TGC_DEVICE_CUDA);
+    tgc_tensor *x = tgc_randn(SHAPE(8, 4, 3, 3), TGC_F32, gpu), *y = NULL;
+    assert_non_null(x);
+    for (int i = 0; i < 2; i++) {
+        tgc_scope_push();
+        assert_int_equal(bn_forward(net, &x, 1, &y, 1), TGC_OK);
+        assert_int_equal(tgc_scope_pop(), TGC_OK);
+    }
+    assert_int_equal(batches_of(net), 2);
+    tgc_fn *f = tgc_compile(bn_forward, "bn_count_cuda", NULL);
+    assert_non_null(f);
+    for (int i = 0; i < 3; i++) {
+        tgc_scope_push();
+        if (tgc_call(f, net, &x, 1, &y, 1) != TGC_OK)
+            fail_msg("%s", tgc_last_error());
+        assert_int_equal(tgc_scope_pop(), TGC_OK);
+    }
+    assert_int_equal(batches_of(net), 5);
+    tgc_stats s;
+    assert_int_equal(tgc_fn_stats(f, &s), TGC_OK);
+    assert_string_equal(s.backend, "cuda");
+    assert_int_equal(s.eager_fallbacks, 0);
+    const char *p = tpath(files[6]);
+    assert_int_equal(tgc_module_save(net, p), TGC_OK);
+    tgc_module *back = tgc_module_create("net", NULL), *bn2 = tgc_module_create("bn", NULL);
+    assert_int_equal(tgc_module_child(back, "bn", bn2), TGC_OK);
+    assert_int_equal(tgc_module_add_batch_norm(bn2, 4, TGC_F32, tgc_cpu()), TGC_OK);
+    assert_int_equal(tgc_module_load(back, p, 1), TGC_OK);
+    assert_int_equal(batches_of(back), 5);
+    tgc_fn_free(f);
+    tgc_module_free(back);
+    tgc_module_free(net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_module_on_the_device, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_optimizer_on_the_device_resumes, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_file_read_onto_the_device, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_counts_on_the_device, scoped_setup,
                                         scoped_teardown),
     };
     return gpu_skip_finish(cmocka_run_group_tests(tests, group_setup, group_teardown));

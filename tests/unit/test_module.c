@@ -89,7 +89,12 @@ static void test_create(void **state)
     assert_true(tgc_module_is_training(m)); /* new modules train */
     assert_int_equal(tgc_module_num_tensors(m), 0);
     assert_null(tgc_module_get(m, "x"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_get: 'x': module 'encoder' has no parameter or buffer 'x'");
     assert_null(tgc_module_get_child(m, "x"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_get_child: 'x': module 'encoder' has no child 'x'");
+    tgc_clear_error();
     tgc_module_free(m);
 
     /* the name is copied */
@@ -160,10 +165,13 @@ static void test_param_and_buffer(void **state)
     assert_ptr_equal(tgc_module_get(m, "weight"), w);
     assert_ptr_equal(tgc_module_get(m, "running"), rm);
     assert_ptr_equal(tgc_module_get(m, "half"), hb);
+    assert_int_equal(tgc_last_status(), TGC_OK);
     assert_null(tgc_module_get(m, "bias"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "has no parameter or buffer 'bias'");
     assert_null(tgc_module_get(m, NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_get: name is NULL");
+    tgc_clear_error();
     assert_int_equal(tgc_module_num_tensors(m), 3);
-    assert_int_equal(tgc_last_status(), TGC_OK); /* lookups that miss set no error */
 
     /* module tensors do not belong to a scope: a pop leaves them alone */
     tgc_scope_push();
@@ -226,9 +234,15 @@ static void test_children(void **state)
     assert_int_equal(tgc_module_child(a, "leaf", leaf), TGC_OK);
     assert_ptr_equal(tgc_module_get_child(root, "0"), a);
     assert_ptr_equal(tgc_module_get_child(root, "1"), b);
-    assert_null(tgc_module_get_child(root, "leaf")); /* local names only */
+    assert_null(tgc_module_get_child(root, "leaf")); /* a name is a path from root */
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "module 'root' has no child 'leaf'");
     assert_ptr_equal(tgc_module_get_child(a, "leaf"), leaf);
+    assert_ptr_equal(tgc_module_get_child(root, "0.leaf"), leaf);
     assert_null(tgc_module_get(root, "0")); /* children are not tensors */
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_get: '0': module 'root' has no parameter or buffer '0' (it is a "
+                "child module: tgc_module_get_child)");
+    tgc_clear_error();
     assert_non_null(tgc_module_param(leaf, "w", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu())));
     assert_non_null(tgc_module_buffer(b, "r", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu())));
     assert_non_null(tgc_module_param(root, "p", tgc_ones(SHAPE(2), TGC_F32, tgc_cpu())));
@@ -748,6 +762,106 @@ static void test_free_attached_child_is_refused(void **state)
     tgc_module_free(p);
 }
 
+/* Dotted paths (PyTorch's state_dict names) reach tensors, children and attributes below a
+ * module; a miss names the part that is missing. */
+static void test_dotted_paths(void **state)
+{
+    (void)state;
+    tgc_module *net = build(base_v, NULL);
+    tgc_module *fc1 = tgc_module_get_child(net, "fc1");
+    assert_non_null(fc1);
+    assert_ptr_equal(tgc_module_get(net, "fc1.weight"), tgc_module_get(fc1, "weight"));
+    assert_ptr_equal(tgc_module_get(net, "bn.running_mean"),
+                     tgc_module_get(tgc_module_get_child(net, "bn"), "running_mean"));
+    tgc_module *deep = tgc_module_create("deep", NULL);
+    assert_int_equal(tgc_module_child(fc1, "inner", deep), TGC_OK);
+    assert_non_null(tgc_module_param(deep, "w", full(SHAPE(2), 1.0, TGC_F32)));
+    assert_int_equal(tgc_module_set_f64(deep, "scale", 0.5), TGC_OK);
+    assert_ptr_equal(tgc_module_get_child(net, "fc1.inner"), deep);
+    assert_ptr_equal(tgc_module_get(net, "fc1.inner.w"), tgc_module_get(deep, "w"));
+    double scale = 0;
+    assert_int_equal(tgc_module_attr_f64(net, "fc1.inner.scale", &scale), TGC_OK);
+    assert_true(scale == 0.5);
+    assert_int_equal(tgc_last_status(), TGC_OK);
+
+    assert_null(tgc_module_get(net, "fc3.weight"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_get: 'fc3.weight': module 'net' has no child 'fc3'");
+    assert_null(tgc_module_get(net, "fc1.inner.v"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_get: 'fc1.inner.v': module 'deep' has no parameter or buffer 'v'");
+    assert_null(tgc_module_get(net, "fc1."));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "module 'fc1' has no parameter or buffer ''");
+    assert_null(tgc_module_get(net, ".weight"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "module 'net' has no child ''");
+    assert_null(tgc_module_get_child(net, "fc1.weight"));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_get_child: 'fc1.weight': module 'fc1' has no child 'weight' (it is "
+                "a tensor: tgc_module_get)");
+    scale = 7;
+    check_error(tgc_module_attr_f64(net, "fc2.inner.scale", &scale), TGC_ERR_INVALID_ARG,
+                "tgc_module_attr_f64: 'fc2.inner.scale': module 'fc2' has no child 'inner'");
+    check_error(tgc_module_attr_f64(net, "fc1.inner.gone", &scale), TGC_ERR_INVALID_ARG,
+                "tgc_module_attr_f64: module 'deep' has no attribute 'gone'");
+    assert_true(scale == 7);
+    tgc_module_free(net);
+}
+
+/* The tree's tensors listed by index: pre-order, dotted names, kinds; the same names and
+ * order tgc_module_save writes. */
+static void test_list_tensors(void **state)
+{
+    (void)state;
+    tgc_module *net = build(base_v, NULL);
+    static const char *const names[] = {"scale", "fc1.weight", "fc1.bias", "bn.running_mean",
+                                        "fc2.weight"};
+    static const int buffers[] = {0, 0, 0, 1, 0};
+    assert_int_equal(tgc_module_num_tensors(net), 5);
+    for (int i = 0; i < 5; i++) {
+        int is_buffer = -1;
+        tgc_tensor *t = tgc_module_tensor_at(net, i, &is_buffer);
+        assert_non_null(t);
+        assert_ptr_equal(t, tgc_module_get(net, names[i]));
+        assert_int_equal(is_buffer, buffers[i]);
+        assert_ptr_equal(tgc_module_tensor_at(net, i, NULL), t);
+        int len = tgc_module_tensor_name(net, i, NULL, 0);
+        assert_int_equal(len, (int)strlen(names[i]));
+        char buf[64];
+        assert_int_equal(tgc_module_tensor_name(net, i, buf, sizeof buf), len);
+        assert_string_equal(buf, names[i]);
+        /* snprintf-style truncation */
+        char small[5];
+        assert_int_equal(tgc_module_tensor_name(net, i, small, sizeof small), len);
+        assert_int_equal(strlen(small), len < 4 ? len : 4);
+        assert_memory_equal(small, names[i], strlen(small));
+    }
+    tgc_tensor *w = tgc_module_tensor_at(net, 1, NULL);
+    assert_int_equal(tgc_dtype_of(w), TGC_F32);
+    assert_int_equal(tgc_ndim(w), 2);
+    assert_int_equal(tgc_size(w, 0), 4);
+    assert_int_equal(tgc_size(w, 1), 3);
+    /* a subtree names from itself */
+    char buf[64];
+    tgc_module *fc1 = tgc_module_get_child(net, "fc1");
+    assert_int_equal(tgc_module_tensor_name(fc1, 1, buf, sizeof buf), 4);
+    assert_string_equal(buf, "bias");
+    assert_int_equal(tgc_last_status(), TGC_OK);
+
+    assert_null(tgc_module_tensor_at(net, 5, NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG,
+                "tgc_module_tensor_at: index 5 is out of range: module 'net' has 5 tensors");
+    assert_null(tgc_module_tensor_at(net, -1, NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "index -1 is out of range");
+    assert_int_equal(tgc_module_tensor_name(net, 7, buf, sizeof buf), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_tensor_name: index 7");
+    assert_int_equal(tgc_module_tensor_name(net, 0, NULL, 8), -1);
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "buf is NULL with n = 8");
+    assert_null(tgc_module_tensor_at(NULL, 0, NULL));
+    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "tgc_module_tensor_at: module is NULL");
+    tgc_module_free(net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -756,6 +870,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_param_bad_args, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_children, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_child_errors, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_dotted_paths, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_list_tensors, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_training, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_module_to, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_signature_equal_for_equal_structure, scoped_setup,
