@@ -379,7 +379,8 @@ MODEL(fn_f64_attention)
     (void)self, (void)n_in, (void)n_out;
     out[0] = tgc_exp(tgc_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.0, 1, 0.0));
     out[1] = tgc_argmax(in[3], 0, 0);
-    return all_set(out, 2);
+    out[2] = tgc_mul_scalar(in[4], 3.0); /* the llvm scalar ops are float ops */
+    return all_set(out, 3);
 }
 
 static void explain_lists_each_interp_step_with_its_reason(void **state)
@@ -387,18 +388,21 @@ static void explain_lists_each_interp_step_with_its_reason(void **state)
     (void)state;
     static log_sink sink;
     tgc_fn *f = compile_logged(fn_f64_attention, "f64_attention", &sink);
-    tgc_tensor *in[4] = {normal(SHAPE(2, 5, 3), TGC_F64), normal(SHAPE(2, 6, 3), TGC_F64),
-                         normal(SHAPE(2, 6, 4), TGC_F64), normal(SHAPE(7, 3), TGC_F32)};
-    expect_call(f, fn_f64_attention, "f64_attention", in, 4, 2, 1);
+    tgc_tensor *in[5] = {normal(SHAPE(2, 5, 3), TGC_F64), normal(SHAPE(2, 6, 3), TGC_F64),
+                         normal(SHAPE(2, 6, 4), TGC_F64), normal(SHAPE(7, 3), TGC_F32),
+                         from_f64((const double[]){1, -2, 3, 4, 5}, SHAPE(5), TGC_I32)};
+    expect_call(f, fn_f64_attention, "f64_attention", in, 5, 3, 1);
     char *e = tgc_fn_explain(f);
     assert_non_null(e);
-    const char *steps = strstr(e, "2 steps on interp:\n");
+    const char *steps = strstr(e, "3 steps on interp:\n");
     if (!steps)
         fail_msg("explain lacks the interp steps:\n%s", e);
     const char *sdpa = strstr(steps, ": scaled_dot_product_attention f64[2, 5, 4] on interp: "
                                      "attention is native on llvm in f32 only\n");
     const char *am = strstr(steps, ": argmax i64[3] on interp: no llvm kernel for this op\n");
-    if (!sdpa || !am)
+    const char *ms = strstr(steps, ": mul_scalar i32[5] on interp: no llvm kernel for this op "
+                                   "with these dtypes\n");
+    if (!sdpa || !am || !ms)
         fail_msg("explain lacks a step or its reason:\n%s", e);
     assert_null(strstr(e, "no step on interp"));
     tgc_free(e);

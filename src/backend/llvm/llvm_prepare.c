@@ -186,7 +186,7 @@ const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node)
                    : "the llvm pool kernels take f32 and f64 only";
     case LP_TEMPLATE:
         return "the llvm GEMM and conv templates take f32 operands whose views they can stride "
-               "through";
+               "through and whose batch dims flatten into one";
     case LP_RANDOM: return "the llvm random draws make float dtypes only";
     case LP_INDEX: return "the llvm arange kernels make i32, i64, f32 and f64 only";
     case LP_INTERP:
