@@ -100,6 +100,20 @@ static int32_t arange_value(kir_kernel *k, const tgc_node *nd, const kir_access 
     return v < 0 ? -1 : kir_add_val(k, &o);
 }
 
+/* Node i reads its operands through read_value (so it can compute them where it reads
+ * them): members of loop groups but windows, which load their taps themselves, and template
+ * epilogue members (the template's own operands are buffers). */
+static int reads_through_values(const tgc_graph *g, const tgc_fusion *f, int32_t i)
+{
+    if (f->group_of[i] < 0)
+        return 0;
+    const tgc_group *gr = &f->groups[f->group_of[i]];
+    tgc_op op = g->nodes[i].op;
+    if (gr->kind == TGC_GROUP_LOOP)
+        return op != TGC_OP_MAX_POOL2D && op != TGC_OP_AVG_POOL2D;
+    return gr->kind == TGC_GROUP_TEMPLATE && i != gr->anchor;
+}
+
 uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
 {
     uint8_t *m = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
@@ -117,9 +131,7 @@ uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
             continue;
         for (int k = 0; k < nd->n_in; k++) {
             int32_t u = nd->in[k], b = base[u];
-            int computes =
-                f->group_of[i] >= 0 && f->groups[f->group_of[i]].kind != TGC_GROUP_OPAQUE;
-            if (computes && computed_where_read(g, f, u, RECOMPUTE_DEPTH))
+            if (reads_through_values(g, f, i) && computed_where_read(g, f, u, RECOMPUTE_DEPTH))
                 continue;
             if (f->group_of[b] != f->group_of[i] || u != b || f->group_of[i] < 0)
                 m[b] = 1;
