@@ -18,6 +18,7 @@
 #include "ir/graph.h"
 #include "kir/schedule.h"
 #include "passes/fuse.h"
+#include "support/strbuf.h"
 #include "tgc/config.h"
 
 typedef struct tgc_exec_args {
@@ -112,6 +113,11 @@ typedef struct tgc_backend {
     /* Optional (with run_node): 1 when run_node has a kernel for nd, so the compile can say
      * which opaque steps really go through interp (and the host). */
     int (*node_supported)(const tgc_node *nd);
+    /* Optional: why its fusion hooks left node `node` of g (the prepared graph) OPAQUE with no
+     * kernel of its own (a static phrase: "no llvm kernel for this op", "attention is native
+     * in f32 only"); NULL: no reason known. Named with each interp step on the perf channel
+     * and in tgc_fn_explain. */
+    const char *(*opaque_reason)(const tgc_graph *g, int32_t node);
     /* Optional (device backends): makes `stream` (cfg.cuda_stream) the calling thread's
      * stream for dev for the rest of one call and returns the stream it replaces, which the
      * executor hands back at the end of the call. */
@@ -147,6 +153,12 @@ int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact);
  * for the sizes of its latest call); 0 for graph runners and before the first call. */
 size_t tgc_backend_arena_bytes(const tgc_backend *b, void *artifact);
 void tgc_backend_release(const tgc_backend *b, void *artifact);
+/* Appends one line per step of a compiled plan that runs on interp ("<indent>step 3:
+ * var f64[s0, 8] on interp: <why>\n"): the real fallbacks, not the steps the backend runs
+ * with its own kernels (node_supported) nor the executor's own copies (ASSIGN). Returns how
+ * many; 0 for graph runners, which have no fallback steps. */
+int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
+                                   const char *indent);
 
 /* Writes text to "<cfg->dump_dir>/<name>.<suffix>" when cfg has a dump folder (the driver's
  * graph and kernel-IR dumps, a backend's code text). Best effort: a file that cannot be

@@ -78,28 +78,75 @@ static void log_graph(const tgc_plan *p, const tgc_fusion *fu, const tgc_config 
     free(t);
 }
 
-/* One perf line per op the backend hands to interp in this variant. */
+/* Step si of p runs a node on interp or the backend's own kernel for it (not a kernel of the
+ * plan, nor the executor's copy of an ASSIGN). */
+static int opaque_step(const tgc_plan *p, int si)
+{
+    return p->steps[si].kernel < 0 && p->g->nodes[p->steps[si].node].op != TGC_OP_ASSIGN;
+}
+
+static int runs_native(const tgc_backend *b, const tgc_node *nd)
+{
+    return b->node_supported && b->node_supported(nd);
+}
+
+/* Why the node of an interp step has no kernel on its backend; NULL: no reason known. */
+static const char *fallback_reason(const tgc_plan *p, int32_t node)
+{
+    return p->backend->opaque_reason ? p->backend->opaque_reason(p->g, node) : NULL;
+}
+
+int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
+                                   const char *indent)
+{
+    const tgc_plan *p = artifact;
+    if (b->graph || !p)
+        return 0;
+    int n = 0;
+    for (int si = 0; si < p->n_steps; si++) {
+        if (!opaque_step(p, si) || runs_native(b, &p->g->nodes[p->steps[si].node]))
+            continue;
+        const tgc_node *nd = &p->g->nodes[p->steps[si].node];
+        tgc_sb_printf(sb, "%sstep %d: %s %s[", indent, si, tgc_op_name(nd->op),
+                      tgc_dtype_name(nd->out.dtype));
+        for (int d = 0; d < nd->out.ndim; d++) {
+            char dim[64];
+            tgc_sym_format(p->g->syms, nd->out.shape[d], dim, sizeof dim);
+            tgc_sb_printf(sb, "%s%s", d ? ", " : "", dim);
+        }
+        const char *why = fallback_reason(p, p->steps[si].node);
+        if (why)
+            tgc_sb_printf(sb, "] on interp: %s\n", why);
+        else
+            tgc_sb_printf(sb, "] on interp: the %s backend has no kernel for it\n", b->name);
+        n++;
+    }
+    return n;
+}
+
+/* One perf line per op the backend hands to interp (or runs unfused on its own kernel) in
+ * this variant. */
 static void log_fallbacks(const tgc_plan *p, const tgc_config *cfg, const char *name)
 {
     if (!(cfg->log & TGC_LOG_PERF))
         return;
     const tgc_backend *b = p->backend;
     for (int si = 0; si < p->n_steps; si++) {
-        if (p->steps[si].kernel >= 0)
+        if (!opaque_step(p, si))
             continue;
         const tgc_node *nd = &p->g->nodes[p->steps[si].node];
-        int native = b->node_supported && b->node_supported(nd);
+        int native = runs_native(b, nd);
         int first = 1, count = 0;
         for (int j = 0; j < p->n_steps; j++) {
             const tgc_node *o = &p->g->nodes[p->steps[j].node];
-            if (p->steps[j].kernel < 0 && o->op == nd->op &&
-                (b->node_supported && b->node_supported(o)) == native) {
+            if (opaque_step(p, j) && o->op == nd->op && runs_native(b, o) == native) {
                 first &= j >= si;
                 count++;
             }
         }
         if (!first)
             continue;
+        const char *why = fallback_reason(p, p->steps[si].node);
         if (native)
             tgc_log_msg(cfg, TGC_LOG_PERF,
                         "tgc: '%s' runs %s through the %s backend's own kernel, unfused (%d "
@@ -108,8 +155,9 @@ static void log_fallbacks(const tgc_plan *p, const tgc_config *cfg, const char *
         else
             tgc_log_msg(cfg, TGC_LOG_PERF,
                         "tgc: '%s' runs %s on interp (%d node%s): the %s backend has no "
-                        "kernel for it%s",
+                        "kernel for it%s%s%s%s",
                         name, tgc_op_name(nd->op), count, count == 1 ? "" : "s", b->name,
+                        why ? " (" : "", why ? why : "", why ? ")" : "",
                         p->device.type == TGC_DEVICE_CPU ? "" : "; its data is staged to the host");
     }
 }

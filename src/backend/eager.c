@@ -165,7 +165,7 @@ static int eager_candidate(const tgc_backend *b, tgc_op op)
     case TGC_KIND_REDUCE: return op != TGC_OP_ARGMAX;
     case TGC_KIND_NORM: return 1;
     case TGC_KIND_POOL: return 1;      /* adaptive pools other than 1x1 fall back by kernel count */
-    case TGC_KIND_ATTENTION: return 1; /* without dropout or causal: GEMMs and a softmax */
+    case TGC_KIND_ATTENTION: return 1; /* f32: GEMMs, a softmax, causal mask and dropout */
     case TGC_KIND_NN: return op == TGC_OP_LAYER_NORM;
     case TGC_KIND_GRAD: return 1; /* the backend's own kernels (run_node) where it has them */
     default: return 0;

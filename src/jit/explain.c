@@ -37,6 +37,15 @@ char *tgc_fn_explain(const tgc_fn *cf)
             tgc_sb_printf(&sb, "  %d graph nodes, %d kernels (%s backend, on %s)\n",
                           v->graph->n_nodes, tgc_backend_kernel_count(v->backend, v->artifact),
                           v->backend->name, tgc_format_device(v->device, d, sizeof d));
+            tgc_strbuf fb = {0};
+            int n_fb = tgc_backend_describe_fallbacks(v->backend, v->artifact, &fb, "    ");
+            char *fb_text = tgc_sb_take(&fb);
+            if (n_fb)
+                tgc_sb_printf(&sb, "  %d step%s on interp:\n%s", n_fb, n_fb == 1 ? "" : "s",
+                              fb_text ? fb_text : "");
+            else if (!v->backend->graph)
+                tgc_sb_puts(&sb, "  no step on interp\n");
+            tgc_free(fb_text);
             int writes = 0, grads = 0, reduces = 0;
             double reduce_mib = 0;
             for (int32_t i = 0; i < v->graph->n_nodes; i++) {

@@ -60,6 +60,8 @@ tgc_status kir_args_collect(const kir_kernel *k, kir_args *a)
         ok &= collect_access(a, k, &k->stores[i].at);
     for (int i = 0; i < k->n_rands; i++)
         ok &= collect_access(a, k, &k->rands[i].at);
+    for (int i = 0; i < k->n_iotas; i++)
+        ok &= collect_access(a, k, &k->iotas[i]);
     for (int i = 0; i < k->n_vals; i++)
         if (k->vals[i].kind == KV_SIZE)
             ok &= slot_add(a, k->vals[i].sdim);

@@ -31,6 +31,7 @@ void kir_kernel_free(kir_kernel *k)
     free(k->stores);
     free(k->bufs);
     free(k->rands);
+    free(k->iotas);
     free(k);
 }
 
@@ -80,6 +81,13 @@ int32_t kir_add_store(kir_kernel *k, const kir_store *s)
 int32_t kir_add_rand(kir_kernel *k, const kir_rand *r)
 {
     return push((void **)&k->rands, &k->n_rands, &k->cap_rands, sizeof *r, r);
+}
+
+int32_t kir_add_index_val(kir_kernel *k, const kir_access *at)
+{
+    int32_t ii = push((void **)&k->iotas, &k->n_iotas, &k->cap_iotas, sizeof *at, at);
+    kir_val v = {.kind = KV_INDEX, .dtype = TGC_I64, .index = ii};
+    return ii < 0 ? -1 : kir_add_val(k, &v);
 }
 
 int32_t kir_buf_of(kir_kernel *k, int32_t value, tgc_dtype dt, int written)
@@ -210,6 +218,10 @@ char *kir_kernel_to_text(const kir_kernel *k, const tgc_symtab *syms)
             tgc_sb_printf(&sb, ") of %%%d", r->node);
             break;
         }
+        case KV_INDEX:
+            tgc_sb_puts(&sb, "index ");
+            put_index(&sb, k, syms, &k->iotas[v->index]);
+            break;
         case KV_OP:
             tgc_sb_printf(&sb, "%s(", tgc_op_name(v->op));
             for (int j = 0; j < v->n_in; j++)

@@ -38,7 +38,9 @@ typedef enum {
     KV_OP,    /* a pointwise graph op over in[0..n_in) with attrs f[] */
     KV_ACC,   /* the value of accumulator acc (LOOP: a finished reduction; GEMM: the sum) */
     KV_SIZE,  /* the symbolic dim sdim, as a number (a mean's count) */
-    KV_RAND   /* draw rands[index] at this element: a float of dtype (see kir_rand_dist) */
+    KV_RAND,  /* draw rands[index] at this element: a float of dtype (see kir_rand_dist) */
+    KV_INDEX  /* the element's position (off + sum stride * var) in iotas[index], as a number
+               * (an arange computed where it is read, never loaded) */
 } kir_vkind;
 
 /* What a KV_RAND value computes from bits = tgc_philox_bits(seed, base + index):
@@ -57,7 +59,8 @@ typedef struct kir_val {
     int n_in;
     int32_t in[3];
     double f[2];        /* SCALAR ops: scalar (CLAMP: lo, hi) */
-    int32_t index;      /* KV_LOAD: load id; KV_ACC: accumulator id; KV_RAND: draw id */
+    int32_t index;      /* KV_LOAD: load id; KV_ACC: accumulator id; KV_RAND: draw id;
+                         * KV_INDEX: iota id */
     kir_rand_dist dist; /* KV_RAND */
     double cval;
     tgc_sdim sdim;
@@ -150,6 +153,8 @@ typedef struct kir_kernel {
     int n_bufs, cap_bufs;
     kir_rand *rands; /* in graph node order */
     int n_rands, cap_rands;
+    kir_access *iotas; /* KV_INDEX positions (the buf field unused) */
+    int n_iotas, cap_iotas;
 
     kir_template tpl; /* GEMM / CONV */
     int32_t result;   /* GEMM / CONV: the epilogue's result val (-1: the accumulator) */
@@ -163,6 +168,8 @@ int32_t kir_add_load(kir_kernel *k, const kir_load *l);
 int32_t kir_add_reduce(kir_kernel *k, const kir_reduce *r);
 int32_t kir_add_store(kir_kernel *k, const kir_store *s);
 int32_t kir_add_rand(kir_kernel *k, const kir_rand *r);
+/* Adds iota `at` and the KV_INDEX value (i64) reading it; returns the value id. */
+int32_t kir_add_index_val(kir_kernel *k, const kir_access *at);
 /* Adds load l and the KV_LOAD value reading it; returns the value id. */
 int32_t kir_add_load_val(kir_kernel *k, const kir_load *l);
 /* The buffer id of graph value `value` in k (added when absent). */

@@ -12,6 +12,7 @@
 
 #include "ir/view_access.h"
 #include "kir/lower.h"
+#include "passes/passes.h"
 #include "support/error.h"
 
 typedef struct lctx {
@@ -24,12 +25,93 @@ typedef struct lctx {
     int32_t *val_of;
     const uint8_t *mat;
     int var_of_dim[TGC_MAX_DIMS];
+    const struct tpl_geo *geo; /* a template's epilogue: the accesses are its vars' */
 } lctx;
 
 static int is_reduce_op(tgc_op op)
 {
     return op == TGC_OP_SUM || op == TGC_OP_MEAN || op == TGC_OP_MAX ||
            op == TGC_OP_ADAPTIVE_AVG_POOL2D;
+}
+
+/* An arange its backend computes in a loop kernel: every kernel reading it computes its
+ * values from the read's position instead of loading them (arange_value). */
+static int inlined_arange(const tgc_graph *g, const tgc_fusion *f, int32_t b)
+{
+    return g->nodes[b].op == TGC_OP_ARANGE && f->group_of[b] >= 0 &&
+           f->groups[f->group_of[b]].kind == TGC_GROUP_LOOP;
+}
+
+static int32_t view_base(const tgc_graph *g, int32_t u)
+{
+    while (tgc_is_view_op(g->nodes[u].op))
+        u = g->nodes[u].in[0];
+    return u;
+}
+
+static int recomputable(const tgc_graph *g, const tgc_fusion *f, int32_t b, int depth);
+
+/* Value u is computed where it is read, never loaded: an arange computed natively (through
+ * any view: its element is an affine function of the read's position), or a pointwise node
+ * over such values (a causal mask's j > i), read without a view, so the reader's
+ * right-aligned broadcast lines its dims up with the node's and with its operands'. */
+static int computed_where_read(const tgc_graph *g, const tgc_fusion *f, int32_t u, int depth)
+{
+    int32_t b = view_base(g, u);
+    return inlined_arange(g, f, b) || (u == b && recomputable(g, f, b, depth));
+}
+
+/* A pointwise node of a loop group whose operands are all computed where they are read
+ * (depth bounds the expression recomputed at each read). */
+static int recomputable(const tgc_graph *g, const tgc_fusion *f, int32_t b, int depth)
+{
+    const tgc_node *nd = &g->nodes[b];
+    if (depth <= 0 || nd->n_in == 0 || nd->n_in > 3 || f->group_of[b] < 0 ||
+        f->groups[f->group_of[b]].kind != TGC_GROUP_LOOP || tgc_node_effects(nd) ||
+        (nd->flags & TGC_NODE_MUTATES) || is_reduce_op(nd->op) || nd->op == TGC_OP_MAX_POOL2D ||
+        nd->op == TGC_OP_AVG_POOL2D || nd->op == TGC_OP_RAND || nd->op == TGC_OP_DROPOUT)
+        return 0;
+    for (int k = 0; k < nd->n_in; k++)
+        if (!computed_where_read(g, f, nd->in[k], depth - 1))
+            return 0;
+    return 1;
+}
+
+#define RECOMPUTE_DEPTH 4
+
+/* Element `at` of arange node nd, as interp computes it (k_create.c): f[0] + i * f[1] in
+ * double, converted once to the node's dtype. */
+static int32_t arange_value(kir_kernel *k, const tgc_node *nd, const kir_access *at)
+{
+    int32_t i = kir_add_index_val(k, at);
+    const double start = nd->attrs.f[0], step = nd->attrs.f[1];
+    if (i < 0 || (nd->out.dtype == TGC_I64 && start == 0.0 && step == 1.0))
+        return i;
+    kir_val d = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = TGC_F64, .n_in = 1, .in = {i}};
+    int32_t v = kir_add_val(k, &d);
+    kir_val m = {.kind = KV_OP, .op = TGC_OP_MUL_SCALAR, .dtype = TGC_F64, .n_in = 1, .f = {step}};
+    m.in[0] = v;
+    v = v < 0 ? -1 : kir_add_val(k, &m);
+    kir_val a = {.kind = KV_OP, .op = TGC_OP_ADD_SCALAR, .dtype = TGC_F64, .n_in = 1, .f = {start}};
+    a.in[0] = v;
+    v = v < 0 ? -1 : kir_add_val(k, &a);
+    kir_val o = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = nd->out.dtype, .n_in = 1};
+    o.in[0] = v;
+    return v < 0 ? -1 : kir_add_val(k, &o);
+}
+
+/* Node i reads its operands through read_value (so it can compute them where it reads
+ * them): members of loop groups but windows, which load their taps themselves, and template
+ * epilogue members (the template's own operands are buffers). */
+static int reads_through_values(const tgc_graph *g, const tgc_fusion *f, int32_t i)
+{
+    if (f->group_of[i] < 0)
+        return 0;
+    const tgc_group *gr = &f->groups[f->group_of[i]];
+    tgc_op op = g->nodes[i].op;
+    if (gr->kind == TGC_GROUP_LOOP)
+        return op != TGC_OP_MAX_POOL2D && op != TGC_OP_AVG_POOL2D;
+    return gr->kind == TGC_GROUP_TEMPLATE && i != gr->anchor;
 }
 
 uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
@@ -49,6 +131,8 @@ uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
             continue;
         for (int k = 0; k < nd->n_in; k++) {
             int32_t u = nd->in[k], b = base[u];
+            if (reads_through_values(g, f, i) && computed_where_read(g, f, u, RECOMPUTE_DEPTH))
+                continue;
             if (f->group_of[b] != f->group_of[i] || u != b || f->group_of[i] < 0)
                 m[b] = 1;
         }
@@ -272,36 +356,27 @@ static void node_dims(const lctx *c, const tgc_vinfo *v, int *dd)
             dd[j++] = d;
 }
 
-static int32_t add_load(lctx *c, int32_t u, const tgc_vinfo *node_shape)
+/* The access reading value u at shape node_shape (right-aligned broadcast): over the loop
+ * kernel's vars, or in a template's epilogue over its vars (batch, m, n). 0 when the view
+ * is not affine. */
+static int read_access(lctx *c, int32_t u, const tgc_vinfo *node_shape, kir_access *at,
+                       int32_t *base)
 {
+    memset(at, 0, sizeof *at);
+    if (c->geo)
+        return epilogue_access(c->g, c->geo, node_shape, u, at, base);
     tgc_sdim st[TGC_MAX_DIMS], off;
-    int32_t base;
     int dd[TGC_MAX_DIMS];
-    if (!broadcast_strides(c->g, u, node_shape, &base, &off, st)) {
-        tgc_set_error(TGC_ERR_INTERNAL,
-                      "tgc lower: value %%%d is read through a view that "
-                      "is not affine",
-                      u);
-        return -1;
-    }
+    if (!broadcast_strides(c->g, u, node_shape, base, &off, st))
+        return 0;
     node_dims(c, node_shape, dd);
-    kir_load ld = {0};
-    ld.at.buf = kir_buf_of(c->k, base, c->g->nodes[base].out.dtype, 0);
-    ld.at.off = off;
+    at->off = off;
     /* a size-1 dim of the node is index 0 whatever var walks its domain dim (a row-shaped
      * node keeps the reduced dims as 1 while their inner vars run): it adds no stride */
     for (int j = 0; j < node_shape->ndim; j++)
         if (!tgc_sdim_is(st[j], 0) && !tgc_sdim_is(node_shape->shape[j], 1))
-            ld.at.stride[c->var_of_dim[dd[j]]] = st[j];
-    ld.dtype = c->g->nodes[base].out.dtype;
-    return kir_add_load_val(c->k, &ld);
-}
-
-static int32_t operand(lctx *c, int32_t u, const tgc_vinfo *node_shape)
-{
-    if (c->f->group_of[u] == (int)(c->gr - c->f->groups) && c->val_of[u] >= 0)
-        return c->val_of[u];
-    return add_load(c, u, node_shape);
+            at->stride[c->var_of_dim[dd[j]]] = st[j];
+    return 1;
 }
 
 static int32_t add_op(lctx *c, const tgc_node *nd, const int32_t *ins)
@@ -312,6 +387,43 @@ static int32_t add_op(lctx *c, const tgc_node *nd, const int32_t *ins)
     v.f[0] = nd->attrs.f[0];
     v.f[1] = nd->attrs.f[1];
     return kir_add_val(c->k, &v);
+}
+
+/* Value u read at shape node_shape from outside the group: a load, or the value computed
+ * right there when it is one (computed_where_read). */
+static int32_t read_value(lctx *c, int32_t u, const tgc_vinfo *node_shape, int depth)
+{
+    const tgc_graph *g = c->g;
+    int32_t b = view_base(g, u);
+    if (u == b && !inlined_arange(g, c->f, b) && recomputable(g, c->f, b, depth)) {
+        const tgc_node *nd = &g->nodes[b];
+        int32_t ins[3];
+        for (int j = 0; j < nd->n_in; j++)
+            if ((ins[j] = read_value(c, nd->in[j], node_shape, depth - 1)) < 0)
+                return -1;
+        return add_op(c, nd, ins);
+    }
+    kir_load ld = {0};
+    int32_t base;
+    if (!read_access(c, u, node_shape, &ld.at, &base)) {
+        tgc_set_error(TGC_ERR_INTERNAL,
+                      "tgc lower: value %%%d is read through a view that is "
+                      "not affine",
+                      u);
+        return -1;
+    }
+    if (inlined_arange(g, c->f, base))
+        return arange_value(c->k, &g->nodes[base], &ld.at);
+    ld.at.buf = kir_buf_of(c->k, base, g->nodes[base].out.dtype, 0);
+    ld.dtype = g->nodes[base].out.dtype;
+    return kir_add_load_val(c->k, &ld);
+}
+
+static int32_t operand(lctx *c, int32_t u, const tgc_vinfo *node_shape)
+{
+    if (c->f->group_of[u] == (int)(c->gr - c->f->groups) && c->val_of[u] >= 0)
+        return c->val_of[u];
+    return read_value(c, u, node_shape, RECOMPUTE_DEPTH);
 }
 
 /* A max / avg pool over the last two dims: one guarded load per window tap, combined in
@@ -485,7 +597,7 @@ static int add_store(lctx *c, int32_t i, int32_t val, int phase)
  * on OOM. */
 static kir_access **accesses(kir_kernel *k, int *n)
 {
-    int cap = k->n_stores + k->n_rands;
+    int cap = k->n_stores + k->n_rands + k->n_iotas;
     for (int i = 0; i < k->n_loads; i++)
         cap += 1 + k->loads[i].n_guards;
     kir_access **out = malloc((size_t)(cap ? cap : 1) * sizeof *out);
@@ -501,6 +613,8 @@ static kir_access **accesses(kir_kernel *k, int *n)
         out[(*n)++] = &k->stores[i].at;
     for (int i = 0; i < k->n_rands; i++)
         out[(*n)++] = &k->rands[i].at;
+    for (int i = 0; i < k->n_iotas; i++)
+        out[(*n)++] = &k->iotas[i];
     return out;
 }
 
@@ -591,6 +705,10 @@ static tgc_status lower_loop(lctx *c)
         } else if (nd->op == TGC_OP_RAND) {
             v = add_rand(c, i, nd->attrs.f[0] != 0 ? KIR_RAND_NORMAL : KIR_RAND_UNIFORM,
                          nd->out.dtype);
+        } else if (nd->op == TGC_OP_ARANGE) {
+            kir_access at = {0};
+            own_access(c, &nd->out, &at);
+            v = arange_value(k, nd, &at);
         } else if (nd->op == TGC_OP_DROPOUT) {
             int32_t x = operand(c, nd->in[0], &nd->out);
             v = x < 0 ? -1 : lower_dropout(c, i, x);
@@ -643,6 +761,7 @@ static tgc_status lower_template(lctx *c)
                              tgc_op_name(tn->op));
     k->kind = tn->op == TGC_OP_CONV2D ? KIR_CONV : KIR_GEMM;
     k->tpl = geo.t;
+    c->geo = &geo;
     const tgc_dtype dt = k->tpl.dtype;
     k->tpl.a = kir_buf_of(k, geo.a_base, dt, 0);
     k->tpl.b = kir_buf_of(k, geo.b_base, dt, 0);
@@ -677,15 +796,8 @@ static tgc_status lower_template(lctx *c)
                 ins[j] = c->val_of[u];
                 continue;
             }
-            kir_load ld = {0};
-            int32_t base;
-            if (!epilogue_access(g, &geo, S, u, &ld.at, &base))
-                return tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: epilogue operand %%%d", u);
-            ld.at.buf = kir_buf_of(k, base, g->nodes[base].out.dtype, 0);
-            ld.dtype = g->nodes[base].out.dtype;
-            ins[j] = kir_add_load_val(k, &ld);
-            if (ins[j] < 0)
-                return tgc_keep_error(TGC_ERR_OOM, "tgc lower: out of memory");
+            if ((ins[j] = read_value(c, u, S, RECOMPUTE_DEPTH)) < 0)
+                return tgc_keep_error(TGC_ERR_INTERNAL, "tgc lower: epilogue operand %%%d", u);
         }
         if ((c->val_of[i] = add_op(c, nd, ins)) < 0)
             return tgc_keep_error(TGC_ERR_OOM, "tgc lower: out of memory");
@@ -709,7 +821,8 @@ tgc_status kir_lower_group(const tgc_graph *g, const tgc_fusion *f, int gid,
               kir_kernel_new(KIR_LOOP),
               malloc((size_t)g->n_nodes * sizeof(int32_t)),
               materialized,
-              {0}};
+              {0},
+              NULL};
     if (!c.k || !c.val_of) {
         kir_kernel_free(c.k);
         free(c.val_of);

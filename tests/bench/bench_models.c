@@ -2,12 +2,17 @@
  *   resnet18_b64      torchvision ResNet18, 64 x 3 x 32 x 32 (examples/models/resnet18.h)
  *   bert_base_b8_s128 BERT-base encoder, batch 8, seq 128    (examples/models/bert.h)
  *   seed_cnn_b64      the seed's CNN, 64 x 3 x 32 x 32        (examples/models/seed_cnn.h)
+ *   attention_*       causal attention over q, k, v [4, 8, 512, 64], three ways:
+ *                     tgc_scaled_dot_product_attention(causal = 1), the same with causal = 0
+ *                     and a boolean lower-triangular mask, and written out as
+ *                     softmax(q k^T * scale + mask) v with an additive (0 / -inf) mask; then
+ *                     the ratios of the first two to the written-out form
  * and the cold compile time of ResNet18 inference: the first tgc_call's wall time (trace,
  * compile, run) minus one warm call (the fastest one timed). ResNet18 runs first so that nothing
  * before it has warmed the compiler.
  *
  *   bench_models [--threads 2] [--iters 5] [--warmup 3] [--budget 10] [--backend auto]
- *                [--only resnet18,bert,seed_cnn] [--bert-layers 12] [--json out.json]
+ *                [--only resnet18,bert,seed_cnn,attention] [--bert-layers 12] [--json out.json]
  *
  * Each figure is the median of --iters timed calls after --warmup calls; a measurement stops
  * early, after at least one timed call, once it has spent --budget seconds (the slow interp
@@ -16,6 +21,7 @@
  *   resnet18_b64  compiled 41.2 ms  eager 95.0 ms  eager/compiled 2.31x
  * Not a timed test: nothing here is run by ctest. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +240,71 @@ static int bench_seed_cnn(run_state *rs)
     return ok;
 }
 
+#define ATTN_B 4
+#define ATTN_H 8
+#define ATTN_L 512
+#define ATTN_E 64
+
+static tgc_status attn_causal(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                              int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    out[0] = tgc_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.0, 1, 0.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_status attn_bool_mask(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                 int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    out[0] = tgc_scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.0, 0, 0.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_status attn_written_out(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                   int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    tgc_tensor *s = tgc_mul_scalar(tgc_matmul(in[0], tgc_transpose(in[1], 2, 3)), 0.125);
+    out[0] = tgc_matmul(tgc_softmax(tgc_add(s, in[3]), 3), in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* The three attention workloads; the ratios compare them within this run. */
+static int bench_attention(run_state *rs)
+{
+    static float addmask[ATTN_L * ATTN_L];
+    static unsigned char boolmask[ATTN_L * ATTN_L];
+    for (int i = 0; i < ATTN_L; i++)
+        for (int j = 0; j < ATTN_L; j++) {
+            boolmask[i * ATTN_L + j] = j <= i;
+            addmask[i * ATTN_L + j] = j <= i ? 0.0f : -INFINITY;
+        }
+    tgc_manual_seed(1234);
+    tgc_scope_push();
+    const int64_t qs[4] = {ATTN_B, ATTN_H, ATTN_L, ATTN_E}, ms[2] = {ATTN_L, ATTN_L};
+    tgc_tensor *in[5] = {tgc_randn(qs, 4, TGC_F32, tgc_cpu()), tgc_randn(qs, 4, TGC_F32, tgc_cpu()),
+                         tgc_randn(qs, 4, TGC_F32, tgc_cpu()),
+                         tgc_from_data(boolmask, sizeof boolmask, ms, 2, TGC_BOOL, tgc_cpu()),
+                         tgc_from_data(addmask, sizeof addmask, ms, 2, TGC_F32, tgc_cpu())};
+    int ok = in[0] && in[1] && in[2] && in[3] && in[4];
+    int first = rs->n_results;
+    tgc_tensor *add_in[4] = {in[0], in[1], in[2], in[4]};
+    ok = ok && bench_workload(rs, "attention_causal", attn_causal, NULL, in, 3, 0);
+    ok = ok && bench_workload(rs, "attention_boolmask", attn_bool_mask, NULL, in, 4, 0);
+    ok = ok && bench_workload(rs, "attention_matmul", attn_written_out, NULL, add_in, 4, 0);
+    tgc_scope_pop();
+    if (ok && rs->n_results == first + 3) {
+        const result *c = &rs->results[first], *b = c + 1, *w = c + 2;
+        printf("attention [%d, %d, %d, %d]  causal / matmul+softmax: compiled %.2fx eager %.2fx"
+               "  boolmask / matmul+softmax: compiled %.2fx eager %.2fx\n",
+               ATTN_B, ATTN_H, ATTN_L, ATTN_E, c->compiled_ms / w->compiled_ms,
+               c->eager_ms / w->eager_ms, b->compiled_ms / w->compiled_ms,
+               b->eager_ms / w->eager_ms);
+    }
+    return ok;
+}
+
 static int write_json(const run_state *rs)
 {
     FILE *fp = fopen(rs->opt.json, "w");
@@ -296,7 +367,8 @@ static int parse_args(int argc, char **argv, options *o)
 usage:
     fprintf(stderr,
             "usage: %s [--threads N (0 = all cores)] [--iters N] [--warmup N >= 1] "
-            "[--budget SECONDS] [--backend auto|llvm|interp] [--only resnet18,bert,seed_cnn] "
+            "[--budget SECONDS] [--backend auto|llvm|interp] "
+            "[--only resnet18,bert,seed_cnn,attention] "
             "[--bert-layers N] [--json out.json]\n",
             argv[0]);
     return 0;
@@ -321,6 +393,8 @@ int main(int argc, char **argv)
         ok = bench_bert(&rs);
     if (ok && wanted(&rs.opt, "seed_cnn"))
         ok = bench_seed_cnn(&rs);
+    if (ok && wanted(&rs.opt, "attention"))
+        ok = bench_attention(&rs);
     tgc_no_grad_pop();
     printf("backend: %s\n", rs.backend);
     if (ok && rs.opt.json)

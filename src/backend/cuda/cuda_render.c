@@ -741,6 +741,13 @@ static const char *val(rc *c, int32_t id)
         break;
     case KV_OP: e = op_expr(c, v); break;
     case KV_RAND: e = rand_expr(c, v); break;
+    case KV_INDEX:
+        if (v->index < 0 || v->index >= c->k->n_iotas) {
+            fail(c, "value %d reads iota %d of %d", id, v->index, c->k->n_iotas);
+            break;
+        }
+        e = conv(c, access_expr(c, &c->k->iotas[v->index]), TGC_I64, v->dtype);
+        break;
     default: fail(c, "value %d has an unknown kind", id); break;
     }
     if (c->failed)

@@ -268,6 +268,7 @@ static void fill_vtable(void)
         .run_template = llvm_run_template,
         .run_node = tgc_llvm_run_node,
         .node_supported = tgc_llvm_node_supported,
+        .opaque_reason = tgc_llvm_opaque_reason,
         .release_code = llvm_release_code,
     };
 }

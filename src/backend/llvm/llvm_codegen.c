@@ -851,6 +851,13 @@ static LLVMValueRef emit_val(cg *c, int32_t id)
         break;
     case KV_OP: r = emit_op(c, v); break;
     case KV_RAND: r = emit_rand(c, v); break;
+    case KV_INDEX: {
+        const kir_access *a = &c->k->iotas[v->index];
+        r = access_index(c, a);
+        if (c->vec_var >= 0)
+            r = lane_index(c, r, a->stride[c->vec_var]);
+        break;
+    }
     }
     c->memo[id] = r;
     return r;

@@ -26,6 +26,7 @@ typedef enum {
     LP_POOL,      /* windows (max / avg) and global average pools */
     LP_TEMPLATE,  /* matmul / linear / conv2d: the GEMM and conv templates */
     LP_RANDOM,    /* Philox draws (rand, dropout): KV_RAND values in loop kernels */
+    LP_INDEX,     /* arange: KV_INDEX values, computed in every kernel that reads it */
     LP_INTERP     /* run on interp (an OPAQUE step); softmax, log_softmax, var, layer_norm and
                    * batch_norm arrive decomposed by the passes, sdpa and adaptive pools
                    * rewritten by tgc_llvm_prepare where it can */
@@ -98,7 +99,7 @@ typedef enum {
 #define PLAN_LAYER_NORM          LP_INTERP
 #define PLAN_DROPOUT             LP_RANDOM
 #define PLAN_RAND                LP_RANDOM
-#define PLAN_ARANGE              LP_INTERP
+#define PLAN_ARANGE              LP_INDEX
 #define PLAN_CROSS_ENTROPY       LP_INTERP
 #define PLAN_NLL_LOSS            LP_INTERP
 #define PLAN_SDPA                LP_INTERP
@@ -159,8 +160,53 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
         /* a draw is a pointwise value of its element's counter (dropout: of its input too);
          * the fuser keeps draws in graph order (fuse.c) */
         return tgc_dtype_is_float(nd->out.dtype) ? TGC_FUSE_POINTWISE : TGC_FUSE_OPAQUE;
+    case LP_INDEX: /* dtypes whose conversion from f64 the codegen rounds as interp does */
+        return nd->out.dtype == TGC_I64 || nd->out.dtype == TGC_I32 || nd->out.dtype == TGC_F32 ||
+                       nd->out.dtype == TGC_F64
+                   ? TGC_FUSE_POINTWISE
+                   : TGC_FUSE_OPAQUE;
     default: return TGC_FUSE_OPAQUE;
     }
+}
+
+const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node)
+{
+    const tgc_node *nd = &g->nodes[node];
+    if (classify(g, node) != TGC_FUSE_OPAQUE)
+        return NULL;
+    if (nd->flags & TGC_NODE_MUTATES)
+        return "it writes its input in place, which no llvm kernel does";
+    switch ((llvm_plan)plans[nd->op]) {
+    case LP_POINTWISE: return "no llvm kernel for this op with these dtypes";
+    case LP_COPY: return "the llvm copy kernels take f32 and f64 only";
+    case LP_REDUCE: return "the llvm reductions take float inputs and keep their dtype";
+    case LP_POOL:
+        return (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) && nd->attrs.i[6]
+                   ? "the llvm window kernels divide by the whole window (no exclude_padding)"
+                   : "the llvm pool kernels take f32 and f64 only";
+    case LP_TEMPLATE:
+        return "the llvm GEMM and conv templates take f32 operands whose views they can stride "
+               "through and whose batch dims flatten into one";
+    case LP_RANDOM: return "the llvm random draws make float dtypes only";
+    case LP_INDEX: return "the llvm arange kernels make i32, i64, f32 and f64 only";
+    case LP_INTERP:
+        if (nd->op == TGC_OP_SDPA)
+            return "attention is native on llvm in f32 only";
+        if (nd->op == TGC_OP_ALL_REDUCE || nd->op == TGC_OP_COMM_WAIT)
+            return "collectives run through the host communicator";
+        switch (nd->op) { /* the gradients llvm_ops.c runs natively, for f32 */
+        case TGC_OP_CONV2D_GRAD_INPUT:
+        case TGC_OP_CONV2D_GRAD_WEIGHT:
+        case TGC_OP_MAX_POOL2D_GRAD:
+        case TGC_OP_AVG_POOL2D_GRAD:
+        case TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD:
+        case TGC_OP_EMBEDDING_GRAD: return "the llvm kernels for this gradient take f32 only";
+        default: break;
+        }
+        return "no llvm kernel for this op";
+    case LP_FREE: break;
+    }
+    return NULL;
 }
 
 static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
@@ -233,8 +279,7 @@ static int32_t emit_adaptive_pool(tgc_rewriter *rw, const tgc_graph *g, int32_t 
 static int sdpa_decomposable(const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
-    if (nd->op != TGC_OP_SDPA || nd->out.dtype != TGC_F32 || nd->attrs.i[0] != 0 ||
-        nd->attrs.f[0] != 0.0)
+    if (nd->op != TGC_OP_SDPA || nd->out.dtype != TGC_F32)
         return 0;
     for (int k = 0; k < 3; k++)
         if (g->nodes[nd->in[k]].out.ndim < 2)
@@ -242,11 +287,55 @@ static int sdpa_decomposable(const tgc_graph *g, int32_t i)
     return 1;
 }
 
-/* scaled_dot_product_attention without dropout or causal masking, as the GEMMs and the
- * softmax the fuser knows: matmul(q, k^T) * scale (+ float mask, or -inf where a bool mask
- * is false), a softmax whose fully masked rows (max -inf) give zeros (interp's semantics;
- * rows with NaN scores stay NaN), then
- * matmul(., v). The scores' epilogue and the softmax fuse; both GEMMs are templates. */
+/* -inf where key position j > query position i (top-left aligned, PyTorch's is_causal),
+ * else the scores sc: the positions are aranges (KV_INDEX values), so the mask is computed
+ * in the kernel that reads it, never stored or loaded. */
+static int32_t emit_causal(tgc_rewriter *rw, const tgc_graph *g, const tgc_node *nd, int32_t sc)
+{
+    const tgc_vinfo *q = &g->nodes[nd->in[0]].out, *k = &g->nodes[nd->in[1]].out;
+    tgc_attrs ar = {.ni = 1, .nf = 2, .dtype = TGC_I64};
+    ar.i[0] = q->shape[q->ndim - 2];
+    ar.f[1] = 1.0;
+    int32_t qi = tgc_rw_emit(rw, TGC_OP_ARANGE, NULL, 0, &ar);
+    ar.i[0] = k->shape[k->ndim - 2];
+    int32_t kj = qi >= 0 ? tgc_rw_emit(rw, TGC_OP_ARANGE, NULL, 0, &ar) : -1;
+    tgc_attrs col = {.ni = 1}, row = {.ni = 1};
+    col.i[0] = 1;
+    row.i[0] = 0;
+    qi = kj >= 0 ? tgc_rw_emit(rw, TGC_OP_UNSQUEEZE, &qi, 1, &col) : -1; /* [L, 1] */
+    kj = qi >= 0 ? tgc_rw_emit(rw, TGC_OP_UNSQUEEZE, &kj, 1, &row) : -1; /* [1, S] */
+    int32_t ji[2] = {kj, qi};
+    int32_t later = kj >= 0 ? tgc_rw_emit(rw, TGC_OP_GT, ji, 2, &(tgc_attrs){0}) : -1;
+    int32_t ninf = later >= 0 ? emit_scalar_const(rw, -INFINITY) : -1;
+    int32_t w[3] = {later, ninf, sc};
+    return ninf >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &(tgc_attrs){0}) : -1;
+}
+
+/* Dropout on the weights p as interp's attention draws it (k_nn.c): one draw over the
+ * row-major [out batch..., L, S] weights, element (b, i, j) at counter base + (b L + i) S + j,
+ * kept iff tgc_philox_uniform >= dropout_p and scaled by 1 / (1 - dropout_p). The weights are
+ * expanded to the result's batch dims first, so the dropout node draws exactly those counters
+ * (the same count, at the attention node's place in the graph's random order). */
+static int32_t emit_attention_dropout(tgc_rewriter *rw, const tgc_node *nd, int32_t p)
+{
+    const int nb = nd->out.ndim - 2;
+    tgc_attrs ex = {.ni = nb + 2, .nf = 1};
+    ex.f[0] = 1; /* the targets are the result's (possibly symbolic) dims */
+    for (int d = 0; d < nb; d++)
+        ex.i[d] = nd->out.shape[d];
+    ex.i[nb] = ex.i[nb + 1] = -1;
+    int32_t pe = tgc_rw_emit(rw, TGC_OP_EXPAND, &p, 1, &ex);
+    tgc_attrs dr = {.nf = 1};
+    dr.f[0] = nd->attrs.f[0];
+    return pe >= 0 ? tgc_rw_emit(rw, TGC_OP_DROPOUT, &pe, 1, &dr) : -1;
+}
+
+/* scaled_dot_product_attention as the GEMMs and the softmax the fuser knows:
+ * matmul(q, k^T) * scale (+ float mask, or -inf where a bool mask is false; then -inf past
+ * the diagonal when causal, whatever the mask adds there), a softmax whose fully masked rows
+ * (max -inf) give zeros (interp's semantics; rows with NaN scores stay NaN), dropout with
+ * interp's counters, then matmul(., v). The scores' epilogue and the softmax fuse; both GEMMs
+ * are templates. */
 static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
@@ -277,6 +366,8 @@ static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
             sc = tgc_rw_emit(rw, TGC_OP_ADD, ad, 2, &none);
         }
     }
+    if (sc >= 0 && nd->attrs.i[0])
+        sc = emit_causal(rw, g, nd, sc);
     if (sc < 0)
         return -1;
     int r = tgc_rw_type(rw, sc)->ndim;
@@ -297,6 +388,8 @@ static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
     int32_t ok = ninf >= 0 ? tgc_rw_emit(rw, TGC_OP_NE, mn, 2, &none) : -1;
     int32_t w[3] = {ok, pr, zero};
     int32_t p = ok >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &none) : -1;
+    if (p >= 0 && nd->attrs.f[0] > 0.0)
+        p = emit_attention_dropout(rw, nd, p);
     int32_t pv[2] = {p, v};
     return p >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, pv, 2, &none) : -1;
 }

@@ -15,5 +15,7 @@
 tgc_status tgc_llvm_prepare(tgc_graph *g);
 /* How this backend classifies nodes and accepts epilogue operands. */
 const tgc_fuse_hooks *tgc_llvm_fuse_hooks(void);
+/* Why the hooks leave node OPAQUE (the vtable's opaque_reason); NULL when they do not. */
+const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node);
 
 #endif
