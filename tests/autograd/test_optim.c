@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -661,6 +663,43 @@ static void module_without_parameters(void **state)
     tgc_module_free(m);
 }
 
+/* A checkpoint cannot bring an lr or a step count the options would refuse: the load fails
+ * naming the file and the value, and changes nothing. */
+static void checkpoint_with_invalid_lr_or_step_is_refused(void **state)
+{
+    (void)state;
+    tgc_module *m = build(TGC_F32, NULL);
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/tgc_optim_bad_scalar_%d.safetensors", (int)getpid());
+    const char *names[] = {"lr", "lr", "lr", "step", "step", "step"};
+    const float values[] = {NAN, -0.5f, INFINITY, -1.0f, 2.5f, NAN};
+    const char *shown[] = {"lr nan", "lr -0.5", "lr inf", "step -1", "step 2.5", "step nan"};
+    for (int c = 0; c < N_OF(names); c++) {
+        tgc_optim *a = tgc_adam(m, &(tgc_adam_opts){.lr = 1e-3});
+        tgc_optim *b = tgc_adam(m, &(tgc_adam_opts){.lr = 2e-3});
+        assert_non_null(a);
+        assert_non_null(b);
+        for (int i = 0; i < tgc_optim_num_state(a); i++) {
+            const char *name;
+            tgc_tensor *t = tgc_optim_state(a, i, &name);
+            if (strcmp(name, names[c]) == 0)
+                assert_int_equal(tgc_copy_(t, tgc_full(NULL, 0, values[c], TGC_F32, tgc_cpu())),
+                                 TGC_OK);
+        }
+        assert_int_equal(tgc_optim_save(a, path), TGC_OK);
+        assert_int_equal(tgc_optim_load(b, path), TGC_ERR_INVALID_ARG);
+        char want[256];
+        snprintf(want, sizeof want, "tgc_optim_load: '%s' holds %s; it must be finite and ", path,
+                 shown[c]);
+        check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, want);
+        assert_true(tgc_optim_lr(b) == (double)2e-3f); /* unchanged */
+        tgc_optim_free(a);
+        tgc_optim_free(b);
+    }
+    remove(path);
+    tgc_module_free(m);
+}
+
 /* ---- the names reports give the state a compiled step captures ---- */
 
 static tgc_optim *g_named_opt;
@@ -758,6 +797,8 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(module_without_parameters, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(explain_names_optimizer_state, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(checkpoint_with_invalid_lr_or_step_is_refused, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(compiled_steps_match_pytorch_and_compile_once, scoped_setup,
                                         scoped_teardown),
