@@ -21,7 +21,10 @@
  * by position like parameters, so a new call never recompiles because a value changed.
  * Outputs of tgc_call carry no record: call tgc_backward inside the compiled function.
  *
- * Ownership: tgc_grad returns the leaf's own gradient tensor (do not free it; it lives as
+ * Ownership: the records hold what a backward needs, so intermediates of a loss may be freed
+ * before tgc_backward (tgc_tensor_free, or popping the scope that made them while keeping
+ * the loss): the loss keeps its record graph alive until the backward through it.
+ * tgc_grad returns the leaf's own gradient tensor (do not free it; it lives as
  * long as the leaf). Optimizers are created over a module and freed with tgc_optim_free
  * before the module; their state tensors are theirs and move with tgc_module_to.
  * Threading: recording is per thread; a module being trained must not be used by another
