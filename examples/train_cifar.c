@@ -21,9 +21,11 @@
  * --max-steps stops training after that many steps (0: the full --epochs); --report prints a
  * progress line every N steps (mean loss over the period, images/s, step time). At each epoch
  * end the test set is evaluated (loss and accuracy; with --max-steps the run ends with one
- * evaluation). --checkpoint PATH writes the module (tgc_module_save, PATH) and the optimizer
- * (tgc_optim_save, PATH with ".optim" before its extension) at the end; --resume PATH loads both
- * before training.
+ * evaluation). --checkpoint PATH writes the module (tgc_module_save, PATH), the optimizer
+ * (tgc_optim_save, PATH with ".optim" before its extension) and the two compiled functions'
+ * dynamic-shape decisions (tgc_fn_save_state, ".train_fn" and ".eval_fn") at the end; --resume
+ * PATH loads them before training, so the resumed run compiles what the uninterrupted one ran
+ * (a smaller last batch makes the batch dim dynamic) and continues bit for bit.
  *
  * How the compiled step works. train_step below is an ordinary C function of tgc ops:
  * forward, tgc_cross_entropy, tgc_backward, tgc_optim_step, then tgc_optim_zero_grad, so the
@@ -205,7 +207,7 @@ static void usage(FILE *fp, const char *prog)
             "--data DIR: CIFAR-10 binary files; a synthetic set is written there when missing\n"
             "--max-steps 0: the full --epochs; --report N: a progress line every N steps\n"
             "--checkpoint PATH: module at PATH, optimizer at PATH with .optim before the "
-            "extension\n"
+            "extension, compiled functions' states with .train_fn and .eval_fn\n"
             "--gpus N: data parallel on cuda:0..N-1 (N forked ranks); --ranks N: N ranks on "
             "--device\n"
             "--batch is the global batch (split over the ranks); --accum K: K micro-batches "
@@ -309,14 +311,42 @@ static int launched_externally(void)
     }
     return 0;
 }
-/* PATH with ".optim" before its extension ("ck.safetensors" -> "ck.optim.safetensors"). */
-static void optim_path(const char *path, char *buf, size_t n)
+/* PATH with tag before its extension ("ck.safetensors", ".optim" -> "ck.optim.safetensors"). */
+static void side_path(const char *path, const char *tag, char *buf, size_t n)
 {
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (dot && (!slash || dot > slash) && dot != path)
-        snprintf(buf, n, "%.*s.optim%s", (int)(dot - path), path, dot);
+        snprintf(buf, n, "%.*s%s%s", (int)(dot - path), path, tag, dot);
     else
-        snprintf(buf, n, "%s.optim", path);
+        snprintf(buf, n, "%s%s", path, tag);
+}
+
+static void optim_path(const char *path, char *buf, size_t n)
+{
+    side_path(path, ".optim", buf, n);
+}
+
+/* The functions' states beside a checkpoint: saved (save) or loaded. A checkpoint written
+ * without them still resumes (the first calls may then compile static variants the
+ * uninterrupted run had left). */
+static int fn_states(tgc_fn *train, tgc_fn *eval, const char *path, int save, const char *prefix)
+{
+    tgc_fn *fns[2] = {train, eval};
+    const char *tags[2] = {".train_fn", ".eval_fn"};
+    for (int k = 0; k < 2; k++) {
+        char p[4096];
+        side_path(path, tags[k], p, sizeof p);
+        if (!save && access(p, F_OK) != 0) {
+            printf("%s--resume: no %s; the resumed run may compile differently\n", prefix, p);
+            continue;
+        }
+        if ((save ? tgc_fn_save_state(fns[k], p) : tgc_fn_load_state(fns[k], p)) != TGC_OK) {
+            fprintf(stderr, "%s%s %s: %s\n", prefix, save ? "checkpoint" : "--resume", p,
+                    tgc_last_error());
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static void print_stats(const char *what, const tgc_fn *f)
@@ -673,6 +703,8 @@ static int run(const options *opts, const dist_plan *dp, cifar_set *train, cifar
         fprintf(stderr, "tgc_compile: %s\n", tgc_last_error());
         goto free_fns;
     }
+    if (o.resume && !fn_states(step, eval, o.resume, 0, prefix))
+        goto free_fns;
     if (rank == 0) {
         printf("model %s (%d parameter tensors and buffers) on %s, Adam lr %g, batch %d, %s mode, "
                "precision %s\n",
@@ -826,8 +858,11 @@ static int run(const options *opts, const dist_plan *dp, cifar_set *train, cifar
         if (tgc_module_save(net, o.checkpoint) != TGC_OK || tgc_optim_save(g_opt, op) != TGC_OK) {
             fprintf(stderr, "checkpoint: %s\n", tgc_last_error());
             ok = 0;
+        } else if (!fn_states(step, eval, o.checkpoint, 1, prefix)) {
+            ok = 0;
         } else {
-            printf("checkpoint: %s (module), %s (optimizer)\n", o.checkpoint, op);
+            printf("checkpoint: %s (module), %s (optimizer), with the functions' states\n",
+                   o.checkpoint, op);
         }
     }
     fflush(stdout);

@@ -21,7 +21,10 @@
  * by position like parameters, so a new call never recompiles because a value changed.
  * Outputs of tgc_call carry no record: call tgc_backward inside the compiled function.
  *
- * Ownership: tgc_grad returns the leaf's own gradient tensor (do not free it; it lives as
+ * Ownership: the records hold what a backward needs, so intermediates of a loss may be freed
+ * before tgc_backward (tgc_tensor_free, or popping the scope that made them while keeping
+ * the loss): the loss keeps its record graph alive until the backward through it.
+ * tgc_grad returns the leaf's own gradient tensor (do not free it; it lives as
  * long as the leaf). Optimizers are created over a module and freed with tgc_optim_free,
  * normally before the module; an optimizer whose module was freed first is detached (it
  * keeps no reference to it): step, zero_grad and set_lr fail with TGC_ERR_INVALID_ARG, its
@@ -74,26 +77,34 @@ TGC_API tgc_status tgc_zero_grad(tgc_module *m);
 /* ---- optimizers (PyTorch's update rules, over every parameter of a module tree that
  * requires a gradient, in tree order) ---- */
 typedef struct tgc_optim tgc_optim;
-/* Fields left 0 take PyTorch's defaults, except lr, which is required (> 0). */
+/* Option values. lr is required (> 0, finite in f32). Every other floating field means its
+ * value, 0 included, except that TGC_OPTIM_DEFAULT asks for PyTorch's default of that
+ * field for that optimizer, and that beta1, beta2 and eps, which are never 0 (betas in
+ * (0, 1), eps > 0), also take their default when left 0. So a weight_decay of 0 is no decay
+ * for Adam and AdamW alike; PyTorch's AdamW default (1e-2) is TGC_OPTIM_DEFAULT (or 1e-2).
+ * A NaN, an infinity, or a value outside a field's range fails with TGC_ERR_INVALID_ARG
+ * naming the function and the field. TGC_OPTIM_DEFAULT is a negative number no field
+ * accepts as a value, so it never stands for a real one. */
+#define TGC_OPTIM_DEFAULT (-0x1p+1000)
 typedef struct tgc_sgd_opts {
     double lr;
-    double momentum;     /* 0: plain SGD */
-    double dampening;
-    double weight_decay; /* L2, added to the gradient */
+    double momentum;     /* >= 0; 0: plain SGD (the default) */
+    double dampening;    /* in [0, 1]; default 0 */
+    double weight_decay; /* >= 0, L2, added to the gradient; default 0 */
     int nesterov;        /* needs momentum > 0 and dampening 0 */
     int maximize;
 } tgc_sgd_opts;
 typedef struct tgc_adam_opts {
     double lr;
-    double beta1, beta2; /* 0: 0.9, 0.999 */
-    double eps;          /* 0: 1e-8 */
-    double weight_decay; /* Adam: L2 added to the gradient (default 0); AdamW: decoupled
-                          * (0 means the default 1e-2; pass a negative value for none) */
+    double beta1, beta2; /* in (0, 1); 0 or TGC_OPTIM_DEFAULT: 0.9, 0.999 */
+    double eps;          /* > 0; 0 or TGC_OPTIM_DEFAULT: 1e-8 */
+    double weight_decay; /* >= 0; Adam: L2 added to the gradient, AdamW: decoupled. 0: none;
+                          * TGC_OPTIM_DEFAULT: PyTorch's (Adam 0, AdamW 1e-2) */
     int amsgrad;
     int maximize;
 } tgc_adam_opts;
-/* NULL on error (NULL module or opts, lr <= 0, a negative momentum/beta outside [0, 1),
- * nesterov without momentum: TGC_ERR_INVALID_ARG). */
+/* NULL on error (NULL module or opts, an option outside its range, nesterov without
+ * momentum: TGC_ERR_INVALID_ARG). */
 TGC_API tgc_optim *tgc_sgd(tgc_module *m, const tgc_sgd_opts *opts);
 TGC_API tgc_optim *tgc_adam(tgc_module *m, const tgc_adam_opts *opts);
 TGC_API tgc_optim *tgc_adamw(tgc_module *m, const tgc_adam_opts *opts);

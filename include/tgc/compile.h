@@ -82,6 +82,24 @@ TGC_API char *tgc_fn_explain(const tgc_fn *f);
 TGC_API char *tgc_fn_graph(const tgc_fn *f, int variant, int dot);
 TGC_API void tgc_fn_free(tgc_fn *f);
 
+/* ---- the function's state, for checkpoints ----
+ * With cfg.dynamic = AUTO a dim whose size changed between compiles is compiled as a
+ * dynamic dim from then on, and that variant serves later calls: which variant a call runs
+ * (so, for some computations, the exact bits of its results) depends on the sizes earlier
+ * calls had. tgc_fn_save_state writes those decisions (per input dim: the size at the latest
+ * compile, and whether it became dynamic) and the function's name to a small safetensors
+ * file; tgc_fn_load_state, on a function of the same name that has not compiled yet, makes
+ * it start from them. Saved with the module and optimizer checkpoints and loaded before the
+ * first tgc_call of the resumed run, it makes the resumed run run the variants the
+ * uninterrupted run would have run, so it continues bit for bit. Errors: NULL arguments
+ * (TGC_ERR_INVALID_ARG); save: TGC_ERR_IO (written to a temporary name and renamed: a
+ * failed save leaves no partial file); load: a missing or malformed file (TGC_ERR_IO), the
+ * state of another function or a function that has compiled already (TGC_ERR_INVALID_ARG),
+ * each leaving the function unchanged. Thread-safe with calls of f (a load then fails if a
+ * call compiled first). */
+TGC_API tgc_status tgc_fn_save_state(const tgc_fn *f, const char *path);
+TGC_API tgc_status tgc_fn_load_state(tgc_fn *f, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dist_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,6 +278,18 @@ static int is_scalar(const tgc_tensor *t)
     return 1;
 }
 
+/* Adds n to the pass's set, which holds a reference of its own to each record: releasing
+ * one record's tensors at the end of the pass may drop the last reference to another record
+ * of the set (an intermediate the caller already freed or whose scope was popped), and the
+ * pass still has to reset that one. */
+static int collect_push(node_list *all, tgc_grad_node *n)
+{
+    if (!push(all, n))
+        return 0;
+    tgc_grad_link_ref(&n->link);
+    return 1;
+}
+
 /* Collects the records reachable from root whose results need a gradient, counting for each
  * how many records of the set consume it. */
 static tgc_status collect(tgc_grad_node *root, node_list *all, leaf_list *leaves)
@@ -284,7 +297,7 @@ static tgc_status collect(tgc_grad_node *root, node_list *all, leaf_list *leaves
     node_list stack = {0};
     tgc_status st = TGC_OK;
     root->visited = 1;
-    if (!push(all, root) || !push(&stack, root))
+    if (!collect_push(all, root) || !push(&stack, root))
         st = tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
     while (st == TGC_OK && stack.n) {
         tgc_grad_node *n = stack.v[--stack.n];
@@ -308,7 +321,7 @@ static tgc_status collect(tgc_grad_node *root, node_list *all, leaf_list *leaves
             c->deps++;
             if (!c->visited) {
                 c->visited = 1;
-                if (!push(all, c) || !push(&stack, c))
+                if (!collect_push(all, c) || !push(&stack, c))
                     st = tgc_set_error(TGC_ERR_OOM, "tgc_backward: out of memory");
             }
         }
@@ -399,6 +412,8 @@ static tgc_status run_backward(tgc_tensor *out, tgc_tensor *gy)
         if (st == TGC_OK)
             drop_refs(all.v[i]); /* the step's record is freed after backward */
     }
+    for (int i = 0; i < all.n; i++)
+        tgc_grad_link_unref(&all.v[i]->link);
     free(all.v);
     free(ready.v);
     free(leaves.v);
@@ -436,9 +451,11 @@ tgc_status tgc_backward_grad(tgc_tensor *out, tgc_tensor *grad_out)
     if (grad_out->dtype != out->dtype)
         return tgc_set_error(TGC_ERR_DTYPE, "tgc_backward_grad: grad_out is %s but out is %s",
                              tgc_dtype_name(grad_out->dtype), tgc_dtype_name(out->dtype));
+    /* shape[] holds the trace-time sizes of a traced tensor, so one comparison serves eager
+     * and traced calls; equal symbolic sizes are then unified by the reshape below */
     int same = grad_out->ndim == out->ndim;
     for (int d = 0; same && d < out->ndim; d++)
-        same = out->trace || grad_out->trace ? 1 : out->shape[d] == grad_out->shape[d];
+        same = out->shape[d] == grad_out->shape[d];
     if (!same) {
         char a[160], b[160];
         return tgc_set_error(TGC_ERR_SHAPE, "tgc_backward_grad: grad_out is %s but out is %s",
@@ -448,7 +465,13 @@ tgc_status tgc_backward_grad(tgc_tensor *out, tgc_tensor *grad_out)
     tgc_autograd_pause();
     tgc_tensor *g = tgc_reshape_as(grad_out, out); /* checks symbolic sizes while tracing */
     tgc_autograd_resume();
-    return g ? run_backward(out, g) : tgc_last_status();
+    if (!g) {
+        char cause[512];
+        snprintf(cause, sizeof cause, "%s", tgc_last_error());
+        return tgc_set_error(tgc_last_status(), "tgc_backward_grad: grad_out does not fit out: %s",
+                             cause);
+    }
+    return run_backward(out, g);
 }
 
 tgc_tensor *tgc_grad(const tgc_tensor *t)

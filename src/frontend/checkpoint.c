@@ -21,6 +21,7 @@
  * tensor, which loads like the others).
  *
  * Threading: as the module and the optimizer (no concurrent use while saving or loading). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -459,6 +460,27 @@ tgc_status tgc_optim_save(const tgc_optim *o, const char *path)
 }
 
 /* The file is an optimizer checkpoint of o's kind. */
+/* The learning rate and the step count are options too: a file cannot bring a NaN, infinite
+ * or non-positive "lr", nor a negative, infinite or fractional "step". Entries of another
+ * dtype or shape are left to the name and shape checks. */
+static tgc_status check_optim_scalars(const char *fn, const tgc_st_file *f)
+{
+    const char *names[2] = {"lr", "step"};
+    for (int k = 0; k < 2; k++) {
+        const tgc_st_entry *e = tgc_st_find(f, names[k]);
+        if (!e || !e->supported || e->dtype != TGC_F32 || e->numel != 1)
+            continue;
+        float v;
+        memcpy(&v, tgc_st_data(f, e), sizeof v);
+        int ok = isfinite(v) && (k == 0 ? v > 0 : v >= 0 && v == floorf(v));
+        if (!ok)
+            return tgc_set_error(TGC_ERR_INVALID_ARG,
+                                 "%s: '%s' holds %s %g; it must be finite and %s", fn, f->path,
+                                 names[k], (double)v, k == 0 ? "> 0" : "a whole number >= 0");
+    }
+    return TGC_OK;
+}
+
 static tgc_status check_optim_file(const char *fn, const tgc_st_file *f, void *ctx)
 {
     const tgc_optim *o = ctx;
@@ -475,7 +497,7 @@ static tgc_status check_optim_file(const char *fn, const tgc_st_file *f, void *c
                              "%s: '%s' holds the state of %s optimizer, but this one is %s; load "
                              "it into an optimizer of the same kind",
                              fn, f->path, kind ? kind : "an unnamed", mine);
-    return TGC_OK;
+    return check_optim_scalars(fn, f);
 }
 
 tgc_status tgc_optim_load(tgc_optim *o, const char *path)

@@ -189,6 +189,13 @@ static tgc_status make_state(tgc_optim *o, double lr, tgc_device dev, const char
     if (!(o->state[STATE_STEP].t = own(tgc_zeros(NULL, 0, TGC_F32, dev))) ||
         !(o->state[STATE_LR].t = own(tgc_full(NULL, 0, lr, TGC_F32, dev))))
         return tgc_last_status();
+    /* the names reports give the state a compiled step captures: "adam.step",
+     * "adam.exp_avg[fc1.weight]" */
+    char label[1100];
+    for (int k = STATE_STEP; k <= STATE_LR; k++) {
+        snprintf(label, sizeof label, "%s.%s", kind_name[o->kind], o->state[k].name);
+        tgc_tensor_set_debug_name(o->state[k].t, label);
+    }
     for (int i = 0; i < o->n_params; i++)
         for (int k = 0; k < o->per_param; k++) {
             const tgc_tensor *p = o->params[i];
@@ -200,6 +207,8 @@ static tgc_status make_state(tgc_optim *o, double lr, tgc_device dev, const char
             snprintf(s->name, len, "%s.%s", o->pnames[i], names[k]);
             if (!(s->t = own(tgc_zeros(p->shape, p->ndim, p->dtype, p->device))))
                 return tgc_last_status();
+            snprintf(label, sizeof label, "%s.%s[%s]", kind_name[o->kind], names[k], o->pnames[i]);
+            tgc_tensor_set_debug_name(s->t, label);
         }
     return TGC_OK;
 }
@@ -253,33 +262,48 @@ static int create_ok(const tgc_module *m, const void *opts, double lr, const cha
     return 1;
 }
 
+/* Resolves one floating option: TGC_OPTIM_DEFAULT takes dflt, and so does 0 where zero_is_default
+ * (the fields that are never 0); the result must be finite and in [lo, hi] (hi_open: < hi;
+ * lo_open: > lo). 0 with the error set, naming fn and the field, otherwise. */
+static int option(const char *fn, const char *field, double v, double dflt, int zero_is_default,
+                  double lo, int lo_open, double hi, int hi_open, double *out)
+{
+    if (v == TGC_OPTIM_DEFAULT || (zero_is_default && v == 0))
+        v = dflt;
+    int ok = isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (!ok) {
+        char range[96];
+        if (isinf(hi))
+            snprintf(range, sizeof range, "%s %g", lo_open ? ">" : ">=", lo);
+        else
+            snprintf(range, sizeof range, "in %c%g, %g%c", lo_open ? '(' : '[', lo, hi,
+                     hi_open ? ')' : ']');
+        tgc_set_error(TGC_ERR_INVALID_ARG,
+                      "%s: %s is %g; it must be finite and %s (TGC_OPTIM_DEFAULT%s: %g)", fn, field,
+                      v, range, zero_is_default ? " or 0" : "", dflt);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 tgc_optim *tgc_sgd(tgc_module *m, const tgc_sgd_opts *opts)
 {
     const char *fn = "tgc_sgd";
     if (!create_ok(m, opts, opts ? opts->lr : 0, fn))
         return NULL;
-    const char *bad = !isfinite(opts->momentum) || opts->momentum < 0           ? "momentum"
-                      : !isfinite(opts->dampening)                              ? "dampening"
-                      : !isfinite(opts->weight_decay) || opts->weight_decay < 0 ? "weight_decay"
-                                                                                : NULL;
-    if (bad) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: %s is %g; it must be finite and >= 0", fn, bad,
-                      bad[0] == 'm'   ? opts->momentum
-                      : bad[0] == 'd' ? opts->dampening
-                                      : opts->weight_decay);
+    tgc_optim cfg = {0};
+    if (!option(fn, "momentum", opts->momentum, 0, 0, 0, 0, INFINITY, 0, &cfg.momentum) ||
+        !option(fn, "dampening", opts->dampening, 0, 0, 0, 0, 1, 0, &cfg.dampening) ||
+        !option(fn, "weight_decay", opts->weight_decay, 0, 0, 0, 0, INFINITY, 0, &cfg.weight_decay))
         return NULL;
-    }
-    if (opts->nesterov && (opts->momentum <= 0 || opts->dampening != 0)) {
+    if (opts->nesterov && (cfg.momentum <= 0 || cfg.dampening != 0)) {
         tgc_set_error(TGC_ERR_INVALID_ARG,
                       "%s: nesterov needs momentum > 0 and dampening 0 (momentum %g, "
                       "dampening %g)",
-                      fn, opts->momentum, opts->dampening);
+                      fn, cfg.momentum, cfg.dampening);
         return NULL;
     }
-    tgc_optim cfg = {0};
-    cfg.momentum = opts->momentum;
-    cfg.dampening = opts->dampening;
-    cfg.weight_decay = opts->weight_decay;
     cfg.nesterov = opts->nesterov != 0;
     cfg.maximize = opts->maximize != 0;
     return optim_create(m, OPTIM_SGD, opts->lr, &cfg);
@@ -291,32 +315,15 @@ static tgc_optim *adam_create(tgc_module *m, const tgc_adam_opts *opts, optim_ki
     if (!create_ok(m, opts, opts ? opts->lr : 0, fn))
         return NULL;
     tgc_optim cfg = {0};
-    cfg.beta1 = opts->beta1 != 0 ? opts->beta1 : 0.9;
-    cfg.beta2 = opts->beta2 != 0 ? opts->beta2 : 0.999;
-    cfg.eps = opts->eps != 0 ? opts->eps : 1e-8;
-    cfg.weight_decay = opts->weight_decay;
-    if (kind == OPTIM_ADAMW)
-        cfg.weight_decay = opts->weight_decay == 0  ? 1e-2
-                           : opts->weight_decay < 0 ? 0
-                                                    : opts->weight_decay;
-    for (int k = 0; k < 2; k++) {
-        double b = k ? cfg.beta2 : cfg.beta1;
-        if (!(b > 0 && b < 1)) { /* 0 took the default */
-            tgc_set_error(TGC_ERR_INVALID_ARG, "%s: beta%d is %g; it must be in [0, 1)", fn, k + 1,
-                          b);
-            return NULL;
-        }
-    }
-    if (!(cfg.eps > 0) || !isfinite(cfg.eps)) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: eps is %g; it must be finite and >= 0", fn,
-                      opts->eps);
+    /* 0 is no decay for both; PyTorch's AdamW decays by 1e-2 unless told otherwise, so
+     * TGC_OPTIM_DEFAULT asks for that */
+    double wd_default = kind == OPTIM_ADAMW ? 1e-2 : 0;
+    if (!option(fn, "beta1", opts->beta1, 0.9, 1, 0, 1, 1, 1, &cfg.beta1) ||
+        !option(fn, "beta2", opts->beta2, 0.999, 1, 0, 1, 1, 1, &cfg.beta2) ||
+        !option(fn, "eps", opts->eps, 1e-8, 1, 0, 1, INFINITY, 0, &cfg.eps) ||
+        !option(fn, "weight_decay", opts->weight_decay, wd_default, 0, 0, 0, INFINITY, 0,
+                &cfg.weight_decay))
         return NULL;
-    }
-    if (!isfinite(cfg.weight_decay) || cfg.weight_decay < 0) {
-        tgc_set_error(TGC_ERR_INVALID_ARG, "%s: weight_decay is %g; it must be finite and >= 0", fn,
-                      opts->weight_decay);
-        return NULL;
-    }
     cfg.amsgrad = opts->amsgrad != 0;
     cfg.maximize = opts->maximize != 0;
     return optim_create(m, kind, opts->lr, &cfg);

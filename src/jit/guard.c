@@ -104,6 +104,16 @@ static int module_ok(const tgc_guards *g, tgc_module *self)
     return tgc_module_signature(self) == g->module_sig;
 }
 
+/* "captured tensor 6 adam.exp_avg[fc1.weight] (f32[4])": the name is the library's own
+ * (tgc_tensor_set_debug_name), when the tensor has one */
+static void captured_label(const tgc_captured_guard *c, int i, char *buf, size_t n)
+{
+    char dims[160];
+    tgc_format_dims(c->t->shape, c->t->ndim, dims, sizeof dims);
+    snprintf(buf, n, "captured tensor %d%s%s (%s%s)", i, c->t->debug_name ? " " : "",
+             c->t->debug_name ? c->t->debug_name : "", tgc_dtype_name(c->t->dtype), dims);
+}
+
 static int captured_ok(const tgc_captured_guard *c)
 {
     return c->is_const || (!(c->t->flags & TGC_T_DEAD) &&
@@ -291,16 +301,15 @@ tgc_miss_kind tgc_guards_explain(const tgc_guards *g, tgc_module *self, tgc_tens
         const tgc_captured_guard *c = &g->captured[i];
         if (captured_ok(c))
             continue;
-        char dims[160];
-        tgc_format_dims(c->t->shape, c->t->ndim, dims, sizeof dims);
+        char what[400];
+        captured_label(c, i, what, sizeof what);
         if (c->t->flags & TGC_T_DEAD)
-            snprintf(buf, n, "captured tensor %d (%s%s) was freed", i, tgc_dtype_name(c->t->dtype),
-                     dims);
+            snprintf(buf, n, "%s was freed", what);
         else
             snprintf(buf, n,
-                     "captured tensor %d (%s%s) was written in place after the trace read its "
-                     "value with tgc_item_* (version %llu -> %llu)",
-                     i, tgc_dtype_name(c->t->dtype), dims, (unsigned long long)c->version,
+                     "%s was written in place after the trace read its value with tgc_item_* "
+                     "(version %llu -> %llu)",
+                     what, (unsigned long long)c->version,
                      (unsigned long long)atomic_load(&c->t->storage->version));
         return TGC_MISS_CAPTURED;
     }
@@ -379,10 +388,9 @@ void tgc_guards_describe(const tgc_guards *g, tgc_strbuf *sb)
         const tgc_captured_guard *c = &g->captured[i];
         if (c->is_const)
             continue;
-        char dims[160];
-        tgc_format_dims(c->t->shape, c->t->ndim, dims, sizeof dims);
-        tgc_sb_printf(sb, "    captured tensor %d (%s%s): this object, alive", i,
-                      tgc_dtype_name(c->t->dtype), dims);
+        char what[400];
+        captured_label(c, i, what, sizeof what);
+        tgc_sb_printf(sb, "    %s: this object, alive", what);
         if (c->values_read)
             tgc_sb_printf(sb, ", version %llu (its value was read while tracing)",
                           (unsigned long long)c->version);

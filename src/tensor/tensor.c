@@ -249,8 +249,23 @@ void tgc_tensor_unref(tgc_tensor *t)
         }
         tgc_grad_link_unref(t->grad_fn);
         tgc_storage_unref(t->storage);
+        free(t->debug_name);
         free(t);
     }
+}
+
+int tgc_tensor_set_debug_name(tgc_tensor *t, const char *name)
+{
+    char *copy = NULL;
+    if (name) {
+        size_t n = strlen(name) + 1;
+        if (!(copy = malloc(n)))
+            return 0;
+        memcpy(copy, name, n);
+    }
+    free(t->debug_name);
+    t->debug_name = copy;
+    return 1;
 }
 
 int tgc_shape_check(const char *fn, const int64_t *shape, int ndim)

@@ -66,6 +66,9 @@ struct tgc_tensor {
     struct tgc_scope *scope;
     tgc_tensor *prev, *next;
     struct tgc_module *module;
+
+    /* what the library that owns the tensor calls it, for reports; NULL when unnamed */
+    char *debug_name;
 };
 
 /* ---- the thread's active trace (set by the tracer; tensors created while one is active are
@@ -94,6 +97,11 @@ tgc_tensor *tgc_tensor_alloc_unowned(void);
 int tgc_device_check(const char *fn, tgc_device dev);
 void tgc_tensor_ref(tgc_tensor *t);
 void tgc_tensor_unref(tgc_tensor *t);
+/* Names t for reports (tgc_fn_explain, recompile reasons): what the part of the library that
+ * owns t calls it, e.g. an optimizer's state "adam.exp_avg[fc1.weight]". Replaces an earlier
+ * name (NULL clears it); the name is copied and freed with the tensor object. 0 when out of
+ * memory (t keeps its old name: a name is an aid to reports, never needed). */
+int tgc_tensor_set_debug_name(tgc_tensor *t, const char *name);
 /* Adds t to the innermost scope of this thread. */
 void tgc_scope_adopt(tgc_tensor *t);
 /* Removes t from its scope without freeing it (caller takes the owner reference). */

@@ -176,8 +176,6 @@ static inline tgc_optim *make(tgc_module *m, const config *c)
         return tgc_sgd(m, &o);
     }
     tgc_adam_opts o = {c->lr, c->b1, c->b2, c->eps, c->wd, c->amsgrad, c->maximize};
-    if (c->k == K_ADAMW)
-        o.weight_decay = c->wd == 0 ? -1 : c->wd; /* 0 would be AdamW's default 1e-2 */
     return c->k == K_ADAM ? tgc_adam(m, &o) : tgc_adamw(m, &o);
 }
 

@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -115,16 +117,33 @@ static void zero_grad_zeroes_and_creates_gradients(void **state)
     tgc_module_free(m);
 }
 
-/* Defaults: AdamW's weight decay 0 means 1e-2, betas and eps 0 mean PyTorch's. */
+/* Defaults: TGC_OPTIM_DEFAULT asks for PyTorch's (AdamW's weight decay 1e-2), betas and eps
+ * left 0 take PyTorch's, a weight decay of 0 is none for Adam and AdamW alike. */
 static void zero_fields_take_pytorch_defaults(void **state)
 {
     (void)state;
     tgc_tensor *params[NP];
     tgc_module *m = build(TGC_F32, params);
-    tgc_adam_opts ao = {.lr = 1e-3};
-    tgc_optim *o = tgc_adamw(m, &ao);
-    assert_non_null(o);
     char buf[256];
+    const char *none = "{\"lr\":0.001,\"betas\":[0.9,0.999],\"eps\":1e-08,\"weight_decay\":0,"
+                       "\"amsgrad\":false,\"maximize\":false}";
+    tgc_optim *o = tgc_adamw(m, &(tgc_adam_opts){.lr = 1e-3});
+    assert_non_null(o);
+    tgc_optim_hparams(o, buf, sizeof buf);
+    assert_string_equal(buf, none);
+    tgc_optim_free(o);
+    o = tgc_adam(m, &(tgc_adam_opts){.lr = 1e-3, .weight_decay = TGC_OPTIM_DEFAULT});
+    assert_non_null(o);
+    tgc_optim_hparams(o, buf, sizeof buf);
+    assert_string_equal(buf, none);
+    tgc_optim_free(o);
+    tgc_adam_opts ao = {.lr = 1e-3,
+                        .beta1 = TGC_OPTIM_DEFAULT,
+                        .beta2 = TGC_OPTIM_DEFAULT,
+                        .eps = TGC_OPTIM_DEFAULT,
+                        .weight_decay = TGC_OPTIM_DEFAULT};
+    o = tgc_adamw(m, &ao);
+    assert_non_null(o);
     int n = tgc_optim_hparams(o, buf, sizeof buf);
     assert_int_equal(n, (int)strlen(buf));
     assert_string_equal(buf, "{\"lr\":0.001,\"betas\":[0.9,0.999],\"eps\":1e-08,\"weight_decay\":"
@@ -383,16 +402,41 @@ static void invalid_options_fail_with_invalid_arg(void **state)
         assert_null(tgc_adamw(m, &bad_adam[i]));
         check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, adam_msg[i]);
     }
-    /* Adam's L2 decay must be >= 0; AdamW's negative one means none */
-    a.weight_decay = -0.1;
-    assert_null(tgc_adam(m, &a));
-    check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "weight_decay is -0.1");
-    tgc_optim *o = tgc_adamw(m, &a);
-    assert_non_null(o);
+    /* every floating option: NaN, both infinities and a negative value are refused, with
+     * the function and the field named */
+    const double bad_value[] = {NAN, INFINITY, -INFINITY, -0.1};
+    const char *bad_text[] = {"nan", "inf", "-inf", "-0.1"};
+    const char *sgd_field[] = {"momentum", "dampening", "weight_decay"};
+    const char *adam_field[] = {"beta1", "beta2", "eps", "weight_decay"};
+    char want[200];
+    for (int v = 0; v < N_OF(bad_value); v++) {
+        for (int f = 0; f < N_OF(sgd_field); f++) {
+            tgc_sgd_opts so = {.lr = 0.1};
+            double *field[] = {&so.momentum, &so.dampening, &so.weight_decay};
+            *field[f] = bad_value[v];
+            assert_null(tgc_sgd(m, &so));
+            snprintf(want, sizeof want, "tgc_sgd: %s is %s; it must be finite and ", sgd_field[f],
+                     bad_text[v]);
+            check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, want);
+        }
+        for (int f = 0; f < N_OF(adam_field); f++)
+            for (int k = 0; k < 2; k++) {
+                tgc_adam_opts ao = {.lr = 0.1};
+                double *field[] = {&ao.beta1, &ao.beta2, &ao.eps, &ao.weight_decay};
+                *field[f] = bad_value[v];
+                assert_null(k ? tgc_adamw(m, &ao) : tgc_adam(m, &ao));
+                snprintf(want, sizeof want, "%s: %s is %s; it must be finite and ",
+                         k ? "tgc_adamw" : "tgc_adam", adam_field[f], bad_text[v]);
+                check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, want);
+            }
+    }
+    assert_null(tgc_sgd(m, &(tgc_sgd_opts){.lr = 0.1, .dampening = 1.5}));
+    assert_string_equal(tgc_last_error(), "tgc_sgd: dampening is 1.5; it must be finite and in "
+                                          "[0, 1] (TGC_OPTIM_DEFAULT: 0)");
+    assert_null(tgc_adamw(m, &(tgc_adam_opts){.lr = 0.1, .weight_decay = -1}));
+    assert_string_equal(tgc_last_error(), "tgc_adamw: weight_decay is -1; it must be finite and "
+                                          ">= 0 (TGC_OPTIM_DEFAULT: 0.01)");
     char buf[200];
-    tgc_optim_hparams(o, buf, sizeof buf);
-    assert_non_null(strstr(buf, "\"weight_decay\":0,"));
-    tgc_optim_free(o);
 
     /* NULL optimizers */
     check_error(tgc_optim_step(NULL), TGC_ERR_INVALID_ARG, "optimizer is NULL");
@@ -619,6 +663,105 @@ static void module_without_parameters(void **state)
     tgc_module_free(m);
 }
 
+/* A checkpoint cannot bring an lr or a step count the options would refuse: the load fails
+ * naming the file and the value, and changes nothing. */
+static void checkpoint_with_invalid_lr_or_step_is_refused(void **state)
+{
+    (void)state;
+    tgc_module *m = build(TGC_F32, NULL);
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/tgc_optim_bad_scalar_%d.safetensors", (int)getpid());
+    const char *names[] = {"lr", "lr", "lr", "step", "step", "step"};
+    const float values[] = {NAN, -0.5f, INFINITY, -1.0f, 2.5f, NAN};
+    const char *shown[] = {"lr nan", "lr -0.5", "lr inf", "step -1", "step 2.5", "step nan"};
+    for (int c = 0; c < N_OF(names); c++) {
+        tgc_optim *a = tgc_adam(m, &(tgc_adam_opts){.lr = 1e-3});
+        tgc_optim *b = tgc_adam(m, &(tgc_adam_opts){.lr = 2e-3});
+        assert_non_null(a);
+        assert_non_null(b);
+        for (int i = 0; i < tgc_optim_num_state(a); i++) {
+            const char *name;
+            tgc_tensor *t = tgc_optim_state(a, i, &name);
+            if (strcmp(name, names[c]) == 0)
+                assert_int_equal(tgc_copy_(t, tgc_full(NULL, 0, values[c], TGC_F32, tgc_cpu())),
+                                 TGC_OK);
+        }
+        assert_int_equal(tgc_optim_save(a, path), TGC_OK);
+        assert_int_equal(tgc_optim_load(b, path), TGC_ERR_INVALID_ARG);
+        char want[256];
+        snprintf(want, sizeof want, "tgc_optim_load: '%s' holds %s; it must be finite and ", path,
+                 shown[c]);
+        check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, want);
+        assert_true(tgc_optim_lr(b) == (double)2e-3f); /* unchanged */
+        tgc_optim_free(a);
+        tgc_optim_free(b);
+    }
+    remove(path);
+    tgc_module_free(m);
+}
+
+/* ---- the names reports give the state a compiled step captures ---- */
+
+static tgc_optim *g_named_opt;
+
+static tgc_status named_step(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)n_in;
+    (void)n_out;
+    tgc_tensor *w = tgc_module_get(tgc_module_get_child(self, "fc1"), "weight");
+    tgc_tensor *loss = tgc_sum(tgc_mul(w, in[0]), NULL, 0, 0);
+    tgc_status st = tgc_backward(loss);
+    if (st == TGC_OK)
+        st = tgc_optim_step(g_named_opt);
+    if (st == TGC_OK)
+        st = tgc_optim_zero_grad(g_named_opt);
+    out[0] = tgc_detach(loss);
+    return st;
+}
+
+static void explain_names_optimizer_state(void **state)
+{
+    (void)state;
+    tgc_module *root = tgc_module_create("net", NULL), *fc1 = tgc_module_create("fc1", NULL);
+    assert_int_equal(tgc_module_child(root, "fc1", fc1), TGC_OK);
+    int64_t three = 3;
+    assert_non_null(tgc_module_param(fc1, "weight", tgc_ones(&three, 1, TGC_F32, tgc_cpu())));
+    g_named_opt = tgc_adam(root, &(tgc_adam_opts){.lr = 1e-2, .amsgrad = 1});
+    assert_non_null(g_named_opt);
+    tgc_config cfg = tgc_config_default();
+    tgc_fn *f = tgc_compile(named_step, "named_step", &cfg);
+    tgc_tensor *x = tgc_ones(&three, 1, TGC_F32, tgc_cpu()), *out[1] = {NULL};
+    assert_int_equal(tgc_call(f, root, &x, 1, out, 1), TGC_OK);
+    char *e = tgc_fn_explain(f);
+    assert_non_null(e);
+    const char *want[] = {" adam.step (f32[]): this object, alive",
+                          " adam.lr (f32[]): this object, alive",
+                          " adam.exp_avg[fc1.weight] (f32[3]): this object, alive",
+                          " adam.exp_avg_sq[fc1.weight] (f32[3]): this object, alive",
+                          " adam.max_exp_avg_sq[fc1.weight] (f32[3]): this object, alive"};
+    for (int i = 0; i < N_OF(want); i++)
+        if (!strstr(e, want[i]))
+            fail_msg("tgc_fn_explain lacks \"%s\":\n%s", want[i], e);
+    tgc_free(e);
+    /* a recompile reason names it too: a new optimizer's state is not the captured one */
+    tgc_optim_free(g_named_opt);
+    g_named_opt = tgc_sgd(root, &(tgc_sgd_opts){.lr = 0.1, .momentum = 0.9});
+    assert_non_null(g_named_opt);
+    assert_int_equal(tgc_call(f, root, &x, 1, out, 1), TGC_OK);
+    tgc_stats st;
+    assert_int_equal(tgc_fn_stats(f, &st), TGC_OK);
+    assert_int_equal(st.compiles, 2);
+    if (!strstr(st.last_recompile_reason, "captured tensor ") ||
+        !strstr(st.last_recompile_reason, " adam.") ||
+        !strstr(st.last_recompile_reason, ") was freed"))
+        fail_msg("recompile reason \"%s\" does not name the state", st.last_recompile_reason);
+    tgc_fn_free(f);
+    tgc_optim_free(g_named_opt);
+    g_named_opt = NULL;
+    tgc_module_free(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -653,6 +796,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(flat_names_are_dotted_paths_below_the_module, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(module_without_parameters, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(explain_names_optimizer_state, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(checkpoint_with_invalid_lr_or_step_is_refused, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(compiled_steps_match_pytorch_and_compile_once, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(set_lr_changes_the_update_without_recompiling, scoped_setup,

@@ -1125,8 +1125,10 @@ static tgc_optim *make_optim(tgc_module *m, opt_kind k)
         tgc_sgd_opts o = {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-2, .nesterov = 1};
         return tgc_sgd(m, &o);
     }
-    tgc_adam_opts o = {
-        .lr = 0.01, .weight_decay = k == OPT_ADAMW ? 0.0 : 1e-3, .amsgrad = k == OPT_ADAM_AMSGRAD};
+    tgc_adam_opts o = {.lr = 0.01,
+                       .weight_decay =
+                           k == OPT_ADAMW ? TGC_OPTIM_DEFAULT : 1e-3, /* AdamW's: 1e-2 */
+                       .amsgrad = k == OPT_ADAM_AMSGRAD};
     return k == OPT_ADAMW ? tgc_adamw(m, &o) : tgc_adam(m, &o);
 }
 
