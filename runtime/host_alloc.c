@@ -215,8 +215,8 @@ tgc_status tgc_set_host_allocator(tgc_host_alloc_fn alloc, tgc_host_free_fn free
         return tgc_set_error(
             TGC_ERR_INVALID_ARG,
             "tgc_set_host_allocator: %zu host buffers (%zu bytes) are still alive; set the "
-            "allocator before the first tensor is made and the first op runs (cached eager "
-            "kernels keep their scratch buffers for the life of the process)",
+            "allocator before the first tensor is made, or once every tensor, module, "
+            "optimizer and compiled function is freed",
             live, atomic_load_explicit(&g_in_use, memory_order_relaxed));
     host_empty_cache(NULL); /* blocks of the built-in cache would never reach the new free */
     atomic_store_explicit(&g_user_data, alloc ? user : NULL, memory_order_relaxed);

@@ -225,7 +225,8 @@ TGC_API void tgc_free(void *p);
 /* ---- host memory ---- */
 /* The host program's allocator for the bytes of every tensor on the host: tensor data,
  * module parameters and gradients, and the scratch memory of compiled functions and eager
- * kernels (the library's own small objects, graphs and compiled code still use malloc).
+ * kernels (the library's own objects, graphs, compiled code and the per-thread packing
+ * buffers of the CPU GEMM and conv kernels still use malloc).
  * alloc(nbytes, alignment, user) returns nbytes of memory aligned to `alignment` (always
  * 64; nbytes is a positive multiple of 64), or NULL when out of memory (the op then fails
  * with TGC_ERR_OOM; a misaligned pointer is handed back to free and counts as NULL).
@@ -234,8 +235,9 @@ TGC_API void tgc_free(void *p);
  * must not call libtgc. The library's own cache of large freed blocks
  * (TGC_STORAGE_CACHE_BYTES) is bypassed: the host allocator decides what to keep.
  * Set it before the first tensor is made and the first op runs, with no other thread using
- * libtgc meanwhile: while any host block is alive (cached eager kernels keep theirs for the
- * life of the process) it fails with TGC_ERR_INVALID_ARG and changes nothing. Both NULL:
+ * libtgc meanwhile: while any host block is alive (a tensor, module, gradient, optimizer
+ * state or compiled function not yet freed) it fails with TGC_ERR_INVALID_ARG and changes
+ * nothing. Both NULL:
  * the library's own allocator (again). One NULL and not the other: TGC_ERR_INVALID_ARG.
  * The functions (and user) must stay valid while any block they made is alive, which may be
  * until the process exits. Device memory is the device allocator's (cuda.h). */

@@ -21,6 +21,9 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#ifdef TGC_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "jit/jit.h"
 #include "tgc/tgc.h"
 
@@ -477,6 +480,38 @@ static void missing_cache_dir_is_created_private(void **state)
     tgc_fn_free(f);
 }
 
+static void cuda_program_cache_creates_its_missing_directory(void **state)
+{
+    (void)state;
+#ifdef TGC_HAVE_CUDA
+    /* the store a compiled CUDA program takes (no GPU needed: the bytes are opaque here) */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/cubins/sm90", tmp_root);
+    const char text[] = "extern \"C\" __global__ void k() {}", cubin[] = "not really a cubin";
+    tgc_cuda_disk_store(dir, 90, text, cubin, sizeof cubin);
+    assert_int_equal(dir_mode(dir), 0700);
+    char *back = NULL;
+    size_t n = 0;
+    assert_int_equal(tgc_cuda_disk_load(dir, 90, text, &back, &n), 1);
+    assert_int_equal(n, sizeof cubin);
+    assert_memory_equal(back, cubin, n);
+    free(back);
+    /* a directory that cannot be made: named once, nothing stored */
+    char file[512], bad[600];
+    snprintf(file, sizeof file, "%s/not_a_dir", tmp_root);
+    FILE *fp = fopen(file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(bad, sizeof bad, "%s/x", file);
+    tgc_cuda_disk_store(bad, 90, text, cubin, sizeof cubin);
+    tgc_cuda_disk_store(bad, 90, text, cubin, sizeof cubin);
+    assert_int_equal(count(&process_log, 0, "is not a directory and cannot be created ("), 1);
+    assert_int_equal(count(&process_log, 0, "compiled CUDA programs are not cached on disk"), 1);
+#else
+    skip();
+#endif
+}
+
 /* ---- what the reports name ---- */
 
 static void explain_names_the_backend_its_variants_run_on(void **state)
@@ -587,6 +622,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             dump_dir_that_cannot_be_created_is_named_once_with_the_reason, setup, teardown),
         cmocka_unit_test_setup_teardown(missing_cache_dir_is_created_private, setup, teardown),
+        cmocka_unit_test_setup_teardown(cuda_program_cache_creates_its_missing_directory, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(explain_names_the_backend_its_variants_run_on, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(graph_channel_prints_the_graph_its_fusion_groups_number,
