@@ -184,18 +184,11 @@ static int print_top_classes(tgc_tensor *logits, int n)
     return st == TGC_OK;
 }
 
-/* The backend a compiled function runs on, as tgc_fn_explain's first line names it. */
+/* The backend a compiled function runs on: that of its most recently used variant. */
 static void backend_name(const tgc_fn *f, char *buf, size_t size)
 {
-    snprintf(buf, size, "?");
-    char *report = tgc_fn_explain(f);
-    const char *p = report ? strstr(report, "(backend ") : NULL;
-    if (p) {
-        p += strlen("(backend ");
-        size_t n = strcspn(p, ")");
-        snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), p);
-    }
-    tgc_free(report);
+    tgc_stats s;
+    snprintf(buf, size, "%s", tgc_fn_stats(f, &s) == TGC_OK ? s.backend : "?");
 }
 
 int main(int argc, char **argv)

@@ -8,13 +8,19 @@
  * cache is process-wide and locked; small blocks go straight to malloc.
  *
  * Statistics: bytes in live blocks and their peak are two relaxed atomics updated on every
- * block (no lock: the small-block path takes none); cached bytes are read under the lock. */
+ * block (no lock: the small-block path takes none); cached bytes are read under the lock.
+ *
+ * The host program may supply the memory itself (tgc_set_host_allocator, tgc/tensor.h):
+ * every block then comes from its alloc and goes back to its free, with no cache in between
+ * (its allocator decides what to keep), while no block is alive when it is set. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/alloc.h"
+#include "support/error.h"
 
 #define CACHE_MIN   ((size_t)1 << 20)
 #define CACHE_SLOTS 64
@@ -31,6 +37,13 @@ static size_t g_bytes;
 static pthread_once_t g_limit_once = PTHREAD_ONCE_INIT;
 static size_t g_limit; /* written once under g_limit_once: threads free blocks concurrently */
 static atomic_size_t g_in_use, g_peak;
+static atomic_size_t g_live_blocks; /* blocks handed out and not yet freed */
+
+/* The host program's allocator, when set. Written only while no block is alive (checked,
+ * and the contract says no other thread allocates meanwhile); read on every block. */
+static _Atomic(tgc_host_alloc_fn) g_user_alloc;
+static _Atomic(tgc_host_free_fn) g_user_free;
+static _Atomic(void *) g_user_data;
 
 static void read_limit(void)
 {
@@ -123,11 +136,23 @@ static tgc_block host_alloc(void *ctx, int index, size_t nbytes)
     if (rounded < nbytes) /* nbytes within 63 of SIZE_MAX */
         return (tgc_block){NULL, 0};
     size_t cap = rounded;
-    void *p = rounded >= CACHE_MIN ? cache_take(rounded, &cap) : NULL;
-    if (!p)
-        p = aligned_alloc(64, rounded);
+    void *p = NULL;
+    tgc_host_alloc_fn ua = atomic_load_explicit(&g_user_alloc, memory_order_acquire);
+    if (ua) {
+        p = ua(rounded, 64, atomic_load_explicit(&g_user_data, memory_order_relaxed));
+        if (((uintptr_t)p & 63) != 0) { /* misaligned: kernels would fault; say out of memory */
+            atomic_load_explicit(&g_user_free, memory_order_relaxed)(
+                p, rounded, atomic_load_explicit(&g_user_data, memory_order_relaxed));
+            p = NULL;
+        }
+    } else {
+        p = rounded >= CACHE_MIN ? cache_take(rounded, &cap) : NULL;
+        if (!p)
+            p = aligned_alloc(64, rounded);
+    }
     if (!p)
         return (tgc_block){NULL, 0};
+    atomic_fetch_add_explicit(&g_live_blocks, 1, memory_order_relaxed);
     note_alloc(cap);
     return (tgc_block){p, cap};
 }
@@ -137,7 +162,11 @@ static void host_free(void *ctx, int index, tgc_block b)
     (void)ctx;
     (void)index;
     atomic_fetch_sub_explicit(&g_in_use, b.cap, memory_order_relaxed);
-    if (b.cap >= CACHE_MIN)
+    atomic_fetch_sub_explicit(&g_live_blocks, 1, memory_order_relaxed);
+    tgc_host_free_fn uf = atomic_load_explicit(&g_user_free, memory_order_acquire);
+    if (uf)
+        uf(b.ptr, b.cap, atomic_load_explicit(&g_user_data, memory_order_relaxed));
+    else if (b.cap >= CACHE_MIN)
         cache_put(b.ptr, b.cap);
     else
         free(b.ptr);
@@ -172,6 +201,28 @@ static void host_reset_peak(void *ctx, int index)
     (void)index;
     atomic_store_explicit(&g_peak, atomic_load_explicit(&g_in_use, memory_order_relaxed),
                           memory_order_relaxed);
+}
+
+tgc_status tgc_set_host_allocator(tgc_host_alloc_fn alloc, tgc_host_free_fn free_fn, void *user)
+{
+    if (!alloc != !free_fn)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_set_host_allocator: alloc is %s but free is %s; pass both, or "
+                             "both NULL for the library's own allocator",
+                             alloc ? "set" : "NULL", free_fn ? "set" : "NULL");
+    size_t live = atomic_load_explicit(&g_live_blocks, memory_order_relaxed);
+    if (live)
+        return tgc_set_error(
+            TGC_ERR_INVALID_ARG,
+            "tgc_set_host_allocator: %zu host buffers (%zu bytes) are still alive; set the "
+            "allocator before the first tensor is made, or once every tensor, module, "
+            "optimizer and compiled function is freed",
+            live, atomic_load_explicit(&g_in_use, memory_order_relaxed));
+    host_empty_cache(NULL); /* blocks of the built-in cache would never reach the new free */
+    atomic_store_explicit(&g_user_data, alloc ? user : NULL, memory_order_relaxed);
+    atomic_store_explicit(&g_user_free, free_fn, memory_order_release);
+    atomic_store_explicit(&g_user_alloc, alloc, memory_order_release);
+    return TGC_OK;
 }
 
 const tgc_allocator tgc_host_allocator = {

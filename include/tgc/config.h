@@ -9,13 +9,16 @@
  *   TGC_DUMP_DIR=dir (graph IR text and DOT per variant; with LLVM also kernel IR and LLVM IR
  *   before and after O3), TGC_CACHE_DIR=dir, TGC_NUM_THREADS=N
  * A value that does not parse (TGC_CACHE_SIZE_LIMIT=abc, TGC_DYNAMIC=sometimes, an unknown
- * TGC_LOG channel, ...) is ignored, with one warning on stderr per variable and value that
- * names the variable, the value and what is accepted; the default stands in for it.
+ * TGC_LOG channel, ...) is ignored, with one warning per variable and value (through
+ * tgc_set_log_fn's callback, else on stderr) that names the variable, the value and what is
+ * accepted; the default stands in for it.
  * Read elsewhere (no config field): TGC_LLVM_CPU / TGC_LLVM_FEATURES (target override),
  * TGC_EAGER=interp (eager ops stay on interp), TGC_STORAGE_CACHE_BYTES (cache of freed large
- * buffers), TGC_PROFILE=1 (per-step times of compiled calls on stderr), TGC_CUDA_DRIVER=path
- * (the CUDA driver library opened instead of libcuda.so.1; read once by runtime/cuda.c when
- * CUDA is first used).
+ * buffers), TGC_PROFILE=1 (per-step times of compiled calls, channel TGC_LOG_PROFILE),
+ * TGC_CUDA_DRIVER=path (the CUDA driver library opened instead of libcuda.so.1; read once by
+ * runtime/cuda.c when CUDA is first used).
+ * A dump_dir or cache_dir that does not exist is created (with its parents, mode 0700) by
+ * tgc_compile; one that cannot be is named once, with the reason, as a warning.
  * The struct begins with struct_size so it can grow without breaking callers. */
 #ifndef TGC_CONFIG_H
 #define TGC_CONFIG_H
@@ -68,11 +71,26 @@ enum {
     TGC_LOG_DYNAMIC = 1u << 3,
     TGC_LOG_PERF = 1u << 4,
     TGC_LOG_KERNELS = 1u << 5,
+    /* Not a switch: the channel of the per-step lines of TGC_PROFILE=1, which the
+     * environment turns on (cfg.log does not filter them). */
+    TGC_LOG_PROFILE = 1u << 6,
     TGC_LOG_ALL = 0xffffu
 };
 
-/* Receives every message of an enabled channel, and every warning (channel 0). */
+/* Receives every message of an enabled channel, and every warning (channel 0). message is
+ * one line or several, without a final newline, valid during the call only. */
 typedef void (*tgc_log_fn)(unsigned channel, const char *message, void *user);
+
+/* The process-wide log callback: every message the library emits goes to it, messages of
+ * no function included (warnings about the TGC_* environment, TGC_PROFILE lines, a root
+ * scope that grows without bound), unless it belongs to a function compiled with a config
+ * whose log_fn is set: cfg.log_fn takes precedence for that function's messages. NULL
+ * (the default): stderr, one message per line. The library never writes to stdout or
+ * stderr otherwise. Callable at any time from any thread; the callback may be called from
+ * any thread (one that compiles, calls or runs eager ops), concurrently, so it must be
+ * thread-safe; it may call tgc_set_log_fn but should not call other libtgc functions.
+ * A message being delivered while the callback is replaced may still reach the old one. */
+TGC_API void tgc_set_log_fn(tgc_log_fn fn, void *user);
 
 typedef struct tgc_config {
     size_t struct_size; /* sizeof(tgc_config), set by tgc_config_default */
@@ -88,7 +106,7 @@ typedef struct tgc_config {
     const char *dump_dir;      /* per-variant IR dumps (NULL: none); copied */
     int num_threads;           /* threads of compiled kernels; 0: all cores */
     unsigned log;              /* TGC_LOG_* channels */
-    tgc_log_fn log_fn;         /* NULL: stderr */
+    tgc_log_fn log_fn;         /* NULL: tgc_set_log_fn's callback, else stderr */
     void *log_user;
     tgc_matmul_precision matmul_precision; /* TGC_MATMUL_PRECISION=highest|high|medium */
     /* CUDA: the stream (a CUstream) a compiled function launches on; NULL: the calling

@@ -106,6 +106,17 @@ TGC_API tgc_status tgc_scope_keep(tgc_tensor *t);
 TGC_API void tgc_tensor_free(tgc_tensor *t);
 /* Free this thread's root scope and library state. Safe to call more than once. */
 TGC_API void tgc_shutdown(void);
+/* Leak checks for a host loop. tgc_scope_depth: the scopes open on this thread above its
+ * root scope (0 at top level; inside a model function the scope tgc_call opened counts).
+ * tgc_live_tensor_count: the tensor objects alive in the whole process, on every thread,
+ * including module parameters and buffers, gradients, and tensors the library holds (kept
+ * by compiled functions, saved for a backward, or still viewed by another tensor); a loop
+ * whose iterations each leave it higher leaks. Both are cheap and thread-safe; the count
+ * is exact when no other thread makes or frees tensors meanwhile. When a thread's root
+ * scope comes to hold 100,000 tensors (and again at 1,000,000, ...), a warning goes
+ * through the log (tgc_set_log_fn in config.h). */
+TGC_API int tgc_scope_depth(void);
+TGC_API int64_t tgc_live_tensor_count(void);
 
 /* ---- creation (results belong to the innermost scope) ---- */
 TGC_API tgc_tensor *tgc_empty(const int64_t *shape, int ndim, tgc_dtype dt, tgc_device dev);
@@ -210,6 +221,30 @@ TGC_API tgc_tensor *tgc_arange_sym(int64_t start, tgc_symint end, int64_t step, 
 
 /* Release memory returned by the library (e.g. tgc_fn_explain). */
 TGC_API void tgc_free(void *p);
+
+/* ---- host memory ---- */
+/* The host program's allocator for the bytes of every tensor on the host: tensor data,
+ * module parameters and gradients, and the scratch memory of compiled functions and eager
+ * kernels (the library's own objects, graphs, compiled code and the per-thread packing
+ * buffers of the CPU GEMM and conv kernels still use malloc).
+ * alloc(nbytes, alignment, user) returns nbytes of memory aligned to `alignment` (always
+ * 64; nbytes is a positive multiple of 64), or NULL when out of memory (the op then fails
+ * with TGC_ERR_OOM; a misaligned pointer is handed back to free and counts as NULL).
+ * free(ptr, nbytes, user) gets each block back once, with the nbytes it was asked for, from
+ * any thread. Both are called from any thread, concurrently: they must be thread-safe, and
+ * must not call libtgc. The library's own cache of large freed blocks
+ * (TGC_STORAGE_CACHE_BYTES) is bypassed: the host allocator decides what to keep.
+ * Set it before the first tensor is made and the first op runs, with no other thread using
+ * libtgc meanwhile: while any host block is alive (a tensor, module, gradient, optimizer
+ * state or compiled function not yet freed) it fails with TGC_ERR_INVALID_ARG and changes
+ * nothing. Both NULL:
+ * the library's own allocator (again). One NULL and not the other: TGC_ERR_INVALID_ARG.
+ * The functions (and user) must stay valid while any block they made is alive, which may be
+ * until the process exits. Device memory is the device allocator's (cuda.h). */
+typedef void *(*tgc_host_alloc_fn)(size_t nbytes, size_t alignment, void *user);
+typedef void (*tgc_host_free_fn)(void *ptr, size_t nbytes, void *user);
+TGC_API tgc_status tgc_set_host_allocator(tgc_host_alloc_fn alloc, tgc_host_free_fn free_fn,
+                                          void *user);
 
 #ifdef __cplusplus
 }

@@ -60,18 +60,22 @@ void tgc_backend_dump_text(const tgc_config *cfg, const char *name, const char *
     }
 }
 
-/* The graph as compiled (after the passes and the backend's preparation) and its groups. */
+/* The graph as compiled (after the passes and the backend's preparation) and its groups,
+ * in one message: the groups name nodes of this graph, which the preparation may have
+ * renumbered (copies inserted, parameter-only nodes moved first) since "after passes". */
 static void log_graph(const tgc_plan *p, const tgc_fusion *fu, const tgc_config *cfg,
                       const char *name)
 {
     if (!(cfg->log & TGC_LOG_GRAPH) && !cfg->dump_dir)
         return;
     char *t = tgc_fusion_to_text(p->g, fu), *gt = tgc_graph_to_text(p->g);
-    if (cfg->log & TGC_LOG_GRAPH)
-        tgc_log_msg(cfg, TGC_LOG_GRAPH, "tgc: fusion groups of '%s':\n%s", name, t ? t : "");
     tgc_strbuf sb = {0};
     tgc_sb_printf(&sb, "%s\n%s", gt ? gt : "", t ? t : "");
     char *both = tgc_sb_take(&sb);
+    if (cfg->log & TGC_LOG_GRAPH)
+        tgc_log_msg(cfg, TGC_LOG_GRAPH,
+                    "tgc: graph of '%s' as compiled for %s (%d nodes) and its fusion groups:\n%s",
+                    name, p->backend->name, p->g->n_nodes, both ? both : "");
     tgc_backend_dump_text(cfg, name, "opt.txt", both);
     free(both);
     free(gt);
@@ -405,6 +409,8 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
     p->n_threads = tgc_threads_resolve(cfg->num_threads);
     p->stream = cfg->cuda_stream;
     p->precision = cfg->matmul_precision;
+    p->log_fn = cfg->log_fn;
+    p->log_user = cfg->log_user;
     p->g = tgc_graph_clone(src);
     tgc_status st = p->g ? TGC_OK : TGC_ERR_OOM;
     if (st == TGC_OK)

@@ -22,6 +22,7 @@
 #include "runtime/philox.h"
 #include "support/config_env.h"
 #include "support/error.h"
+#include "support/log.h"
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/ops.h"
@@ -398,7 +399,8 @@ static tgc_plan_stream *take_arena(run_ctx *r)
     return e;
 }
 
-/* TGC_PROFILE=1 (support/config_env.h): one line per step and call on stderr. On a device
+/* TGC_PROFILE=1 (support/config_env.h): one line per step and call, to the function's log
+ * callback, else the process-wide one, else stderr (support/log.h). On a device
  * each step is waited for, so the time is the step's own (and the call runs synchronously). */
 static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
 {
@@ -408,11 +410,14 @@ static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const tgc_step *s = &p->steps[si];
     const kir_kernel *k = s->kernel >= 0 ? p->kernels[s->kernel].k : NULL;
-    fprintf(stderr, "tgc profile: step %d %s %.3f ms\n", si,
-            !k                    ? tgc_op_name(p->g->nodes[s->node].op)
-            : k->kind == KIR_LOOP ? "loop"
-                                  : tgc_op_name(k->tpl.op),
-            (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6);
+    char line[128];
+    snprintf(line, sizeof line, "tgc profile: step %d %s %.3f ms", si,
+             !k                    ? tgc_op_name(p->g->nodes[s->node].op)
+             : k->kind == KIR_LOOP ? "loop"
+                                   : tgc_op_name(k->tpl.op),
+             (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6);
+    tgc_config cfg = {.struct_size = sizeof cfg, .log_fn = p->log_fn, .log_user = p->log_user};
+    tgc_log_write(&cfg, TGC_LOG_PROFILE, line);
 }
 
 /* Binds the inputs. Kernels index inputs as row-major, so a strided input is read through

@@ -72,6 +72,8 @@ typedef struct tgc_plan {
     void *stream; /* cfg->cuda_stream: the stream launches go to (NULL: the thread's) */
     int n_threads;
     tgc_matmul_precision precision; /* cfg->matmul_precision */
+    tgc_log_fn log_fn;              /* cfg->log_fn, log_user: where TGC_PROFILE lines go */
+    void *log_user;
     tgc_memplan mem;
     /* per value: 1 when a node writes it in place (tgc_pass_mutated_values); NULL when no
      * node does. Inputs so marked are written back after a call. */

@@ -10,6 +10,7 @@
 #include "frontend/module_impl.h"
 #include "tensor/scope.h"
 #include "jit/jit.h"
+#include "support/dirs.h"
 #include "support/log.h"
 
 /* Variants alive in this process, for accumulated_cache_size_limit. */
@@ -56,6 +57,12 @@ tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg)
         tgc_set_error(TGC_ERR_OOM, "tgc_compile: out of memory");
         return NULL;
     }
+    /* directories that do not exist yet are made now, or named with the reason once */
+    tgc_dir_ensure(&f->cfg, f->cfg.dump_dir, "cfg.dump_dir (TGC_DUMP_DIR)",
+                   "no IR dumps are written");
+    tgc_dir_ensure(&f->cfg, f->cfg.cache_dir, "cfg.cache_dir (TGC_CACHE_DIR)",
+                   "the compile cache on disk is off");
+    f->arity_in = f->arity_out = -1;
     /* default mutexes: initialization cannot fail on the platforms we build for */
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->compile_lock, NULL);
@@ -386,12 +393,31 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
     return TGC_OK;
 }
 
-tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
-                    int n_out)
+/* A tgc_fn has one signature: the n_in and n_out of its first successful call (the first
+ * trace's, or the first eager call's with backend EAGER). Anything else is a mistake of the
+ * caller that would otherwise pass silently (extra inputs) or fail inside an op. */
+static tgc_status check_arity(tgc_fn *f, int n_in, int n_out)
 {
-    tgc_status st = check_call(f, in, n_in, out, n_out);
-    if (st != TGC_OK)
-        return st;
+    pthread_mutex_lock(&f->lock);
+    int ai = f->arity_in, ao = f->arity_out;
+    pthread_mutex_unlock(&f->lock);
+    if (ai < 0 || (ai == n_in && ao == n_out))
+        return TGC_OK;
+    const char *how = f->cfg.backend == TGC_BACKEND_EAGER ? "first called" : "traced";
+    int in_bad = ai != n_in;
+    int want = in_bad ? ai : ao, got = in_bad ? n_in : n_out;
+    return tgc_set_error(TGC_ERR_INVALID_ARG,
+                         "tgc_call: '%s' was %s with %d %s%s, called with %d (n_%s); a tgc_fn "
+                         "takes the same number of inputs and outputs on every call: compile "
+                         "one tgc_fn per signature",
+                         f->name, how, want, in_bad ? "input" : "output", want == 1 ? "" : "s", got,
+                         in_bad ? "in" : "out");
+}
+
+static tgc_status call_checked(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                               tgc_tensor **out, int n_out)
+{
+    tgc_status st = TGC_OK;
     if (tgc_trace_current()) /* called from a traced function: inline into that trace */
         return call_in_frame(f, self, in, n_in, out, n_out);
     if (f->cfg.backend == TGC_BACKEND_EAGER) {
@@ -426,6 +452,25 @@ tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in
     if (eager)
         return call_in_frame(f, self, in, n_in, out, n_out);
     return run_variant(f, v, self, in, n_in, out, n_out, symvals);
+}
+
+tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                    int n_out)
+{
+    tgc_status st = check_call(f, in, n_in, out, n_out);
+    if (st == TGC_OK)
+        st = check_arity(f, n_in, n_out);
+    if (st == TGC_OK)
+        st = call_checked(f, self, in, n_in, out, n_out);
+    if (st == TGC_OK) {
+        pthread_mutex_lock(&f->lock);
+        if (f->arity_in < 0) {
+            f->arity_in = n_in;
+            f->arity_out = n_out;
+        }
+        pthread_mutex_unlock(&f->lock);
+    }
+    return st;
 }
 
 tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out)

@@ -1,5 +1,30 @@
 /* tgc_fn_explain and tgc_fn_graph: what a compiled function holds and why. */
+#include <stdio.h>
+#include <string.h>
+
 #include "jit/jit.h"
+
+/* The backends the compiled variants run on, most recently hit first ("cuda", or
+ * "cuda, llvm" for a function called on both devices); with none compiled yet, the one the
+ * config resolved to. Called with f->lock held. */
+static void variant_backends(const tgc_fn *f, char *buf, size_t n, int *count)
+{
+    const char *seen[8];
+    int k = 0;
+    for (const tgc_variant *v = f->variants; v && k < 8; v = v->next) {
+        int dup = v->is_eager || !v->backend;
+        for (int i = 0; i < k && !dup; i++)
+            dup = seen[i] == v->backend->name;
+        if (!dup)
+            seen[k++] = v->backend->name;
+    }
+    if (!k)
+        seen[k++] = f->cfg.backend == TGC_BACKEND_EAGER ? "eager" : f->backend->name;
+    buf[0] = '\0';
+    for (int i = 0; i < k; i++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", seen[i]);
+    *count = k;
+}
 
 char *tgc_fn_explain(const tgc_fn *cf)
 {
@@ -12,10 +37,13 @@ char *tgc_fn_explain(const tgc_fn *cf)
     tgc_fn_stats(f, &s);
     tgc_strbuf sb = {0};
     pthread_mutex_lock(&f->lock);
+    char backends[96];
+    int n_backends;
+    variant_backends(f, backends, sizeof backends, &n_backends);
     tgc_sb_printf(&sb,
-                  "tgc_fn '%s' (backend %s): %llu calls, %llu cache hits, %llu compiles "
+                  "tgc_fn '%s' (backend%s %s): %llu calls, %llu cache hits, %llu compiles "
                   "(%llu recompiles), %llu eager calls, %llu graph breaks\n",
-                  f->name, f->backend->name, (unsigned long long)s.calls,
+                  f->name, n_backends > 1 ? "s" : "", backends, (unsigned long long)s.calls,
                   (unsigned long long)s.cache_hits, (unsigned long long)s.compiles,
                   (unsigned long long)s.recompiles, (unsigned long long)s.eager_fallbacks,
                   (unsigned long long)s.graph_breaks);

@@ -41,6 +41,9 @@ struct tgc_fn {
     tgc_variant *variants;
     int n_variants;
     int limit_warned;
+    /* n_in and n_out of the first call that succeeded (-1 before it): later calls must
+     * pass the same (under lock) */
+    int arity_in, arity_out;
     /* automatic dynamic: sizes seen per input dim at earlier compiles */
     int n_seen;
     int64_t (*seen)[TGC_MAX_DIMS];

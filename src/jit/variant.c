@@ -1,5 +1,7 @@
 /* Compiling one variant: trace the function, verify the graph, build guards, hand the graph
  * to the backend. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,12 +110,63 @@ static tgc_status collect_outputs(const tgc_fn *f, tgc_trace *tr, tgc_tensor **o
     return TGC_OK;
 }
 
+/* Entries past n_in in the traced input array, NULL: a function that reads in[n_in] (called
+ * with too few inputs) reads NULL instead of past the array, and the message says so. */
+#define TRACE_ARG_PAD 8
+
+/* The function failed while tracing because an op got a NULL input: the likely cause is an
+ * in[k] read past n_in, which the op's message cannot name. */
+static void name_missing_inputs(const tgc_fn *f, int n_in, tgc_status st)
+{
+    const char *e = tgc_last_error();
+    size_t n = strlen(e), k = strlen(" is NULL");
+    if (st != TGC_ERR_INVALID_ARG || n < k || strcmp(e + n - k, " is NULL") != 0)
+        return;
+    char op_msg[512];
+    snprintf(op_msg, sizeof op_msg, "%s", e);
+    tgc_set_error(st,
+                  "tgc_call: '%s' failed while tracing: %s; it was called with n_in = %d, and "
+                  "in[k] for k >= %d is NULL (pass every input the function reads)",
+                  f->name, op_msg, n_in, n_in);
+}
+
+/* The inputs the trace did not use (no node reads them, no output is one): passing an input
+ * the function ignores is legal but usually a mistake of the caller, so the first trace
+ * names them once. */
+static void warn_unused_inputs(const tgc_fn *f, const tgc_graph *g, int n_in)
+{
+    if (n_in <= 0 || n_in > 4096)
+        return;
+    uint8_t *used = calloc((size_t)n_in, 1);
+    if (!used)
+        return;
+    for (int i = n_in; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0 && g->nodes[i].in[k] < n_in)
+                used[g->nodes[i].in[k]] = 1;
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0 && g->outputs[k] < n_in)
+            used[g->outputs[k]] = 1;
+    char list[256] = "";
+    int n_unused = 0;
+    for (int i = 0; i < n_in; i++)
+        if (!used[i] && n_unused++ < 8)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%sin[%d]",
+                     n_unused > 1 ? ", " : "", i);
+    free(used);
+    if (n_unused)
+        tgc_log_msg(&f->cfg, 0,
+                    "tgc: '%s' was called with %d inputs but its trace does not use %s%s (read "
+                    "only through sizes, or not at all); check n_in",
+                    f->name, n_in, list, n_unused > 8 ? ", ..." : "");
+}
+
 /* Runs the function once with traced tensors. On return the trace holds the graph, or is
  * marked broken; *fn_status is what the function (or output collection) reported. */
 static tgc_status run_trace(tgc_fn *f, tgc_trace *tr, tgc_module *self, tgc_tensor *const *in,
                             int n_in, int n_out, int32_t *out_ids)
 {
-    tgc_tensor **traced = calloc((size_t)(n_in ? n_in : 1), sizeof *traced);
+    tgc_tensor **traced = calloc((size_t)n_in + TRACE_ARG_PAD, sizeof *traced);
     tgc_tensor **outs = calloc((size_t)(n_out ? n_out : 1), sizeof *outs);
     tgc_status st = (traced && outs) ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory");
     /* A frame, so that the function cannot pop the scope that owns the traced inputs. */
@@ -127,6 +180,7 @@ static tgc_status run_trace(tgc_fn *f, tgc_trace *tr, tgc_module *self, tgc_tens
         tgc_trace_set_current(tr);
         st = f->fn(self, traced, n_in, outs, n_out);
         tgc_trace_set_current(NULL);
+        name_missing_inputs(f, n_in, st);
         if (st == TGC_OK && !tr->broken)
             st = collect_outputs(f, tr, outs, n_out, out_ids);
         else if (st != TGC_OK && tgc_last_status() == TGC_OK)
@@ -162,7 +216,8 @@ static void dump_graph(const tgc_fn *f, const tgc_variant *v)
             fclose(fp);
         }
         if (!fp)
-            tgc_log_msg(&f->cfg, 0, "tgc: could not write graph dumps to '%s'", f->cfg.dump_dir);
+            tgc_log_msg(&f->cfg, 0, "tgc: could not write graph dumps to '%s': %s", f->cfg.dump_dir,
+                        dot ? strerror(errno) : "out of memory");
         free(dot);
     }
     free(text);
@@ -253,6 +308,8 @@ tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *
     }
     if (st == TGC_OK && !v->is_eager)
         st = finish_graph(f, v, out_ids, n_out);
+    if (st == TGC_OK && !v->is_eager && id == 1)
+        warn_unused_inputs(f, v->graph, n_in);
     tgc_trace_release(&tr);
     free(out_ids);
     if (st != TGC_OK) {

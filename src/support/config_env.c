@@ -38,8 +38,8 @@ static void warn_bad_env(const char *name, const char *value, const char *accept
     pthread_mutex_unlock(&warn_lock);
     if (seen)
         return;
-    tgc_config quiet = {0}; /* no callback yet: warnings go to stderr */
-    tgc_log_msg(&quiet, 0, "tgc: ignoring %s='%s': expected %s; using %s", name, value, accepted,
+    /* no function yet: the process-wide callback, else stderr */
+    tgc_log_msg(NULL, 0, "tgc: ignoring %s='%s': expected %s; using %s", name, value, accepted,
                 fallback);
 }
 

@@ -8,7 +8,7 @@
 /* 1 when eager ops must run on interp, never on a compiled backend's kernels: TGC_EAGER=interp,
  * or TGC_BACKEND=interp (interp is then the engine of everything). */
 int tgc_env_eager_interp(void);
-/* 1 with TGC_PROFILE set: the executor prints one line per step and call on stderr (a
+/* 1 with TGC_PROFILE set: the executor logs one line per step and call (TGC_LOG_PROFILE; a
  * debugging aid). */
 int tgc_env_profile(void);
 /* TGC_LLVM_CPU / TGC_LLVM_FEATURES: the LLVM backend's target CPU and features instead of the

@@ -1,14 +1,23 @@
 /* Per-thread scopes: every tensor a user sees belongs to exactly one. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "tensor/grad_mode.h"
 #include "tensor/scope.h"
 #include "tensor/tensor_impl.h"
 #include "support/error.h"
+#include "support/log.h"
+
+/* The root scope of a thread holding this many tensors is logged as a warning (and again
+ * at every tenfold): a host loop that makes tensors outside any scope grows it without
+ * bound, and nothing else would say so. */
+#define ROOT_WARN_FIRST 100000
 
 struct tgc_scope {
     tgc_tensor *head;
+    int64_t n;         /* tensors it owns */
+    int64_t next_warn; /* the root's: the count that warns next (0: ROOT_WARN_FIRST) */
     struct tgc_scope *parent;
     /* Opened by the library around a model function (tgc_scope_frame_push): the function
      * may push and pop scopes of its own inside it, but never pop it or keep past it. */
@@ -46,15 +55,38 @@ static tgc_scope *current(void)
     return innermost;
 }
 
-void tgc_scope_adopt(tgc_tensor *t)
+static void root_grew(tgc_scope *root)
 {
-    tgc_scope *s = current();
+    if (!root->next_warn)
+        root->next_warn = ROOT_WARN_FIRST;
+    if (root->n < root->next_warn)
+        return;
+    tgc_log_msg(NULL, 0,
+                "tgc: the root scope of this thread holds %lld tensors; a tensor made outside "
+                "every tgc_scope_push / tgc_scope_pop lives until tgc_shutdown or thread exit: "
+                "wrap each iteration of a loop in a scope (tgc_scope_depth and "
+                "tgc_live_tensor_count show where tensors accumulate)",
+                (long long)root->n);
+    root->next_warn = root->next_warn > INT64_MAX / 10 ? INT64_MAX : root->next_warn * 10;
+}
+
+/* Links t at the front of s. */
+static void link_front(tgc_tensor *t, tgc_scope *s)
+{
     t->scope = s;
     t->prev = NULL;
     t->next = s->head;
     if (s->head)
         s->head->prev = t;
     s->head = t;
+    s->n++;
+    if (s == &root_scope && s->n >= s->next_warn)
+        root_grew(s);
+}
+
+void tgc_scope_adopt(tgc_tensor *t)
+{
+    link_front(t, current());
 }
 
 void tgc_scope_release(tgc_tensor *t)
@@ -68,6 +100,7 @@ void tgc_scope_release(tgc_tensor *t)
         s->head = t->next;
     if (t->next)
         t->next->prev = t->prev;
+    s->n--;
     t->scope = NULL;
     t->prev = t->next = NULL;
 }
@@ -138,11 +171,15 @@ tgc_scope *tgc_scope_frame_push(void)
 static void move_to(tgc_tensor *t, tgc_scope *to)
 {
     tgc_scope_release(t);
-    t->scope = to;
-    t->next = to->head;
-    if (to->head)
-        to->head->prev = t;
-    to->head = t;
+    link_front(t, to);
+}
+
+int tgc_scope_depth(void)
+{
+    int depth = 0;
+    for (const tgc_scope *s = current(); s != &root_scope; s = s->parent)
+        depth++;
+    return depth;
 }
 
 void tgc_scope_frame_handoff(tgc_scope *frame, tgc_tensor *t)

@@ -210,6 +210,14 @@ void tgc_store(void *base, tgc_dtype dt, int64_t off, double v)
 
 /* ---- object lifetime ---- */
 
+/* Tensor objects alive in the process (tgc_live_tensor_count): relaxed, a diagnostic. */
+static atomic_int_fast64_t live_tensors;
+
+int64_t tgc_live_tensor_count(void)
+{
+    return (int64_t)atomic_load_explicit(&live_tensors, memory_order_relaxed);
+}
+
 tgc_tensor *tgc_tensor_alloc_unowned(void)
 {
     tgc_tensor *t = calloc(1, sizeof *t);
@@ -217,6 +225,7 @@ tgc_tensor *tgc_tensor_alloc_unowned(void)
         tgc_set_error(TGC_ERR_OOM, "tgc: out of memory allocating a tensor");
         return NULL;
     }
+    atomic_fetch_add_explicit(&live_tensors, 1, memory_order_relaxed);
     t->uid = atomic_fetch_add(&next_uid, 1);
     t->refs = 1;
     t->value = -1;
@@ -251,6 +260,7 @@ void tgc_tensor_unref(tgc_tensor *t)
         tgc_storage_unref(t->storage);
         free(t->debug_name);
         free(t);
+        atomic_fetch_sub_explicit(&live_tensors, 1, memory_order_relaxed);
     }
 }
 
@@ -373,7 +383,7 @@ tgc_tensor *tgc_tensor_new_checked(const char *fn, const int64_t *shape, int ndi
     int64_t numel = tgc_shape_numel(shape, ndim);
     t->storage = tgc_storage_new((size_t)numel * tgc_dtype_size(dt), dev);
     if (!t->storage) {
-        free(t);
+        tgc_tensor_unref(t);
         char dims[160];
         size_t nb = (size_t)numel * tgc_dtype_size(dt);
         const tgc_allocator *a = tgc_allocator_of(dev.type);

@@ -105,15 +105,12 @@ fail:
     return -1;
 }
 
+/* The backend of the function's most recently used variant. */
 static void backend_name(const tgc_fn *f, char *buf, size_t size)
 {
-    char *report = tgc_fn_explain(f);
-    const char *p = report ? strstr(report, "(backend ") : NULL;
-    if (p) {
-        p += strlen("(backend ");
-        snprintf(buf, size, "%.*s", (int)strcspn(p, ")"), p);
-    }
-    tgc_free(report);
+    tgc_stats s;
+    if (tgc_fn_stats(f, &s) == TGC_OK)
+        snprintf(buf, size, "%s", s.backend);
 }
 
 /* Compiled (with a fresh tgc_fn, whose first call is timed) and eager figures for one

@@ -35,6 +35,7 @@
 #include "runtime/cuda.h"
 #include "runtime/parallel.h"
 #include "runtime/storage.h"
+#include "support/dirs.h"
 #include "support/error.h"
 #include "support/file.h"
 #include "support/strbuf.h"
@@ -241,6 +242,9 @@ static void disk_store(const char *dir, int sm, const char *text, uint64_t h, co
 {
     char path[4096], tmp[4200];
     disk_path(dir, sm, h, path, sizeof path);
+    if (!tgc_dir_ensure(NULL, dir, "the compile cache directory (cfg.cache_dir, TGC_CACHE_DIR)",
+                        "compiled CUDA programs are not cached on disk"))
+        return;
     snprintf(tmp, sizeof tmp, "%s.%ld.%lx.tmp", path, (long)getpid(),
              (unsigned long)pthread_self());
     FILE *fp = fopen(tmp, "wb");
