@@ -12,7 +12,7 @@
 #include "tensor.h"
 
 #define TGC_VERSION_MAJOR 0
-#define TGC_VERSION_MINOR 1
+#define TGC_VERSION_MINOR 2
 #define TGC_VERSION_PATCH 0
 
 #endif

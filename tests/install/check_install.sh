@@ -1,25 +1,93 @@
 #!/bin/sh
-# Installs the build into a temporary prefix and builds tests/install/consumer.c against it,
-# once through pkg-config and once through CMake's find_package(tgc).
+# Installs the build into a temporary prefix and builds programs against it as a user would:
+# tests/install/consumer.c and the example of README.md ("## Example", its first C block),
+# shared through pkg-config and CMake's find_package(tgc) (tgc::tgc), then static through
+# CMake's tgc::tgc_static and through `pkg-config --static` with only libtgc.a installed.
+# Each program runs; the static ones must not need libtgc.so.
 set -eu
 build=$1
 src=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+fail() {
+    echo "check_install: $*" >&2
+    exit 1
+}
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 libdir=$(ls -d "$tmp"/prefix/lib*/pkgconfig | head -n 1)
-export PKG_CONFIG_PATH="$libdir"
-cc -std=c11 -Wall -Wextra -Werror "$src/consumer.c" -o "$tmp/pc_consumer" \
-   $(pkg-config --cflags --libs tgc) -Wl,-rpath,"$(dirname "$libdir")"
-"$tmp/pc_consumer"
+libdir=$(dirname "$libdir")
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+
+awk '/^## Example/ { in_sec = 1; next }
+     /^## / { in_sec = 0 }
+     in_sec && !done && /^```c$/ { in_code = 1; next }
+     in_code && /^```$/ { in_code = 0; done = 1 }
+     in_code { print }' "$src/../../README.md" >"$tmp/readme_example.c"
+grep -q 'int main' "$tmp/readme_example.c" || fail "no C example under '## Example' in README.md"
+
+# the shared library: a SONAME with the ABI version, and the links to it
+soname=$(readelf -d "$libdir/libtgc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+case $soname in
+libtgc.so.[0-9]*) ;;
+*) fail "libtgc.so has no versioned SONAME (got '$soname')" ;;
+esac
+[ -e "$libdir/$soname" ] || fail "$soname is not installed"
+
+# Libs.private holds linker flags only (no bare names, no paths of libraries)
+for f in $(pkg-config --libs-only-other --libs-only-l --static tgc); do
+    case $f in
+    -*) ;;
+    *) fail "pkg-config --static --libs tgc gives '$f', not a linker flag" ;;
+    esac
+done
+
+cflags="-std=c11 -Wall -Wextra -Werror"
+for prog in consumer readme_example; do
+    file=$src/consumer.c
+    [ $prog = consumer ] || file=$tmp/readme_example.c
+    # shellcheck disable=SC2046,SC2086
+    cc $cflags "$file" -o "$tmp/pc_$prog" $(pkg-config --cflags --libs tgc) -Wl,-rpath,"$libdir"
+    "$tmp/pc_$prog" || fail "$prog (pkg-config, shared) failed"
+done
+
 mkdir "$tmp/cmake_consumer"
 cat >"$tmp/cmake_consumer/CMakeLists.txt" <<CMK
 cmake_minimum_required(VERSION 3.16)
 project(consumer C)
 find_package(tgc REQUIRED)
-add_executable(consumer $src/consumer.c)
-target_link_libraries(consumer tgc::tgc)
+foreach(prog consumer readme_example)
+  if(prog STREQUAL "consumer")
+    set(file $src/consumer.c)
+  else()
+    set(file $tmp/readme_example.c)
+  endif()
+  add_executable(\${prog} \${file})
+  target_link_libraries(\${prog} tgc::tgc)
+  add_executable(\${prog}_static \${file})
+  target_link_libraries(\${prog}_static tgc::tgc_static)
+endforeach()
 CMK
 cmake -S "$tmp/cmake_consumer" -B "$tmp/cmake_consumer/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cmake_consumer/b" >/dev/null
-"$tmp/cmake_consumer/b/consumer"
+for prog in consumer readme_example; do
+    "$tmp/cmake_consumer/b/$prog" || fail "$prog (CMake, tgc::tgc) failed"
+    exe=$tmp/cmake_consumer/b/${prog}_static
+    if readelf -d "$exe" | grep -q 'NEEDED.*libtgc'; then
+        fail "${prog}_static (tgc::tgc_static) needs libtgc.so"
+    fi
+    "$exe" || fail "${prog}_static (CMake, tgc::tgc_static) failed"
+done
+
+# pkg-config --static with the archive alone: -ltgc can only be libtgc.a
+rm -f "$libdir"/libtgc.so*
+for prog in consumer readme_example; do
+    file=$src/consumer.c
+    [ $prog = consumer ] || file=$tmp/readme_example.c
+    # shellcheck disable=SC2046,SC2086
+    cc $cflags "$file" -o "$tmp/pcs_$prog" $(pkg-config --static --cflags --libs tgc)
+    if readelf -d "$tmp/pcs_$prog" | grep -q 'NEEDED.*libtgc'; then
+        fail "$prog (pkg-config --static) needs libtgc.so"
+    fi
+    "$tmp/pcs_$prog" || fail "$prog (pkg-config --static) failed"
+done
+echo "check_install: shared and static, pkg-config and CMake: ok"
