@@ -1,9 +1,9 @@
 #!/bin/sh
 # Installs the build into a temporary prefix and builds programs against it as a user would:
-# tests/install/consumer.c and the example of README.md ("## Example", its first C block),
-# shared through pkg-config and CMake's find_package(tgc) (tgc::tgc), then static through
-# CMake's tgc::tgc_static and through `pkg-config --static` with only libtgc.a installed.
-# Each program runs; the static ones must not need libtgc.so.
+# tests/install/consumer.c through pkg-config and CMake's find_package(tgc) (tgc::tgc); the
+# example of README.md ("## Example", its first C block) through pkg-config as README says,
+# then statically through CMake's tgc::tgc_static and through `pkg-config --static` with
+# only libtgc.a installed. Each program runs; the static ones must not need libtgc.so.
 set -eu
 build=$1
 src=$(cd "$(dirname "$0")" && pwd)
@@ -55,39 +55,27 @@ cat >"$tmp/cmake_consumer/CMakeLists.txt" <<CMK
 cmake_minimum_required(VERSION 3.16)
 project(consumer C)
 find_package(tgc REQUIRED)
-foreach(prog consumer readme_example)
-  if(prog STREQUAL "consumer")
-    set(file $src/consumer.c)
-  else()
-    set(file $tmp/readme_example.c)
-  endif()
-  add_executable(\${prog} \${file})
-  target_link_libraries(\${prog} tgc::tgc)
-  add_executable(\${prog}_static \${file})
-  target_link_libraries(\${prog}_static tgc::tgc_static)
-endforeach()
+add_executable(consumer $src/consumer.c)
+target_link_libraries(consumer tgc::tgc)
+add_executable(readme_example_static $tmp/readme_example.c)
+target_link_libraries(readme_example_static tgc::tgc_static)
 CMK
 cmake -S "$tmp/cmake_consumer" -B "$tmp/cmake_consumer/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/cmake_consumer/b" >/dev/null
-for prog in consumer readme_example; do
-    "$tmp/cmake_consumer/b/$prog" || fail "$prog (CMake, tgc::tgc) failed"
-    exe=$tmp/cmake_consumer/b/${prog}_static
-    if readelf -d "$exe" | grep -q 'NEEDED.*libtgc'; then
-        fail "${prog}_static (tgc::tgc_static) needs libtgc.so"
-    fi
-    "$exe" || fail "${prog}_static (CMake, tgc::tgc_static) failed"
-done
+"$tmp/cmake_consumer/b/consumer" || fail "consumer (CMake, tgc::tgc) failed"
+exe=$tmp/cmake_consumer/b/readme_example_static
+if readelf -d "$exe" | grep -q 'NEEDED.*libtgc'; then
+    fail "readme_example_static (tgc::tgc_static) needs libtgc.so"
+fi
+"$exe" || fail "readme_example_static (CMake, tgc::tgc_static) failed"
 
 # pkg-config --static with the archive alone: -ltgc can only be libtgc.a
 rm -f "$libdir"/libtgc.so*
-for prog in consumer readme_example; do
-    file=$src/consumer.c
-    [ $prog = consumer ] || file=$tmp/readme_example.c
-    # shellcheck disable=SC2046,SC2086
-    cc $cflags "$file" -o "$tmp/pcs_$prog" $(pkg-config --static --cflags --libs tgc)
-    if readelf -d "$tmp/pcs_$prog" | grep -q 'NEEDED.*libtgc'; then
-        fail "$prog (pkg-config --static) needs libtgc.so"
-    fi
-    "$tmp/pcs_$prog" || fail "$prog (pkg-config --static) failed"
-done
+# shellcheck disable=SC2046,SC2086
+cc $cflags "$tmp/readme_example.c" -o "$tmp/pcs_readme_example" \
+   $(pkg-config --static --cflags --libs tgc)
+if readelf -d "$tmp/pcs_readme_example" | grep -q 'NEEDED.*libtgc'; then
+    fail "readme_example (pkg-config --static) needs libtgc.so"
+fi
+"$tmp/pcs_readme_example" || fail "readme_example (pkg-config --static) failed"
 echo "check_install: shared and static, pkg-config and CMake: ok"
