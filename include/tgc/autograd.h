@@ -105,9 +105,22 @@ typedef struct tgc_adam_opts {
 } tgc_adam_opts;
 /* NULL on error (NULL module or opts, an option outside its range, nesterov without
  * momentum: TGC_ERR_INVALID_ARG). */
-TGC_API tgc_optim *tgc_sgd(tgc_module *m, const tgc_sgd_opts *opts);
-TGC_API tgc_optim *tgc_adam(tgc_module *m, const tgc_adam_opts *opts);
-TGC_API tgc_optim *tgc_adamw(tgc_module *m, const tgc_adam_opts *opts);
+TGC_API tgc_optim *tgc_sgd_sized(tgc_module *m, const tgc_sgd_opts *opts, size_t opts_size);
+TGC_API tgc_optim *tgc_adam_sized(tgc_module *m, const tgc_adam_opts *opts, size_t opts_size);
+TGC_API tgc_optim *tgc_adamw_sized(tgc_module *m, const tgc_adam_opts *opts, size_t opts_size);
+/* The sizes reach the library (config.h: structs that grow). */
+static inline tgc_optim *tgc_sgd(tgc_module *m, const tgc_sgd_opts *opts)
+{
+    return tgc_sgd_sized(m, opts, sizeof *opts);
+}
+static inline tgc_optim *tgc_adam(tgc_module *m, const tgc_adam_opts *opts)
+{
+    return tgc_adam_sized(m, opts, sizeof *opts);
+}
+static inline tgc_optim *tgc_adamw(tgc_module *m, const tgc_adam_opts *opts)
+{
+    return tgc_adamw_sized(m, opts, sizeof *opts);
+}
 /* One update of every parameter from its .grad (parameters without a .grad are skipped, as
  * in PyTorch). Eagerly, or inside a compiled function, where it becomes fused in-place
  * updates; the step count and the learning rate live in tensors, so neither is a guard. */

@@ -68,12 +68,20 @@ typedef struct tgc_stats {
                        * one on a GPU), else the one the config resolved to: "llvm", "interp" */
 } tgc_stats;
 
-/* cfg may be NULL (defaults). Returns NULL with TGC_ERR_INVALID_ARG on a NULL fn or a bad
- * config (limits < 1, unknown enum values, wrong struct_size). name is copied. */
+/* cfg may be NULL (defaults); only its struct_size bytes are read (config.h: structs that
+ * grow). Returns NULL with TGC_ERR_INVALID_ARG on a NULL fn or a bad config (limits < 1,
+ * unknown enum values, a device that is none, struct_size 0), TGC_ERR_UNSUPPORTED for
+ * nonzero fields of a newer header than this library's. name is copied. */
 TGC_API tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg);
 TGC_API tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
                             tgc_tensor **out, int n_out);
-TGC_API tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out);
+/* The counts into *out (sizeof as the caller's header declares it reaches the library:
+ * config.h, structs that grow). */
+TGC_API tgc_status tgc_fn_stats_sized(const tgc_fn *f, tgc_stats *out, size_t out_size);
+static inline tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out)
+{
+    return tgc_fn_stats_sized(f, out, sizeof *out);
+}
 /* A report: variants, their guards, why each was compiled, hit counts, compile and guard
  * times. Free with tgc_free. */
 TGC_API char *tgc_fn_explain(const tgc_fn *f);

@@ -19,7 +19,23 @@
  * runtime/cuda.c when CUDA is first used).
  * A dump_dir or cache_dir that does not exist is created (with its parents, mode 0700) by
  * tgc_compile; one that cannot be is named once, with the reason, as a warning.
- * The struct begins with struct_size so it can grow without breaking callers. */
+ *
+ * Structs that grow (ABI). tgc_config and tgc_dist_opts begin with struct_size, which their
+ * _default() functions set to sizeof as the caller's header declares it; every other struct
+ * the library reads or writes through a pointer (tgc_stats, tgc_cuda_memstats, the optimizer,
+ * data-parallel, conv and pool options) reaches it through an inline function of its header
+ * that passes sizeof to the exported *_sized entry point. The library reads and writes only
+ * that many bytes:
+ *  - a struct from an older, smaller header is accepted: the fields it lacks take their
+ *    defaults (for tgc_config those of tgc_config_default(), environment included), and a
+ *    struct the library fills (the defaults, statistics) is written only as far as it goes;
+ *  - a struct from a newer, larger header is accepted when the bytes this library does not
+ *    know are all zero (the newer fields at their defaults), else TGC_ERR_UNSUPPORTED; a
+ *    struct the library fills gets zeros there;
+ *  - a size below the end of the struct's first field (struct_size 0: a struct that did not
+ *    start from its _default()) is TGC_ERR_INVALID_ARG.
+ * Fields are only ever added at the end; any other change of a public struct or signature
+ * changes libtgc.so's SOVERSION. */
 #ifndef TGC_CONFIG_H
 #define TGC_CONFIG_H
 
@@ -112,9 +128,23 @@ typedef struct tgc_config {
     /* CUDA: the stream (a CUstream) a compiled function launches on; NULL: the calling
      * thread's stream for the inputs' device (tgc_cuda_set_stream, else its own). */
     void *cuda_stream;
+    /* Where a call runs when nothing gives it a device: a function called without tensor
+     * inputs whose module (if any) holds no tensor (it only creates tensors). Ignored
+     * otherwise: a call runs on its inputs' device, else its module's. Tensors the function
+     * creates must name this device. Default tgc_cpu(); tgc_cuda(i) runs it on GPU i. */
+    tgc_device device;
 } tgc_config;
 
-TGC_API tgc_config tgc_config_default(void);
+/* Fills *cfg (size bytes: sizeof(tgc_config) of the caller's header) with the defaults,
+ * then the TGC_* environment, and sets struct_size = size. NULL cfg or a size below the end
+ * of backend: TGC_ERR_INVALID_ARG, nothing written. Call tgc_config_default() instead. */
+TGC_API tgc_status tgc_config_default_sized(tgc_config *cfg, size_t size);
+static inline tgc_config tgc_config_default(void)
+{
+    tgc_config c;
+    tgc_config_default_sized(&c, sizeof c);
+    return c;
+}
 
 #ifdef __cplusplus
 }

@@ -64,7 +64,11 @@ TGC_API void *tgc_cuda_current_stream(int index);
 typedef struct tgc_cuda_memstats {
     size_t in_use, cached, peak, device_free, device_total;
 } tgc_cuda_memstats;
-TGC_API tgc_status tgc_cuda_memory_stats(int index, tgc_cuda_memstats *out);
+TGC_API tgc_status tgc_cuda_memory_stats_sized(int index, tgc_cuda_memstats *out, size_t out_size);
+static inline tgc_status tgc_cuda_memory_stats(int index, tgc_cuda_memstats *out)
+{
+    return tgc_cuda_memory_stats_sized(index, out, sizeof *out); /* config.h: structs that grow */
+}
 /* Restarts the peak of device index at the bytes now in use. */
 TGC_API void tgc_cuda_reset_peak(int index);
 /* Returns the cached (unused) memory of every device to the driver, after synchronizing the

@@ -59,7 +59,8 @@ extern "C" {
 typedef struct tgc_dist tgc_dist;
 
 typedef struct tgc_dist_opts {
-    size_t struct_size; /* sizeof(tgc_dist_opts): set by tgc_dist_opts_default */
+    size_t struct_size; /* sizeof(tgc_dist_opts): set by tgc_dist_opts_default (config.h
+                         * says how a struct of another size is read) */
     int rank;           /* 0 .. world_size-1; -1: from the environment (see above) */
     int world_size;     /* >= 1; -1: from the environment */
     tgc_device device;  /* this rank's device; device.index -1 (the default): a GPU chosen
@@ -74,8 +75,16 @@ typedef struct tgc_dist_opts {
 } tgc_dist_opts;
 
 /* Defaults: rank and world_size -1, device tgc_cuda(-1) (chosen from the local rank), id
- * and id_file NULL, timeout 300 s. */
-TGC_API tgc_dist_opts tgc_dist_opts_default(void);
+ * and id_file NULL, timeout 300 s. tgc_dist_opts_default_sized fills size bytes (sizeof as
+ * the caller's header declares it) and sets struct_size = size; NULL opts or a size below
+ * the end of rank: TGC_ERR_INVALID_ARG, nothing written. */
+TGC_API tgc_status tgc_dist_opts_default_sized(tgc_dist_opts *opts, size_t size);
+static inline tgc_dist_opts tgc_dist_opts_default(void)
+{
+    tgc_dist_opts o;
+    tgc_dist_opts_default_sized(&o, sizeof o);
+    return o;
+}
 
 /* A new unique id as text (hexadecimal, TGC_DIST_ID_CHARS characters and a NUL) into buf of
  * n bytes: pass it to every rank (opts.id or TGC_DIST_ID). Loads NCCL
@@ -157,7 +166,12 @@ typedef struct tgc_ddp_opts {
  * TGC_ERR_DEVICE (m's tensors not all on the group's device), TGC_ERR_MISMATCH,
  * TGC_ERR_TIMEOUT, or the group's failure. Free the ddp before m and pg; freeing m or pg
  * first detaches it instead (see Ownership above): the ddp keeps no reference to either. */
-TGC_API tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts);
+TGC_API tgc_ddp *tgc_ddp_create_sized(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts,
+                                      size_t opts_size);
+static inline tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts)
+{
+    return tgc_ddp_create_sized(pg, m, opts, sizeof *opts); /* config.h: structs that grow */
+}
 /* Gradient accumulation: with sync off, tgc_backward only adds into each .grad on this rank
  * (no communication), like PyTorch's no_sync(); the first backward with sync on again
  * averages the accumulated gradients. The flag is part of the module's structure

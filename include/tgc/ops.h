@@ -162,9 +162,15 @@ typedef struct tgc_conv2d_opts {
     int dilation[2];
     int groups;
 } tgc_conv2d_opts;
-/* x [N, C, H, W], w [O, C/groups, kh, kw], bias [O] or NULL. */
-TGC_API tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias,
-                               const tgc_conv2d_opts *opts);
+/* x [N, C, H, W], w [O, C/groups, kh, kw], bias [O] or NULL. The size of opts reaches the
+ * library (config.h: structs that grow). */
+TGC_API tgc_tensor *tgc_conv2d_sized(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias,
+                                     const tgc_conv2d_opts *opts, size_t opts_size);
+static inline tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias,
+                                     const tgc_conv2d_opts *opts)
+{
+    return tgc_conv2d_sized(x, w, bias, opts, sizeof *opts);
+}
 /* Options of the max and avg pools, meant for designated initializers:
  *   tgc_max_pool2d(x, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}})
  * Pairs are {height, width}. kernel is required (>= 1; NULL opts is TGC_ERR_INVALID_ARG).
@@ -179,8 +185,18 @@ typedef struct tgc_pool2d_opts {
     int padding[2];
     int exclude_padding;
 } tgc_pool2d_opts;
-TGC_API tgc_tensor *tgc_max_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts);
-TGC_API tgc_tensor *tgc_avg_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts);
+TGC_API tgc_tensor *tgc_max_pool2d_sized(tgc_tensor *x, const tgc_pool2d_opts *opts,
+                                         size_t opts_size);
+TGC_API tgc_tensor *tgc_avg_pool2d_sized(tgc_tensor *x, const tgc_pool2d_opts *opts,
+                                         size_t opts_size);
+static inline tgc_tensor *tgc_max_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts)
+{
+    return tgc_max_pool2d_sized(x, opts, sizeof *opts);
+}
+static inline tgc_tensor *tgc_avg_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts)
+{
+    return tgc_avg_pool2d_sized(x, opts, sizeof *opts);
+}
 TGC_API tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w);
 /* x [N, C, ...]. training: normalizes with batch statistics and updates running_mean and
  * running_var in place (momentum, unbiased variance), and adds 1 to the buffer

@@ -13,7 +13,7 @@
 #include "tensor.h"
 
 #define TGC_VERSION_MAJOR 0
-#define TGC_VERSION_MINOR 1
+#define TGC_VERSION_MINOR 2
 #define TGC_VERSION_PATCH 0
 /* major * 10000 + minor * 100 + patch */
 #define TGC_VERSION_NUMBER (TGC_VERSION_MAJOR * 10000 + TGC_VERSION_MINOR * 100 + TGC_VERSION_PATCH)

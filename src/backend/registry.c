@@ -101,20 +101,39 @@ const tgc_backend *tgc_backend_for_device(tgc_device_type dev)
     return NULL;
 }
 
-const tgc_backend *tgc_backend_for_call(const tgc_config *cfg, tgc_device dev)
+/* "the inputs are on cuda:0", "'f' has no tensor inputs and its module is on cuda:0", ... */
+static void describe_device(tgc_device dev, tgc_device_origin origin, const char *fn_name,
+                            char *buf, size_t n)
 {
+    char d[48];
+    tgc_format_device(dev, d, sizeof d);
+    if (origin == TGC_DEVICE_OF_INPUTS)
+        snprintf(buf, n, "the inputs are on %s", d);
+    else if (origin == TGC_DEVICE_OF_MODULE)
+        snprintf(buf, n, "'%s' has no tensor inputs and its module is on %s", fn_name, d);
+    else
+        snprintf(buf, n,
+                 "'%s' has no tensor inputs or module tensors, so it runs on cfg.device (%s)",
+                 fn_name, d);
+}
+
+const tgc_backend *tgc_backend_for_call(const tgc_config *cfg, tgc_device dev,
+                                        tgc_device_origin origin, const char *fn_name)
+{
+    char where[192];
+    describe_device(dev, origin, fn_name, where, sizeof where);
+    static const char *const moves[] = {"move them (and the module) with tgc_to / tgc_module_to",
+                                        "move the module with tgc_module_to",
+                                        "set cfg.device to the GPU (tgc_cuda(i))"};
     if (dev.type == TGC_DEVICE_CPU) {
         if (cfg->backend == TGC_BACKEND_CUDA) {
             tgc_set_error(TGC_ERR_DEVICE,
-                          "tgc_call: cfg.backend is CUDA but the inputs are on the cpu; move "
-                          "them (and the module) with tgc_to / tgc_module_to, or use "
-                          "TGC_BACKEND_AUTO");
+                          "tgc_call: cfg.backend is CUDA but %s; %s, or use TGC_BACKEND_AUTO",
+                          where, moves[origin]);
             return NULL;
         }
         return tgc_backend_for(cfg);
     }
-    char d[48];
-    tgc_format_device(dev, d, sizeof d);
     if (dev.type == TGC_DEVICE_CUDA &&
         (cfg->backend == TGC_BACKEND_AUTO || cfg->backend == TGC_BACKEND_CUDA)) {
 #ifdef TGC_HAVE_CUDA
@@ -122,21 +141,21 @@ const tgc_backend *tgc_backend_for_call(const tgc_config *cfg, tgc_device dev)
         if (!b) {
             char why[256];
             snprintf(why, sizeof why, "%s", tgc_last_error());
-            tgc_set_error(TGC_ERR_DEVICE, "tgc_call: the inputs are on %s, but %s", d, why);
+            tgc_set_error(TGC_ERR_DEVICE, "tgc_call: %s, but %s", where, why);
         }
         return b;
 #else
-        tgc_set_error(TGC_ERR_DEVICE,
-                      "tgc_call: the inputs are on %s, but this build has no "
-                      "CUDA backend",
-                      d);
+        tgc_set_error(TGC_ERR_DEVICE, "tgc_call: %s, but this build has no CUDA backend", where);
         return NULL;
 #endif
     }
     static const char *const names[] = {"auto", "llvm", "cuda", "eager", "interp"};
     tgc_set_error(TGC_ERR_DEVICE,
-                  "tgc_call: the inputs are on %s, but cfg.backend %s runs on the host; use "
-                  "TGC_BACKEND_AUTO or TGC_BACKEND_CUDA, or move the inputs with tgc_to",
-                  d, (unsigned)cfg->backend < 5 ? names[cfg->backend] : "?");
+                  "tgc_call: %s, but cfg.backend %s runs on the host; use TGC_BACKEND_AUTO or "
+                  "TGC_BACKEND_CUDA, or %s",
+                  where, (unsigned)cfg->backend < 5 ? names[cfg->backend] : "?",
+                  origin == TGC_DEVICE_OF_INPUTS   ? "move the inputs with tgc_to"
+                  : origin == TGC_DEVICE_OF_MODULE ? "move the module with tgc_module_to"
+                                                   : "leave cfg.device at tgc_cpu()");
     return NULL;
 }

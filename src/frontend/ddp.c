@@ -23,6 +23,7 @@
 #include "frontend/dist_impl.h"
 #include "frontend/module_impl.h"
 #include "support/error.h"
+#include "support/struct_size.h"
 #include "tensor/copy.h"
 #include "tgc/autograd.h"
 #include "tgc/ops.h"
@@ -198,8 +199,14 @@ static void ddp_destroy(tgc_ddp *d)
     free(d);
 }
 
-tgc_ddp *tgc_ddp_create(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *opts)
+tgc_ddp *tgc_ddp_create_sized(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *user,
+                              size_t opts_size)
 {
+    tgc_ddp_opts full = {0}; /* the fields past the caller's opts_size: 0, their defaults */
+    if (user && TGC_READ_OPTS("tgc_ddp_create", tgc_ddp_opts, bucket_bytes, &full, user,
+                              opts_size) != TGC_OK)
+        return NULL;
+    const tgc_ddp_opts *opts = user ? &full : NULL;
     if (!pg || !m) {
         tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_create: %s is NULL", !pg ? "pg" : "m");
         return NULL;

@@ -19,6 +19,7 @@
 #include "support/config_env.h"
 #include "support/error.h"
 #include "support/file.h"
+#include "support/struct_size.h"
 #include "tensor/copy.h"
 #include "tgc/cuda.h"
 #include "tgc/dist.h"
@@ -35,16 +36,19 @@ tgc_comm *tgc_dist_comm(const tgc_dist *pg)
     return pg ? pg->comm : NULL;
 }
 
-tgc_dist_opts tgc_dist_opts_default(void)
+tgc_status tgc_dist_opts_default_sized(tgc_dist_opts *opts, size_t size)
 {
+    if (!opts)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_dist_opts_default_sized: opts is NULL");
     tgc_dist_opts o;
     memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
+    o.struct_size = size;
     o.rank = -1;
     o.world_size = -1;
     o.device = tgc_cuda(-1);
     o.timeout_s = 300.0;
-    return o;
+    return tgc_struct_write("tgc_dist_opts_default_sized", "size", opts, size, &o, sizeof o,
+                            TGC_FIELD_END(tgc_dist_opts, rank));
 }
 
 tgc_status tgc_dist_unique_id(char *buf, size_t n)
@@ -179,17 +183,13 @@ static tgc_status resolve_device(tgc_device d, int rank, tgc_device *out)
 
 static tgc_dist *dist_init(const tgc_dist_opts *opts)
 {
-    tgc_dist_opts o = tgc_dist_opts_default();
-    if (opts) {
-        if (opts->struct_size != sizeof *opts) {
-            tgc_set_error(TGC_ERR_INVALID_ARG,
-                          "tgc_dist_init: opts.struct_size is %zu, expected %zu (start from "
-                          "tgc_dist_opts_default())",
-                          opts->struct_size, sizeof *opts);
-            return NULL;
-        }
-        o = *opts;
-    }
+    tgc_dist_opts o = tgc_dist_opts_default(); /* what the caller's struct lacks */
+    if (opts &&
+        tgc_struct_read("tgc_dist_init", "opts->struct_size",
+                        "; start from tgc_dist_opts_default()", &o, sizeof o,
+                        TGC_FIELD_END(tgc_dist_opts, rank), opts, opts->struct_size) != TGC_OK)
+        return NULL;
+    o.struct_size = sizeof o;
     if (check_timeout(o.timeout_s, "tgc_dist_init", "opts.timeout_s") != TGC_OK)
         return NULL;
     if (o.timeout_s == 0)

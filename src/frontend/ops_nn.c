@@ -2,6 +2,7 @@
  * (bias, running stats, weight, mask) are left out of the input list when NULL and their
  * presence is recorded in the attributes, as ops.def lays out. */
 #include <math.h>
+#include <stdio.h>
 
 #include "frontend/apply.h"
 #include "frontend/autograd.h"
@@ -9,6 +10,7 @@
 #include "frontend/module_impl.h"
 #include "frontend/trace.h"
 #include "support/error.h"
+#include "support/struct_size.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/ops.h"
 
@@ -37,10 +39,13 @@ static int64_t or_default(int v, int64_t dflt)
     return v ? v : dflt;
 }
 
-tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, const tgc_conv2d_opts *opts)
+tgc_tensor *tgc_conv2d_sized(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias,
+                             const tgc_conv2d_opts *opts, size_t opts_size)
 {
     tgc_tensor *in[3] = {x, w, bias};
-    const tgc_conv2d_opts o = opts ? *opts : (tgc_conv2d_opts){0};
+    tgc_conv2d_opts o = {0}; /* the fields past the caller's opts_size: 0, their defaults */
+    if (opts && TGC_READ_OPTS("tgc_conv2d", tgc_conv2d_opts, stride, &o, opts, opts_size) != TGC_OK)
+        return NULL;
     tgc_attrs at = tgc_attrs_none();
     for (int k = 0; k < 2; k++) {
         at.i[k] = or_default(o.stride[k], 1);
@@ -52,8 +57,14 @@ tgc_tensor *tgc_conv2d(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias, const tgc
     return tgc_apply(TGC_OP_CONV2D, in, bias ? 3 : 2, &at);
 }
 
-static tgc_tensor *pool(tgc_op op, tgc_tensor *x, const tgc_pool2d_opts *opts)
+static tgc_tensor *pool(tgc_op op, tgc_tensor *x, const tgc_pool2d_opts *user, size_t opts_size)
 {
+    tgc_pool2d_opts full = {0}; /* the fields past the caller's opts_size: 0, their defaults */
+    char fn[32];
+    snprintf(fn, sizeof fn, "tgc_%s", tgc_op_name(op));
+    if (user && TGC_READ_OPTS(fn, tgc_pool2d_opts, kernel, &full, user, opts_size) != TGC_OK)
+        return NULL;
+    const tgc_pool2d_opts *opts = user ? &full : NULL;
     if (!opts) {
         tgc_keep_error(TGC_ERR_INVALID_ARG,
                        "tgc_%s: opts is NULL; give at least the kernel size "
@@ -82,14 +93,14 @@ static tgc_tensor *pool(tgc_op op, tgc_tensor *x, const tgc_pool2d_opts *opts)
     return tgc_apply(op, &x, 1, &at);
 }
 
-tgc_tensor *tgc_max_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts)
+tgc_tensor *tgc_max_pool2d_sized(tgc_tensor *x, const tgc_pool2d_opts *opts, size_t opts_size)
 {
-    return pool(TGC_OP_MAX_POOL2D, x, opts);
+    return pool(TGC_OP_MAX_POOL2D, x, opts, opts_size);
 }
 
-tgc_tensor *tgc_avg_pool2d(tgc_tensor *x, const tgc_pool2d_opts *opts)
+tgc_tensor *tgc_avg_pool2d_sized(tgc_tensor *x, const tgc_pool2d_opts *opts, size_t opts_size)
 {
-    return pool(TGC_OP_AVG_POOL2D, x, opts);
+    return pool(TGC_OP_AVG_POOL2D, x, opts, opts_size);
 }
 
 tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w)

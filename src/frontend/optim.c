@@ -45,6 +45,7 @@
 #include "frontend/optim_impl.h"
 #include "runtime/alloc.h"
 #include "support/error.h"
+#include "support/struct_size.h"
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/ops.h"
@@ -287,9 +288,13 @@ static int option(const char *fn, const char *field, double v, double dflt, int 
     return 1;
 }
 
-tgc_optim *tgc_sgd(tgc_module *m, const tgc_sgd_opts *opts)
+tgc_optim *tgc_sgd_sized(tgc_module *m, const tgc_sgd_opts *user, size_t opts_size)
 {
     const char *fn = "tgc_sgd";
+    tgc_sgd_opts full = {0}; /* the fields past the caller's opts_size: 0, their defaults */
+    if (user && TGC_READ_OPTS(fn, tgc_sgd_opts, lr, &full, user, opts_size) != TGC_OK)
+        return NULL;
+    const tgc_sgd_opts *opts = user ? &full : NULL;
     if (!create_ok(m, opts, opts ? opts->lr : 0, fn))
         return NULL;
     tgc_optim cfg = {0};
@@ -329,14 +334,31 @@ static tgc_optim *adam_create(tgc_module *m, const tgc_adam_opts *opts, optim_ki
     return optim_create(m, kind, opts->lr, &cfg);
 }
 
-tgc_optim *tgc_adam(tgc_module *m, const tgc_adam_opts *opts)
+/* The caller's opts_size bytes of user into *full (zeros after them: the defaults). */
+static const tgc_adam_opts *read_adam_opts(optim_kind kind, tgc_adam_opts *full,
+                                           const tgc_adam_opts *user, size_t opts_size,
+                                           int *refused)
 {
-    return adam_create(m, opts, OPTIM_ADAM);
+    memset(full, 0, sizeof *full);
+    *refused =
+        user && TGC_READ_OPTS(kind_fn[kind], tgc_adam_opts, lr, full, user, opts_size) != TGC_OK;
+    return user ? full : NULL;
 }
 
-tgc_optim *tgc_adamw(tgc_module *m, const tgc_adam_opts *opts)
+tgc_optim *tgc_adam_sized(tgc_module *m, const tgc_adam_opts *user, size_t opts_size)
 {
-    return adam_create(m, opts, OPTIM_ADAMW);
+    tgc_adam_opts full;
+    int refused;
+    const tgc_adam_opts *opts = read_adam_opts(OPTIM_ADAM, &full, user, opts_size, &refused);
+    return refused ? NULL : adam_create(m, opts, OPTIM_ADAM);
+}
+
+tgc_optim *tgc_adamw_sized(tgc_module *m, const tgc_adam_opts *user, size_t opts_size)
+{
+    tgc_adam_opts full;
+    int refused;
+    const tgc_adam_opts *opts = read_adam_opts(OPTIM_ADAMW, &full, user, opts_size, &refused);
+    return refused ? NULL : adam_create(m, opts, OPTIM_ADAMW);
 }
 
 /* ---- the update ---- */

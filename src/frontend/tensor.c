@@ -170,7 +170,8 @@ static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim,
             char d[48], v[48];
             tgc_set_error(TGC_ERR_DEVICE,
                           "%s: drawing on %s inside a traced function that runs on %s: draw on "
-                          "the device of the function's inputs",
+                          "the function's device (its inputs', else its module's, else "
+                          "cfg.device)",
                           fn, tgc_format_device(dev, d, sizeof d),
                           tgc_format_device(tr->device, v, sizeof v));
             return NULL;

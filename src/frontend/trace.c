@@ -100,8 +100,10 @@ static int32_t bind_raw(tgc_trace *tr, tgc_tensor *t)
     if (!tgc_device_equal(t->device, tr->device)) {
         char a[48], b[48];
         tgc_set_error(TGC_ERR_DEVICE,
-                      "tgc_call: '%s' reads a module or captured tensor on %s, but its inputs "
-                      "are on %s; move the module with tgc_module_to (one device per call)",
+                      "tgc_call: '%s' reads a module or captured tensor on %s, but it runs on "
+                      "%s (its inputs' device, else its module's, else cfg.device); move the "
+                      "module with tgc_module_to, or create the tensor there (one device per "
+                      "call)",
                       tr->fn_name ? tr->fn_name : "fn", tgc_format_device(t->device, a, sizeof a),
                       tgc_format_device(tr->device, b, sizeof b));
         return -1;

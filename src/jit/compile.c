@@ -12,6 +12,7 @@
 #include "jit/jit.h"
 #include "support/dirs.h"
 #include "support/log.h"
+#include "support/struct_size.h"
 
 /* Variants alive in this process, for accumulated_cache_size_limit. */
 static atomic_int process_variants;
@@ -29,15 +30,14 @@ static char *dup_opt(const char *s)
 
 tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg)
 {
-    tgc_config def = tgc_config_default();
-    if (!cfg)
-        cfg = &def;
     if (!fn) {
         tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_compile: fn is NULL");
         return NULL;
     }
-    if (tgc_config_check(cfg) != TGC_OK)
+    tgc_config full; /* the caller's struct_size bytes, the defaults after them */
+    if (tgc_config_read(cfg, &full) != TGC_OK)
         return NULL;
+    cfg = &full;
     tgc_fn *f = calloc(1, sizeof *f);
     if (!f) {
         tgc_set_error(TGC_ERR_OOM, "tgc_compile: out of memory");
@@ -473,10 +473,11 @@ tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in
     return st;
 }
 
-tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out)
+tgc_status tgc_fn_stats_sized(const tgc_fn *f, tgc_stats *user, size_t out_size)
 {
-    if (!f || !out)
+    if (!f || !user)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_stats: %s is NULL", f ? "out" : "fn");
+    tgc_stats full, *out = &full; /* copied out as far as the caller's struct goes */
     tgc_fn *m = (tgc_fn *)f; /* the lock guards the counters, not the object's meaning */
     pthread_mutex_lock(&m->lock);
     *out = f->stats;
@@ -490,5 +491,6 @@ tgc_status tgc_fn_stats(const tgc_fn *f, tgc_stats *out)
              : mru && mru->backend               ? mru->backend->name
                                                  : f->backend->name);
     pthread_mutex_unlock(&m->lock);
-    return TGC_OK;
+    return tgc_struct_write("tgc_fn_stats", "out_size", user, out_size, &full, sizeof full,
+                            TGC_FIELD_END(tgc_stats, calls));
 }

@@ -1,13 +1,25 @@
-/* tgc_config_check: what tgc_compile accepts (the defaults are support/config_env.c). */
+/* tgc_config_read: what tgc_compile accepts (the defaults are support/config_env.c). */
 #include "jit/jit.h"
+#include "support/struct_size.h"
 
-tgc_status tgc_config_check(const tgc_config *c)
+static tgc_status config_check(const tgc_config *c);
+
+tgc_status tgc_config_read(const tgc_config *user, tgc_config *out)
 {
-    if (c->struct_size != sizeof(tgc_config))
-        return tgc_set_error(TGC_ERR_INVALID_ARG,
-                             "tgc_compile: cfg->struct_size is %zu, expected %zu; start from "
-                             "tgc_config_default()",
-                             c->struct_size, sizeof(tgc_config));
+    *out = tgc_config_default();
+    if (!user)
+        return config_check(out);
+    /* the caller's struct holds struct_size bytes: read no further (older headers lack the
+     * later fields, which keep their defaults) */
+    tgc_status st =
+        tgc_struct_read("tgc_compile", "cfg->struct_size", "; start from tgc_config_default()", out,
+                        sizeof *out, TGC_FIELD_END(tgc_config, backend), user, user->struct_size);
+    out->struct_size = sizeof *out;
+    return st == TGC_OK ? config_check(out) : st;
+}
+
+static tgc_status config_check(const tgc_config *c)
+{
     if ((unsigned)c->backend > TGC_BACKEND_INTERP || (unsigned)c->mode > TGC_MODE_MAX_AUTOTUNE ||
         (unsigned)c->on_cache_limit > TGC_ON_LIMIT_ERROR ||
         (unsigned)c->dynamic > TGC_DYNAMIC_NEVER ||
@@ -23,5 +35,11 @@ tgc_status tgc_config_check(const tgc_config *c)
     if (c->num_threads < 0)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_compile: num_threads is %d; use 0 for all cores", c->num_threads);
+    if ((c->device.type != TGC_DEVICE_CPU && c->device.type != TGC_DEVICE_CUDA) ||
+        c->device.index < 0 || (c->device.type == TGC_DEVICE_CPU && c->device.index != 0))
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc_compile: cfg.device {type %d, index %d} is not a device; use "
+                             "tgc_cpu() or tgc_cuda(i)",
+                             (int)c->device.type, c->device.index);
     return tgc_backend_for(c) ? TGC_OK : tgc_error_prefix(tgc_last_status(), "tgc_compile");
 }

@@ -54,7 +54,9 @@ struct tgc_fn {
     uint64_t guard_samples;
 };
 
-tgc_status tgc_config_check(const tgc_config *c);
+/* The caller's config (NULL: the defaults) as the library's full struct in *out: the
+ * fields past user->struct_size take their defaults; then the checks of tgc_compile. */
+tgc_status tgc_config_read(const tgc_config *user, tgc_config *out);
 /* Traces f for these inputs and builds variant number id (not yet linked into the cache). */
 tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in, int n_in,
                                int n_out, tgc_variant **out);

@@ -238,14 +238,18 @@ static tgc_status finish_graph(tgc_fn *f, tgc_variant *v, const int32_t *out_ids
     return st;
 }
 
-/* Where a call runs: its inputs' device (tgc_call checked they agree), else its module's. */
-static tgc_device call_device(tgc_module *self, tgc_tensor *const *in, int n_in)
+/* Where a call runs: its inputs' device (tgc_call checked they agree), else its module's,
+ * else cfg.device (a function that only creates tensors). */
+static tgc_device call_device(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
+                              tgc_device_origin *origin)
 {
+    *origin = TGC_DEVICE_OF_INPUTS;
     if (n_in > 0)
         return in[0]->device;
     int n = 0;
     tgc_tensor *const *ps = self ? tgc_module_flat(self, &n) : NULL;
-    return n > 0 ? ps[0]->device : tgc_cpu();
+    *origin = n > 0 ? TGC_DEVICE_OF_MODULE : TGC_DEVICE_OF_CONFIG;
+    return n > 0 ? ps[0]->device : f->cfg.device;
 }
 
 tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *const *in, int n_in,
@@ -261,8 +265,9 @@ tgc_status tgc_variant_compile(tgc_fn *f, int id, tgc_module *self, tgc_tensor *
     tgc_status st = tr.g ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc: out of memory compiling");
     if (st == TGC_OK) {
         v->id = id;
-        v->device = call_device(self, in, n_in);
-        if (!(v->backend = tgc_backend_for_call(&f->cfg, v->device)))
+        tgc_device_origin origin;
+        v->device = call_device(f, self, in, n_in, &origin);
+        if (!(v->backend = tgc_backend_for_call(&f->cfg, v->device, origin, f->name)))
             st = tgc_last_status();
         tr.device = v->device;
         tr.cfg = &f->cfg;

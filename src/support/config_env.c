@@ -12,6 +12,7 @@
 #include "support/config_env.h"
 #include "support/error.h"
 #include "support/log.h"
+#include "support/struct_size.h"
 
 /* An unparsable TGC_* value is ignored with one warning per variable and value: the
  * defaults are called often (every tgc_config_default), the warning must not repeat. */
@@ -100,13 +101,15 @@ static unsigned env_log(void)
     return bits;
 }
 
-tgc_config tgc_config_default(void)
+tgc_status tgc_config_default_sized(tgc_config *cfg, size_t size)
 {
     static const char *const backends[] = {"auto", "llvm", "cuda", "eager", "interp"};
     static const char *const dynamics[] = {"auto", "always", "never"};
+    if (!cfg)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_config_default_sized: cfg is NULL");
     tgc_config c;
     memset(&c, 0, sizeof c);
-    c.struct_size = sizeof c;
+    c.struct_size = size;
     c.backend = (tgc_backend_kind)env_choice("TGC_BACKEND", backends, 5, TGC_BACKEND_AUTO);
     c.mode = TGC_MODE_DEFAULT;
     c.cache_size_limit = env_int("TGC_CACHE_SIZE_LIMIT", 1, 8,
@@ -123,7 +126,10 @@ tgc_config tgc_config_default(void)
     static const char *const precisions[] = {"highest", "high", "medium"};
     c.matmul_precision = (tgc_matmul_precision)env_choice("TGC_MATMUL_PRECISION", precisions, 3,
                                                           TGC_PRECISION_HIGHEST);
-    return c;
+    c.device = (tgc_device){TGC_DEVICE_CPU, 0}; /* tgc_cpu(), a layer up */
+    /* the caller's struct holds size bytes (older headers: fewer fields) */
+    return tgc_struct_write("tgc_config_default_sized", "cfg", cfg, size, &c, sizeof c,
+                            TGC_FIELD_END(tgc_config, backend));
 }
 
 /* Read once: eager ops and compiled calls test them on every call, on many threads. */

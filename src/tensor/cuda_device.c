@@ -7,6 +7,7 @@
 
 #include "runtime/alloc.h"
 #include "support/error.h"
+#include "support/struct_size.h"
 #include "tgc/cuda.h"
 #ifdef TGC_HAVE_CUDA
 #include "runtime/cuda_host.h"
@@ -107,11 +108,8 @@ void *tgc_cuda_current_stream(int index)
 #endif
 }
 
-tgc_status tgc_cuda_memory_stats(int index, tgc_cuda_memstats *out)
+static tgc_status memory_stats(int index, tgc_cuda_memstats *out)
 {
-    if (!out)
-        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_memory_stats: out is NULL");
-    *out = (tgc_cuda_memstats){0, 0, 0, 0, 0};
 #ifdef TGC_HAVE_CUDA
     tgc_status s = device_ok("tgc_cuda_memory_stats", index);
     if (s != TGC_OK)
@@ -125,9 +123,21 @@ tgc_status tgc_cuda_memory_stats(int index, tgc_cuda_memstats *out)
     }
     return tgc_cuda_mem_info(index, &out->device_free, &out->device_total);
 #else
-    (void)index;
+    (void)index, (void)out;
     return no_cuda("tgc_cuda_memory_stats");
 #endif
+}
+
+tgc_status tgc_cuda_memory_stats_sized(int index, tgc_cuda_memstats *out, size_t out_size)
+{
+    if (!out)
+        return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_memory_stats: out is NULL");
+    tgc_cuda_memstats m = {0, 0, 0, 0, 0}; /* zeros where the device cannot be asked */
+    tgc_status st = memory_stats(index, &m);
+    /* the caller's struct holds out_size bytes: write no further */
+    tgc_status wst = tgc_struct_write("tgc_cuda_memory_stats", "out_size", out, out_size, &m,
+                                      sizeof m, TGC_FIELD_END(tgc_cuda_memstats, in_use));
+    return wst != TGC_OK ? wst : st;
 }
 
 void tgc_cuda_reset_peak(int index)

@@ -536,6 +536,8 @@ static void test_public_ops_covered(void **state)
     for (const char *p = strstr(hdr, pat); p; p = strstr(p + 1, pat)) {
         const char *name = p + strlen(pat);
         size_t len = strspn(name, "abcdefghijklmnopqrstuvwxyz_0123456789");
+        if (len > 6 && strncmp(name + len - 6, "_sized", 6) == 0)
+            len -= 6; /* tgc_conv2d_sized: the entry point behind the inline tgc_conv2d */
         declared++;
         if (!te_is_public(name, len)) {
             print_message("ops.h declares %.*s, missing from te_public_ops\n", (int)len, name);

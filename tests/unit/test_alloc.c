@@ -567,7 +567,7 @@ static void test_host_only_code_refuses_devices(void **state)
     assert_int_equal(tgc_module_to(m, tgc_cuda(0)), TGC_OK);
     f = tgc_compile(w_plus_one, "w_plus_one", NULL);
     check_error(tgc_call(f, m, NULL, 0, &y, 1), TGC_ERR_DEVICE,
-                "tgc_call: the inputs are on cuda:0, but ");
+                "tgc_call: 'w_plus_one' has no tensor inputs and its module is on cuda:0, but ");
     assert_null(y);
     tgc_fn_free(f);
     f = tgc_compile(add_w, "add_w", NULL); /* a host input with it: the op refuses the mix */

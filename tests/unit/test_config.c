@@ -18,6 +18,8 @@
 #include "tgc/compile.h"
 #include "tgc/cuda.h"
 #include "tgc/config.h"
+#include "tgc/module.h"
+#include "tgc/ops.h"
 
 static const char *const env_vars[] = {
     "TGC_LOG",     "TGC_BACKEND",  "TGC_CACHE_SIZE_LIMIT", "TGC_ACCUMULATED_CACHE_SIZE_LIMIT",
@@ -313,13 +315,13 @@ static void test_compile_rejects_bad_configs(void **state)
     assert_null(tgc_compile(NULL, "m", NULL));
     check_error(tgc_last_status(), TGC_ERR_INVALID_ARG, "fn is NULL");
 
+    /* struct_size: an older header's smaller struct is read as far as it goes, a struct
+     * that did not start from tgc_config_default() is refused (test_abi: every size) */
     c = good;
-    c.struct_size = sizeof(tgc_config) - 8;
-    check_rejected(&c, TGC_ERR_INVALID_ARG, "struct_size");
+    c.struct_size = sizeof(tgc_config) - sizeof c.device;
+    check_accepted(&c);
     c.struct_size = 0;
     check_rejected(&c, TGC_ERR_INVALID_ARG, "start from tgc_config_default()");
-    c.struct_size = sizeof(tgc_config) + 8;
-    check_rejected(&c, TGC_ERR_INVALID_ARG, "struct_size");
 
     c = good;
     c.cache_size_limit = 0;
@@ -442,6 +444,104 @@ static void test_stats_name_the_backend(void **state)
     }
 }
 
+/* A function without tensor inputs: it creates its values on make_dev and returns
+ * a * a + 1 for a = arange(4). */
+static tgc_device make_dev;
+
+static tgc_status make_values(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                              int n_out)
+{
+    (void)self, (void)in, (void)n_in, (void)n_out;
+    tgc_tensor *a = tgc_arange(0, 4, 1, TGC_F32, make_dev);
+    out[0] = tgc_add_scalar(tgc_mul(a, a), 1.0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static void expect_made_values(tgc_fn *f, tgc_module *self)
+{
+    tgc_tensor *y = NULL;
+    tgc_clear_error();
+    if (tgc_call(f, self, NULL, 0, &y, 1) != TGC_OK)
+        fail_msg("tgc_call: %s", tgc_last_error());
+    float got[4];
+    assert_int_equal(tgc_copy_to_host(y, got, sizeof got), TGC_OK);
+    assert_true(got[0] == 1.0f && got[1] == 2.0f && got[2] == 5.0f && got[3] == 10.0f);
+}
+
+/* cfg.device: where a call runs that neither its inputs nor its module place. */
+static void test_device_of_a_function_without_inputs(void **state)
+{
+    (void)state;
+    tgc_scope_push();
+    tgc_config c = tgc_config_default();
+    assert_int_equal(c.device.type, TGC_DEVICE_CPU);
+    assert_int_equal(c.device.index, 0);
+    make_dev = tgc_cpu();
+    tgc_fn *f = tgc_compile(make_values, "make", &c);
+    assert_non_null(f);
+    expect_made_values(f, NULL);
+    expect_made_values(f, NULL); /* a cache hit */
+    tgc_stats st;
+    assert_int_equal(tgc_fn_stats(f, &st), TGC_OK);
+    assert_int_equal(st.compiles, 1);
+    assert_int_equal(st.cache_hits, 1);
+    tgc_fn_free(f);
+
+    /* a host backend cannot run a function whose device is a GPU */
+    c.backend = TGC_BACKEND_INTERP;
+    c.device = tgc_cuda(0);
+    make_dev = tgc_cuda(0);
+    f = tgc_compile(make_values, "make", &c);
+    assert_non_null(f);
+    tgc_tensor *y = NULL;
+    tgc_clear_error();
+    assert_int_equal(tgc_call(f, NULL, NULL, 0, &y, 1), TGC_ERR_DEVICE);
+    assert_string_equal(tgc_last_error(),
+                        "tgc_call: 'make' has no tensor inputs or module tensors, so it runs on "
+                        "cfg.device (cuda:0), but cfg.backend interp runs on the host; use "
+                        "TGC_BACKEND_AUTO or TGC_BACKEND_CUDA, or leave cfg.device at tgc_cpu()");
+    tgc_fn_free(f);
+
+    /* a module's tensors place the call before cfg.device does */
+    int64_t s[1] = {4};
+    tgc_module *m = tgc_module_create("m", NULL);
+    tgc_module_buffer(m, "b", tgc_zeros(s, 1, TGC_F32, tgc_cpu()));
+    make_dev = tgc_cpu();
+    f = tgc_compile(make_values, "make", &c);
+    expect_made_values(f, m);
+    tgc_fn_free(f);
+    tgc_module_free(m);
+
+    /* AUTO with cfg.device on a GPU: CUDA where there is one, else the reason */
+    c.backend = TGC_BACKEND_AUTO;
+    make_dev = tgc_cuda(0);
+    f = tgc_compile(make_values, "make", &c);
+    assert_non_null(f);
+    if (tgc_cuda_available() == TGC_OK) {
+        expect_made_values(f, NULL);
+    } else {
+        tgc_clear_error();
+        assert_int_equal(tgc_call(f, NULL, NULL, 0, &y, 1), TGC_ERR_DEVICE);
+        const char *want = "tgc_call: 'make' has no tensor inputs or module tensors, so it runs "
+                           "on cfg.device (cuda:0), but ";
+        if (strncmp(tgc_last_error(), want, strlen(want)) != 0)
+            fail_msg("message \"%s\" does not start with \"%s\"", tgc_last_error(), want);
+    }
+    tgc_fn_free(f);
+
+    /* a device that is none */
+    c = tgc_config_default();
+    c.device = (tgc_device){(tgc_device_type)7, 0};
+    check_rejected(&c, TGC_ERR_INVALID_ARG,
+                   "tgc_compile: cfg.device {type 7, index 0} is not a device; use tgc_cpu() or "
+                   "tgc_cuda(i)");
+    c.device = (tgc_device){TGC_DEVICE_CPU, 1};
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "cfg.device {type 0, index 1} is not a device");
+    c.device = tgc_cuda(-1);
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "cfg.device {type 1, index -1} is not a device");
+    assert_int_equal(tgc_scope_pop(), TGC_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compile_rejects_bad_configs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_accepts_valid_configs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stats_name_the_backend, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_of_a_function_without_inputs, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
