@@ -810,7 +810,7 @@ static void print_summary(const options *o, const figures *f)
                        mode_name(mode), t);
                 if (n > 1 && !isnan(b))
                     printf("  scaling %.2fx%s", t / b,
-                           m == MODEL_RESNET18 && n == 2 ? " (issue target >= 1.8x)" : "");
+                           m == MODEL_RESNET18 && n == 2 ? " (target >= 1.8x)" : "");
                 for (int k = 0; k < N_TMODES; k++) {
                     double x = f->torch[m][k][ci];
                     if (!isnan(x))

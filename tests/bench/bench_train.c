@@ -23,8 +23,8 @@
  * --torch-ref reads PyTorch's figures from the same run and prints ratios (PyTorch's time /
  * libtgc's, > 1 means libtgc is faster), from any of:
  *   tests/bench/torch_cpu_ref.py --train --json F    (CPU: eager and torch.compile steps)
- *   ../shared/bench/torch_ref.py cnn|resnet OUTDIR   (GPU: OUTDIR/cnn.json, resnet.json)
- *   ../shared/bench/torch_graph_ref.py OUTDIR        (GPU: OUTDIR/graph.json, whole-step CUDA
+ *   torch_ref.py cnn|resnet OUTDIR                   (GPU: OUTDIR/cnn.json, resnet.json)
+ *   torch_graph_ref.py OUTDIR                        (GPU: OUTDIR/graph.json, whole-step CUDA
  *                                                     graph with fused Adam: PyTorch's best)
  * Not a timed test: nothing here is run by ctest. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */

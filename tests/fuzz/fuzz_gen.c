@@ -1109,7 +1109,7 @@ static int fz_gen_reduce(fz_gen *g)
     return fz_emit(g, &I, 0);
 }
 
-/* Item 1 of issue 7: keepdim reductions whose results meet again in one expression, with
+/* Keepdim reductions whose results meet again in one expression, with
  * operands of every broadcast shape (normalizations written out by hand). */
 static int fz_gen_norm_pattern(fz_gen *g)
 {
@@ -1359,7 +1359,7 @@ static int fz_gen_view(fz_gen *g)
     return fz_emit(g, &I, 0);
 }
 
-/* Item 6 of issue 7: slices, narrows and pads of a dim that a later call changes (so that it
+/* Slices, narrows and pads of a dim that a later call changes (so that it
  * becomes symbolic under dynamic = AUTO) meet the tensor they came from: x + x[:, -1:],
  * squeeze(x[:, -1:]), x[:, 1:] - x[:, :-1], pad(x)[:, 1:-1] + x. */
 static int fz_gen_slice_pattern(fz_gen *g)
@@ -1439,7 +1439,7 @@ static int fz_gen_slice_pattern(fz_gen *g)
     return a >= 0 ? a : sl;
 }
 
-/* Item 7 of issue 7: a view chain over a size-0 dim. */
+/* A view chain over a size-0 dim. */
 static int fz_gen_view_chain_zero(fz_gen *g)
 {
     int64_t shape[4] = {0, fz_size_pick(g), 1, fz_size_pick(g)};
@@ -1693,7 +1693,7 @@ static int fz_gen_norm(fz_gen *g)
         int training = (int)fz_below(g->r, 2);
         fz_ins I = fz_ins_new(OP_BATCH_NORM, x, -1);
         if (!training || fz_chance(g->r, 80)) {
-            /* module buffers, or tensors the model captures (issue 7 item 8) */
+            /* module buffers, or tensors the model captures */
             fz_class cls = fz_chance(g->r, 40) ? FZ_CAP : FZ_BUF;
             I.a[1] = fz_add_leaf(g, cls, dt, FZ_NORMAL, 1, &s[1]);
             I.a[2] = fz_add_leaf(g, cls, dt, FZ_POS, 1, &s[1]);
@@ -1817,7 +1817,7 @@ static int fz_gen_sdpa(fz_gen *g)
     return fz_emit(g, &I, 0);
 }
 
-/* Deliberately invalid or extreme arguments (item 3 of issue 7): the program ends here and
+/* Deliberately invalid or extreme arguments: the program ends here and
  * every path must fail with the same status (TGC_ERR_SHAPE), never crash or report INTERNAL. */
 static int fz_gen_extreme(fz_gen *g)
 {

@@ -10,7 +10,7 @@ with the same precision: HIGHEST with PyTorch's fp32 (allow_tf32 off; note that
 torch_ref.py's convolutions run with cuDNN's default, which allows TF32), HIGH with TF32
 (torch_graph_ref.py's best of TF32 and TF32 + channels-last), MEDIUM against the TF32 figure
 (no bf16 model reference is measured) and bf16 GEMM against torch.matmul on bf16. A ratio
-> 1 means libtgc is faster; each target of issue 9 is marked met or MISSED, never hidden."""
+> 1 means libtgc is faster; each target is marked met or MISSED, never hidden."""
 import json
 import sys
 
@@ -175,7 +175,7 @@ for mode in ["reduce-overhead", "default"]:
         if mode == "reduce-overhead":
             target("REDUCE_OVERHEAD cache hit under 5 us on the host", ov["host_us"] < 5, f"{ov['host_us']:.2f} us")
 P("")
-P("## Targets of issue 9")
+P("## Targets")
 P("")
 for name, ok, text in targets:
     P(f"- {'met   ' if ok else 'MISSED'} {name}: {text}")

@@ -1,5 +1,5 @@
 """PyTorch DistributedDataParallel reference for tests/bench/bench_ddp.c: the training step of
-ResNet18 (torchvision's resnet18(num_classes=10), as ../shared/bench/torch_ref.py uses; a
+ResNet18 (torchvision's resnet18(num_classes=10), as the torch_ref.py reference script uses; a
 definition of the same layout below when torchvision is missing) and of the seed CNN, at
 batch 64 PER GPU, 3x32x32, Adam (lr 1e-3), cross entropy, one process per GPU over NCCL.
 

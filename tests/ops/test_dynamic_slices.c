@@ -1,4 +1,4 @@
-/* Slices and pads of a dynamic dim against eager (issue 7, item 6).
+/* Slices and pads of a dynamic dim against eager.
  *
  * Each form (slice start:end:step, or pad before/after, on dim 1 of x [R, W]) is compiled
  * twice per backend (the default one and interp): once with dim 1 marked dynamic, once with

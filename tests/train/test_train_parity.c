@@ -6,7 +6,7 @@
  *   tgc_module_load, 20 steps of SGD (momentum 0.9, weight decay 5e-4) and of Adam (eps 1e-4;
  *   the goldens' docstring says why), computed by PyTorch in float64 and stored as fp32, eagerly
  *   and through one compiled training step: every loss and every final parameter and
- *   running statistic within 1e-4 relative (issue 10's bound for fp32 on the CPU), and each
+ *   running statistic within 1e-4 relative (the bound for fp32 on the CPU), and each
  *   tensor's change from its initial value within 2e-2 of that change.
  * - Compiled equals eager over 100 steps (the ResNet: losses, weights, running statistics,
  *   optimizer state), with zero_grad before backward (PyTorch's loop) and after the update:

@@ -1,4 +1,4 @@
-/* Many threads at once (issue 7, item 2): threads making the first tgc_call of their own
+/* Many threads at once: threads making the first tgc_call of their own
  * tgc_fn (so compiling distinct functions: GEMM, linear, conv, batched matmul, pointwise and
  * reduction kernels), threads running eager ops (which compile and cache per-op kernels),
  * and threads calling one shared tgc_fn, all started together. Every result is checked

@@ -262,7 +262,9 @@ static void two_dropouts_of_one_input_draw_different_bits(void **state)
     memset(g_init, 0, sizeof g_init);
     int64_t s[2] = {8, 6};
     tgc_tensor *in[1] = {tgc_randn(s, 2, TGC_F32, tgc_cpu())};
-    compare_backends(fn_two_dropouts, in, 1, 4, 2, 0);
+    /* f32 rounding apart: eager attention runs on LLVM's GEMMs, the interp variant on its loops
+     * (a dropped or kept element differs by far more, so the masks are still compared) */
+    compare_backends(fn_two_dropouts, in, 1, 4, 2, 1e-6);
     /* eagerly the two draws differ (48 elements at p = 0.5): so do the compiled ones */
     tgc_tensor *o[4];
     tgc_manual_seed(99);

@@ -1,4 +1,4 @@
-/* Error messages and dtype contracts (issue 7 items 10 and 11): errors of decomposed nodes
+/* Error messages and dtype contracts: errors of decomposed nodes
  * name the op the user called; errors while tracing a dynamic variant give this call's sizes,
  * not symbols; out-of-memory names the op, dtype, shape and bytes; an unknown device type is
  * not printed as cuda; layer_norm on integers and neg on bool are TGC_ERR_DTYPE, eagerly and

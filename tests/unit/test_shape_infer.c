@@ -677,7 +677,7 @@ static void test_dropout_and_malformed_nodes(void **state)
     check_error(infer_eager(TGC_OP_ADD, &x, 1, NONE), TGC_ERR_INTERNAL, "tgc_add:");
 }
 
-/* ---- symbolic slices, 0/1 specialization, size limits (issue 7, items 3, 6, 10) ---- */
+/* ---- symbolic slices, 0/1 specialization, size limits ---- */
 
 /* Messages from a dynamic variant's trace show this call's sizes, as eager ones do, not
  * the variant's symbols: the broadcast, reshape, cat, linear and attention messages above

@@ -1,4 +1,4 @@
-/* Extreme sizes for every public op that takes sizes (issue 7, item 3): INT64_MAX,
+/* Extreme sizes for every public op that takes sizes: INT64_MAX,
  * INT64_MIN, 2^62, TGC_MAX_NUMEL and around it, negatives, 0 and 1 in every position.
  * Each result is checked against an oracle computed here in 128-bit arithmetic (exact
  * status, and shape and numel where it succeeds), eagerly and while tracing (static and

@@ -379,7 +379,7 @@ static void test_many_expressions(void **state)
     check_format(tgc_sym_add(T, u, s), "(s0 + s2)");
 }
 
-/* ---- the normal form (issue 7, item 6) ---- */
+/* ---- the normal form ---- */
 
 /* Polynomials with like terms combined: however an expression is built, equal
  * polynomials are one handle, and differences that cancel are constants. */

@@ -1,4 +1,4 @@
-/* Sizes without specialization (issue 7 item 9): a model written with tgc_sym_size,
+/* Sizes without specialization: a model written with tgc_sym_size,
  * tgc_reshape_sym, tgc_expand_sym, tgc_full_sym, tgc_arange_sym, tgc_reshape_as,
  * tgc_expand_as and tgc_flatten compiles once static and once dynamic over five batch sizes
  * under dynamic = AUTO, with the values of eager; a model that reads a size with
