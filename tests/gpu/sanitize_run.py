@@ -24,7 +24,8 @@ run must run every GPU case) and the sanitizer found nothing unexpected:
              probes its kernels with calls that fail by design) run with
              --report-api-errors no: their memory errors are still reported;
   racecheck  "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)": E must be 0
-             (warnings are listed, not failures).
+             (warnings are listed, not failures); without that line, "ERROR SUMMARY: N
+             errors": N must be 0.
 A missing summary line (the sanitizer died, or a timeout) fails the test.
 
 --timeout bounds each test, --budget (0: none) the whole phase: no test starts after it, and
@@ -188,7 +189,12 @@ def classify(a, rc, log_text, timed_out):
                 problems.append("%d unexpected sanitizer errors" % unexpected)
     else:
         m = RACE_SUMMARY.findall(log_text)
-        if not m:
+        total = MEM_SUMMARY.findall(log_text)
+        if not m and total:  # a version that sums racecheck's errors up as memcheck does
+            details.insert(0, "%s errors" % total[-1])
+            if int(total[-1]) > 0:
+                problems.append("%s racecheck errors" % total[-1])
+        elif not m:
             problems.append("no RACECHECK SUMMARY line")
         else:
             hz, err, warn = (int(x) for x in m[-1])

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make test-gpu` and `make test-gpu-memcheck`: build and test libtgc on a GPU machine (the H200
 # of the device tool: Ubuntu 24.04, CUDA 13.0, 16 cores, no cmocka, no apt, no network, no LLVM
-# dev files). The whole run (every phase) fits in about 9 minutes there.
+# dev files). The whole run fits in about 9 minutes there: build and tests about 230 s, then
+# the sanitizer phases, each bounded by its budget (200 s memcheck, 90 s racecheck). Run it
+# as one device command: `set -o pipefail; tests/gpu/test_gpu.sh 2>&1 | tee $OUT/test_gpu.log`
+# (carry .deps).
 #
 #   tests/gpu/test_gpu.sh [--memcheck-only] [--racecheck-only] [--sanitize-only] [--no-memcheck]
 #                         [--no-racecheck] [--no-sanitize] [--gpu-only] [--build-only]
@@ -20,7 +23,7 @@
 #    test_cuda_train_parity are entries of their own) under `compute-sanitizer --tool
 #    memcheck`, SANITIZE_JOBS (7) at a time, longest first (the times of phase 3), through
 #    tests/gpu/sanitize_run.py, which prints each test's seconds and a summary. The phase
-#    ends within MEMCHECK_BUDGET seconds (230; MEMCHECK_TIMEOUT per test, the budget by
+#    ends within MEMCHECK_BUDGET seconds (200; MEMCHECK_TIMEOUT per test, the budget by
 #    default); test_cuda_public runs every MEMCHECK_STRIDE-th op case (1: all). Out-of-memory
 #    answers of the driver (the deliberate out-of-memory tests) are expected API errors, not
 #    failures; the NCCL process-group tests run with --report-api-errors no (NCCL probes its
@@ -33,8 +36,8 @@
 #    RACECHECK_BUDGET seconds (90; RACECHECK_TIMEOUT per test).
 # --memcheck-only / --racecheck-only / --sanitize-only: the build (incremental) and that
 # sanitizer phase / both only; --no-memcheck / --no-racecheck / --no-sanitize leave them out.
-# --dry-run: phases 4 and 5 print the commands they would run (nothing runs; with
-# --no-build and GPU_BUILD=<a configured build> this works on any machine).
+# --dry-run: phases 4 and 5 print the commands they would run (nothing is built or run; with
+# GPU_BUILD=<a configured build> it works on any machine).
 # A GPU test that skips (no usable GPU: "tgc: N GPU tests skipped: ...") fails this script,
 # under the sanitizers too. With OUT set (the device tool), the sanitizer summaries are also
 # written to $OUT/sanitize_summary.txt. The script runs every selected phase and exits nonzero
@@ -45,7 +48,7 @@ ROOT=$PWD
 BUILD=${GPU_BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 SANITIZE_JOBS=${SANITIZE_JOBS:-7}
-MEMCHECK_BUDGET=${MEMCHECK_BUDGET:-230}
+MEMCHECK_BUDGET=${MEMCHECK_BUDGET:-200}
 MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-$MEMCHECK_BUDGET}
 MEMCHECK_STRIDE=${MEMCHECK_STRIDE:-1}
 # test_cuda_runtime_mock runs test_cuda_runtime against a host-memory stand-in for libcuda:
@@ -67,7 +70,7 @@ for a in "$@"; do
     --gpu-only) suite=0 ;;
     --build-only) tests=0 memcheck=0 racecheck=0 ;;
     --no-build) build=0 ;;
-    --dry-run) dry_run=1 tests=0 ;;
+    --dry-run) dry_run=1 tests=0 build=0 ;;
     *) echo "test_gpu.sh: unknown option $a" >&2; exit 2 ;;
     esac
 done
