@@ -588,7 +588,8 @@ static void test_graph_ops_covered(void **state)
 {
     if (te_eager_backend) /* about compiled graphs: nothing compiles on the eager backend */
         skip();
-    /* the ops seen by every case: a shard runs some of them (the unsharded entry checks) */
+    /* the ops seen by every case: a shard runs some of them (the unsharded
+     * test_trace_eager_interp checks them all) */
     int shard, shards;
     test_shard_of_env(&shard, &shards);
     if (shards > 1)
