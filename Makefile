@@ -1,20 +1,23 @@
 # Thin wrapper over CMake for the two commands in README.md.
 #   make demo   builds and runs examples/seed_cnn
-#   make test   builds with -Werror and runs every test, then again under ASan+UBSan
+#   make test   builds with -Werror and runs every test, and again under ASan+UBSan (below)
 #   make test-tsan  builds build-tsan with ThreadSanitizer and runs the concurrency tests, then
 #               every test, under it
 #   make fuzz   runs the random-program fuzzer for FUZZ_SECONDS (tests/fuzz/README.md)
 #   make fuzz-libfuzzer  the same generator under libFuzzer (clang, ASan) for FUZZ_SECONDS
 #   make gpu-deps   (development machine) fetches what the GPU machine lacks into .deps/
 #   make test-gpu   (GPU machine) builds build-gpu with CUDA and without LLVM, runs the gpu
-#               tests, the whole suite and the gpu tests under compute-sanitizer memcheck
+#               tests, the whole suite, the gpu tests under compute-sanitizer memcheck and
+#               the GEMM, attention and reduction kernels under racecheck (test_gpu.sh)
 #   make test-gpu-memcheck  only the memcheck phase (builds build-gpu when missing)
+SHELL := bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps demo test test-release test-asan test-tsan bench bench-deps clean fuzz \
+.PHONY: all deps demo test test-release test-asan test-release-tagged test-asan-tagged \
+        test-release-steps test-asan-steps test-tsan bench bench-deps clean fuzz \
         fuzz-libfuzzer gpu-deps test-gpu test-gpu-memcheck
 
 all: deps
@@ -28,19 +31,50 @@ demo: all
 	./$(BUILD)/examples/seed_cnn
 	@echo "More: ./$(BUILD)/examples/resnet18 (ResNet18, compiled vs eager), ./$(BUILD)/examples/bert (BERT-base, sequence-length sweep) and ./$(BUILD)/examples/train_cifar (training on CIFAR-10, synthetic when --data DIR is missing: --model cnn|resnet18 --max-steps 200); --help lists their flags."
 
-test: test-release test-asan
+# make test: two builds of the whole tree, both with -Werror, built and tested side by side
+# (make -j2 of test-release and test-asan; each line of their output is prefixed [release] or
+# [asan]), so that the two cores stay busy through each build's serial steps (configure, the
+# links) and the tail of each ctest run; each ctest starts its longest tests first (the COST
+# of tests/CMakeLists.txt, then the times of the last run in that build).
+#   $(BUILD) (RelWithDebInfo): the library, the examples, the benchmarks and the tests (so all
+#       of them compile warning-free), and every ctest entry: each test on the default backend
+#       (LLVM) and its variants (interp, eager, the AVX2 and SSE targets, the shards), the
+#       install check, the fuzzer's slice and corpus, the layer check.
+#   $(ASAN_BUILD) (Debug tests, the library at -O2, ASan + UBSan with leak checks): the
+#       library and the tests (examples and benchmarks off: no test runs them), and every
+#       ctest entry but those labelled release_only (tests/CMakeLists.txt says why each one
+#       adds nothing under the sanitizers) and install_and_consume (a sanitized library needs
+#       the sanitizer runtime in its consumer).
+# OMP_WAIT_POLICY=passive: OpenMP's idle threads sleep instead of spinning, so the tests that
+# run at once do not take each other's cores (it changes when idle threads wait, not what runs).
+# test-release and test-asan run one build alone.
+TEST_ENV = OMP_WAIT_POLICY=passive
+test: deps
+	@$(MAKE) --no-print-directory -j2 test-release-tagged test-asan-tagged
+	@echo "make test: both builds passed"
 
-test-release: deps
+test-release-tagged:
+	@set -o pipefail; $(MAKE) --no-print-directory test-release-steps 2>&1 | sed -u 's/^/[release] /'
+
+test-asan-tagged:
+	@set -o pipefail; $(MAKE) --no-print-directory test-asan-steps 2>&1 | sed -u 's/^/[asan] /'
+
+test-release: deps test-release-steps
+
+test-release-steps:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTGC_WERROR=ON
 	cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure -j $(JOBS)
 
-test-asan: deps
+test-asan: deps test-asan-steps
+
+test-asan-steps:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTGC_WERROR=ON -DTGC_SANITIZE=ON \
-	      -DTGC_BUILD_BENCH=OFF
+	      -DTGC_BUILD_BENCH=OFF -DTGC_BUILD_EXAMPLES=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN_BUILD) && $(TEST_ENV) ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    ctest --output-on-failure -j $(JOBS) -LE release_only
 
 # ThreadSanitizer (TGC_SANITIZE=thread; it cannot be combined with ASan). The concurrency
 # tests run first, then the whole suite (slow: ~8 min on 2 cores). LLVM and libgomp are not

@@ -21,6 +21,7 @@
 
 #include "autograd/gradcheck_cases.h"
 #include "frontend/autograd.h"
+#include "test_shard.h"
 
 static int case_ids[GC_N_CASES];
 
@@ -648,7 +649,9 @@ int main(void)
         return 1; /* the table above is too small for the tests below */
     for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
         tests[n++] = more[k];
-    int r = _cmocka_run_group_tests("test_gradcheck", tests, (size_t)n, NULL, NULL);
+    /* ctest runs it in shards (tests/test_shard.h: TGC_TEST_SHARD=k/n runs case i when
+     * i % n == k) */
+    int r = test_run_shard("test_gradcheck", tests, (size_t)n, NULL, NULL);
     for (int i = 0; i < GC_N_CASES; i++)
         for (int k = 0; k < 5; k++)
             free(all_vals[i][k]);

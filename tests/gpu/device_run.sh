@@ -16,7 +16,10 @@
 # next; the budgets add up to 535 s, so the whole run stays under 9 minutes):
 #   tests      230  tests/gpu/test_gpu.sh --no-memcheck: build build-gpu (CUDA on, LLVM off,
 #                   -Werror), ctest -L gpu, then the rest of the suite -> $OUT/test_gpu.log
-#   memcheck    70  the gpu tests under compute-sanitizer memcheck     -> $OUT/memcheck.log
+#   memcheck    70  the longest gpu tests under compute-sanitizer memcheck, as many as 60 s
+#                   allow (the rest "not run": the phase then reads failed); the full
+#                   memcheck and racecheck run is tests/gpu/test_gpu.sh alone, one device
+#                   command of its own                                 -> $OUT/memcheck.log
 #   bench      100  build-gpu/tests/bench/bench_gpu                    -> $OUT/bench_gpu.log, .jsonl
 #   torch_graph 45  torch_graph_ref.py (cnn resnet gemm bert: CUDA-graph captures, cuBLAS)
 #                                                                      -> $OUT/torch_graph_ref.log
@@ -194,7 +197,7 @@ else
     run_phase build 90 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --build-only
 fi
 if [ $memcheck = 1 ]; then
-    MEMCHECK_TIMEOUT=60 run_phase memcheck 70 "$OUT/memcheck.log" tests/gpu/test_gpu.sh --memcheck-only
+    MEMCHECK_BUDGET=60 run_phase memcheck 70 "$OUT/memcheck.log" tests/gpu/test_gpu.sh --memcheck-only
 fi
 if [ $bench = 1 ]; then
     run_phase bench 100 "$OUT/bench_gpu.log" "$BUILD/tests/bench/bench_gpu" --iters 50 --budget 2 \

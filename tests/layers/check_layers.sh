@@ -18,74 +18,83 @@ if [ -z "$layers" ]; then
     exit 1
 fi
 
-rank_of() { # path relative to the root -> rank, or empty
-    local f=$1 best="" bestlen=0
+# Few processes (a fork each per file and include made this take minutes on a loaded machine):
+# the rank lookup is plain bash, the includes come from one sed and the symbols from one nm.
+rank_of() { # path relative to the root -> $rank_found (the rank, or empty)
+    local f=$1 bestlen=0 line r p
+    rank_found=""
     while read -r line; do
-        local r=${line%%:*}
+        r=${line%%:*}
         for p in ${line#*:}; do
             case "$f" in
             "$p" | "$p"/*)
-                if [ ${#p} -gt $bestlen ]; then best=$r bestlen=${#p}; fi ;;
+                if [ ${#p} -gt "$bestlen" ]; then rank_found=$r bestlen=${#p}; fi ;;
             esac
         done
     done <<<"$layers"
-    echo "$best"
 }
 
 declare -A rank
 files=$(cd "$root" && find src runtime include -name '*.[ch]' 2>/dev/null | sort || true)
 for f in $files; do
-    r=$(rank_of "$f")
-    if [ -z "$r" ]; then
+    rank_of "$f"
+    if [ -z "$rank_found" ]; then
         echo "check_layers: $f belongs to no layer of $doc" >&2
         exit 1
     fi
-    rank[$f]=$r
+    rank[$f]=$rank_found
 done
 
 bad=0
+srcs=()
 for f in $files; do
-    case $f in include/*) continue ;; esac
-    while read -r inc; do
-        [ -z "$inc" ] && continue
-        target=""
-        for cand in "src/$inc" "$inc" "include/$inc" "$(dirname "$f")/$inc"; do
-            if [ -n "${rank[$cand]+x}" ]; then target=$cand; break; fi
-        done
-        [ -z "$target" ] && continue # generated or not ours (ops.def is in ir/)
-        if [ "${rank[$target]}" -gt "${rank[$f]}" ]; then
-            echo "upward include: $f (layer ${rank[$f]}) includes $inc (layer ${rank[$target]})"
-            bad=1
-        fi
-    done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$root/$f")
+    case $f in include/*) ;; *) srcs+=("$f") ;; esac
 done
+# "file<TAB>included name" for every quoted include of every source, in file order
+while IFS=$'\t' read -r f inc; do
+    [ -z "$inc" ] && continue
+    target=""
+    for cand in "src/$inc" "$inc" "include/$inc" "${f%/*}/$inc"; do
+        if [ -n "${rank[$cand]+x}" ]; then target=$cand; break; fi
+    done
+    [ -z "$target" ] && continue # generated or not ours (ops.def is in ir/)
+    if [ "${rank[$target]}" -gt "${rank[$f]}" ]; then
+        echo "upward include: $f (layer ${rank[$f]}) includes $inc (layer ${rank[$target]})"
+        bad=1
+    fi
+done < <(cd "$root" && [ ${#srcs[@]} -gt 0 ] && awk '
+    match($0, /^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"/) {
+        s = substr($0, RSTART, RLENGTH); sub(/^[^"]*"/, "", s); sub(/"$/, "", s)
+        printf "%s\t%s\n", FILENAME, s
+    }' "${srcs[@]}")
 
 if [ -n "$objdir" ]; then
     declare -A def_rank def_file
-    objs=$(find "$objdir" -name '*.c.o' | sort)
-    for o in $objs; do
-        src=${o#"$objdir"/}
+    mapfile -t objs < <(find "$objdir" -name '*.c.o' | sort)
+    src_of() { # object path -> $src (relative source path) and $r (its rank, or empty)
+        src=${1#"$objdir"/}
         src=${src%.o}
         r=${rank[$src]:-}
-        [ -z "$r" ] && continue
-        while read -r sym; do
+    }
+    if [ ${#objs[@]} -gt 0 ]; then
+        # nm -A -P: "object: symbol type [value size]"
+        while read -r o sym type _; do
+            case $type in [TDBRV]) ;; *) continue ;; esac
+            src_of "${o%:}"
+            [ -z "$r" ] && continue
             def_rank[$sym]=$r
             def_file[$sym]=$src
-        done < <(nm --defined-only -g "$o" | awk '$2 ~ /[TDBRV]/ {print $3}')
-    done
-    for o in $objs; do
-        src=${o#"$objdir"/}
-        src=${src%.o}
-        r=${rank[$src]:-}
-        [ -z "$r" ] && continue
-        while read -r sym; do
+        done < <(nm -A -P --defined-only -g "${objs[@]}")
+        while read -r o sym _; do
+            src_of "${o%:}"
+            [ -z "$r" ] && continue
             dr=${def_rank[$sym]:-}
             if [ -n "$dr" ] && [ "$dr" -gt "$r" ]; then
                 echo "upward call: $src (layer $r) calls $sym of ${def_file[$sym]} (layer $dr)"
                 bad=1
             fi
-        done < <(nm -u "$o" | awk '{print $2}')
-    done
+        done < <(nm -A -P -u "${objs[@]}")
+    fi
 fi
 if [ $bad -ne 0 ]; then
     echo "check_layers: the files above break the layer order of src/ARCHITECTURE.md" >&2

@@ -34,6 +34,7 @@
 #include "frontend/ops_grad.h"
 #include "ir/op.h"
 #include "op_test_util.h"
+#include "test_shard.h"
 #include "tgc/tgc.h"
 #ifdef TGC_HAVE_LLVM
 #include "backend/eager.h"
@@ -589,6 +590,12 @@ static void test_graph_ops_covered(void **state)
 {
     if (te_eager_backend) /* about compiled graphs: nothing compiles on the eager backend */
         skip();
+    /* the ops seen by every case: a shard runs some of them (the unsharded
+     * test_trace_eager_interp checks them all) */
+    int shard, shards;
+    test_shard_of_env(&shard, &shards);
+    if (shards > 1)
+        skip();
     (void)state;
     int n = 0, want = 0;
     for (int op = 0; op < TGC_OP_COUNT; op++) {
@@ -825,7 +832,9 @@ int main(void)
     te_eager_backend = be && strcmp(be, "eager") == 0;
     print_message("backend: %s (%s comparisons)\n", be ? be : "auto",
                   te_interp ? "exact" : "per-dtype tolerance");
-    int rc = _cmocka_run_group_tests("trace_eager", tests, (size_t)n, NULL, NULL);
+    /* ctest runs it in shards (tests/test_shard.h: TGC_TEST_SHARD=k/n runs case i when
+     * i % n == k) */
+    int rc = test_run_shard("trace_eager", tests, (size_t)n, NULL, NULL);
     free(tests);
     tgc_shutdown();
     return rc;

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "gpu_skip.h"
+#include "test_shard.h"
 #include "tgc/tgc.h"
 #include "train/train_util.h"
 
@@ -201,16 +202,19 @@ static void test_cuda_no_memory_growth(void **state)
 
 int main(void)
 {
+    /* four ctest shards (tests/test_shard.h, TGC_TEST_SHARD=k/4: case i in shard i % 4); the
+     * 2000-step memory check (index 3) has its shard to itself */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_cnn_sgd),
         cmocka_unit_test(test_cuda_cnn_adam),
         cmocka_unit_test(test_cuda_resnet_sgd),
+        cmocka_unit_test(test_cuda_no_memory_growth),
         cmocka_unit_test(test_cuda_resnet_adam),
         cmocka_unit_test(test_cuda_compiled_equals_eager_100_zero_grad_last),
         cmocka_unit_test(test_cuda_compiled_equals_eager_100_zero_grad_first),
-        cmocka_unit_test(test_cuda_no_memory_growth),
     };
-    int rc = gpu_skip_finish(cmocka_run_group_tests(tests, NULL, NULL));
+    int rc = gpu_skip_finish(test_run_shard("test_cuda_train_parity", tests,
+                                            sizeof tests / sizeof tests[0], NULL, NULL));
     tgc_shutdown();
     return rc;
 }

@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "runtime/alloc.h"
+#include "test_shard.h"
 #include "tgc/tgc.h"
 #include "train/train_util.h"
 
@@ -476,7 +477,9 @@ int main(void)
         cmocka_unit_test(test_checkpoint_resume),
         cmocka_unit_test(test_no_memory_growth),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    /* ctest runs it in shards (tests/test_shard.h: TGC_TEST_SHARD=k/n runs case i when
+     * i % n == k) */
+    int rc = test_run_shard("test_train_parity", tests, sizeof tests / sizeof tests[0], NULL, NULL);
     tgc_shutdown();
     return rc;
 }

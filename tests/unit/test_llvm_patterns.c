@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "backend/eager.h"
+#include "test_shard.h"
 #include "tgc/tgc.h"
 #include "unit/unit_test_util.h"
 
@@ -1648,7 +1649,10 @@ int main(void)
         T(kernel_log_receives_kernel_ir),
     };
 #undef T
-    return cmocka_run_group_tests(tests, NULL, group_shutdown);
+    /* ctest runs it in shards (tests/test_shard.h: TGC_TEST_SHARD=k/n runs case i when
+     * i % n == k) */
+    return test_run_shard("test_llvm_patterns", tests, sizeof tests / sizeof tests[0], NULL,
+                          group_shutdown);
 }
 #else
 static void test_llvm_absent(void **state)
