@@ -122,18 +122,18 @@ fuzz-libfuzzer: deps
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=120 -rss_limit_mb=4096 -fork=1 -ignore_crashes=1 \
 	    -artifact_prefix=$(LIBFUZZER_BUILD)/fuzz-crashes/ $(LIBFUZZER_BUILD)/fuzz-corpus
 
-# GPU machine (the device tool's H200: no apt, no network, no cmocka). On the development
+# GPU machine (an H200 host with no apt, no network, no cmocka). On the development
 # machine `make gpu-deps` downloads the cmocka .debs into .deps/cmocka and copies the PyTorch
-# reference scripts (SHARED_BENCH, ../shared/bench by default) into .deps/torch; .deps is
-# git-ignored, so the device command carries it (carry: [".deps"]). tests/gpu/test_gpu.sh
+# reference scripts (from the directory SHARED_BENCH names) into .deps/torch; .deps is
+# git-ignored, so a copy of the tree sent to the GPU machine must include it. tests/gpu/test_gpu.sh
 # says what test-gpu does, phase by phase (about 1-2 min build and tests on 16 cores, plus
 # memcheck, whose time is printed per test); tests/gpu/device_run.sh runs it and the GPU
-# benchmarks in one device command.
-SHARED_BENCH ?= ../shared/bench
+# benchmarks in one run.
+SHARED_BENCH ?=
 gpu-deps:
 	mkdir -p .deps/cmocka .deps/torch
 	cd .deps/cmocka && rm -f ./*.deb && apt-get download libcmocka0 libcmocka-dev
-	if [ -d "$(SHARED_BENCH)" ]; then cp -f $(SHARED_BENCH)/torch_ref.py $(SHARED_BENCH)/torch_graph_ref.py .deps/torch/; \
+	if [ -n "$(SHARED_BENCH)" ] && [ -d "$(SHARED_BENCH)" ]; then cp -f $(SHARED_BENCH)/torch_ref.py $(SHARED_BENCH)/torch_graph_ref.py .deps/torch/; \
 	else echo "gpu-deps: $(SHARED_BENCH) not found: set SHARED_BENCH=<dir of torch_ref.py>"; fi
 	@ls -l .deps/cmocka .deps/torch
 

@@ -5,12 +5,11 @@
 #   tests/gpu/device_run.sh [--quick] [--train] [--dist] [--no-tests] [--no-memcheck] [--no-bench]
 #                           [--no-torch] [--torch-dir DIR] [--bert-static]
 #
-# Run it with the device tool from the repository root, carrying .deps (made here by
-# `make gpu-deps`: the cmocka .debs and a copy of ../shared/bench's torch_ref.py and
-# torch_graph_ref.py, since ../shared does not travel with the tree):
+# Run it on the GPU machine from the repository root, with .deps beside it (made on the
+# development machine by `make gpu-deps`: the cmocka .debs and a copy of the PyTorch reference
+# scripts torch_ref.py and torch_graph_ref.py from SHARED_BENCH):
 #   run(command="tests/gpu/device_run.sh", carry=[".deps"], timeout_s=600)
-# The PyTorch scripts are looked for in --torch-dir, then .deps/torch, shared/bench and
-# ../shared/bench.
+# The PyTorch scripts are looked for in --torch-dir, then .deps/torch.
 #
 # Phases, each under its own time budget (seconds; time a phase leaves unused passes to the
 # next; the budgets add up to 535 s, so the whole run stays under 9 minutes):
@@ -27,7 +26,7 @@
 #                   torch.compile default, reduce-overhead) and its BERT sweep
 #                                                                      -> $OUT/torch_ref.log
 # --quick: only the build and `ctest -L gpu` (tests/gpu/test_gpu.sh --gpu-only --no-memcheck).
-# --train: the training run instead (issue 10's GPU targets):
+# --train: the training run instead (the training targets):
 #   tests      200  build and `ctest -L gpu`                            -> $OUT/test_gpu.log
 #   torch_graph 60  torch_graph_ref.py cnn resnet (whole-step CUDA graphs with fused Adam,
 #                   TF32 and channels-last variants)                    -> $OUT/torch_graph_ref.log
@@ -37,7 +36,7 @@
 #                   of this run as --torch-ref                          -> $OUT/bench_train.log
 #   example     40  a short examples/train_cifar run on cuda:0 (synthetic data)
 #                                                                       -> $OUT/train_cifar.log
-# --dist: data-parallel training over NCCL (issue 11), on every GPU the machine has (G =
+# --dist: data-parallel training over NCCL, on every GPU the machine has (G =
 # `nvidia-smi -L | wc -l`; the counts measured are 1 and G). TGC_NCCL_LIBRARY is pointed at
 # the libnccl.so.2 of the Python packages (nvidia-nccl) when the loader cannot find one:
 #   build       120 tests/gpu/test_gpu.sh --build-only                 -> $OUT/test_gpu.log
@@ -54,7 +53,7 @@
 #                   data), then --accum 2 --mode reduce-overhead --max-steps 20
 #                                                                       -> $OUT/train_cifar.log
 # A phase cut by its budget is marked "timeout" in the summary; what it printed is kept.
-# The files under $OUT stay within the device tool's limit of 8.
+# The files under $OUT stay within 8 (what a remote run brings back).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/gpu}
@@ -113,7 +112,7 @@ if [ $quick = 1 ]; then
 fi
 
 find_torch() {
-    for d in "$torch_dir" .deps/torch shared/bench ../shared/bench; do
+    for d in "$torch_dir" .deps/torch; do
         if [ -n "$d" ] && [ -f "$d/torch_ref.py" ] && [ -f "$d/torch_graph_ref.py" ]; then
             torch_dir=$d
             return 0
@@ -204,7 +203,7 @@ if [ $bench = 1 ]; then
         --json "$OUT/bench_gpu.jsonl"
 fi
 if [ $torch = 1 ]; then
-    for d in "$torch_dir" .deps/torch shared/bench ../shared/bench; do
+    for d in "$torch_dir" .deps/torch; do
         if [ -n "$d" ] && [ -f "$d/torch_ref.py" ] && [ -f "$d/torch_graph_ref.py" ]; then
             torch_dir=$d
             break

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make test-gpu` and `make test-gpu-memcheck`: build and test libtgc on a GPU machine (the H200
-# of the device tool: Ubuntu 24.04, CUDA 13.0, 16 cores, no cmocka, no apt, no network, no LLVM
+# `make test-gpu` and `make test-gpu-memcheck`: build and test libtgc on a GPU machine (an H200
+# machine: Ubuntu 24.04, CUDA 13.0, 16 cores, no cmocka, no apt, no network, no LLVM
 # dev files). The whole run fits in about 9 minutes there: build and tests about 230 s, then
 # the sanitizer phases, each bounded by its budget (200 s memcheck, 90 s racecheck). Run it
 # as one device command: `set -o pipefail; tests/gpu/test_gpu.sh 2>&1 | tee $OUT/test_gpu.log`
@@ -39,7 +39,7 @@
 # --dry-run: phases 4 and 5 print the commands they would run (nothing is built or run; with
 # GPU_BUILD=<a configured build> it works on any machine).
 # A GPU test that skips (no usable GPU: "tgc: N GPU tests skipped: ...") fails this script,
-# under the sanitizers too. With OUT set (the device tool), the sanitizer summaries are also
+# under the sanitizers too. With OUT set, the sanitizer summaries are also
 # written to $OUT/sanitize_summary.txt. The script runs every selected phase and exits nonzero
 # when one failed. Nothing here needs the network.
 set -uo pipefail
