@@ -15,6 +15,7 @@
  * (its allocator decides what to keep), while no block is alive when it is set. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/sysinfo.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,28 @@ static void read_limit(void)
     char *end;
     unsigned long long v = e ? strtoull(e, &end, 10) : 0;
     g_limit = e && *e && !*end ? (size_t)v : ((size_t)2 << 30);
+}
+
+/* No single block larger than the machine's RAM and swap together: a kernel that
+ * overcommits (vm.overcommit_memory = 1) promises any size and kills the process once the
+ * pages are written, where the caller was owed TGC_ERR_OOM. Read once; 0: unknown, no bound. */
+static pthread_once_t g_ram_once = PTHREAD_ONCE_INIT;
+static size_t g_ram_bound;
+
+static void read_ram(void)
+{
+    struct sysinfo si;
+    if (sysinfo(&si) != 0 || si.mem_unit == 0)
+        return;
+    unsigned long long units = (unsigned long long)si.totalram + si.totalswap;
+    unsigned long long bytes = units * si.mem_unit;
+    g_ram_bound = bytes / si.mem_unit == units && bytes <= SIZE_MAX ? (size_t)bytes : 0;
+}
+
+static int beyond_ram(size_t nbytes)
+{
+    pthread_once(&g_ram_once, read_ram);
+    return g_ram_bound && nbytes > g_ram_bound;
 }
 
 static size_t cache_limit(void)
@@ -145,7 +168,7 @@ static tgc_block host_alloc(void *ctx, int index, size_t nbytes)
                 p, rounded, atomic_load_explicit(&g_user_data, memory_order_relaxed));
             p = NULL;
         }
-    } else {
+    } else if (!beyond_ram(rounded)) {
         p = rounded >= CACHE_MIN ? cache_take(rounded, &cap) : NULL;
         if (!p)
             p = aligned_alloc(64, rounded);

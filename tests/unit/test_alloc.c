@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #include "backend/interp/interp.h"
 #include "runtime/alloc.h"
@@ -649,10 +650,31 @@ static void test_module_to(void **state)
     tgc_module_free(m);
 }
 
+/* A host tensor larger than the machine's RAM and swap is TGC_ERR_OOM at once, also where the
+ * kernel overcommits (it would promise the bytes and kill the process once they are written). */
+static void test_host_block_beyond_ram_is_oom(void **state)
+{
+    (void)state;
+    struct sysinfo si;
+    assert_int_equal(sysinfo(&si), 0);
+    unsigned long long bytes = ((unsigned long long)si.totalram + si.totalswap) * si.mem_unit;
+    int64_t shape[2] = {2, (int64_t)(bytes / 8) + 4096}; /* f32: 8 bytes per column */
+    tgc_clear_error();
+    assert_null(tgc_empty(shape, 2, TGC_F32, tgc_cpu()));
+    assert_int_equal(tgc_last_status(), TGC_ERR_OOM);
+    tgc_clear_error();
+    /* and a zeros, which would write every page */
+    assert_null(tgc_zeros(shape, 2, TGC_F32, tgc_cpu()));
+    assert_int_equal(tgc_last_status(), TGC_ERR_OOM);
+    tgc_clear_error();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_host_cache_reuse, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_host_block_beyond_ram_is_oom, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_register_errors, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_device_check_follows_registration, fake_setup,
                                         fake_teardown),
