@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -115,6 +116,15 @@ static inline tgc_status gpu_sync(void)
     tgc_scope_pop();
     return st;
 #endif
+}
+
+/* Under compute-sanitizer (tests/gpu/test_gpu.sh sets TGC_GPU_TEST_SANITIZER=1 for its
+ * memcheck and racecheck phases) every kernel runs tens of times slower: long loops (timing
+ * loops, many-step training checks) run a few iterations there, the same code paths. */
+static inline int gpu_under_sanitizer(void)
+{
+    const char *e = getenv("TGC_GPU_TEST_SANITIZER");
+    return e && *e && strcmp(e, "0") != 0;
 }
 
 #endif

@@ -185,13 +185,15 @@ mkdir -p "$BUILD/sanitize"
 if [ $memcheck = 1 ]; then
     # every gpu test; test_cuda_public's op cases every MEMCHECK_STRIDE-th (1: all of them)
     sanitize memcheck memcheck "$MEMCHECK_BUDGET" "$SANITIZE_JOBS" "$MEMCHECK_TIMEOUT" \
-        -L gpu -E "$MEMCHECK_EXCLUDE" --env "TGC_GPU_TEST_STRIDE=$MEMCHECK_STRIDE"
+        -L gpu -E "$MEMCHECK_EXCLUDE" --env "TGC_GPU_TEST_STRIDE=$MEMCHECK_STRIDE" \
+        --env TGC_GPU_TEST_SANITIZER=1
 fi
 if [ $racecheck = 1 ]; then
     # shared-memory hazards of the GEMM / conv templates, the fused attention, the native
     # reduction kernels (softmax, norms, losses) and the generated reductions of every op
     sanitize racecheck racecheck "$RACECHECK_BUDGET" "$SANITIZE_JOBS" "$RACECHECK_TIMEOUT" \
-        -L gpu -R "$RACECHECK_TESTS" --env "TGC_GPU_TEST_STRIDE=$RACECHECK_STRIDE"
+        -L gpu -R "$RACECHECK_TESTS" --env "TGC_GPU_TEST_STRIDE=$RACECHECK_STRIDE" \
+        --env TGC_GPU_TEST_SANITIZER=1
 fi
 
 total_s=$(($(date +%s) - t_begin))
