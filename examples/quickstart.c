@@ -1,15 +1,15 @@
 #include <stdio.h>
 #include <tgc/tgc.h>
 
-/* A two-layer MLP: self has children "fc1" and "fc2", each with "weight" and "bias". */
+/* A two-layer MLP: self has children "fc1" and "fc2", each with "weight" and "bias"; tensors
+ * are found by their dotted path. */
 static tgc_status forward(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
                           int n_out)
 {
     (void)n_in, (void)n_out;
-    tgc_module *fc1 = tgc_module_get_child(self, "fc1"), *fc2 = tgc_module_get_child(self, "fc2");
-    tgc_tensor *h =
-        tgc_relu(tgc_linear(in[0], tgc_module_get(fc1, "weight"), tgc_module_get(fc1, "bias")));
-    out[0] = tgc_linear(h, tgc_module_get(fc2, "weight"), tgc_module_get(fc2, "bias"));
+    tgc_tensor *h = tgc_relu(
+        tgc_linear(in[0], tgc_module_get(self, "fc1.weight"), tgc_module_get(self, "fc1.bias")));
+    out[0] = tgc_linear(h, tgc_module_get(self, "fc2.weight"), tgc_module_get(self, "fc2.bias"));
     return out[0] ? TGC_OK : tgc_last_status(); /* ops given NULL pass NULL on */
 }
 
