@@ -62,7 +62,7 @@ tgc_fn *tgc_compile(tgc_model_fn fn, const char *name, const tgc_config *cfg)
                    "no IR dumps are written");
     tgc_dir_ensure(&f->cfg, f->cfg.cache_dir, "cfg.cache_dir (TGC_CACHE_DIR)",
                    "the compile cache on disk is off");
-    f->arity_in = f->arity_out = -1;
+    atomic_init(&f->signature, -1);
     /* default mutexes: initialization cannot fail on the platforms we build for */
     pthread_mutex_init(&f->lock, NULL);
     pthread_mutex_init(&f->compile_lock, NULL);
@@ -398,10 +398,9 @@ static tgc_status compile_miss(tgc_fn *f, tgc_module *self, tgc_tensor *const *i
  * caller that would otherwise pass silently (extra inputs) or fail inside an op. */
 static tgc_status check_arity(tgc_fn *f, int n_in, int n_out)
 {
-    pthread_mutex_lock(&f->lock);
-    int ai = f->arity_in, ao = f->arity_out;
-    pthread_mutex_unlock(&f->lock);
-    if (ai < 0 || (ai == n_in && ao == n_out))
+    int64_t sig = atomic_load_explicit(&f->signature, memory_order_relaxed);
+    int ai = (int)(sig >> 32), ao = (int)(sig & 0xffffffff);
+    if (sig < 0 || (ai == n_in && ao == n_out))
         return TGC_OK;
     const char *how = f->cfg.backend == TGC_BACKEND_EAGER ? "first called" : "traced";
     int in_bad = ai != n_in;
@@ -462,14 +461,9 @@ tgc_status tgc_call(tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in
         st = check_arity(f, n_in, n_out);
     if (st == TGC_OK)
         st = call_checked(f, self, in, n_in, out, n_out);
-    if (st == TGC_OK) {
-        pthread_mutex_lock(&f->lock);
-        if (f->arity_in < 0) {
-            f->arity_in = n_in;
-            f->arity_out = n_out;
-        }
-        pthread_mutex_unlock(&f->lock);
-    }
+    int64_t unset = -1; /* n_in, n_out >= 0 (check_call): the packed value is never -1 */
+    if (st == TGC_OK && atomic_load_explicit(&f->signature, memory_order_relaxed) < 0)
+        atomic_compare_exchange_strong(&f->signature, &unset, (int64_t)n_in << 32 | n_out);
     return st;
 }
 

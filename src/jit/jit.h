@@ -3,6 +3,7 @@
 #define TGC_JIT_JIT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "backend/registry.h"
 #include "jit/guard.h"
@@ -41,9 +42,9 @@ struct tgc_fn {
     tgc_variant *variants;
     int n_variants;
     int limit_warned;
-    /* n_in and n_out of the first call that succeeded (-1 before it): later calls must
-     * pass the same (under lock) */
-    int arity_in, arity_out;
+    /* n_in << 32 | n_out of the first call that succeeded (-1 before it): later calls must
+     * pass the same. Set once (compare-exchange), read without the lock on every call. */
+    _Atomic int64_t signature;
     /* automatic dynamic: sizes seen per input dim at earlier compiles */
     int n_seen;
     int64_t (*seen)[TGC_MAX_DIMS];
