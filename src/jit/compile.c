@@ -472,7 +472,7 @@ tgc_status tgc_fn_stats_sized(const tgc_fn *f, tgc_stats *user, size_t out_size)
     if (!f || !user)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_fn_stats: %s is NULL", f ? "out" : "fn");
     tgc_stats full, *out = &full; /* copied out as far as the caller's struct goes */
-    tgc_fn *m = (tgc_fn *)f; /* the lock guards the counters, not the object's meaning */
+    tgc_fn *m = (tgc_fn *)f;      /* the lock guards the counters, not the object's meaning */
     pthread_mutex_lock(&m->lock);
     *out = f->stats;
     out->variants = f->n_variants;
