@@ -18,6 +18,7 @@
 #include "runtime/comm.h"
 #include "support/config_env.h"
 #include "support/error.h"
+#include "support/ptr_list.h"
 #include "support/file.h"
 #include "support/struct_size.h"
 #include "tensor/copy.h"
@@ -27,8 +28,7 @@
 
 struct tgc_dist {
     tgc_comm *comm;
-    struct tgc_ddp **ddps; /* the wrappers over this group (not owned): told when it goes */
-    int n_ddps, cap_ddps;
+    tgc_ptr_list ddps; /* the tgc_ddp over this group (not owned): told when it goes */
 };
 
 tgc_comm *tgc_dist_comm(const tgc_dist *pg)
@@ -324,36 +324,23 @@ tgc_status tgc_dist_status(const tgc_dist *pg)
 
 tgc_status tgc_dist_attach_ddp(tgc_dist *pg, struct tgc_ddp *d)
 {
-    if (pg->n_ddps == pg->cap_ddps) {
-        int cap = pg->cap_ddps ? pg->cap_ddps * 2 : 2;
-        struct tgc_ddp **p = realloc(pg->ddps, (size_t)cap * sizeof *p);
-        if (!p)
-            return tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
-        pg->ddps = p;
-        pg->cap_ddps = cap;
-    }
-    pg->ddps[pg->n_ddps++] = d;
-    return TGC_OK;
+    return tgc_ptr_list_add(&pg->ddps, d)
+               ? TGC_OK
+               : tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
 }
 
 void tgc_dist_detach_ddp(tgc_dist *pg, struct tgc_ddp *d)
 {
-    for (int i = 0; i < pg->n_ddps; i++)
-        if (pg->ddps[i] == d) {
-            memmove(&pg->ddps[i], &pg->ddps[i + 1],
-                    (size_t)(pg->n_ddps - i - 1) * sizeof *pg->ddps);
-            pg->n_ddps--;
-            return;
-        }
+    tgc_ptr_list_remove(&pg->ddps, d);
 }
 
 void tgc_dist_free(tgc_dist *pg)
 {
     if (!pg)
         return;
-    for (int i = 0; i < pg->n_ddps; i++) /* their later backwards fail; tgc_ddp_free frees */
-        tgc_ddp_group_gone(pg->ddps[i]);
-    free(pg->ddps);
+    for (int i = 0; i < pg->ddps.n; i++) /* their later backwards fail; tgc_ddp_free frees */
+        tgc_ddp_group_gone(pg->ddps.items[i]);
+    tgc_ptr_list_free(&pg->ddps);
     tgc_comm_free(pg->comm);
     free(pg);
 }

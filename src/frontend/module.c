@@ -12,6 +12,7 @@
 #include "tensor/tensor_impl.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
+#include "support/ptr_list.h"
 #include "support/strbuf.h"
 #include "tgc/autograd.h"
 
@@ -51,8 +52,7 @@ struct tgc_module {
     struct tgc_ddp *ddp;      /* the data-parallel wrapper over this module (not owned) */
     uint64_t ddp_key;         /* its communicator's handle: part of the signature */
     int ddp_sync;             /* its sync flag: part of the signature */
-    struct tgc_optim **optims; /* created over this module (not owned) */
-    int n_optims, cap_optims;
+    tgc_ptr_list optims; /* the tgc_optim created over this module (not owned) */
     /* derived from the tree, recomputed at every change below this module */
     uint64_t sig;
     tgc_tensor **flat;
@@ -93,9 +93,9 @@ tgc_module *tgc_module_create(const char *name, void *userdata)
 
 static void free_tree(tgc_module *m)
 {
-    for (int i = 0; i < m->n_optims; i++) /* their later calls fail; tgc_optim_free still frees */
-        tgc_optim_module_gone(m->optims[i]);
-    free(m->optims);
+    for (int i = 0; i < m->optims.n; i++) /* their later calls fail; tgc_optim_free still frees */
+        tgc_optim_module_gone(m->optims.items[i]);
+    tgc_ptr_list_free(&m->optims);
     if (m->ddp) /* its later tgc_ddp_free frees only the wrapper */
         tgc_ddp_module_gone(m->ddp);
     for (int i = 0; i < m->n_tensors; i++) {
@@ -490,8 +490,8 @@ static int add_optim_state(move_list *l, const struct tgc_optim *o, const tgc_mo
 static int add_subtree_optims(move_list *l, const tgc_module *m, const tgc_module *root,
                               tgc_device dev)
 {
-    for (int i = 0; i < m->n_optims; i++)
-        if (!add_optim_state(l, m->optims[i], root, dev))
+    for (int i = 0; i < m->optims.n; i++)
+        if (!add_optim_state(l, m->optims.items[i], root, dev))
             return 0;
     for (int i = 0; i < m->n_children; i++)
         if (!add_subtree_optims(l, m->children[i].m, root, dev))
@@ -513,8 +513,8 @@ static int collect_moving(tgc_module *m, tgc_device dev, move_list *l)
     if (!add_subtree_optims(l, m, m, dev))
         return 0;
     for (const tgc_module *a = m->parent; a; a = a->parent)
-        for (int i = 0; i < a->n_optims; i++)
-            if (!add_optim_state(l, a->optims[i], m, dev))
+        for (int i = 0; i < a->optims.n; i++)
+            if (!add_optim_state(l, a->optims.items[i], m, dev))
                 return 0;
     return 1;
 }
@@ -571,27 +571,14 @@ tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
 
 tgc_status tgc_module_attach_optim(tgc_module *m, struct tgc_optim *o)
 {
-    if (m->n_optims == m->cap_optims) {
-        int cap = m->cap_optims ? m->cap_optims * 2 : 2;
-        struct tgc_optim **p = realloc(m->optims, (size_t)cap * sizeof *p);
-        if (!p)
-            return tgc_set_error(TGC_ERR_OOM, "out of memory attaching an optimizer");
-        m->optims = p;
-        m->cap_optims = cap;
-    }
-    m->optims[m->n_optims++] = o;
-    return TGC_OK;
+    return tgc_ptr_list_add(&m->optims, o)
+               ? TGC_OK
+               : tgc_set_error(TGC_ERR_OOM, "out of memory attaching an optimizer");
 }
 
 void tgc_module_detach_optim(tgc_module *m, struct tgc_optim *o)
 {
-    for (int i = 0; i < m->n_optims; i++)
-        if (m->optims[i] == o) {
-            memmove(&m->optims[i], &m->optims[i + 1],
-                    (size_t)(m->n_optims - i - 1) * sizeof *m->optims);
-            m->n_optims--;
-            return;
-        }
+    tgc_ptr_list_remove(&m->optims, o);
 }
 
 void *tgc_module_userdata(const tgc_module *m)
