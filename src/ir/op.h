@@ -49,13 +49,55 @@ const char *tgc_op_name(tgc_op op);
 #define TGC_MAX_IATTR 20
 #define TGC_MAX_FATTR 4
 
-/* Attributes of one node; the layout per op is in ops.def. */
+/* One struct per attribute layout of ops.def (LAYOUT lines): tgc_conv2d_attrs, ...; each
+ * overlays tgc_attrs' storage, its integer fields over i[] and its floats over f[], in the
+ * order ops.def gives (the trailing _iend / _fend words only count the fields). */
+#define I(n)     int64_t n;
+#define IA(n, k) int64_t n[k];
+#define F(n)     double n;
+#define LAYOUT(name, ints, floats)                                                                 \
+    typedef struct tgc_##name##_attrs {                                                            \
+        union {                                                                                    \
+            int64_t i_[TGC_MAX_IATTR];                                                             \
+            struct {                                                                               \
+                ints int64_t _iend;                                                                \
+            };                                                                                     \
+        };                                                                                         \
+        union {                                                                                    \
+            double f_[TGC_MAX_FATTR];                                                              \
+            struct {                                                                               \
+                floats double _fend;                                                               \
+            };                                                                                     \
+        };                                                                                         \
+    } tgc_##name##_attrs;
+#include "ops.def"
+#undef LAYOUT
+
+/* Attributes of one node: the raw words (i[0..ni), f[0..nf): what hashing, equality and
+ * the canonical text walk) and, over the same storage, one named view per layout
+ * (`a.conv2d.groups`, `a.reduce.mask`: ATTRS(op, layout) in ops.def says which an op has). */
 typedef struct tgc_attrs {
-    int64_t i[TGC_MAX_IATTR];
-    double f[TGC_MAX_FATTR];
+    union {
+        struct {
+            int64_t i[TGC_MAX_IATTR];
+            double f[TGC_MAX_FATTR];
+        };
+#define LAYOUT(name, ints, floats) tgc_##name##_attrs name;
+#include "ops.def"
+#undef LAYOUT
+    };
     int ni, nf;
-    tgc_dtype dtype; /* CAST target, RAND dtype */
+    tgc_dtype dtype; /* CAST target, RAND and ARANGE dtype */
 } tgc_attrs;
+#undef I
+#undef IA
+#undef F
+
+/* Zeroed attributes of op's layout with ni and nf set to its fixed fields (a layout with an
+ * array, as RESHAPE's dims, counts it whole: set ni to the entries used). */
+tgc_attrs tgc_attrs_of(tgc_op op);
+/* The layout name of op's attributes ("conv2d", "none"). */
+const char *tgc_op_layout_name(tgc_op op);
 
 /* INPUT bindings: where a graph input's tensor comes from at call time. */
 typedef enum tgc_bind_kind {

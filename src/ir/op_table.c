@@ -1,5 +1,6 @@
 /* The op table, generated from ops.def. */
 #include <assert.h>
+#include <stddef.h>
 
 #include "ir/op.h"
 
@@ -9,6 +10,65 @@ static const tgc_op_info op_infos[] = {
 #undef X
 };
 static_assert(sizeof(op_infos) / sizeof(op_infos[0]) == TGC_OP_COUNT, "op table out of sync");
+
+/* Every layout overlays the raw storage exactly: integer fields within i[], floats within
+ * f[] (a layout with too many fields fails here). */
+#define LAYOUT(name, ints, floats)                                                                 \
+    static_assert(offsetof(tgc_##name##_attrs, _iend) < sizeof(int64_t) * TGC_MAX_IATTR,           \
+                  "layout " #name ": too many integer fields");                                    \
+    static_assert(offsetof(tgc_##name##_attrs, f_) == offsetof(tgc_attrs, f),                      \
+                  "layout " #name ": floats misplaced");                                           \
+    static_assert(offsetof(tgc_##name##_attrs, _fend) - offsetof(tgc_##name##_attrs, f_) <         \
+                      sizeof(double) * TGC_MAX_FATTR,                                              \
+                  "layout " #name ": too many float fields");                                      \
+    static_assert(sizeof(tgc_##name##_attrs) == offsetof(tgc_attrs, ni),                           \
+                  "layout " #name ": size differs from the raw words");
+#include "ops.def"
+#undef LAYOUT
+
+typedef struct layout_info {
+    const char *name;
+    int ni, nf;
+} layout_info;
+
+enum {
+#define LAYOUT(name, ints, floats) LAYOUT_##name,
+#include "ops.def"
+#undef LAYOUT
+    LAYOUT_COUNT
+};
+
+static const layout_info layouts[] = {
+#define LAYOUT(name, ints, floats)                                                                 \
+    {#name, (int)(offsetof(tgc_##name##_attrs, _iend) / sizeof(int64_t)),                          \
+     (int)((offsetof(tgc_##name##_attrs, _fend) - offsetof(tgc_##name##_attrs, f_)) /              \
+           sizeof(double))},
+#include "ops.def"
+#undef LAYOUT
+};
+static_assert(sizeof(layouts) / sizeof(layouts[0]) == LAYOUT_COUNT, "layout table out of sync");
+
+static const unsigned char op_layout[] = {
+#define ATTRS(e, layout) [TGC_OP_##e] = LAYOUT_##layout,
+#include "ops.def"
+#undef ATTRS
+};
+static_assert(sizeof(op_layout) == TGC_OP_COUNT, "every op needs an ATTRS line");
+
+tgc_attrs tgc_attrs_of(tgc_op op)
+{
+    tgc_attrs a = {.ni = 0};
+    if ((unsigned)op < TGC_OP_COUNT) {
+        a.ni = layouts[op_layout[op]].ni;
+        a.nf = layouts[op_layout[op]].nf;
+    }
+    return a;
+}
+
+const char *tgc_op_layout_name(tgc_op op)
+{
+    return (unsigned)op < TGC_OP_COUNT ? layouts[op_layout[op]].name : "?";
+}
 
 const tgc_op_info *tgc_op_info_of(tgc_op op)
 {
