@@ -136,6 +136,7 @@ static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const
             flat_size[nflat++] = s;
         }
     }
+    /* the key copies every raw word, whatever the op's layout */
     memcpy(k->ai, a->i, sizeof k->ai);
     memcpy(k->af, a->f, sizeof k->af);
     k->ni = a->ni;
@@ -197,10 +198,9 @@ static tgc_graph *build_graph(const ekey *k, tgc_op op, tgc_tensor *const *in, i
             flat_sym[nflat++] = s;
             v[i].shape[d] = s;
         }
-        tgc_attrs ia = {0};
-        ia.i[0] = TGC_BIND_ARG;
-        ia.i[1] = i;
-        ia.ni = 2;
+        tgc_attrs ia = tgc_attrs_of(TGC_OP_INPUT);
+        ia.input.kind = TGC_BIND_ARG;
+        ia.input.index = i;
         ids[i] = tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &ia, &v[i]);
     }
     tgc_vinfo out;

@@ -29,8 +29,8 @@
 
 tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x)
 {
-    int64_t idx = nd->attrs.i[1];
-    switch ((tgc_bind_kind)nd->attrs.i[0]) {
+    int64_t idx = nd->attrs.input.index;
+    switch ((tgc_bind_kind)nd->attrs.input.kind) {
     case TGC_BIND_ARG: return idx < x->n_args ? x->args[idx] : NULL;
     case TGC_BIND_PARAM: return idx < x->n_params ? x->params[idx] : NULL;
     case TGC_BIND_CAPTURED:

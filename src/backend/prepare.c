@@ -115,7 +115,7 @@ tgc_status tgc_prepare_hoist_input_only(tgc_graph *g, const char *who)
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
         /* parameters and constants qualify; the call's arguments (activations) do not */
-        int ok = !pinned[i] && !(nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG);
+        int ok = !pinned[i] && !(nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_ARG);
         for (int k = 0; k < nd->n_in && ok; k++)
             ok = only[nd->in[k]];
         only[i] = (uint8_t)ok;

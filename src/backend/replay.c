@@ -123,7 +123,7 @@ tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char 
     }
     for (int32_t i = 0; i < g->n_nodes && !why; i++)
         if (p->mutated && p->mutated[i] && g->nodes[i].op == TGC_OP_INPUT &&
-            g->nodes[i].attrs.i[0] == TGC_BIND_ARG)
+            g->nodes[i].attrs.input.kind == TGC_BIND_ARG)
             why = "it writes one of its arguments in place";
     if (why) {
         tgc_log_msg(cfg, TGC_LOG_PERF,
@@ -160,15 +160,16 @@ tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char 
             continue;
         int seen = 0;
         for (int k = 0; k < r->n_comms && !seen; k++)
-            seen = r->comms[k] == g->nodes[i].attrs.i[0];
+            seen = r->comms[k] == g->nodes[i].attrs.all_reduce.comm;
         if (!seen)
-            r->comms[r->n_comms++] = g->nodes[i].attrs.i[0];
+            r->comms[r->n_comms++] = g->nodes[i].attrs.all_reduce.comm;
     }
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == TGC_OP_INPUT) {
             r->inputs[r->n_inputs++] = i;
-            if (g->nodes[i].attrs.i[0] == TGC_BIND_ARG && g->nodes[i].attrs.i[1] + 1 > r->n_args)
-                r->n_args = (int)g->nodes[i].attrs.i[1] + 1;
+            if (g->nodes[i].attrs.input.kind == TGC_BIND_ARG &&
+                g->nodes[i].attrs.input.index + 1 > r->n_args)
+                r->n_args = (int)g->nodes[i].attrs.input.index + 1;
         }
     return r;
 }
@@ -241,11 +242,11 @@ static int slot_matches(const tgc_plan *p, const tgc_replay *r, const replay_slo
             return 0;
     for (int i = 0; i < r->n_inputs; i++) {
         const tgc_node *nd = &p->g->nodes[r->inputs[i]];
-        if (nd->attrs.i[0] == TGC_BIND_ARG && !s->direct)
+        if (nd->attrs.input.kind == TGC_BIND_ARG && !s->direct)
             continue; /* copied into the static input */
         tgc_tensor *t = input_of(p, x, r->inputs[i]);
         if (!t || tgc_device_ptr(t) != s->in_ptrs[i] ||
-            (nd->attrs.i[0] == TGC_BIND_ARG && !tgc_tensor_is_contiguous(t)))
+            (nd->attrs.input.kind == TGC_BIND_ARG && !tgc_tensor_is_contiguous(t)))
             return 0;
     }
     return 1;
@@ -402,7 +403,7 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
         st = rs != TGC_OK ? rs : es;
     }
     for (int i = 0; st == TGC_OK && i < r->n_inputs; i++) {
-        tgc_tensor *t = g->nodes[r->inputs[i]].attrs.i[0] == TGC_BIND_ARG && !direct
+        tgc_tensor *t = g->nodes[r->inputs[i]].attrs.input.kind == TGC_BIND_ARG && !direct
                             ? NULL
                             : input_of(p, x, r->inputs[i]);
         s->in_ptrs[i] = t ? tgc_device_ptr(t) : NULL;

@@ -103,8 +103,8 @@ int tgc_cuda_attention_supported(const tgc_node *nd)
 {
     if (!nd || nd->op != TGC_OP_SDPA || at_dt_code(nd->out.dtype) < 0)
         return 0;
-    const double p = nd->attrs.f[0];
-    return p >= 0.0 && p <= 1.0 && isfinite(nd->attrs.f[1]);
+    const double p = nd->attrs.sdpa.dropout_p;
+    return p >= 0.0 && p <= 1.0 && isfinite(nd->attrs.sdpa.scale);
 }
 
 /* Element stride of tensor t (whose last `inner` dims are not batch dims) for output batch
@@ -165,7 +165,7 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
         if (mask_dt < 0)
             return TGC_ERR_UNSUPPORTED;
     }
-    const double p = nd->attrs.f[0];
+    const double p = nd->attrs.sdpa.dropout_p;
     /* 32-row tiles for short sequences and where 64-row ones give under two blocks per SM */
     const int bm = L <= 32 || (n_sms > 0 && B * ((L + 63) / 64) < 2 * (int64_t)n_sms) ? 32 : 64;
 
@@ -202,12 +202,12 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
     a->vec_k = at_vec4(k, a->kbs, nb);
     a->vec_v = at_vec4(v, a->vbs, nb);
     a->mask_dt = mask_dt;
-    a->causal = nd->attrs.i[0] != 0;
+    a->causal = nd->attrs.sdpa.causal != 0;
     a->dropout = p > 0.0;
     /* uniform u = m / 2^24 (m an integer below 2^24): u >= p iff m >= ceil(p 2^24), exact */
     a->keep_threshold = p > 0.0 ? (long long)ceil(p * 16777216.0) : 0;
     a->keep_scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
-    a->scale = (float)nd->attrs.f[1];
+    a->scale = (float)nd->attrs.sdpa.scale;
 
     ln->dt = dt;
     ln->d = (int)E;

@@ -144,11 +144,11 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
     case CP_REDUCE: return TGC_FUSE_REDUCE;
     case CP_POOL:
         /* the window lowering divides by kh*kw: exclude_padding runs natively (cuda_ops) */
-        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) && !nd->attrs.i[6] &&
-            tgc_dtype_is_float(in[0]) && nd->out.ndim >= 3)
+        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
+            !nd->attrs.pool.exclude_padding && tgc_dtype_is_float(in[0]) && nd->out.ndim >= 3)
             return TGC_FUSE_WINDOW;
-        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1 &&
-            tgc_dtype_is_float(in[0]))
+        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.adaptive_pool.out_h == 1 &&
+            nd->attrs.adaptive_pool.out_w == 1 && tgc_dtype_is_float(in[0]))
             return TGC_FUSE_REDUCE;
         return TGC_FUSE_OPAQUE;
     case CP_TEMPLATE:

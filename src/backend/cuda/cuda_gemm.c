@@ -67,7 +67,7 @@ static void choose(const kir_kernel *k, int mode, plan *p)
     p->c.mode = mode;
     p->c.split_k = 1;
     p->es = mode >= TGC_CUDA_TPL_F16 ? 2 : 4;
-    int64_t groups = conv ? t->attrs.i[6] : 1;
+    int64_t groups = conv ? t->attrs.conv2d.groups : 1;
     /* M, N when constant (-1 otherwise) */
     int64_t M = conv ? (cval(t->co) >= 0 ? cval(t->co) / (groups ? groups : 1) : -1) : cval(t->M);
     int64_t N = conv ? -1 : cval(t->N);
@@ -343,15 +343,16 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                   /* conv: the GEMM's A is the weights (tpl.b), its B the im2col of x */
                   (int)(conv ? k->tpl.b : k->tpl.a), (int)(conv ? k->tpl.a : k->tpl.b));
     if (conv) {
-        const int64_t *a = k->tpl.attrs.i;
+        const tgc_conv2d_attrs *a = &k->tpl.attrs.conv2d;
         tgc_sb_printf(&o,
                       "    pb.at.sh = %lld;\n    pb.at.sw = %lld;\n    pb.at.ph = %lld;\n"
                       "    pb.at.pw = %lld;\n    pb.at.dh = %lld;\n    pb.at.dw = %lld;\n"
                       "    pb.at.groups = %lld;\n"
                       "    pb.ep.c_rs = G.oh * G.ow;\n"
                       "    pb.ep.c_bs = G.co * pb.ep.c_rs;\n",
-                      (long long)a[0], (long long)a[1], (long long)a[2], (long long)a[3],
-                      (long long)a[4], (long long)a[5], (long long)a[6]);
+                      (long long)a->stride_h, (long long)a->stride_w, (long long)a->pad_h,
+                      (long long)a->pad_w, (long long)a->dil_h, (long long)a->dil_w,
+                      (long long)a->groups);
     } else {
         tgc_sb_puts(&o, "    pb.ep.c_bs = G.c_bs;\n    pb.ep.c_rs = G.c_rs;\n");
     }
@@ -399,7 +400,7 @@ static dims dims_of(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm
 {
     dims d;
     if (cfg->kind == KIR_CONV) {
-        int64_t groups = k->tpl.attrs.i[6] > 0 ? k->tpl.attrs.i[6] : 1;
+        int64_t groups = k->tpl.attrs.conv2d.groups > 0 ? k->tpl.attrs.conv2d.groups : 1;
         d.batch = groups;
         d.M = g->co / groups;
         d.N = g->cn * g->oh * g->ow;

@@ -267,7 +267,9 @@ static double ceil_d(double v)
 static int int_path(tgc_op op, tgc_op_kind kind, const tgc_attrs *a, tgc_tensor *const *in,
                     int n_in, tgc_dtype odt, ops_pw *pw)
 {
-    const double lo = a->f[0], hi = a->f[1];
+    /* the scalar of a *_SCALAR op, CLAMP's bounds */
+    const double lo = op == TGC_OP_CLAMP ? a->clamp.lo : a->scalar.value;
+    const double hi = op == TGC_OP_CLAMP ? a->clamp.hi : 0.0;
     if (!all_integer_pw(in, n_in, odt))
         return 0;
     switch (op) {
@@ -326,8 +328,9 @@ static tgc_status run_pointwise(const ops_ctx *c, const tgc_node *nd, tgc_tensor
     pw.o = tv_contig(shape, ndim, odt);
     pw.nin = n_in;
     pw.op = (int)op;
-    pw.f0 = nd->attrs.f[0];
-    pw.f1 = nd->attrs.f[1];
+    /* the scalar of a *_SCALAR op, CLAMP's bounds */
+    pw.f0 = op == TGC_OP_CLAMP ? nd->attrs.clamp.lo : nd->attrs.scalar.value;
+    pw.f1 = op == TGC_OP_CLAMP ? nd->attrs.clamp.hi : 0.0;
     tgc_dtype cdt = TGC_DTYPE_COUNT;
     if (kind == TGC_KIND_COMPARE)
         cdt = tgc_promote(in[0]->dtype, in[1]->dtype);
@@ -439,7 +442,7 @@ static tgc_status run_cat(const ops_ctx *c, const tgc_node *nd, tgc_tensor *cons
                           const int64_t *shape, tgc_tensor **out)
 {
     const int ndim = nd->out.ndim;
-    int dim = norm_axis(nd->attrs.i[0], ndim);
+    int dim = norm_axis(nd->attrs.dim.dim, ndim);
     if (dim < 0)
         return unsupported();
     int64_t ost[TGC_MAX_DIMS], total = 0;
@@ -484,7 +487,7 @@ static tgc_status run_stack(const ops_ctx *c, const tgc_node *nd, tgc_tensor *co
                             const int64_t *shape, tgc_tensor **out)
 {
     const int ndim = nd->out.ndim;
-    int dim = norm_axis(nd->attrs.i[0], ndim);
+    int dim = norm_axis(nd->attrs.dim.dim, ndim);
     if (dim < 0 || shape[dim] != nd->n_in)
         return unsupported();
     int64_t ost[TGC_MAX_DIMS], pst[TGC_MAX_DIMS];
@@ -520,12 +523,12 @@ static tgc_status run_pad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *cons
     int64_t before[TGC_MAX_DIMS] = {0}, after[TGC_MAX_DIMS] = {0};
     int64_t ost[TGC_MAX_DIMS], cnt[TGC_MAX_DIMS];
     const int ndim = x->ndim;
-    int64_t pairs = a->i[0];
+    int64_t pairs = a->pad.n_pairs;
     if (pairs < 0 || pairs > ndim || nd->out.ndim != ndim || 1 + 2 * pairs > a->ni)
         return unsupported();
     for (int k = 0; k < pairs; k++) {
-        before[ndim - 1 - k] = a->i[1 + 2 * k];
-        after[ndim - 1 - k] = a->i[2 + 2 * k];
+        before[ndim - 1 - k] = a->pad.pads[2 * k];
+        after[ndim - 1 - k] = a->pad.pads[2 * k + 1];
     }
     for (int d = 0; d < ndim; d++)
         if (shape[d] != x->shape[d] + before[d] + after[d])
@@ -538,7 +541,7 @@ static tgc_status run_pad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *cons
         return TGC_OK;
     void *o = dptr(*out);
     int dt = (int)nd->out.dtype;
-    double v = a->f[0];
+    double v = a->pad.value;
     void *fa[] = {&o, &dt, &n, &v};
     s = launch(c, OPS_K_FILL, OPS_GRID, n, fa);
     tgc_row_major_strides(shape, ndim, ost);
@@ -578,7 +581,7 @@ static tgc_status run_select(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
         if (t->ndim != 2)
             return unsupported();
     } else {
-        dim = t->ndim ? norm_axis(nd->attrs.i[0], t->ndim) : 0;
+        dim = t->ndim ? norm_axis(nd->attrs.dim.dim, t->ndim) : 0;
         if (dim < 0 || ix->ndim > 1)
             return unsupported();
     }
@@ -625,7 +628,7 @@ static tgc_status run_gather(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
 {
     const tgc_tensor *t = in[0], *ix = in[1];
     const int r = ix->ndim;
-    int dim = r ? norm_axis(nd->attrs.i[0], r) : 0;
+    int dim = r ? norm_axis(nd->attrs.dim.dim, r) : 0;
     if (dim < 0 || t->ndim != r || !tgc_shape_equal(ix->shape, r, shape, nd->out.ndim) ||
         (ix->dtype != TGC_I32 && ix->dtype != TGC_I64))
         return unsupported();
@@ -672,11 +675,11 @@ static tgc_status run_reduce(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     const tgc_attrs *a = &nd->attrs;
     uint64_t mask;
     if (op == TGC_OP_ARGMAX) {
-        if (a->i[0] < 0 || a->i[0] >= (x->ndim > 0 ? x->ndim : 1))
+        if (a->argmax.dim < 0 || a->argmax.dim >= (x->ndim > 0 ? x->ndim : 1))
             return unsupported();
-        mask = (uint64_t)1 << a->i[0];
+        mask = (uint64_t)1 << a->argmax.dim;
     } else {
-        mask = (uint64_t)a->i[0];
+        mask = (uint64_t)a->reduce.mask;
     }
     if (x->ndim == 0)
         mask &= ~(uint64_t)1;
@@ -698,7 +701,7 @@ static tgc_status run_reduce(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
     g.as_int = !tgc_dtype_is_float(x->dtype) &&
                (op == TGC_OP_SUM || op == TGC_OP_MAX || op == TGC_OP_ARGMAX);
     g.odt = (int)nd->out.dtype;
-    g.correction = op == TGC_OP_VAR ? (double)a->i[2] : 0.0;
+    g.correction = op == TGC_OP_VAR ? (double)a->reduce.correction : 0.0;
     g.nout = prod(g.keep.shape, 0, g.keep.nd);
     if (g.nout != prod(shape, 0, nd->out.ndim))
         return unsupported();
@@ -716,7 +719,7 @@ static tgc_status run_softmax(const ops_ctx *c, const tgc_node *nd, tgc_tensor *
                               const int64_t *shape, tgc_tensor **out)
 {
     const tgc_tensor *x = in[0];
-    int dim = (int)nd->attrs.i[0];
+    int dim = (int)nd->attrs.dim.dim;
     if (dim < 0 || dim >= (x->ndim > 0 ? x->ndim : 1) ||
         !tgc_shape_equal(x->shape, x->ndim, shape, nd->out.ndim))
         return unsupported();
@@ -768,8 +771,8 @@ static tgc_status run_layer_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
                                  const int64_t *shape, tgc_tensor **out)
 {
     const tgc_tensor *x = in[0], *wt = NULL, *bs = NULL;
-    const int n_norm = (int)nd->attrs.i[0];
-    const int64_t bits = nd->attrs.i[1];
+    const int n_norm = (int)nd->attrs.layer_norm.n_norm;
+    const int64_t bits = nd->attrs.layer_norm.has;
     int k = 1;
     if (bits & TGC_LN_HAS_WEIGHT)
         wt = k < nd->n_in ? in[k++] : NULL;
@@ -792,7 +795,7 @@ static tgc_status run_layer_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     merge1(&bv.v);
     void *xp = dptr(x), *op = dptr(*out), *wp = dptr(wt), *bp = dptr(bs);
     int odt = (int)nd->out.dtype;
-    double eps = nd->attrs.f[0];
+    double eps = nd->attrs.layer_norm.eps;
     void *args[] = {&xv, &xp, &op, &odt, &rows, &M, &eps, &wv, &wp, &bv, &bp};
     return launch_rows(c, OPS_K_LAYER_NORM, rows, M, args);
 }
@@ -801,8 +804,8 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
                                  const int64_t *shape, tgc_tensor **out)
 {
     const tgc_tensor *x = in[0];
-    const int training = nd->attrs.i[0] != 0;
-    const int64_t bits = nd->attrs.i[1];
+    const int training = nd->attrs.batch_norm.training != 0;
+    const int64_t bits = nd->attrs.batch_norm.has;
     tgc_tensor *rm = NULL, *rv = NULL;
     const tgc_tensor *wt = NULL, *bs = NULL;
     int k = 1, n_in = nd->n_in;
@@ -834,7 +837,7 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     void *xp = dptr(x), *op = dptr(*out), *mp = dptr(rm), *vp = dptr(rv), *wp = dptr(wt),
          *bp = dptr(bs);
     int odt = (int)nd->out.dtype, tr = training;
-    double momentum = nd->attrs.f[0], eps = nd->attrs.f[1];
+    double momentum = nd->attrs.batch_norm.momentum, eps = nd->attrs.batch_norm.eps;
     void *args[] = {&xv,  &xp, &op, &odt, &N,  &C,  &S,  &tr, &momentum,
                     &eps, &mv, &mp, &vv,  &vp, &wv, &wp, &bv, &bp};
     s = launch_rows(c, OPS_K_BATCH_NORM, C, N * S, args);
@@ -860,13 +863,13 @@ static tgc_status run_pool(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
     int excl = 0;
     if (kind != 2) {
-        kh = a->i[0];
-        kw = a->i[1];
-        sh = a->i[2];
-        sw = a->i[3];
-        ph = a->i[4];
-        pw = a->i[5];
-        excl = a->i[6] != 0;
+        kh = a->pool.kh;
+        kw = a->pool.kw;
+        sh = a->pool.sh;
+        sw = a->pool.sw;
+        ph = a->pool.ph;
+        pw = a->pool.pw;
+        excl = a->pool.exclude_padding != 0;
         if (kh < 1 || kw < 1 || sh < 1 || sw < 1)
             return unsupported();
     } else if (OH < 1 || OW < 1) {
@@ -894,9 +897,9 @@ static tgc_status run_loss(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
 {
     const tgc_tensor *x = in[0], *tg = in[1];
     int ce = nd->op == TGC_OP_CROSS_ENTROPY;
-    const int reduction = (int)nd->attrs.i[0];
-    int64_t ignore = nd->attrs.i[1];
-    double eps = ce ? nd->attrs.f[0] : 0.0;
+    const int reduction = (int)nd->attrs.loss.reduction;
+    int64_t ignore = nd->attrs.loss.ignore_index;
+    double eps = ce ? nd->attrs.loss.label_smoothing : 0.0;
     if (x->ndim < 1 || (tg->dtype != TGC_I32 && tg->dtype != TGC_I64) ||
         (reduction != TGC_REDUCE_NONE && reduction != TGC_REDUCE_MEAN &&
          reduction != TGC_REDUCE_SUM))
@@ -965,12 +968,12 @@ static tgc_status run_create(const ops_ctx *c, const tgc_node *nd, const int64_t
     void *op = dptr(*out);
     int dt = (int)nd->out.dtype;
     if (nd->op == TGC_OP_ARANGE) {
-        double start = nd->attrs.f[0], step = nd->attrs.f[1];
+        double start = nd->attrs.arange.start, step = nd->attrs.arange.step;
         void *args[] = {&op, &dt, &n, &start, &step};
         return launch(c, OPS_K_ARANGE, OPS_GRID, n, args);
     }
     uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
-    int normal = nd->attrs.f[0] != 0;
+    int normal = nd->attrs.rand.normal != 0;
     void *args[] = {&op, &dt, &n, &seed, &base, &normal};
     return launch(c, OPS_K_RAND, OPS_GRID, n, args);
 }
@@ -985,7 +988,7 @@ static tgc_status run_dropout(const ops_ctx *c, const tgc_node *nd, tgc_tensor *
     int64_t n = s == TGC_OK ? numel(*out) : 0;
     if (s != TGC_OK || n == 0)
         return s; /* interp draws nothing for an empty tensor */
-    const double p = nd->attrs.f[0], scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+    const double p = nd->attrs.dropout.p, scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
     ops_tv xv = tv_of(x);
     merge1(&xv);
@@ -1104,13 +1107,13 @@ static tgc_status run_conv2d(const ops_ctx *c, const tgc_node *nd, tgc_tensor *c
         return unsupported();
     ops_cv g;
     memset(&g, 0, sizeof g);
-    g.sh = a->i[0];
-    g.sw = a->i[1];
-    g.ph = a->i[2];
-    g.pw = a->i[3];
-    g.dh = a->i[4];
-    g.dw = a->i[5];
-    int64_t groups = a->i[6];
+    g.sh = a->conv2d.stride_h;
+    g.sw = a->conv2d.stride_w;
+    g.ph = a->conv2d.pad_h;
+    g.pw = a->conv2d.pad_w;
+    g.dh = a->conv2d.dil_h;
+    g.dw = a->conv2d.dil_w;
+    int64_t groups = a->conv2d.groups;
     if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.dh < 1 || g.dw < 1 || groups < 1)
         return unsupported();
     g.n = x->shape[0];
@@ -1187,13 +1190,14 @@ static tgc_status run_conv_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         return unsupported();
     ops_cv g;
     memset(&g, 0, sizeof g);
-    g.sh = a->i[0];
-    g.sw = a->i[1];
-    g.ph = a->i[2];
-    g.pw = a->i[3];
-    g.dh = a->i[4];
-    g.dw = a->i[5];
-    int64_t groups = a->i[6];
+    /* both grads' layouts begin with the forward's conv2d fields: read them through it */
+    g.sh = a->conv2d.stride_h;
+    g.sw = a->conv2d.stride_w;
+    g.ph = a->conv2d.pad_h;
+    g.pw = a->conv2d.pad_w;
+    g.dh = a->conv2d.dil_h;
+    g.dw = a->conv2d.dil_w;
+    int64_t groups = a->conv2d.groups;
     if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.dh < 1 || g.dw < 1 || groups < 1)
         return unsupported();
     const int64_t *xs = wgrad ? other->shape : shape, *wsh = wgrad ? shape : other->shape;
@@ -1301,13 +1305,14 @@ static tgc_status run_pool_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
     int64_t kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0;
     int excl = 0;
     if (kind != 2) {
-        kh = a->i[0];
-        kw = a->i[1];
-        sh = a->i[2];
-        sw = a->i[3];
-        ph = a->i[4];
-        pw = a->i[5];
-        excl = kind == 1 && a->i[6] != 0;
+        /* MAX_POOL2D_GRAD's layout is pool, AVG_POOL2D_GRAD's pool_grad begins with it */
+        kh = a->pool.kh;
+        kw = a->pool.kw;
+        sh = a->pool.sh;
+        sw = a->pool.sw;
+        ph = a->pool.ph;
+        pw = a->pool.pw;
+        excl = kind == 1 && a->pool.exclude_padding != 0;
         if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0)
             return unsupported();
     } else if ((OH < 1 || OW < 1) && prod(shape, 0, r) != 0) {
@@ -1371,7 +1376,8 @@ static tgc_status run_scatter_grad(const ops_ctx *c, const tgc_node *nd, tgc_ten
         limit = shape[0];
         inner = shape[1];
     } else {
-        dim = (int)nd->attrs.i[0];
+        dim = nd->op == TGC_OP_GATHER_GRAD ? (int)nd->attrs.gather_grad.dim
+                                           : (int)nd->attrs.index_select_grad.dim;
         if (r ? dim < 0 || dim >= r : dim != 0)
             return unsupported();
         limit = r ? shape[dim] : 1;
@@ -1453,7 +1459,8 @@ static tgc_status run_comm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
 {
     char who[32], where[48], step[48];
     snprintf(who, sizeof who, "tgc_%s", tgc_op_name(nd->op));
-    tgc_comm *cm = tgc_comm_live(nd->attrs.i[0], who);
+    tgc_comm *cm = tgc_comm_live(
+        nd->op == TGC_OP_ALL_REDUCE ? nd->attrs.all_reduce.comm : nd->attrs.comm.comm, who);
     if (!cm)
         return tgc_last_status();
     if (!tgc_device_equal(tgc_comm_device(cm), c->dev))
@@ -1480,7 +1487,7 @@ static tgc_status run_comm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     }
     if (s == TGC_OK)
         s = tgc_comm_all_reduce_start(cm, send, dptr(*out), (size_t)numel(*out), x->dtype,
-                                      (tgc_dist_op)nd->attrs.i[1], c->stream);
+                                      (tgc_dist_op)nd->attrs.all_reduce.op, c->stream);
     return s;
 }
 
@@ -1494,8 +1501,9 @@ int tgc_cuda_op_supported(const tgc_node *nd)
     case TGC_KIND_SOURCE: return 0;
     case TGC_KIND_ATTENTION: return tgc_cuda_attention_supported(nd);
     case TGC_KIND_LOSS:
-        return nd->attrs.i[0] == TGC_REDUCE_NONE || nd->attrs.i[0] == TGC_REDUCE_MEAN ||
-               nd->attrs.i[0] == TGC_REDUCE_SUM;
+        return nd->attrs.loss.reduction == TGC_REDUCE_NONE ||
+               nd->attrs.loss.reduction == TGC_REDUCE_MEAN ||
+               nd->attrs.loss.reduction == TGC_REDUCE_SUM;
     default: return 1;
     }
 }

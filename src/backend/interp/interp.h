@@ -58,8 +58,8 @@ tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_a
  * of embedding, gather and index_select), accumulating in double */
 tgc_status tgc_interp_grad(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                            tgc_tensor *out);
-/* COMM: ALL_REDUCE over the communicator of handle a->i[0] (runtime/comm.h), on the host:
- * synchronous, into out. COMM_WAIT (tgc_interp_comm_wait, called by tgc_interp_run): joins
+/* COMM: ALL_REDUCE over the communicator of handle a->all_reduce.comm (runtime/comm.h), on the
+ * host: synchronous, into out. COMM_WAIT (tgc_interp_comm_wait, called by tgc_interp_run): joins
  * the all-reduce that wrote in[0] and returns a view of it (NULL with the error set). */
 tgc_status tgc_interp_comm(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                            tgc_tensor *out);

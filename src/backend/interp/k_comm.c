@@ -13,7 +13,7 @@ tgc_status tgc_interp_comm(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
     if (op != TGC_OP_ALL_REDUCE || n_in != 1 || !in[0] || !out)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_comm: %s given %d inputs",
                              tgc_op_name(op), n_in);
-    tgc_comm *c = tgc_comm_live(a->i[0], "tgc_all_reduce");
+    tgc_comm *c = tgc_comm_live(a->all_reduce.comm, "tgc_all_reduce");
     if (!c)
         return tgc_last_status();
     if (!tgc_on_host(in[0]) || !tgc_on_host(out))
@@ -28,7 +28,7 @@ tgc_status tgc_interp_comm(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
         send = tgc_device_ptr(out);
     }
     tgc_status st = tgc_comm_all_reduce_start(c, send, tgc_device_ptr(out), n, out->dtype,
-                                              (tgc_dist_op)a->i[1], NULL);
+                                              (tgc_dist_op)a->all_reduce.op, NULL);
     if (st == TGC_OK)
         tgc_storage_bump(out->storage);
     return st;
@@ -36,7 +36,7 @@ tgc_status tgc_interp_comm(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
 
 tgc_tensor *tgc_interp_comm_wait(tgc_tensor *const *in, const tgc_attrs *a)
 {
-    tgc_comm *c = tgc_comm_live(a->i[0], "tgc_comm_wait");
+    tgc_comm *c = tgc_comm_live(a->comm.comm, "tgc_comm_wait");
     if (!c)
         return NULL;
     tgc_tensor *y = in[0];

@@ -26,14 +26,16 @@ tgc_status tgc_interp_create(tgc_op op, tgc_tensor *const *in, int n_in, const t
     int64_t n = tgc_shape_numel(out->shape, out->ndim);
     if (op == TGC_OP_ARANGE) {
         for (int64_t i = 0; i < n; i++)
-            tgc_store(tgc_host_data(out), out->dtype, i, a->f[0] + (double)i * a->f[1]);
+            tgc_store(tgc_host_data(out), out->dtype, i,
+                      a->arange.start + (double)i * a->arange.step);
         return TGC_OK;
     }
     uint64_t seed, base = tgc_rng_draw((uint64_t)n, &seed);
     void *p = tgc_host_data(out);
     for (int64_t i = 0; i < n; i++) {
         uint64_t c = base + (uint64_t)i;
-        double v = a->f[0] != 0 ? tgc_philox_normal(seed, c) : uniform_for(out->dtype, seed, c);
+        double v =
+            a->rand.normal != 0 ? tgc_philox_normal(seed, c) : uniform_for(out->dtype, seed, c);
         tgc_store(p, out->dtype, i, v);
     }
     return TGC_OK;

@@ -70,8 +70,10 @@ typedef struct conv_geom {
 static conv_geom conv_geom_of(const int64_t *x, const int64_t *w, const int64_t *y,
                               const tgc_attrs *a)
 {
-    conv_geom c = {x[0], x[1],    x[2],    x[3],    w[0],    w[2],    w[3],    y[2],
-                   y[3], a->i[6], a->i[0], a->i[1], a->i[2], a->i[3], a->i[4], a->i[5]};
+    const tgc_conv2d_attrs *v = &a->conv2d; /* both grads' layouts begin with conv2d's */
+    conv_geom c = {x[0],     x[1],     x[2],     x[3],      w[0],        w[2],
+                   w[3],     y[2],     y[3],     v->groups, v->stride_h, v->stride_w,
+                   v->pad_h, v->pad_w, v->dil_h, v->dil_w};
     return c;
 }
 
@@ -185,9 +187,11 @@ static tgc_status pool_grad(tgc_op op, const tgc_tensor *x, const tgc_tensor *dy
         windows(wh, OH, H, 0, 1, 0, 0);
         windows(ww, OW, W, 0, 1, 0, 0);
     } else {
-        int excl = op == TGC_OP_AVG_POOL2D_GRAD && a->i[6] != 0;
-        windows(wh, OH, H, a->i[0], a->i[2], a->i[4], excl);
-        windows(ww, OW, W, a->i[1], a->i[3], a->i[5], excl);
+        int excl = op == TGC_OP_AVG_POOL2D_GRAD && a->pool_grad.exclude_padding != 0;
+        /* MAX_POOL2D_GRAD's layout is pool, AVG_POOL2D_GRAD's pool_grad begins with it */
+        const tgc_pool_attrs *p = &a->pool;
+        windows(wh, OH, H, p->kh, p->sh, p->ph, excl);
+        windows(ww, OW, W, p->kw, p->sw, p->pw, excl);
     }
     read_rows(dy, TGC_F64, g);
     if (x)
@@ -356,7 +360,7 @@ tgc_status tgc_interp_grad(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
     case TGC_OP_EMBEDDING_GRAD: return scatter_add(op, in[0], in[1], 0, out);
     case TGC_OP_GATHER_GRAD:
     case TGC_OP_INDEX_SELECT_GRAD: {
-        int dim = (int)a->i[0];
+        int dim = (int)(op == TGC_OP_GATHER_GRAD ? a->gather_grad.dim : a->index_select_grad.dim);
         if (out->ndim ? dim < 0 || dim >= out->ndim : dim != 0)
             return tgc_set_error(TGC_ERR_INTERNAL, "tgc_%s: dim %d out of range", tgc_op_name(op),
                                  dim);

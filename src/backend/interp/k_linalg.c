@@ -619,13 +619,13 @@ static tgc_status conv_attrs(const tgc_attrs *a, conv_geom *g)
 {
     if (!a)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_interp_linalg: conv2d without attrs");
-    g->sh = a->i[0];
-    g->sw = a->i[1];
-    g->ph = a->i[2];
-    g->pw = a->i[3];
-    g->dh = a->i[4];
-    g->dw = a->i[5];
-    g->groups = a->i[6];
+    g->sh = a->conv2d.stride_h;
+    g->sw = a->conv2d.stride_w;
+    g->ph = a->conv2d.pad_h;
+    g->pw = a->conv2d.pad_w;
+    g->dh = a->conv2d.dil_h;
+    g->dw = a->conv2d.dil_w;
+    g->groups = a->conv2d.groups;
     if (g->sh < 1 || g->sw < 1 || g->ph < 0 || g->pw < 0 || g->dh < 1 || g->dw < 1 || g->groups < 1)
         return tgc_set_error(TGC_ERR_INTERNAL,
                              "tgc_interp_linalg: conv2d attrs out of range (stride %lld,%lld "

@@ -87,7 +87,7 @@ static int permute_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
     if (a->ni != in->ndim || out_ndim != in->ndim)
         return 0;
     for (int j = 0; j < out_ndim; j++) {
-        int p = norm_axis(a->i[j], in->ndim);
+        int p = norm_axis(a->perm.perm[j], in->ndim);
         if (p < 0 || (seen & (1u << p)) || out_shape[j] != in->shape[p])
             return 0;
         seen |= 1u << p;
@@ -120,7 +120,7 @@ static int squeeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
                             int out_ndim, int64_t *strides)
 {
     int k = 0;
-    if (a->i[0] == TGC_ALL_DIMS) {
+    if (a->dim.dim == TGC_ALL_DIMS) {
         for (int d = 0; d < in->ndim; d++) {
             if (in->shape[d] == 1)
                 continue;
@@ -134,7 +134,7 @@ static int squeeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
         memcpy(strides, in->strides, sizeof(int64_t) * (size_t)out_ndim);
         return 1; /* the dim is not of size 1: squeeze leaves the tensor as it is */
     }
-    int drop = norm_axis(a->i[0], in->ndim);
+    int drop = norm_axis(a->dim.dim, in->ndim);
     if (drop < 0 || in->shape[drop] != 1 || out_ndim != in->ndim - 1)
         return 0;
     for (int d = 0; d < in->ndim; d++) {
@@ -150,7 +150,7 @@ static int squeeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
 static int unsqueeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int64_t *out_shape,
                               int out_ndim, int64_t *strides)
 {
-    int at = norm_axis(a->i[0], out_ndim);
+    int at = norm_axis(a->dim.dim, out_ndim);
     if (at < 0 || out_ndim != in->ndim + 1 || out_shape[at] != 1)
         return 0;
     for (int j = 0, d = 0; j < out_ndim; j++) {
@@ -169,8 +169,8 @@ static int unsqueeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const in
 static int slice_geometry(const tgc_tensor *in, const tgc_attrs *a, const int64_t *out_shape,
                           int out_ndim, int64_t *strides, int64_t *offset)
 {
-    int dim = norm_axis(a->i[0], in->ndim);
-    int64_t start = a->i[1], end = a->i[2], step = a->i[3];
+    int dim = norm_axis(a->slice.dim, in->ndim);
+    int64_t start = a->slice.start, end = a->slice.end, step = a->slice.step;
     if (dim < 0 || step <= 0 || out_ndim != in->ndim)
         return 0;
     int64_t size = in->shape[dim];
@@ -259,9 +259,9 @@ static tgc_status view_copy(tgc_op op, const tgc_tensor *in, const tgc_attrs *a,
 static tgc_status cat_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     int64_t ost[TGC_MAX_DIMS], total = 0;
-    int dim = norm_axis(a->i[0], out->ndim);
+    int dim = norm_axis(a->dim.dim, out->ndim);
     if (dim < 0)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_cat: dim %" PRId64 " out of range", a->i[0]);
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_cat: dim %" PRId64 " out of range", a->dim.dim);
     for (int k = 0; k < n_in; k++) {
         const tgc_tensor *t = in[k];
         if (tgc_shape_numel(t->shape, t->ndim) == 0)
@@ -293,10 +293,10 @@ static tgc_status cat_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a
 static tgc_status stack_kernel(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     int64_t ost[TGC_MAX_DIMS], pst[TGC_MAX_DIMS];
-    int dim = norm_axis(a->i[0], out->ndim);
+    int dim = norm_axis(a->dim.dim, out->ndim);
     if (dim < 0 || out->shape[dim] != n_in)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_stack: dim %" PRId64 " does not hold %d pieces",
-                             a->i[0], n_in);
+                             a->dim.dim, n_in);
     tgc_row_major_strides(out->shape, out->ndim, ost);
     for (int d = 0, k = 0; d < out->ndim; d++)
         if (d != dim)
@@ -344,18 +344,18 @@ static tgc_status pad_kernel(const tgc_tensor *in, const tgc_attrs *a, tgc_tenso
     int64_t before[TGC_MAX_DIMS] = {0}, after[TGC_MAX_DIMS] = {0};
     int64_t ost[TGC_MAX_DIMS], cnt[TGC_MAX_DIMS];
     int nd = in->ndim;
-    int64_t pairs = a->i[0];
+    int64_t pairs = a->pad.n_pairs;
     if (pairs < 0 || pairs > nd || out->ndim != nd)
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_pad: %" PRId64 " pairs for a %d-d input", pairs,
                              nd);
     for (int k = 0; k < pairs; k++) {
-        before[nd - 1 - k] = a->i[1 + 2 * k];
-        after[nd - 1 - k] = a->i[2 + 2 * k];
+        before[nd - 1 - k] = a->pad.pads[2 * k];
+        after[nd - 1 - k] = a->pad.pads[2 * k + 1];
     }
     for (int d = 0; d < nd; d++)
         if (out->shape[d] != in->shape[d] + before[d] + after[d])
             return shape_mismatch(TGC_OP_PAD, "padded input", in, out);
-    fill_value(out, a->f[0]);
+    fill_value(out, a->pad.value);
     tgc_row_major_strides(out->shape, nd, ost);
     int64_t soff = in->offset, doff = out->offset;
     for (int d = 0; d < nd; d++) {
@@ -484,7 +484,7 @@ static tgc_status gather_kernel(const tgc_tensor *t, const tgc_attrs *a, const t
 {
     char b1[96], b2[96];
     int nd = idx->ndim;
-    int dim = nd ? norm_axis(a->i[0], nd) : 0;
+    int dim = nd ? norm_axis(a->dim.dim, nd) : 0;
     if (dim < 0 || t->ndim != nd || !tgc_shape_equal(idx->shape, nd, out->shape, out->ndim))
         return shape_mismatch(TGC_OP_GATHER, "index", idx, out);
     for (int d = 0; d < nd; d++)
@@ -569,7 +569,7 @@ tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in, const
             return shape_mismatch(op, "weight", in[0], out);
         return select_kernel(op, in[0], 0, in[1], out);
     case TGC_OP_INDEX_SELECT: {
-        int dim = in[0]->ndim ? norm_axis(a->i[0], in[0]->ndim) : 0;
+        int dim = in[0]->ndim ? norm_axis(a->dim.dim, in[0]->ndim) : 0;
         if (dim < 0 || in[1]->ndim > 1)
             return shape_mismatch(op, "index", in[1], out);
         return select_kernel(op, in[0], dim, in[1], out);

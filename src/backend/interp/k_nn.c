@@ -241,8 +241,8 @@ static tgc_status pool2d(tgc_op op, const tgc_tensor *x, const tgc_attrs *a, tgc
         pool_windows(wh, OH, H, 0, 1, 0, 0);
         pool_windows(ww, OW, W, 0, 1, 0, 0);
     } else {
-        pool_windows(wh, OH, H, a->i[0], a->i[2], a->i[4], a->i[6] != 0);
-        pool_windows(ww, OW, W, a->i[1], a->i[3], a->i[5], a->i[6] != 0);
+        pool_windows(wh, OH, H, a->pool.kh, a->pool.sh, a->pool.ph, a->pool.exclude_padding != 0);
+        pool_windows(ww, OW, W, a->pool.kw, a->pool.sw, a->pool.pw, a->pool.exclude_padding != 0);
     }
 
     for (int64_t p = 0; p < planes; p++) {
@@ -288,9 +288,9 @@ static tgc_status pool2d(tgc_op op, const tgc_tensor *x, const tgc_attrs *a, tgc
 static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     const tgc_tensor *x = in[0];
-    const int training = a->i[0] != 0;
-    const int64_t bits = a->i[1];
-    const double momentum = a->f[0], eps = a->f[1];
+    const int training = a->batch_norm.training != 0;
+    const int64_t bits = a->batch_norm.has;
+    const double momentum = a->batch_norm.momentum, eps = a->batch_norm.eps;
     tgc_tensor *rm = NULL, *rv = NULL;
     const tgc_tensor *wt = NULL, *bs = NULL;
     int k = 1;
@@ -374,9 +374,9 @@ static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
 static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
 {
     const tgc_tensor *x = in[0];
-    const int n_norm = (int)a->i[0];
-    const int64_t bits = a->i[1];
-    const double eps = a->f[0];
+    const int n_norm = (int)a->layer_norm.n_norm;
+    const int64_t bits = a->layer_norm.has;
+    const double eps = a->layer_norm.eps;
     const tgc_tensor *wt = NULL, *bs = NULL;
     int k = 1;
     if (bits & TGC_LN_HAS_WEIGHT)
@@ -427,7 +427,7 @@ static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
 static tgc_status dropout(const tgc_tensor *x, const tgc_attrs *a, tgc_tensor *out)
 {
     enum { CHUNK = 1024 };
-    const double p = a->f[0];
+    const double p = a->dropout.p;
     const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     const int64_t n = tgc_shape_numel(out->shape, out->ndim);
     uint64_t seed;
@@ -452,9 +452,9 @@ static tgc_status loss(tgc_op op, tgc_tensor *const *in, const tgc_attrs *a, tgc
 {
     const tgc_tensor *x = in[0], *tg = in[1];
     const char *name = op == TGC_OP_CROSS_ENTROPY ? "cross_entropy" : "nll_loss";
-    const int reduction = (int)a->i[0];
-    const int64_t ignore = a->i[1];
-    const double eps = op == TGC_OP_CROSS_ENTROPY ? a->f[0] : 0.0;
+    const int reduction = (int)a->loss.reduction;
+    const int64_t ignore = a->loss.ignore_index;
+    const double eps = op == TGC_OP_CROSS_ENTROPY ? a->loss.label_smoothing : 0.0;
     const int cdim = x->ndim == 1 ? 0 : 1;
     const int64_t N = x->ndim == 1 ? 1 : x->shape[0];
     const int64_t C = x->shape[cdim];
@@ -550,8 +550,8 @@ static tgc_status sdpa(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_
 {
     const tgc_tensor *q = in[0], *k = in[1], *v = in[2];
     const tgc_tensor *mask = n_in > 3 ? in[3] : NULL;
-    const int causal = a->i[0] != 0;
-    const double p = a->f[0], scale = a->f[1];
+    const int causal = a->sdpa.causal != 0;
+    const double p = a->sdpa.dropout_p, scale = a->sdpa.scale;
     const int nb = out->ndim - 2;
     const int64_t B = prod(out->shape, 0, nb);
     const int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1];

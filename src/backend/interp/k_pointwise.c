@@ -83,7 +83,7 @@ static inline double pw_clamp(double x, double lo, double hi)
 /* A NaN bound makes every result NaN, as in PyTorch. */
 static int clamp_bounds_nan(const tgc_attrs *a)
 {
-    return isnan(a->f[0]) || isnan(a->f[1]);
+    return isnan(a->clamp.lo) || isnan(a->clamp.hi);
 }
 
 static double pw_sigmoid(double x)
@@ -119,12 +119,12 @@ static double pw_compare(tgc_op op, double x, double y)
 static double pw_scalar(tgc_op op, double x, const tgc_attrs *a)
 {
     switch (op) {
-    case TGC_OP_ADD_SCALAR: return x + a->f[0];
-    case TGC_OP_SUB_SCALAR: return x - a->f[0];
-    case TGC_OP_MUL_SCALAR: return x * a->f[0];
-    case TGC_OP_DIV_SCALAR: return x / a->f[0];
-    case TGC_OP_POW_SCALAR: return pow(x, a->f[0]);
-    default: return clamp_bounds_nan(a) ? NAN : pw_clamp(x, a->f[0], a->f[1]); /* CLAMP */
+    case TGC_OP_ADD_SCALAR: return x + a->scalar.value;
+    case TGC_OP_SUB_SCALAR: return x - a->scalar.value;
+    case TGC_OP_MUL_SCALAR: return x * a->scalar.value;
+    case TGC_OP_DIV_SCALAR: return x / a->scalar.value;
+    case TGC_OP_POW_SCALAR: return pow(x, a->scalar.value);
+    default: return clamp_bounds_nan(a) ? NAN : pw_clamp(x, a->clamp.lo, a->clamp.hi); /* CLAMP */
     }
 }
 
@@ -298,7 +298,9 @@ static void f32_math(const pw_call *c, const float *x, const float *y, float *o,
 static PW_VECTORIZE void f32_eval(const pw_call *c, const float *x, const float *y,
                                   float *restrict o, int64_t m)
 {
-    const double s = c->a->f[0], hi = c->a->f[1];
+    /* the scalar of a *_SCALAR op, CLAMP's bounds */
+    const int clamp = c->op == TGC_OP_CLAMP;
+    const double s = clamp ? c->a->clamp.lo : c->a->scalar.value, hi = clamp ? c->a->clamp.hi : 0.0;
     switch (c->op) {
     case TGC_OP_ADD: for (int64_t i = 0; i < m; i++) o[i] = x[i] + y[i]; break;
     case TGC_OP_SUB: for (int64_t i = 0; i < m; i++) o[i] = x[i] - y[i]; break;
@@ -378,7 +380,10 @@ static int64_t sat_i64(double v)
  * scalars it can hold as integers, which it stores in c->si. */
 static int prepare_int_path(pw_call *c)
 {
-    const double lo = c->a->f[0], hi = c->a->f[1];
+    /* the scalar of a *_SCALAR op, CLAMP's bounds */
+    const int clamp = c->op == TGC_OP_CLAMP;
+    const double lo = clamp ? c->a->clamp.lo : c->a->scalar.value,
+                 hi = clamp ? c->a->clamp.hi : 0.0;
     if (!all_integer(c)) return 0;
     switch (c->op) {
     case TGC_OP_DIV:

@@ -237,7 +237,7 @@ static void reduce_one(const red_call *c, int64_t xoff, int64_t ooff)
         red_acc d = acc_new(a.sum / n);
         visit(c, xoff, fold_sq_dev, &d);
         /* PyTorch divides by max(0, n - correction): 0 gives inf, or NaN for 0/0 */
-        double denom = fmax(0.0, n - (double)c->a->i[2]);
+        double denom = fmax(0.0, n - (double)c->a->reduce.correction);
         d.sum /= denom;
         store_f64(c->obase, c->odt, ooff, 1, 1, &d.sum);
         break;
@@ -347,8 +347,9 @@ static tgc_status red_fail(tgc_op op, const char *what)
 static int reduced_mask(tgc_op op, const tgc_attrs *a, int ndim, uint64_t *mask)
 {
     int one_dim = op == TGC_OP_ARGMAX || op == TGC_OP_SOFTMAX || op == TGC_OP_LOG_SOFTMAX;
-    if (one_dim && (a->i[0] < 0 || a->i[0] >= (ndim > 0 ? ndim : 1))) return 0;
-    *mask = one_dim ? (uint64_t)1 << a->i[0] : (uint64_t)a->i[0];
+    int64_t dim = op == TGC_OP_ARGMAX ? a->argmax.dim : a->dim.dim; /* one_dim ops */
+    if (one_dim && (dim < 0 || dim >= (ndim > 0 ? ndim : 1))) return 0;
+    *mask = one_dim ? (uint64_t)1 << dim : (uint64_t)a->reduce.mask;
     if (ndim == 0) *mask &= ~(uint64_t)1;
     return *mask >> ndim == 0;
 }

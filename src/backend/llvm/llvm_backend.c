@@ -219,11 +219,11 @@ static tgc_status llvm_run_template(const tgc_plan_kernel *pk, void *const *bufs
     void *ep_args[2] = {(void *)bufs, (void *)sizes};
     if (pk->k->kind == KIR_CONV) {
         tgc_conv_args ca = {0};
-        const int64_t *at = t->attrs.i;
+        const tgc_conv2d_attrs *at = &t->attrs.conv2d;
         ca.p = (tgc_conv_params){ev(env, t->cn), ev(env, t->cc), ev(env, t->ch), ev(env, t->cw),
-                                 ev(env, t->co), ev(env, t->kh), ev(env, t->kw), at[0],
-                                 at[1],          at[2],          at[3],          at[4],
-                                 at[5],          at[6]};
+                                 ev(env, t->co), ev(env, t->kh), ev(env, t->kw), at->stride_h,
+                                 at->stride_w,   at->pad_h,      at->pad_w,      at->dil_h,
+                                 at->dil_w,      at->groups};
         ca.x = bufs[t->a];
         ca.w = bufs[t->b];
         ca.y = bufs[t->out];

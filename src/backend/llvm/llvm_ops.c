@@ -45,8 +45,10 @@ static const float *dense_f32(const tgc_tensor *t)
 static int conv_params(const int64_t *x, const int64_t *w, const int64_t *dy, const tgc_attrs *a,
                        tgc_conv_params *p)
 {
-    *p = (tgc_conv_params){x[0],    x[1],    x[2],    x[3],    w[0],    w[2],    w[3],
-                           a->i[0], a->i[1], a->i[2], a->i[3], a->i[4], a->i[5], a->i[6]};
+    const tgc_conv2d_attrs *v = &a->conv2d; /* both grads' layouts begin with conv2d's */
+    *p = (tgc_conv_params){x[0],     x[1],     x[2],        x[3],        w[0],
+                           w[2],     w[3],     v->stride_h, v->stride_w, v->pad_h,
+                           v->pad_w, v->dil_h, v->dil_w,    v->groups};
     if (p->n == 0 || tgc_conv_params_check(p) != TGC_OK || w[1] * p->groups != p->c ||
         dy[0] != p->n || dy[1] != p->o || tgc_conv_out_h(p) != dy[2] ||
         tgc_conv_out_w(p) != dy[3]) {
@@ -104,7 +106,8 @@ static tgc_status run_pool_grad(const tgc_node *nd, tgc_tensor *const *ins, cons
 {
     int r = nd->out.ndim, max = nd->op == TGC_OP_MAX_POOL2D_GRAD;
     const tgc_tensor *dy = ins[max ? 1 : 0], *x = max ? ins[0] : NULL;
-    const int64_t *at = nd->attrs.i;
+    /* MAX_POOL2D_GRAD's layout is pool, AVG_POOL2D_GRAD's pool_grad begins with it */
+    const tgc_pool_attrs *at = &nd->attrs.pool;
     if (dy->dtype != TGC_F32 || dy->ndim != r || (x && (x->dtype != TGC_F32 || x->ndim != r)))
         return unsupported();
     tgc_pool_grad_args a = {
@@ -117,8 +120,8 @@ static tgc_status run_pool_grad(const tgc_node *nd, tgc_tensor *const *ins, cons
         .ow = dy->shape[r - 1],
     };
     if (a.kind != TGC_POOL_GRAD_ADAPTIVE) {
-        a.kh = at[0], a.kw = at[1], a.sh = at[2], a.sw = at[3], a.ph = at[4], a.pw = at[5];
-        a.exclude_pad = a.kind == TGC_POOL_GRAD_AVG && at[6] != 0;
+        a.kh = at->kh, a.kw = at->kw, a.sh = at->sh, a.sw = at->sw, a.ph = at->ph, a.pw = at->pw;
+        a.exclude_pad = a.kind == TGC_POOL_GRAD_AVG && nd->attrs.pool_grad.exclude_padding != 0;
     }
     int64_t n_out = tgc_shape_numel(shape, r);
     if (a.h < 1 || a.w < 1 || n_out == 0)

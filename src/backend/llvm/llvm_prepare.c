@@ -147,11 +147,12 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
                                                                    : TGC_FUSE_OPAQUE;
     case LP_POOL:
         /* the window lowering divides by kh*kw: exclude_padding runs on interp */
-        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) && !nd->attrs.i[6] &&
-            (in[0] == TGC_F32 || in[0] == TGC_F64) && nd->out.ndim >= 3)
+        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
+            !nd->attrs.pool.exclude_padding && (in[0] == TGC_F32 || in[0] == TGC_F64) &&
+            nd->out.ndim >= 3)
             return TGC_FUSE_WINDOW;
-        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1 &&
-            (in[0] == TGC_F32 || in[0] == TGC_F64))
+        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.adaptive_pool.out_h == 1 &&
+            nd->attrs.adaptive_pool.out_w == 1 && (in[0] == TGC_F32 || in[0] == TGC_F64))
             return TGC_FUSE_REDUCE;
         return TGC_FUSE_OPAQUE;
     case LP_TEMPLATE:
@@ -181,7 +182,8 @@ const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node)
     case LP_COPY: return "the llvm copy kernels take f32 and f64 only";
     case LP_REDUCE: return "the llvm reductions take float inputs and keep their dtype";
     case LP_POOL:
-        return (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) && nd->attrs.i[6]
+        return (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
+                       nd->attrs.pool.exclude_padding
                    ? "the llvm window kernels divide by the whole window (no exclude_padding)"
                    : "the llvm pool kernels take f32 and f64 only";
     case LP_TEMPLATE:
@@ -256,7 +258,7 @@ static int adaptive_pool_to_gemm(const tgc_graph *g, int32_t i)
     const tgc_vinfo *x = &g->nodes[nd->in[0]].out;
     return x->dtype == TGC_F32 && x->ndim >= 3 && TGC_SDIM_IS_CONST(x->shape[x->ndim - 1]) &&
            TGC_SDIM_IS_CONST(x->shape[x->ndim - 2]) &&
-           !(nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1);
+           !(nd->attrs.adaptive_pool.out_h == 1 && nd->attrs.adaptive_pool.out_w == 1);
 }
 
 /* Such a pool (whose windows move by a non-integer step, so no affine window load expresses
@@ -268,8 +270,9 @@ static int32_t emit_adaptive_pool(tgc_rewriter *rw, const tgc_graph *g, int32_t 
     const tgc_vinfo *x = &g->nodes[nd->in[0]].out;
     int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
     tgc_attrs none = {0};
-    int32_t pw = tgc_rw_emit_const(rw, pool_matrix(W, nd->attrs.i[1], 1));
-    int32_t ph = pw >= 0 ? tgc_rw_emit_const(rw, pool_matrix(H, nd->attrs.i[0], 0)) : -1;
+    int32_t pw = tgc_rw_emit_const(rw, pool_matrix(W, nd->attrs.adaptive_pool.out_w, 1));
+    int32_t ph =
+        pw >= 0 ? tgc_rw_emit_const(rw, pool_matrix(H, nd->attrs.adaptive_pool.out_h, 0)) : -1;
     int32_t a[2] = {tgc_rw_new(rw, nd->in[0]), pw};
     int32_t y = ph >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, a, 2, &none) : -1;
     int32_t b[2] = {ph, y};
@@ -294,14 +297,14 @@ static int32_t emit_causal(tgc_rewriter *rw, const tgc_graph *g, const tgc_node 
 {
     const tgc_vinfo *q = &g->nodes[nd->in[0]].out, *k = &g->nodes[nd->in[1]].out;
     tgc_attrs ar = {.ni = 1, .nf = 2, .dtype = TGC_I64};
-    ar.i[0] = q->shape[q->ndim - 2];
-    ar.f[1] = 1.0;
+    ar.arange.n = q->shape[q->ndim - 2];
+    ar.arange.step = 1.0;
     int32_t qi = tgc_rw_emit(rw, TGC_OP_ARANGE, NULL, 0, &ar);
-    ar.i[0] = k->shape[k->ndim - 2];
+    ar.arange.n = k->shape[k->ndim - 2];
     int32_t kj = qi >= 0 ? tgc_rw_emit(rw, TGC_OP_ARANGE, NULL, 0, &ar) : -1;
     tgc_attrs col = {.ni = 1}, row = {.ni = 1};
-    col.i[0] = 1;
-    row.i[0] = 0;
+    col.dim.dim = 1;
+    row.dim.dim = 0;
     qi = kj >= 0 ? tgc_rw_emit(rw, TGC_OP_UNSQUEEZE, &qi, 1, &col) : -1; /* [L, 1] */
     kj = qi >= 0 ? tgc_rw_emit(rw, TGC_OP_UNSQUEEZE, &kj, 1, &row) : -1; /* [1, S] */
     int32_t ji[2] = {kj, qi};
@@ -320,13 +323,13 @@ static int32_t emit_attention_dropout(tgc_rewriter *rw, const tgc_node *nd, int3
 {
     const int nb = nd->out.ndim - 2;
     tgc_attrs ex = {.ni = nb + 2, .nf = 1};
-    ex.f[0] = 1; /* the targets are the result's (possibly symbolic) dims */
+    ex.shape.symbolic = 1; /* the targets are the result's (possibly symbolic) dims */
     for (int d = 0; d < nb; d++)
-        ex.i[d] = nd->out.shape[d];
-    ex.i[nb] = ex.i[nb + 1] = -1;
+        ex.shape.dims[d] = nd->out.shape[d];
+    ex.shape.dims[nb] = ex.shape.dims[nb + 1] = -1;
     int32_t pe = tgc_rw_emit(rw, TGC_OP_EXPAND, &p, 1, &ex);
     tgc_attrs dr = {.nf = 1};
-    dr.f[0] = nd->attrs.f[0];
+    dr.dropout.p = nd->attrs.sdpa.dropout_p;
     return pe >= 0 ? tgc_rw_emit(rw, TGC_OP_DROPOUT, &pe, 1, &dr) : -1;
 }
 
@@ -345,14 +348,14 @@ static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
     int rk = g->nodes[nd->in[1]].out.ndim;
     tgc_attrs perm = {.ni = rk};
     for (int d = 0; d < rk; d++)
-        perm.i[d] = d;
-    perm.i[rk - 2] = rk - 1;
-    perm.i[rk - 1] = rk - 2;
+        perm.perm.perm[d] = d;
+    perm.perm.perm[rk - 2] = rk - 1;
+    perm.perm.perm[rk - 1] = rk - 2;
     int32_t kt = tgc_rw_emit(rw, TGC_OP_PERMUTE, &k, 1, &perm);
     int32_t qk[2] = {q, kt};
     int32_t sc = kt >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, qk, 2, &none) : -1;
     tgc_attrs mul = {.nf = 1};
-    mul.f[0] = nd->attrs.f[1];
+    mul.scalar.value = nd->attrs.sdpa.scale;
     if (sc >= 0)
         sc = tgc_rw_emit(rw, TGC_OP_MUL_SCALAR, &sc, 1, &mul);
     if (sc >= 0 && nd->n_in > 3) {
@@ -366,14 +369,14 @@ static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
             sc = tgc_rw_emit(rw, TGC_OP_ADD, ad, 2, &none);
         }
     }
-    if (sc >= 0 && nd->attrs.i[0])
+    if (sc >= 0 && nd->attrs.sdpa.causal)
         sc = emit_causal(rw, g, nd, sc);
     if (sc < 0)
         return -1;
     int r = tgc_rw_type(rw, sc)->ndim;
     tgc_attrs red = {.ni = 2};
-    red.i[0] = (int64_t)1 << (r - 1);
-    red.i[1] = 1;
+    red.reduce.mask = (int64_t)1 << (r - 1);
+    red.reduce.keepdim = 1;
     int32_t mx = tgc_rw_emit(rw, TGC_OP_MAX, &sc, 1, &red);
     int32_t sd[2] = {sc, mx};
     int32_t d = mx >= 0 ? tgc_rw_emit(rw, TGC_OP_SUB, sd, 2, &none) : -1;
@@ -388,7 +391,7 @@ static int32_t emit_sdpa(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
     int32_t ok = ninf >= 0 ? tgc_rw_emit(rw, TGC_OP_NE, mn, 2, &none) : -1;
     int32_t w[3] = {ok, pr, zero};
     int32_t p = ok >= 0 ? tgc_rw_emit(rw, TGC_OP_WHERE, w, 3, &none) : -1;
-    if (p >= 0 && nd->attrs.f[0] > 0.0)
+    if (p >= 0 && nd->attrs.sdpa.dropout_p > 0.0)
         p = emit_attention_dropout(rw, nd, p);
     int32_t pv[2] = {p, v};
     return p >= 0 ? tgc_rw_emit(rw, TGC_OP_MATMUL, pv, 2, &none) : -1;
