@@ -1,9 +1,10 @@
 /* The CUDA driver layer (runtime/cuda.h): opens libcuda with dlopen once per process, fills
- * the driver table, initialises the driver, reads each device's properties and registers the
- * caching allocator; then hands out primary contexts (retained lazily, one per device, kept
- * until the process ends) and per-thread streams (one per device a thread uses, created on
- * first use, synchronized and destroyed by a pthread key destructor at thread exit), and
- * turns CUresults into statuses with messages.
+ * the driver table, initialises the driver and reads each device's properties; then hands
+ * out primary contexts (retained lazily, one per device, kept until the process ends) and
+ * per-thread streams (one per device a thread uses, created on first use, synchronized and
+ * destroyed by a pthread key destructor at thread exit, after the stream-gone hook was told),
+ * and turns CUresults into statuses with messages. It knows nothing of memory: the caching
+ * allocator above it (cuda_alloc.c) is what tgc_cuda_load adds to the driver.
  *
  * Environment: TGC_CUDA_DRIVER=<path> replaces the library opened (default libcuda.so.1,
  * then libcuda.so); read once, at load (the runtime reads its own variables).
@@ -21,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/alloc.h"
 #include "support/error.h"
 
 #define STR_(x) #x
@@ -38,6 +38,7 @@ static CUdevice g_dev[TGC_CUDA_MAX_DEVICES];
 static _Atomic(CUcontext) g_ctx[TGC_CUDA_MAX_DEVICES];
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t g_key;
+static _Atomic(tgc_cuda_stream_gone_fn) g_stream_gone;
 
 /* ---- error text ---- */
 
@@ -263,20 +264,20 @@ static void do_load(void)
         return;
     }
     g_count = n;
-    tgc_cuda_alloc_init(n);
     atomic_store_explicit(&g_loaded, 1, memory_order_release);
 }
 
-tgc_status tgc_cuda_load(void)
+tgc_status tgc_cuda_driver_load(void)
 {
     pthread_once(&g_once, do_load);
     if (g_status != TGC_OK)
         return tgc_set_error(g_status, "%s", g_msg);
-    /* A test's stand-in allocator stays; otherwise (also after it was unregistered) CUDA
-     * tensors get device memory from here on. */
-    if (!tgc_allocator_of(TGC_DEVICE_CUDA))
-        tgc_allocator_register(TGC_DEVICE_CUDA, &tgc_cuda_allocator);
     return TGC_OK;
+}
+
+void tgc_cuda_set_stream_gone_hook(tgc_cuda_stream_gone_fn fn)
+{
+    atomic_store_explicit(&g_stream_gone, fn, memory_order_release);
 }
 
 static int loaded(void)
@@ -308,7 +309,7 @@ const char *tgc_cuda_name(int dev)
 static tgc_status check_index(const char *fn, int dev)
 {
     if (!loaded()) {
-        tgc_status s = tgc_cuda_load();
+        tgc_status s = tgc_cuda_driver_load();
         if (s != TGC_OK)
             return s;
     }
@@ -372,13 +373,15 @@ static thread_state *state(void)
 static void thread_exit(void *p)
 {
     thread_state *st = p;
+    tgc_cuda_stream_gone_fn gone = atomic_load_explicit(&g_stream_gone, memory_order_acquire);
     for (int d = 0; d < g_count; d++) {
         if (!st->own[d])
             continue;
         CUcontext c = atomic_load_explicit(&g_ctx[d], memory_order_acquire);
         if (c && g_drv.cuCtxSetCurrent(c) == CUDA_SUCCESS) {
             g_drv.cuStreamSynchronize(st->own[d]);
-            tgc_cuda_alloc_stream_gone(d, st->own[d]);
+            if (gone)
+                gone(d, st->own[d]);
             g_drv.cuStreamDestroy(st->own[d]);
         }
     }

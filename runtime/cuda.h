@@ -2,7 +2,8 @@
  * library links no CUDA library and runs where no driver or GPU exists), its functions in one
  * table with the real types of <cuda.h>, the primary context of each device, the calling
  * thread's stream per device, the conversion of CUresult to a tgc_status with a message, and
- * the properties of each device. The caching device allocator is runtime/cuda_alloc.c.
+ * the properties of each device. The caching device allocator is runtime/cuda_alloc.c, a layer
+ * above: it calls the driver layer, which calls it only through the stream-gone hook.
  *
  * Driver versions: <cuda.h> maps each API name to the versioned symbol the toolkit compiles
  * against (cuMemAlloc -> cuMemAlloc_v2, cuStreamDestroy -> cuStreamDestroy_v2, ...). The table
@@ -198,13 +199,17 @@ void tgc_cuda_pool_release(tgc_cuda_pool *p);
  * NULL (for tests and logs). */
 void tgc_cuda_pool_stats(tgc_cuda_pool *p, size_t *owned_bytes, size_t *free_bytes);
 
-/* ---- between runtime/cuda.c and runtime/cuda_alloc.c ---- */
-/* The allocator (cuda_alloc.c), registered by tgc_cuda_load. */
-extern const struct tgc_allocator tgc_cuda_allocator;
-/* Called once by tgc_cuda_load before registering (initialises the pools). */
-void tgc_cuda_alloc_init(int count);
-/* A thread's own stream of dev is about to be destroyed (at thread exit, after it was
- * synchronized): its cached and live blocks are no longer tied to it. */
-void tgc_cuda_alloc_stream_gone(int dev, CUstream s);
+/* ---- the driver layer (runtime/cuda.c) below the allocator (runtime/cuda_alloc.c) ---- */
+/* The driver part of tgc_cuda_load (cuda_host.h: the same errors, once per process): opens
+ * libcuda, initialises it and reads the devices, with no allocator. The contexts and streams
+ * load the driver through it when used first; tgc_cuda_load (cuda_alloc.c) calls it and then
+ * sets up and registers the allocator. */
+tgc_status tgc_cuda_driver_load(void);
+/* What a thread's own stream of a device is about to be destroyed says to the layer above
+ * (at thread exit, after the stream was synchronized, its device's context current): the
+ * allocator re-keys the blocks tied to it. One hook per process, set by tgc_cuda_load before
+ * the first allocation (NULL: none); called from the exiting thread. */
+typedef void (*tgc_cuda_stream_gone_fn)(int dev, CUstream s);
+void tgc_cuda_set_stream_gone_hook(tgc_cuda_stream_gone_fn fn);
 
 #endif

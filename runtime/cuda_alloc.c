@@ -1,6 +1,6 @@
-/* The caching CUDA device allocator (a tgc_allocator, runtime/alloc.h), registered for
- * TGC_DEVICE_CUDA by tgc_cuda_load (runtime/cuda.c), and its copies between the host and
- * devices.
+/* The caching CUDA device allocator (a tgc_allocator, runtime/alloc.h) and its copies between
+ * the host and devices, above the driver layer (runtime/cuda.c); and tgc_cuda_load, which
+ * loads the driver, sets up the allocator's pools and registers it for TGC_DEVICE_CUDA.
  *
  * Size classes: a request is rounded up to a class and blocks are only reused for requests
  * of exactly their class (no splitting): up to 1 MiB, multiples of 512 B; up to 64 MiB,
@@ -103,14 +103,20 @@ typedef struct pool {
 static pool *g_pools;
 static int g_n;
 
-void tgc_cuda_alloc_init(int count)
+static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
+static void stream_gone(int dev, CUstream s);
+
+/* Once, after the driver loaded: a pool per device, and the driver layer's stream-gone hook. */
+static void init_pools(void)
 {
-    g_pools = calloc((size_t)count, sizeof *g_pools);
+    int count = tgc_cuda_count();
+    g_pools = calloc((size_t)(count ? count : 1), sizeof *g_pools);
     if (!g_pools)
         return; /* every allocation then fails with a message */
     for (int i = 0; i < count; i++)
         pthread_mutex_init(&g_pools[i].mu, NULL);
     g_n = count;
+    tgc_cuda_set_stream_gone_hook(stream_gone);
 }
 
 static size_t size_class(size_t n)
@@ -410,7 +416,9 @@ static void cuda_free(void *ctx, int index, tgc_block b)
     pthread_mutex_unlock(&p->mu);
 }
 
-void tgc_cuda_alloc_stream_gone(int dev, CUstream s)
+/* A thread's own stream of dev is about to be destroyed (at thread exit, after it was
+ * synchronized): its cached and live blocks are no longer tied to it. */
+static void stream_gone(int dev, CUstream s)
 {
     if (dev < 0 || dev >= g_n || !s)
         return;
@@ -459,6 +467,8 @@ void tgc_cuda_alloc_stream_gone(int dev, CUstream s)
 
 tgc_cuda_pool *tgc_cuda_pool_begin(int dev, CUstream s)
 {
+    if (tgc_error_prefix(tgc_cuda_load(), "tgc_cuda_pool_begin") != TGC_OK)
+        return NULL; /* the pools exist once CUDA is loaded */
     if (dev < 0 || dev >= g_n) {
         tgc_set_error(TGC_ERR_DEVICE,
                       "tgc_cuda_pool_begin: cuda:%d is not a device of this machine (%d present)",
@@ -831,7 +841,7 @@ static tgc_status cuda_copy(void *ctx, void *dst, tgc_device dst_dev, const void
     return TGC_OK;
 }
 
-const tgc_allocator tgc_cuda_allocator = {
+static const tgc_allocator cuda_allocator = {
     .name = "cuda",
     .device_count = cuda_device_count,
     .alloc = cuda_alloc,
@@ -843,3 +853,16 @@ const tgc_allocator tgc_cuda_allocator = {
     .empty_cache = cuda_empty_cache,
     .alloc_failure = cuda_alloc_failure,
 };
+
+tgc_status tgc_cuda_load(void)
+{
+    tgc_status st = tgc_cuda_driver_load();
+    if (st != TGC_OK)
+        return st;
+    pthread_once(&g_init_once, init_pools);
+    /* A test's stand-in allocator stays; otherwise (also after it was unregistered) CUDA
+     * tensors get device memory from here on. */
+    if (!tgc_allocator_of(TGC_DEVICE_CUDA))
+        tgc_allocator_register(TGC_DEVICE_CUDA, &cuda_allocator);
+    return TGC_OK;
+}

@@ -19,6 +19,7 @@
 #include "backend/interp/interp.h"
 #include "backend/plan.h"
 #include "ir/view_access.h"
+#include "ir/view_geometry.h"
 #include "runtime/philox.h"
 #include "support/config_env.h"
 #include "support/error.h"
@@ -85,9 +86,14 @@ static tgc_tensor *value_tensor(run_ctx *r, int32_t v)
     tgc_tensor *src = value_tensor(r, nd->in[0]);
     if (!src)
         return NULL;
-    int64_t shape[TGC_MAX_DIMS];
+    int64_t shape[TGC_MAX_DIMS], strides[TGC_MAX_DIMS], off;
     eval_shape(r, &nd->out, shape);
-    r->vals[v] = tgc_interp_run(nd->op, &src, 1, &nd->attrs, nd->out.dtype, shape, nd->out.ndim);
+    if (src->dtype == nd->out.dtype &&
+        tgc_view_geometry(nd->op, src, &nd->attrs, shape, nd->out.ndim, strides, &off))
+        r->vals[v] = tgc_tensor_view(src, shape, strides, nd->out.ndim, off);
+    else /* no view of this layout (a reshape that must copy): interp copies, on the host */
+        r->vals[v] =
+            tgc_interp_run(nd->op, &src, 1, &nd->attrs, nd->out.dtype, shape, nd->out.ndim);
     return r->vals[v];
 }
 
@@ -536,25 +542,4 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
     free(given);
     free(orig);
     return st;
-}
-
-tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
-{
-    const tgc_backend *b = p->backend;
-    void *prev = p->stream && b->use_stream ? b->use_stream(p->device, p->stream) : NULL;
-    int done = 0;
-    tgc_status st = p->replay ? tgc_replay_run(p, x, outs, &done) : TGC_OK;
-    if (!done)
-        st = tgc_plan_run_steps(p, x, outs, 0);
-    if (p->stream && b->use_stream)
-        b->use_stream(p->device, prev);
-    return st;
-}
-
-tgc_status tgc_backend_run(const tgc_backend *b, void *artifact, const tgc_graph *g,
-                           const tgc_exec_args *x, tgc_tensor **outs)
-{
-    if (b->graph)
-        return b->graph->run(artifact, g, x, outs);
-    return tgc_plan_run(artifact, x, outs);
 }

@@ -88,7 +88,7 @@ typedef struct tgc_plan {
     tgc_plan_stream streams[TGC_PLAN_STREAMS];
     int n_streams;
     uint64_t n_calls; /* under streams_lock */
-    /* REDUCE_OVERHEAD on a backend with capture: the recorded calls (exec.c); NULL when the
+    /* REDUCE_OVERHEAD on a backend with capture: the recorded calls (replay.c); NULL when the
      * plan runs step by step */
     struct tgc_replay *replay;
 } tgc_plan;
@@ -104,7 +104,7 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *g, const tgc_
                             tgc_device dev, const char *name, tgc_plan **out);
 void tgc_plan_free(tgc_plan *p);
 
-/* The executor (exec.c): runs plan p (tgc_backend_run's contract): replayed (replay.c) when
+/* The run entry (run.c): runs plan p (tgc_backend_run's contract): replayed (replay.c) when
  * the plan has a replay and it applies, else step by step. */
 tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs);
 /* Runs the steps of p one by one (capturing: the launches are being recorded, so a step

@@ -3,7 +3,6 @@
  * graph nodes inside a trace, and leaf gradients become in-place writes (tgc_copy_, ASSIGN)
  * of the leaves' .grad tensors. */
 #include "frontend/autograd.h"
-#include "frontend/dist_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +26,7 @@ typedef struct tgc_grad_node {
     tgc_tensor *out;    /* a handle of the result's value (no record), referenced */
     int released;       /* a backward ran through it: in/saved/out are gone */
     /* during one tgc_backward */
-    int deps;          /* records of the pass that still have to hand this one a gradient */
+    int deps; /* records of the pass that still have to hand this one a gradient */
     int visited;
     tgc_tensor *pending; /* the gradient of out summed so far */
 } tgc_grad_node;
@@ -114,8 +113,7 @@ tgc_status tgc_autograd_attach(tgc_tensor *out, tgc_op op, const tgc_attrs *a,
         n->saved = n_saved ? calloc((size_t)n_saved, sizeof *n->saved) : NULL;
         n->out = tgc_grad_rule_needs_out(op, a) ? value_handle(out) : NULL;
     }
-    if (!n || !n->in || (n_saved && !n->saved) ||
-        (!n->out && tgc_grad_rule_needs_out(op, a))) {
+    if (!n || !n->in || (n_saved && !n->saved) || (!n->out && tgc_grad_rule_needs_out(op, a))) {
         if (n) {
             tgc_tensor_unref(n->out);
             free(n->in);
@@ -253,8 +251,40 @@ static tgc_status accumulate_leaf(tgc_tensor *leaf, tgc_tensor *g)
     return sum ? tgc_copy_(grad, sum) : tgc_last_status();
 }
 
+/* The gradient hooks handed a leaf in the running backward (a backward runs on one thread). */
+static _Thread_local tgc_grad_hook *active_hooks;
+
+/* leaf's gradient is final: its hook hears of it (and joins the backward's active hooks). */
+static tgc_status hook_ready(tgc_tensor *leaf)
+{
+    tgc_grad_hook *h = leaf->grad_hook;
+    if (!h->active) {
+        h->active = 1;
+        h->next_active = active_hooks;
+        active_hooks = h;
+    }
+    return h->ready(h, leaf);
+}
+
+/* The backward is over: every active hook finishes, also after an error (first error kept). */
+static tgc_status hooks_finish(void)
+{
+    tgc_status st = TGC_OK;
+    while (active_hooks) {
+        tgc_grad_hook *h = active_hooks;
+        active_hooks = h->next_active;
+        h->active = 0;
+        h->next_active = NULL;
+        tgc_status fs = h->finish(h);
+        if (st == TGC_OK)
+            st = fs;
+    }
+    return st;
+}
+
 /* One more contribution g (NULL: none) to leaf; after its last one the sum goes into its
- * .grad at once, and its data-parallel wrapper may start the all-reduce of its bucket. */
+ * .grad at once, and its gradient hook hears of it (a data-parallel wrapper may start the
+ * all-reduce of its bucket). */
 static tgc_status leaf_done(leaf_list *l, tgc_tensor *leaf, tgc_tensor *g)
 {
     leaf_grad *e = leaf_entry(l, leaf);
@@ -265,8 +295,8 @@ static tgc_status leaf_done(leaf_list *l, tgc_tensor *leaf, tgc_tensor *g)
     if (--e->remaining > 0)
         return TGC_OK;
     tgc_status st = e->g ? accumulate_leaf(leaf, e->g) : TGC_OK;
-    if (st == TGC_OK && leaf->ddp)
-        st = tgc_ddp_grad_ready(leaf);
+    if (st == TGC_OK && leaf->grad_hook)
+        st = hook_ready(leaf);
     return st;
 }
 
@@ -335,11 +365,11 @@ static tgc_status run_backward(tgc_tensor *out, tgc_tensor *gy)
     tgc_grad_node *root = (tgc_grad_node *)out->grad_fn;
     if (!root) { /* a leaf: its own gradient */
         tgc_status st = accumulate_leaf(out, gy);
-        if (out->ddp) {
+        if (out->grad_hook) {
             tgc_autograd_pause();
             if (st == TGC_OK)
-                st = tgc_ddp_grad_ready(out);
-            tgc_status dst = tgc_ddp_backward_end();
+                st = hook_ready(out);
+            tgc_status dst = hooks_finish();
             tgc_autograd_resume();
             if (st == TGC_OK)
                 st = dst;
@@ -373,11 +403,10 @@ static tgc_status run_backward(tgc_tensor *out, tgc_tensor *gy)
         }
         for (int k = 0; k < n->n_in; k++) {
             gin[k] = NULL;
-            needs[k] = (uint8_t)requires(n->in[k]);
+            needs[k] = (uint8_t) requires(n->in[k]);
         }
         if (n->pending) {
-            tgc_grad_ctx c = {n->op,    &n->a,      n->in, n->n_in, n->out,
-                              n->saved, n->n_saved, needs};
+            tgc_grad_ctx c = {n->op, &n->a, n->in, n->n_in, n->out, n->saved, n->n_saved, needs};
             st = n->rule(&c, n->pending, gin);
         }
         for (int k = 0; k < n->n_in && st == TGC_OK; k++) {
@@ -399,9 +428,9 @@ static tgc_status run_backward(tgc_tensor *out, tgc_tensor *gy)
             free(needs);
         }
     }
-    /* the data-parallel wrappers join their all-reduces (also after an error: every rank
-     * must finish the collectives it started) */
-    tgc_status dst = tgc_ddp_backward_end();
+    /* the gradient hooks finish (also after an error: a data-parallel wrapper joins its
+     * all-reduces, since every rank must finish the collectives it started) */
+    tgc_status dst = hooks_finish();
     if (st == TGC_OK)
         st = dst;
     tgc_autograd_resume();

@@ -16,14 +16,14 @@
 /* What a backward rule sees of the op it differentiates. */
 typedef struct tgc_grad_ctx {
     tgc_op op;
-    const tgc_attrs *a;       /* the forward op's attributes */
-    tgc_tensor *const *in;    /* the forward inputs, as passed to tgc_apply (n_in of them) */
+    const tgc_attrs *a;    /* the forward op's attributes */
+    tgc_tensor *const *in; /* the forward inputs, as passed to tgc_apply (n_in of them) */
     int n_in;
     tgc_tensor *out;          /* the forward result (its values; no record of its own), for
                                * the ops of tgc_grad_rule_needs_out; NULL otherwise */
     tgc_tensor *const *saved; /* what tgc_autograd_attach was given (n_saved; NULL for 0) */
     int n_saved;
-    const uint8_t *needs;     /* needs[k]: input k needs a gradient */
+    const uint8_t *needs; /* needs[k]: input k needs a gradient */
 } tgc_grad_ctx;
 
 /* A backward rule: given gy (d loss / d out, out's shape and dtype), writes gin[k] for every
@@ -59,6 +59,26 @@ tgc_status tgc_autograd_attach(tgc_tensor *out, tgc_op op, const tgc_attrs *a,
  * not a guard). */
 void tgc_autograd_pause(void);
 void tgc_autograd_resume(void);
+
+/* A hook on leaves' gradients: code above autograd that acts on gradients as a backward
+ * finishes them (the data-parallel wrapper of ddp.c, which starts each bucket's all-reduce
+ * while the backward goes on) sets leaf->grad_hook (and leaf->grad_hook_slot, its own index
+ * of the leaf) on the leaves it watches; autograd never names it.
+ *  - ready: leaf's gradient of the running backward is final and added into its .grad (its
+ *    last contribution arrived: the counts come from the collected records);
+ *  - finish: the backward is over (also after an error: collectives started must be joined):
+ *    called once per backward for each hook that was handed a leaf in it, the most recent
+ *    first.
+ * Both run on the backward's thread with recording paused and return TGC_OK or an error,
+ * which tgc_backward returns (the first one; every hook is still finished). A hook lives
+ * until its leaves forget it (grad_hook = NULL). */
+typedef struct tgc_grad_hook {
+    tgc_status (*ready)(struct tgc_grad_hook *h, tgc_tensor *leaf);
+    tgc_status (*finish)(struct tgc_grad_hook *h);
+    /* autograd's: set while the running backward has handed it a leaf */
+    int active;
+    struct tgc_grad_hook *next_active;
+} tgc_grad_hook;
 
 /* Makes sure leaf has a .grad (zeros of its shape, dtype and device, owned by it): what a
  * compiled step that writes it in place needs before it runs. TGC_ERR_OOM. */

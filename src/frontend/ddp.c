@@ -1,20 +1,23 @@
 /* Data-parallel modules (include/tgc/dist.h, tgc_ddp): the structure check and the broadcast
- * at creation, and the gradient averaging autograd drives through two hooks
- * (dist_impl.h):
- *  - tgc_ddp_grad_ready: a parameter's gradient of this backward is final (autograd calls
- *    it as soon as the parameter's last contribution is added into its .grad). The
+ * at creation, and the gradient averaging a backward drives through the gradient hook the
+ * wrapper puts on each parameter it averages (tgc_grad_hook, frontend/autograd.h):
+ *  - ready: a parameter's gradient of this backward is final (autograd calls it as soon
+ *    as the parameter's last contribution is added into its .grad). The
  *    parameters are in fixed buckets (reverse tree order, one dtype each); once every
  *    parameter of the next bucket in order is ready, its gradients are concatenated and its
  *    all-reduce (AVG) is started: queued on the communicator's stream, overlapping the rest
  *    of backward. Buckets start strictly in order, so every rank issues the same collectives
  *    in the same order.
- *  - tgc_ddp_backward_end: the remaining buckets start (their parameters got no gradient in
+ *  - finish: the remaining buckets start (their parameters got no gradient in
  *    this backward, and contribute their .grad as it is), then each bucket is joined
  *    (COMM_WAIT) and its averaged slices are written into the .grads (tgc_copy_).
  * Everything is ops, so inside a compiled function the same code records ALL_REDUCE and
  * COMM_WAIT nodes: the joins come after the whole backward in node order, the starts right
  * after the gradients they need.
- * With sync off (tgc_ddp_set_sync) the hooks do nothing: gradients accumulate locally. */
+ * With sync off (tgc_ddp_set_sync) the hook does nothing: gradients accumulate locally.
+ * The wrapper watches its module and its process group (frontend/watch.h), which tell it
+ * when they are freed. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dist_impl.h"
 #include "frontend/module_impl.h"
+#include "frontend/watch.h"
 #include "support/error.h"
 #include "support/struct_size.h"
 #include "tensor/copy.h"
@@ -36,9 +40,12 @@ typedef struct bucket {
 } bucket;
 
 struct tgc_ddp {
-    tgc_dist *pg;  /* NULL once the group was freed (tgc_ddp_group_gone) */
-    tgc_module *m; /* NULL once the module was freed (tgc_ddp_module_gone) */
-    char *name;    /* the module's name, for messages after it is gone */
+    tgc_grad_hook hook;     /* on each of params: autograd calls ready and finish */
+    tgc_watch group_watch;  /* on pg's list: group_gone */
+    tgc_watch module_watch; /* on m's list: module_gone */
+    tgc_dist *pg;           /* NULL once the group was freed (group_gone) */
+    tgc_module *m;          /* NULL once the module was freed (module_gone) */
+    char *name;             /* the module's name, for messages after it is gone */
     int sync;
     tgc_tensor **params; /* the parameters that require a gradient, in bucket order */
     int n_params;
@@ -48,12 +55,14 @@ struct tgc_ddp {
     bucket *buckets;
     int n_buckets;
     int next_start; /* this backward: the next bucket to start */
-    int active;     /* on the thread's list of this backward */
-    struct tgc_ddp *next_active;
+    int started;    /* this backward handed it a gradient to average */
 };
 
-/* The wrappers that saw a gradient in the running backward (a backward runs on one thread). */
-static _Thread_local tgc_ddp *active_list;
+#define DDP_OF(p, member) ((tgc_ddp *)(void *)((char *)(p)-offsetof(tgc_ddp, member)))
+static tgc_status hook_ready(tgc_grad_hook *h, tgc_tensor *leaf);
+static tgc_status hook_finish(tgc_grad_hook *h);
+static void group_gone(tgc_watch *w);
+static void module_gone(tgc_watch *w);
 
 /* ---- creation ---- */
 
@@ -182,8 +191,8 @@ static tgc_status make_buckets(tgc_ddp *d, size_t first_cap, size_t cap)
 static void detach_params(tgc_ddp *d)
 {
     for (int i = 0; i < d->n_params; i++)
-        if (d->params[i] && d->params[i]->ddp == d)
-            d->params[i]->ddp = NULL;
+        if (d->params[i] && d->params[i]->grad_hook == &d->hook)
+            d->params[i]->grad_hook = NULL;
 }
 
 static void ddp_destroy(tgc_ddp *d)
@@ -236,24 +245,33 @@ tgc_ddp *tgc_ddp_create_sized(tgc_dist *pg, tgc_module *m, const tgc_ddp_opts *u
         tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
         return NULL;
     }
+    d->hook = (tgc_grad_hook){.ready = hook_ready, .finish = hook_finish};
+    d->group_watch = (tgc_watch){.gone = group_gone};
+    d->module_watch = (tgc_watch){.gone = module_gone};
     d->pg = pg;
     d->m = m;
     d->sync = 1;
     size_t cap = opts && opts->bucket_bytes ? opts->bucket_bytes : (size_t)25 << 20;
     size_t first = opts && opts->first_bucket_bytes ? opts->first_bucket_bytes : (size_t)1 << 20;
     st = make_buckets(d, first, cap);
+    int watching_group = 0, watching_module = 0;
     if (st == TGC_OK)
-        st = tgc_dist_attach_ddp(pg, d);
-    if (st == TGC_OK &&
-        (st = tgc_module_set_ddp(m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(pg)), 1)) != TGC_OK)
-        tgc_dist_detach_ddp(pg, d);
+        watching_group = (st = tgc_dist_watch(pg, &d->group_watch)) == TGC_OK;
+    if (st == TGC_OK)
+        watching_module = (st = tgc_module_watch(m, &d->module_watch)) == TGC_OK;
+    if (st == TGC_OK)
+        st = tgc_module_set_ddp(m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(pg)), 1);
     if (st != TGC_OK) {
+        if (watching_group)
+            tgc_dist_unwatch(pg, &d->group_watch);
+        if (watching_module)
+            tgc_module_unwatch(m, &d->module_watch);
         ddp_destroy(d);
         return NULL;
     }
     for (int i = 0; i < d->n_params; i++) {
-        d->params[i]->ddp = d;
-        d->params[i]->ddp_slot = i;
+        d->params[i]->grad_hook = &d->hook;
+        d->params[i]->grad_hook_slot = i;
     }
     return d;
 }
@@ -276,7 +294,7 @@ tgc_status tgc_ddp_set_sync(tgc_ddp *d, int on)
     tgc_status st = check_live(d, "tgc_ddp_set_sync");
     if (st != TGC_OK)
         return st;
-    if (d->active)
+    if (d->started)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_ddp_set_sync: not during a backward");
     d->sync = on != 0;
     return tgc_module_set_ddp(d->m, d, (uint64_t)tgc_comm_handle(tgc_dist_comm(d->pg)), d->sync);
@@ -326,13 +344,17 @@ tgc_dist *tgc_ddp_group(const tgc_ddp *d)
     return d->pg;
 }
 
-void tgc_ddp_group_gone(tgc_ddp *d)
+/* tgc_dist_free of the group: a later backward through the wrapper fails (check_live). */
+static void group_gone(tgc_watch *w)
 {
-    d->pg = NULL;
+    DDP_OF(w, group_watch)->pg = NULL;
 }
 
-void tgc_ddp_module_gone(tgc_ddp *d)
+/* tgc_module_free of the module's tree: its parameters forget the wrapper, which no backward
+ * reaches from then on. */
+static void module_gone(tgc_watch *w)
 {
+    tgc_ddp *d = DDP_OF(w, module_watch);
     detach_params(d); /* the parameters may outlive the module (a caller's reference) */
     d->m = NULL;
     d->n_params = 0;
@@ -342,14 +364,16 @@ void tgc_ddp_free(tgc_ddp *d)
 {
     if (!d)
         return;
-    if (d->m)
+    if (d->m) {
         tgc_module_set_ddp(d->m, NULL, 0, 0);
+        tgc_module_unwatch(d->m, &d->module_watch);
+    }
     if (d->pg)
-        tgc_dist_detach_ddp(d->pg, d);
+        tgc_dist_unwatch(d->pg, &d->group_watch);
     ddp_destroy(d);
 }
 
-/* ---- the hooks ---- */
+/* ---- the gradient hook ---- */
 
 /* Concatenates bucket b's gradients (a parameter without one gets zeros) and starts their
  * average. */
@@ -394,20 +418,16 @@ static tgc_status start_ready(tgc_ddp *d)
     return st;
 }
 
-tgc_status tgc_ddp_grad_ready(tgc_tensor *leaf)
+static tgc_status hook_ready(tgc_grad_hook *h, tgc_tensor *leaf)
 {
-    tgc_ddp *d = leaf->ddp;
-    if (!d || !d->sync || leaf->ddp_slot < 0 || leaf->ddp_slot >= d->n_params ||
-        d->params[leaf->ddp_slot] != leaf)
+    tgc_ddp *d = DDP_OF(h, hook);
+    int slot = leaf->grad_hook_slot;
+    if (!d->sync || slot < 0 || slot >= d->n_params || d->params[slot] != leaf)
         return TGC_OK;
     if (!d->pg) /* averaging was asked for and cannot happen: say so, never skip it silently */
         return check_live(d, "tgc_backward");
-    if (!d->active) {
-        d->active = 1;
-        d->next_active = active_list;
-        active_list = d;
-    }
-    d->ready[leaf->ddp_slot] = 1;
+    d->started = 1;
+    d->ready[slot] = 1;
     return start_ready(d);
 }
 
@@ -434,21 +454,16 @@ static tgc_status finish(tgc_ddp *d)
     return st;
 }
 
-tgc_status tgc_ddp_backward_end(void)
+static tgc_status hook_finish(tgc_grad_hook *h)
 {
-    tgc_status st = TGC_OK;
-    while (active_list) {
-        tgc_ddp *d = active_list;
-        active_list = d->next_active;
-        tgc_status fs = finish(d); /* even after an error: every rank joins what it started */
-        if (st == TGC_OK)
-            st = fs;
-        d->active = 0;
-        d->next_active = NULL;
-        d->next_start = 0;
-        memset(d->ready, 0, (size_t)d->n_params);
-        for (int b = 0; b < d->n_buckets; b++)
-            d->buckets[b].flat = d->buckets[b].red = NULL;
-    }
+    tgc_ddp *d = DDP_OF(h, hook);
+    if (!d->started) /* sync off, or nothing of this wrapper's in the backward */
+        return TGC_OK;
+    tgc_status st = finish(d); /* even after an error: every rank joins what it started */
+    d->started = 0;
+    d->next_start = 0;
+    memset(d->ready, 0, (size_t)d->n_params);
+    for (int b = 0; b < d->n_buckets; b++)
+        d->buckets[b].flat = d->buckets[b].red = NULL;
     return st;
 }

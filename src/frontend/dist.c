@@ -15,6 +15,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dist_impl.h"
 #include "frontend/trace.h"
+#include "frontend/watch.h"
 #include "runtime/comm.h"
 #include "support/config_env.h"
 #include "support/error.h"
@@ -28,7 +29,7 @@
 
 struct tgc_dist {
     tgc_comm *comm;
-    tgc_ptr_list ddps; /* the tgc_ddp over this group (not owned): told when it goes */
+    tgc_ptr_list watches; /* tgc_watch of the wrappers over this group: told when it goes */
 };
 
 tgc_comm *tgc_dist_comm(const tgc_dist *pg)
@@ -322,25 +323,27 @@ tgc_status tgc_dist_status(const tgc_dist *pg)
     return tgc_error_prefix(tgc_comm_status(pg->comm), "tgc_dist_status");
 }
 
-tgc_status tgc_dist_attach_ddp(tgc_dist *pg, struct tgc_ddp *d)
+tgc_status tgc_dist_watch(tgc_dist *pg, tgc_watch *w)
 {
-    return tgc_ptr_list_add(&pg->ddps, d)
+    return tgc_ptr_list_add(&pg->watches, w)
                ? TGC_OK
                : tgc_set_error(TGC_ERR_OOM, "tgc_ddp_create: out of memory");
 }
 
-void tgc_dist_detach_ddp(tgc_dist *pg, struct tgc_ddp *d)
+void tgc_dist_unwatch(tgc_dist *pg, tgc_watch *w)
 {
-    tgc_ptr_list_remove(&pg->ddps, d);
+    tgc_ptr_list_remove(&pg->watches, w);
 }
 
 void tgc_dist_free(tgc_dist *pg)
 {
     if (!pg)
         return;
-    for (int i = 0; i < pg->ddps.n; i++) /* their later backwards fail; tgc_ddp_free frees */
-        tgc_ddp_group_gone(pg->ddps.items[i]);
-    tgc_ptr_list_free(&pg->ddps);
+    for (int i = 0; i < pg->watches.n; i++) { /* a wrapper's later backwards fail */
+        tgc_watch *w = pg->watches.items[i];
+        w->gone(w);
+    }
+    tgc_ptr_list_free(&pg->watches);
     tgc_comm_free(pg->comm);
     free(pg);
 }

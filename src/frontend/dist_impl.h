@@ -1,5 +1,4 @@
-/* Between the process groups (dist.c), the data-parallel wrapper (ddp.c) and autograd
- * (autograd.c). */
+/* What the process groups (dist.c) give the data-parallel wrapper (ddp.c) above them. */
 #ifndef TGC_FRONTEND_DIST_IMPL_H
 #define TGC_FRONTEND_DIST_IMPL_H
 
@@ -19,25 +18,12 @@ tgc_tensor *tgc_dist_reduce_wait(tgc_dist *pg, tgc_tensor *y, tgc_tensor *x);
 tgc_tensor *tgc_dist_all_reduce_in(const char *fn, tgc_dist *pg, tgc_tensor *t, tgc_dist_op op);
 tgc_status tgc_dist_broadcast_in(const char *fn, tgc_dist *pg, tgc_tensor *t, int root);
 
-/* The wrappers over a group (ddp.c attaches each at creation and detaches it in
- * tgc_ddp_free), so that tgc_dist_free of the group tells each one that its group is gone
- * (tgc_ddp_group_gone). attach: TGC_ERR_OOM. */
-struct tgc_ddp;
-tgc_status tgc_dist_attach_ddp(tgc_dist *pg, struct tgc_ddp *d);
-void tgc_dist_detach_ddp(tgc_dist *pg, struct tgc_ddp *d);
-/* Called by tgc_dist_free for each wrapper over the group, and by tgc_module_free for the
- * wrapper of each module of the tree it frees: the wrapper forgets the group (or the module
- * and its parameters); a later backward through it fails with TGC_ERR_INVALID_ARG (group
- * gone) or never reaches it (module gone), its queries still answer, and tgc_ddp_free
- * frees it. */
-void tgc_ddp_group_gone(struct tgc_ddp *d);
-void tgc_ddp_module_gone(struct tgc_ddp *d);
-
-/* autograd's hooks (ddp.c), called with recording paused inside tgc_backward:
- * leaf's gradient for this backward is final and added into its .grad (leaf->ddp is set);
- * and the backward is over: every wrapper that saw a gradient launches its remaining
- * buckets and writes the averaged gradients into the .grads. */
-tgc_status tgc_ddp_grad_ready(tgc_tensor *leaf);
-tgc_status tgc_ddp_backward_end(void);
+/* The handles that watch a group (frontend/watch.h: the data-parallel wrappers over it, which
+ * ddp.c puts on at creation and takes off in tgc_ddp_free): tgc_dist_free calls each one's
+ * gone. watch: TGC_ERR_OOM (message naming tgc_ddp_create); unwatch of a watch not on the
+ * list: nothing. */
+struct tgc_watch;
+tgc_status tgc_dist_watch(tgc_dist *pg, struct tgc_watch *w);
+void tgc_dist_unwatch(tgc_dist *pg, struct tgc_watch *w);
 
 #endif

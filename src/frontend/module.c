@@ -1,13 +1,13 @@
 /* Modules: named parameters, buffers and children, with a cached structure signature, and
- * tgc_module_to moving every tensor of a tree (with its gradient and the state optimizers
- * keep for it) to a device. */
+ * tgc_module_to moving every tensor of a tree (with its gradient and the state the handles
+ * watching the module, its optimizers, keep for it) to a device. Below the handles over a
+ * module (optim.c, ddp.c): they watch it (frontend/watch.h), it never names them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/module_impl.h"
-#include "frontend/dist_impl.h"
-#include "frontend/optim_impl.h"
+#include "frontend/watch.h"
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"
 #include "ir/shape_infer.h"
@@ -49,10 +49,11 @@ struct tgc_module {
     mod_attr *attrs; /* sorted by name: the order they were set in does not matter */
     int n_attrs, cap_attrs;
     tgc_module *parent;
-    struct tgc_ddp *ddp;      /* the data-parallel wrapper over this module (not owned) */
-    uint64_t ddp_key;         /* its communicator's handle: part of the signature */
-    int ddp_sync;             /* its sync flag: part of the signature */
-    tgc_ptr_list optims; /* the tgc_optim created over this module (not owned) */
+    struct tgc_ddp *ddp;  /* the data-parallel wrapper over this module (not owned) */
+    uint64_t ddp_key;     /* its communicator's handle: part of the signature */
+    int ddp_sync;         /* its sync flag: part of the signature */
+    tgc_ptr_list watches; /* tgc_watch of the handles over this module (its optimizers and
+                           * its wrapper, not owned): told when it goes, asked what moves */
     /* derived from the tree, recomputed at every change below this module */
     uint64_t sig;
     tgc_tensor **flat;
@@ -93,11 +94,11 @@ tgc_module *tgc_module_create(const char *name, void *userdata)
 
 static void free_tree(tgc_module *m)
 {
-    for (int i = 0; i < m->optims.n; i++) /* their later calls fail; tgc_optim_free still frees */
-        tgc_optim_module_gone(m->optims.items[i]);
-    tgc_ptr_list_free(&m->optims);
-    if (m->ddp) /* its later tgc_ddp_free frees only the wrapper */
-        tgc_ddp_module_gone(m->ddp);
+    for (int i = 0; i < m->watches.n; i++) { /* their later calls fail; their frees free */
+        tgc_watch *w = m->watches.items[i];
+        w->gone(w);
+    }
+    tgc_ptr_list_free(&m->watches);
     for (int i = 0; i < m->n_tensors; i++) {
         free(m->tensors[i].name);
         m->tensors[i].t->flags |= TGC_T_DEAD;
@@ -220,7 +221,13 @@ static tgc_tensor *add_tensor(tgc_module *m, const char *name, const tgc_tensor 
         tgc_set_error(TGC_ERR_OOM, "%s: out of memory", fn);
         return NULL;
     }
-    tgc_copy_(t, init);
+    tgc_status st = tgc_tensor_copy(t, init); /* init is concrete: a plain copy */
+    if (st != TGC_OK) {
+        free(nm);
+        tgc_tensor_free(t);
+        tgc_error_prefix(st, fn);
+        return NULL;
+    }
     tgc_scope_release(t); /* the module owns it from now on */
     t->flags &= ~(uint32_t)TGC_T_TRACE_CONST;
     t->module = m;
@@ -455,8 +462,7 @@ static int move_add(move_list *l, tgc_tensor *t)
     return 1;
 }
 
-/* 1 when module m is root or below it. */
-static int in_subtree(const tgc_module *m, const tgc_module *root)
+int tgc_module_in_subtree(const tgc_module *m, const tgc_module *root)
 {
     for (; m; m = m->parent)
         if (m == root)
@@ -464,43 +470,36 @@ static int in_subtree(const tgc_module *m, const tgc_module *root)
     return 0;
 }
 
-/* The state of optimizer o that moves with root's subtree: each parameter's state when the
- * parameter is in the subtree, and the shared tensors ("step", "lr") when all of o's
- * parameters end up on dev (or, with no parameters, when o's module is in the subtree). */
-static int add_optim_state(move_list *l, const struct tgc_optim *o, const tgc_module *root,
-                           tgc_device dev)
+static int move_add_cb(void *ctx, tgc_tensor *t)
 {
-    int np, all = 1;
-    tgc_tensor *const *ps = tgc_optim_params(o, &np);
-    for (int i = 0; i < np; i++)
-        if (!in_subtree(ps[i]->module, root) && !tgc_device_equal(ps[i]->device, dev))
-            all = 0;
-    if (np == 0)
-        all = in_subtree(tgc_optim_module(o), root);
-    int ns = tgc_optim_num_state(o);
-    for (int i = 0; i < ns; i++) {
-        const tgc_tensor *owner = tgc_optim_state_param(o, i);
-        if (owner ? in_subtree(owner->module, root) : all)
-            if (!move_add(l, tgc_optim_state(o, i, NULL)))
-                return 0;
+    return move_add(ctx, t);
+}
+
+/* The tensors the watchers of m (an optimizer's state) move with root's subtree. */
+static int add_watched(move_list *l, const tgc_module *m, const tgc_module *root, tgc_device dev)
+{
+    for (int i = 0; i < m->watches.n; i++) {
+        tgc_watch *w = m->watches.items[i];
+        if (w->moving && !w->moving(w, root, dev, move_add_cb, l))
+            return 0;
     }
     return 1;
 }
 
-static int add_subtree_optims(move_list *l, const tgc_module *m, const tgc_module *root,
-                              tgc_device dev)
+static int add_subtree_watched(move_list *l, const tgc_module *m, const tgc_module *root,
+                               tgc_device dev)
 {
-    for (int i = 0; i < m->optims.n; i++)
-        if (!add_optim_state(l, m->optims.items[i], root, dev))
-            return 0;
+    if (!add_watched(l, m, root, dev))
+        return 0;
     for (int i = 0; i < m->n_children; i++)
-        if (!add_subtree_optims(l, m->children[i].m, root, dev))
+        if (!add_subtree_watched(l, m->children[i].m, root, dev))
             return 0;
     return 1;
 }
 
-/* Everything that moves with m: its tree's tensors, their gradients, and the state of the
- * optimizers over m's subtree or over an ancestor (for the parameters below m). */
+/* Everything that moves with m: its tree's tensors, their gradients, and what the watchers
+ * of m's subtree and of its ancestors move with it (the state of the optimizers over them,
+ * for the parameters below m). */
 static int collect_moving(tgc_module *m, tgc_device dev, move_list *l)
 {
     int n;
@@ -510,12 +509,11 @@ static int collect_moving(tgc_module *m, tgc_device dev, move_list *l)
     for (int i = 0; i < n; i++)
         if (!move_add(l, flat[i]) || (flat[i]->grad && !move_add(l, flat[i]->grad)))
             return 0;
-    if (!add_subtree_optims(l, m, m, dev))
+    if (!add_subtree_watched(l, m, m, dev))
         return 0;
     for (const tgc_module *a = m->parent; a; a = a->parent)
-        for (int i = 0; i < a->optims.n; i++)
-            if (!add_optim_state(l, a->optims.items[i], m, dev))
-                return 0;
+        if (!add_watched(l, a, m, dev))
+            return 0;
     return 1;
 }
 
@@ -567,18 +565,19 @@ tgc_status tgc_module_to(tgc_module *m, tgc_device dev)
     return st;
 }
 
-/* ---- optimizers over the module ---- */
+/* ---- the handles watching the module ---- */
 
-tgc_status tgc_module_attach_optim(tgc_module *m, struct tgc_optim *o)
+tgc_status tgc_module_watch(tgc_module *m, tgc_watch *w)
 {
-    return tgc_ptr_list_add(&m->optims, o)
+    return tgc_ptr_list_add(&m->watches, w)
                ? TGC_OK
-               : tgc_set_error(TGC_ERR_OOM, "out of memory attaching an optimizer");
+               : tgc_set_error(TGC_ERR_OOM, "out of memory attaching a handle to module '%s'",
+                               m->name);
 }
 
-void tgc_module_detach_optim(tgc_module *m, struct tgc_optim *o)
+void tgc_module_unwatch(tgc_module *m, tgc_watch *w)
 {
-    tgc_ptr_list_remove(&m->optims, o);
+    tgc_ptr_list_remove(&m->watches, w);
 }
 
 void *tgc_module_userdata(const tgc_module *m)

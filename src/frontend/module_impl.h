@@ -25,19 +25,23 @@ void tgc_module_invalidate(tgc_module *m);
  * NULL, is 1 for a buffer and 0 for a parameter. */
 int tgc_module_flat_name(const tgc_module *m, int i, char *buf, size_t n, int *is_buffer);
 
-/* Optimizers created over a module (optim.c attaches them at creation and detaches them in
- * tgc_optim_free). tgc_module_to moves their state with the tensors they belong to, and
- * tgc_module_free of the tree tells each one that its module is gone
- * (tgc_optim_module_gone, optim_impl.h). TGC_ERR_OOM. */
-struct tgc_optim;
 /* The data-parallel wrapper of m (ddp.c) and its sync flag, both part of m's structure
  * signature (with key, its communicator's handle, which is never reused) and description
  * ("self.ddp sync = on"), so a compiled step recompiles when either changes. d NULL
- * detaches. A second wrapper: TGC_ERR_INVALID_ARG. */
+ * detaches. A second wrapper: TGC_ERR_INVALID_ARG. The module never calls the wrapper: d is
+ * its identity. */
 struct tgc_ddp;
 tgc_status tgc_module_set_ddp(tgc_module *m, struct tgc_ddp *d, uint64_t key, int sync);
 struct tgc_ddp *tgc_module_ddp(const tgc_module *m);
-tgc_status tgc_module_attach_optim(tgc_module *m, struct tgc_optim *o);
-void tgc_module_detach_optim(tgc_module *m, struct tgc_optim *o);
+
+/* The handles watching m (frontend/watch.h: the optimizers created over it and its
+ * data-parallel wrapper put a watch on at creation and take it off in their free):
+ * tgc_module_free of the tree calls each one's gone, and tgc_module_to of m, of an ancestor
+ * or of a module below it asks each one's moving what moves too. watch: TGC_ERR_OOM. */
+struct tgc_watch;
+tgc_status tgc_module_watch(tgc_module *m, struct tgc_watch *w);
+void tgc_module_unwatch(tgc_module *m, struct tgc_watch *w);
+/* 1 when module m is root or below it (m NULL: 0). */
+int tgc_module_in_subtree(const tgc_module *m, const tgc_module *root);
 
 #endif

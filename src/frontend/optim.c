@@ -43,6 +43,7 @@
 #include "frontend/autograd.h"
 #include "frontend/module_impl.h"
 #include "frontend/optim_impl.h"
+#include "frontend/watch.h"
 #include "runtime/alloc.h"
 #include "support/error.h"
 #include "support/struct_size.h"
@@ -63,6 +64,7 @@ typedef struct optim_state {
 } optim_state;
 
 struct tgc_optim {
+    tgc_watch watch; /* on module's list (frontend/watch.h): module_gone, moving_state */
     optim_kind kind;
     tgc_module *module; /* NULL once freed */
     double momentum, dampening, weight_decay, beta1, beta2, eps;
@@ -110,7 +112,7 @@ void tgc_optim_free(tgc_optim *o)
     if (!o)
         return;
     if (o->module)
-        tgc_module_detach_optim(o->module, o);
+        tgc_module_unwatch(o->module, &o->watch);
     drop_params(o);
     for (int i = 0; i < o->n_state; i++) {
         free(o->state[i].name);
@@ -123,10 +125,37 @@ void tgc_optim_free(tgc_optim *o)
     free(o);
 }
 
-void tgc_optim_module_gone(tgc_optim *o)
+/* tgc_module_free of the module's tree: the optimizer drops its parameters; later
+ * tgc_optim_step / _zero_grad / _set_lr fail with TGC_ERR_INVALID_ARG, its state stays
+ * readable, and tgc_optim_free frees it. */
+static void module_gone(tgc_watch *w)
 {
+    tgc_optim *o = (tgc_optim *)(void *)w; /* the first member */
     o->module = NULL;
     drop_params(o);
+}
+
+/* What moves with root's subtree (tgc_module_to): each parameter's state when the parameter
+ * is in the subtree, and the shared tensors ("step", "lr") when all the parameters end up on
+ * dev (or, with no parameters, when the optimizer's module is in the subtree). */
+static int moving_state(tgc_watch *w, const tgc_module *root, tgc_device dev,
+                        int (*add)(void *ctx, tgc_tensor *t), void *ctx)
+{
+    const tgc_optim *o = (const tgc_optim *)(void *)w;
+    int all = 1;
+    for (int i = 0; i < o->n_params; i++)
+        if (!tgc_module_in_subtree(o->params[i]->module, root) &&
+            !tgc_device_equal(o->params[i]->device, dev))
+            all = 0;
+    if (o->n_params == 0)
+        all = tgc_module_in_subtree(o->module, root);
+    for (int i = 0; i < o->n_state; i++) {
+        const tgc_tensor *owner = tgc_optim_state_param(o, i);
+        if (owner ? tgc_module_in_subtree(owner->module, root) : all)
+            if (!add(ctx, o->state[i].t))
+                return 0;
+    }
+    return 1;
 }
 
 /* 1 when lr is a learning rate the "lr" tensor can hold: > 0 and finite in f32. */
@@ -224,6 +253,7 @@ static tgc_optim *optim_create(tgc_module *m, optim_kind kind, double lr, tgc_op
         return NULL;
     }
     *o = *cfg;
+    o->watch = (tgc_watch){.gone = module_gone, .moving = moving_state};
     o->kind = kind;
     o->per_param = kind == OPTIM_SGD ? (o->momentum != 0) : 2 + (o->amsgrad != 0);
     tgc_scope_push();
@@ -231,7 +261,7 @@ static tgc_optim *optim_create(tgc_module *m, optim_kind kind, double lr, tgc_op
     if (st == TGC_OK)
         st = make_state(o, lr, dev, fn);
     if (st == TGC_OK)
-        st = tgc_module_attach_optim(m, o);
+        st = tgc_module_watch(m, &o->watch);
     tgc_scope_pop();
     if (st != TGC_OK) {
         tgc_optim_free(o); /* not attached: module is still NULL */

@@ -1,5 +1,7 @@
-/* Optimizer internals (frontend layer) for checkpoints (checkpoint.c) and for the module
- * (module.c: tgc_module_to moves optimizer state, tgc_module_free detaches optimizers).
+/* Optimizer internals (frontend layer) for checkpoints (checkpoint.c). An optimizer watches
+ * its module (frontend/watch.h): tgc_module_to moves its state with the parameters, and
+ * tgc_module_free makes it drop them (later tgc_optim_step / _zero_grad / _set_lr fail with
+ * TGC_ERR_INVALID_ARG, its state stays readable, and tgc_optim_free frees it).
  *
  * An optimizer (optim.c) holds a reference to each parameter it updates (the parameters of
  * its module tree that required a gradient when it was created, in tree order) and owns its
@@ -31,10 +33,6 @@ tgc_module *tgc_optim_module(const tgc_optim *o);
 tgc_tensor *const *tgc_optim_params(const tgc_optim *o, int *n);
 /* The parameter state tensor i belongs to; NULL for "step" and "lr" (and out of range). */
 tgc_tensor *tgc_optim_state_param(const tgc_optim *o, int i);
-/* Called by tgc_module_free for each optimizer over a module of the tree it frees: the
- * optimizer drops its parameters; later tgc_optim_step / _zero_grad / _set_lr fail with
- * TGC_ERR_INVALID_ARG, its state stays readable, and tgc_optim_free frees it. */
-void tgc_optim_module_gone(tgc_optim *o);
 /* tgc_optim_step with the gradients given (grads[i] for the i-th of tgc_optim_params, NULL:
  * skipped) instead of each parameter's .grad. */
 tgc_status tgc_optim_step_grads(tgc_optim *o, tgc_tensor *const *grads);

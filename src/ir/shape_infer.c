@@ -1,6 +1,7 @@
-/* Shape and dtype inference: dispatch, shared helpers, dtype promotion, and the pointwise,
- * reduction and random rules. Views, movement and indexing are in shape_infer_view.c;
- * linear algebra and nn ops in shape_infer_nn.c. */
+/* Shape and dtype inference: the helpers every rule shares, dtype promotion, and the
+ * pointwise, reduction and random rules. Views, movement and indexing are in
+ * shape_infer_view.c; linear algebra and nn ops in shape_infer_nn.c, their gradients in
+ * shape_infer_grad.c; tgc_infer, which dispatches to the rules, in shape_infer_dispatch.c. */
 #include <assert.h>
 #include <math.h>
 #include <stdarg.h>
@@ -419,8 +420,7 @@ tgc_status si_rule_CREATE(si_ctx *c)
         if (a->ni != 1 || (!TGC_SDIM_IS_CONST(a->i[0]) && !c->syms))
             return si_fail(c, TGC_ERR_INTERNAL, "malformed arange node");
         if (!si_ge(c, a->i[0], 0))
-            return si_fail(c, TGC_ERR_INVALID_ARG, "negative element count %s",
-                           si_dim(c, a->i[0]));
+            return si_fail(c, TGC_ERR_INVALID_ARG, "negative element count %s", si_dim(c, a->i[0]));
         return si_set_out(c, a->dtype, a->i, 1);
     }
     if (!tgc_dtype_is_float(a->dtype))
@@ -449,12 +449,11 @@ tgc_status si_rule_COMM(si_ctx *c)
                  x->dtype == TGC_F64;
         if (op < TGC_DIST_SUM || op > TGC_DIST_AVG)
             return si_fail(c, TGC_ERR_INVALID_ARG, "unknown reduction %lld", (long long)op);
-        if (x->dtype == TGC_BOOL ||
-            (!fl && (op == TGC_DIST_AVG || op == TGC_DIST_PROD)))
+        if (x->dtype == TGC_BOOL || (!fl && (op == TGC_DIST_AVG || op == TGC_DIST_PROD)))
             return si_fail(c, TGC_ERR_DTYPE, "%s cannot reduce %s tensors",
                            op == TGC_DIST_AVG    ? "the average"
                            : op == TGC_DIST_PROD ? "the product"
-                                                   : "a collective",
+                                                 : "a collective",
                            tgc_dtype_name(x->dtype));
         return si_set_out(c, x->dtype, x->shape, x->ndim);
     }
@@ -462,40 +461,4 @@ tgc_status si_rule_COMM(si_ctx *c)
     if (!si_eq(c, si_prod(c, x->shape, x->ndim), si_prod(c, src->shape, src->ndim)))
         return si_fail(c, TGC_ERR_INTERNAL, "malformed node (the input has another size)");
     return si_set_out(c, x->dtype, x->shape, x->ndim);
-}
-
-/* ---- dispatch ---- */
-
-typedef tgc_status (*si_rule)(si_ctx *c);
-
-static const si_rule rules[] = {
-#define X(e, nm, mn, mx, kind) si_rule_##kind,
-#include "ir/ops.def"
-#undef X
-};
-static_assert(sizeof(rules) / sizeof(rules[0]) == TGC_OP_COUNT, "shape rules out of sync");
-
-/* A malformed node (the caller's bug, not the user's): arity, ranks, dtypes in range. */
-static tgc_status check_node(si_ctx *c)
-{
-    const tgc_op_info *info = tgc_op_info_of(c->op);
-    if (!info)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_infer: unknown op %d", (int)c->op);
-    if (!c->a || !c->out || (c->n_in > 0 && !c->in) || c->n_in < info->min_inputs ||
-        (info->max_inputs >= 0 && c->n_in > info->max_inputs))
-        return si_fail(c, TGC_ERR_INTERNAL, "malformed node (%d inputs)", c->n_in);
-    for (int k = 0; k < c->n_in; k++)
-        if (c->in[k].ndim < 0 || c->in[k].ndim > TGC_MAX_DIMS ||
-            (unsigned)c->in[k].dtype >= TGC_DTYPE_COUNT)
-            return si_fail(c, TGC_ERR_INTERNAL, "input %d has rank %d, dtype %d", k, c->in[k].ndim,
-                           (int)c->in[k].dtype);
-    return TGC_OK;
-}
-
-tgc_status tgc_infer(tgc_op op, const tgc_vinfo *in, int n_in, const tgc_attrs *a, tgc_symtab *syms,
-                     tgc_vinfo *out)
-{
-    si_ctx c = {.op = op, .in = in, .n_in = n_in, .a = a, .syms = syms, .out = out};
-    tgc_status s = check_node(&c);
-    return s ? s : rules[op](&c);
 }

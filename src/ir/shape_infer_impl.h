@@ -1,5 +1,6 @@
 /* Private to shape inference (shape_infer*.c): the per-call context, the helpers every rule
- * shares, and one rule per op kind (the dispatch table is generated from ops.def). */
+ * shares, and one rule per op kind (the dispatch table, shape_infer_dispatch.c, is generated from
+ * ops.def). */
 #ifndef TGC_IR_SHAPE_INFER_IMPL_H
 #define TGC_IR_SHAPE_INFER_IMPL_H
 

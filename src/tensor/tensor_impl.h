@@ -57,10 +57,11 @@ struct tgc_tensor {
     tgc_grad_link *grad_fn;
     tgc_tensor *grad;
     tgc_tensor *grad_of;
-    /* data parallelism: the wrapper that averages this parameter's gradient over a process
-     * group (frontend/ddp.c), and the parameter's index there; NULL when none */
-    struct tgc_ddp *ddp;
-    int32_t ddp_slot;
+    /* a leaf's gradient hook (frontend/autograd.h: told when a backward finished its
+     * gradient, e.g. by the data-parallel wrapper of its module) and the leaf's index in the
+     * hook's own tables; NULL when none */
+    struct tgc_grad_hook *grad_hook;
+    int32_t grad_hook_slot;
 
     /* ownership: a scope's doubly linked list, or a module */
     struct tgc_scope *scope;

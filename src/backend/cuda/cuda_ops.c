@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_ops_impl.h"
 #include "backend/interp/interp.h"
 #include "ir/op.h"
+#include "ir/view_geometry.h"
 #include "runtime/comm.h"
 #include "runtime/philox.h"
 #include "support/error.h"
@@ -379,7 +380,7 @@ static tgc_status run_view_copy(const ops_ctx *c, const tgc_node *nd, tgc_tensor
     const tgc_tensor *x = in[0];
     const int ndim = nd->out.ndim;
     int64_t st[TGC_MAX_DIMS], off = x->offset, ost[TGC_MAX_DIMS];
-    int view = tgc_interp_view_geometry(nd->op, x, &nd->attrs, shape, ndim, st, &off);
+    int view = tgc_view_geometry(nd->op, x, &nd->attrs, shape, ndim, st, &off);
     if (!view && nd->op != TGC_OP_RESHAPE && nd->op != TGC_OP_FLATTEN &&
         nd->op != TGC_OP_CONTIGUOUS)
         return unsupported();

@@ -40,11 +40,6 @@ tgc_status tgc_interp_reduce(tgc_op op, tgc_tensor *const *in, int n_in, const t
  * in[0]'s elements in row-major order into out. */
 tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in,
                                const tgc_attrs *a, tgc_tensor *out);
-/* VIEW ops: fills strides/offset for a view of in with the given output shape; returns 0
- * when no view is possible (reshape of a non-viewable layout: the caller copies). */
-int tgc_interp_view_geometry(tgc_op op, const tgc_tensor *in, const tgc_attrs *a,
-                             const int64_t *out_shape, int out_ndim, int64_t *strides,
-                             int64_t *offset);
 /* MATMUL, LINEAR, CONV2D */
 tgc_status tgc_interp_linalg(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a,
                              tgc_tensor *out);

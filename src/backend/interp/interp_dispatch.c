@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/interp/interp.h"
+#include "ir/view_geometry.h"
 #include "tensor/copy.h"
 #include "support/error.h"
 
@@ -60,7 +61,7 @@ tgc_tensor *tgc_interp_run(tgc_op op, tgc_tensor *const *in, int n_in, const tgc
         return tgc_interp_comm_wait(in, a);
     if (tgc_op_info_of(op)->kind == TGC_KIND_VIEW && in[0]->dtype == out_dtype) {
         int64_t strides[TGC_MAX_DIMS], offset = in[0]->offset;
-        if (tgc_interp_view_geometry(op, in[0], a, out_shape, out_ndim, strides, &offset))
+        if (tgc_view_geometry(op, in[0], a, out_shape, out_ndim, strides, &offset))
             return tgc_tensor_view(in[0], out_shape, strides, out_ndim, offset);
     }
     /* Views are geometry and work on any device; the kernels read host memory. */
