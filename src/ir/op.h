@@ -45,6 +45,9 @@ typedef struct tgc_op_info {
 
 const tgc_op_info *tgc_op_info_of(tgc_op op);
 const char *tgc_op_name(tgc_op op);
+/* The libm base name ("exp", "log", "sqrt", "tanh", "erf") of a primitive unary math op
+ * (ops.def's MATH_FN section: f64 calls name, f32 name + "f"); NULL for every other op. */
+const char *tgc_op_math_fn(tgc_op op);
 
 #define TGC_MAX_IATTR 20
 #define TGC_MAX_FATTR 4

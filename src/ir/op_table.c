@@ -80,6 +80,19 @@ const char *tgc_op_name(tgc_op op)
     return (unsigned)op < TGC_OP_COUNT ? op_infos[op].name : "?";
 }
 
+static const char *const math_fns[TGC_OP_COUNT] = {
+#define X(e, nm, mn, mx, kind)
+#define MATH_FN(e, name) [TGC_OP_##e] = name,
+#include "ops.def"
+#undef MATH_FN
+#undef X
+};
+
+const char *tgc_op_math_fn(tgc_op op)
+{
+    return (unsigned)op < TGC_OP_COUNT ? math_fns[op] : NULL;
+}
+
 /* The effects of ops.def's entries (documented there beside each op). */
 unsigned tgc_op_effects(tgc_op op, const tgc_attrs *a)
 {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/formula.h"
+#include "ir/shape_infer.h"
 #include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/passes.h"
@@ -379,14 +381,66 @@ static int read_access(lctx *c, int32_t u, const tgc_vinfo *node_shape, kir_acce
     return 1;
 }
 
+/* ---- pointwise values: composite ops expanded through their formulas (ir/formula.h) ---- */
+
+static int32_t val_of_op(lctx *c, tgc_op op, tgc_dtype dt, const int32_t *ins, int n_in,
+                         const tgc_attrs *a);
+
+static int32_t kb_op(void *ctx, tgc_op op, const int32_t *in, int n_in, const tgc_attrs *a)
+{
+    lctx *c = ctx;
+    tgc_op_kind kind = tgc_op_info_of(op) ? tgc_op_info_of(op)->kind : TGC_KIND_SOURCE;
+    if (n_in > 3 || (kind != TGC_KIND_BINARY && kind != TGC_KIND_COMPARE &&
+                     kind != TGC_KIND_TERNARY && kind != TGC_KIND_SCALAR && kind != TGC_KIND_UNARY)) {
+        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: a formula uses %s, which is not pointwise",
+                      tgc_op_name(op));
+        return -1;
+    }
+    /* the dtype rule of the op, from shape inference over scalars */
+    tgc_vinfo iv[3], out;
+    for (int k = 0; k < n_in; k++)
+        iv[k] = (tgc_vinfo){.dtype = c->k->vals[in[k]].dtype, .ndim = 0};
+    if (tgc_infer(op, iv, n_in, a, NULL, &out) != TGC_OK)
+        return -1;
+    return val_of_op(c, op, out.dtype, in, n_in, a);
+}
+
+static int32_t kb_const(void *ctx, double v, tgc_dtype dt)
+{
+    lctx *c = ctx;
+    kir_val k = {.kind = KV_CONST, .dtype = dt, .cval = v};
+    return kir_add_val(c->k, &k);
+}
+
+static int32_t kb_cast(void *ctx, int32_t x, tgc_dtype dt)
+{
+    lctx *c = ctx;
+    if (c->k->vals[x].dtype == dt)
+        return x;
+    kir_val k = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = dt, .n_in = 1, .in = {x}};
+    return kir_add_val(c->k, &k);
+}
+
+/* The value of op over ins with result dtype dt: a primitive is one KV_OP, a composite op
+ * its formula's primitives, so backends only ever see primitives. */
+static int32_t val_of_op(lctx *c, tgc_op op, tgc_dtype dt, const int32_t *ins, int n_in,
+                         const tgc_attrs *a)
+{
+    if (tgc_op_has_formula(op)) {
+        const tgc_formula_builder b = {c, kb_op, kb_const, kb_cast, NULL};
+        return tgc_op_formula(op, &b, ins, n_in, a, dt);
+    }
+    kir_val v = {.kind = KV_OP, .op = op, .dtype = dt, .n_in = n_in};
+    for (int k = 0; k < n_in && k < 3; k++)
+        v.in[k] = ins[k];
+    v.f[0] = a->f[0];
+    v.f[1] = a->f[1];
+    return kir_add_val(c->k, &v);
+}
+
 static int32_t add_op(lctx *c, const tgc_node *nd, const int32_t *ins)
 {
-    kir_val v = {.kind = KV_OP, .op = nd->op, .dtype = nd->out.dtype, .n_in = nd->n_in};
-    for (int k = 0; k < nd->n_in && k < 3; k++)
-        v.in[k] = ins[k];
-    v.f[0] = nd->attrs.f[0];
-    v.f[1] = nd->attrs.f[1];
-    return kir_add_val(c->k, &v);
+    return val_of_op(c, nd->op, nd->out.dtype, ins, nd->n_in, &nd->attrs);
 }
 
 /* Value u read at shape node_shape from outside the group: a load, or the value computed

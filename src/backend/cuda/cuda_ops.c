@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
 #include "backend/interp/interp.h"
+#include "ir/formula.h"
 #include "ir/op.h"
 #include "ir/view_geometry.h"
 #include "runtime/comm.h"
@@ -264,13 +265,35 @@ static double ceil_d(double v)
     return t < v ? t + 1 : t;
 }
 
-/* prepare_int_path of k_pointwise.c */
-static int int_path(tgc_op op, tgc_op_kind kind, const tgc_attrs *a, tgc_tensor *const *in,
-                    int n_in, tgc_dtype odt, ops_pw *pw)
+/* The integer forms of a step's scalars (prepare_int_path of k_pointwise.c): 0 when the
+ * integer path cannot take them. */
+static int int_scalars(int op, double lo, double hi, int64_t *s0, int64_t *s1)
 {
-    /* the scalar of a *_SCALAR op, CLAMP's bounds */
-    const double lo = op == TGC_OP_CLAMP ? a->clamp.lo : a->scalar.value;
-    const double hi = op == TGC_OP_CLAMP ? a->clamp.hi : 0.0;
+    switch (op) {
+    case OPS_PW_CONST:
+    case TGC_OP_ADD_SCALAR:
+    case TGC_OP_SUB_SCALAR:
+    case TGC_OP_MUL_SCALAR:
+        if (!(lo == lo) || !is_int_scalar(lo))
+            return 0;
+        *s0 = (int64_t)lo;
+        return 1;
+    case TGC_OP_CLAMP:
+        if (lo != lo || hi != hi)
+            return 0;
+        /* saturate first: huge bounds do not fit the int64 round trip of ceil/floor */
+        *s0 = lo <= -9.2e18 ? INT64_MIN : lo >= 9.2e18 ? INT64_MAX : sat_i64(ceil_d(lo));
+        *s1 = hi <= -9.2e18 ? INT64_MIN : hi >= 9.2e18 ? INT64_MAX : sat_i64(floor_d(hi));
+        return 1;
+    default: return 1;
+    }
+}
+
+/* prepare_int_path of k_pointwise.c, decided by the node's op as interp decides; every
+ * step's scalars then take their integer forms. */
+static int int_path(tgc_op op, tgc_op_kind kind, tgc_tensor *const *in, int n_in, tgc_dtype odt,
+                    ops_pw *pw)
+{
     if (!all_integer_pw(in, n_in, odt))
         return 0;
     switch (op) {
@@ -281,21 +304,92 @@ static int int_path(tgc_op op, tgc_op_kind kind, const tgc_attrs *a, tgc_tensor 
     case TGC_OP_ADD_SCALAR:
     case TGC_OP_SUB_SCALAR:
     case TGC_OP_MUL_SCALAR:
-        if (!(lo == lo) || !is_int_scalar(lo))
-            return 0;
-        pw->s0 = (int64_t)lo;
-        return 1;
-    case TGC_OP_CLAMP:
-        if (lo != lo || hi != hi)
-            return 0;
-        /* saturate first: huge bounds do not fit the int64 round trip of ceil/floor */
-        pw->s0 = lo <= -9.2e18 ? INT64_MIN : lo >= 9.2e18 ? INT64_MAX : sat_i64(ceil_d(lo));
-        pw->s1 = hi <= -9.2e18 ? INT64_MIN : hi >= 9.2e18 ? INT64_MAX : sat_i64(floor_d(hi));
-        return 1;
+    case TGC_OP_CLAMP: break;
     default:
-        return kind != TGC_KIND_UNARY || op == TGC_OP_CAST || op == TGC_OP_NEG ||
-               op == TGC_OP_ABS || op == TGC_OP_RELU;
+        if (kind == TGC_KIND_UNARY && op != TGC_OP_CAST && op != TGC_OP_NEG &&
+            op != TGC_OP_ABS && op != TGC_OP_RELU)
+            return 0;
     }
+    for (int k = 0; k < pw->n_steps; k++) {
+        ops_pw_step *st = &pw->step[k];
+        if (!int_scalars(st->op, st->f0, st->f1, &st->s0, &st->s1))
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- the program of a pointwise node: a builder of steps (ir/formula.h) ---- */
+
+typedef struct pw_prog {
+    ops_pw *pw;
+    tgc_formula_builder b; /* ctx: this */
+} pw_prog;
+
+static int32_t pw_step(pw_prog *p, int op, const int32_t *in, int n_in, double f0, double f1)
+{
+    ops_pw *pw = p->pw;
+    if (pw->n_steps >= OPS_PW_STEPS) {
+        tgc_set_error(TGC_ERR_UNSUPPORTED, "tgc cuda: a pointwise formula of more than %d steps",
+                      OPS_PW_STEPS);
+        return -1;
+    }
+    ops_pw_step *st = &pw->step[pw->n_steps];
+    memset(st, 0, sizeof *st);
+    st->op = op;
+    st->a = n_in > 0 ? in[0] : 0;
+    st->b = n_in > 1 ? in[1] : st->a;
+    st->c = n_in > 2 ? in[2] : st->a;
+    st->f0 = f0;
+    st->f1 = f1;
+    return 3 + pw->n_steps++;
+}
+
+static const tgc_formula_builder *pw_builder(pw_prog *p);
+
+/* A step of op, or its formula's steps: the kernel computes in double (interp's double
+ * path), so a nested formula's dtype is immaterial. */
+static int32_t pwb_op(void *ctx, tgc_op op, const int32_t *in, int n_in, const tgc_attrs *a)
+{
+    pw_prog *p = ctx;
+    if (tgc_op_has_formula(op))
+        return tgc_op_formula(op, pw_builder(p), in, n_in, a, TGC_F64);
+    return pw_step(p, (int)op, in, n_in, a->f[0], a->f[1]);
+}
+
+static int32_t pwb_const(void *ctx, double v, tgc_dtype dt)
+{
+    (void)dt;
+    return pw_step(ctx, OPS_PW_CONST, NULL, 0, v, 0.0);
+}
+
+/* The inputs arrive rounded to the compute dtype (cast_dt) and the store converts to the
+ * result's: a formula's casts are those two, nothing to compute in between. */
+static int32_t pwb_cast(void *ctx, int32_t x, tgc_dtype dt)
+{
+    (void)ctx, (void)dt;
+    return x;
+}
+
+static const tgc_formula_builder *pw_builder(pw_prog *p)
+{
+    p->b = (tgc_formula_builder){p, pwb_op, pwb_const, pwb_cast, NULL};
+    return &p->b;
+}
+
+int tgc_cuda_ops_pw_program(tgc_op op, const tgc_attrs *a, int n_in, ops_pw *pw)
+{
+    static const tgc_attrs none;
+    pw_prog p = {pw, {0}};
+    const int32_t in[3] = {0, 1, 2};
+    pw->n_steps = 0;
+    if (n_in < 1 || n_in > 3)
+        return 0;
+    int32_t r = pwb_op(&p, op, in, n_in, a ? a : &none);
+    /* the value must be the last step's (a formula whose value is an operand or an earlier
+     * step ends with a copy: CAST's step is the identity) */
+    if (r >= 0 && r != 2 + pw->n_steps)
+        r = pw_step(&p, TGC_OP_CAST, &r, 1, 0.0, 0.0);
+    return r >= 0;
 }
 
 static int broadcast_strides(const tgc_tensor *t, const int64_t *shape, int nd, int64_t *st)
@@ -328,10 +422,8 @@ static tgc_status run_pointwise(const ops_ctx *c, const tgc_node *nd, tgc_tensor
     memset(&pw, 0, sizeof pw);
     pw.o = tv_contig(shape, ndim, odt);
     pw.nin = n_in;
-    pw.op = (int)op;
-    /* the scalar of a *_SCALAR op, CLAMP's bounds */
-    pw.f0 = op == TGC_OP_CLAMP ? nd->attrs.clamp.lo : nd->attrs.scalar.value;
-    pw.f1 = op == TGC_OP_CLAMP ? nd->attrs.clamp.hi : 0.0;
+    if (!tgc_cuda_ops_pw_program(op, &nd->attrs, n_in, &pw))
+        return unsupported(); /* interp runs it */
     tgc_dtype cdt = TGC_DTYPE_COUNT;
     if (kind == TGC_KIND_COMPARE)
         cdt = tgc_promote(in[0]->dtype, in[1]->dtype);
@@ -346,7 +438,7 @@ static tgc_status run_pointwise(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         pw.in[k] = tv_make(shape, st, ndim, in[k]->dtype);
         pw.cast_dt[k] = (int)(cdt == TGC_DTYPE_COUNT ? in[k]->dtype : cdt);
     }
-    pw.int_path = int_path(op, kind, &nd->attrs, in, n_in, odt, &pw);
+    pw.int_path = int_path(op, kind, in, n_in, odt, &pw);
     ops_tv *all[4] = {&pw.o, &pw.in[0], &pw.in[1], &pw.in[2]};
     tgc_ops_merge(all, 1 + n_in);
     tgc_status s = new_out(c, shape, ndim, odt, out);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend/plan.h"
+#include "ir/op.h"
 #include "tgc/config.h"
 #include "tensor/tensor_impl.h"
 
@@ -28,14 +29,29 @@ typedef struct ops_catd {
     int n, w;
 } ops_catd;
 
+/* tgc_ops_pointwise's argument: the node's op as a program of primitive steps (its formula
+ * expanded, ir/formula.h; a primitive is one step). Step k reads registers a, b, c (0..2 the
+ * inputs, 3 + j step j's value) and writes register 3 + k; op OPS_PW_CONST is the constant
+ * f0 (s0 on the integer path). The last step's value is stored. */
+#define OPS_PW_STEPS 16
+#define OPS_PW_CONST (-1)
+typedef struct ops_pw_step {
+    int op, a, b, c;
+    double f0, f1;
+    int64_t s0, s1;
+} ops_pw_step;
+
 typedef struct ops_pw {
     ops_tv o;
     ops_tv in[3];
     int cast_dt[3];
-    int nin, op, int_path;
-    double f0, f1;
-    int64_t s0, s1;
+    int nin, n_steps, int_path;
+    ops_pw_step step[OPS_PW_STEPS];
 } ops_pw;
+
+/* The steps of pointwise op `op` (attributes a, NULL: none) over n_in inputs into pw
+ * (n_steps, step[]); 0 when its formula needs more steps than OPS_PW_STEPS (error set). */
+int tgc_cuda_ops_pw_program(tgc_op op, const tgc_attrs *a, int n_in, ops_pw *pw);
 
 typedef struct ops_rg {
     ops_tv keep, red;

@@ -387,7 +387,8 @@ __device__ AM block_argmax(AM a, int as_int, AM *sh)
 
 #define BLOCK_STRIDE(r, n) for (i64 r = blockIdx.x; r < (n); r += gridDim.x)
 
-/* ---- pointwise math: k_pointwise.c's definitions ---- */
+/* ---- pointwise math: the primitives of ops.def, k_pointwise.c's definitions. A composite
+ * op (a FORMULA of ops.def) arrives as a program of these (struct PW) ---- */
 
 __device__ __forceinline__ double pw_max(double x, double y)
 {
@@ -396,10 +397,6 @@ __device__ __forceinline__ double pw_max(double x, double y)
 __device__ __forceinline__ double pw_min(double x, double y)
 {
     return x < y || x != x ? x : y;
-}
-__device__ __forceinline__ double pw_sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
 }
 
 __device__ double pw_eval(int op, double x, double y, double z, double f0, double f1)
@@ -435,14 +432,8 @@ __device__ double pw_eval(int op, double x, double y, double z, double f0, doubl
     case OP_EXP: return exp(x);
     case OP_LOG: return log(x);
     case OP_SQRT: return sqrt(x);
-    case OP_RSQRT: return 1.0 / sqrt(x);
     case OP_TANH: return tanh(x);
-    case OP_SIGMOID: return pw_sigmoid(x);
     case OP_RELU: return x < 0 ? 0.0 : x;
-    case OP_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
-    case OP_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
-    case OP_SILU: return x * pw_sigmoid(x);
     case OP_ERF: return erf(x);
     default: return x; /* CAST */
     }
@@ -491,15 +482,53 @@ __device__ __forceinline__ double round_to(double v, int from, int to)
     }
 }
 
-/* Pointwise over out's shape; in[k] strides are 0 where it broadcasts. */
+/* Pointwise over out's shape; in[k] strides are 0 where it broadcasts. The op is a program
+ * of primitive steps (cuda_ops_impl.h's ops_pw): step k reads registers a, b, c (0..2: the
+ * inputs, 3 + j: step j's value) and writes 3 + k; op PW_CONST is the constant f0 (s0). */
+#define PW_STEPS 16
+#define PW_CONST (-1)
+struct PWS {
+    int op, a, b, c;
+    double f0, f1;
+    i64 s0, s1;
+};
 struct PW {
     TV o;
     TV in[3];
     int cast_dt[3];
-    int nin, op, int_path;
-    double f0, f1;
-    i64 s0, s1;
+    int nin, n_steps, int_path;
+    PWS step[PW_STEPS];
 };
+
+template <typename T> struct pw_math;
+template <> struct pw_math<double> {
+    static __device__ __forceinline__ double eval(const PWS &s, double x, double y, double z)
+    {
+        return s.op == PW_CONST ? s.f0 : pw_eval(s.op, x, y, z, s.f0, s.f1);
+    }
+};
+template <> struct pw_math<i64> {
+    static __device__ __forceinline__ i64 eval(const PWS &s, i64 x, i64 y, i64 z)
+    {
+        return s.op == PW_CONST ? s.s0 : pw_eval_int(s.op, x, y, z, s.s0, s.s1);
+    }
+};
+
+/* The program over inputs x, y, z (one step: the primitive itself, in registers). */
+template <typename T> __device__ __forceinline__ T pw_run(const PW &c, T x, T y, T z)
+{
+    if (c.n_steps == 1)
+        return pw_math<T>::eval(c.step[0], x, y, z);
+    T r[3 + PW_STEPS];
+    r[0] = x;
+    r[1] = y;
+    r[2] = z;
+    for (int k = 0; k < c.n_steps; k++) {
+        const PWS &s = c.step[k];
+        r[3 + k] = pw_math<T>::eval(s, r[s.a], r[s.b], r[s.c]);
+    }
+    return r[2 + c.n_steps];
+}
 
 } // namespace tgcops
 
@@ -518,12 +547,12 @@ extern "C" __global__ void tgc_ops_pointwise(PW c, void *o, const void *a, const
             i64 x = ldi(a, c.in[0].dt, ia);
             i64 y = c.nin > 1 ? ldi(b, c.in[1].dt, ib) : x;
             i64 z = c.nin > 2 ? ldi(cc, c.in[2].dt, ic) : x;
-            sti(o, c.o.dt, oo, pw_eval_int(c.op, x, y, z, c.s0, c.s1));
+            sti(o, c.o.dt, oo, pw_run<i64>(c, x, y, z));
         } else {
             double x = round_to(ld(a, c.in[0].dt, ia), c.in[0].dt, c.cast_dt[0]);
             double y = c.nin > 1 ? round_to(ld(b, c.in[1].dt, ib), c.in[1].dt, c.cast_dt[1]) : x;
             double z = c.nin > 2 ? round_to(ld(cc, c.in[2].dt, ic), c.in[2].dt, c.cast_dt[2]) : x;
-            st(o, c.o.dt, oo, pw_eval(c.op, x, y, z, c.f0, c.f1));
+            st(o, c.o.dt, oo, pw_run<double>(c, x, y, z));
         }
     }
 }

@@ -13,6 +13,7 @@
 #include "backend/llvm/llvm_codegen.h"
 #include "backend/llvm/llvm_gemm.h"
 #include "backend/llvm/llvm_math.h"
+#include "ir/formula.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
 #include "tensor/dtype.h"
@@ -76,111 +77,69 @@ static LLVMTypeRef like(LLVMValueRef v, LLVMTypeRef t)
     return LLVMGetTypeKind(vt) == LLVMVectorTypeKind ? LLVMVectorType(t, LLVMGetVectorSize(vt)) : t;
 }
 
-/* What the loop codegen emits for each op of ops.def as a KV_OP value: CG_FLOAT (float_op
- * computes it on floats), CG_INT (int_op on integers), CG_ANY (emit_op handles it for every
- * dtype: compares, where, casts, contiguous copies), 0 (never a KV_OP: lowered otherwise or
- * run elsewhere). One entry per op, so a new op fails to compile until it is decided here. */
+/* What the loop codegen emits itself as a KV_OP value: CG_FLOAT (float_op computes it on
+ * floats), CG_INT (int_op on integers), CG_ANY (emit_op handles it for every dtype:
+ * compares, where, casts, contiguous copies). The other ops never reach it as a KV_OP of
+ * their own: a primitive math op (tgc_op_math_fn) is rendered from its libm name, on floats;
+ * a composite op (tgc_op_has_formula) arrives as its formula's primitives, expanded at
+ * lowering; everything else is lowered otherwise (reductions, views, windows, draws) or runs
+ * elsewhere (templates, OPAQUE steps). So a new math primitive or composite op needs no
+ * entry here. */
 enum { CG_FLOAT = 1, CG_INT = 2, CG_ANY = 4 };
-#define CG_INPUT               0
-#define CG_ASSIGN              0
-#define CG_ADD                 (CG_FLOAT | CG_INT)
-#define CG_SUB                 (CG_FLOAT | CG_INT)
-#define CG_MUL                 (CG_FLOAT | CG_INT)
-#define CG_DIV                 CG_FLOAT
-#define CG_POW                 CG_FLOAT
-#define CG_MAXIMUM             (CG_FLOAT | CG_INT)
-#define CG_MINIMUM             (CG_FLOAT | CG_INT)
-#define CG_EQ                  CG_ANY
-#define CG_NE                  CG_ANY
-#define CG_LT                  CG_ANY
-#define CG_LE                  CG_ANY
-#define CG_GT                  CG_ANY
-#define CG_GE                  CG_ANY
-#define CG_WHERE               CG_ANY
-#define CG_ADD_SCALAR          CG_FLOAT
-#define CG_SUB_SCALAR          CG_FLOAT
-#define CG_MUL_SCALAR          CG_FLOAT
-#define CG_DIV_SCALAR          CG_FLOAT
-#define CG_POW_SCALAR          CG_FLOAT
-#define CG_CLAMP               CG_FLOAT
-#define CG_NEG                 (CG_FLOAT | CG_INT)
-#define CG_ABS                 (CG_FLOAT | CG_INT)
-#define CG_EXP                 CG_FLOAT
-#define CG_LOG                 CG_FLOAT
-#define CG_SQRT                CG_FLOAT
-#define CG_RSQRT               CG_FLOAT
-#define CG_TANH                CG_FLOAT
-#define CG_SIGMOID             CG_FLOAT
-#define CG_RELU                (CG_FLOAT | CG_INT)
-#define CG_GELU                CG_FLOAT
-#define CG_GELU_TANH           CG_FLOAT
-#define CG_SILU                CG_FLOAT
-#define CG_ERF                 CG_FLOAT
-#define CG_CAST                CG_ANY
-#define CG_SUM                 0 /* reductions: kir_reduce */
-#define CG_MEAN                0
-#define CG_MAX                 0
-#define CG_VAR                 0
-#define CG_ARGMAX              0
-#define CG_SOFTMAX             0
-#define CG_LOG_SOFTMAX         0
-#define CG_RESHAPE             0 /* views: accesses */
-#define CG_PERMUTE             0
-#define CG_EXPAND              0
-#define CG_SQUEEZE             0
-#define CG_UNSQUEEZE           0
-#define CG_SLICE               0
-#define CG_FLATTEN             0
-#define CG_CONTIGUOUS          CG_ANY
-#define CG_CAT                 0
-#define CG_STACK               0
-#define CG_PAD                 0
-#define CG_EMBEDDING           0
-#define CG_GATHER              0
-#define CG_INDEX_SELECT        0
-#define CG_MATMUL              0 /* templates */
-#define CG_LINEAR              0
-#define CG_CONV2D              0
-#define CG_MAX_POOL2D          0 /* guarded loads */
-#define CG_AVG_POOL2D          0
-#define CG_ADAPTIVE_AVG_POOL2D 0
-#define CG_BATCH_NORM          0
-#define CG_LAYER_NORM          0
-#define CG_DROPOUT             0 /* KV_RAND and arithmetic */
-#define CG_RAND                0 /* KV_RAND */
-#define CG_ARANGE              0
-#define CG_CROSS_ENTROPY       0
-#define CG_NLL_LOSS            0
-#define CG_SDPA                0
-#define CG_CONV2D_GRAD_INPUT        0 /* backward ops: interp steps */
-#define CG_CONV2D_GRAD_WEIGHT       0
-#define CG_MAX_POOL2D_GRAD          0
-#define CG_AVG_POOL2D_GRAD          0
-#define CG_ADAPTIVE_AVG_POOL2D_GRAD 0
-#define CG_EMBEDDING_GRAD           0
-#define CG_GATHER_GRAD              0
-#define CG_INDEX_SELECT_GRAD        0
-#define CG_ALL_REDUCE               0
-#define CG_COMM_WAIT                0
-
-static const unsigned char cg_ops[] = {
-#define X(e, nm, mn, mx, kind) CG_##e,
-#include "ir/ops.def"
-#undef X
+static const unsigned char cg_ops[TGC_OP_COUNT] = {
+    [TGC_OP_ADD] = CG_FLOAT | CG_INT,
+    [TGC_OP_SUB] = CG_FLOAT | CG_INT,
+    [TGC_OP_MUL] = CG_FLOAT | CG_INT,
+    [TGC_OP_DIV] = CG_FLOAT,
+    [TGC_OP_POW] = CG_FLOAT,
+    [TGC_OP_MAXIMUM] = CG_FLOAT | CG_INT,
+    [TGC_OP_MINIMUM] = CG_FLOAT | CG_INT,
+    [TGC_OP_EQ] = CG_ANY,
+    [TGC_OP_NE] = CG_ANY,
+    [TGC_OP_LT] = CG_ANY,
+    [TGC_OP_LE] = CG_ANY,
+    [TGC_OP_GT] = CG_ANY,
+    [TGC_OP_GE] = CG_ANY,
+    [TGC_OP_WHERE] = CG_ANY,
+    [TGC_OP_ADD_SCALAR] = CG_FLOAT,
+    [TGC_OP_SUB_SCALAR] = CG_FLOAT,
+    [TGC_OP_MUL_SCALAR] = CG_FLOAT,
+    [TGC_OP_DIV_SCALAR] = CG_FLOAT,
+    [TGC_OP_POW_SCALAR] = CG_FLOAT,
+    [TGC_OP_CLAMP] = CG_FLOAT,
+    [TGC_OP_NEG] = CG_FLOAT | CG_INT,
+    [TGC_OP_ABS] = CG_FLOAT | CG_INT,
+    [TGC_OP_RELU] = CG_FLOAT | CG_INT,
+    [TGC_OP_CAST] = CG_ANY,
+    [TGC_OP_CONTIGUOUS] = CG_ANY,
 };
-static_assert(sizeof(cg_ops) / sizeof(cg_ops[0]) == TGC_OP_COUNT, "LLVM codegen ops out of sync");
 
-int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in)
+static unsigned cg_how(tgc_op op)
 {
+    if ((unsigned)op >= TGC_OP_COUNT)
+        return 0;
+    return tgc_op_math_fn(op) ? CG_FLOAT : cg_ops[op];
+}
+
+static int primitive_supported(void *ctx, tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in)
+{
+    (void)ctx;
     for (int k = 0; k < n_in; k++)
         if (!tgc_dtype_is_float(in[k]) && !tgc_dtype_is_int(in[k]) && in[k] != TGC_BOOL)
             return 0;
-    unsigned how = (unsigned)op < TGC_OP_COUNT ? cg_ops[op] : 0;
+    unsigned how = cg_how(op);
     if (tgc_dtype_is_float(out))
         return (how & (CG_FLOAT | CG_ANY)) != 0;
     if (how & CG_ANY)
         return out == TGC_BOOL || tgc_dtype_is_int(out);
     return tgc_dtype_is_int(out) && (how & CG_INT);
+}
+
+int tgc_llvm_pointwise_supported(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in)
+{
+    if (tgc_op_has_formula(op))
+        return tgc_op_formula_supported(op, out, in, n_in, primitive_supported, NULL);
+    return primitive_supported(NULL, op, out, in, n_in);
 }
 
 static LLVMValueRef i64c(const cg *c, int64_t v)
@@ -619,32 +578,11 @@ static LLVMValueRef float_op(cg *c, const kir_val *v, LLVMValueRef *a)
     }
     case TGC_OP_NEG: return LLVMBuildFNeg(c->b, a[0], "");
     case TGC_OP_ABS: return tgc_lm_intrinsic1(u, "llvm.fabs", a[0]);
-    case TGC_OP_EXP: return tgc_lm_exp(u, a[0]);
-    case TGC_OP_LOG: return tgc_lm_log(u, a[0]);
-    case TGC_OP_SQRT: return tgc_lm_intrinsic1(u, "llvm.sqrt", a[0]);
-    case TGC_OP_RSQRT:
-        return LLVMBuildFDiv(c->b, cst(c, dt, 1.0), tgc_lm_intrinsic1(u, "llvm.sqrt", a[0]), "");
-    case TGC_OP_TANH: return tgc_lm_tanh(u, a[0]);
-    case TGC_OP_SIGMOID: return tgc_lm_sigmoid(u, a[0]);
     case TGC_OP_RELU: return fsel(c, LLVMRealOLT, a[0], cst(c, dt, 0.0), cst(c, dt, 0.0), a[0]);
-    case TGC_OP_GELU: {
-        LLVMValueRef e =
-            tgc_lm_erf(u, LLVMBuildFMul(c->b, a[0], cst(c, dt, 0.70710678118654752440), ""));
-        LLVMValueRef h = LLVMBuildFMul(c->b, a[0], cst(c, dt, 0.5), "");
-        return LLVMBuildFMul(c->b, h, LLVMBuildFAdd(c->b, e, cst(c, dt, 1.0), ""), "");
+    default: {
+        const char *fn = tgc_op_math_fn(v->op);
+        return fn ? tgc_lm_unary(u, fn, a[0]) : NULL;
     }
-    case TGC_OP_GELU_TANH: {
-        LLVMValueRef x3 = LLVMBuildFMul(c->b, LLVMBuildFMul(c->b, a[0], a[0], ""), a[0], "");
-        LLVMValueRef in =
-            LLVMBuildFAdd(c->b, a[0], LLVMBuildFMul(c->b, x3, cst(c, dt, 0.044715), ""), "");
-        LLVMValueRef t =
-            tgc_lm_tanh(u, LLVMBuildFMul(c->b, in, cst(c, dt, 0.79788456080286535588), ""));
-        LLVMValueRef h = LLVMBuildFMul(c->b, a[0], cst(c, dt, 0.5), "");
-        return LLVMBuildFMul(c->b, h, LLVMBuildFAdd(c->b, t, cst(c, dt, 1.0), ""), "");
-    }
-    case TGC_OP_SILU: return LLVMBuildFMul(c->b, a[0], tgc_lm_sigmoid(u, a[0]), "");
-    case TGC_OP_ERF: return tgc_lm_erf(u, a[0]);
-    default: return NULL;
     }
 }
 

@@ -223,18 +223,35 @@ LLVMValueRef tgc_lm_erf(tgc_llvm_unit *u, LLVMValueRef x)
     return sel(u, fcmp(u, LLVMRealUNO, x, 0.0), x, res);
 }
 
-LLVMValueRef tgc_lm_sigmoid(tgc_llvm_unit *u, LLVMValueRef x)
+static LLVMValueRef lm_sqrt(tgc_llvm_unit *u, LLVMValueRef x)
 {
-    if (is_double(x)) {
-        LLVMValueRef e = tgc_lm_libm(u, "exp", LLVMBuildFNeg(u->b, x, ""), NULL);
-        LLVMTypeRef ty = LLVMTypeOf(x);
-        return LLVMBuildFDiv(u->b, tgc_lm_const(u, ty, 1.0),
-                             LLVMBuildFAdd(u->b, tgc_lm_const(u, ty, 1.0), e, ""), "");
-    }
-    LLVMTypeRef ty = LLVMTypeOf(x);
-    LLVMValueRef e = tgc_lm_exp(u, LLVMBuildFNeg(u->b, x, ""));
-    return LLVMBuildFDiv(u->b, tgc_lm_const(u, ty, 1.0),
-                         LLVMBuildFAdd(u->b, tgc_lm_const(u, ty, 1.0), e, ""), "");
+    return tgc_lm_intrinsic1(u, "llvm.sqrt", x); /* correctly rounded, as libm's */
+}
+
+/* The math this file writes as IR itself, by libm name; every other name is a library call
+ * lane by lane (tgc_lm_libm). */
+static const struct {
+    const char *name;
+    LLVMValueRef (*emit)(tgc_llvm_unit *u, LLVMValueRef x);
+} g_vector_math[] = {
+    {"exp", tgc_lm_exp}, {"log", tgc_lm_log}, {"tanh", tgc_lm_tanh},
+    {"erf", tgc_lm_erf}, {"sqrt", lm_sqrt},
+};
+
+int tgc_lm_has_vector(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof g_vector_math / sizeof g_vector_math[0]; i++)
+        if (!strcmp(g_vector_math[i].name, name))
+            return 1;
+    return 0;
+}
+
+LLVMValueRef tgc_lm_unary(tgc_llvm_unit *u, const char *name, LLVMValueRef x)
+{
+    for (size_t i = 0; i < sizeof g_vector_math / sizeof g_vector_math[0]; i++)
+        if (!strcmp(g_vector_math[i].name, name))
+            return g_vector_math[i].emit(u, x);
+    return tgc_lm_libm(u, name, x, NULL);
 }
 
 LLVMValueRef tgc_lm_pow(tgc_llvm_unit *u, LLVMValueRef x, LLVMValueRef y)
