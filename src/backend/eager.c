@@ -57,8 +57,9 @@ typedef struct eentry {
     ekey key;
     uint64_t hash;
     tgc_graph *g;
-    void *art; /* the backend's plan; NULL: this signature runs on interp */
-    int ready; /* g and art are final (under g_lock) */
+    void *art;                      /* the backend's plan; NULL: this signature runs on interp */
+    tgc_matmul_precision precision; /* cfg.matmul_precision art was compiled with */
+    int ready;                      /* g and art are final (under g_lock) */
     struct eentry *next;
 } eentry;
 
@@ -229,6 +230,7 @@ static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in,
         cfg.cuda_stream = NULL; /* the plan is shared: the stream is the call's (run_compiled) */
         if (e->key.precision >= 0)
             cfg.matmul_precision = (tgc_matmul_precision)e->key.precision;
+        e->precision = cfg.matmul_precision;
         char name[64];
         snprintf(name, sizeof name, "eager_%s", tgc_op_name(op));
         const tgc_backend *b = e->key.backend;
@@ -328,8 +330,8 @@ int tgc_eager_cache_count(tgc_op op, int p)
         for (const eentry *e = g_table[h]; e; e = e->next) {
             if (!e->ready || e->key.op != op)
                 continue;
-            const tgc_plan *plan = e->art && !e->key.backend->graph ? e->art : NULL;
-            n += p < 0 || (plan && (int)plan->precision == p);
+            const int plan = e->art && !e->key.backend->graph;
+            n += p < 0 || (plan && (int)e->precision == p);
         }
     pthread_mutex_unlock(&g_lock);
     return n;

@@ -166,7 +166,7 @@ static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
     if (st == TGC_OK)
         st = bind_kernel(r, pk, bufs, sizes);
     tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads,
-                          r->p->device,  r->p->stream,  r->p->precision};
+                          r->p->device,  r->p->stream,  r->p->code};
     if (st == TGC_OK)
         st = k->kind == KIR_LOOP ? r->p->backend->launch(pk, bufs, sizes, &env)
                                  : r->p->backend->run_template(pk, bufs, sizes, &env);
@@ -239,7 +239,7 @@ static tgc_status run_opaque_with(run_ctx *r, int32_t node, tgc_tensor **ins)
                 return tgc_keep_error(TGC_ERR_INTERNAL, "tgc %s: input of %s missing",
                                       p->backend->name, fn);
         tgc_launch_env env = {p->g->syms, r->x->symvals, p->n_threads,
-                              p->device,  p->stream,     p->precision};
+                              p->device,  p->stream,     p->code};
         tgc_tensor *res = NULL;
         tgc_status st = p->backend->run_node(nd, ins, shape, &res, &env);
         if (st == TGC_OK) {

@@ -34,8 +34,10 @@ typedef struct tgc_launch_env {
     tgc_device device; /* the plan's device */
     void *stream;      /* device backends: the stream to launch on (NULL: the backend's own
                         * for this thread and device) */
-    tgc_matmul_precision precision; /* the function's cfg.matmul_precision (native steps'
-                                     * matrix products: conv gradients) */
+    /* the backend's code of the plan being run (what its compile returned): what the compile
+     * decided for the variant that a native step reads too (CUDA: the matmul precision of
+     * the conv gradients, the compile cache's directory) */
+    const void *code;
 } tgc_launch_env;
 
 /* A step: kernel >= 0 runs plan kernel `kernel`; kernel < 0 runs graph node `node` on
@@ -71,8 +73,7 @@ typedef struct tgc_plan {
     void *code;   /* the backend's, from its compile */
     void *stream; /* cfg->cuda_stream: the stream launches go to (NULL: the thread's) */
     int n_threads;
-    tgc_matmul_precision precision; /* cfg->matmul_precision */
-    tgc_log_fn log_fn;              /* cfg->log_fn, log_user: where TGC_PROFILE lines go */
+    tgc_log_fn log_fn; /* cfg->log_fn, log_user: where TGC_PROFILE lines go */
     void *log_user;
     tgc_memplan mem;
     /* per value: 1 when a node writes it in place (tgc_pass_mutated_values); NULL when no

@@ -1,4 +1,4 @@
-/* The CUDA fused attention (src/backend/cuda/cuda_attention.{h,c}, cuda_attention_kernel.inc):
+/* The CUDA fused attention (src/backend/cuda/cuda_attention.{h,c}, cuda_attention_kernel.cuh):
  *  - its NVRTC program compiles for sm_90 for every dtype and several head dims (skipped,
  *    visibly, without libnvrtc);
  *  - tgc_cuda_attention_supported / _setup answer what the kernel covers;
@@ -85,26 +85,25 @@ static unsigned emu_as_uint(float f)
 #define AT_AS_UINT(f)     emu_as_uint(f)
 #define AT_UNROLL
 #define AT_NO_UNROLL
-#define AT_TID             emu_tid
-#define AT_BID             emu_bid
-#define AT_D               emu_d
-#define AT_DV              emu_dv
-#define AT_DT              emu_dt
-#define AT_DROPOUT         (a.dropout)
-#define AT_D4              TGC_AT_D4(emu_d)
-#define AT_DP              TGC_AT_DP(emu_d)
-#define AT_NC              TGC_AT_NC(emu_dv)
-#define AT_DVP             TGC_AT_DVP(emu_dv)
-#define AT_BNP             TGC_AT_BNP
-#define AT_LD4(p)          (*(const float4 *)(p))
-#define AT_ST4(p, v)       (*(float4 *)(p) = (v))
-#define AT_LDG4(p)         (*(const float4 *)(p))
-#define AT_BM              emu_bm
-#define AT_RM              (emu_bm / 16)
-#define AT_BN              TGC_AT_BN
-#define AT_NT              TGC_AT_NT
-#define TGC_AT_SOURCE(...) __VA_ARGS__
-#include "backend/cuda/cuda_attention_kernel.inc"
+#define AT_TID       emu_tid
+#define AT_BID       emu_bid
+#define AT_D         emu_d
+#define AT_DV        emu_dv
+#define AT_DT        emu_dt
+#define AT_DROPOUT   (a.dropout)
+#define AT_D4        TGC_AT_D4(emu_d)
+#define AT_DP        TGC_AT_DP(emu_d)
+#define AT_NC        TGC_AT_NC(emu_dv)
+#define AT_DVP       TGC_AT_DVP(emu_dv)
+#define AT_BNP       TGC_AT_BNP
+#define AT_LD4(p)    (*(const float4 *)(p))
+#define AT_ST4(p, v) (*(float4 *)(p) = (v))
+#define AT_LDG4(p)   (*(const float4 *)(p))
+#define AT_BM        emu_bm
+#define AT_RM        (emu_bm / 16)
+#define AT_BN        TGC_AT_BN
+#define AT_NT        TGC_AT_NT
+#include "backend/cuda/cuda_attention_kernel.cuh"
 
 static struct tgc_at_args emu_args;
 static int64_t emu_blocks;

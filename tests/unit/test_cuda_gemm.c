@@ -480,8 +480,8 @@ static void unsupported_dtype_and_arch_are_errors(void **state)
     tgc_graph_free(g);
 }
 
-/* The embedded library (cuda_gemm_lib.inc) is the checked-in cuda_gemm_lib.cuh: every
- * rendered template starts with it (tools/cuda_embed.sh regenerates the .inc). */
+/* The embedded library is the checked-in cuda_gemm_lib.cuh: every rendered template starts
+ * with it (the build embeds it). */
 static void embedded_library_matches_its_source(void **state)
 {
     (void)state;
@@ -509,7 +509,7 @@ static void embedded_library_matches_its_source(void **state)
     assert_int_equal(
         tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGHEST, 90, &cfg), TGC_OK);
     if (strncmp(sb.data, want, (size_t)n) != 0)
-        fail_msg("cuda_gemm_lib.inc is stale: run sh tools/cuda_embed.sh");
+        fail_msg("the embedded cuda_gemm_lib.cuh is stale: rebuild");
     free(want);
     tgc_sb_free(&sb);
     tk_free(&t);

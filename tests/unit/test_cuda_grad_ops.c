@@ -32,6 +32,7 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_program.h"
 #include "backend/cuda/cuda_conv_grad.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
@@ -149,7 +150,7 @@ static void embedded_library_matches_its_source(void **state)
     char *src = tgc_cuda_conv_grad_source(TGC_CUDA_TPL_TF32, 0);
     assert_non_null(src);
     if (!strstr(src, want))
-        fail_msg("cuda_conv_grad_lib.inc is stale: run sh tools/cuda_embed.sh");
+        fail_msg("the embedded cuda_conv_grad_lib.cuh is stale: rebuild");
     free(want);
     free(src);
 }
@@ -205,15 +206,16 @@ static void disk_cache_round_trip(void **state)
     const char img[] = "not really a cubin";
     char *got = NULL;
     size_t n = 0;
-    assert_int_equal(tgc_cuda_disk_load(dir, 90, "program A", &got, &n), 0);
-    tgc_cuda_disk_store(dir, 90, "program A", img, sizeof img);
-    assert_int_equal(tgc_cuda_disk_load(dir, 90, "program A", &got, &n), 1);
+    assert_int_equal(tgc_cuda_program_disk_load(dir, 90, "program A", &got, &n), 0);
+    tgc_cuda_program_disk_store(dir, 90, "program A", img, sizeof img);
+    assert_int_equal(tgc_cuda_program_disk_load(dir, 90, "program A", &got, &n), 1);
     assert_int_equal(n, sizeof img);
     assert_memory_equal(got, img, sizeof img);
     free(got);
-    assert_int_equal(tgc_cuda_disk_load(dir, 80, "program A", &got, &n), 0); /* other arch */
-    assert_int_equal(tgc_cuda_disk_load(dir, 90, "program B", &got, &n), 0);
-    assert_int_equal(tgc_cuda_disk_load(NULL, 90, "program A", &got, &n), 0);
+    assert_int_equal(tgc_cuda_program_disk_load(dir, 80, "program A", &got, &n),
+                     0); /* other arch */
+    assert_int_equal(tgc_cuda_program_disk_load(dir, 90, "program B", &got, &n), 0);
+    assert_int_equal(tgc_cuda_program_disk_load(NULL, 90, "program A", &got, &n), 0);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);

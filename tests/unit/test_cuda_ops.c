@@ -30,6 +30,7 @@
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_program.h"
 #include "backend/interp/interp.h"
 #include "backend/plan.h"
 #include "ir/shape_infer.h"
@@ -75,15 +76,14 @@ static void test_program_compiles(void **state)
     assert_non_null(strstr(src, def));
     snprintf(def, sizeof def, "#define DT_BF16 %d\n", (int)TGC_BF16);
     assert_non_null(strstr(src, def));
+    const tgc_cuda_program *prog = NULL;
+    tgc_status s = tgc_cuda_program_get("tgc_cuda_ops", src, 90, NULL, &prog);
     free(src);
-    char *cubin = NULL;
-    size_t size = 0;
-    tgc_status s = tgc_cuda_ops_compile(90, &cubin, &size);
     if (s != TGC_OK)
         fail_msg("NVRTC rejected the native-op program: %s", tgc_last_error());
-    assert_non_null(cubin);
+    size_t size = 0;
+    assert_non_null(tgc_cuda_program_image(prog, &size));
     assert_true(size > 1000);
-    free(cubin);
 }
 
 static void test_supported_table(void **state)

@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #ifdef TGC_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_program.h"
 #endif
 #include "jit/jit.h"
 #include "tgc/tgc.h"
@@ -492,11 +493,11 @@ static void cuda_program_cache_creates_its_missing_directory(void **state)
     char dir[512];
     snprintf(dir, sizeof dir, "%s/cubins/sm90", tmp_root);
     const char text[] = "extern \"C\" __global__ void k() {}", cubin[] = "not really a cubin";
-    tgc_cuda_disk_store(dir, 90, text, cubin, sizeof cubin);
+    tgc_cuda_program_disk_store(dir, 90, text, cubin, sizeof cubin);
     assert_int_equal(dir_mode(dir), 0700);
     char *back = NULL;
     size_t n = 0;
-    assert_int_equal(tgc_cuda_disk_load(dir, 90, text, &back, &n), 1);
+    assert_int_equal(tgc_cuda_program_disk_load(dir, 90, text, &back, &n), 1);
     assert_int_equal(n, sizeof cubin);
     assert_memory_equal(back, cubin, n);
     free(back);
@@ -507,8 +508,8 @@ static void cuda_program_cache_creates_its_missing_directory(void **state)
     assert_non_null(fp);
     fclose(fp);
     snprintf(bad, sizeof bad, "%s/x", file);
-    tgc_cuda_disk_store(bad, 90, text, cubin, sizeof cubin);
-    tgc_cuda_disk_store(bad, 90, text, cubin, sizeof cubin);
+    tgc_cuda_program_disk_store(bad, 90, text, cubin, sizeof cubin);
+    tgc_cuda_program_disk_store(bad, 90, text, cubin, sizeof cubin);
     assert_int_equal(count(&process_log, 0, "is not a directory and cannot be created ("), 1);
     assert_int_equal(count(&process_log, 0, "compiled CUDA programs are not cached on disk"), 1);
 #else

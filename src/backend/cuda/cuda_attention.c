@@ -1,15 +1,16 @@
 /* Fused attention on CUDA (see cuda_attention.h): the host side. Checks what the kernel
  * covers, fills its by-value argument from the tensors' geometry exactly as interp's sdpa
- * reads them (src/backend/interp/k_nn.c), builds the NVRTC program of the variant (dtype,
- * head dims, dropout or not, 32 or 64 query rows) for the device's sm_XY, loads it and
+ * reads them (src/backend/interp/k_nn.c), builds the program text of the variant (dtype,
+ * head dims, dropout or not, 32 or 64 query rows), gets its kernel on the device through the
+ * program cache (cuda_program.h: compiled for the device's sm_XY, loaded once per device) and
  * launches it on the stream.
  *
  * The kernel text is self-contained (its own f16/bf16 conversions and Philox, not the shared
  * prelude) because the unit test also compiles it as C on a host emulation of CUDA.
  *
- * Ownership and thread-safety: the program cache (one module per device and variant, kept
- * for the life of the process) is a list guarded by one mutex, under which a missing variant
- * is compiled once; everything else is per call. */
+ * Ownership and thread-safety: the kernels found so far (one per device and variant, kept for
+ * the life of the process) are a list guarded by one mutex, under which a missing one is got
+ * from the program cache once; everything else is per call. */
 #include "backend/cuda/cuda_attention.h"
 
 #include <limits.h>
@@ -19,18 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_program.h"
 #include "runtime/cuda.h"
 #include "runtime/philox.h"
 #include "support/error.h"
 
-#define AT_XSTR2(...)      #__VA_ARGS__
-#define AT_XSTR(x)         AT_XSTR2(x)
-#define TGC_AT_SOURCE(...) static const char at_kernel_text[] = #__VA_ARGS__;
-#include "backend/cuda/cuda_attention_kernel.inc"
-#undef TGC_AT_SOURCE
-
-static const char at_args_text[] = AT_XSTR(TGC_AT_ARGS_STRUCT);
+#include "backend/cuda/cuda_attention_args.cuh.h"
+#include "backend/cuda/cuda_attention_kernel.cuh.h"
 
 /* The CUDA spellings of the words the kernel text leaves to its includer. */
 static const char at_prefix[] =
@@ -81,7 +78,8 @@ size_t tgc_cuda_attention_smem(int d, int dv, int bm)
 
 char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout, int bm)
 {
-    const size_t n = sizeof at_prefix + sizeof at_args_text + sizeof at_kernel_text + 512;
+    const size_t n = sizeof at_prefix + sizeof tgc_text_cuda_attention_args_cuh +
+                     sizeof tgc_text_cuda_attention_kernel_cuh + 512;
     char *src = malloc(n);
     if (!src) {
         tgc_set_error(TGC_ERR_OOM, "tgc cuda attention: out of memory for the program text");
@@ -95,7 +93,7 @@ char *tgc_cuda_attention_source(int dt, int d, int dv, int dropout, int bm)
              "#define AT_NT %d\n%s%s\n%s\n",
              dt, d, dv, dropout != 0, bm, d, dv, dt, dropout != 0, TGC_AT_D4(d), TGC_AT_DP(d),
              TGC_AT_NC(dv), TGC_AT_DVP(dv), bm, bm / 16, TGC_AT_BN, TGC_AT_BNP, TGC_AT_NT,
-             at_prefix, at_args_text, at_kernel_text);
+             at_prefix, tgc_text_cuda_attention_args_cuh, tgc_text_cuda_attention_kernel_cuh);
     return src;
 }
 
@@ -221,11 +219,10 @@ tgc_status tgc_cuda_attention_setup(const tgc_node *nd, tgc_tensor *const *ins,
     return TGC_OK;
 }
 
-/* ---- the program cache: one loaded module per (device, variant), kept for the process ---- */
+/* ---- the kernels: one per (device, variant), kept for the process ---- */
 
 typedef struct at_prog {
     int dev, dt, d, dv, dropout, bm;
-    CUmodule mod;
     CUfunction fn;
     struct at_prog *next;
 } at_prog;
@@ -233,8 +230,10 @@ typedef struct at_prog {
 static pthread_mutex_t at_lock = PTHREAD_MUTEX_INITIALIZER;
 static at_prog *at_progs;
 
-/* Compiles and loads the variant on first use (under the lock, so each is built once). */
-static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunction *fn)
+/* The variant's kernel on dev, from the program cache on first use (under the lock, so each
+ * is got once). */
+static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, const char *cache_dir,
+                                     CUfunction *fn)
 {
     const int dropout = ln->args.dropout != 0;
     for (at_prog *p = at_progs; p; p = p->next) {
@@ -255,33 +254,22 @@ static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunctio
     char *src = tgc_cuda_attention_source(ln->dt, ln->d, ln->dv, dropout, ln->bm);
     if (!src)
         return tgc_last_status();
-    char *cubin = NULL;
-    size_t size = 0;
+    const tgc_cuda_program *prog = NULL;
     tgc_status s =
-        tgc_nvrtc_compile(name, src, props->major * 10 + props->minor, &cubin, &size, NULL);
+        tgc_cuda_program_get(name, src, props->major * 10 + props->minor, cache_dir, &prog);
     free(src);
     if (s)
         return s;
     at_prog *p = calloc(1, sizeof *p);
-    if (!p) {
-        free(cubin);
+    if (!p)
         return tgc_set_error(TGC_ERR_OOM, "tgc cuda attention: out of memory caching %s", name);
-    }
-    s = tgc_cuda_enter(dev);
-    if (!s)
-        s = tgc_cuda_error(drv->cuModuleLoadData(&p->mod, cubin), "cuModuleLoadData (attention)");
-    free(cubin);
-    if (!s)
-        s = tgc_cuda_error(drv->cuModuleGetFunction(&p->fn, p->mod, "tgc_attention_fwd"),
-                           "cuModuleGetFunction (tgc_attention_fwd)");
+    s = tgc_cuda_program_function(prog, dev, "tgc_attention_fwd", &p->fn);
     if (!s)
         s = tgc_cuda_error(drv->cuFuncSetAttribute(p->fn,
                                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                    (int)ln->smem),
                            "cuFuncSetAttribute (attention shared memory)");
     if (s) {
-        if (p->mod)
-            drv->cuModuleUnload(p->mod);
         free(p);
         return s;
     }
@@ -297,10 +285,11 @@ static tgc_status at_function_locked(int dev, const tgc_at_launch *ln, CUfunctio
     return TGC_OK;
 }
 
-static tgc_status at_function(int dev, const tgc_at_launch *ln, CUfunction *fn)
+static tgc_status at_function(int dev, const tgc_at_launch *ln, const char *cache_dir,
+                              CUfunction *fn)
 {
     pthread_mutex_lock(&at_lock);
-    tgc_status s = at_function_locked(dev, ln, fn);
+    tgc_status s = at_function_locked(dev, ln, cache_dir, fn);
     pthread_mutex_unlock(&at_lock);
     return s;
 }
@@ -328,7 +317,7 @@ tgc_status tgc_cuda_attention_run(const tgc_node *nd, tgc_tensor *const *ins, co
     if (ln.out_numel > 0) {
         if (props && (size_t)props->smem_per_block_optin < ln.smem)
             return TGC_ERR_UNSUPPORTED; /* head dims too large for this GPU's shared memory */
-        if ((s = at_function(dev, &ln, &fn)))
+        if ((s = at_function(dev, &ln, tgc_cuda_native_of(env)->cache_dir, &fn)))
             return s;
     }
     /* the node's turn on the Philox stream, as interp draws it (also for empty outputs) */

@@ -1,9 +1,10 @@
 /* Fused attention on CUDA: scaled_dot_product_attention (SDPA) as one flash-attention style
  * kernel per call (online softmax, optional bool / float mask, causal, dropout with the CPU's
  * Philox bits), never materializing the L x S score matrix. The device code is
- * cuda_attention_kernel.inc; this header is the host side.
+ * cuda_attention_kernel.cuh; this header is the host side.
  *
- * The kernels are CUDA C compiled with NVRTC once per (device, dtype, head dims), lazily and
+ * The kernels are CUDA C from the program cache (cuda_program.h: compiled once per
+ * architecture and (dtype, head dims, dropout, rows), loaded once per device), lazily and
  * thread-safely; every function here may be called from any thread. */
 #ifndef TGC_BACKEND_CUDA_ATTENTION_H
 #define TGC_BACKEND_CUDA_ATTENTION_H
@@ -14,6 +15,10 @@
 #include "backend/plan.h"
 #include "ir/graph.h"
 #include "tensor/tensor_impl.h"
+
+/* struct tgc_at_args, the kernel's single by-value argument: one layout for the host and the
+ * device program */
+#include "backend/cuda/cuda_attention_args.cuh"
 
 /* Runs SDPA node nd natively on env->device, with run_node's rules (backend/backend.h): ins
  * are the node's inputs as device tensors (any strides), shape its evaluated output shape;
@@ -32,29 +37,6 @@ int tgc_cuda_attention_supported(const tgc_node *nd);
 
 /* ---- the pieces of a launch, exposed for the unit test (it runs the kernel text on a host
  * emulation of the CUDA execution model) ---- */
-
-/* The kernel's single by-value argument, shared verbatim by the host (this header) and the
- * device text (stringified into the program), so both sides have one layout. Batch dims are
- * the output's (at most 6); the *bs arrays are each tensor's element stride for them, 0 where
- * it broadcasts. mask_dt: -1 none, 0 f32, 1 f16, 2 bf16, 3 f64, 4 bool. Dropout keeps weight
- * element e iff (philox_bits(rng_seed, rng_base + e) >> 8) >= keep_threshold, which is exactly
- * uniform >= p (keep_threshold = ceil(p * 2^24)). vec_*: 1 when that f32 operand's rows may be
- * read as float4 (unit element stride, 16-byte aligned rows and batch steps, width % 4 == 0). */
-#define TGC_AT_ARGS_STRUCT                                                                         \
-    struct tgc_at_args {                                                                           \
-        const void *q;                                                                             \
-        const void *k;                                                                             \
-        const void *v;                                                                             \
-        const void *mask;                                                                          \
-        void *out;                                                                                 \
-        long long L, S, nb, n_qtiles;                                                              \
-        long long bshape[8], qbs[8], kbs[8], vbs[8], mbs[8];                                       \
-        long long qsl, qse, ksl, kse, vsl, vse, msl, mss;                                          \
-        long long mask_dt, causal, dropout, keep_threshold, rng_seed, rng_base;                    \
-        long long vec_q, vec_k, vec_v;                                                             \
-        float scale, keep_scale;                                                                   \
-    };
-TGC_AT_ARGS_STRUCT
 
 /* Tile geometry of the kernel: keys per tile, threads per block; the query rows per tile
  * (bm) are 64, or 32 where 64 would leave the GPU's multiprocessors short of blocks. */

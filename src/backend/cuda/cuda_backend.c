@@ -1,14 +1,18 @@
 /* The CUDA backend: what is CUDA's own in the shared pipeline (backend.h).
  *
  * The driver (driver.c) hands it the kernels of a variant; compile renders each to CUDA C
- * (LOOP kernels: cuda_render.c; GEMM / conv templates with their epilogues: cuda_gemm.c),
- * groups them into a few programs (prelude + kernels), compiles the programs with NVRTC on
- * several threads at once for the device's own sm_XY, loads each cubin into the device's
- * primary context and looks the kernels up. The executor (exec.c) launches them on the
- * call's stream (cfg.cuda_stream, else the thread's stream for the device); nodes fusion
- * leaves OPAQUE run natively (cuda_ops.c: indexing, concatenation, losses, attention, ...),
- * so no data goes through the host. The fusion hooks and graph preparation are
+ * (LOOP kernels: cuda_render.c; GEMM / conv templates with their epilogues: cuda_gemm.c) as a
+ * program of its own, gets the programs from the program cache (cuda_program.c: memory, then
+ * cfg.cache_dir, else NVRTC on every core at once, for the device's own sm_XY), has them loaded
+ * into the device's primary context and looks the kernels up. The executor (exec.c) launches
+ * them on the call's stream (cfg.cuda_stream, else the thread's stream for the device); nodes
+ * fusion leaves OPAQUE run natively (cuda_ops.c: indexing, concatenation, losses, attention,
+ * ...), so no data goes through the host. The fusion hooks and graph preparation are
  * cuda_classify.c's.
+ *
+ * cfg.matmul_precision is read here and only here, once per variant: the templates compile
+ * their f32 mode in (tgc_cuda_f32_mode), and the variant's code records it for its native
+ * steps (tgc_cuda_native: the conv gradients), which read it through tgc_launch_env.code.
  *
  * Code is per device: a module is loaded into one context, so a plan compiled for cuda:0
  * launches there. Thread-safety: launches of one code from several threads and streams at
@@ -22,30 +26,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_classify.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_program.h"
 #include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_target.h"
 #include "backend/plan.h"
 #include "runtime/cuda.h"
-#include "runtime/parallel.h"
 #include "runtime/storage.h"
-#include "support/dirs.h"
 #include "support/error.h"
-#include "support/file.h"
 #include "support/strbuf.h"
 
 /* Every kernel is rendered under this one name into a program of its own (prelude +
  * kernel), so a program's text depends only on what the kernel computes: equal kernels
  * (the same conv in two blocks of a ResNet, the same op in two variants, an eager op and a
- * compiled one) are compiled by NVRTC once per process and loaded once per device
- * (the module cache below). The programs of a variant that are not cached yet compile on
- * all cores at once. */
+ * compiled one) are one program of the cache, compiled once and loaded once per device. */
 #define KERNEL_NAME "tgc_k"
 
 typedef struct cuda_kernel {
@@ -54,9 +53,11 @@ typedef struct cuda_kernel {
     tgc_cuda_tpl tpl;     /* GEMM / CONV */
 } cuda_kernel;
 
-/* The code of a variant: its kernels' handles (their modules live in the module cache for
- * the life of the process, like the eager engine's plans). */
+/* The code of a variant: what its native steps read (first: tgc_launch_env.code points here)
+ * and its kernels' handles (their programs live in the program cache for the life of the
+ * process, like the eager engine's plans). */
 typedef struct cuda_code {
+    tgc_cuda_native native;
     int dev;
     int n;
     cuda_kernel *kernels;
@@ -103,186 +104,24 @@ static void release_code(void *code)
     cuda_code *c = code;
     if (!c)
         return;
+    free(c->native.cache_dir);
     free(c->kernels);
     free(c);
-}
-
-/* ---- the module cache: program text -> cubin, loaded once per device ---- */
-
-typedef struct mod_entry {
-    uint64_t hash;
-    char *text;
-    char *cubin;
-    size_t cubin_size;
-    CUmodule mod[TGC_CUDA_MAX_DEVICES];
-    CUfunction fn[TGC_CUDA_MAX_DEVICES];
-    struct mod_entry *next;
-} mod_entry;
-
-#define MOD_BUCKETS 512
-static mod_entry *g_mods[MOD_BUCKETS];
-static pthread_mutex_t g_mods_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static uint64_t text_hash(const char *t)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *t; t++)
-        h = (h ^ (unsigned char)*t) * 1099511628211ull;
-    return h;
-}
-
-static mod_entry *mod_find(const char *text, uint64_t h)
-{
-    for (mod_entry *e = g_mods[h % MOD_BUCKETS]; e; e = e->next)
-        if (e->hash == h && strcmp(e->text, text) == 0)
-            return e;
-    return NULL;
-}
-
-/* Adds text (malloc'd) with its cubin (malloc'd) to the cache, which owns both from now on
- * (freed at once when another thread added the same text meanwhile). Under g_mods_lock. */
-static mod_entry *mod_insert(char *text, uint64_t h, char *cubin, size_t size)
-{
-    mod_entry *e = mod_find(text, h);
-    if (e) { /* another thread compiled it meanwhile */
-        free(text);
-        free(cubin);
-        return e;
-    }
-    e = calloc(1, sizeof *e);
-    if (!e) {
-        free(text);
-        free(cubin);
-        return NULL;
-    }
-    e->hash = h;
-    e->text = text;
-    e->cubin = cubin;
-    e->cubin_size = size;
-    e->next = g_mods[h % MOD_BUCKETS];
-    g_mods[h % MOD_BUCKETS] = e;
-    return e;
-}
-
-/* The kernel of entry e on device dev (loaded on first use; under g_mods_lock). */
-static tgc_status mod_function(mod_entry *e, int dev, const char *what, CUfunction *fn)
-{
-    const tgc_cuda_driver *d = tgc_cuda_drv();
-    if (!e->mod[dev]) {
-        char w[400];
-        snprintf(w, sizeof w, "tgc cuda: loading %s (cuModuleLoadData)", what);
-        CUmodule m;
-        tgc_status st = tgc_cuda_error(d->cuModuleLoadData(&m, e->cubin), w);
-        if (st != TGC_OK)
-            return st;
-        snprintf(w, sizeof w, "tgc cuda: %s (cuModuleGetFunction)", what);
-        CUfunction f;
-        st = tgc_cuda_error(d->cuModuleGetFunction(&f, m, KERNEL_NAME), w);
-        if (st != TGC_OK) {
-            d->cuModuleUnload(m);
-            return st;
-        }
-        e->mod[dev] = m;
-        e->fn[dev] = f;
-    }
-    *fn = e->fn[dev];
-    return TGC_OK;
-}
-
-/* ---- the persistent cache (cfg.cache_dir) ----
- * One file per program, <dir>/tgc-cuda-sm<sm>-<hash of the text>.cubin: a magic line, the
- * program text's length and bytes (compared in full on load, so a hash collision or a file of
- * another build never loads), then the cubin's length and bytes. Written to a temporary name
- * and renamed, so concurrent processes never see half a file. Best effort: a file that cannot
- * be read or written is compiled again. */
-
-#define DISK_MAGIC "tgc-cuda-cubin 1\n"
-
-static void disk_path(const char *dir, int sm, uint64_t h, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s/tgc-cuda-sm%d-%016llx.cubin", dir, sm, (unsigned long long)h);
-}
-
-static int disk_load(const char *dir, int sm, const char *text, uint64_t h, char **cubin,
-                     size_t *size)
-{
-    char path[4096];
-    disk_path(dir, sm, h, path, sizeof path);
-    int fd = tgc_file_open_read(path, NULL, NULL); /* a pipe or device there is a miss */
-    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (!fp) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    char magic[sizeof DISK_MAGIC];
-    uint64_t tl = 0, cl = 0;
-    size_t want = strlen(text);
-    int ok = fread(magic, 1, sizeof DISK_MAGIC - 1, fp) == sizeof DISK_MAGIC - 1 &&
-             memcmp(magic, DISK_MAGIC, sizeof DISK_MAGIC - 1) == 0 &&
-             fread(&tl, sizeof tl, 1, fp) == 1 && tl == want;
-    char *t = ok ? malloc(want + 1) : NULL;
-    ok = ok && t && fread(t, 1, want, fp) == want && memcmp(t, text, want) == 0 &&
-         fread(&cl, sizeof cl, 1, fp) == 1 && cl > 0 && cl < ((uint64_t)1 << 32);
-    free(t);
-    char *c = ok ? malloc((size_t)cl) : NULL;
-    ok = ok && c && fread(c, 1, (size_t)cl, fp) == cl;
-    fclose(fp);
-    if (!ok) {
-        free(c);
-        return 0;
-    }
-    *cubin = c;
-    *size = (size_t)cl;
-    return 1;
-}
-
-static void disk_store(const char *dir, int sm, const char *text, uint64_t h, const char *cubin,
-                       size_t size)
-{
-    char path[4096], tmp[4200];
-    disk_path(dir, sm, h, path, sizeof path);
-    if (!tgc_dir_ensure(NULL, dir, "the compile cache directory (cfg.cache_dir, TGC_CACHE_DIR)",
-                        "compiled CUDA programs are not cached on disk"))
-        return;
-    snprintf(tmp, sizeof tmp, "%s.%ld.%lx.tmp", path, (long)getpid(),
-             (unsigned long)pthread_self());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp)
-        return;
-    uint64_t tl = strlen(text), cl = size;
-    int ok = fwrite(DISK_MAGIC, 1, sizeof DISK_MAGIC - 1, fp) == sizeof DISK_MAGIC - 1 &&
-             fwrite(&tl, sizeof tl, 1, fp) == 1 && fwrite(text, 1, tl, fp) == tl &&
-             fwrite(&cl, sizeof cl, 1, fp) == 1 && fwrite(cubin, 1, size, fp) == size;
-    ok = fclose(fp) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        remove(tmp);
-}
-
-int tgc_cuda_disk_load(const char *dir, int sm, const char *text, char **cubin, size_t *size)
-{
-    return dir && *dir && disk_load(dir, sm, text, text_hash(text), cubin, size);
-}
-
-void tgc_cuda_disk_store(const char *dir, int sm, const char *text, const char *cubin, size_t size)
-{
-    if (dir && *dir)
-        disk_store(dir, sm, text, text_hash(text), cubin, size);
 }
 
 /* ---- compile ---- */
 
 /* Renders kernel pk as a whole program (prelude + the kernel as KERNEL_NAME) into *text. */
-static tgc_status render_program(tgc_plan_kernel *pk, cuda_kernel *ck, const tgc_config *cfg,
+static tgc_status render_program(tgc_plan_kernel *pk, cuda_kernel *ck, tgc_matmul_precision prec,
                                  int sm, char **text)
 {
     const kir_kernel *k = pk->k;
     tgc_strbuf sb = {0};
     tgc_sb_puts(&sb, tgc_cuda_prelude());
-    tgc_status st = k->kind == KIR_LOOP
-                        ? tgc_cuda_render_loop(&sb, k, &pk->slots, KERNEL_NAME, &ck->loop)
-                        : tgc_cuda_render_template(&sb, k, &pk->slots, KERNEL_NAME,
-                                                   cfg->matmul_precision, sm, &ck->tpl);
+    tgc_status st =
+        k->kind == KIR_LOOP
+            ? tgc_cuda_render_loop(&sb, k, &pk->slots, KERNEL_NAME, &ck->loop)
+            : tgc_cuda_render_template(&sb, k, &pk->slots, KERNEL_NAME, prec, sm, &ck->tpl);
     *text = tgc_sb_take(&sb);
     if (st == TGC_OK && !*text)
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", pk->name);
@@ -319,6 +158,25 @@ static void dump_code(const tgc_config *cfg, const char *name, const tgc_plan_ke
     free(t);
 }
 
+/* Kernel i's handle on device dev from its program, with the shared memory it asks for. */
+static tgc_status bind_kernel(const tgc_cuda_program *prog, int dev, const char *name,
+                              tgc_plan_kernel *pk, cuda_kernel *ck)
+{
+    tgc_status st = tgc_cuda_program_function(prog, dev, KERNEL_NAME, &ck->fn);
+    unsigned smem = pk->k->kind == KIR_LOOP ? ck->loop.smem_bytes : ck->tpl.smem_bytes;
+    if (st == TGC_OK && smem > 48 * 1024) {
+        char w[360];
+        snprintf(w, sizeof w,
+                 "tgc cuda: kernel %.31s of '%.200s' asks for %u bytes of shared memory", pk->name,
+                 name, smem);
+        st = tgc_cuda_error(tgc_cuda_drv()->cuFuncSetAttribute(
+                                ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
+                            w);
+    }
+    pk->handle = ck;
+    return st;
+}
+
 static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char *name,
                                tgc_plan_kernel *ks, int n, void **out)
 {
@@ -333,141 +191,38 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
     cuda_code *c = calloc(1, sizeof *c);
     if (!c)
         return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+    c->native.precision = cfg->matmul_precision;
     c->dev = dev.index;
     c->n = n;
     size_t cnt = (size_t)(n ? n : 1);
     c->kernels = calloc(cnt, sizeof *c->kernels);
-    char **texts = calloc(cnt, sizeof *texts);
-    uint64_t *hashes = calloc(cnt, sizeof *hashes);
-    mod_entry **ents = calloc(cnt, sizeof *ents);
-    /* the programs to compile now: distinct texts not in the cache */
-    int *todo = calloc(cnt, sizeof *todo), n_todo = 0;
-    const char **tnames = calloc(cnt, sizeof *tnames), **tsrcs = calloc(cnt, sizeof *tsrcs);
-    char **cubins = calloc(cnt, sizeof *cubins), **ptxs = calloc(cnt, sizeof *ptxs);
-    char **ptx_of = calloc(cnt, sizeof *ptx_of);
-    size_t *sizes = calloc(cnt, sizeof *sizes);
-    if (!c->kernels || !texts || !hashes || !ents || !todo || !tnames || !tsrcs || !cubins ||
-        !ptxs || !ptx_of || !sizes)
+    char **texts = calloc(cnt, sizeof *texts), **ptxs = calloc(cnt, sizeof *ptxs);
+    tgc_cuda_program_src *srcs = calloc(cnt, sizeof *srcs);
+    const tgc_cuda_program **progs = calloc(cnt, sizeof *progs);
+    if (!c->kernels || !texts || !ptxs || !srcs || !progs ||
+        (cfg->cache_dir && !(c->native.cache_dir = strdup(cfg->cache_dir))))
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
     for (int i = 0; st == TGC_OK && i < n; i++) {
-        st = render_program(&ks[i], &c->kernels[i], cfg, sm, &texts[i]);
-        if (st == TGC_OK)
-            hashes[i] = text_hash(texts[i]);
+        st = render_program(&ks[i], &c->kernels[i], c->native.precision, sm, &texts[i]);
+        srcs[i] = (tgc_cuda_program_src){ks[i].name, texts[i]};
     }
     if (st == TGC_OK) {
-        pthread_mutex_lock(&g_mods_lock);
-        for (int i = 0; i < n; i++) {
-            ents[i] = mod_find(texts[i], hashes[i]);
-            int dup = 0;
-            for (int j = 0; !ents[i] && j < n_todo && !dup; j++)
-                dup = hashes[todo[j]] == hashes[i] && strcmp(texts[todo[j]], texts[i]) == 0;
-            if (!ents[i] && !dup)
-                todo[n_todo++] = i;
-        }
-        pthread_mutex_unlock(&g_mods_lock);
-        for (int j = 0; j < n_todo; j++) {
-            tnames[j] = ks[todo[j]].name;
-            tsrcs[j] = texts[todo[j]];
-        }
-        /* cfg.cache_dir: programs compiled by an earlier process load from disk; NVRTC
-         * runs on the rest (compacted to the front of the name / source lists) */
-        int n_nv = 0, *nv = calloc((size_t)(n_todo ? n_todo : 1), sizeof *nv);
-        if (!nv)
-            st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
-        for (int j = 0; st == TGC_OK && j < n_todo; j++)
-            if (!cfg->cache_dir ||
-                !disk_load(cfg->cache_dir, sm, tsrcs[j], hashes[todo[j]], &cubins[j], &sizes[j]))
-                nv[n_nv++] = j;
-        const char **nnames = NULL, **nsrcs = NULL;
-        char **ncub = NULL, **nptx = NULL;
-        size_t *nsz = NULL;
-        if (st == TGC_OK && n_nv) {
-            nnames = calloc((size_t)n_nv, sizeof *nnames);
-            nsrcs = calloc((size_t)n_nv, sizeof *nsrcs);
-            ncub = calloc((size_t)n_nv, sizeof *ncub);
-            nptx = calloc((size_t)n_nv, sizeof *nptx);
-            nsz = calloc((size_t)n_nv, sizeof *nsz);
-            if (!nnames || !nsrcs || !ncub || !nptx || !nsz)
-                st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
-            for (int q = 0; st == TGC_OK && q < n_nv; q++) {
-                nnames[q] = tnames[nv[q]];
-                nsrcs[q] = tsrcs[nv[q]];
-            }
-            if (st == TGC_OK)
-                st = tgc_nvrtc_compile_all(n_nv, nnames, nsrcs, sm, tgc_threads_resolve(0), ncub,
-                                           nsz, cfg->dump_dir ? nptx : NULL);
-            for (int q = 0; st == TGC_OK && q < n_nv; q++) {
-                cubins[nv[q]] = ncub[q];
-                sizes[nv[q]] = nsz[q];
-                ptxs[nv[q]] = nptx[q];
-                if (cfg->cache_dir)
-                    disk_store(cfg->cache_dir, sm, nsrcs[q], hashes[todo[nv[q]]], ncub[q], nsz[q]);
-            }
-        }
-        free(nv);
-        free(nnames);
-        free(nsrcs);
-        free(ncub);
-        free(nptx);
-        free(nsz);
+        st = tgc_cuda_programs_get(n, srcs, sm, cfg->cache_dir, progs, cfg->dump_dir ? ptxs : NULL);
         if (st != TGC_OK) /* keep the name of the variant with NVRTC's reason */
             tgc_keep_error(st, "tgc cuda: compiling '%s'", name);
     }
-    if (cfg->dump_dir) {
-        for (int j = 0; j < n_todo; j++)
-            ptx_of[todo[j]] = ptxs[j];
-        dump_code(cfg, name, ks, n, texts, ptx_of);
-    }
-    if (st == TGC_OK) {
-        pthread_mutex_lock(&g_mods_lock);
-        for (int j = 0; j < n_todo && st == TGC_OK; j++) {
-            int i = todo[j];
-            char *copy = strdup(texts[i]);
-            if (!copy || !mod_insert(copy, hashes[i], cubins[j], sizes[j]))
-                st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
-            cubins[j] = NULL; /* the cache's now (or freed) */
-        }
-        for (int i = 0; st == TGC_OK && i < n; i++) {
-            cuda_kernel *ck = &c->kernels[i];
-            mod_entry *e = ents[i] ? ents[i] : mod_find(texts[i], hashes[i]);
-            if (!e) {
-                st = tgc_set_error(TGC_ERR_INTERNAL, "tgc cuda: kernel %s lost its module",
-                                   ks[i].name);
-                break;
-            }
-            char what[300];
-            snprintf(what, sizeof what, "kernel %.31s of '%.200s'", ks[i].name, name);
-            st = mod_function(e, dev.index, what, &ck->fn);
-            unsigned smem = ks[i].k->kind == KIR_LOOP ? ck->loop.smem_bytes : ck->tpl.smem_bytes;
-            if (st == TGC_OK && smem > 48 * 1024) {
-                char w[360];
-                snprintf(w, sizeof w, "tgc cuda: %s asks for %u bytes of shared memory", what,
-                         smem);
-                st = tgc_cuda_error(
-                    tgc_cuda_drv()->cuFuncSetAttribute(
-                        ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
-                    w);
-            }
-            ks[i].handle = ck;
-        }
-        pthread_mutex_unlock(&g_mods_lock);
-    }
+    if (cfg->dump_dir && texts)
+        dump_code(cfg, name, ks, n, texts, ptxs);
+    for (int i = 0; st == TGC_OK && i < n; i++)
+        st = bind_kernel(progs[i], dev.index, name, &ks[i], &c->kernels[i]);
     for (int i = 0; i < n && texts; i++)
         free(texts[i]);
-    for (int j = 0; j < n_todo; j++) {
-        free(cubins[j]);
-        free(ptxs[j]);
-    }
+    for (int i = 0; i < n && ptxs; i++)
+        free(ptxs[i]);
     free(texts);
-    free(hashes);
-    free(ents);
-    free(todo);
-    free(tnames);
-    free(tsrcs);
-    free(cubins);
     free(ptxs);
-    free(ptx_of);
-    free(sizes);
+    free(srcs);
+    free(progs);
     if (st != TGC_OK) {
         for (int i = 0; i < n; i++)
             ks[i].handle = NULL;

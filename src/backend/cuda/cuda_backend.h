@@ -9,12 +9,4 @@
  * libnvrtc). Decided once per process. */
 const tgc_backend *tgc_backend_cuda(void);
 
-/* The persistent cubin cache of cfg.cache_dir (one file per program text and architecture,
- * see cuda_backend.c), for the backend's other programs (cuda_conv_grad.c): load gives 1 and
- * a malloc'd image when dir holds text's cubin for sm, 0 otherwise; store is best effort,
- * creating a missing dir (with parents, 0700; one it cannot make is a warning, once).
- * Thread- and process-safe (files written under a temporary name, then renamed). */
-int tgc_cuda_disk_load(const char *dir, int sm, const char *text, char **cubin, size_t *size);
-void tgc_cuda_disk_store(const char *dir, int sm, const char *text, const char *cubin, size_t size);
-
 #endif

@@ -1,27 +1,21 @@
 /* Fast f32 conv2d backward on the GPU (see cuda_conv_grad.h): the program texts (the GEMM
  * library, the conv-grad library and one wrapper per entry point instantiating them with a
- * tile configuration), their NVRTC compile and load per device, and the launches. */
+ * tile configuration), their kernels on each device (through the program cache) and the
+ * launches. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_conv_grad.h"
 #include "backend/cuda/cuda_gemm.h"
-#include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_program.h"
 #include "runtime/cuda.h"
-#include "runtime/parallel.h"
 #include "runtime/storage.h"
 #include "support/error.h"
 #include "support/strbuf.h"
 
-static const char gemm_lib[] =
-#include "backend/cuda/cuda_gemm_lib.inc"
-    ;
-static const char cg_lib[] =
-#include "backend/cuda/cuda_conv_grad_lib.inc"
-    ;
+#include "backend/cuda/cuda_conv_grad_lib.cuh.h"
 
 #define CG_MODES    3 /* SIMT, TF32, BF16X */
 #define CG_VARIANTS 2
@@ -90,8 +84,8 @@ static char *render(int mode, int variant, int which)
         return NULL;
     const int simt = mode == TGC_CUDA_TPL_SIMT;
     tgc_strbuf o = {0};
-    tgc_sb_puts(&o, gemm_lib);
-    tgc_sb_puts(&o, cg_lib);
+    tgc_sb_puts(&o, tgc_cuda_gemm_lib());
+    tgc_sb_puts(&o, tgc_text_cuda_conv_grad_lib_cuh);
     tgc_sb_printf(&o, "// conv-grad program: mode %d, %d x %d x %d tiles, %d stages\n", mode, t.bm,
                   t.bn, t.bk, t.st);
     char comp[160];
@@ -162,13 +156,6 @@ static int64_t cdiv(int64_t a, int64_t b)
     return a <= 0 ? 0 : (a + b - 1) / b;
 }
 
-static int mode_for(tgc_matmul_precision prec)
-{
-    return prec == TGC_PRECISION_HIGH     ? TGC_CUDA_TPL_TF32
-           : prec == TGC_PRECISION_MEDIUM ? TGC_CUDA_TPL_BF16X
-                                          : TGC_CUDA_TPL_SIMT;
-}
-
 int tgc_cuda_conv_grad_fits(const tgc_cg_args *a)
 {
     const int64_t lim = (int64_t)1 << 31;
@@ -192,7 +179,7 @@ void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, in
                              tgc_cg_launch *l)
 {
     memset(l, 0, sizeof *l);
-    l->mode = mode_for(prec);
+    l->mode = tgc_cuda_f32_mode(prec);
     const int64_t og = a->o / a->groups, cg = a->c / a->groups;
     int64_t M, N, K, z;
     if (a->wgrad) {
@@ -237,27 +224,20 @@ void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, in
     }
 }
 
-/* ---- programs: compiled per mode on first use, loaded per device ---- */
+/* ---- programs: from the program cache on first use per device and mode ---- */
 
-/* A mode's programs: one per (tile variant, op), the dgrad one with the packing entry too,
- * so that NVRTC compiles them all at once on several threads. */
-typedef struct cg_image {
-    int sm;
-    char *cubin[CG_VARIANTS][2];
-} cg_image;
-
+/* A mode's kernels on one device: its programs are one per (tile variant, op), the dgrad one
+ * with the packing entry too, so the program cache compiles them all at once on several
+ * threads. */
 typedef struct cg_mod {
     int state; /* 0 not tried, 1 loaded, -1 failed */
     tgc_status status;
     char msg[512];
-    CUmodule mod[CG_VARIANTS][2];
     CUfunction fn[CG_VARIANTS][CG_ENTRIES]; /* dgrad and pack from [v][0], wgrad from [v][1] */
     int smem_set[CG_VARIANTS][2];
 } cg_mod;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-#define CG_MAX_ARCHS 4
-static cg_image g_img[CG_MODES][CG_MAX_ARCHS];
 static cg_mod g_mod[TGC_CUDA_MAX_DEVICES][CG_MODES];
 
 static int n_variants(int mode)
@@ -265,101 +245,44 @@ static int n_variants(int mode)
     return mode == TGC_CUDA_TPL_SIMT ? 1 : CG_VARIANTS;
 }
 
-/* the cubins of mode for sm (compiled now when missing); under g_lock */
-static tgc_status image_for(int mode, int sm, cg_image **out)
+static tgc_status load_mod(int dev, int mode, const char *cache_dir, cg_mod *m)
 {
-    cg_image *free_slot = NULL;
-    for (int i = 0; i < CG_MAX_ARCHS; i++) {
-        if (g_img[mode][i].cubin[0][0] && g_img[mode][i].sm == sm) {
-            *out = &g_img[mode][i];
-            return TGC_OK;
-        }
-        if (!g_img[mode][i].cubin[0][0] && !free_slot)
-            free_slot = &g_img[mode][i];
-    }
-    if (!free_slot)
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc cuda: conv-grad kernels for too many archs");
+    const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
+    if (!tgc_cuda_drv() || !pr)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
     const int np = 2 * n_variants(mode);
     static const char *const names[2 * CG_VARIANTS] = {"tgc_conv_dgrad_128", "tgc_conv_wgrad_128",
                                                        "tgc_conv_dgrad_64", "tgc_conv_wgrad_64"};
-    char *src[2 * CG_VARIANTS] = {NULL}, *cub[2 * CG_VARIANTS] = {NULL};
-    size_t sizes[2 * CG_VARIANTS] = {0};
+    char *src[2 * CG_VARIANTS] = {NULL};
+    tgc_cuda_program_src srcs[2 * CG_VARIANTS];
+    const tgc_cuda_program *progs[2 * CG_VARIANTS] = {NULL};
     tgc_status st = TGC_OK;
-    for (int p = 0; p < np && st == TGC_OK; p++)
+    for (int p = 0; p < np && st == TGC_OK; p++) {
         if (!(src[p] = render(mode, p / 2, p % 2 ? 2 : 1)))
             st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the conv-grad kernels");
-    /* TGC_CACHE_DIR: programs an earlier process compiled load from disk (the launch
-     * environment has no cfg, so cfg.cache_dir set in code is not seen here) */
-    const char *dir = tgc_config_default().cache_dir;
-    int todo[2 * CG_VARIANTS], nt = 0;
-    for (int p = 0; p < np && st == TGC_OK; p++)
-        if (!tgc_cuda_disk_load(dir, sm, src[p], &cub[p], &sizes[p]))
-            todo[nt++] = p;
-    if (st == TGC_OK && nt) {
-        const char *tn[2 * CG_VARIANTS], *ts[2 * CG_VARIANTS];
-        char *tc[2 * CG_VARIANTS] = {NULL};
-        size_t tz[2 * CG_VARIANTS] = {0};
-        for (int q = 0; q < nt; q++) {
-            tn[q] = names[todo[q]];
-            ts[q] = src[todo[q]];
-        }
-        st = tgc_nvrtc_compile_all(nt, tn, ts, sm, tgc_threads_resolve(0), tc, tz, NULL);
-        for (int q = 0; st == TGC_OK && q < nt; q++) {
-            cub[todo[q]] = tc[q];
-            sizes[todo[q]] = tz[q];
-            tgc_cuda_disk_store(dir, sm, ts[q], tc[q], tz[q]);
-        }
+        srcs[p] = (tgc_cuda_program_src){names[p], src[p]};
     }
-    if (st != TGC_OK)
-        for (int p = 0; p < np; p++) {
-            free(cub[p]);
-            cub[p] = NULL;
-        }
+    if (st == TGC_OK)
+        st = tgc_cuda_programs_get(np, srcs, pr->major * 10 + pr->minor, cache_dir, progs, NULL);
     for (int p = 0; p < np; p++)
         free(src[p]);
-    if (st != TGC_OK)
-        return st;
-    free_slot->sm = sm;
-    for (int p = 0; p < np; p++)
-        free_slot->cubin[p / 2][p % 2] = cub[p];
-    *out = free_slot;
-    return TGC_OK;
-}
-
-static tgc_status load_mod(int dev, int mode, cg_mod *m)
-{
-    const tgc_cuda_driver *d = tgc_cuda_drv();
-    const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
-    if (!d || !pr)
-        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
-    cg_image *img = NULL;
-    tgc_status st = image_for(mode, pr->major * 10 + pr->minor, &img);
-    if (st == TGC_OK)
-        st = tgc_cuda_enter(dev);
     for (int v = 0; v < n_variants(mode) && st == TGC_OK; v++)
-        for (int p = 0; p < 2 && st == TGC_OK; p++) {
-            st = tgc_cuda_error(d->cuModuleLoadData(&m->mod[v][p], img->cubin[v][p]),
-                                "tgc cuda: loading the conv-grad kernels (cuModuleLoadData)");
-            for (int e = 0; e < CG_ENTRIES && st == TGC_OK; e++) {
-                if ((p == 0) != (e != 1))
-                    continue; /* dgrad and pack from the dgrad program, wgrad from its own */
-                char what[96];
-                snprintf(what, sizeof what, "tgc cuda: cuModuleGetFunction(%s)", entry_names[e]);
-                st = tgc_cuda_error(
-                    d->cuModuleGetFunction(&m->fn[v][e], m->mod[v][p], entry_names[e]), what);
-            }
+        for (int e = 0; e < CG_ENTRIES && st == TGC_OK; e++) {
+            /* dgrad and pack from the dgrad program, wgrad from its own */
+            const tgc_cuda_program *prog = progs[2 * v + (e == 1)];
+            st = tgc_cuda_program_function(prog, dev, entry_names[e], &m->fn[v][e]);
         }
     return st;
 }
 
-static tgc_status mod_ready(int dev, int mode, cg_mod **out)
+static tgc_status mod_ready(int dev, int mode, const char *cache_dir, cg_mod **out)
 {
     if (dev < 0 || dev >= TGC_CUDA_MAX_DEVICES)
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: no device cuda:%d", dev);
     cg_mod *m = &g_mod[dev][mode];
     pthread_mutex_lock(&g_lock);
     if (m->state == 0) {
-        tgc_status s = load_mod(dev, mode, m);
+        tgc_status s = load_mod(dev, mode, cache_dir, m);
         m->state = s == TGC_OK ? 1 : -1;
         m->status = s;
         if (s != TGC_OK)
@@ -411,7 +334,7 @@ static tgc_status launch(CUfunction fn, const unsigned grid[3], unsigned threads
 }
 
 tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision prec, int dev,
-                                  void *stream)
+                                  void *stream, const char *cache_dir)
 {
     const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
     if (!pr)
@@ -419,7 +342,7 @@ tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision pre
     tgc_cg_launch l;
     tgc_cuda_conv_grad_plan(a, prec, pr->sms, &l);
     cg_mod *m = NULL;
-    tgc_status st = mod_ready(dev, l.mode, &m);
+    tgc_status st = mod_ready(dev, l.mode, cache_dir, &m);
     if (st == TGC_OK)
         st = tgc_cuda_enter(dev);
     if (st != TGC_OK)

@@ -6,14 +6,15 @@
  * the same bits on every run).
  *
  * The kernels read their geometry at run time (no size is compiled in), so one program per
- * (precision mode, tile variant) serves every conv: the programs of a mode are compiled by
- * NVRTC on first use, all at once on several threads, once per process and architecture,
+ * (precision mode, tile variant) serves every conv: the programs of a mode come from the
+ * program cache (cuda_program.h) on first use per device: compiled by NVRTC all at once on
+ * several threads, once per process and architecture (or loaded from the cache directory),
  * and loaded once per device. cuda_ops.c calls tgc_cuda_conv_grad_run for f32 nodes whose
  * geometry tgc_cuda_conv_grad_fits accepts (the generic kernel of cuda_ops_kernels.cu takes
  * the rest, and every other dtype).
  *
  * Thread-safety: every function may be called from any thread (one mutex guards the
- * compiled images and loaded modules; launches run outside it). */
+ * per-device kernel tables; launches run outside it). */
 #ifndef TGC_BACKEND_CUDA_CONV_GRAD_H
 #define TGC_BACKEND_CUDA_CONV_GRAD_H
 
@@ -43,10 +44,12 @@ int tgc_cuda_conv_grad_fits(const tgc_cg_args *a);
  * dgrad a weight-packing kernel, then the GEMM; for wgrad the GEMM (split over K when its
  * tiles leave most SMs idle). Temporary buffers come from the device's caching allocator on
  * the thread's stream and go back to it after the launches (stream-ordered reuse).
+ * prec is the variant's cfg.matmul_precision (the mode: tgc_cuda_f32_mode); cache_dir the
+ * program cache's directory (NULL: memory only).
  * Errors: TGC_ERR_DEVICE / TGC_ERR_COMPILE (NVRTC, with its log) / TGC_ERR_OOM /
  * TGC_ERR_RUNTIME from the driver. */
 tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision prec, int dev,
-                                  void *stream);
+                                  void *stream, const char *cache_dir);
 
 /* The program of precision mode `mode` (tgc_cuda_tpl_mode: 0 SIMT, 1 TF32, 2 BF16X) and tile
  * variant (0: 128-row tiles, 1: 64-row tiles; SIMT has only 0): malloc'd text (caller frees),

@@ -1,7 +1,7 @@
 // The conv backward templates: the input gradient (dgrad) and the weight gradient (wgrad) of
 // conv2d as implicit GEMMs on the GEMM library's loaders, pipeline, tensor-core / SIMT
 // compute and deterministic split-K (cuda_gemm_lib.cuh, which a program includes first).
-// Source of truth for cuda_conv_grad_lib.inc (`sh tools/cuda_embed.sh` regenerates it);
+// Embedded by the build as every .cu / .cuh (CMakeLists.txt, tools/embed_text.cmake);
 // cuda_conv_grad.c appends it to every conv-grad program, then the entry points.
 // f32 operands and results, NCHW contiguous x / dy / dx, weights [O][C/groups][KH][KW].
 //

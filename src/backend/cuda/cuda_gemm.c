@@ -1,5 +1,5 @@
 /* GEMM / CONV template kernels -> CUDA C (see cuda_gemm.h). The device code is the template
- * library cuda_gemm_lib.cuh (embedded as cuda_gemm_lib.inc); this file picks a tile
+ * library cuda_gemm_lib.cuh (embedded by the build, as every .cu / .cuh); this file picks a tile
  * configuration and operand layouts per kernel, compiles the kernel's constant sizes in and
  * writes a small wrapper: the ABI structs, the epilogue functor and the __global__ entry that
  * instantiates the library's templates. Pure functions of their arguments; thread-safe. */
@@ -10,9 +10,19 @@
 #include "backend/cuda/cuda_render.h"
 #include "support/error.h"
 
-static const char tgc_gemm_lib[] =
-#include "backend/cuda/cuda_gemm_lib.inc"
-    ;
+#include "backend/cuda/cuda_gemm_lib.cuh.h"
+
+const char *tgc_cuda_gemm_lib(void)
+{
+    return tgc_text_cuda_gemm_lib_cuh;
+}
+
+int tgc_cuda_f32_mode(tgc_matmul_precision prec)
+{
+    return prec == TGC_PRECISION_HIGH     ? TGC_CUDA_TPL_TF32
+           : prec == TGC_PRECISION_MEDIUM ? TGC_CUDA_TPL_BF16X
+                                          : TGC_CUDA_TPL_SIMT;
+}
 
 /* ---- configuration ---- */
 
@@ -42,10 +52,7 @@ typedef struct plan {
 static int mode_of(const kir_kernel *k, tgc_matmul_precision prec)
 {
     switch (k->tpl.dtype) {
-    case TGC_F32:
-        return prec == TGC_PRECISION_HIGH     ? TGC_CUDA_TPL_TF32
-               : prec == TGC_PRECISION_MEDIUM ? TGC_CUDA_TPL_BF16X
-                                              : TGC_CUDA_TPL_SIMT;
+    case TGC_F32: return tgc_cuda_f32_mode(prec);
     case TGC_F16: return TGC_CUDA_TPL_F16;
     case TGC_BF16: return TGC_CUDA_TPL_BF16;
     default: return -1;
@@ -302,7 +309,7 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                              mode, fname);
     const int conv = k->kind == KIR_CONV;
     tgc_strbuf o = {0};
-    tgc_sb_puts(&o, tgc_gemm_lib);
+    tgc_sb_puts(&o, tgc_text_cuda_gemm_lib_cuh);
     tgc_sb_printf(&o, "struct %s_b { void *p[%d]; };\n", fname, k->n_bufs > 0 ? k->n_bufs : 1);
     int nw = kir_args_words(slots);
     tgc_sb_printf(&o, "struct %s_s { long long v[%d]; };\n", fname, nw > 0 ? nw : 1);

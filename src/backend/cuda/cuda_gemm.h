@@ -52,6 +52,14 @@ typedef struct tgc_cuda_tpl {
     int split_k;         /* split-K allowed (the launch picks the split count per call) */
 } tgc_cuda_tpl;
 
+/* The mode of f32 operands at precision prec (HIGHEST SIMT, HIGH TF32, MEDIUM BF16X): the one
+ * mapping of cfg.matmul_precision to code, for the templates and the conv gradients. */
+int tgc_cuda_f32_mode(tgc_matmul_precision prec);
+
+/* The template library's text (cuda_gemm_lib.cuh), which every template program and the
+ * conv-gradient programs start with. */
+const char *tgc_cuda_gemm_lib(void);
+
 /* Appends kernel k (KIR_GEMM or KIR_CONV) as CUDA C to out: the template library once per
  * program (guarded with #ifndef), the NAME_b / NAME_s structs, the epilogue and the
  * __global__ NAME. slots: the kernel's size slots (kir_args_collect of k). prec applies to

@@ -1,5 +1,5 @@
-// The device library of the GEMM / conv templates (CUDA C++ for NVRTC; source of truth for
-// cuda_gemm_lib.inc, which tools/cuda_embed.sh regenerates: `sh tools/cuda_embed.sh`).
+// The device library of the GEMM / conv templates (CUDA C++ for NVRTC; the build embeds it in
+// the library as every .cu / .cuh: CMakeLists.txt, tools/embed_text.cmake).
 // cuda_gemm.c appends it once per program (guarded), then one small wrapper per template
 // kernel that instantiates these templates with the kernel's tile configuration, its
 // operand loaders and its fused epilogue. Needs no CUDA header (16-bit values are raw bits).

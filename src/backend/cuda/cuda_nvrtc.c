@@ -122,6 +122,23 @@ int tgc_nvrtc_version(int *major, int *minor)
     return rc;
 }
 
+void tgc_nvrtc_options(const char *src, int sm, tgc_nvrtc_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    int sm_a = src && strstr(src, "#define TGC_NEEDS_SM90A") != NULL;
+    snprintf(o->arch, sizeof o->arch, "--gpu-architecture=sm_%d%s", sm, sm_a ? "a" : "");
+    o->v[o->n++] = o->arch;
+    o->v[o->n++] = "-std=c++17";
+    o->v[o->n++] = "-default-device";
+    o->v[o->n++] = "-lineinfo";
+    /* NVRTC 13 has no built-in cuda_fp16.h / cuda_bf16.h: programs that include toolkit
+     * headers find them in the toolkit the library was built against, when it is there
+     * (known once libnvrtc is loaded) */
+    pthread_once(&g_once, nvrtc_do_load);
+    if (g_load_status == TGC_OK && g_include_dir[0])
+        o->v[o->n++] = g_include_opt;
+}
+
 /* Keeps the head of long logs (the first errors are the ones that matter). */
 #define TGC_NVRTC_LOG_MAX 6000
 
@@ -144,15 +161,8 @@ tgc_status tgc_nvrtc_compile(const char *prog_name, const char *src, int sm, cha
     if (st != TGC_OK)
         return st;
 
-    char arch[64];
-    int sm_a = strstr(src, "#define TGC_NEEDS_SM90A") != NULL;
-    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%s", sm, sm_a ? "a" : "");
-    /* NVRTC 13 has no built-in cuda_fp16.h / cuda_bf16.h: programs that include toolkit
-     * headers find them in the toolkit the library was built against, when it is there. */
-    const char *opts[5] = {arch, "-std=c++17", "-default-device", "-lineinfo", NULL};
-    int n_opts = 4;
-    if (g_include_dir[0])
-        opts[n_opts++] = g_include_opt;
+    tgc_nvrtc_opts o;
+    tgc_nvrtc_options(src, sm, &o);
 
     nvrtcProgram prog = NULL;
     nvrtcResult r = g_api.CreateProgram(&prog, src, prog_name, 0, NULL, NULL);
@@ -160,7 +170,7 @@ tgc_status tgc_nvrtc_compile(const char *prog_name, const char *src, int sm, cha
         return tgc_set_error(r == NVRTC_ERROR_OUT_OF_MEMORY ? TGC_ERR_OOM : TGC_ERR_COMPILE,
                              "tgc cuda: NVRTC could not create %s: %s", prog_name,
                              g_api.GetErrorString(r));
-    r = g_api.CompileProgram(prog, n_opts, opts);
+    r = g_api.CompileProgram(prog, o.n, o.v);
     if (r != NVRTC_SUCCESS) {
         size_t log_size = 0;
         char *log = NULL;

@@ -22,6 +22,15 @@
  * missing; the same status and message on every later call. */
 tgc_status tgc_nvrtc_load(void);
 
+/* The options program src compiles with for sm (those above, in order); o->v points into o
+ * itself, so o is not copied. The program cache keys each program by them. */
+typedef struct tgc_nvrtc_opts {
+    int n;
+    const char *v[6];
+    char arch[64];
+} tgc_nvrtc_opts;
+void tgc_nvrtc_options(const char *src, int sm, tgc_nvrtc_opts *o);
+
 /* Compiles one program (src, named prog_name in messages) for sm (e.g. 90 -> sm_90). On
  * success *cubin is a malloc'd image of *cubin_size bytes and, when ptx != NULL, *ptx the
  * malloc'd NUL-terminated PTX text. On failure TGC_ERR_COMPILE "tgc cuda: NVRTC rejected

@@ -1353,7 +1353,8 @@ static tgc_status run_conv_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
                 for (int d = 0; d < 4 && !wgrad; d++)
                     ca.wst[d] = other->strides[d];
                 ca.out = dptr(*out);
-                s = tgc_cuda_conv_grad_run(&ca, c->precision, c->dev.index, c->stream);
+                s = tgc_cuda_conv_grad_run(&ca, c->precision, c->dev.index, c->stream,
+                                           c->cache_dir);
             }
             /* stream-ordered reuse: the copies may go back before the kernels ran */
             tgc_tensor_free(t1);
@@ -1601,13 +1602,6 @@ int tgc_cuda_op_supported(const tgc_node *nd)
     }
 }
 
-/* The precision of f32 matrix products a node runs at: the function's cfg.matmul_precision
- * (eager plans: the process default, TGC_MATMUL_PRECISION). */
-static tgc_matmul_precision env_precision(const struct tgc_launch_env *env)
-{
-    return env->precision;
-}
-
 static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *ins,
                            const int64_t *shape, tgc_tensor **out)
 {
@@ -1665,7 +1659,10 @@ tgc_status tgc_cuda_op_run(const tgc_node *nd, tgc_tensor *const *ins, const int
                              t->storage->device.index != env->device.index))
             return unsupported();
     }
-    ops_ctx c = {env->device, env->stream, tgc_op_name(nd->op), env_precision(env)};
+    /* what the variant's compile decided (cuda_backend.c): the function's cfg.matmul_precision
+     * (eager plans: the process default, TGC_MATMUL_PRECISION) and cfg.cache_dir */
+    const tgc_cuda_native *nv = tgc_cuda_native_of(env);
+    ops_ctx c = {env->device, env->stream, tgc_op_name(nd->op), nv->precision, nv->cache_dir};
     tgc_status s = dispatch(&c, nd, ins, shape, out);
     if (s != TGC_OK) {
         if (*out)

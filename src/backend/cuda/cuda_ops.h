@@ -8,9 +8,9 @@
  * route of scaled_dot_product_attention to cuda_attention.h, so that no op ever round-trips
  * through the host.
  *
- * The kernels are one CUDA C program (cuda_ops_kernels.cu, embedded as text) compiled with
- * NVRTC once per process per device architecture and loaded once per device, lazily and
- * thread-safely; every function here may be called from any thread. Results match interp's
+ * The kernels are one CUDA C program (cuda_ops_kernels.cu, embedded as text) that the program
+ * cache (cuda_program.h) compiles once per device architecture and loads once per device, lazily
+ * and thread-safely; every function here may be called from any thread. Results match interp's
  * (src/backend/interp): the same formulas in double, the same conversions on store, the same
  * Philox bits for random ops, the same errors (an index out of range is detected on the
  * device, read back after synchronizing and reported with interp's status and message). */
@@ -22,7 +22,22 @@
 
 #include "backend/plan.h"
 #include "ir/graph.h"
+#include "tgc/config.h"
 #include "tensor/tensor_impl.h"
+
+/* What the CUDA backend's compile decided for a variant that its native steps read: the code a
+ * compile returns starts with it, and tgc_cuda_op_run finds it through env->code (NULL: the
+ * defaults, HIGHEST and no cache directory). */
+typedef struct tgc_cuda_native {
+    tgc_matmul_precision precision; /* cfg.matmul_precision: f32 products (conv gradients) */
+    char *cache_dir;                /* cfg.cache_dir (malloc'd): where programs are cached */
+} tgc_cuda_native;
+
+static inline const tgc_cuda_native *tgc_cuda_native_of(const struct tgc_launch_env *env)
+{
+    static const tgc_cuda_native none = {TGC_PRECISION_HIGHEST, NULL};
+    return env && env->code ? (const tgc_cuda_native *)env->code : &none;
+}
 
 /* 1 when tgc_cuda_op_run has a kernel for node nd, judged by its op, attributes and output
  * dtype (input dtypes and shapes are checked at run time, which may still answer
@@ -46,10 +61,6 @@ tgc_status tgc_cuda_op_run(const tgc_node *nd, tgc_tensor *const *ins, const int
 /* The whole kernel program's text (tgc_cuda_prelude(), the op and dtype numbers of ops.def as
  * #defines, then the kernels): malloc'd, the caller frees it; NULL when out of memory. Pure. */
 char *tgc_cuda_ops_source(void);
-
-/* Compiles the program for sm_<sm> (e.g. 90) with NVRTC: *cubin is a malloc'd image of
- * *size bytes. TGC_ERR_DEVICE when libnvrtc is missing, TGC_ERR_COMPILE with the log. */
-tgc_status tgc_cuda_ops_compile(int sm, char **cubin, size_t *size);
 
 /* The names of the program's kernels (entry points), n of them; for tests and dumps. */
 const char *const *tgc_cuda_ops_kernel_names(int *n);

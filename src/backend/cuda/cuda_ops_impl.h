@@ -129,6 +129,7 @@ typedef struct ops_ctx {
     void *stream;
     const char *op;                 /* the op's name, for messages */
     tgc_matmul_precision precision; /* of f32 matrix products (the conv-grad templates) */
+    const char *cache_dir;          /* the program cache's directory (NULL: none) */
 } ops_ctx;
 
 /* How a kernel is launched over its work: GRID over `work` elements (grid-stride), BLOCKS

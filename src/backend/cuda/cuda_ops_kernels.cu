@@ -1,7 +1,7 @@
 /* The native GPU kernels for the ops the CUDA backend's fusion leaves opaque (cuda_ops.c).
  *
- * This file is CUDA C text, not built by the host compiler: cuda_ops_kernels.inc holds it as
- * a C string (regenerate with src/backend/cuda/embed_cu.py after editing), and cuda_ops.c
+ * This file is CUDA C text, not built by the host compiler: the build embeds it in the
+ * library as every .cu / .cuh (CMakeLists.txt, tools/embed_text.cmake), and cuda_ops_src.c
  * prepends the op and dtype numbers of ops.def as #defines (OP_*, DT_*) before handing the
  * whole program to NVRTC. Everything lives in namespace tgcops so it cannot collide with a
  * prelude; the entry points are extern "C" tgc_ops_*.

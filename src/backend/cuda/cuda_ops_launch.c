@@ -1,11 +1,12 @@
-/* The native-op program on the devices: compiled once per architecture (sm_XY) per process,
- * loaded once per device (a module and its kernel handles kept for the process), and the
+/* The native-op program on the devices: its text compiled and loaded through the program cache
+ * (cuda_program.h: once per architecture, from cfg.cache_dir when an earlier process left it
+ * there, loaded once per device), the kernel handles of each device kept here, and the
  * launches, stream synchronization and capture query of cuda_ops.c.
  *
- * Thread-safety: one mutex guards the per-architecture images and the per-device modules;
- * the first caller for a device compiles and loads while later callers wait, and a failure
- * is remembered (status and message) and repeated on every later call for that device.
- * After loading, launches read the kernel table without the lock. */
+ * Thread-safety: one mutex guards the per-device kernel tables; the first caller for a device
+ * gets the program and its kernels while later callers wait, and a failure is remembered
+ * (status and message) and repeated on every later call for that device. After that,
+ * launches read the kernel table without the lock. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,91 +14,51 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
+#include "backend/cuda/cuda_program.h"
 #include "runtime/cuda.h"
 #include "support/error.h"
-
-#define OPS_MAX_ARCHS 8
-
-typedef struct ops_image {
-    int sm;
-    char *cubin;
-    size_t size;
-} ops_image;
 
 typedef struct ops_dev {
     int state; /* 0 not tried, 1 loaded, -1 failed */
     tgc_status status;
     char msg[768];
-    CUmodule mod;
     CUfunction fn[OPS_K_COUNT];
     int sms;
 } ops_dev;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static ops_image g_images[OPS_MAX_ARCHS];
 static ops_dev g_devs[TGC_CUDA_MAX_DEVICES];
 
-/* The cubin for sm, compiled on first request (called with g_lock held). */
-static tgc_status image_for(int sm, const ops_image **img)
+static tgc_status load_dev(int dev, const char *cache_dir, ops_dev *d)
 {
-    for (int i = 0; i < OPS_MAX_ARCHS; i++)
-        if (g_images[i].cubin && g_images[i].sm == sm) {
-            *img = &g_images[i];
-            return TGC_OK;
-        }
-    for (int i = 0; i < OPS_MAX_ARCHS; i++) {
-        if (g_images[i].cubin)
-            continue;
-        tgc_status s = tgc_cuda_ops_compile(sm, &g_images[i].cubin, &g_images[i].size);
-        if (s != TGC_OK)
-            return s;
-        g_images[i].sm = sm;
-        *img = &g_images[i];
-        return TGC_OK;
-    }
-    return tgc_set_error(TGC_ERR_INTERNAL, "tgc cuda: native ops compiled for too many archs");
-}
-
-static tgc_status load_dev(int dev, ops_dev *d)
-{
-    const tgc_cuda_driver *drv = tgc_cuda_drv();
     const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
-    if (!drv || !pr)
+    if (!tgc_cuda_drv() || !pr)
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
-    const ops_image *img = NULL;
-    tgc_status s = image_for(pr->major * 10 + pr->minor, &img);
-    if (s == TGC_OK)
-        s = tgc_cuda_enter(dev);
-    if (s != TGC_OK)
-        return s;
-    s = tgc_cuda_error(drv->cuModuleLoadData(&d->mod, img->cubin),
-                       "tgc cuda: loading the native-op kernels (cuModuleLoadData)");
-    if (s != TGC_OK)
-        return s;
+    char *src = tgc_cuda_ops_source();
+    if (!src)
+        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the native-op program");
+    const tgc_cuda_program *prog = NULL;
+    tgc_status s =
+        tgc_cuda_program_get("tgc_cuda_ops", src, pr->major * 10 + pr->minor, cache_dir, &prog);
+    free(src);
     int n;
     const char *const *names = tgc_cuda_ops_kernel_names(&n);
-    for (int k = 0; k < n && s == TGC_OK; k++) {
-        char what[96];
-        snprintf(what, sizeof what, "tgc cuda: cuModuleGetFunction(%s)", names[k]);
-        s = tgc_cuda_error(drv->cuModuleGetFunction(&d->fn[k], d->mod, names[k]), what);
-    }
-    if (s != TGC_OK) {
-        drv->cuModuleUnload(d->mod);
-        d->mod = NULL;
+    for (int k = 0; k < n && s == TGC_OK; k++)
+        s = tgc_cuda_program_function(prog, dev, names[k], &d->fn[k]);
+    if (s != TGC_OK)
         return s;
-    }
     d->sms = pr->sms > 0 ? pr->sms : 1;
     return TGC_OK;
 }
 
-static tgc_status dev_ready(int dev, ops_dev **out)
+static tgc_status dev_ready(int dev, const char *cache_dir, ops_dev **out)
 {
     if (dev < 0 || dev >= TGC_CUDA_MAX_DEVICES)
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: no device cuda:%d", dev);
     ops_dev *d = &g_devs[dev];
     pthread_mutex_lock(&g_lock);
     if (d->state == 0) {
-        tgc_status s = load_dev(dev, d);
+        tgc_status s = load_dev(dev, cache_dir, d);
         d->state = s == TGC_OK ? 1 : -1;
         d->status = s;
         if (s != TGC_OK)
@@ -123,7 +84,7 @@ tgc_status tgc_ops_launch(const ops_ctx *c, ops_kernel k, ops_shape shape, int64
     if (work <= 0)
         return TGC_OK;
     ops_dev *d = NULL;
-    tgc_status s = dev_ready(c->dev.index, &d);
+    tgc_status s = dev_ready(c->dev.index, c->cache_dir, &d);
     if (s == TGC_OK)
         s = tgc_cuda_enter(c->dev.index);
     if (s != TGC_OK)

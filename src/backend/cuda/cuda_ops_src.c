@@ -1,22 +1,21 @@
-/* The text of the native-op kernel program: hb's prelude (cuda_render.h; the kernels use
+/* The text of the native-op kernel program: the prelude (cuda_render.h; the kernels use
  * none of it but share the program layout of every CUDA program), the op and dtype numbers
  * of ops.def and tensor.h as #defines, so the kernels switch on the same numbers the host
- * passes, then cuda_ops_kernels.cu (embedded by embed_cu.py as cuda_ops_kernels.inc); and
- * its NVRTC compile.
+ * passes, then cuda_ops_kernels.cu (embedded by the build as every .cu / .cuh is:
+ * CMakeLists.txt, tools/embed_text.cmake).
  * Pure functions; thread-safe. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_impl.h"
 #include "ir/op.h"
 #include "support/error.h"
 
-#include "backend/cuda/cuda_ops_kernels.inc"
+#include "backend/cuda/cuda_ops_kernels.cu.h"
 
 static const char *const op_macro_names[] = {
 #define X(e, name, mn, mx, kind) #e,
@@ -44,9 +43,10 @@ const char *const *tgc_cuda_ops_kernel_names(int *n)
 
 char *tgc_cuda_ops_source(void)
 {
-    static const char body[] = TGC_CUDA_OPS_BODY;
+    const char *body = tgc_text_cuda_ops_kernels_cu;
     const char *prelude = tgc_cuda_prelude();
-    size_t cap = strlen(prelude) + sizeof body + 64 * (TGC_OP_COUNT + TGC_DTYPE_COUNT) + 64;
+    size_t body_len = sizeof tgc_text_cuda_ops_kernels_cu;
+    size_t cap = strlen(prelude) + body_len + 64 * (TGC_OP_COUNT + TGC_DTYPE_COUNT) + 64;
     char *s = malloc(cap);
     if (!s)
         return NULL;
@@ -55,18 +55,6 @@ char *tgc_cuda_ops_source(void)
         n += (size_t)snprintf(s + n, cap - n, "#define OP_%s %d\n", op_macro_names[i], i);
     for (int i = 0; i < TGC_DTYPE_COUNT; i++)
         n += (size_t)snprintf(s + n, cap - n, "#define DT_%s %d\n", dt_macro_names[i], i);
-    memcpy(s + n, body, sizeof body);
-    return s;
-}
-
-tgc_status tgc_cuda_ops_compile(int sm, char **cubin, size_t *size)
-{
-    *cubin = NULL;
-    *size = 0;
-    char *src = tgc_cuda_ops_source();
-    if (!src)
-        return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the native-op program");
-    tgc_status s = tgc_nvrtc_compile("tgc_cuda_ops", src, sm, cubin, size, NULL);
-    free(src);
+    memcpy(s + n, body, body_len); /* with its NUL */
     return s;
 }

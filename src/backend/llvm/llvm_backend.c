@@ -5,7 +5,9 @@
  * launches them: a LOOP kernel's parallel rows split over threads (tgc_parallel_for), a
  * template through the runtime's GEMM / conv drivers (runtime/gemm.h). OPAQUE nodes it has a
  * native kernel for (the f32 conv2d, pool and embedding backward ops: llvm_ops.c) run through
- * run_node instead of interp. Graph preparation and the fusion hooks are in llvm_prepare.c. */
+ * run_node instead of interp. Graph preparation and the fusion hooks are in llvm_prepare.c.
+ * The unit's object comes from the object cache (llvm_jit.h) when an equal unit was compiled
+ * before, in this process or, with cfg.cache_dir, in an earlier one. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -128,6 +130,7 @@ static tgc_status llvm_compile(const tgc_config *cfg, tgc_device dev, const char
     }
     tgc_llvm_unit u;
     tgc_status st = tgc_llvm_unit_begin(&u, name);
+    u.cache_dir = cfg->cache_dir; /* the object cache's directory (NULL: memory only) */
     for (int i = 0; i < n && st == TGC_OK; i++)
         st = emit_kernel(&u, &ks[i], &c->kernels[i], &eps[i]);
     free(eps);

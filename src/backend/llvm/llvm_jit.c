@@ -14,9 +14,13 @@
  * crashed the process or produced corrupt objects ("JIT session error: ... extends past the
  * end of its containing block", "Missing definitions"). Each unit therefore runs its own
  * code generator with its own TargetMachine (LLVMTargetMachineEmitToMemoryBuffer), built
- * from the same settings the JIT would use, and hands the JIT a finished object. */
+ * from the same settings the JIT would use, and hands the JIT a finished object.
+ *
+ * The object cache (llvm_jit.h) sits between the verified module and the JIT: the key is the
+ * module's text under a header of everything else that shapes the object; the entry's code is
+ * the object file's bytes, its data the resource tracker the object was added under (freed
+ * with the entry when its last unit goes). */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h>
 
 #include "backend/llvm/llvm_jit.h"
 #include "support/config_env.h"
@@ -41,12 +46,31 @@ static char g_init_error[512];
 static LLVMOrcLLJITRef g_jit;
 /* Serializes every use of g_jit after initialization (see the comment at the top). */
 static pthread_mutex_t g_jit_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint_fast64_t g_next_unit = 1;
 
+/* A unit's handle on its entry: the entry's data is the JIT resource tracker, the suffix its
+ * functions' symbols end with. */
 struct tgc_llvm_code {
-    LLVMOrcResourceTrackerRef rt;
-    uint64_t id;
+    tgc_code_entry *e;
+    char suffix[24];
 };
+
+/* What the unit names end with until finish renames them. */
+#define UNIT_MARK ".tgcu"
+
+static void rt_free(void *rt)
+{
+    pthread_mutex_lock(&g_jit_lock);
+    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(rt);
+    if (e)
+        LLVMConsumeError(e);
+    LLVMOrcReleaseResourceTracker(rt);
+    pthread_mutex_unlock(&g_jit_lock);
+}
+
+/* Entries go with their last unit (the code leaves the JIT); the disk keeps them for later
+ * processes. */
+static tgc_code_cache g_objs =
+    TGC_CODE_CACHE_INIT("llvm", "o", "compiled LLVM objects are not cached on disk", 1, rt_free);
 
 static int has_feature(const char *features, const char *f)
 {
@@ -157,7 +181,6 @@ tgc_status tgc_llvm_unit_begin(tgc_llvm_unit *u, const char *name)
     u->target = tgc_llvm_host();
     if (!u->target)
         return TGC_ERR_COMPILE;
-    u->id = atomic_fetch_add(&g_next_unit, 1);
     u->ctx = LLVMContextCreate();
     u->mod = LLVMModuleCreateWithNameInContext(name, u->ctx);
     u->b = LLVMCreateBuilderInContext(u->ctx);
@@ -197,7 +220,8 @@ void tgc_llvm_unit_abort(tgc_llvm_unit *u)
 
 void tgc_llvm_unit_name(const tgc_llvm_unit *u, const char *base, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s_u%llu", base, (unsigned long long)u->id);
+    (void)u;
+    snprintf(buf, n, "%s" UNIT_MARK, base);
 }
 
 static void add_str_attr(tgc_llvm_unit *u, LLVMValueRef fn, const char *k, const char *v)
@@ -262,8 +286,8 @@ static void diag_handler(LLVMDiagnosticInfoRef di, void *user)
 }
 
 /* Runs the unit's O3 pipeline and code generator with a TargetMachine of its own; on success
- * *obj holds the object file. Error diagnostics LLVM raises on the way land in diag (the
- * context's handler writes them there) and fail the unit. */
+ * *obj holds the object file (obj NULL: optimization only). Error diagnostics LLVM raises on
+ * the way land in diag (the context's handler writes them there) and fail the unit. */
 static tgc_status optimize_and_emit(tgc_llvm_unit *u, const char *diag, char **ir_after,
                                     LLVMMemoryBufferRef *obj)
 {
@@ -290,7 +314,7 @@ static tgc_status optimize_and_emit(tgc_llvm_unit *u, const char *diag, char **i
         LLVMDisposeMessage(s);
     }
     char *msg = NULL;
-    if (st == TGC_OK &&
+    if (st == TGC_OK && obj &&
         LLVMTargetMachineEmitToMemoryBuffer(tm, u->mod, LLVMObjectFile, &msg, obj)) {
         st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: generating code: %s", msg ? msg : "?");
         *obj = NULL;
@@ -299,11 +323,127 @@ static tgc_status optimize_and_emit(tgc_llvm_unit *u, const char *diag, char **i
     }
     LLVMDisposeMessage(msg);
     LLVMDisposeTargetMachine(tm);
-    if (st != TGC_OK && *obj) {
+    if (st != TGC_OK && obj && *obj) {
         LLVMDisposeMemoryBuffer(*obj);
         *obj = NULL;
     }
     return st;
+}
+
+/* The object cache's key of u's verified module (see the top of the file); malloc'd. */
+static char *unit_key(tgc_llvm_unit *u)
+{
+    char *text = LLVMPrintModuleToString(u->mod);
+    size_t tl = strlen(text);
+    char head[4096 + 512];
+    int hl =
+        snprintf(head, sizeof head,
+                 "tgc-llvm-object 1\nllvm %s\ntriple %s\ncpu %s\nfeatures %s\nvec_bits %d\n"
+                 "passes default<O3> loop-vectorize slp-vectorize\n"
+                 "codegen aggressive reloc-default code-model-jit-default object\n\n",
+                 LLVM_VERSION_STRING, g_triple, g_target.cpu, g_target.features, g_target.vec_bits);
+    char *key = malloc((size_t)hl + tl + 1);
+    if (key) {
+        memcpy(key, head, (size_t)hl);
+        memcpy(key + hl, text, tl + 1);
+    }
+    LLVMDisposeMessage(text);
+    return key;
+}
+
+/* Gives every function of u named by tgc_llvm_unit_name its symbol: the base and suffix. */
+static tgc_status rename_functions(tgc_llvm_unit *u, const char *suffix)
+{
+    const size_t ml = strlen(UNIT_MARK);
+    for (LLVMValueRef f = LLVMGetFirstFunction(u->mod); f; f = LLVMGetNextFunction(f)) {
+        size_t n = 0;
+        const char *name = LLVMGetValueName2(f, &n);
+        if (n < ml || memcmp(name + n - ml, UNIT_MARK, ml) != 0)
+            continue;
+        char buf[512];
+        if (n - ml + strlen(suffix) >= sizeof buf)
+            return tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: function name too long: %.*s", (int)n,
+                                 name);
+        snprintf(buf, sizeof buf, "%.*s%s", (int)(n - ml), name, suffix);
+        LLVMSetValueName2(f, buf, strlen(buf));
+    }
+    return TGC_OK;
+}
+
+/* The disk files' tag: the CPU, as a file name word. */
+static void cpu_tag(char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", g_target.cpu[0] ? g_target.cpu : "cpu");
+    for (char *p = buf; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            *p = '_';
+}
+
+/* Adds object bytes (copied) to the JIT under a new resource tracker. */
+static tgc_status jit_add(const void *obj, size_t size, LLVMOrcResourceTrackerRef *out)
+{
+    *out = NULL;
+    LLVMMemoryBufferRef buf =
+        LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, size, "tgc-llvm-object");
+    if (!buf)
+        return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory for an object file");
+    pthread_mutex_lock(&g_jit_lock);
+    LLVMOrcResourceTrackerRef rt =
+        LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(g_jit));
+    LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(g_jit, rt, buf); /* takes buf */
+    if (e)
+        LLVMOrcReleaseResourceTracker(rt);
+    pthread_mutex_unlock(&g_jit_lock);
+    if (e) {
+        char *m = LLVMGetErrorMessage(e);
+        tgc_status st =
+            tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: adding an object to the JIT: %s", m);
+        LLVMDisposeErrorMessage(m);
+        return st;
+    }
+    *out = rt;
+    return TGC_OK;
+}
+
+/* The maker of entry e: its object from the cache directory, else optimized and generated now
+ * (ir_after printed on the way when asked and not done yet), added to the JIT and published;
+ * written to the directory when it was generated. On failure e is failed. */
+static tgc_status make_object(tgc_llvm_unit *u, tgc_code_entry *e, const char *diag,
+                              char **ir_after)
+{
+    char tag[80];
+    cpu_tag(tag, sizeof tag);
+    void *blob = NULL;
+    size_t size = 0;
+    int from_disk =
+        !ir_after && tgc_code_disk_load(&g_objs, u->cache_dir, tag, e->key, &blob, &size);
+    tgc_status st = TGC_OK;
+    if (!from_disk) {
+        LLVMMemoryBufferRef obj = NULL;
+        st = optimize_and_emit(u, diag, ir_after, &obj);
+        if (st == TGC_OK) {
+            size = LLVMGetBufferSize(obj);
+            blob = malloc(size ? size : 1);
+            if (blob)
+                memcpy(blob, LLVMGetBufferStart(obj), size);
+            else
+                st = tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory for an object file");
+            LLVMDisposeMemoryBuffer(obj);
+        }
+    }
+    LLVMOrcResourceTrackerRef rt = NULL;
+    if (st == TGC_OK)
+        st = jit_add(blob, size, &rt);
+    if (st != TGC_OK) {
+        free(blob);
+        tgc_code_cache_fail(&g_objs, e, st);
+        return st;
+    }
+    if (!from_disk)
+        tgc_code_disk_store(&g_objs, u->cache_dir, tag, e->key, blob, size);
+    tgc_code_cache_publish(&g_objs, e, blob, size, rt, from_disk);
+    return TGC_OK;
 }
 
 tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir_before,
@@ -319,35 +459,50 @@ tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir
         tgc_llvm_unit_abort(u);
         return tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory");
     }
-    c->id = u->id;
     char diag[DIAG_MAX] = "";
     LLVMContextSetDiagnosticHandler(u->ctx, diag_handler, diag);
     LLVMDisposeBuilder(u->b);
     u->b = NULL;
     tgc_status st = tgc_llvm_verify(u->mod);
+    char *key = st == TGC_OK ? unit_key(u) : NULL;
+    if (st == TGC_OK && !key)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc llvm: out of memory for a module's cache key");
+    if (st == TGC_OK) {
+        uint64_t h = tgc_code_hash(TGC_CODE_HASH_SEED, key, strlen(key));
+        snprintf(c->suffix, sizeof c->suffix, "_h%016llx", (unsigned long long)h);
+        st = rename_functions(u, c->suffix);
+    }
     if (st == TGC_OK && ir_before) {
         char *s = LLVMPrintModuleToString(u->mod);
         *ir_before = strdup(s);
         LLVMDisposeMessage(s);
     }
-    LLVMMemoryBufferRef obj = NULL;
+    int make = 0;
     if (st == TGC_OK)
-        st = optimize_and_emit(u, diag, ir_after, &obj);
+        st = tgc_code_cache_acquire(&g_objs, key, &c->e, &make);
+    free(key);
+    if (st == TGC_OK && make) {
+        st = make_object(u, c->e, diag, ir_after);
+    } else if (st == TGC_OK) {
+        /* made (or being made) by an equal unit: only the optimized text, when asked */
+        if (ir_after)
+            st = optimize_and_emit(u, diag, ir_after, NULL);
+        tgc_status w = tgc_code_cache_wait(&g_objs, c->e);
+        if (w != TGC_OK)
+            st = w; /* the entry has gone */
+        else if (st != TGC_OK)
+            tgc_code_cache_release(&g_objs, c->e);
+    }
     tgc_llvm_unit_abort(u); /* the object file is all the JIT needs */
     if (st != TGC_OK) {
-        free(c);
-        return st;
-    }
-    pthread_mutex_lock(&g_jit_lock);
-    c->rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(g_jit));
-    LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(g_jit, c->rt, obj); /* takes obj */
-    if (e)
-        LLVMOrcReleaseResourceTracker(c->rt);
-    pthread_mutex_unlock(&g_jit_lock);
-    if (e) {
-        char *m = LLVMGetErrorMessage(e);
-        st = tgc_set_error(TGC_ERR_COMPILE, "tgc llvm: adding an object to the JIT: %s", m);
-        LLVMDisposeErrorMessage(m);
+        if (ir_before) {
+            free(*ir_before);
+            *ir_before = NULL;
+        }
+        if (ir_after) {
+            free(*ir_after);
+            *ir_after = NULL;
+        }
         free(c);
         return st;
     }
@@ -358,7 +513,7 @@ tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir
 void *tgc_llvm_code_lookup(tgc_llvm_code *c, const char *base)
 {
     char name[256];
-    snprintf(name, sizeof name, "%s_u%llu", base, (unsigned long long)c->id);
+    snprintf(name, sizeof name, "%s%s", base, c->suffix);
     LLVMOrcExecutorAddress addr = 0;
     /* The first lookup of a unit links its object into memory. */
     pthread_mutex_lock(&g_jit_lock);
@@ -377,11 +532,11 @@ void tgc_llvm_code_free(tgc_llvm_code *c)
 {
     if (!c)
         return;
-    pthread_mutex_lock(&g_jit_lock);
-    LLVMErrorRef e = LLVMOrcResourceTrackerRemove(c->rt);
-    if (e)
-        LLVMConsumeError(e);
-    LLVMOrcReleaseResourceTracker(c->rt);
-    pthread_mutex_unlock(&g_jit_lock);
+    tgc_code_cache_release(&g_objs, c->e); /* the last unit of the key frees the JIT's copy */
     free(c);
+}
+
+void tgc_llvm_object_cache_stats(tgc_code_cache_stats *s)
+{
+    tgc_code_cache_stats_get(&g_objs, s);
 }

@@ -1,9 +1,9 @@
-/* The fused attention kernel's device code, as one macro invocation so the same text is
- * both the NVRTC source (cuda_attention.c defines TGC_AT_SOURCE to stringify it) and plain
- * C that a host emulation of the CUDA execution model compiles and runs (the unit test
- * defines TGC_AT_SOURCE to expand it). Therefore: no preprocessor directives inside, only the
- * C subset of CUDA C++, and every CUDA-specific word through a macro the including side
- * defines:
+/* The fused attention kernel's device code. The same text is the NVRTC program's body
+ * (embedded by the build as every .cu / .cuh; cuda_attention.c puts the definitions below and
+ * cuda_attention_args.cuh before it) and plain C that a host emulation of the CUDA execution
+ * model compiles and runs (tests/unit/test_cuda_attention.c includes this file). Therefore
+ * only the C subset of CUDA C++, and every CUDA-specific word through a macro the including
+ * side defines:
  *   AT_DEV        a device helper (static inline)
  *   AT_KERNEL     the kernel's qualifiers (extern "C" __global__ __launch_bounds__)
  *   AT_SYNC()     __syncthreads()
@@ -18,7 +18,7 @@
  *   AT_DROPOUT    1 when the variant applies dropout (a.dropout), else 0
  *   AT_BM, AT_BN, AT_NT  query rows and keys per tile, threads per block (32 or 64, 64, 128)
  *   AT_RM         query rows per thread (AT_BM / 16)
- * and struct tgc_at_args (cuda_attention.h: TGC_AT_ARGS_STRUCT) declared before it.
+ * and struct tgc_at_args (cuda_attention_args.cuh) declared before it.
  *
  * Algorithm (flash attention forward, fp32 SIMT): block = (batch position, tile of AT_BM
  * queries). Thread t owns query rows t / 8 + 16 i, i < AT_RM, score columns t % 8 + 8 j of each
@@ -29,8 +29,6 @@
  * 1/(1-p) applied) go through shared memory into the register accumulators, which are
  * rescaled by exp(m_old - m_new). The end divides by the full row sum (dropped elements
  * included, as dropout applies to the normalized weights). Rows with every score -inf give 0. */
-TGC_AT_SOURCE(
-
 AT_DEV float at_ld(const void *p, long long i, long long dt)
 {
     if (dt == 0)
@@ -292,5 +290,3 @@ AT_KERNEL void tgc_attention_fwd(struct tgc_at_args a)
         }
     }
 }
-
-)
