@@ -8,6 +8,8 @@
 /* The backend, or NULL with TGC_ERR_DEVICE set saying what is missing (libcuda, a GPU,
  * libnvrtc). Decided once per process. */
 const tgc_backend *tgc_backend_cuda(void);
+/* Who it is (registry.h): kind CUDA, TGC_DEVICE_CUDA with its runtime's hooks, cfg.cuda_stream. */
+extern const tgc_backend_reg tgc_cuda_backend_reg;
 
 /* The persistent cubin cache of cfg.cache_dir (one file per program text and architecture,
  * see cuda_backend.c), for the backend's other programs (cuda_conv_grad.c): load gives 1 and
