@@ -1,12 +1,13 @@
 /* Communicators (runtime/comm.h) over the NCCL of runtime/nccl.c.
  *
- * A GPU communicator has its own stream and a pool of events (CU_EVENT_DISABLE_TIMING). A
- * collective is queued there after an event recorded on the caller's stream; an event
- * recorded after it is kept by recv until tgc_comm_wait makes the caller's stream wait for
- * it. Both are record / wait pairs, so a CUDA-graph capture of the caller's stream records
- * them (and pulls the comm stream into the capture) like any other work. Outside a capture a
- * third event after each collective goes to the watchdog's queue with its time; events
- * recorded in a capture cannot be queried, so captured collectives are watched through
+ * A GPU communicator has its own stream and a pool of events (without timing), both made
+ * through the hooks its device type's backend registered (runtime/alloc.h), so this file
+ * names no device runtime. A collective is queued there after an event recorded on the
+ * caller's stream; an event recorded after it is kept by recv until tgc_comm_wait makes the
+ * caller's stream wait for it. Both are record / wait pairs, so a CUDA-graph capture of the
+ * caller's stream records them (and pulls the comm stream into the capture) like any other work.
+ * Outside a capture a third event after each collective goes to the watchdog's queue with its time;
+ * events recorded in a capture cannot be queried, so captured collectives are watched through
  * tgc_comm_watch after each replay.
  *
  * The watchdog: one thread per process, started with the first communicator (and again in a
@@ -38,12 +39,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/alloc.h"
 #include "runtime/nccl.h"
 #include "support/error.h"
-
-#ifdef TGC_HAVE_CUDA
-#include "runtime/cuda.h"
-#endif
 
 #define MAX_STARTED    1024
 #define MAX_LOCAL      64 /* devices of one tgc_comm_create_local */
@@ -52,11 +50,11 @@
 
 typedef struct started {
     const void *recv;
-    void *ev; /* CUevent recorded after the collective; NULL on the host */
+    void *ev; /* event recorded after the collective; NULL on the host */
 } started;
 
 typedef struct watched {
-    void *ev; /* CUevent */
+    void *ev; /* an event of the device type's streams */
     double t0;
 } watched;
 
@@ -77,8 +75,9 @@ struct tgc_comm {
     started st[MAX_STARTED];
     int nst;
 
-    void *stream; /* CUstream of its own (GPU) */
-    watched *wq;  /* the watchdog's queue, oldest first */
+    const tgc_device_stream_ops *so; /* its device type's streams and events; NULL: host */
+    void *stream;                    /* a stream of its own (GPU) */
+    watched *wq;                     /* the watchdog's queue, oldest first */
     int wq_n, wq_cap;
     void **pool; /* free events */
     int npool, cap_pool;
@@ -148,35 +147,30 @@ static tgc_status nccl_fail_locked(tgc_comm *c, tgc_nccl_result r, tgc_nccl_comm
     return fail_locked(c, r == TGC_NCCL_TIMEOUT ? TGC_ERR_TIMEOUT : TGC_ERR_RUNTIME, "%s", m);
 }
 
-/* ---- CUDA pieces ---- */
+/* ---- device pieces: streams and events through the device type's hooks (runtime/alloc.h) ---- */
 
-#ifdef TGC_HAVE_CUDA
 static int is_gpu(const tgc_comm *c)
 {
-    return c->dev.type == TGC_DEVICE_CUDA;
+    return c->so != NULL;
 }
 
-/* NCCL and the runtime API use the current context: make dev's primary context current. */
-static tgc_status enter_ctx(int dev)
+/* NCCL and the driver use the current device: make dev current. */
+static tgc_status enter_ctx(const tgc_comm *c)
 {
-    CUcontext ctx = tgc_cuda_context(dev);
-    if (!ctx)
-        return tgc_last_status();
-    return tgc_cuda_error(tgc_cuda_drv()->cuCtxSetCurrent(ctx), "tgc_comm: cuCtxSetCurrent");
+    return c->so->enter(c->dev.index, "tgc_comm");
 }
 
-static CUevent get_event(tgc_comm *c)
+static void *get_event(tgc_comm *c)
 {
     if (c->npool > 0)
-        return (CUevent)c->pool[--c->npool];
-    CUevent e = NULL;
-    if (tgc_cuda_error(tgc_cuda_drv()->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING),
-                       "tgc_comm: cuEventCreate") != TGC_OK)
+        return c->pool[--c->npool];
+    void *e = NULL;
+    if (c->so->event_create(&e, "tgc_comm") != TGC_OK)
         return NULL;
     return e;
 }
 
-static void put_event(tgc_comm *c, CUevent e)
+static void put_event(tgc_comm *c, void *e)
 {
     if (!e)
         return;
@@ -184,7 +178,7 @@ static void put_event(tgc_comm *c, CUevent e)
         int cap = c->cap_pool ? 2 * c->cap_pool : 16;
         void **p = realloc(c->pool, (size_t)cap * sizeof *p);
         if (!p) {
-            tgc_cuda_drv()->cuEventDestroy(e);
+            c->so->event_destroy(e);
             return;
         }
         c->pool = p;
@@ -194,7 +188,7 @@ static void put_event(tgc_comm *c, CUevent e)
 }
 
 /* Records an event on s for the watchdog (not during a capture). c->lock held. */
-static tgc_status watch_locked(tgc_comm *c, CUstream s)
+static tgc_status watch_locked(tgc_comm *c, void *s)
 {
     if (c->wq_n == c->wq_cap) {
         int cap = c->wq_cap ? 2 * c->wq_cap : 64;
@@ -204,10 +198,10 @@ static tgc_status watch_locked(tgc_comm *c, CUstream s)
         c->wq = q;
         c->wq_cap = cap;
     }
-    CUevent e = get_event(c);
+    void *e = get_event(c);
     if (!e)
         return tgc_last_status();
-    tgc_status st = tgc_cuda_error(tgc_cuda_drv()->cuEventRecord(e, s), "tgc_comm: cuEventRecord");
+    tgc_status st = c->so->record(e, s, "tgc_comm");
     if (st != TGC_OK) {
         put_event(c, e);
         return st;
@@ -216,21 +210,18 @@ static tgc_status watch_locked(tgc_comm *c, CUstream s)
     return TGC_OK;
 }
 
-static tgc_status capturing(CUstream s, int *yes)
+/* Makes dev current for NCCL (nothing to do on the host). */
+static tgc_status enter_dev(tgc_device dev)
 {
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    tgc_status st = tgc_cuda_error(tgc_cuda_drv()->cuStreamIsCapturing(s, &cs),
-                                   "tgc_comm: cuStreamIsCapturing");
-    *yes = cs != CU_STREAM_CAPTURE_STATUS_NONE;
-    return st;
+    const tgc_device_ops *o = dev.type == TGC_DEVICE_CPU ? NULL : tgc_device_ops_of(dev.type);
+    return o && o->streams ? o->streams->enter(dev.index, "tgc_comm") : TGC_OK;
 }
 
 /* The caller's stream, or the thread's current stream of the device. */
-static CUstream caller_stream(const tgc_comm *c, void *stream)
+static void *caller_stream(const tgc_comm *c, void *stream)
 {
-    return stream ? (CUstream)stream : tgc_cuda_stream(c->dev.index);
+    return stream ? stream : tgc_device_ops_of(c->dev.type)->current_stream(c->dev.index);
 }
-#endif
 
 /* ---- registry and watchdog ---- */
 
@@ -262,23 +253,20 @@ static tgc_nccl_comm check_locked(tgc_comm *c, double now)
     if (!c->nc || atomic_load(&c->failed))
         return NULL;
     const tgc_nccl_api *n = tgc_nccl();
-#ifdef TGC_HAVE_CUDA
-    if (is_gpu(c) && c->wq_n > 0 && enter_ctx(c->dev.index) == TGC_OK) {
-        const tgc_cuda_driver *d = tgc_cuda_drv();
+    if (is_gpu(c) && c->wq_n > 0 && enter_ctx(c) == TGC_OK) {
         int done = 0;
         while (done < c->wq_n) {
-            CUresult r = d->cuEventQuery((CUevent)c->wq[done].ev);
-            if (r == CUDA_SUCCESS) {
-                put_event(c, (CUevent)c->wq[done].ev);
+            int r = c->so->query(c->wq[done].ev, "tgc_comm: after a collective");
+            if (r > 0) {
+                put_event(c, c->wq[done].ev);
                 done++;
                 continue;
             }
-            if (r == CUDA_ERROR_NOT_READY) {
+            if (r == 0) {
                 double age = now - c->wq[done].t0;
                 if (age > c->timeout)
                     timeout_locked(c, "a collective queued on the GPU", age);
             } else {
-                tgc_cuda_error(r, "cuEventQuery after a collective");
                 fail_locked(c, tgc_last_status(), "the GPU failed under a collective (%s)",
                             tgc_last_error());
             }
@@ -287,7 +275,6 @@ static tgc_nccl_comm check_locked(tgc_comm *c, double now)
         memmove(c->wq, c->wq + done, (size_t)(c->wq_n - done) * sizeof *c->wq);
         c->wq_n -= done;
     }
-#endif
     if (!atomic_load(&c->failed) && c->busy_since > 0 && now - c->busy_since > c->timeout)
         timeout_locked(c, c->busy_what ? c->busy_what : "a collective", now - c->busy_since);
     if (!atomic_load(&c->failed)) {
@@ -308,43 +295,31 @@ static tgc_nccl_comm check_locked(tgc_comm *c, double now)
 static void *watchdog_main(void *arg)
 {
     (void)arg;
-#ifdef TGC_HAVE_CUDA
-    int relaxed = 0;
-#endif
+    int relaxed[TGC_DEVICE_TYPES] = {0};
     for (;;) {
         sleep_s(WATCH_PERIOD_S);
         tgc_nccl_comm abort_nc[64];
-        int abort_dev[64];
+        tgc_device abort_dev[64];
         int na = 0;
         pthread_mutex_lock(&g_reg);
-#ifdef TGC_HAVE_CUDA
-        /* Events of other threads' captures are never queried here, but a global-mode capture
-         * elsewhere would forbid this thread's cuEventQuery: opt out once. */
-        if (!relaxed && tgc_cuda_drv()) {
-            CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-            tgc_cuda_drv()->cuThreadExchangeStreamCaptureMode(&m);
-            relaxed = 1;
-        }
-#endif
         double now = now_s();
         for (tgc_comm *c = g_live; c && na < 64; c = c->next) {
+            /* Events of other threads' captures are never queried here, but a global-mode
+             * capture elsewhere would forbid this thread's queries: opt out once per type. */
+            if (c->so && (unsigned)c->dev.type < TGC_DEVICE_TYPES && !relaxed[c->dev.type])
+                relaxed[c->dev.type] = c->so->relax_capture();
             if (pthread_mutex_trylock(&c->lock) != 0)
                 continue;
             tgc_nccl_comm nc = check_locked(c, now);
             pthread_mutex_unlock(&c->lock);
             if (nc) {
                 abort_nc[na] = nc;
-                abort_dev[na++] = c->dev.type == TGC_DEVICE_CUDA ? c->dev.index : -1;
+                abort_dev[na++] = c->dev;
             }
         }
         pthread_mutex_unlock(&g_reg);
         for (int i = 0; i < na; i++) {
-#ifdef TGC_HAVE_CUDA
-            if (abort_dev[i] >= 0)
-                enter_ctx(abort_dev[i]);
-#else
-            (void)abort_dev;
-#endif
+            enter_dev(abort_dev[i]);
             tgc_nccl()->CommAbort(abort_nc[i]);
         }
         tgc_clear_error();
@@ -498,40 +473,36 @@ static tgc_status check_device(tgc_device dev, const char *fn)
 {
     if (dev.type == TGC_DEVICE_CPU)
         return TGC_OK;
-    if (dev.type != TGC_DEVICE_CUDA)
+    const tgc_device_ops *o = tgc_device_ops_of(dev.type);
+    if (!o)
         return tgc_set_error(TGC_ERR_DEVICE, "%s: unknown device type %d", fn, (int)dev.type);
-#ifdef TGC_HAVE_CUDA
-    tgc_status st = tgc_cuda_load();
+    if (!o->load || !o->streams)
+        return tgc_set_error(TGC_ERR_DEVICE, "%s: %s:%d: %s", fn, o->name, dev.index,
+                             o->load ? "its backend has no communicators" : o->missing);
+    tgc_status st = o->load();
     if (st != TGC_OK)
         return st;
-    if (dev.index < 0 || dev.index >= tgc_cuda_count())
-        return tgc_set_error(TGC_ERR_DEVICE, "%s: device cuda:%d does not exist (%d CUDA devices)",
-                             fn, dev.index, tgc_cuda_count());
-    return enter_ctx(dev.index);
-#else
-    return tgc_set_error(TGC_ERR_DEVICE, "%s: cuda:%d: libtgc was built without the CUDA backend",
-                         fn, dev.index);
-#endif
+    if (dev.index < 0 || dev.index >= o->count())
+        return tgc_set_error(TGC_ERR_DEVICE, "%s: device %s:%d does not exist (%d %s devices)", fn,
+                             o->name, dev.index, o->count(), o->label);
+    return o->streams->enter(dev.index, "tgc_comm");
 }
 
 static void destroy_shell(tgc_comm *c)
 {
     if (!c)
         return;
-#ifdef TGC_HAVE_CUDA
-    if (is_gpu(c) && tgc_cuda_drv() && enter_ctx(c->dev.index) == TGC_OK) {
-        const tgc_cuda_driver *d = tgc_cuda_drv();
+    if (is_gpu(c) && c->so->loaded() && enter_ctx(c) == TGC_OK) {
         for (int i = 0; i < c->nst; i++)
             if (c->st[i].ev)
-                d->cuEventDestroy((CUevent)c->st[i].ev);
+                c->so->event_destroy(c->st[i].ev);
         for (int i = 0; i < c->wq_n; i++)
-            d->cuEventDestroy((CUevent)c->wq[i].ev);
+            c->so->event_destroy(c->wq[i].ev);
         for (int i = 0; i < c->npool; i++)
-            d->cuEventDestroy((CUevent)c->pool[i]);
+            c->so->event_destroy(c->pool[i]);
         if (c->stream)
-            d->cuStreamDestroy((CUstream)c->stream);
+            c->so->stream_destroy(c->stream);
     }
-#endif
     free(c->wq);
     free(c->pool);
     pthread_mutex_destroy(&c->lock);
@@ -551,18 +522,17 @@ static tgc_comm *new_shell(int rank, int world, tgc_device dev, double timeout_s
     c->dev = dev;
     c->timeout = timeout_s;
     pthread_mutex_init(&c->lock, NULL);
-#ifdef TGC_HAVE_CUDA
+    const tgc_device_ops *o = dev.type == TGC_DEVICE_CPU ? NULL : tgc_device_ops_of(dev.type);
+    c->so = o ? o->streams : NULL; /* check_device made sure a device's type has them */
     if (is_gpu(c)) {
-        CUstream s = NULL;
-        if (enter_ctx(dev.index) != TGC_OK ||
-            tgc_cuda_error(tgc_cuda_drv()->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
-                           "tgc_dist: cuStreamCreate") != TGC_OK) {
+        void *s = NULL;
+        if (enter_ctx(c) != TGC_OK || c->so->stream_create(&s, "tgc_dist") != TGC_OK) {
             destroy_shell(c);
             return NULL;
         }
         c->stream = s;
         /* a few events up front, so that a capture rarely has to create one */
-        CUevent e[4] = {NULL};
+        void *e[4] = {NULL};
         for (int i = 0; i < 4; i++)
             if (!(e[i] = get_event(c))) {
                 for (int k = 0; k < i; k++)
@@ -573,18 +543,7 @@ static tgc_comm *new_shell(int rank, int world, tgc_device dev, double timeout_s
         for (int i = 0; i < 4; i++)
             put_event(c, e[i]);
     }
-#endif
     return c;
-}
-
-static tgc_status enter_dev(tgc_device dev)
-{
-#ifdef TGC_HAVE_CUDA
-    if (dev.type == TGC_DEVICE_CUDA)
-        return enter_ctx(dev.index);
-#endif
-    (void)dev;
-    return TGC_OK;
 }
 
 /* Without ncclCommInitRankConfig (NCCL < 2.14) the init blocks: it runs on a helper thread
@@ -1035,28 +994,25 @@ static tgc_status reserve_started(tgc_comm *c, const void *recv)
     return TGC_OK;
 }
 
-#ifdef TGC_HAVE_CUDA
 /* Queues the all-reduce on the comm stream after the caller's work; c->lock held, not failed. */
 static tgc_status gpu_all_reduce_locked(tgc_comm *c, const void *send, void *recv, size_t count,
                                         tgc_nccl_dtype ndt, tgc_dist_op op, void *stream)
 {
-    const tgc_cuda_driver *d = tgc_cuda_drv();
-    tgc_status st = enter_ctx(c->dev.index);
+    tgc_status st = enter_ctx(c);
     if (st != TGC_OK)
         return st;
-    CUstream s = caller_stream(c, stream);
+    void *s = caller_stream(c, stream);
     if (!s)
         return tgc_last_status();
     int cap = 0;
-    if ((st = capturing(s, &cap)) != TGC_OK)
+    if ((st = c->so->capturing(s, &cap, "tgc_comm")) != TGC_OK)
         return st;
-    CUevent before = get_event(c);
+    void *before = get_event(c);
     if (!before)
         return tgc_last_status();
-    st = tgc_cuda_error(d->cuEventRecord(before, s), "tgc_comm: cuEventRecord (caller stream)");
+    st = c->so->record(before, s, "tgc_comm (caller stream)");
     if (st == TGC_OK)
-        st = tgc_cuda_error(d->cuStreamWaitEvent((CUstream)c->stream, before, 0),
-                            "tgc_comm: cuStreamWaitEvent (comm stream)");
+        st = c->so->wait(c->stream, before, "tgc_comm (comm stream)");
     put_event(c, before); /* the wait holds the recorded state: reusable now */
     if (st != TGC_OK)
         return st;
@@ -1070,13 +1026,12 @@ static tgc_status gpu_all_reduce_locked(tgc_comm *c, const void *send, void *rec
         return timeout_locked(c, "an all-reduce enqueue", c->timeout);
     if (r != TGC_NCCL_SUCCESS)
         return nccl_fail_locked(c, r, nc, "ncclAllReduce");
-    CUevent after = get_event(c);
+    void *after = get_event(c);
     if (!after)
         return fail_locked(c, tgc_last_status(), "%s", tgc_last_error());
-    st = tgc_cuda_error(d->cuEventRecord(after, (CUstream)c->stream),
-                        "tgc_comm: cuEventRecord (comm stream)");
+    st = c->so->record(after, c->stream, "tgc_comm (comm stream)");
     if (st == TGC_OK && !cap)
-        st = watch_locked(c, (CUstream)c->stream);
+        st = watch_locked(c, c->stream);
     if (st != TGC_OK) {
         put_event(c, after);
         /* the collective is queued but cannot be joined: the communicator is unusable */
@@ -1085,7 +1040,6 @@ static tgc_status gpu_all_reduce_locked(tgc_comm *c, const void *send, void *rec
     c->st[c->nst++] = (started){recv, after};
     return TGC_OK;
 }
-#endif
 
 tgc_status tgc_comm_all_reduce_start(tgc_comm *c, const void *send, void *recv, size_t count,
                                      tgc_dtype dt, tgc_dist_op op, void *stream)
@@ -1099,14 +1053,11 @@ tgc_status tgc_comm_all_reduce_start(tgc_comm *c, const void *send, void *recv, 
         st = sticky_locked(c);
     else
         st = reserve_started(c, recv);
-#ifdef TGC_HAVE_CUDA
     if (st == TGC_OK && is_gpu(c)) {
         st = gpu_all_reduce_locked(c, send, recv, count, ndt, op, stream);
         pthread_mutex_unlock(&c->lock);
         return st;
     }
-#endif
-    (void)stream;
     pthread_mutex_unlock(&c->lock);
     if (st != TGC_OK)
         return st;
@@ -1134,23 +1085,18 @@ tgc_status tgc_comm_wait(tgc_comm *c, const void *recv, void *stream)
     }
     started e = c->st[i];
     c->st[i] = c->st[--c->nst];
-    (void)e;
     tgc_status st = TGC_OK;
-#ifdef TGC_HAVE_CUDA
     if (e.ev) {
         if (!atomic_load(&c->failed)) {
-            st = enter_ctx(c->dev.index);
-            CUstream s = st == TGC_OK ? caller_stream(c, stream) : NULL;
+            st = enter_ctx(c);
+            void *s = st == TGC_OK ? caller_stream(c, stream) : NULL;
             if (st == TGC_OK && !s)
                 st = tgc_last_status();
             if (st == TGC_OK)
-                st = tgc_cuda_error(tgc_cuda_drv()->cuStreamWaitEvent(s, (CUevent)e.ev, 0),
-                                    "tgc_comm_wait: cuStreamWaitEvent");
+                st = c->so->wait(s, e.ev, "tgc_comm_wait");
         }
-        put_event(c, (CUevent)e.ev);
+        put_event(c, e.ev);
     }
-#endif
-    (void)stream;
     if (st == TGC_OK && atomic_load(&c->failed))
         st = sticky_locked(c);
     pthread_mutex_unlock(&c->lock);
@@ -1172,19 +1118,18 @@ tgc_status tgc_comm_broadcast(tgc_comm *c, void *buf, size_t count, tgc_dtype dt
     tgc_status st = map_dtype(dt, &ndt, fn);
     if (st != TGC_OK)
         return st;
-#ifdef TGC_HAVE_CUDA
     if (is_gpu(c)) {
         pthread_mutex_lock(&c->lock);
         if (atomic_load(&c->failed))
             st = sticky_locked(c);
         else
-            st = enter_ctx(c->dev.index);
-        CUstream s = st == TGC_OK ? caller_stream(c, stream) : NULL;
+            st = enter_ctx(c);
+        void *s = st == TGC_OK ? caller_stream(c, stream) : NULL;
         if (st == TGC_OK && !s)
             st = tgc_last_status();
         int cap = 0;
         if (st == TGC_OK)
-            st = capturing(s, &cap);
+            st = c->so->capturing(s, &cap, "tgc_comm");
         if (st == TGC_OK) {
             tgc_nccl_comm nc = c->nc;
             tgc_nccl_result r =
@@ -1201,8 +1146,6 @@ tgc_status tgc_comm_broadcast(tgc_comm *c, void *buf, size_t count, tgc_dtype dt
         pthread_mutex_unlock(&c->lock);
         return st;
     }
-#endif
-    (void)stream;
     return host_collective(c, "a broadcast", buf, buf, count, ndt, root, 1);
 }
 
@@ -1210,19 +1153,17 @@ tgc_status tgc_comm_synchronize(tgc_comm *c, void *stream)
 {
     if (!c)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_comm_synchronize: NULL communicator");
-#ifdef TGC_HAVE_CUDA
     if (is_gpu(c)) {
-        const tgc_cuda_driver *d = tgc_cuda_drv();
         pthread_mutex_lock(&c->lock);
-        tgc_status st = atomic_load(&c->failed) ? sticky_locked(c) : enter_ctx(c->dev.index);
-        CUstream s = st == TGC_OK ? caller_stream(c, stream) : NULL;
+        tgc_status st = atomic_load(&c->failed) ? sticky_locked(c) : enter_ctx(c);
+        void *s = st == TGC_OK ? caller_stream(c, stream) : NULL;
         if (st == TGC_OK && !s)
             st = tgc_last_status();
-        CUevent mine = st == TGC_OK ? get_event(c) : NULL;
+        void *mine = st == TGC_OK ? get_event(c) : NULL;
         if (st == TGC_OK && !mine)
             st = tgc_last_status();
         if (st == TGC_OK)
-            st = tgc_cuda_error(d->cuEventRecord(mine, s), "tgc_comm_synchronize: cuEventRecord");
+            st = c->so->record(mine, s, "tgc_comm_synchronize");
         if (st == TGC_OK)
             st = watch_locked(c, s); /* the watchdog aborts the comm if this never finishes */
         pthread_mutex_unlock(&c->lock);
@@ -1234,11 +1175,11 @@ tgc_status tgc_comm_synchronize(tgc_comm *c, void *stream)
         }
         double start = now_s(), failed_at = 0;
         for (int spin = 0;; spin++) {
-            CUresult r = d->cuEventQuery(mine);
-            if (r == CUDA_SUCCESS)
+            int r = c->so->query(mine, "tgc_comm_synchronize");
+            if (r > 0)
                 break;
-            if (r != CUDA_ERROR_NOT_READY) {
-                st = tgc_cuda_error(r, "tgc_comm_synchronize: cuEventQuery");
+            if (r < 0) {
+                st = tgc_last_status();
                 break;
             }
             double t = now_s();
@@ -1261,8 +1202,6 @@ tgc_status tgc_comm_synchronize(tgc_comm *c, void *stream)
         pthread_mutex_unlock(&c->lock);
         return st;
     }
-#endif
-    (void)stream;
     return tgc_comm_status(c);
 }
 
@@ -1274,17 +1213,14 @@ tgc_status tgc_comm_watch(tgc_comm *c, void *stream)
     pthread_mutex_lock(&c->lock);
     if (atomic_load(&c->failed))
         st = sticky_locked(c);
-#ifdef TGC_HAVE_CUDA
     else if (is_gpu(c)) {
-        st = enter_ctx(c->dev.index);
-        CUstream s = st == TGC_OK ? caller_stream(c, stream) : NULL;
+        st = enter_ctx(c);
+        void *s = st == TGC_OK ? caller_stream(c, stream) : NULL;
         if (st == TGC_OK && !s)
             st = tgc_last_status();
         if (st == TGC_OK)
             st = watch_locked(c, s);
     }
-#endif
-    (void)stream;
     pthread_mutex_unlock(&c->lock);
     return st;
 }
@@ -1299,11 +1235,9 @@ void tgc_comm_free(tgc_comm *c)
     snprintf(keep, sizeof keep, "%s", tgc_last_error());
     tgc_status keep_st = tgc_last_status();
     const tgc_nccl_api *a = tgc_nccl();
-#ifdef TGC_HAVE_CUDA
     /* Queued work completes first, watched (so a dead peer still ends in an abort). */
     if (is_gpu(c) && !atomic_load(&c->failed))
         tgc_comm_synchronize(c, c->stream);
-#endif
     unregister_comm(c);
     pthread_mutex_lock(&c->lock);
     tgc_nccl_comm nc = c->nc;

@@ -11,8 +11,9 @@
  * cuMemAlloc_v2 that was looked up by that name; a driver lacking a symbol fails the load and
  * names it (cuEventElapsedTime_v2, new in CUDA 12.8, falls back to cuEventElapsedTime).
  *
- * Only runtime/cuda*.{c,h} and src/backend/cuda/ include this (and so <cuda.h>); src/tensor
- * uses runtime/cuda_host.h. Built only with TGC_HAVE_CUDA.
+ * Only runtime/cuda*.{c,h} and src/backend/cuda/ include this (and so <cuda.h>); the layers
+ * below the backends reach CUDA through the hooks of runtime/cuda_hooks.c, which the CUDA
+ * backend registers (runtime/alloc.h). Built only with the CUDA backend.
  *
  * Thread-safety: the table is written once under pthread_once and read-only afterwards;
  * every function here may be called from any thread. */

@@ -1,8 +1,9 @@
-/* The CUDA runtime's functions that need no driver types: what src/tensor (the device hook
- * and the public tgc_cuda_* API, src/tensor/cuda_device.c) calls, so that only runtime/cuda*
- * and src/backend/cuda/ include <cuda.h>. Defined in runtime/cuda.c and runtime/cuda_alloc.c,
- * which are built only with TGC_HAVE_CUDA: call these under #ifdef TGC_HAVE_CUDA. Streams
- * travel as void * (a CUstream). The backend uses runtime/cuda.h, which includes this.
+/* The CUDA runtime's functions that need no driver types, and the CUDA device type's hooks
+ * built from them (tgc_cuda_device_ops, runtime/cuda_hooks.c), so that only runtime/cuda* and
+ * src/backend/cuda/ include <cuda.h>. Defined in runtime/cuda*.c, which are built only with
+ * the CUDA backend: the layers below the backends reach them through the hooks the backend
+ * registers (runtime/alloc.h), never by name. Streams travel as void * (a CUstream). The
+ * backend uses runtime/cuda.h, which includes this.
  *
  * Thread-safety: every function may be called from any thread. */
 #ifndef TGC_RUNTIME_CUDA_HOST_H
@@ -10,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "runtime/alloc.h"
 #include "tgc/tensor.h"
 
 /* Devices beyond this index are not used (tgc_cuda_count() is at most this). */
@@ -50,6 +52,10 @@ tgc_status tgc_cuda_sync(int dev);
 const char *tgc_cuda_name(int dev);
 /* cuMemGetInfo of device dev (its context made current): bytes free and in total. */
 tgc_status tgc_cuda_mem_info(int dev, size_t *free_bytes, size_t *total_bytes);
+
+/* The CUDA device type's hooks: name "cuda", loading (tgc_cuda_load), devices, streams, names,
+ * memory, and the streams and events the communicators use. */
+extern const tgc_device_ops tgc_cuda_device_ops;
 
 /* "1.5 TiB", "139.2 GiB", "3.0 KiB", "512 B" into buf; returns buf. */
 char *tgc_cuda_format_bytes(size_t n, char *buf, size_t len);

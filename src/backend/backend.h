@@ -18,6 +18,7 @@
 #include "ir/graph.h"
 #include "kir/schedule.h"
 #include "passes/fuse.h"
+#include "runtime/alloc.h"
 #include "support/strbuf.h"
 #include "tgc/config.h"
 
@@ -63,10 +64,14 @@ typedef struct tgc_graph_ops {
     void (*release)(void *artifact);
 } tgc_graph_ops;
 
+struct tgc_backend_reg;
+
 typedef struct tgc_backend {
-    const char *name;           /* in logs and errors */
+    const char *name;           /* in logs and errors: its registration's name */
     tgc_device_type device;     /* where its buffers live; the eager registry's key */
     const tgc_graph_ops *graph; /* graph runners only; NULL: the shared driver compiles */
+    /* Optional: its registration (who it is, and the config it reads: stream_of). */
+    const struct tgc_backend_reg *reg;
 
     /* ---- compiled backends (graph == NULL) ---- */
     /* TGC_DECOMPOSE_KEEP_* (passes.h): composite ops its kernels compute themselves. */
@@ -118,9 +123,9 @@ typedef struct tgc_backend {
      * in f32 only"); NULL: no reason known. Named with each interp step on the perf channel
      * and in tgc_fn_explain. */
     const char *(*opaque_reason)(const tgc_graph *g, int32_t node);
-    /* Optional (device backends): makes `stream` (cfg.cuda_stream) the calling thread's
-     * stream for dev for the rest of one call and returns the stream it replaces, which the
-     * executor hands back at the end of the call. */
+    /* Optional (device backends): makes `stream` (the one its registration's stream_of reads
+     * from the config) the calling thread's stream for dev for the rest of one call and
+     * returns the stream it replaces, which the executor hands back at the end of the call. */
     void *(*use_stream)(tgc_device dev, void *stream);
     /* Optional (device backends whose launches are asynchronous): a key of the stream the
      * calling thread's work on dev goes to now (after use_stream), never the key of another
@@ -167,6 +172,58 @@ void tgc_backend_dump_text(const tgc_config *cfg, const char *name, const char *
                            const char *text);
 
 const tgc_backend *tgc_backend_interp(void);
+
+/* ---- registration: who a backend is (registry.h) ----
+ *
+ * A backend says who it is with one record, registered with the registry (the build's own
+ * backends before main, src/backend/backends.c; others at run time with
+ * tgc_backend_register). The registry resolves configs, devices and calls from these records
+ * alone; nothing outside a backend's folder names it. */
+#define TGC_BACKEND_REG_KINDS 2
+typedef struct tgc_backend_reg {
+    /* Its name, the vtable's `name` (logs, errors, tgc_stats, tgc_fn_explain); unique. */
+    const char *name;
+    /* The public kinds (cfg.backend values) it serves, each with the name it has in
+     * messages and in TGC_BACKEND (NULL: `name`): interp serves TGC_BACKEND_INTERP and
+     * TGC_BACKEND_EAGER ("eager"). A kind is served by one backend. None: it is reached
+     * only through its device type (eager ops, AUTO). */
+    struct {
+        tgc_backend_kind kind;
+        const char *name;
+    } kinds[TGC_BACKEND_REG_KINDS];
+    int n_kinds;
+    /* The device type its buffers live on (tgc_backend.device). */
+    tgc_device_type device;
+    /* Optional: what the layers below the backends may know of that device type (its names,
+     * the hooks of its runtime: runtime/alloc.h), registered with the backend. NULL for the
+     * host, or when another registration brings them. */
+    const tgc_device_ops *device_ops;
+    /* How a user names a device of the type, for messages that say where to run a call:
+     * "the GPU" and "tgc_cuda(i)" ("set cfg.device to the GPU (tgc_cuda(i))"). NULL for the
+     * host. */
+    const char *device_what;
+    const char *device_ctor;
+    /* Among the available backends of one device type, TGC_BACKEND_AUTO takes the one with
+     * the highest priority, and eager ops the compiled one (graph == NULL) with the highest. */
+    int priority;
+    /* The backend, or NULL with the error set (its status, and what is missing) when it
+     * cannot run in this build or on this machine. Decided once per process: every call gives
+     * the same answer and, on failure, sets the same error again. Thread-safe. */
+    const tgc_backend *(*get)(void);
+    /* Optional: the stream a config asks the backend's launches to go to (the CUDA backend:
+     * cfg.cuda_stream), handed to use_stream for each call; NULL: the thread's own. */
+    void *(*stream_of)(const tgc_config *cfg);
+} tgc_backend_reg;
+
+/* The records of the backends that always exist, in their folders (interp_backend.c). */
+extern const tgc_backend_reg tgc_interp_backend_reg;
+
+/* The stream cfg asks b's launches to go to (its registration's stream_of); NULL: the
+ * calling thread's own. */
+static inline void *tgc_backend_config_stream(const tgc_backend *b, const tgc_config *cfg)
+{
+    return cfg && b->reg && b->reg->stream_of ? b->reg->stream_of(cfg) : NULL;
+}
 /* The tensor INPUT node nd of g is bound to in this call; NULL when the binding is out of
  * range. */
 tgc_tensor *tgc_exec_input(const tgc_graph *g, const tgc_node *nd, const tgc_exec_args *x);

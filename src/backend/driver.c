@@ -407,7 +407,7 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
     p->backend = b;
     p->device = (tgc_device){b->device, dev.type == b->device ? dev.index : 0};
     p->n_threads = tgc_threads_resolve(cfg->num_threads);
-    p->stream = cfg->cuda_stream;
+    p->stream = tgc_backend_config_stream(b, cfg);
     p->log_fn = cfg->log_fn;
     p->log_user = cfg->log_user;
     p->g = tgc_graph_clone(src);

@@ -73,7 +73,7 @@ static _Thread_local tgc_eager_opts t_opts;
 tgc_eager_opts tgc_eager_opts_push(const tgc_config *cfg)
 {
     tgc_eager_opts prev = t_opts;
-    t_opts = cfg ? (tgc_eager_opts){1, cfg->matmul_precision, cfg->cuda_stream}
+    t_opts = cfg ? (tgc_eager_opts){1, cfg->matmul_precision, cfg}
                  : (tgc_eager_opts){0, TGC_PRECISION_HIGHEST, NULL};
     return prev;
 }
@@ -227,7 +227,7 @@ static void compile_entry(eentry *e, tgc_op op, tgc_tensor *const *in, int n_in,
         tgc_config cfg = tgc_config_default();
         cfg.log = 0;
         cfg.dump_dir = NULL;
-        cfg.cuda_stream = NULL; /* the plan is shared: the stream is the call's (run_compiled) */
+        /* no stream in cfg: the plan is shared, the stream is the call's (run_compiled) */
         if (e->key.precision >= 0)
             cfg.matmul_precision = (tgc_matmul_precision)e->key.precision;
         e->precision = cfg.matmul_precision;
@@ -314,7 +314,7 @@ static tgc_tensor *run_compiled(const tgc_backend *b, tgc_op op, tgc_tensor *con
     *handled = 1;
     /* the stream of the function running eagerly, for this op (as its variants use it) */
     tgc_device dev = {b->device, e->key.dev_index};
-    void *stream = t_opts.set ? t_opts.cuda_stream : NULL;
+    void *stream = t_opts.set ? tgc_backend_config_stream(b, t_opts.cfg) : NULL;
     void *prev = stream && b->use_stream ? b->use_stream(dev, stream) : NULL;
     tgc_status st = tgc_backend_run(b, e->art, e->g, &x, &out);
     if (stream && b->use_stream)

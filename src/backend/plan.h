@@ -71,7 +71,7 @@ typedef struct tgc_plan {
     tgc_plan_kernel *kernels;
     int n_kernels;
     void *code;   /* the backend's, from its compile */
-    void *stream; /* cfg->cuda_stream: the stream launches go to (NULL: the thread's) */
+    void *stream; /* the config's stream for the backend (NULL: the thread's) */
     int n_threads;
     tgc_log_fn log_fn; /* cfg->log_fn, log_user: where TGC_PROFILE lines go */
     void *log_user;

@@ -481,7 +481,7 @@ tgc_status tgc_fn_stats_sized(const tgc_fn *f, tgc_stats *user, size_t out_size)
      * function reports "cuda"), else the one the config resolved to */
     const tgc_variant *mru = f->variants && !f->variants->is_eager ? f->variants : NULL;
     snprintf(out->backend, sizeof out->backend, "%s",
-             f->cfg.backend == TGC_BACKEND_EAGER ? "eager"
+             f->cfg.backend == TGC_BACKEND_EAGER ? tgc_backend_kind_name(TGC_BACKEND_EAGER)
              : mru && mru->backend               ? mru->backend->name
                                                  : f->backend->name);
     pthread_mutex_unlock(&m->lock);

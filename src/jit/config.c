@@ -35,11 +35,13 @@ static tgc_status config_check(const tgc_config *c)
     if (c->num_threads < 0)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_compile: num_threads is %d; use 0 for all cores", c->num_threads);
-    if ((c->device.type != TGC_DEVICE_CPU && c->device.type != TGC_DEVICE_CUDA) ||
-        c->device.index < 0 || (c->device.type == TGC_DEVICE_CPU && c->device.index != 0))
+    if (!tgc_backend_device_known(c->device.type) || c->device.index < 0 ||
+        (c->device.type == TGC_DEVICE_CPU && c->device.index != 0)) {
+        char ctors[128];
         return tgc_set_error(TGC_ERR_INVALID_ARG,
-                             "tgc_compile: cfg.device {type %d, index %d} is not a device; use "
-                             "tgc_cpu() or tgc_cuda(i)",
-                             (int)c->device.type, c->device.index);
+                             "tgc_compile: cfg.device {type %d, index %d} is not a device; use %s",
+                             (int)c->device.type, c->device.index,
+                             tgc_backend_device_ctors(ctors, sizeof ctors));
+    }
     return tgc_backend_for(c) ? TGC_OK : tgc_error_prefix(tgc_last_status(), "tgc_compile");
 }

@@ -19,7 +19,8 @@ static void variant_backends(const tgc_fn *f, char *buf, size_t n, int *count)
             seen[k++] = v->backend->name;
     }
     if (!k)
-        seen[k++] = f->cfg.backend == TGC_BACKEND_EAGER ? "eager" : f->backend->name;
+        seen[k++] = f->cfg.backend == TGC_BACKEND_EAGER ? tgc_backend_kind_name(TGC_BACKEND_EAGER)
+                                                        : f->backend->name;
     buf[0] = '\0';
     for (int i = 0; i < k; i++)
         snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", seen[i]);

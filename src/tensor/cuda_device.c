@@ -1,117 +1,106 @@
 /* The public CUDA device API (include/tgc/cuda.h): availability, device count and names,
- * the thread's streams, synchronization and memory statistics, on top of the runtime's CUDA
- * layer (runtime/cuda_host.h) and the allocator registered for TGC_DEVICE_CUDA. Always
- * compiled: without TGC_HAVE_CUDA every function reports that the build has no CUDA backend.
- * Thread-safety: that of the runtime functions it calls (all thread-safe). */
+ * the thread's streams, synchronization and memory statistics, through the hooks the CUDA
+ * backend registers for TGC_DEVICE_CUDA (runtime/alloc.h's tgc_device_ops) and the allocator
+ * registered for the type. Always compiled: in a build without the CUDA backend the type's
+ * registration has no hooks, only why it is missing, and every function reports that.
+ * Thread-safety: that of the hooks it calls (all thread-safe). */
 #include <stdio.h>
 
 #include "runtime/alloc.h"
 #include "support/error.h"
 #include "support/struct_size.h"
 #include "tgc/cuda.h"
-#ifdef TGC_HAVE_CUDA
-#include "runtime/cuda_host.h"
-#endif
 
-#ifndef TGC_HAVE_CUDA
-#define NO_CUDA                                                                                    \
-    "this build has no CUDA backend (configured with TGC_WITH_CUDA=OFF or without the CUDA "       \
-    "toolkit headers)"
+/* The CUDA hooks, or NULL when the build has none (then why() says why). */
+static const tgc_device_ops *cuda_ops(void)
+{
+    const tgc_device_ops *o = tgc_device_ops_of(TGC_DEVICE_CUDA);
+    return o && o->load ? o : NULL;
+}
+
+static const char *why(void)
+{
+    const tgc_device_ops *o = tgc_device_ops_of(TGC_DEVICE_CUDA);
+    return o && o->missing ? o->missing : "no CUDA backend is registered";
+}
+
 /* Worded like device_ok's failure with CUDA: "<fn>: CUDA is not available: <reason>". */
 static tgc_status no_cuda(const char *fn)
 {
-    return tgc_set_error(TGC_ERR_DEVICE, "%s: CUDA is not available: " NO_CUDA, fn);
+    return tgc_set_error(TGC_ERR_DEVICE, "%s: CUDA is not available: %s", fn, why());
 }
-#else
+
 /* TGC_OK when the driver is loaded and index names a device; else the error, set. */
-static tgc_status device_ok(const char *fn, int index)
+static tgc_status device_ok(const char *fn, const tgc_device_ops *o, int index)
 {
-    if (tgc_cuda_load() != TGC_OK) {
-        char why[768];
-        snprintf(why, sizeof why, "%s", tgc_last_error());
-        return tgc_set_error(TGC_ERR_DEVICE, "%s: CUDA is not available: %s", fn, why);
+    if (!o)
+        return no_cuda(fn);
+    if (o->load() != TGC_OK) {
+        char why_not[768];
+        snprintf(why_not, sizeof why_not, "%s", tgc_last_error());
+        return tgc_set_error(TGC_ERR_DEVICE, "%s: CUDA is not available: %s", fn, why_not);
     }
-    int n = tgc_cuda_count();
+    int n = o->count();
     if (index < 0 || index >= n)
         return tgc_set_error(TGC_ERR_DEVICE,
                              "%s: device cuda:%d is not available: %d CUDA device%s present", fn,
                              index, n, n == 1 ? " is" : "s are");
     return TGC_OK;
 }
-#endif
 
 tgc_status tgc_cuda_check(void)
 {
-#ifdef TGC_HAVE_CUDA
-    return tgc_error_prefix(tgc_cuda_load(), "tgc_cuda_check");
-#else
-    return tgc_set_error(TGC_ERR_DEVICE, "tgc_cuda_check: " NO_CUDA);
-#endif
+    const tgc_device_ops *o = cuda_ops();
+    if (!o)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc_cuda_check: %s", why());
+    return tgc_error_prefix(o->load(), "tgc_cuda_check");
 }
 
 int tgc_cuda_is_available(void)
 {
-#ifdef TGC_HAVE_CUDA
+    const tgc_device_ops *o = cuda_ops();
+    if (!o)
+        return 0;
     tgc_status was = tgc_last_status(); /* a predicate: the thread's error stays as it was */
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tgc_last_error());
-    int ok = tgc_cuda_load() == TGC_OK;
+    int ok = o->load() == TGC_OK;
     tgc_set_error(was, "%s", msg);
     return ok;
-#else
-    return 0;
-#endif
 }
 
 int tgc_cuda_device_count(void)
 {
-#ifdef TGC_HAVE_CUDA
-    return tgc_cuda_load() == TGC_OK ? tgc_cuda_count() : 0;
-#else
-    return 0;
-#endif
+    const tgc_device_ops *o = cuda_ops();
+    return o && o->load() == TGC_OK ? o->count() : 0;
 }
 
 tgc_status tgc_cuda_synchronize(int index)
 {
-#ifdef TGC_HAVE_CUDA
-    tgc_status s = device_ok("tgc_cuda_synchronize", index);
-    return s != TGC_OK ? s : tgc_cuda_sync(index);
-#else
-    (void)index;
-    return no_cuda("tgc_cuda_synchronize");
-#endif
+    const tgc_device_ops *o = cuda_ops();
+    tgc_status s = device_ok("tgc_cuda_synchronize", o, index);
+    return s != TGC_OK ? s : o->synchronize(index);
 }
 
 tgc_status tgc_cuda_set_stream(int index, void *stream)
 {
-#ifdef TGC_HAVE_CUDA
-    tgc_status s = device_ok("tgc_cuda_set_stream", index);
-    return s != TGC_OK ? s : tgc_cuda_stream_set(index, stream);
-#else
-    (void)index;
-    (void)stream;
-    return no_cuda("tgc_cuda_set_stream");
-#endif
+    const tgc_device_ops *o = cuda_ops();
+    tgc_status s = device_ok("tgc_cuda_set_stream", o, index);
+    return s != TGC_OK ? s : o->set_stream(index, stream);
 }
 
 void *tgc_cuda_current_stream(int index)
 {
-#ifdef TGC_HAVE_CUDA
-    if (device_ok("tgc_cuda_current_stream", index) != TGC_OK)
+    const tgc_device_ops *o = cuda_ops();
+    if (device_ok("tgc_cuda_current_stream", o, index) != TGC_OK)
         return NULL;
-    return tgc_cuda_stream_ptr(index);
-#else
-    (void)index;
-    no_cuda("tgc_cuda_current_stream");
-    return NULL;
-#endif
+    return o->current_stream(index);
 }
 
 static tgc_status memory_stats(int index, tgc_cuda_memstats *out)
 {
-#ifdef TGC_HAVE_CUDA
-    tgc_status s = device_ok("tgc_cuda_memory_stats", index);
+    const tgc_device_ops *o = cuda_ops();
+    tgc_status s = device_ok("tgc_cuda_memory_stats", o, index);
     if (s != TGC_OK)
         return s;
     const tgc_allocator *a = tgc_allocator_of(TGC_DEVICE_CUDA);
@@ -121,11 +110,7 @@ static tgc_status memory_stats(int index, tgc_cuda_memstats *out)
         out->cached = m.cached;
         out->peak = m.peak;
     }
-    return tgc_cuda_mem_info(index, &out->device_free, &out->device_total);
-#else
-    (void)index, (void)out;
-    return no_cuda("tgc_cuda_memory_stats");
-#endif
+    return o->mem_info(index, &out->device_free, &out->device_total);
 }
 
 tgc_status tgc_cuda_memory_stats_sized(int index, tgc_cuda_memstats *out, size_t out_size)
@@ -142,22 +127,20 @@ tgc_status tgc_cuda_memory_stats_sized(int index, tgc_cuda_memstats *out, size_t
 
 void tgc_cuda_reset_peak(int index)
 {
-#ifdef TGC_HAVE_CUDA
+    const tgc_device_ops *o = cuda_ops();
+    if (!o) /* nothing to reset, nothing to report */
+        return;
     const tgc_allocator *a = tgc_allocator_of(TGC_DEVICE_CUDA);
-    if (device_ok("tgc_cuda_reset_peak", index) == TGC_OK && a && a->reset_peak)
+    if (device_ok("tgc_cuda_reset_peak", o, index) == TGC_OK && a && a->reset_peak)
         a->reset_peak(a->ctx, index);
-#else
-    (void)index;
-#endif
 }
 
 void tgc_cuda_empty_cache(void)
 {
-#ifdef TGC_HAVE_CUDA
+    const tgc_device_ops *o = cuda_ops();
     const tgc_allocator *a = tgc_allocator_of(TGC_DEVICE_CUDA);
-    if (tgc_cuda_count() > 0 && a)
+    if (o && o->count() > 0 && a)
         a->empty_cache(a->ctx);
-#endif
 }
 
 tgc_status tgc_cuda_device_name(int index, char *buf, size_t n)
@@ -165,14 +148,10 @@ tgc_status tgc_cuda_device_name(int index, char *buf, size_t n)
     if (!buf || !n)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_device_name: buf is NULL or n is 0");
     buf[0] = 0;
-#ifdef TGC_HAVE_CUDA
-    tgc_status s = device_ok("tgc_cuda_device_name", index);
+    const tgc_device_ops *o = cuda_ops();
+    tgc_status s = device_ok("tgc_cuda_device_name", o, index);
     if (s != TGC_OK)
         return s;
-    snprintf(buf, n, "%s", tgc_cuda_name(index));
+    snprintf(buf, n, "%s", o->device_name(index));
     return TGC_OK;
-#else
-    (void)index;
-    return no_cuda("tgc_cuda_device_name");
-#endif
 }

@@ -12,9 +12,6 @@
 #include "support/error.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor_impl.h"
-#ifdef TGC_HAVE_CUDA
-#include "runtime/cuda_host.h"
-#endif
 
 static atomic_uint_fast64_t next_uid = 1;
 static _Thread_local struct tgc_trace *current_trace;
@@ -313,31 +310,30 @@ int tgc_device_check(const char *fn, tgc_device dev)
     const tgc_allocator *a = tgc_allocator_of(dev.type);
     if (a && (!a->device_count || (dev.index >= 0 && dev.index < a->device_count(a->ctx))))
         return 1;
-    if (!a && dev.type == TGC_DEVICE_CUDA) {
-#ifdef TGC_HAVE_CUDA
-        /* The first CUDA tensor loads the driver (runtime/cuda.c), which registers the CUDA
-         * allocator; its failure says what is missing. */
-        if (tgc_cuda_load() != TGC_OK) {
-            char why[768];
-            snprintf(why, sizeof why, "%s", tgc_last_error());
-            tgc_set_error(TGC_ERR_DEVICE, "%s: device cuda:%d is not available: %s", fn, dev.index,
-                          why);
+    const tgc_device_ops *o = a || dev.type == TGC_DEVICE_CPU ? NULL : tgc_device_ops_of(dev.type);
+    if (o) {
+        /* The first tensor on a registered device type loads its driver (through the hooks
+         * its backend registered), which registers the type's allocator; its failure, or the
+         * build's lack of the backend, says what is missing. */
+        if (!o->load) {
+            tgc_set_error(TGC_ERR_DEVICE, "%s: device %s:%d is not available: %s", fn, o->name,
+                          dev.index, o->missing);
             return 0;
         }
-        if (!tgc_allocator_of(TGC_DEVICE_CUDA)) {
+        if (o->load() != TGC_OK) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", tgc_last_error());
+            tgc_set_error(TGC_ERR_DEVICE, "%s: device %s:%d is not available: %s", fn, o->name,
+                          dev.index, why);
+            return 0;
+        }
+        if (!tgc_allocator_of(dev.type)) {
             tgc_set_error(TGC_ERR_INTERNAL,
-                          "%s: device cuda:%d: CUDA loaded but no allocator is registered", fn,
-                          dev.index);
+                          "%s: device %s:%d: %s loaded but no allocator is registered", fn, o->name,
+                          dev.index, o->label);
             return 0;
         }
         return tgc_device_check(fn, dev);
-#else
-        tgc_set_error(TGC_ERR_DEVICE,
-                      "%s: device cuda:%d is not available: this build has no CUDA backend "
-                      "(configured with TGC_WITH_CUDA=OFF or without the CUDA toolkit headers)",
-                      fn, dev.index);
-        return 0;
-#endif
     }
     if (a) {
         int n = a->device_count(a->ctx);

@@ -78,4 +78,20 @@ if readelf -d "$tmp/pcs_readme_example" | grep -q 'NEEDED.*libtgc'; then
     fail "readme_example (pkg-config --static) needs libtgc.so"
 fi
 "$tmp/pcs_readme_example" || fail "readme_example (pkg-config --static) failed"
+# a static program that calls only the device API still has the build's backends registered
+cat >"$tmp/devices.c" <<'PROBE'
+#include <stdio.h>
+#include <string.h>
+#include <tgc/tgc.h>
+int main(void)
+{
+    if (tgc_cuda_check() == TGC_OK || !strstr(tgc_last_error(), "registered"))
+        return 0;
+    fprintf(stderr, "%s\n", tgc_last_error());
+    return 1;
+}
+PROBE
+# shellcheck disable=SC2046,SC2086
+cc $cflags "$tmp/devices.c" -o "$tmp/pcs_devices" $(pkg-config --static --cflags --libs tgc)
+"$tmp/pcs_devices" || fail "a static program calling only tgc_cuda_check has no backends registered"
 echo "check_install: shared and static, pkg-config and CMake: ok"

@@ -468,11 +468,14 @@ static tgc_status copy_async(tgc_device dev, void *dst, const void *src, size_t 
 static const tgc_capture_ops capture_ops = {cap_begin, cap_end, graph_launch, graph_release,
                                             copy_async};
 
+static const char cuda_name[] = "cuda";
+
 static void fill_vtable(void)
 {
     vtable = (tgc_backend){
-        .name = "cuda",
+        .name = cuda_name,
         .device = TGC_DEVICE_CUDA,
+        .reg = &tgc_cuda_backend_reg,
         .decompose_keep = tgc_cuda_decompose_keep(),
         .prepare = tgc_cuda_prepare,
         .fuse = tgc_cuda_fuse_hooks(),
@@ -489,3 +492,21 @@ static void fill_vtable(void)
         .synchronize = cuda_synchronize,
     };
 }
+
+static void *cuda_stream_of(const tgc_config *cfg)
+{
+    return cfg->cuda_stream;
+}
+
+const tgc_backend_reg tgc_cuda_backend_reg = {
+    .name = cuda_name,
+    .kinds = {{TGC_BACKEND_CUDA, NULL}},
+    .n_kinds = 1,
+    .device = TGC_DEVICE_CUDA,
+    .device_ops = &tgc_cuda_device_ops, /* runtime/cuda_hooks.c */
+    .device_what = "the GPU",
+    .device_ctor = "tgc_cuda(i)",
+    .priority = 1,
+    .get = tgc_backend_cuda,
+    .stream_of = cuda_stream_of,
+};

@@ -8,5 +8,7 @@
 /* The backend, or NULL with TGC_ERR_DEVICE set saying what is missing (libcuda, a GPU,
  * libnvrtc). Decided once per process. */
 const tgc_backend *tgc_backend_cuda(void);
+/* Who it is (registry.h): kind CUDA, TGC_DEVICE_CUDA with its runtime's hooks, cfg.cuda_stream. */
+extern const tgc_backend_reg tgc_cuda_backend_reg;
 
 #endif

@@ -139,10 +139,26 @@ static void interp_release(void *artifact)
     free(p);
 }
 
+static const char interp_name[] = "interp";
+
 const tgc_backend *tgc_backend_interp(void)
 {
     static const tgc_graph_ops ops = {interp_compile, interp_run, interp_kernel_count,
                                       interp_release};
-    static const tgc_backend b = {.name = "interp", .device = TGC_DEVICE_CPU, .graph = &ops};
+    static const tgc_backend b = {.name = interp_name,
+                                  .device = TGC_DEVICE_CPU,
+                                  .graph = &ops,
+                                  .reg = &tgc_interp_backend_reg};
     return &b;
 }
+
+/* The reference on the host: cfg.backend INTERP and EAGER (whose eager ops fall back to it),
+ * and AUTO's choice where no compiled host backend is available. */
+const tgc_backend_reg tgc_interp_backend_reg = {
+    .name = interp_name,
+    .kinds = {{TGC_BACKEND_INTERP, NULL}, {TGC_BACKEND_EAGER, "eager"}},
+    .n_kinds = 2,
+    .device = TGC_DEVICE_CPU,
+    .priority = 1,
+    .get = tgc_backend_interp,
+};

@@ -257,11 +257,14 @@ static tgc_status llvm_run_template(const tgc_plan_kernel *pk, void *const *bufs
 static pthread_once_t vtable_once = PTHREAD_ONCE_INIT;
 static tgc_backend vtable;
 
+static const char llvm_name[] = "llvm";
+
 static void fill_vtable(void)
 {
     vtable = (tgc_backend){
-        .name = "llvm",
+        .name = llvm_name,
         .device = TGC_DEVICE_CPU,
+        .reg = &tgc_llvm_backend_reg,
         .decompose_keep = TGC_DECOMPOSE_KEEP_ACTIVATIONS,
         .prepare = tgc_llvm_prepare,
         .fuse = tgc_llvm_fuse_hooks(),
@@ -281,3 +284,18 @@ const tgc_backend *tgc_backend_llvm(void)
     pthread_once(&vtable_once, fill_vtable);
     return &vtable;
 }
+
+/* Available where LLVM can target the host (else tgc_llvm_host says why). */
+static const tgc_backend *llvm_get(void)
+{
+    return tgc_llvm_host() ? tgc_backend_llvm() : NULL;
+}
+
+const tgc_backend_reg tgc_llvm_backend_reg = {
+    .name = llvm_name,
+    .kinds = {{TGC_BACKEND_LLVM, NULL}},
+    .n_kinds = 1,
+    .device = TGC_DEVICE_CPU,
+    .priority = 2, /* AUTO and eager ops on the host take it over interp */
+    .get = llvm_get,
+};
