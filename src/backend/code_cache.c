@@ -22,13 +22,37 @@ uint64_t tgc_code_hash(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* A second 64-bit hash, of another family than FNV-1a (8-byte words through a multiply-xorshift
+ * mix), so that two keys the first confuses are told apart by this one. */
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hash2(const char *p, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = mix64(h ^ w) + 0x9e3779b97f4a7c15ull;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    return mix64(h ^ w ^ ((uint64_t)(n - i) << 56));
+}
+
 /* ---- memory ---- */
 
 static void entry_free(tgc_code_cache *c, tgc_code_entry *e)
 {
     if (e->ext && c->ext_free)
         c->ext_free(e->ext);
-    free(e->key);
     free(e->blob);
     free(e->msg);
     free(e);
@@ -50,10 +74,10 @@ tgc_status tgc_code_cache_acquire(tgc_code_cache *c, const char *key, tgc_code_e
     *out = NULL;
     *make = 0;
     size_t len = strlen(key);
-    uint64_t h = tgc_code_hash(TGC_CODE_HASH_SEED, key, len);
+    uint64_t h = tgc_code_hash(TGC_CODE_HASH_SEED, key, len), h2 = hash2(key, len);
     pthread_mutex_lock(&c->lock);
     for (tgc_code_entry *e = c->buckets[h % TGC_CODE_BUCKETS]; e; e = e->next)
-        if (e->hash == h && e->key_len == len && memcmp(e->key, key, len) == 0) {
+        if (e->hash == h && e->hash2 == h2 && e->key_len == len) {
             e->users++;
             c->stats.memory_hits++;
             pthread_mutex_unlock(&c->lock);
@@ -61,16 +85,13 @@ tgc_status tgc_code_cache_acquire(tgc_code_cache *c, const char *key, tgc_code_e
             return TGC_OK;
         }
     tgc_code_entry *e = calloc(1, sizeof *e);
-    char *k = e ? malloc(len + 1) : NULL;
-    if (!k) {
+    if (!e) {
         pthread_mutex_unlock(&c->lock);
-        free(e);
         return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory for a compile cache entry");
     }
-    memcpy(k, key, len + 1);
-    e->key = k;
     e->key_len = len;
     e->hash = h;
+    e->hash2 = h2;
     e->users = 1;
     e->next = c->buckets[h % TGC_CODE_BUCKETS];
     c->buckets[h % TGC_CODE_BUCKETS] = e;

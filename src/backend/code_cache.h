@@ -8,7 +8,10 @@
  *  - memory: an entry per key, made once however many threads ask at the same time. The first
  *    asker gets it to make (acquire answers make = 1: it loads it from disk or compiles it, then
  *    publishes it or reports the failure); the others wait for it (tgc_code_cache_wait). A
- *    failure is given to every waiter and forgotten, so a later ask tries again.
+ *    failure is given to every waiter and forgotten, so a later ask tries again. Entries are
+ *    told apart by the key's length and two independent 64-bit hashes of it (a key is the
+ *    whole source text: keeping it would double the memory of every cached program); the key
+ *    itself is compared on disk.
  *  - disk: one file per key, <dir>/tgc-<kind>-<tag>-<hash of the key>.<suffix>: a magic line,
  *    the key's and the code's lengths, a checksum (64-bit FNV-1a over key and code), then the
  *    key and the code. An entry is checked in full before its code is used (magic, lengths
@@ -40,12 +43,11 @@ typedef struct tgc_code_cache_stats {
     uint64_t disk_writes;   /* disk files written */
 } tgc_code_cache_stats;
 
-/* One entry. key, blob, size and ext are the entry's and read-only once it is ready. */
+/* One entry. blob, size and ext are the entry's and read-only once it is ready. */
 typedef struct tgc_code_entry {
-    char *key;
     size_t key_len;
-    uint64_t hash;
-    void *blob; /* the code (malloc'd, the cache's) */
+    uint64_t hash, hash2; /* tgc_code_hash of the key, and a second, independent hash */
+    void *blob;           /* the code (malloc'd, the cache's) */
     size_t size;
     void *ext; /* the backend's data for the entry (ext_free frees it with the entry) */
     /* private to code_cache.c */
@@ -85,7 +87,7 @@ typedef struct tgc_code_cache {
 #define TGC_CODE_HASH_SEED 1469598103934665603ull
 uint64_t tgc_code_hash(uint64_t h, const void *p, size_t n);
 
-/* Finds the entry of key (NUL-terminated; copied) or adds it. *e: the entry, used by the caller
+/* Finds the entry of key (NUL-terminated; not kept) or adds it. *e: the entry, used by the caller
  * until tgc_code_cache_release. *make = 1: the entry is new and the caller makes it (from disk
  * or a compile) and must end with tgc_code_cache_publish or tgc_code_cache_fail; *make = 0: it
  * exists (call tgc_code_cache_wait before reading it). TGC_ERR_OOM (error set). */

@@ -1,4 +1,6 @@
-/* NVRTC, opened at run time with dlopen: CUDA C text -> cubin (and PTX) for one sm_XY.
+/* NVRTC, opened at run time with dlopen: CUDA C text -> cubin (and PTX) for one sm_XY. In the
+ * library only the program cache (cuda_program.c) compiles: everything else gets its programs
+ * from there; tests call the compile functions directly.
  *
  * The library is looked up as "libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12" and then
  * TGC_CUDA_LIBDIR "/libnvrtc.so" (the toolkit the library was built against). Loading is

@@ -146,6 +146,7 @@ tgc_status tgc_cuda_programs_get(int n, const tgc_cuda_program_src *srcs, int sm
             return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc cuda: program %d has no text", i);
     const size_t cnt = (size_t)n;
     tgc_code_entry **ents = calloc(cnt, sizeof *ents);
+    char **keys = calloc(cnt, sizeof *keys);
     int *make = calloc(cnt, sizeof *make);
     /* the programs this call compiles: their index, name, text and results */
     int *todo = calloc(cnt, sizeof *todo), n_todo = 0;
@@ -153,15 +154,14 @@ tgc_status tgc_cuda_programs_get(int n, const tgc_cuda_program_src *srcs, int sm
     char **cubins = calloc(cnt, sizeof *cubins), **ptxs = calloc(cnt, sizeof *ptxs);
     size_t *sizes = calloc(cnt, sizeof *sizes);
     tgc_status st = TGC_OK;
-    if (!ents || !make || !todo || !names || !texts || !cubins || !ptxs || !sizes)
+    if (!ents || !keys || !make || !todo || !names || !texts || !cubins || !ptxs || !sizes)
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for %d programs", n);
     char tag[16];
     sm_tag(sm, tag, sizeof tag);
     int n_acq = 0;
     for (int i = 0; st == TGC_OK && i < n; i++, n_acq++) {
-        char *key = tgc_cuda_program_key(srcs[i].text, sm);
-        st = key ? tgc_code_cache_acquire(&g_cache, key, &ents[i], &make[i]) : TGC_ERR_OOM;
-        free(key);
+        keys[i] = tgc_cuda_program_key(srcs[i].text, sm);
+        st = keys[i] ? tgc_code_cache_acquire(&g_cache, keys[i], &ents[i], &make[i]) : TGC_ERR_OOM;
     }
     /* the new ones: from disk where an earlier process left them, else compiled below */
     for (int i = 0; i < n_acq; i++) {
@@ -169,7 +169,7 @@ tgc_status tgc_cuda_programs_get(int n, const tgc_cuda_program_src *srcs, int sm
             continue;
         void *b = NULL;
         size_t sz = 0;
-        if (st == TGC_OK && tgc_code_disk_load(&g_cache, dir, tag, ents[i]->key, &b, &sz)) {
+        if (st == TGC_OK && tgc_code_disk_load(&g_cache, dir, tag, keys[i], &b, &sz)) {
             tgc_status s = publish(ents[i], srcs[i].name, b, sz, 1);
             if (s != TGC_OK) {
                 st = s;
@@ -194,7 +194,7 @@ tgc_status tgc_cuda_programs_get(int n, const tgc_cuda_program_src *srcs, int sm
             ents[i] = NULL;
             continue;
         }
-        tgc_code_disk_store(&g_cache, dir, tag, e->key, cubins[j], sizes[j]);
+        tgc_code_disk_store(&g_cache, dir, tag, keys[i], cubins[j], sizes[j]);
         if (ptx)
             ptx[i] = ptxs[j];
         ptxs[j] = NULL;
@@ -244,7 +244,10 @@ tgc_status tgc_cuda_programs_get(int n, const tgc_cuda_program_src *srcs, int sm
         free(cubins[j]);
         free(ptxs[j]);
     }
+    for (int i = 0; keys && i < n; i++)
+        free(keys[i]);
     free(ents);
+    free(keys);
     free(make);
     free(todo);
     free(names);

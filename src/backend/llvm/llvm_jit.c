@@ -409,15 +409,14 @@ static tgc_status jit_add(const void *obj, size_t size, LLVMOrcResourceTrackerRe
 /* The maker of entry e: its object from the cache directory, else optimized and generated now
  * (ir_after printed on the way when asked and not done yet), added to the JIT and published;
  * written to the directory when it was generated. On failure e is failed. */
-static tgc_status make_object(tgc_llvm_unit *u, tgc_code_entry *e, const char *diag,
-                              char **ir_after)
+static tgc_status make_object(tgc_llvm_unit *u, tgc_code_entry *e, const char *key,
+                              const char *diag, char **ir_after)
 {
     char tag[80];
     cpu_tag(tag, sizeof tag);
     void *blob = NULL;
     size_t size = 0;
-    int from_disk =
-        !ir_after && tgc_code_disk_load(&g_objs, u->cache_dir, tag, e->key, &blob, &size);
+    int from_disk = !ir_after && tgc_code_disk_load(&g_objs, u->cache_dir, tag, key, &blob, &size);
     tgc_status st = TGC_OK;
     if (!from_disk) {
         LLVMMemoryBufferRef obj = NULL;
@@ -441,7 +440,7 @@ static tgc_status make_object(tgc_llvm_unit *u, tgc_code_entry *e, const char *d
         return st;
     }
     if (!from_disk)
-        tgc_code_disk_store(&g_objs, u->cache_dir, tag, e->key, blob, size);
+        tgc_code_disk_store(&g_objs, u->cache_dir, tag, key, blob, size);
     tgc_code_cache_publish(&g_objs, e, blob, size, rt, from_disk);
     return TGC_OK;
 }
@@ -480,9 +479,8 @@ tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir
     int make = 0;
     if (st == TGC_OK)
         st = tgc_code_cache_acquire(&g_objs, key, &c->e, &make);
-    free(key);
     if (st == TGC_OK && make) {
-        st = make_object(u, c->e, diag, ir_after);
+        st = make_object(u, c->e, key, diag, ir_after);
     } else if (st == TGC_OK) {
         /* made (or being made) by an equal unit: only the optimized text, when asked */
         if (ir_after)
@@ -493,6 +491,7 @@ tgc_status tgc_llvm_unit_finish(tgc_llvm_unit *u, tgc_llvm_code **out, char **ir
         else if (st != TGC_OK)
             tgc_code_cache_release(&g_objs, c->e);
     }
+    free(key);
     tgc_llvm_unit_abort(u); /* the object file is all the JIT needs */
     if (st != TGC_OK) {
         if (ir_before) {
