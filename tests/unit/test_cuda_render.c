@@ -3,8 +3,11 @@
  * every LOOP kernel the compile driver lowers from a broad set of graphs with the CUDA
  * backend's passes, preparation, fusion hooks and target: every pointwise op over every
  * dtype it takes, scalar forms, broadcasting, views, reductions, the decomposed norms,
- * pools, draws and symbolic sizes. Where libnvrtc cannot be loaded the compile tests are
- * skipped and say so. What needs a GPU (the results) is the GPU suite's job. */
+ * pools, draws and symbolic sizes; each of those kernels is rendered again with the marked
+ * dialect of render_dialects.h, which must spell nothing as CUDA does and give CUDA's text
+ * once its markers are spelled as CUDA's (every CUDA spelling comes from the dialect table).
+ * Where libnvrtc cannot be loaded the compile tests are skipped and say so. What needs a GPU
+ * (the results) is the GPU suite's job. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +32,7 @@
 #include "tgc/tgc.h"
 #include "unit/graph_build_util.h"
 #include "test_shard.h"
+#include "unit/render_dialects.h"
 #include "unit/unit_test_util.h"
 
 /* ---- a text-only backend: the driver's pipeline with the CUDA decisions ---- */
@@ -39,6 +43,7 @@ static int g_templates;  /* template kernels seen (rendered by cuda_gemm, not he
 static int g_skipped;    /* compile tests skipped for want of libnvrtc */
 static int g_programs;   /* programs compiled */
 static int g_kinds[2];   /* FLAT / ROWS kernels */
+static int g_marked;     /* kernels whose marked-dialect text mapped back to CUDA's */
 
 static int have_nvrtc(void)
 {
@@ -126,6 +131,25 @@ static void flush_batches(void)
     g_programs += n;
 }
 
+/* The kernel rendered with the marked dialect (render_dialects.h) spells nothing as CUDA
+ * does, and its markers spelled as CUDA's give cuda_text exactly. */
+static void same_in_marked_dialect(const kir_kernel *k, const kir_args *slots, const char *fname,
+                                   const char *cuda_text)
+{
+    tgc_strbuf sb = {0};
+    tgc_c_launch l;
+    if (tgc_c_render_loop(marked_dialect(), &sb, k, slots, fname, &l) != TGC_OK)
+        fail_msg("%s: %s", fname, tgc_last_error());
+    char *m = tgc_sb_take(&sb);
+    assert_non_null(m);
+    no_cuda_spelling(m);
+    char *back = marked_to_cuda(m, tgc_cuda_dialect());
+    assert_string_equal(back, cuda_text);
+    free(back);
+    free(m);
+    g_marked++;
+}
+
 static tgc_status text_compile(const tgc_config *cfg, tgc_device dev, const char *name,
                                tgc_plan_kernel *ks, int n, void **code)
 {
@@ -144,9 +168,11 @@ static tgc_status text_compile(const tgc_config *cfg, tgc_device dev, const char
         }
         tgc_sb_printf(&g_batch[b], "/* graph %s */\n", name);
         tgc_cuda_launch ln;
+        size_t at = g_batch[b].len;
         tgc_status st = tgc_cuda_render_loop(&g_batch[b], ks[i].k, &ks[i].slots, fname, &ln);
         if (st != TGC_OK)
             return st;
+        same_in_marked_dialect(ks[i].k, &ks[i].slots, fname, g_batch[b].data + at);
         g_kinds[ln.shape == TGC_CUDA_SHAPE_ROWS]++;
         g_batch_n[b]++;
     }
@@ -902,7 +928,8 @@ int main(void)
     int rc = test_run_shard("test_cuda_render", tests, sizeof tests / sizeof tests[0], NULL,
                             group_shutdown);
     printf("cuda render: %d LOOP kernels (%d flat, %d rows) in %d NVRTC programs, %d template "
-           "kernels left to cuda_gemm, %d compile tests skipped (no libnvrtc)\n",
-           g_kernels, g_kinds[0], g_kinds[1], g_programs, g_templates, g_skipped);
+           "kernels left to cuda_gemm, %d compile tests skipped (no libnvrtc), %d the same in "
+           "the marked dialect\n",
+           g_kernels, g_kinds[0], g_kinds[1], g_programs, g_templates, g_skipped, g_marked);
     return rc;
 }
