@@ -161,8 +161,7 @@ static double eps_of(tgc_dtype dt)
  * value's (a formula's operand: gelu(x) = 0.5 x (1 + erf(...)) rounds 1 + erf in the compute
  * dtype, an error of a few ulp of x where the value is tiny). */
 static void expect_close_floor(const double *got, const double *want, const double *scale,
-                               int64_t n, tgc_dtype dt, double tol, double floor,
-                               const char *what)
+                               int64_t n, tgc_dtype dt, double tol, double floor, const char *what)
 {
     for (int64_t i = 0; i < n; i++) {
         double g = got[i], w = want[i];
@@ -175,8 +174,7 @@ static void expect_close_floor(const double *got, const double *want, const doub
         if (scale && isfinite(scale[i]))
             m = fmax(m, 4 * fabs(scale[i]));
         if (fabs(g - w) > tol * m)
-            fail_msg("%s[%lld]: %.17g, interp %.17g (tolerance %g)", what, (long long)i, g, w,
-                     tol);
+            fail_msg("%s[%lld]: %.17g, interp %.17g (tolerance %g)", what, (long long)i, g, w, tol);
         if (w == 0 && g == 0 && signbit(w) != signbit(g) && dt != TGC_BF16 && dt != TGC_F16)
             fail_msg("%s[%lld]: zero of the wrong sign", what, (long long)i);
     }
@@ -203,9 +201,9 @@ static void table_names_composites_primitives_and_math(void **state)
     for (int i = 0; i < N_OF(g_composites); i++)
         assert_true(tgc_op_has_formula(g_composites[i]));
     /* their NaN, signed-zero and integer rules are the primitive's own */
-    static const tgc_op prims[] = {TGC_OP_RELU,       TGC_OP_CLAMP,   TGC_OP_MAXIMUM, TGC_OP_MINIMUM,
-                                   TGC_OP_ADD_SCALAR, TGC_OP_EXP,     TGC_OP_ADD,     TGC_OP_WHERE,
-                                   TGC_OP_CAST,       TGC_OP_SOFTMAX, TGC_OP_COUNT,   (tgc_op)-1};
+    static const tgc_op prims[] = {
+        TGC_OP_RELU, TGC_OP_CLAMP, TGC_OP_MAXIMUM, TGC_OP_MINIMUM, TGC_OP_ADD_SCALAR, TGC_OP_EXP,
+        TGC_OP_ADD,  TGC_OP_WHERE, TGC_OP_CAST,    TGC_OP_SOFTMAX, TGC_OP_COUNT,      (tgc_op)-1};
     for (int i = 0; i < N_OF(prims); i++)
         assert_false(tgc_op_has_formula(prims[i]));
     assert_int_equal(tgc_op_formula_decompose(TGC_OP_GELU), TGC_FORMULA_DECOMPOSE_ACTIVATIONS);
@@ -242,10 +240,10 @@ static void table_names_composites_primitives_and_math(void **state)
 
 /* ---- formulas against interp's kernels ---- */
 
-static const double g_special[] = {0.0,  -0.0,   1.0,    -1.0,   0.5,     -0.5,  2.5,
-                                   -3.7, 7.25,   -12.0,  20.0,   -20.0,   88.8,  -88.8,
-                                   1000, -1000,  1e-30,  -1e-30, 1e-6,    3e38,  -3e38,
-                                   NAN,  -NAN,   INFINITY, -INFINITY, 0.1, 1e5, -1e5};
+static const double g_special[] = {0.0,  -0.0,  1.0,      -1.0,      0.5,   -0.5, 2.5,
+                                   -3.7, 7.25,  -12.0,    20.0,      -20.0, 88.8, -88.8,
+                                   1000, -1000, 1e-30,    -1e-30,    1e-6,  3e38, -3e38,
+                                   NAN,  -NAN,  INFINITY, -INFINITY, 0.1,   1e5,  -1e5};
 
 static void check_formula(tgc_op op, tgc_dtype in_dt)
 {
@@ -441,12 +439,12 @@ static void batch_norm_decomposition_requires_eval_with_stats(void **state)
 /* group_norm, as a new op's decomposition would be written: x [N, C, *] reshaped to
  * [N, G, -1] (G = attrs.i[0]), normalized over dim attrs.i[1] (2), reshaped back to x's
  * shape, then weight and bias per channel. */
-#define GN_R  OPI(RESHAPE, CAST(X0, COMPUTE), 3, I_LIT(0), I_ATTR(0), I_LIT(-1))
-#define GN_C  SUB(GN_R, MEAN_KEEP(GN_R, DIM_OF(1)))
-#define GN_N  MUL(GN_C, RSQRT(ADDA(MEAN_KEEP(MUL(GN_C, GN_C), DIM_OF(1)), 0)))
-#define GN_Y  RESHAPE_AS(GN_N, X0)
+#define GN_R OPI(RESHAPE, CAST(X0, COMPUTE), 3, I_LIT(0), I_ATTR(0), I_LIT(-1))
+#define GN_C SUB(GN_R, MEAN_KEEP(GN_R, DIM_OF(1)))
+#define GN_N MUL(GN_C, RSQRT(ADDA(MEAN_KEEP(MUL(GN_C, GN_C), DIM_OF(1)), 0)))
+#define GN_Y RESHAPE_AS(GN_N, X0)
 #define GROUP_NORM                                                                                 \
-    CAST(ADD(MUL(GN_Y, PER_CHANNEL(CAST(X1, COMPUTE), X0)), PER_CHANNEL(CAST(X2, COMPUTE), X0)), \
+    CAST(ADD(MUL(GN_Y, PER_CHANNEL(CAST(X1, COMPUTE), X0)), PER_CHANNEL(CAST(X2, COMPUTE), X0)),   \
          OUT)
 static const tgc_fexpr *const g_group_norm = GROUP_NORM;
 
@@ -577,7 +575,7 @@ static void language_attributes_conditions_and_sharing(void **state)
     }
     assert_int_equal(means, 2);
     assert_int_equal(adds, 1);
-    assert_int_equal(muls, 3); /* c * c, c * rstd, * weight */
+    assert_int_equal(muls, 3);    /* c * c, c * rstd, * weight */
     assert_int_equal(r.n_ops, 8); /* + sub, rsqrt */
     /* softmax over dim 1 of a 3-d value: the mask 1 << 1 */
     memset(&r, 0, sizeof r);
@@ -624,12 +622,11 @@ static void language_attributes_conditions_and_sharing(void **state)
     r.fail_at = -1;
     assert_int_equal(tgc_formula_eval(IF(HAS(0, 4), X0, X1), 0, &b, in3, 3, &c, TGC_F32), 7);
     assert_int_equal(tgc_formula_eval(IF(HAS(0, 2), X0, X1), 0, &b, in3, 3, &c, TGC_F32), 8);
-    assert_int_equal(tgc_formula_eval(IF(COND_AND(ATTR_IS(0, 5), FATTR_IS(0, 2.0)), X2, X1), 0,
-                                      &b, in3, 3, &c, TGC_F32),
+    assert_int_equal(tgc_formula_eval(IF(COND_AND(ATTR_IS(0, 5), FATTR_IS(0, 2.0)), X2, X1), 0, &b,
+                                      in3, 3, &c, TGC_F32),
                      9);
-    assert_int_equal(tgc_formula_eval(IF(COND_NOT(ATTR_IS(0, 5)), X2, X1), 0, &b, in3, 3, &c,
-                                      TGC_F32),
-                     8);
+    assert_int_equal(
+        tgc_formula_eval(IF(COND_NOT(ATTR_IS(0, 5)), X2, X1), 0, &b, in3, 3, &c, TGC_F32), 8);
     assert_int_equal(tgc_formula_eval(REQUIRE(ATTR_IS(0, 4), X0), 0, &b, in3, 3, &c, TGC_F32), -2);
     assert_int_equal(r.n_ops, 0);
     /* pointwise: operands cast to the compute dtype once, the value cast to the result once */
