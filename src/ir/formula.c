@@ -4,9 +4,10 @@
 #include <string.h>
 
 #include "ir/formula.h"
-#include "ir/formula_dsl.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
+/* last: its short macro names must not meet the headers above */
+#include "ir/formula_dsl.h"
 
 typedef struct entry {
     const tgc_fexpr *formula, *decomposition;

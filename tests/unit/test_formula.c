@@ -23,7 +23,6 @@
 
 #include "backend/interp/interp.h"
 #include "ir/formula.h"
-#include "ir/formula_dsl.h"
 #include "kir/kir.h"
 #include "passes/passes.h"
 #include "support/error.h"
@@ -46,6 +45,8 @@
 #include "kir/abi.h"
 #include "support/strbuf.h"
 #endif
+/* last: its short macro names must not meet the headers above */
+#include "ir/formula_dsl.h"
 
 static const tgc_op g_composites[] = {TGC_OP_SIGMOID, TGC_OP_RSQRT, TGC_OP_GELU, TGC_OP_GELU_TANH,
                                       TGC_OP_SILU};
