@@ -4,9 +4,10 @@
 #include <string.h>
 
 #include "ir/formula.h"
-#include "ir/formula_dsl.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
+/* last: its short macro names must not meet the headers above */
+#include "ir/formula_dsl.h"
 
 typedef struct entry {
     const tgc_fexpr *formula, *decomposition;
@@ -16,7 +17,8 @@ typedef struct entry {
 /* One row per op with either; -Woverride-init would flag an op listed twice. */
 static const entry g_entries[TGC_OP_COUNT] = {
 #define X(e, name, mn, mx, kind)
-#define FORMULA(e, when, expr) [TGC_OP_##e].formula = (expr), [TGC_OP_##e].decompose = TGC_FORMULA_DECOMPOSE_##when,
+#define FORMULA(e, when, expr)                                                                     \
+    [TGC_OP_##e].formula = (expr), [TGC_OP_##e].decompose = TGC_FORMULA_DECOMPOSE_##when,
 #define DECOMPOSITION(e, expr) [TGC_OP_##e].decomposition = (expr),
 #include "ir/ops.def"
 #undef X
@@ -181,8 +183,8 @@ static int32_t ev_op(fx_eval *e, const tgc_fexpr *x)
 {
     memo k = memo_key(1 + TGC_FX_OP);
     k.op = x->op;
-    if (x->n_in < 0 || x->n_in > TGC_FX_MAX_IN || x->ni < 0 || x->ni > TGC_FX_MAX_I ||
-        x->nf < 0 || x->nf > 2)
+    if (x->n_in < 0 || x->n_in > TGC_FX_MAX_IN || x->ni < 0 || x->ni > TGC_FX_MAX_I || x->nf < 0 ||
+        x->nf > 2)
         return fx_fail("an op node out of bounds");
     k.n_in = x->n_in;
     for (int j = 0; j < x->n_in; j++)
@@ -281,8 +283,9 @@ static int32_t ev(fx_eval *e, const tgc_fexpr *x)
         memo_add(e, &k, id);
         return id;
     }
-    case TGC_FX_CAST: return x->n_in == 1 ? ev_cast(e, ev(e, x->in[0]), fx_dtype(e, x->dt))
-                                          : fx_fail("a cast of other than one value");
+    case TGC_FX_CAST:
+        return x->n_in == 1 ? ev_cast(e, ev(e, x->in[0]), fx_dtype(e, x->dt))
+                            : fx_fail("a cast of other than one value");
     case TGC_FX_OP: return ev_op(e, x);
     case TGC_FX_IF:
     case TGC_FX_REQUIRE: {

@@ -68,11 +68,11 @@ typedef struct tgc_farg {
 } tgc_farg;
 
 typedef enum tgc_fc_kind {
-    TGC_FC_HAS,  /* a->i[index] & (int64_t)v */
-    TGC_FC_IS,   /* a->i[index] == v */
-    TGC_FC_FIS,  /* a->f[index] == v */
-    TGC_FC_NOT,  /* !a */
-    TGC_FC_AND   /* a && b */
+    TGC_FC_HAS, /* a->i[index] & (int64_t)v */
+    TGC_FC_IS,  /* a->i[index] == v */
+    TGC_FC_FIS, /* a->f[index] == v */
+    TGC_FC_NOT, /* !a */
+    TGC_FC_AND  /* a && b */
 } tgc_fc_kind;
 
 typedef struct tgc_fcond {
@@ -83,7 +83,7 @@ typedef struct tgc_fcond {
 } tgc_fcond;
 
 #define TGC_FX_MAX_IN 3
-#define TGC_FX_MAX_I 8
+#define TGC_FX_MAX_I  8
 
 typedef struct tgc_fexpr {
     tgc_fx_kind kind;

@@ -5,7 +5,12 @@
  * inner). Every value read from outside the group becomes a load whose access composes the
  * view chain with broadcasting; values other groups read are stored at the phase that
  * computes them. Adjacent vars that every access walks as one are then merged, so
- * contiguous pointwise kernels run as one flat loop and broadcasts stay strided. */
+ * contiguous pointwise kernels run as one flat loop and broadcasts stay strided.
+ *
+ * A composite pointwise op (one with a FORMULA in ops.def: gelu, gelu_tanh, silu, sigmoid,
+ * rsqrt) becomes its formula's primitive values here, nested formulas included, wherever
+ * it is lowered (loop bodies, values recomputed where read, template epilogues): backends
+ * render primitives only. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,8 +395,9 @@ static int32_t kb_op(void *ctx, tgc_op op, const int32_t *in, int n_in, const tg
 {
     lctx *c = ctx;
     tgc_op_kind kind = tgc_op_info_of(op) ? tgc_op_info_of(op)->kind : TGC_KIND_SOURCE;
-    if (n_in > 3 || (kind != TGC_KIND_BINARY && kind != TGC_KIND_COMPARE &&
-                     kind != TGC_KIND_TERNARY && kind != TGC_KIND_SCALAR && kind != TGC_KIND_UNARY)) {
+    if (n_in > 3 ||
+        (kind != TGC_KIND_BINARY && kind != TGC_KIND_COMPARE && kind != TGC_KIND_TERNARY &&
+         kind != TGC_KIND_SCALAR && kind != TGC_KIND_UNARY)) {
         tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: a formula uses %s, which is not pointwise",
                       tgc_op_name(op));
         return -1;

@@ -306,8 +306,8 @@ static int int_path(tgc_op op, tgc_op_kind kind, tgc_tensor *const *in, int n_in
     case TGC_OP_MUL_SCALAR:
     case TGC_OP_CLAMP: break;
     default:
-        if (kind == TGC_KIND_UNARY && op != TGC_OP_CAST && op != TGC_OP_NEG &&
-            op != TGC_OP_ABS && op != TGC_OP_RELU)
+        if (kind == TGC_KIND_UNARY && op != TGC_OP_CAST && op != TGC_OP_NEG && op != TGC_OP_ABS &&
+            op != TGC_OP_RELU)
             return 0;
     }
     for (int k = 0; k < pw->n_steps; k++) {
