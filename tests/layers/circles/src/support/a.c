@@ -1,0 +1,5 @@
+void b_fn(void);
+void a_fn(void)
+{
+    b_fn();
+}

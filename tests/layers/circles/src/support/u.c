@@ -1,0 +1,3 @@
+void u_fn(void)
+{
+}
