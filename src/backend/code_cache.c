@@ -206,21 +206,6 @@ static void count(tgc_code_cache *c, uint64_t *field)
     pthread_mutex_unlock(&c->lock);
 }
 
-static int read_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return 0;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 1;
-}
-
 int tgc_code_disk_load(tgc_code_cache *c, const char *dir, const char *tag, const char *key,
                        void **blob, size_t *size)
 {
@@ -237,7 +222,7 @@ int tgc_code_disk_load(tgc_code_cache *c, const char *dir, const char *tag, cons
     const size_t klen = strlen(key);
     unsigned char head[DISK_HEAD];
     uint64_t kl = 0, cl = 0, sum = 0;
-    int ok = fsize >= DISK_HEAD && read_all(fd, head, DISK_HEAD) &&
+    int ok = fsize >= DISK_HEAD && tgc_file_read_all(fd, head, DISK_HEAD, NULL) &&
              memcmp(head, DISK_MAGIC, DISK_MAGIC_LEN) == 0;
     if (ok) {
         memcpy(&kl, head + DISK_MAGIC_LEN, sizeof kl);
@@ -248,8 +233,8 @@ int tgc_code_disk_load(tgc_code_cache *c, const char *dir, const char *tag, cons
     }
     char *k = ok ? malloc(klen ? klen : 1) : NULL;
     void *b = ok && k ? malloc((size_t)cl) : NULL;
-    ok = ok && b && read_all(fd, k, klen) && memcmp(k, key, klen) == 0 &&
-         read_all(fd, b, (size_t)cl);
+    ok = ok && b && tgc_file_read_all(fd, k, klen, NULL) && memcmp(k, key, klen) == 0 &&
+         tgc_file_read_all(fd, b, (size_t)cl, NULL);
     close(fd);
     if (ok) {
         uint64_t h = tgc_code_hash(TGC_CODE_HASH_SEED, k, klen);
@@ -263,21 +248,6 @@ int tgc_code_disk_load(tgc_code_cache *c, const char *dir, const char *tag, cons
     }
     *blob = b;
     *size = (size_t)cl;
-    return 1;
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return 0;
-        p += r;
-        n -= (size_t)r;
-    }
     return 1;
 }
 
@@ -308,8 +278,8 @@ void tgc_code_disk_store(tgc_code_cache *c, const char *dir, const char *tag, co
     memcpy(head + DISK_MAGIC_LEN, &kl, sizeof kl);
     memcpy(head + DISK_MAGIC_LEN + 8, &cl, sizeof cl);
     memcpy(head + DISK_MAGIC_LEN + 16, &sum, sizeof sum);
-    int ok =
-        write_all(fd, head, sizeof head) && write_all(fd, key, klen) && write_all(fd, blob, size);
+    int ok = tgc_file_write_all(fd, head, sizeof head) && tgc_file_write_all(fd, key, klen) &&
+             tgc_file_write_all(fd, blob, size);
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
         unlink(tmp);

@@ -874,16 +874,9 @@ tgc_status tgc_st_read(const char *fn, const char *path, tgc_st_file *f)
     if (st == TGC_OK && !(f->bytes = malloc(size ? size : 1)))
         st = st_fail(&c, TGC_ERR_OOM, "out of memory for its %zu bytes", size);
     size_t got = 0;
-    while (st == TGC_OK && got < size) {
-        ssize_t r = read(fd, f->bytes + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            st = st_fail(&c, TGC_ERR_IO, "read failed after %zu of %zu bytes: %s", got, size,
-                         r < 0 ? strerror(errno) : "the file shrank while being read");
-        else
-            got += (size_t)r;
-    }
+    if (st == TGC_OK && !tgc_file_read_all(fd, f->bytes, size, &got))
+        st = st_fail(&c, TGC_ERR_IO, "read failed after %zu of %zu bytes: %s", got, size,
+                     errno ? strerror(errno) : "the file shrank while being read");
     close(fd);
     f->size = got;
     if (st == TGC_OK)
@@ -1018,17 +1011,9 @@ static char *build_header(const st_ctx *c, const tgc_st_out *ts, int n, const tg
 
 static tgc_status write_all(const st_ctx *c, int fd, const char *tmp, const void *p, size_t n)
 {
-    const char *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return st_fail(c, TGC_ERR_IO, "writing the temporary file '%s' failed: %s", tmp,
-                           w < 0 ? strerror(errno) : "no progress");
-        b += w;
-        n -= (size_t)w;
-    }
+    if (!tgc_file_write_all(fd, p, n))
+        return st_fail(c, TGC_ERR_IO, "writing the temporary file '%s' failed: %s", tmp,
+                       errno ? strerror(errno) : "no progress");
     return TGC_OK;
 }
 

@@ -43,3 +43,43 @@ int tgc_file_open_read(const char *path, size_t *size, const char **why)
         *size = (size_t)sb.st_size;
     return fd;
 }
+
+int tgc_file_read_all(int fd, void *buf, size_t n, size_t *got)
+{
+    char *p = buf;
+    size_t done = 0;
+    int ok = 1;
+    while (done < n) {
+        ssize_t r = read(fd, p + done, n - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = 0;
+            ok = 0;
+            break;
+        }
+        done += (size_t)r;
+    }
+    if (got)
+        *got = done;
+    return ok;
+}
+
+int tgc_file_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = 0;
+            return 0;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 1;
+}

@@ -14,4 +14,13 @@
  * socket or device)"). */
 int tgc_file_open_read(const char *path, size_t *size, const char **why);
 
+/* Reads exactly n bytes of fd into buf, retrying interrupted reads. Returns 1 when all n
+ * were read; 0 otherwise, with errno set by the failed read, or 0 when the file ended
+ * first. *got, when not NULL, is the number of bytes read either way. */
+int tgc_file_read_all(int fd, void *buf, size_t n, size_t *got);
+/* Writes all n bytes of buf to fd, retrying interrupted writes. Returns 1 when all were
+ * written; 0 otherwise, with errno set by the failed write, or 0 when a write made no
+ * progress. */
+int tgc_file_write_all(int fd, const void *buf, size_t n);
+
 #endif
