@@ -36,31 +36,25 @@ static int placeholders(const char *tpl)
     return n;
 }
 
-/* Writes tpl with its placeholders replaced by args[0..n) in order into out (when not NULL;
- * a placeholder past n is left out: dialect_check makes the counts match); returns the
- * length. */
-static size_t subst(char *out, const char *tpl, int n, const char *const *args)
+/* Appends tpl with its placeholders replaced by args[0..n) in order (a placeholder past n is
+ * left out: dialect_check makes the counts match). */
+static void sb_subst(tgc_strbuf *sb, const char *tpl, int n, const char *const *args)
 {
-    size_t len = 0;
     int i = 0;
+    const char *run = tpl;
     for (const char *p = tpl; *p; p++) {
-        const char *piece = p;
-        size_t pn = 1;
-        if (p[0] == '%' && p[1] == '%') {
-            p++;
-        } else if (p[0] == '%' && p[1] == 's') {
-            piece = i < n ? args[i] : "";
-            pn = strlen(piece);
-            i++;
-            p++;
-        }
-        if (out)
-            memcpy(out + len, piece, pn);
-        len += pn;
+        if (*p != '%' || (p[1] != 's' && p[1] != '%'))
+            continue;
+        tgc_sb_printf(sb, "%.*s", (int)(p - run), run);
+        if (p[1] == '%')
+            tgc_sb_puts(sb, "%");
+        else if (i < n)
+            tgc_sb_puts(sb, args[i]);
+        i += p[1] == 's';
+        p++;
+        run = p + 1;
     }
-    if (out)
-        out[len] = 0;
-    return len;
+    tgc_sb_puts(sb, run);
 }
 
 /* ---- dialects ---------------------------------------------------------------------------- */
@@ -177,14 +171,6 @@ static tgc_dtype acc_dtype(const kir_kernel *k, const kir_reduce *r)
 
 /* ---- the render context ----------------------------------------------------------------- */
 
-#define RC_MATH_NAMES 16
-
-typedef struct rc_math {
-    const char *name; /* a libm base name (static) */
-    int dbl;
-    const char *spelled; /* the dialect's name, kept by the render */
-} rc_math;
-
 typedef struct rc {
     const tgc_c_dialect *d;
     tgc_strbuf *o;
@@ -203,8 +189,6 @@ typedef struct rc {
     const char *ind; /* indentation of emitted statements */
     char **strs;     /* strings to free at the end */
     size_t n_strs, cap_strs;
-    rc_math math[RC_MATH_NAMES];
-    int n_math;
     int failed;
 } rc;
 
@@ -277,10 +261,9 @@ static const char *rs(rc *c, const char *fmt, ...)
  * ends. */
 static const char *sub(rc *c, const char *tpl, int n, const char *const *args)
 {
-    char *s = malloc(subst(NULL, tpl, n, args) + 1);
-    if (s)
-        subst(s, tpl, n, args);
-    return keep(c, s);
+    tgc_strbuf sb = {0};
+    sb_subst(&sb, tpl, n, args);
+    return keep(c, tgc_sb_take(&sb));
 }
 
 static const char *sub1(rc *c, const char *tpl, const char *a)
@@ -300,13 +283,7 @@ static const char *math(rc *c, const char *name, int dbl)
     for (const tgc_c_math_fn *m = c->d->math_fns; m && m->name; m++)
         if (!strcmp(m->name, name))
             return dbl ? m->f64 : m->f32;
-    for (int i = 0; i < c->n_math; i++) /* names spelled earlier in this render */
-        if (c->math[i].dbl == dbl && !strcmp(c->math[i].name, name))
-            return c->math[i].spelled;
-    const char *r = sub1(c, dbl ? c->d->math_f64 : c->d->math_f32, name);
-    if (c->n_math < RC_MATH_NAMES)
-        c->math[c->n_math++] = (rc_math){name, dbl, r};
-    return r;
+    return sub1(c, dbl ? c->d->math_f64 : c->d->math_f32, name);
 }
 
 /* The dialect's vector of n elements of type `elem`. */
