@@ -1,5 +1,5 @@
 /* Communicators: one rank of a process group over NCCL (runtime/nccl.c opens the library),
- * what tgc_dist (src/frontend/dist.c) and the collective graph ops of the backends run on.
+ * what tgc_dist (src/dist/dist.c) and the collective graph ops of the backends run on.
  *
  * A communicator belongs to one device. On a GPU it has a CUDA stream of its own: a
  * collective is queued there after the work queued so far on the caller's stream (an event

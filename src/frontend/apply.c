@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "backend/eager.h"
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 #include "frontend/trace.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"

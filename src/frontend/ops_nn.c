@@ -5,8 +5,8 @@
 #include <stdio.h>
 
 #include "frontend/apply.h"
-#include "frontend/autograd.h"
-#include "frontend/grad_rules_impl.h"
+#include "autograd/autograd.h"
+#include "autograd/grad_rules_impl.h"
 #include "frontend/module_impl.h"
 #include "frontend/trace.h"
 #include "support/error.h"

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "backend/eager.h"
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 #include "frontend/module_impl.h"
 #include "tensor/scope.h"
 #include "jit/jit.h"
@@ -131,7 +131,7 @@ static tgc_tensor *fresh_handle(tgc_tensor *t)
 }
 
 /* Runs the function in a scope frame (a barrier it cannot pop or keep past, see
- * frontend/scope.h) and hands fresh output handles to the caller's innermost scope: eagerly,
+ * tensor/scope.h) and hands fresh output handles to the caller's innermost scope: eagerly,
  * or inlined into the caller's trace when called while tracing. */
 static tgc_status call_in_frame(const tgc_fn *f, tgc_module *self, tgc_tensor *const *in, int n_in,
                                 tgc_tensor **out, int n_out)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/safetensors.h"
+#include "serialize/safetensors.h"
 #include "jit/jit.h"
 #include "support/error.h"
 

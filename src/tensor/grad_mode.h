@@ -1,4 +1,4 @@
-/* Grad mode inside a model function's frame (see frontend/scope.h).
+/* Grad mode inside a model function's frame (see tensor/scope.h).
  *
  * The no-grad depth is per thread. While a frame is open, the function may push and pop
  * no-grad levels of its own, but a tgc_no_grad_pop below the depth the frame entered with

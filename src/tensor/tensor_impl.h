@@ -18,7 +18,7 @@ struct tgc_trace;
 struct tgc_scope;
 struct tgc_module;
 
-/* The head of an autograd record (frontend/autograd.h): the tensor core only counts
+/* The head of an autograd record (autograd/autograd.h): the tensor core only counts
  * references to it and calls release at the last one, so it needs nothing of the frontend. */
 typedef struct tgc_grad_link {
     int refs;
@@ -57,7 +57,7 @@ struct tgc_tensor {
     tgc_grad_link *grad_fn;
     tgc_tensor *grad;
     tgc_tensor *grad_of;
-    /* a leaf's gradient hook (frontend/autograd.h: told when a backward finished its
+    /* a leaf's gradient hook (autograd/autograd.h: told when a backward finished its
      * gradient, e.g. by the data-parallel wrapper of its module) and the leaf's index in the
      * hook's own tables; NULL when none */
     struct tgc_grad_hook *grad_hook;

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 #include "frontend/module_impl.h"
-#include "frontend/optim_impl.h"
+#include "train/optim_impl.h"
 #include "tgc/autograd.h"
 #include "tgc/compile.h"
 #include "tgc/module.h"

@@ -1,5 +1,5 @@
 /* The hooks the layers above autograd and the module hang on it: a leaf's gradient hook
- * (tgc_grad_hook, frontend/autograd.h: ready per finished leaf gradient, finish once per
+ * (tgc_grad_hook, autograd/autograd.h: ready per finished leaf gradient, finish once per
  * backward, what the data-parallel wrapper uses), and the watches a module and a process
  * group call when they are freed or a module moves (tgc_watch, frontend/watch.h: what
  * optimizers and wrappers use). */
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 #include "frontend/module_impl.h"
 #include "frontend/watch.h"
 #include "runtime/alloc.h"

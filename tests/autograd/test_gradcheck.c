@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "autograd/gradcheck_cases.h"
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 #include "test_shard.h"
 
 static int case_ids[GC_N_CASES];

@@ -1,5 +1,5 @@
 /* Checkpoints (tgc_module_save / tgc_module_load, tgc_optim_save / tgc_optim_load) and the
- * safetensors reader and writer under them (frontend/safetensors.h):
+ * safetensors reader and writer under them (serialize/safetensors.h):
  * - round trips of trees with parameters and buffers of every dtype (bit for bit), under
  *   PyTorch's state_dict names, the file's layout as the format wants it;
  * - a file written by the reference library (tests/unit/fixtures/numpy_written.safetensors,
@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "frontend/module_impl.h"
-#include "frontend/optim_impl.h"
-#include "frontend/safetensors.h"
+#include "train/optim_impl.h"
+#include "serialize/safetensors.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/autograd.h"
 #include "tgc/compile.h"

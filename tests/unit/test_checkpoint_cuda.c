@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "frontend/module_impl.h"
-#include "frontend/optim_impl.h"
+#include "train/optim_impl.h"
 #include "tensor/tensor_impl.h"
 #include "tgc/autograd.h"
 #include "tgc/compile.h"

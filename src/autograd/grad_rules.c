@@ -6,7 +6,7 @@
  * results), the backward ops themselves (no gradients of gradients), and assignment. */
 #include <assert.h>
 
-#include "frontend/grad_rules_impl.h"
+#include "autograd/grad_rules_impl.h"
 #include "tensor/dtype.h"
 
 /* Every rule runs in a scope of its own: its intermediate tensors are freed when it returns

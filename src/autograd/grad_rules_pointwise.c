@@ -6,7 +6,7 @@
  * the gradient through at its bounds, relu and abs give 0 at 0). */
 #include <math.h>
 
-#include "frontend/grad_rules_impl.h"
+#include "autograd/grad_rules_impl.h"
 #include "support/error.h"
 
 #ifndef M_PI

@@ -11,7 +11,7 @@
  * numbers). */
 #include <string.h>
 
-#include "frontend/grad_rules_impl.h"
+#include "autograd/grad_rules_impl.h"
 #include "frontend/ops_grad.h"
 #include "support/error.h"
 

@@ -40,9 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 #include "frontend/module_impl.h"
-#include "frontend/optim_impl.h"
+#include "train/optim_impl.h"
 #include "frontend/watch.h"
 #include "runtime/alloc.h"
 #include "support/error.h"

@@ -6,7 +6,7 @@
 #ifndef TGC_FRONTEND_GRAD_RULES_IMPL_H
 #define TGC_FRONTEND_GRAD_RULES_IMPL_H
 
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 #include "ir/sym.h"
 #include "tgc/ops.h"
 

@@ -4,7 +4,7 @@
  * among the elements equal to the maximum (torch.amax's backward; max(dim) with indices,
  * which gives it all to one index, is not an op here). mean and var divide by the reduced
  * element count, which stays symbolic for dynamic dims (tgc_gr_count). */
-#include "frontend/grad_rules_impl.h"
+#include "autograd/grad_rules_impl.h"
 #include "support/error.h"
 
 tgc_status tgc_grad_rule_reduce(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)

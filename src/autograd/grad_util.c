@@ -2,7 +2,7 @@
  * restoring reduced dims, element counts of reduced dims. They read sizes as tgc_sdims (a
  * traced tensor's sshape) and pass them to ops as symints, so nothing is specialized while
  * tracing. */
-#include "frontend/grad_rules_impl.h"
+#include "autograd/grad_rules_impl.h"
 
 #include "support/error.h"
 #include "tensor/dtype.h"

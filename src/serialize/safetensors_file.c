@@ -1,9 +1,9 @@
 /* Reading safetensors files into new tensors (tgc/safetensors.h), over the one strict reader
- * of frontend/safetensors.h: the handle is a checked tgc_st_file. */
+ * of serialize/safetensors.h: the handle is a checked tgc_st_file. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/safetensors.h"
+#include "serialize/safetensors.h"
 #include "support/error.h"
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"

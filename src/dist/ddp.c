@@ -1,6 +1,6 @@
 /* Data-parallel modules (include/tgc/dist.h, tgc_ddp): the structure check and the broadcast
  * at creation, and the gradient averaging a backward drives through the gradient hook the
- * wrapper puts on each parameter it averages (tgc_grad_hook, frontend/autograd.h):
+ * wrapper puts on each parameter it averages (tgc_grad_hook, autograd/autograd.h):
  *  - ready: a parameter's gradient of this backward is final (autograd calls it as soon
  *    as the parameter's last contribution is added into its .grad). The
  *    parameters are in fixed buckets (reverse tree order, one dtype each); once every
@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/autograd.h"
-#include "frontend/dist_impl.h"
+#include "autograd/autograd.h"
+#include "dist/dist_impl.h"
 #include "frontend/module_impl.h"
 #include "frontend/watch.h"
 #include "support/error.h"

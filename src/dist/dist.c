@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "frontend/apply.h"
-#include "frontend/autograd.h"
-#include "frontend/dist_impl.h"
+#include "autograd/autograd.h"
+#include "dist/dist_impl.h"
 #include "frontend/trace.h"
 #include "frontend/watch.h"
 #include "runtime/comm.h"

@@ -1,5 +1,5 @@
 /* Checkpoints (tgc/module.h, tgc/autograd.h): a module's parameters and buffers, and an
- * optimizer's state, as safetensors files (frontend/safetensors.h).
+ * optimizer's state, as safetensors files (serialize/safetensors.h).
  *
  * Saving reads each tensor to the host one at a time (from any device) and writes a
  * temporary file that is renamed onto the path. Loading happens in three phases, so that
@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "frontend/module_impl.h"
-#include "frontend/optim_impl.h"
-#include "frontend/safetensors.h"
+#include "train/optim_impl.h"
+#include "serialize/safetensors.h"
 #include "support/error.h"
 #include "tensor/copy.h"
 #include "tensor/tensor_impl.h"

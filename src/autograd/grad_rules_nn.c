@@ -16,7 +16,7 @@
  * mask gets dS. */
 #include <math.h>
 
-#include "frontend/grad_rules_impl.h"
+#include "autograd/grad_rules_impl.h"
 #include "support/error.h"
 
 /* The dims of x [N, C, ...] but 1, as a list and a mask. */

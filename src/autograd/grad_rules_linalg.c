@@ -5,7 +5,7 @@
  * dims are summed back (tgc_grad_sum_to) and the promotion is undone. conv2d and the pools
  * use their gradient ops (frontend/ops_grad.h), which have kernels of their own; a conv
  * bias gets the sum of gy over N, H, W. */
-#include "frontend/grad_rules_impl.h"
+#include "autograd/grad_rules_impl.h"
 #include "frontend/ops_grad.h"
 #include "support/error.h"
 

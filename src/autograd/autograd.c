@@ -1,8 +1,8 @@
 /* Autograd: the records ops attach to their results, and tgc_backward over them
- * (frontend/autograd.h). The same code runs eagerly and while tracing: a rule's ops record
+ * (autograd/autograd.h). The same code runs eagerly and while tracing: a rule's ops record
  * graph nodes inside a trace, and leaf gradients become in-place writes (tgc_copy_, ASSIGN)
  * of the leaves' .grad tensors. */
-#include "frontend/autograd.h"
+#include "autograd/autograd.h"
 
 #include <stdio.h>
 #include <stdlib.h>

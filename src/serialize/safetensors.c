@@ -1,4 +1,4 @@
-/* The safetensors reader and writer (frontend/safetensors.h).
+/* The safetensors reader and writer (serialize/safetensors.h).
  *
  * The reader parses the header with a small JSON parser that knows the format's one shape
  * (an object of objects, the tensor entries' three keys, string-to-string metadata) and
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "frontend/safetensors.h"
+#include "serialize/safetensors.h"
 #include "support/checked.h"
 #include "support/error.h"
 #include "support/file.h"
