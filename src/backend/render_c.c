@@ -416,22 +416,7 @@ static void prelude_interp_math(rc *c)
         "TGC_DEV double tgc_clamp(double x, double lo, double hi) {\n"
         "  double r = x < lo ? lo : x; return r > hi ? hi : r; }\n"
         "TGC_DEV float tgc_relu(float x) { return x < 0.0f ? 0.0f : x; }\n"
-        "TGC_DEV double tgc_relu(double x) { return x < 0.0 ? 0.0 : x; }\n"
-        "TGC_DEV float tgc_sigmoid(float x) { return 1.0f / (1.0f + %s(-x)); }\n"
-        "TGC_DEV double tgc_sigmoid(double x) { return 1.0 / (1.0 + %s(-x)); }\n"
-        "TGC_DEV float tgc_silu(float x) { return x * tgc_sigmoid(x); }\n"
-        "TGC_DEV double tgc_silu(double x) { return x * tgc_sigmoid(x); }\n"
-        "TGC_DEV float tgc_gelu(float x) {\n"
-        "  return 0.5f * x * (1.0f + %s(x * 0.70710678118654752440f)); }\n"
-        "TGC_DEV double tgc_gelu(double x) {\n"
-        "  return 0.5 * x * (1.0 + %s(x * 0.70710678118654752440)); }\n",
-        math(c, "exp", 0), math(c, "exp", 1), math(c, "erf", 0), math(c, "erf", 1));
-    tgc_sb_printf(c->o,
-        "TGC_DEV float tgc_gelu_tanh(float x) {\n"
-        "  return 0.5f * x * (1.0f + %s(0.79788456080286535588f * (x + 0.044715f * x * x * x))); }\n"
-        "TGC_DEV double tgc_gelu_tanh(double x) {\n"
-        "  return 0.5 * x * (1.0 + %s(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }\n",
-        math(c, "tanh", 0), math(c, "tanh", 1));
+        "TGC_DEV double tgc_relu(double x) { return x < 0.0 ? 0.0 : x; }\n");
     tgc_sb_printf(c->o,
         "/* integer pow: interp truncates glibc's correctly rounded pow; %s's pow may be an\n"
         " * ulp off, which truncation turns into an integer off by one: small non-negative\n"

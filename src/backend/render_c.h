@@ -61,8 +61,9 @@
  *   float tgc_philox_uniform_m(seed, counter, int m)   (bits >> (32 - m)) * 2^-m
  *   float tgc_philox_uniform(seed, counter) == tgc_philox_uniform24   m = 24
  *   float tgc_philox_normal(seed, counter)   Box-Muller in double, rounded to float once
- *   T tgc_sigmoid(T), tgc_gelu(T), tgc_gelu_tanh(T), tgc_silu(T), tgc_relu(T),
- *     tgc_maximum(T, T), tgc_minimum(T, T) (NaN propagates), for T = float and double
+ *   T tgc_relu(T), tgc_maximum(T, T), tgc_minimum(T, T) (NaN propagates), tgc_clamp(T, T, T),
+ *     for T = float and double (composite ops have no helper: lowering expands their
+ *     ops.def formulas into primitives)
  *   the dialect's vector type (vec_type; CUDA: tgc_vec<T, N> { T v[N]; } aligned to N *
  *     sizeof(T))
  *   template <typename T> T tgc_warp_sum(T) / tgc_warp_max(T) / tgc_warp_min(T)
