@@ -104,14 +104,14 @@ tgc_status tgc_grad_rule_view(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
     case TGC_OP_PERMUTE: {
         int inv[TGC_MAX_DIMS];
         for (int k = 0; k < nd; k++)
-            inv[c->a->i[k]] = k;
+            inv[c->a->perm.perm[k]] = k;
         r = tgc_permute(gy, inv, nd);
         break;
     }
     case TGC_OP_EXPAND: r = tgc_grad_sum_to(gy, x); break;
     case TGC_OP_SLICE: {
-        const int dim = (int)c->a->i[0];
-        const int64_t start = c->a->i[1], step = c->a->i[3];
+        const int dim = (int)c->a->slice.dim;
+        const int64_t start = c->a->slice.start, step = c->a->slice.step;
         int64_t n, m;
         if (tgc_gr_const_dim(gy, dim, &m) && m == 0)
             return TGC_OK; /* nothing was picked: a zero gradient */
@@ -163,7 +163,7 @@ static tgc_tensor *cat_part(const tgc_grad_ctx *c, tgc_tensor *gy, int k, int di
 
 tgc_status tgc_grad_rule_move(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
 {
-    const int dim = (int)c->a->i[0];
+    const int dim = c->op == TGC_OP_PAD ? 0 : (int)c->a->dim.dim; /* CAT, STACK */
     switch (c->op) {
     case TGC_OP_CAT:
         for (int k = 0; k < c->n_in; k++) {
@@ -181,10 +181,10 @@ tgc_status tgc_grad_rule_move(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
     case TGC_OP_PAD: {
         if (!c->needs[0])
             return TGC_OK;
-        const int np = (int)c->a->i[0];
+        const int np = (int)c->a->pad.n_pairs;
         int64_t pads[2 * TGC_MAX_DIMS];
         for (int k = 0; k < 2 * np; k++)
-            pads[k] = -c->a->i[1 + k];
+            pads[k] = -c->a->pad.pads[k];
         GR_SET(gin[0], tgc_pad(gy, pads, np, 0.0));
         return TGC_OK;
     }
@@ -204,9 +204,9 @@ tgc_status tgc_grad_rule_index(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor
     GR_SET(g, tgc_gr_cast(gy, tgc_dtype_of(t)));
     switch (c->op) {
     case TGC_OP_EMBEDDING: GR_SET(gin[0], tgc_embedding_grad(g, idx, t)); break;
-    case TGC_OP_GATHER: GR_SET(gin[0], tgc_gather_grad(g, idx, (int)c->a->i[0], t)); break;
+    case TGC_OP_GATHER: GR_SET(gin[0], tgc_gather_grad(g, idx, (int)c->a->dim.dim, t)); break;
     case TGC_OP_INDEX_SELECT:
-        GR_SET(gin[0], tgc_index_select_grad(g, idx, (int)c->a->i[0], t));
+        GR_SET(gin[0], tgc_index_select_grad(g, idx, (int)c->a->dim.dim, t));
         break;
     default:
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_grad_rule_index: %s is not an indexing op",

@@ -68,8 +68,8 @@ static tgc_tensor *norm_dx(tgc_tensor *dxhat, tgc_tensor *xhat, tgc_tensor *rstd
 tgc_status tgc_grad_rule_batch_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
 {
     tgc_tensor *x = c->in[0], *rm = NULL, *rv = NULL, *w = NULL;
-    const int64_t bits = c->a->i[1];
-    const int training = c->a->i[0] != 0;
+    const int64_t bits = c->a->batch_norm.has;
+    const int training = c->a->batch_norm.training != 0;
     int k = 1, wi = -1, bi = -1;
     if (bits & TGC_BN_HAS_STATS) {
         rm = c->in[k++];
@@ -91,12 +91,12 @@ tgc_status tgc_grad_rule_batch_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_t
     GR_SET(xu, tgc_gr_cast(x, dt));
     if (!training) {
         GR_SET(mean, per_channel(rm, x, dt));
-        GR_SET(rstd, tgc_rsqrt(tgc_add_scalar(per_channel(rv, x, dt), c->a->f[1])));
+        GR_SET(rstd, tgc_rsqrt(tgc_add_scalar(per_channel(rv, x, dt), c->a->batch_norm.eps)));
     } else if (c->n_saved >= 2) {
         mean = c->saved[0];
         rstd = c->saved[1];
     } else { /* recorded without its statistics: recompute them */
-        tgc_status s = tgc_gr_bn_stats(x, c->a->f[1], &mean, &rstd);
+        tgc_status s = tgc_gr_bn_stats(x, c->a->batch_norm.eps, &mean, &rstd);
         if (s)
             return s;
     }
@@ -129,8 +129,8 @@ tgc_status tgc_grad_rule_batch_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_t
 tgc_status tgc_grad_rule_layer_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
 {
     tgc_tensor *x = c->in[0], *w = NULL;
-    const int n_norm = (int)c->a->i[0];
-    const int64_t bits = c->a->i[1];
+    const int n_norm = (int)c->a->layer_norm.n_norm;
+    const int64_t bits = c->a->layer_norm.has;
     int k = 1, wi = -1, bi = -1;
     if (bits & TGC_LN_HAS_WEIGHT)
         w = c->in[wi = k++];
@@ -153,7 +153,7 @@ tgc_status tgc_grad_rule_layer_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_t
     tgc_tensor *xu, *mean, *rstd, *xhat;
     GR_SET(xu, tgc_gr_cast(x, dt));
     GR_SET(mean, tgc_mean(xu, dims, n_norm, 1));
-    GR_SET(rstd, tgc_rsqrt(tgc_add_scalar(tgc_var(xu, dims, n_norm, 0, 1), c->a->f[0])));
+    GR_SET(rstd, tgc_rsqrt(tgc_add_scalar(tgc_var(xu, dims, n_norm, 0, 1), c->a->layer_norm.eps)));
     GR_SET(xhat, tgc_mul(tgc_sub(xu, mean), rstd));
     if (c->needs[0]) {
         tgc_tensor *dxhat = w ? tgc_mul(g, tgc_gr_cast(w, dt)) : g;
@@ -172,7 +172,7 @@ tgc_status tgc_grad_rule_dropout(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tens
         return tgc_set_error(TGC_ERR_UNSUPPORTED,
                              "tgc_dropout: recorded without its mask; its gradient needs the "
                              "bits the forward drew (record it through tgc_dropout)");
-    const double p = c->a->f[0], scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+    const double p = c->a->dropout.p, scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     const tgc_dtype xdt = tgc_dtype_of(c->in[0]), dt = tgc_gr_compute_dtype(xdt);
     tgc_tensor *keep;
     GR_SET(keep, tgc_cast(c->saved[0], dt));
@@ -197,13 +197,13 @@ tgc_status tgc_grad_rule_loss(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
     tgc_tensor *x = c->in[0], *t = c->in[1];
     if (!c->needs[0])
         return TGC_OK;
-    const int reduction = (int)c->a->i[0];
+    const int reduction = (int)c->a->loss.reduction;
     const int cdim = tgc_ndim(x) == 1 ? 0 : 1;
     const tgc_dtype xdt = tgc_dtype_of(x), dt = tgc_gr_compute_dtype(xdt);
     const tgc_dtype tdt = tgc_dtype_of(t);
     tgc_tensor *g, *valid, *wp, *onehot, *r;
     GR_SET(g, tgc_gr_cast(gy, dt));
-    GR_SET(valid, tgc_ne(t, tgc_gr_scalar((double)c->a->i[1], tdt, t)));
+    GR_SET(valid, tgc_ne(t, tgc_gr_scalar((double)c->a->loss.ignore_index, tdt, t)));
     if (reduction == TGC_REDUCE_MEAN) /* over the targets that count */
         GR_SET(g, tgc_div(g, tgc_sum(tgc_cast(valid, dt), NULL, 0, 0)));
     GR_SET(wp, tgc_unsqueeze(tgc_where(valid, g, tgc_gr_scalar(0.0, dt, x)), cdim));
@@ -211,7 +211,7 @@ tgc_status tgc_grad_rule_loss(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
     if (c->op == TGC_OP_NLL_LOSS) {
         r = tgc_neg(tgc_mul(onehot, wp));
     } else {
-        const double eps = c->a->f[0];
+        const double eps = c->a->loss.label_smoothing;
         tgc_tensor *d = tgc_softmax(tgc_gr_cast(x, dt), cdim);
         if (eps != 1.0)
             d = tgc_sub(d, tgc_mul_scalar(onehot, 1.0 - eps));
@@ -251,8 +251,8 @@ tgc_tensor *tgc_gr_sdpa_weights(tgc_tensor *q, tgc_tensor *k, tgc_tensor *mask, 
 tgc_status tgc_grad_rule_sdpa(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
 {
     tgc_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2];
-    tgc_tensor *mask = c->a->i[1] ? c->in[3] : NULL;
-    const double p = c->a->f[0], scale = c->a->f[1];
+    tgc_tensor *mask = c->a->sdpa.has_mask ? c->in[3] : NULL;
+    const double p = c->a->sdpa.dropout_p, scale = c->a->sdpa.scale;
     if (p > 0)
         return tgc_set_error(TGC_ERR_UNSUPPORTED,
                              "tgc_scaled_dot_product_attention: recorded with dropout_p %g as "
@@ -261,7 +261,7 @@ tgc_status tgc_grad_rule_sdpa(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
                              p);
     const tgc_dtype dt = tgc_gr_compute_dtype(tgc_dtype_of(q));
     tgc_tensor *P, *g, *vu, *dP, *dS;
-    GR_SET(P, tgc_gr_sdpa_weights(q, k, mask, (int)c->a->i[0], scale));
+    GR_SET(P, tgc_gr_sdpa_weights(q, k, mask, (int)c->a->sdpa.causal, scale));
     GR_SET(g, tgc_gr_cast(gy, dt));
     GR_SET(vu, tgc_gr_cast(v, dt));
     if (c->needs[2])

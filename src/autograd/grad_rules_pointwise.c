@@ -118,7 +118,7 @@ tgc_status tgc_grad_rule_scalar(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tenso
     if (!c->needs[0])
         return TGC_OK;
     const tgc_dtype dt = tgc_gr_compute_dtype(tgc_dtype_of(x));
-    const double s = c->a->f[0];
+    const double s = c->op == TGC_OP_CLAMP ? 0.0 : c->a->scalar.value; /* CLAMP: its bounds */
     GR_SET(g, tgc_gr_cast(gy, dt));
     switch (c->op) {
     case TGC_OP_ADD_SCALAR:
@@ -132,8 +132,8 @@ tgc_status tgc_grad_rule_scalar(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tenso
         break;
     case TGC_OP_CLAMP: { /* passes where lo <= x <= hi (bounds included, NaN blocked) */
         tgc_tensor *xu = tgc_gr_cast(x, dt);
-        tgc_tensor *lo = tgc_gr_scalar(c->a->f[0], TGC_F64, x);
-        tgc_tensor *hi = tgc_gr_scalar(c->a->f[1], TGC_F64, x);
+        tgc_tensor *lo = tgc_gr_scalar(c->a->clamp.lo, TGC_F64, x);
+        tgc_tensor *hi = tgc_gr_scalar(c->a->clamp.hi, TGC_F64, x);
         r = keep_if(tgc_ge(xu, lo), keep_if(tgc_le(xu, hi), g));
         break;
     }

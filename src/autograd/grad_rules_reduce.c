@@ -12,8 +12,8 @@ tgc_status tgc_grad_rule_reduce(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tenso
     tgc_tensor *x = c->in[0], *g, *xu, *r = NULL;
     if (!c->needs[0])
         return TGC_OK;
-    const int64_t mask = c->a->i[0];
-    const int keep = (int)c->a->i[1], nd = tgc_ndim(x);
+    const int64_t mask = c->a->reduce.mask;
+    const int keep = (int)c->a->reduce.keepdim, nd = tgc_ndim(x);
     const tgc_dtype xdt = tgc_dtype_of(x), dt = tgc_gr_compute_dtype(xdt);
     GR_SET(g, tgc_gr_unreduce(tgc_gr_cast(gy, dt), mask, nd, keep));
     switch (c->op) {
@@ -39,7 +39,8 @@ tgc_status tgc_grad_rule_reduce(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tenso
                 dims[n++] = d;
         GR_SET(xu, tgc_gr_cast(x, dt));
         tgc_tensor *centered = tgc_sub(xu, n ? tgc_mean(xu, dims, n, 1) : xu);
-        tgc_tensor *scaled = tgc_gr_div_count(tgc_mul_scalar(g, 2.0), x, mask, (double)c->a->i[2]);
+        tgc_tensor *scaled =
+            tgc_gr_div_count(tgc_mul_scalar(g, 2.0), x, mask, (double)c->a->reduce.correction);
         r = tgc_mul(centered, scaled);
         break;
     }
@@ -56,7 +57,7 @@ tgc_status tgc_grad_rule_softmax(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tens
     tgc_tensor *x = c->in[0], *g, *y, *r;
     if (!c->needs[0])
         return TGC_OK;
-    const int dim = (int)c->a->i[0];
+    const int dim = (int)c->a->dim.dim;
     const tgc_dtype xdt = tgc_dtype_of(x), dt = tgc_gr_compute_dtype(xdt);
     GR_SET(g, tgc_gr_cast(gy, dt));
     GR_SET(y, tgc_gr_cast(c->out, dt));

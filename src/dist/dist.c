@@ -367,10 +367,9 @@ tgc_tensor *tgc_dist_reduce_start(const char *fn, tgc_dist *pg, tgc_tensor *x, t
 {
     if (check_tensor(fn, pg, x) != TGC_OK)
         return NULL;
-    tgc_attrs a = tgc_attrs_none();
-    a.i[0] = tgc_comm_handle(pg->comm);
-    a.i[1] = op;
-    a.ni = 2;
+    tgc_attrs a = tgc_attrs_of(TGC_OP_ALL_REDUCE);
+    a.all_reduce.comm = tgc_comm_handle(pg->comm);
+    a.all_reduce.op = op;
     return tgc_apply(TGC_OP_ALL_REDUCE, &x, 1, &a);
 }
 
@@ -378,9 +377,8 @@ tgc_tensor *tgc_dist_reduce_wait(tgc_dist *pg, tgc_tensor *y, tgc_tensor *x)
 {
     if (!y || !x)
         return NULL;
-    tgc_attrs a = tgc_attrs_none();
-    a.i[0] = tgc_comm_handle(pg->comm);
-    a.ni = 1;
+    tgc_attrs a = tgc_attrs_of(TGC_OP_COMM_WAIT);
+    a.comm.comm = tgc_comm_handle(pg->comm);
     tgc_tensor *in[2] = {y, x};
     return tgc_apply(TGC_OP_COMM_WAIT, in, 2, &a);
 }

@@ -51,7 +51,8 @@ static int same_dtype(tgc_op op, const tgc_tensor *dy, const char *name, const t
     return 0;
 }
 
-/* The forward attributes i[0..n) into at (n entries at least). */
+/* The forward attributes into at: its first n integer words (n entries at least), which
+ * each backward layout repeats first, in the forward's order (ops.def). */
 static int forward_attrs(tgc_op op, const tgc_attrs *fwd, int n, const char *what, tgc_attrs *at)
 {
     if (!fwd) {
@@ -96,8 +97,8 @@ tgc_tensor *tgc_conv2d_grad_input(tgc_tensor *dy, tgc_tensor *w, const tgc_attrs
     if (!forward_attrs(op, conv_attrs, 7, "conv_attrs", &at) ||
         !like_sizes(op, "x_like", x_like, 4, 4, xs) || !same_dtype(op, dy, "x_like", x_like))
         return NULL;
-    at.i[7] = xs[2];
-    at.i[8] = xs[3];
+    at.conv2d_grad_input.h = xs[2];
+    at.conv2d_grad_input.w = xs[3];
     at.ni = 9;
     return tgc_apply(op, in, 2, &at);
 }
@@ -114,8 +115,8 @@ tgc_tensor *tgc_conv2d_grad_weight(tgc_tensor *x, tgc_tensor *dy, const tgc_attr
     if (!forward_attrs(op, conv_attrs, 7, "conv_attrs", &at) ||
         !like_sizes(op, "w_like", w_like, 4, 4, ws) || !same_dtype(op, dy, "w_like", w_like))
         return NULL;
-    at.i[7] = ws[2];
-    at.i[8] = ws[3];
+    at.conv2d_grad_weight.kh = ws[2];
+    at.conv2d_grad_weight.kw = ws[3];
     at.ni = 9;
     return tgc_apply(op, in, 2, &at);
 }
@@ -143,8 +144,14 @@ static tgc_tensor *avg_grad(tgc_op op, tgc_tensor *dy, const tgc_attrs *fwd, int
     if (!forward_attrs(op, fwd, n, what, &at) || !like_sizes(op, "x_like", x_like, 3, 4, xs) ||
         !same_dtype(op, dy, "x_like", x_like))
         return NULL;
-    at.i[n] = xs[x_like->ndim - 2];
-    at.i[n + 1] = xs[x_like->ndim - 1];
+    const tgc_sdim h = xs[x_like->ndim - 2], w = xs[x_like->ndim - 1];
+    if (op == TGC_OP_AVG_POOL2D_GRAD) {
+        at.pool_grad.h = h;
+        at.pool_grad.w = w;
+    } else {
+        at.adaptive_pool_grad.h = h;
+        at.adaptive_pool_grad.w = w;
+    }
     at.ni = n + 2;
     return tgc_apply(op, &dy, 1, &at);
 }
@@ -171,9 +178,8 @@ tgc_tensor *tgc_embedding_grad(tgc_tensor *dy, tgc_tensor *idx, const tgc_tensor
     if (!like_sizes(op, "weight_like", weight_like, 2, 2, ws) ||
         !same_dtype(op, dy, "weight_like", weight_like))
         return NULL;
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = ws[0];
-    at.ni = 1;
+    tgc_attrs at = tgc_attrs_of(op);
+    at.embedding_grad.num = ws[0];
     return tgc_apply(op, in, 2, &at);
 }
 
@@ -204,10 +210,10 @@ tgc_tensor *tgc_gather_grad(tgc_tensor *dy, tgc_tensor *idx, int dim, const tgc_
         tgc_set_error(TGC_ERR_INTERNAL, "tgc_gather_grad: too many dims");
         return NULL;
     }
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = d;
+    tgc_attrs at = tgc_attrs_of(op);
+    at.gather_grad.dim = d;
     for (int k = 0; k < t_like->ndim; k++)
-        at.i[1 + k] = ts[k];
+        at.gather_grad.shape[k] = ts[k];
     at.ni = 1 + t_like->ndim;
     return tgc_apply(op, in, 2, &at);
 }
@@ -226,9 +232,8 @@ tgc_tensor *tgc_index_select_grad(tgc_tensor *dy, tgc_tensor *idx, int dim,
     int d = grad_dim(op, dim, t_like->ndim);
     if (d < 0)
         return NULL;
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = d;
-    at.i[1] = ts[d];
-    at.ni = 2;
+    tgc_attrs at = tgc_attrs_of(op);
+    at.index_select_grad.dim = d;
+    at.index_select_grad.size = ts[d];
     return tgc_apply(op, in, 2, &at);
 }

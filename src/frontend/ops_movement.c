@@ -26,7 +26,8 @@ static int norm_dim(const char *fn, int dim, int ndim)
     return d;
 }
 
-/* A shape argument: ndim in [0, TGC_MAX_DIMS], not NULL unless empty; copied into at->i. */
+/* A shape argument: ndim in [0, TGC_MAX_DIMS], not NULL unless empty; copied into
+ * at->shape.dims. */
 static int shape_arg(const char *fn, const int64_t *shape, int ndim, tgc_attrs *at)
 {
     if (ndim < 0 || ndim > TGC_MAX_DIMS || (ndim > 0 && !shape)) {
@@ -35,7 +36,7 @@ static int shape_arg(const char *fn, const int64_t *shape, int ndim, tgc_attrs *
         return 0;
     }
     if (ndim > 0)
-        memcpy(at->i, shape, sizeof(int64_t) * (size_t)ndim);
+        memcpy(at->shape.dims, shape, sizeof(int64_t) * (size_t)ndim);
     at->ni = ndim;
     return 1;
 }
@@ -49,7 +50,7 @@ static tgc_tensor *view_with_shape(tgc_op op, const char *fn, tgc_tensor *t, con
     return tgc_apply(op, &t, 1, &at);
 }
 
-/* An op on t whose attribute i[0] is a dim normalized against t's rank + extra. */
+/* An op on t whose attribute (layout dim) is a dim normalized against t's rank + extra. */
 static tgc_tensor *with_dim(tgc_op op, const char *fn, tgc_tensor *const *in, int n, int dim,
                             int extra)
 {
@@ -58,9 +59,8 @@ static tgc_tensor *with_dim(tgc_op op, const char *fn, tgc_tensor *const *in, in
     int d = norm_dim(fn, dim, tgc_ndim(in[0]) + extra);
     if (d < 0)
         return NULL;
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = d;
-    at.ni = 1;
+    tgc_attrs at = tgc_attrs_of(op);
+    at.dim.dim = d;
     return tgc_apply(op, in, n, &at);
 }
 
@@ -91,7 +91,7 @@ tgc_tensor *tgc_permute(tgc_tensor *t, const int *perm, int ndim)
         int d = norm_dim("tgc_permute", perm[k], nd);
         if (d < 0)
             return NULL;
-        at.i[k] = d;
+        at.perm.perm[k] = d;
     }
     at.ni = nd;
     return tgc_apply(TGC_OP_PERMUTE, &t, 1, &at);
@@ -108,7 +108,7 @@ tgc_tensor *tgc_transpose(tgc_tensor *t, int d0, int d1)
         return NULL;
     tgc_attrs at = tgc_attrs_none();
     for (int k = 0; k < nd; k++)
-        at.i[k] = k == a ? b : k == b ? a : k;
+        at.perm.perm[k] = k == a ? b : k == b ? a : k;
     at.ni = nd;
     return tgc_apply(TGC_OP_PERMUTE, &t, 1, &at);
 }
@@ -117,9 +117,8 @@ tgc_tensor *tgc_squeeze(tgc_tensor *t, int dim)
 {
     if (dim != TGC_ALL_DIMS)
         return with_dim(TGC_OP_SQUEEZE, "tgc_squeeze", &t, 1, dim, 0);
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = TGC_ALL_DIMS;
-    at.ni = 1;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_SQUEEZE);
+    at.dim.dim = TGC_ALL_DIMS;
     return tgc_apply(TGC_OP_SQUEEZE, &t, 1, &at);
 }
 
@@ -135,12 +134,11 @@ tgc_tensor *tgc_slice(tgc_tensor *t, int dim, int64_t start, int64_t end, int64_
     int d = norm_dim("tgc_slice", dim, tgc_ndim(t));
     if (d < 0)
         return NULL;
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = d;
-    at.i[1] = start;
-    at.i[2] = end;
-    at.i[3] = step;
-    at.ni = 4;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_SLICE);
+    at.slice.dim = d;
+    at.slice.start = start;
+    at.slice.end = end;
+    at.slice.step = step;
     return tgc_apply(TGC_OP_SLICE, &t, 1, &at);
 }
 
@@ -151,10 +149,9 @@ tgc_tensor *tgc_flatten(tgc_tensor *t, int start_dim, int end_dim)
     int nd = tgc_ndim(t), lo = norm_dim("tgc_flatten", start_dim, nd), hi;
     if (lo < 0 || (hi = norm_dim("tgc_flatten", end_dim, nd)) < 0)
         return NULL;
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = lo;
-    at.i[1] = hi;
-    at.ni = 2;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_FLATTEN);
+    at.flatten.start = lo;
+    at.flatten.end = hi;
     return tgc_apply(TGC_OP_FLATTEN, &t, 1, &at);
 }
 
@@ -195,13 +192,12 @@ tgc_tensor *tgc_pad(tgc_tensor *t, const int64_t *pads, int n_pairs, double valu
                       n_pairs, n_pairs > 0 && !pads ? " with pads NULL" : "");
         return NULL;
     }
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = n_pairs;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_PAD);
+    at.pad.n_pairs = n_pairs;
     if (n_pairs > 0)
-        memcpy(at.i + 1, pads, sizeof(int64_t) * 2 * (size_t)n_pairs);
+        memcpy(at.pad.pads, pads, sizeof(int64_t) * 2 * (size_t)n_pairs);
     at.ni = 1 + 2 * n_pairs;
-    at.f[0] = value;
-    at.nf = 1;
+    at.pad.value = value;
     return tgc_apply(TGC_OP_PAD, &t, 1, &at);
 }
 

@@ -46,14 +46,15 @@ tgc_tensor *tgc_conv2d_sized(tgc_tensor *x, tgc_tensor *w, tgc_tensor *bias,
     tgc_conv2d_opts o = {0}; /* the fields past the caller's opts_size: 0, their defaults */
     if (opts && TGC_READ_OPTS("tgc_conv2d", tgc_conv2d_opts, stride, &o, opts, opts_size) != TGC_OK)
         return NULL;
-    tgc_attrs at = tgc_attrs_none();
-    for (int k = 0; k < 2; k++) {
-        at.i[k] = or_default(o.stride[k], 1);
-        at.i[2 + k] = o.padding[k];
-        at.i[4 + k] = or_default(o.dilation[k], 1);
-    }
-    at.i[6] = or_default(o.groups, 1);
-    at.ni = 7;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_CONV2D);
+    tgc_conv2d_attrs *ca = &at.conv2d;
+    ca->stride_h = or_default(o.stride[0], 1);
+    ca->stride_w = or_default(o.stride[1], 1);
+    ca->pad_h = o.padding[0];
+    ca->pad_w = o.padding[1];
+    ca->dil_h = or_default(o.dilation[0], 1);
+    ca->dil_w = or_default(o.dilation[1], 1);
+    ca->groups = or_default(o.groups, 1);
     return tgc_apply(TGC_OP_CONV2D, in, bias ? 3 : 2, &at);
 }
 
@@ -82,14 +83,15 @@ static tgc_tensor *pool(tgc_op op, tgc_tensor *x, const tgc_pool2d_opts *user, s
                        "tgc_%s: exclude_padding applies to tgc_avg_pool2d only", tgc_op_name(op));
         return NULL;
     }
-    tgc_attrs at = tgc_attrs_none();
-    for (int k = 0; k < 2; k++) {
-        at.i[k] = opts->kernel[k];
-        at.i[2 + k] = or_default(opts->stride[k], opts->kernel[k]);
-        at.i[4 + k] = opts->padding[k];
-    }
-    at.i[6] = opts->exclude_padding;
-    at.ni = 7;
+    tgc_attrs at = tgc_attrs_of(op);
+    tgc_pool_attrs *pa = &at.pool;
+    pa->kh = opts->kernel[0];
+    pa->kw = opts->kernel[1];
+    pa->sh = or_default(opts->stride[0], opts->kernel[0]);
+    pa->sw = or_default(opts->stride[1], opts->kernel[1]);
+    pa->ph = opts->padding[0];
+    pa->pw = opts->padding[1];
+    pa->exclude_padding = opts->exclude_padding;
     return tgc_apply(op, &x, 1, &at);
 }
 
@@ -105,10 +107,9 @@ tgc_tensor *tgc_avg_pool2d_sized(tgc_tensor *x, const tgc_pool2d_opts *opts, siz
 
 tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w)
 {
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = out_h;
-    at.i[1] = out_w;
-    at.ni = 2;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_ADAPTIVE_AVG_POOL2D);
+    at.adaptive_pool.out_h = out_h;
+    at.adaptive_pool.out_w = out_w;
     return tgc_apply(TGC_OP_ADAPTIVE_AVG_POOL2D, &x, 1, &at);
 }
 
@@ -125,7 +126,8 @@ static tgc_tensor *batch_norm_recorded(tgc_tensor *const *in, int n, const tgc_a
     tgc_tensor *mean = NULL, *rstd = NULL;
     tgc_autograd_pause();
     tgc_tensor *y = tgc_apply(TGC_OP_BATCH_NORM, in, n, at);
-    tgc_status st = y ? tgc_gr_bn_stats(in[0], at->f[1], &mean, &rstd) : tgc_last_status();
+    tgc_status st =
+        y ? tgc_gr_bn_stats(in[0], at->batch_norm.eps, &mean, &rstd) : tgc_last_status();
     tgc_autograd_resume();
     if (st == TGC_OK) {
         tgc_tensor *saved[2] = {mean, rstd};
@@ -170,25 +172,23 @@ static tgc_tensor *batch_norm_op(tgc_tensor *x, tgc_tensor *running_mean, tgc_te
     }
     tgc_tensor *in[5] = {x};
     int n = 1;
-    tgc_attrs at = tgc_attrs_none();
+    tgc_attrs at = tgc_attrs_of(TGC_OP_BATCH_NORM);
     if (running_mean) {
         in[n++] = running_mean;
         in[n++] = running_var;
-        at.i[1] |= TGC_BN_HAS_STATS;
+        at.batch_norm.has |= TGC_BN_HAS_STATS;
     }
     if (weight) {
         in[n++] = weight;
-        at.i[1] |= TGC_BN_HAS_WEIGHT;
+        at.batch_norm.has |= TGC_BN_HAS_WEIGHT;
     }
     if (bias) {
         in[n++] = bias;
-        at.i[1] |= TGC_BN_HAS_BIAS;
+        at.batch_norm.has |= TGC_BN_HAS_BIAS;
     }
-    at.i[0] = training != 0;
-    at.ni = 2;
-    at.f[0] = momentum;
-    at.f[1] = eps;
-    at.nf = 2;
+    at.batch_norm.training = training != 0;
+    at.batch_norm.momentum = momentum;
+    at.batch_norm.eps = eps;
     if (training && x && tgc_autograd_wants(in, n))
         return batch_norm_recorded(in, n, &at);
     return tgc_apply(TGC_OP_BATCH_NORM, in, n, &at);
@@ -212,19 +212,17 @@ tgc_tensor *tgc_layer_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight, tgc_te
 {
     tgc_tensor *in[3] = {x};
     int n = 1;
-    tgc_attrs at = tgc_attrs_none();
+    tgc_attrs at = tgc_attrs_of(TGC_OP_LAYER_NORM);
     if (weight) {
         in[n++] = weight;
-        at.i[1] |= TGC_LN_HAS_WEIGHT;
+        at.layer_norm.has |= TGC_LN_HAS_WEIGHT;
     }
     if (bias) {
         in[n++] = bias;
-        at.i[1] |= TGC_LN_HAS_BIAS;
+        at.layer_norm.has |= TGC_LN_HAS_BIAS;
     }
-    at.i[0] = n_norm;
-    at.ni = 2;
-    at.f[0] = eps;
-    at.nf = 1;
+    at.layer_norm.n_norm = n_norm;
+    at.layer_norm.eps = eps;
     return tgc_apply(TGC_OP_LAYER_NORM, in, n, &at);
 }
 
@@ -264,19 +262,19 @@ static tgc_tensor *dropout_recorded(tgc_tensor *x, const tgc_attrs *at)
 /* Identity when not training or p == 0: a no-copy alias (expand keeping every dim). */
 tgc_tensor *tgc_dropout(tgc_tensor *x, double p, int training)
 {
-    tgc_attrs at = tgc_attrs_none();
     if (x && !(p >= 0.0 && p <= 1.0)) {
         tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_dropout: p must be in [0, 1], got %g", p);
         return NULL;
     }
     if (x && (!training || p == 0.0)) {
-        at.ni = tgc_ndim(x);
-        for (int k = 0; k < at.ni; k++)
-            at.i[k] = -1;
-        return tgc_apply(TGC_OP_EXPAND, &x, 1, &at);
+        tgc_attrs ex = tgc_attrs_none();
+        ex.ni = tgc_ndim(x);
+        for (int k = 0; k < ex.ni; k++)
+            ex.shape.dims[k] = -1;
+        return tgc_apply(TGC_OP_EXPAND, &x, 1, &ex);
     }
-    at.f[0] = p;
-    at.nf = 1;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_DROPOUT);
+    at.dropout.p = p;
     if (x && tgc_autograd_wants(&x, 1))
         return dropout_recorded(x, &at);
     return tgc_apply(TGC_OP_DROPOUT, &x, 1, &at);
@@ -288,12 +286,11 @@ static tgc_tensor *loss(tgc_op op, tgc_tensor *x, tgc_tensor *target, int reduct
                         int64_t ignore_index, double label_smoothing)
 {
     tgc_tensor *in[2] = {x, target};
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = reduction;
-    at.i[1] = ignore_index;
-    at.ni = 2;
-    at.f[0] = label_smoothing;
-    at.nf = op == TGC_OP_CROSS_ENTROPY;
+    tgc_attrs at = tgc_attrs_of(op);
+    at.loss.reduction = reduction;
+    at.loss.ignore_index = ignore_index;
+    at.loss.label_smoothing = label_smoothing;
+    at.nf = op == TGC_OP_CROSS_ENTROPY; /* NLL_LOSS has no label smoothing */
     return tgc_apply(op, in, 2, &at);
 }
 
@@ -318,7 +315,7 @@ tgc_tensor *tgc_nll_loss(tgc_tensor *logp, tgc_tensor *target, int reduction, in
 static tgc_tensor *sdpa_composed(tgc_tensor *q, tgc_tensor *k, tgc_tensor *v, tgc_tensor *mask,
                                  const tgc_attrs *at)
 {
-    tgc_tensor *P = tgc_gr_sdpa_weights(q, k, mask, (int)at->i[0], at->f[1]);
+    tgc_tensor *P = tgc_gr_sdpa_weights(q, k, mask, (int)at->sdpa.causal, at->sdpa.scale);
     if (!P)
         return NULL;
     const int np = tgc_ndim(P), nv = tgc_ndim(v), nb = (np > nv ? np : nv) - 2;
@@ -331,7 +328,7 @@ static tgc_tensor *sdpa_composed(tgc_tensor *q, tgc_tensor *k, tgc_tensor *v, tg
     }
     s[nb] = tgc_sym_size(P, -2);
     s[nb + 1] = tgc_sym_size(P, -1);
-    tgc_tensor *Pd = tgc_dropout(tgc_expand_sym(P, s, nb + 2), at->f[0], 1);
+    tgc_tensor *Pd = tgc_dropout(tgc_expand_sym(P, s, nb + 2), at->sdpa.dropout_p, 1);
     tgc_tensor *y = tgc_matmul(Pd, tgc_gr_cast(v, tgc_dtype_of(P)));
     return tgc_gr_cast(y, tgc_dtype_of(q));
 }
@@ -354,13 +351,11 @@ tgc_tensor *tgc_scaled_dot_product_attention(tgc_tensor *q, tgc_tensor *k, tgc_t
                                              double scale)
 {
     tgc_tensor *in[4] = {q, k, v, mask};
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = causal != 0;
-    at.i[1] = mask != NULL;
-    at.ni = 2;
-    at.f[0] = dropout_p;
-    at.f[1] = sdpa_scale(q, scale);
-    at.nf = 2;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_SDPA);
+    at.sdpa.causal = causal != 0;
+    at.sdpa.has_mask = mask != NULL;
+    at.sdpa.dropout_p = dropout_p;
+    at.sdpa.scale = sdpa_scale(q, scale);
     if (dropout_p > 0 && q && k && v && tgc_autograd_wants(in, mask ? 4 : 3))
         return sdpa_composed(q, k, v, mask, &at);
     return tgc_apply(TGC_OP_SDPA, in, mask ? 4 : 3, &at);

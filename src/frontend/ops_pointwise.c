@@ -12,10 +12,13 @@ static tgc_tensor *binary(tgc_op op, tgc_tensor *a, tgc_tensor *b)
 
 static tgc_tensor *scalar(tgc_op op, tgc_tensor *t, double s0, double s1)
 {
-    tgc_attrs at = tgc_attrs_none();
-    at.f[0] = s0;
-    at.f[1] = s1;
-    at.nf = op == TGC_OP_CLAMP ? 2 : 1;
+    tgc_attrs at = tgc_attrs_of(op);
+    if (op == TGC_OP_CLAMP) {
+        at.clamp.lo = s0;
+        at.clamp.hi = s1;
+    } else {
+        at.scalar.value = s0;
+    }
     return tgc_apply(op, &t, 1, &at);
 }
 
@@ -26,11 +29,20 @@ static tgc_tensor *unary(tgc_op op, tgc_tensor *t)
 }
 
 #define BINARY_OP(name, OP)                                                                        \
-    tgc_tensor *tgc_##name(tgc_tensor *a, tgc_tensor *b) { return binary(TGC_OP_##OP, a, b); }
+    tgc_tensor *tgc_##name(tgc_tensor *a, tgc_tensor *b)                                           \
+    {                                                                                              \
+        return binary(TGC_OP_##OP, a, b);                                                          \
+    }
 #define SCALAR_OP(name, OP)                                                                        \
-    tgc_tensor *tgc_##name(tgc_tensor *t, double s) { return scalar(TGC_OP_##OP, t, s, 0.0); }
+    tgc_tensor *tgc_##name(tgc_tensor *t, double s)                                                \
+    {                                                                                              \
+        return scalar(TGC_OP_##OP, t, s, 0.0);                                                     \
+    }
 #define UNARY_OP(name, OP)                                                                         \
-    tgc_tensor *tgc_##name(tgc_tensor *t) { return unary(TGC_OP_##OP, t); }
+    tgc_tensor *tgc_##name(tgc_tensor *t)                                                          \
+    {                                                                                              \
+        return unary(TGC_OP_##OP, t);                                                              \
+    }
 
 BINARY_OP(add, ADD)
 BINARY_OP(sub, SUB)

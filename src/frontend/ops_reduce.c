@@ -48,10 +48,11 @@ static tgc_tensor *reduce(tgc_op op, const char *fn, tgc_tensor *t, const int *d
         int64_t mask = dims_mask(fn, dims, n, tgc_ndim(t));
         if (mask < 0)
             return NULL;
-        at.i[0] = mask;
-        at.i[1] = keepdim != 0;
-        at.i[2] = correction;
-        at.ni = op == TGC_OP_VAR ? 3 : 2;
+        at = tgc_attrs_of(op);
+        at.reduce.mask = mask;
+        at.reduce.keepdim = keepdim != 0;
+        at.reduce.correction = correction;
+        at.ni = op == TGC_OP_VAR ? 3 : 2; /* correction is VAR's only */
     }
     return tgc_apply(op, &t, 1, &at);
 }
@@ -64,9 +65,13 @@ static tgc_tensor *along_dim(tgc_op op, const char *fn, tgc_tensor *t, int dim, 
         int d = norm_dim(fn, dim, tgc_ndim(t));
         if (d < 0)
             return NULL;
-        at.i[0] = d;
-        at.i[1] = keepdim != 0;
-        at.ni = op == TGC_OP_ARGMAX ? 2 : 1;
+        at = tgc_attrs_of(op);
+        if (op == TGC_OP_ARGMAX) {
+            at.argmax.dim = d;
+            at.argmax.keepdim = keepdim != 0;
+        } else {
+            at.dim.dim = d;
+        }
     }
     return tgc_apply(op, &t, 1, &at);
 }

@@ -177,8 +177,8 @@ int64_t tgc_symint_value(tgc_symint s, int *ok)
 
 /* ---- ops taking symints ---- */
 
-/* shape[0..ndim) into at->i; *any_sym says whether one is symbolic (then at->f[0] = 1
- * marks the target as holding tgc_sdims, as ops.def lays out). */
+/* shape[0..ndim) into at->shape.dims; *any_sym says whether one is symbolic (then
+ * at->shape.symbolic = 1 marks the target as holding tgc_sdims, as ops.def lays out). */
 static int shape_attrs(const char *fn, const tgc_symint *shape, int ndim, tgc_attrs *at,
                        int *any_sym)
 {
@@ -189,13 +189,13 @@ static int shape_attrs(const char *fn, const tgc_symint *shape, int ndim, tgc_at
         return 0;
     }
     for (int k = 0; k < ndim; k++) {
-        if (!resolve(fn, shape[k], &at->i[k]))
+        if (!resolve(fn, shape[k], &at->shape.dims[k]))
             return 0;
-        *any_sym |= !TGC_SDIM_IS_CONST(at->i[k]);
+        *any_sym |= !TGC_SDIM_IS_CONST(at->shape.dims[k]);
     }
     at->ni = ndim;
     if (*any_sym) {
-        at->f[0] = 1.0;
+        at->shape.symbolic = 1.0;
         at->nf = 1;
     }
     return 1;
@@ -211,7 +211,8 @@ static tgc_tensor *view_sym(tgc_op op, const char *fn, tgc_tensor *t, const tgc_
     if (!shape_attrs(fn, shape, ndim, &at, &any_sym))
         return NULL;
     if (!any_sym) /* numbers: the plain op, with its checks */
-        return op == TGC_OP_RESHAPE ? tgc_reshape(t, at.i, ndim) : tgc_expand(t, at.i, ndim);
+        return op == TGC_OP_RESHAPE ? tgc_reshape(t, at.shape.dims, ndim)
+                                    : tgc_expand(t, at.shape.dims, ndim);
     return tgc_apply(op, &t, 1, &at);
 }
 
@@ -275,7 +276,7 @@ tgc_tensor *tgc_full_sym(const tgc_symint *shape, int ndim, double value, tgc_dt
     if (!shape_attrs("tgc_full_sym", shape, ndim, &at, &any_sym))
         return NULL;
     if (!any_sym)
-        return tgc_full(at.i, ndim, value, dt, dev);
+        return tgc_full(at.shape.dims, ndim, value, dt, dev);
     if (!creation_ok("tgc_full_sym", dt, dev))
         return NULL;
     /* one element, stretched to the symbolic shape and materialized as a fresh tensor */
@@ -314,12 +315,10 @@ tgc_tensor *tgc_arange_sym(int64_t start, tgc_symint end, int64_t step, tgc_dtyp
     tgc_sdim d = tgc_sym_sub(t, e, start);
     tgc_sdim count =
         step > 0 ? tgc_sym_ceildiv(t, d, step) : tgc_sym_ceildiv(t, tgc_sym_mul(t, d, -1), -step);
-    tgc_attrs at = tgc_attrs_none();
-    at.i[0] = count;
-    at.ni = 1;
-    at.f[0] = (double)start;
-    at.f[1] = (double)step;
-    at.nf = 2;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_ARANGE);
+    at.arange.n = count;
+    at.arange.start = (double)start;
+    at.arange.step = (double)step;
     at.dtype = dt;
     return tgc_apply(TGC_OP_ARANGE, NULL, 0, &at);
 }

@@ -178,13 +178,12 @@ static tgc_tensor *random_tensor(const char *fn, const int64_t *shape, int ndim,
         }
         on_device = 0; /* the node's value is on the variant's device already */
     }
-    tgc_attrs a = {0};
+    tgc_attrs a = tgc_attrs_of(TGC_OP_RAND);
     for (int d = 0; d < ndim; d++)
-        a.i[d] = shape[d];
+        a.rand.shape[d] = shape[d];
     a.ni = ndim;
     a.dtype = dt;
-    a.f[0] = normal;
-    a.nf = 1;
+    a.rand.normal = normal;
     tgc_tensor *r = tgc_apply(TGC_OP_RAND, NULL, 0, &a);
     if (!r || !on_device)
         return r;

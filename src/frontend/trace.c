@@ -22,10 +22,9 @@ void tgc_trace_break(tgc_trace *tr, const char *fmt, ...)
 
 static int32_t add_input(tgc_trace *tr, tgc_bind_kind kind, int index, const tgc_tensor *t)
 {
-    tgc_attrs a = {0};
-    a.i[0] = kind;
-    a.i[1] = index;
-    a.ni = 2;
+    tgc_attrs a = tgc_attrs_of(TGC_OP_INPUT);
+    a.input.kind = kind;
+    a.input.index = index;
     tgc_vinfo v = {t->dtype, t->ndim, {0}};
     for (int d = 0; d < t->ndim; d++)
         v.shape[d] = t->shape[d];
@@ -253,17 +252,17 @@ double tgc_trace_read_value(tgc_trace *tr, const tgc_tensor *t, const char *what
         return 0; /* the caller already has the value */
     }
     const tgc_node *nd = &tr->g->nodes[t->value];
-    if (nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_ARG) {
-        const tgc_tensor *arg = tr->args[nd->attrs.i[1]];
+    if (nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_ARG) {
+        const tgc_tensor *arg = tr->args[nd->attrs.input.index];
         if (tgc_shape_numel(arg->shape, arg->ndim) < 1) {
             tgc_trace_break(tr, "%s reads an empty input", what);
             return 0;
         }
         double v = tgc_load(tgc_host_data(arg), arg->dtype, arg->offset);
-        add_value_guard(tr, (int)nd->attrs.i[1], v);
+        add_value_guard(tr, (int)nd->attrs.input.index, v);
         tgc_log_msg(tr->cfg, TGC_LOG_GUARDS,
                     "tgc: '%s': %s read input %lld while tracing; guarding on its value %g",
-                    tr->fn_name, what, (long long)nd->attrs.i[1], v);
+                    tr->fn_name, what, (long long)nd->attrs.input.index, v);
         return v;
     }
     tgc_trace_break(tr, "%s reads the value of a traced tensor (%%%d = %s)", what, t->value,

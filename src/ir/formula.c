@@ -231,15 +231,15 @@ static int32_t ev_reshape(fx_eval *e, const tgc_fexpr *x)
     int sym = 0;
     for (int d = 0; d < n; d++) {
         if (x->kind == TGC_FX_PER_CHANNEL) {
-            a.i[d] = d == 1 ? -1 : 1; /* -1 keeps C symbolic if it is */
+            a.shape.dims[d] = d == 1 ? -1 : 1; /* -1 keeps C symbolic if it is */
         } else {
-            a.i[d] = shape[d];
+            a.shape.dims[d] = shape[d];
             sym |= !TGC_SDIM_IS_CONST(shape[d]);
         }
     }
     if (sym) { /* a target of symbolic dims (ops.def's RESHAPE) */
         a.nf = 1;
-        a.f[0] = 1;
+        a.shape.symbolic = 1;
     }
     int32_t id = e->b->op(e->b->ctx, TGC_OP_RESHAPE, &k.in[0], 1, &a);
     memo_add(e, &k, id);

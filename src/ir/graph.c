@@ -36,8 +36,8 @@ void tgc_graph_free(tgc_graph *g)
     free(g);
 }
 
-int32_t tgc_graph_add(tgc_graph *g, tgc_op op, const int32_t *in, int n_in,
-                      const tgc_attrs *a, const tgc_vinfo *out)
+int32_t tgc_graph_add(tgc_graph *g, tgc_op op, const int32_t *in, int n_in, const tgc_attrs *a,
+                      const tgc_vinfo *out)
 {
     if (g->n_nodes == g->cap) {
         int cap = g->cap ? g->cap * 2 : 64;
@@ -103,9 +103,9 @@ tgc_status tgc_graph_import_consts(tgc_graph *g, tgc_tensor *const *bound, int n
 {
     for (int i = 0; i < g->n_nodes; i++) {
         tgc_node *nd = &g->nodes[i];
-        if (nd->op != TGC_OP_INPUT || nd->attrs.i[0] != TGC_BIND_CONST)
+        if (nd->op != TGC_OP_INPUT || nd->attrs.input.kind != TGC_BIND_CONST)
             continue;
-        int64_t idx = nd->attrs.i[1];
+        int64_t idx = nd->attrs.input.index;
         if (idx < 0 || idx >= n_bound || !bound[idx] || !bound[idx]->storage)
             return tgc_set_error(TGC_ERR_INTERNAL,
                                  "tgc_graph_import_consts: node %%%d names constant %lld of %d", i,
@@ -113,8 +113,8 @@ tgc_status tgc_graph_import_consts(tgc_graph *g, tgc_tensor *const *bound, int n
         int k = tgc_graph_add_const(g, bound[idx]);
         if (k < 0)
             return tgc_last_status();
-        nd->attrs.i[0] = TGC_BIND_FOLDED;
-        nd->attrs.i[1] = k;
+        nd->attrs.input.kind = TGC_BIND_FOLDED;
+        nd->attrs.input.index = k;
     }
     return TGC_OK;
 }

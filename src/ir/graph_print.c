@@ -1,10 +1,14 @@
 /* Text and DOT forms of the graph IR. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "ir/graph.h"
 #include "support/strbuf.h"
 
 static const char *bind_names[] = {"arg", "param", "captured", "const", "folded", "grad"};
+
+/* The index in i[] of a layout's integer field. */
+#define WORD(layout, field) ((int)(offsetof(tgc_##layout##_attrs, field) / sizeof(int64_t)))
 
 /* Attribute k holds a tgc_sdim (ops.def: ARANGE's count, symbolic RESHAPE/EXPAND targets,
  * the forward sizes of the backward ops). */
@@ -15,14 +19,14 @@ static int attr_is_sdim(const tgc_node *nd, int k)
     switch (nd->op) {
     case TGC_OP_ARANGE: return 1;
     case TGC_OP_RESHAPE:
-    case TGC_OP_EXPAND: return nd->attrs.nf == 1 && nd->attrs.f[0] == 1.0;
-    case TGC_OP_CONV2D_GRAD_INPUT:
-    case TGC_OP_CONV2D_GRAD_WEIGHT:
-    case TGC_OP_AVG_POOL2D_GRAD: return k >= 7;
-    case TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD: return k >= 2;
-    case TGC_OP_EMBEDDING_GRAD: return k == 0;
-    case TGC_OP_GATHER_GRAD: return k >= 1;
-    case TGC_OP_INDEX_SELECT_GRAD: return k == 1;
+    case TGC_OP_EXPAND: return nd->attrs.nf == 1 && nd->attrs.shape.symbolic == 1.0;
+    case TGC_OP_CONV2D_GRAD_INPUT: return k >= WORD(conv2d_grad_input, h);
+    case TGC_OP_CONV2D_GRAD_WEIGHT: return k >= WORD(conv2d_grad_weight, kh);
+    case TGC_OP_AVG_POOL2D_GRAD: return k >= WORD(pool_grad, h);
+    case TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD: return k >= WORD(adaptive_pool_grad, h);
+    case TGC_OP_EMBEDDING_GRAD: return k == WORD(embedding_grad, num);
+    case TGC_OP_GATHER_GRAD: return k >= WORD(gather_grad, shape);
+    case TGC_OP_INDEX_SELECT_GRAD: return k == WORD(index_select_grad, size);
     default: return 0;
     }
 }
@@ -30,9 +34,9 @@ static int attr_is_sdim(const tgc_node *nd, int k)
 static void print_attrs(tgc_strbuf *sb, const tgc_graph *g, const tgc_node *nd)
 {
     if (nd->op == TGC_OP_INPUT) {
-        int k = (int)nd->attrs.i[0];
+        int k = (int)nd->attrs.input.kind;
         tgc_sb_printf(sb, " {%s %lld}", (k >= 0 && k < 6) ? bind_names[k] : "?",
-                      (long long)nd->attrs.i[1]);
+                      (long long)nd->attrs.input.index);
         return;
     }
     if (nd->op == TGC_OP_CAST) {

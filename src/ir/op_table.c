@@ -98,11 +98,13 @@ unsigned tgc_op_effects(tgc_op op, const tgc_attrs *a)
 {
     switch (op) {
     case TGC_OP_BATCH_NORM:
-        return a->i[0] && (a->i[1] & TGC_BN_HAS_STATS) ? TGC_EFFECT_WRITES_INPUTS : 0u;
+        return a->batch_norm.training && (a->batch_norm.has & TGC_BN_HAS_STATS)
+                   ? TGC_EFFECT_WRITES_INPUTS
+                   : 0u;
     case TGC_OP_ASSIGN: return TGC_EFFECT_WRITES_INPUTS;
     case TGC_OP_DROPOUT:
     case TGC_OP_RAND: return TGC_EFFECT_RANDOM;
-    case TGC_OP_SDPA: return a->f[0] != 0.0 ? TGC_EFFECT_RANDOM : 0u;
+    case TGC_OP_SDPA: return a->sdpa.dropout_p != 0.0 ? TGC_EFFECT_RANDOM : 0u;
     case TGC_OP_ALL_REDUCE:
     case TGC_OP_COMM_WAIT: return TGC_EFFECT_COLLECTIVE;
     default: return 0u;

@@ -283,12 +283,13 @@ static int is_integral(double s)
  * mean "no bound" and keep the dtype. */
 static int scalar_needs_float(const si_ctx *c)
 {
-    const double *f = c->a->f;
     switch (c->op) {
     case TGC_OP_DIV_SCALAR: return 1;
-    case TGC_OP_CLAMP:
-        return (!isinf(f[0]) && !is_integral(f[0])) || (!isinf(f[1]) && !is_integral(f[1]));
-    default: return !is_integral(f[0]);
+    case TGC_OP_CLAMP: {
+        const double lo = c->a->clamp.lo, hi = c->a->clamp.hi;
+        return (!isinf(lo) && !is_integral(lo)) || (!isinf(hi) && !is_integral(hi));
+    }
+    default: return !is_integral(c->a->scalar.value);
     }
 }
 
@@ -353,18 +354,19 @@ static tgc_dtype reduce_dtype(tgc_op op, tgc_dtype dt)
 static tgc_status reduce_mask(si_ctx *c, uint64_t *mask)
 {
     int nd = c->in[0].ndim;
-    int64_t m = c->a->i[0];
     if (c->op == TGC_OP_ARGMAX) {
-        tgc_status s = si_need_dim(c, m, nd);
-        *mask = !s && nd ? (uint64_t)1 << m : 0;
+        int64_t d = c->a->argmax.dim;
+        tgc_status s = si_need_dim(c, d, nd);
+        *mask = !s && nd ? (uint64_t)1 << d : 0;
         return s;
     }
+    int64_t m = c->a->reduce.mask;
     if (m < 0 || (uint64_t)m >> nd)
         return si_fail(c, TGC_ERR_INVALID_ARG, "dims mask 0x%llx names dims beyond a %d-d tensor",
                        (unsigned long long)m, nd);
-    if (c->op == TGC_OP_VAR && c->a->i[2] < 0)
+    if (c->op == TGC_OP_VAR && c->a->reduce.correction < 0)
         return si_fail(c, TGC_ERR_INVALID_ARG, "correction must be >= 0, got %lld",
-                       (long long)c->a->i[2]);
+                       (long long)c->a->reduce.correction);
     *mask = (uint64_t)m;
     return TGC_OK;
 }
@@ -376,7 +378,8 @@ tgc_status si_rule_REDUCE(si_ctx *c)
     tgc_status s = reduce_mask(c, &mask);
     if (s)
         return s;
-    int keep = c->a->i[1] != 0, needs_elems = c->op == TGC_OP_MAX || c->op == TGC_OP_ARGMAX;
+    int keep = (c->op == TGC_OP_ARGMAX ? c->a->argmax.keepdim : c->a->reduce.keepdim) != 0;
+    int needs_elems = c->op == TGC_OP_MAX || c->op == TGC_OP_ARGMAX;
     tgc_sdim r[TGC_MAX_DIMS];
     int nr = 0;
     for (int k = 0; k < x->ndim; k++) {
@@ -394,14 +397,14 @@ tgc_status si_rule_REDUCE(si_ctx *c)
 tgc_status si_rule_NORM(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    tgc_status s = si_need_dim(c, c->a->i[0], x->ndim);
+    tgc_status s = si_need_dim(c, c->a->dim.dim, x->ndim);
     return s ? s : si_set_out(c, si_float_of(x->dtype), x->shape, x->ndim);
 }
 
 tgc_status si_rule_RANDOM(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    double p = c->a->f[0];
+    double p = c->a->dropout.p;
     if (!(p >= 0.0 && p <= 1.0))
         return si_fail(c, TGC_ERR_INVALID_ARG, "p must be in [0, 1], got %g", p);
     if (!tgc_dtype_is_float(x->dtype))
@@ -416,35 +419,37 @@ tgc_status si_rule_CREATE(si_ctx *c)
     tgc_sdim r[TGC_MAX_DIMS];
     if (a->ni < 0 || a->ni > TGC_MAX_DIMS || (unsigned)a->dtype >= TGC_DTYPE_COUNT)
         return si_fail(c, TGC_ERR_INTERNAL, "malformed creation node");
-    if (c->op == TGC_OP_ARANGE) { /* i[0]: the element count, symbolic from tgc_arange_sym */
-        if (a->ni != 1 || (!TGC_SDIM_IS_CONST(a->i[0]) && !c->syms))
+    if (c->op == TGC_OP_ARANGE) { /* n: the element count, symbolic from tgc_arange_sym */
+        const tgc_sdim n = a->arange.n;
+        if (a->ni != 1 || (!TGC_SDIM_IS_CONST(n) && !c->syms))
             return si_fail(c, TGC_ERR_INTERNAL, "malformed arange node");
-        if (!si_ge(c, a->i[0], 0))
-            return si_fail(c, TGC_ERR_INVALID_ARG, "negative element count %s", si_dim(c, a->i[0]));
-        return si_set_out(c, a->dtype, a->i, 1);
+        if (!si_ge(c, n, 0))
+            return si_fail(c, TGC_ERR_INVALID_ARG, "negative element count %s", si_dim(c, n));
+        return si_set_out(c, a->dtype, &n, 1);
     }
     if (!tgc_dtype_is_float(a->dtype))
         return si_fail(c, TGC_ERR_DTYPE, "random tensors must be a float dtype, got %s",
                        tgc_dtype_name(a->dtype));
     for (int d = 0; d < a->ni; d++) {
-        if (a->i[d] < 0)
+        if (a->rand.shape[d] < 0)
             return si_fail(c, TGC_ERR_INVALID_ARG, "negative size %lld at dim %d",
-                           (long long)a->i[d], d);
-        r[d] = a->i[d];
+                           (long long)a->rand.shape[d], d);
+        r[d] = a->rand.shape[d];
     }
     return si_set_out(c, a->dtype, r, a->ni);
 }
 
 /* ALL_REDUCE(x): x's shape and dtype (reductions over ranks: numbers and f16/bf16; bool is
  * refused, AVG and PROD need floating point). COMM_WAIT(y, x): y's shape and dtype; x has
- * as many elements as y. i[0] is a communicator handle (>= 1). */
+ * as many elements as y. comm is a communicator handle (>= 1). */
 tgc_status si_rule_COMM(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    if (c->a->ni < (c->op == TGC_OP_ALL_REDUCE ? 2 : 1) || c->a->i[0] < 1)
+    const int64_t comm = c->op == TGC_OP_ALL_REDUCE ? c->a->all_reduce.comm : c->a->comm.comm;
+    if (c->a->ni < (c->op == TGC_OP_ALL_REDUCE ? 2 : 1) || comm < 1)
         return si_fail(c, TGC_ERR_INTERNAL, "malformed node (no communicator)");
     if (c->op == TGC_OP_ALL_REDUCE) {
-        int64_t op = c->a->i[1];
+        int64_t op = c->a->all_reduce.op;
         int fl = x->dtype == TGC_F32 || x->dtype == TGC_F16 || x->dtype == TGC_BF16 ||
                  x->dtype == TGC_F64;
         if (op < TGC_DIST_SUM || op > TGC_DIST_AVG)

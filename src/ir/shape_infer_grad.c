@@ -16,14 +16,12 @@ static tgc_status need_ni(si_ctx *c, int n)
                    c->a->ni, n);
 }
 
-/* Size attribute i[k] (a tgc_sdim) into *d: valid, symbolic only with a symbol table, and
+/* A size attribute v (a tgc_sdim) into *d: valid, symbolic only with a symbol table, and
  * at least min. */
-static tgc_status size_attr(si_ctx *c, int k, int64_t min, const char *what, tgc_sdim *d)
+static tgc_status size_attr(si_ctx *c, tgc_sdim v, int64_t min, const char *what, tgc_sdim *d)
 {
-    tgc_sdim v = c->a->i[k];
     if (!TGC_SDIM_IS_VALID(v) || (!TGC_SDIM_IS_CONST(v) && !c->syms))
-        return si_fail(c, TGC_ERR_INTERNAL, "malformed node: %s (attribute %d) is not a size", what,
-                       k);
+        return si_fail(c, TGC_ERR_INTERNAL, "malformed node: %s is not a size", what);
     if (!si_ge(c, v, min))
         return si_fail(c, TGC_ERR_INVALID_ARG, "%s must be >= %lld, got %s", what, (long long)min,
                        si_dim(c, v));
@@ -92,7 +90,7 @@ static tgc_status groups_divide(si_ctx *c, int k, const char *name, tgc_sdim ch,
 static tgc_status infer_conv_grad_input(si_ctx *c)
 {
     const tgc_vinfo *dy = &c->in[0], *w = &c->in[1];
-    const int64_t *i = c->a->i;
+    const tgc_conv2d_grad_input_attrs *a = &c->a->conv2d_grad_input;
     tgc_sdim r[4];
     tgc_status s = need_ni(c, 9);
     if (!s)
@@ -104,30 +102,32 @@ static tgc_status infer_conv_grad_input(si_ctx *c)
     if (!s)
         s = si_need_rank(c, 1, "weight", 4, 4);
     if (!s)
-        s = groups_divide(c, 1, "weight", w->shape[0], i[6]);
+        s = groups_divide(c, 1, "weight", w->shape[0], a->groups);
     if (!s && !si_eq(c, dy->shape[1], w->shape[0]))
         s = si_fail(c, TGC_ERR_SHAPE, "dy %s has %s channels but weight %s has %s output channels",
                     si_shape(c, dy), si_dim(c, dy->shape[1]), si_shape(c, w),
                     si_dim(c, w->shape[0]));
     if (!s)
-        s = size_attr(c, 7, 0, "the input height", &r[2]);
+        s = size_attr(c, a->h, 0, "the input height", &r[2]);
     if (!s)
-        s = size_attr(c, 8, 0, "the input width", &r[3]);
+        s = size_attr(c, a->w, 0, "the input width", &r[3]);
     if (!s)
-        s = check_window(c, (gwin){r[2], w->shape[2], i[0], i[2], i[4]}, dy->shape[2], "height");
+        s = check_window(c, (gwin){r[2], w->shape[2], a->stride_h, a->pad_h, a->dil_h},
+                         dy->shape[2], "height");
     if (!s)
-        s = check_window(c, (gwin){r[3], w->shape[3], i[1], i[3], i[5]}, dy->shape[3], "width");
+        s = check_window(c, (gwin){r[3], w->shape[3], a->stride_w, a->pad_w, a->dil_w},
+                         dy->shape[3], "width");
     if (s)
         return s;
     r[0] = dy->shape[0];
-    r[1] = tgc_sym_mul(c->syms, w->shape[1], i[6]);
+    r[1] = tgc_sym_mul(c->syms, w->shape[1], a->groups);
     return si_set_out(c, dy->dtype, r, 4);
 }
 
 static tgc_status infer_conv_grad_weight(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0], *dy = &c->in[1];
-    const int64_t *i = c->a->i;
+    const tgc_conv2d_grad_weight_attrs *a = &c->a->conv2d_grad_weight;
     tgc_sdim r[4];
     tgc_status s = need_ni(c, 9);
     if (!s)
@@ -142,21 +142,23 @@ static tgc_status infer_conv_grad_weight(si_ctx *c)
         s = si_fail(c, TGC_ERR_SHAPE, "batch sizes differ: x is %s, dy is %s", si_shape(c, x),
                     si_shape(c, dy));
     if (!s)
-        s = groups_divide(c, 0, "x", x->shape[1], i[6]);
+        s = groups_divide(c, 0, "x", x->shape[1], a->groups);
     if (!s)
-        s = groups_divide(c, 1, "dy", dy->shape[1], i[6]);
+        s = groups_divide(c, 1, "dy", dy->shape[1], a->groups);
     if (!s)
-        s = size_attr(c, 7, 1, "the kernel height", &r[2]);
+        s = size_attr(c, a->kh, 1, "the kernel height", &r[2]);
     if (!s)
-        s = size_attr(c, 8, 1, "the kernel width", &r[3]);
+        s = size_attr(c, a->kw, 1, "the kernel width", &r[3]);
     if (!s)
-        s = check_window(c, (gwin){x->shape[2], r[2], i[0], i[2], i[4]}, dy->shape[2], "height");
+        s = check_window(c, (gwin){x->shape[2], r[2], a->stride_h, a->pad_h, a->dil_h},
+                         dy->shape[2], "height");
     if (!s)
-        s = check_window(c, (gwin){x->shape[3], r[3], i[1], i[3], i[5]}, dy->shape[3], "width");
+        s = check_window(c, (gwin){x->shape[3], r[3], a->stride_w, a->pad_w, a->dil_w},
+                         dy->shape[3], "width");
     if (s)
         return s;
     r[0] = dy->shape[1];
-    r[1] = tgc_sym_floordiv(c->syms, x->shape[1], i[6]);
+    r[1] = tgc_sym_floordiv(c->syms, x->shape[1], a->groups);
     return si_set_out(c, x->dtype, r, 4);
 }
 
@@ -167,10 +169,10 @@ static tgc_status infer_conv_grad_weight(si_ctx *c)
 static tgc_status pool_dy(si_ctx *c, int k, tgc_sdim H, tgc_sdim W)
 {
     const tgc_vinfo *dy = &c->in[k];
-    const int64_t *i = c->a->i;
+    const tgc_pool_attrs a = si_pool_of(c);
     int h = dy->ndim - 2;
-    tgc_status s = check_window(c, (gwin){H, i[0], i[2], i[4], 1}, dy->shape[h], "height");
-    return s ? s : check_window(c, (gwin){W, i[1], i[3], i[5], 1}, dy->shape[h + 1], "width");
+    tgc_status s = check_window(c, (gwin){H, a.kh, a.sh, a.ph, 1}, dy->shape[h], "height");
+    return s ? s : check_window(c, (gwin){W, a.kw, a.sw, a.pw, 1}, dy->shape[h + 1], "width");
 }
 
 static tgc_status infer_max_pool_grad(si_ctx *c)
@@ -198,11 +200,16 @@ static tgc_status infer_max_pool_grad(si_ctx *c)
 static tgc_status infer_avg_pool_grad(si_ctx *c)
 {
     const tgc_vinfo *dy = &c->in[0];
-    int adaptive = c->op == TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD, at = adaptive ? 2 : 7;
+    int adaptive = c->op == TGC_OP_ADAPTIVE_AVG_POOL2D_GRAD;
+    const tgc_adaptive_pool_grad_attrs *ad = &c->a->adaptive_pool_grad;
+    const tgc_sdim H = adaptive ? ad->h : c->a->pool_grad.h;
+    const tgc_sdim W = adaptive ? ad->w : c->a->pool_grad.w;
     tgc_sdim r[4];
     tgc_status s = need_ni(c, adaptive ? 4 : 9);
-    if (!s)
-        s = adaptive ? si_attrs_at_least(c, 0, 2, 1, "output size") : si_pool_attrs(c);
+    if (!s && adaptive && !(s = si_attr_at_least(c, ad->out_h, 1, "output size")))
+        s = si_attr_at_least(c, ad->out_w, 1, "output size");
+    if (!s && !adaptive)
+        s = si_pool_attrs(c);
     if (!s)
         s = need_float(c, "dy", NULL);
     if (!s)
@@ -211,15 +218,15 @@ static tgc_status infer_avg_pool_grad(si_ctx *c)
         return s;
     int h = dy->ndim - 2;
     memcpy(r, dy->shape, sizeof r);
-    s = size_attr(c, at, adaptive, "the input height", &r[h]);
+    s = size_attr(c, H, adaptive, "the input height", &r[h]);
     if (!s)
-        s = size_attr(c, at + 1, adaptive, "the input width", &r[h + 1]);
+        s = size_attr(c, W, adaptive, "the input width", &r[h + 1]);
     if (!s && !adaptive)
         s = pool_dy(c, 0, r[h], r[h + 1]);
     if (!s && adaptive &&
-        (!si_eq(c, dy->shape[h], c->a->i[0]) || !si_eq(c, dy->shape[h + 1], c->a->i[1])))
+        (!si_eq(c, dy->shape[h], ad->out_h) || !si_eq(c, dy->shape[h + 1], ad->out_w)))
         s = si_fail(c, TGC_ERR_SHAPE, "dy %s must end in the output size [%lld, %lld]",
-                    si_shape(c, dy), (long long)c->a->i[0], (long long)c->a->i[1]);
+                    si_shape(c, dy), (long long)ad->out_h, (long long)ad->out_w);
     return s ? s : si_set_out(c, dy->dtype, r, dy->ndim);
 }
 
@@ -241,7 +248,7 @@ static tgc_status infer_embedding_grad(si_ctx *c)
         s = si_fail(c, TGC_ERR_SHAPE, "dy %s must be idx's shape %s and one more dim",
                     si_shape(c, dy), si_shape(c, idx));
     if (!s)
-        s = size_attr(c, 0, 0, "the number of embeddings", &r[0]);
+        s = size_attr(c, c->a->embedding_grad.num, 0, "the number of embeddings", &r[0]);
     if (s)
         return s;
     r[1] = dy->shape[dy->ndim - 1];
@@ -251,7 +258,7 @@ static tgc_status infer_embedding_grad(si_ctx *c)
 static tgc_status infer_gather_grad(si_ctx *c)
 {
     const tgc_vinfo *dy = &c->in[0], *idx = &c->in[1];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->gather_grad.dim;
     tgc_sdim r[TGC_MAX_DIMS];
     tgc_status s = need_float(c, "dy", NULL);
     if (!s)
@@ -267,7 +274,7 @@ static tgc_status infer_gather_grad(si_ctx *c)
     if (!s)
         s = si_need_dim(c, dim, idx->ndim);
     for (int d = 0; !s && d < idx->ndim; d++)
-        s = size_attr(c, 1 + d, 0, "a size of t", &r[d]);
+        s = size_attr(c, c->a->gather_grad.shape[d], 0, "a size of t", &r[d]);
     for (int d = 0; !s && d < idx->ndim; d++)
         if (d != dim && !si_ge(c, tgc_sym_sub(c->syms, r[d], idx->shape[d]), 0))
             s = si_fail(c, TGC_ERR_SHAPE,
@@ -279,7 +286,7 @@ static tgc_status infer_gather_grad(si_ctx *c)
 static tgc_status infer_index_select_grad(si_ctx *c)
 {
     const tgc_vinfo *dy = &c->in[0], *idx = &c->in[1];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->index_select_grad.dim;
     tgc_sdim r[TGC_MAX_DIMS];
     tgc_status s = need_ni(c, 2);
     if (!s)
@@ -298,7 +305,7 @@ static tgc_status infer_index_select_grad(si_ctx *c)
     if (s)
         return s;
     memcpy(r, dy->shape, sizeof r);
-    s = size_attr(c, 1, 0, "the size of t along dim", &r[dim]);
+    s = size_attr(c, c->a->index_select_grad.size, 0, "the size of t along dim", &r[dim]);
     return s ? s : si_set_out(c, dy->dtype, r, dy->ndim);
 }
 

@@ -56,12 +56,16 @@ tgc_status si_need_dim(si_ctx *c, int64_t dim, int ndim);
 /* out = dtype, rank n, dims d */
 tgc_status si_set_out(si_ctx *c, tgc_dtype dt, const tgc_sdim *d, int n);
 
-/* Every attribute i[lo..hi) must be >= min (TGC_ERR_INVALID_ARG naming `what`). */
-tgc_status si_attrs_at_least(si_ctx *c, int lo, int hi, int64_t min, const char *what);
-/* CONV2D's i[0..7): strides >= 1, paddings >= 0, dilations >= 1, groups >= 1. */
+/* The attribute value v must be >= min (TGC_ERR_INVALID_ARG naming `what`). */
+tgc_status si_attr_at_least(si_ctx *c, int64_t v, int64_t min, const char *what);
+/* The forward's window attributes of a window pool or its gradient (MAX_POOL2D_GRAD,
+ * AVG_POOL2D_GRAD), read from the op's own layout. */
+tgc_pool_attrs si_pool_of(const si_ctx *c);
+/* The window of CONV2D or its gradients (each read from the op's own layout): strides >= 1,
+ * paddings >= 0, dilations >= 1, groups >= 1. */
 tgc_status si_conv_attrs(si_ctx *c);
-/* The window pools' i[0..7): kernel and stride >= 1, padding in [0, kernel / 2],
- * exclude_padding 0 or 1 (1 for avg_pool2d and its gradient only). */
+/* The window pools' window (si_pool_of): kernel and stride >= 1, padding in
+ * [0, kernel / 2], exclude_padding 0 or 1 (1 for avg_pool2d and its gradient only). */
 tgc_status si_pool_attrs(si_ctx *c);
 
 /* One rule per op kind; each handles every op of its kind. */

@@ -100,24 +100,63 @@ static tgc_status window_out(si_ctx *c, tgc_sdim n, window w, const char *axis, 
     return TGC_OK;
 }
 
-tgc_status si_attrs_at_least(si_ctx *c, int lo, int hi, int64_t min, const char *what)
+tgc_status si_attr_at_least(si_ctx *c, int64_t v, int64_t min, const char *what)
 {
-    for (int k = lo; k < hi; k++)
-        if (c->a->i[k] < min)
-            return si_fail(c, TGC_ERR_INVALID_ARG, "%s must be >= %lld, got %lld", what,
-                           (long long)min, (long long)c->a->i[k]);
+    if (v < min)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "%s must be >= %lld, got %lld", what, (long long)min,
+                       (long long)v);
     return TGC_OK;
+}
+
+/* The backward layouts repeat the forward's fields under the same names (ops.def). */
+#define CONV_OF(l)                                                                                 \
+    ((tgc_conv2d_attrs){.stride_h = (l).stride_h,                                                  \
+                        .stride_w = (l).stride_w,                                                  \
+                        .pad_h = (l).pad_h,                                                        \
+                        .pad_w = (l).pad_w,                                                        \
+                        .dil_h = (l).dil_h,                                                        \
+                        .dil_w = (l).dil_w,                                                        \
+                        .groups = (l).groups})
+
+static tgc_conv2d_attrs conv_of(const si_ctx *c)
+{
+    switch (c->op) {
+    case TGC_OP_CONV2D_GRAD_INPUT: return CONV_OF(c->a->conv2d_grad_input);
+    case TGC_OP_CONV2D_GRAD_WEIGHT: return CONV_OF(c->a->conv2d_grad_weight);
+    default: return c->a->conv2d;
+    }
+}
+
+tgc_pool_attrs si_pool_of(const si_ctx *c)
+{
+    if (c->op != TGC_OP_AVG_POOL2D_GRAD) /* MAX_POOL2D_GRAD has the forward's layout */
+        return c->a->pool;
+    const tgc_pool_grad_attrs *g = &c->a->pool_grad;
+    return (tgc_pool_attrs){.kh = g->kh,
+                            .kw = g->kw,
+                            .sh = g->sh,
+                            .sw = g->sw,
+                            .ph = g->ph,
+                            .pw = g->pw,
+                            .exclude_padding = g->exclude_padding};
 }
 
 tgc_status si_conv_attrs(si_ctx *c)
 {
-    tgc_status s = si_attrs_at_least(c, 0, 2, 1, "stride");
+    const tgc_conv2d_attrs a = conv_of(c);
+    tgc_status s = si_attr_at_least(c, a.stride_h, 1, "stride");
     if (!s)
-        s = si_attrs_at_least(c, 2, 4, 0, "padding");
+        s = si_attr_at_least(c, a.stride_w, 1, "stride");
     if (!s)
-        s = si_attrs_at_least(c, 4, 6, 1, "dilation");
+        s = si_attr_at_least(c, a.pad_h, 0, "padding");
     if (!s)
-        s = si_attrs_at_least(c, 6, 7, 1, "groups");
+        s = si_attr_at_least(c, a.pad_w, 0, "padding");
+    if (!s)
+        s = si_attr_at_least(c, a.dil_h, 1, "dilation");
+    if (!s)
+        s = si_attr_at_least(c, a.dil_w, 1, "dilation");
+    if (!s)
+        s = si_attr_at_least(c, a.groups, 1, "groups");
     return s;
 }
 
@@ -140,7 +179,7 @@ static tgc_status conv_channels(si_ctx *c, int64_t g)
 tgc_status si_rule_CONV(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0], *w = &c->in[1];
-    const int64_t *i = c->a->i;
+    const tgc_conv2d_attrs *a = &c->a->conv2d;
     static const int idx[] = {0, 1, 2};
     static const char *const names[] = {"x", "weight", "bias"};
     tgc_status s = si_conv_attrs(c);
@@ -151,51 +190,62 @@ tgc_status si_rule_CONV(si_ctx *c)
     if (!s)
         s = si_need_rank(c, 1, "weight", 4, 4);
     if (!s)
-        s = conv_channels(c, i[6]);
+        s = conv_channels(c, a->groups);
     tgc_sdim r[4] = {x->shape[0], w->shape[0]};
     if (!s)
-        s = window_out(c, x->shape[2], (window){w->shape[2], i[0], i[2], i[4]}, "height", &r[2]);
+        s = window_out(c, x->shape[2], (window){w->shape[2], a->stride_h, a->pad_h, a->dil_h},
+                       "height", &r[2]);
     if (!s)
-        s = window_out(c, x->shape[3], (window){w->shape[3], i[1], i[3], i[5]}, "width", &r[3]);
+        s = window_out(c, x->shape[3], (window){w->shape[3], a->stride_w, a->pad_w, a->dil_w},
+                       "width", &r[3]);
     return s ? s : si_set_out(c, x->dtype, r, 4);
 }
 
 tgc_status si_pool_attrs(si_ctx *c)
 {
-    const int64_t *i = c->a->i;
-    tgc_status s = si_attrs_at_least(c, 0, 2, 1, "kernel size");
+    const tgc_pool_attrs a = si_pool_of(c);
+    tgc_status s = si_attr_at_least(c, a.kh, 1, "kernel size");
     if (!s)
-        s = si_attrs_at_least(c, 2, 4, 1, "stride");
+        s = si_attr_at_least(c, a.kw, 1, "kernel size");
     if (!s)
-        s = si_attrs_at_least(c, 4, 6, 0, "padding");
-    if (!s && (i[6] < 0 || i[6] > 1 ||
-               (i[6] && c->op != TGC_OP_AVG_POOL2D && c->op != TGC_OP_AVG_POOL2D_GRAD)))
+        s = si_attr_at_least(c, a.sh, 1, "stride");
+    if (!s)
+        s = si_attr_at_least(c, a.sw, 1, "stride");
+    if (!s)
+        s = si_attr_at_least(c, a.ph, 0, "padding");
+    if (!s)
+        s = si_attr_at_least(c, a.pw, 0, "padding");
+    const int64_t ex = a.exclude_padding;
+    if (!s &&
+        (ex < 0 || ex > 1 || (ex && c->op != TGC_OP_AVG_POOL2D && c->op != TGC_OP_AVG_POOL2D_GRAD)))
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "exclude_padding must be 0 or 1 and applies to avg_pool2d only, got %lld",
-                       (long long)i[6]);
-    if (!s && (i[4] > i[0] / 2 || i[5] > i[1] / 2)) /* 2*pad > kernel, without overflow */
+                       (long long)ex);
+    if (!s && (a.ph > a.kh / 2 || a.pw > a.kw / 2)) /* 2*pad > kernel, without overflow */
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "padding (%lld, %lld) must be at most half the kernel (%lld, %lld)",
-                       (long long)i[4], (long long)i[5], (long long)i[0], (long long)i[1]);
+                       (long long)a.ph, (long long)a.pw, (long long)a.kh, (long long)a.kw);
     return s;
 }
 
 static tgc_status adaptive_sizes(si_ctx *c, tgc_sdim *r)
 {
     const tgc_vinfo *x = &c->in[0];
-    const int64_t *i = c->a->i;
-    tgc_status s = si_attrs_at_least(c, 0, 2, 1, "output size");
+    const tgc_adaptive_pool_attrs *a = &c->a->adaptive_pool;
+    tgc_status s = si_attr_at_least(c, a->out_h, 1, "output size");
+    if (!s)
+        s = si_attr_at_least(c, a->out_w, 1, "output size");
     if (!s && (!si_ge(c, x->shape[x->ndim - 2], 1) || !si_ge(c, x->shape[x->ndim - 1], 1)))
         return si_fail(c, TGC_ERR_SHAPE, "x %s has an empty spatial dim", si_shape(c, x));
-    r[0] = i[0];
-    r[1] = i[1];
+    r[0] = a->out_h;
+    r[1] = a->out_w;
     return s;
 }
 
 tgc_status si_rule_POOL(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    const int64_t *i = c->a->i;
+    const tgc_pool_attrs *a = &c->a->pool; /* the window pools' (not read by the adaptive) */
     static const int idx[] = {0};
     static const char *const names[] = {"x"};
     tgc_status s = si_need_float(c, idx, names, 1);
@@ -209,8 +259,8 @@ tgc_status si_rule_POOL(si_ctx *c)
     if (c->op == TGC_OP_ADAPTIVE_AVG_POOL2D)
         s = adaptive_sizes(c, r + h);
     else if (!(s = si_pool_attrs(c)) &&
-             !(s = window_out(c, x->shape[h], (window){i[0], i[2], i[4], 1}, "height", &r[h])))
-        s = window_out(c, x->shape[h + 1], (window){i[1], i[3], i[5], 1}, "width", &r[h + 1]);
+             !(s = window_out(c, x->shape[h], (window){a->kh, a->sh, a->ph, 1}, "height", &r[h])))
+        s = window_out(c, x->shape[h + 1], (window){a->kw, a->sw, a->pw, 1}, "width", &r[h + 1]);
     return s ? s : si_set_out(c, x->dtype, r, x->ndim);
 }
 
@@ -245,23 +295,23 @@ static tgc_status channel_vector(si_ctx *c, int k, const char *name, tgc_sdim ch
 
 static tgc_status bn_attrs(si_ctx *c, int64_t has)
 {
-    double momentum = c->a->f[0];
+    double momentum = c->a->batch_norm.momentum;
     tgc_status s = si_need_inputs(c, 1 + 2 * !!(has & TGC_BN_HAS_STATS) +
                                          !!(has & TGC_BN_HAS_WEIGHT) + !!(has & TGC_BN_HAS_BIAS));
     if (s)
         return s;
-    if (!c->a->i[0] && !(has & TGC_BN_HAS_STATS))
+    if (!c->a->batch_norm.training && !(has & TGC_BN_HAS_STATS))
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "running_mean and running_var are required when not training");
     if (!(momentum >= 0.0 && momentum <= 1.0))
         return si_fail(c, TGC_ERR_INVALID_ARG, "momentum must be in [0, 1], got %g", momentum);
-    return need_eps(c, c->a->f[1]);
+    return need_eps(c, c->a->batch_norm.eps);
 }
 
 static tgc_status infer_batch_norm(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t has = c->a->i[1];
+    int64_t has = c->a->batch_norm.has;
     static const int idx[] = {0};
     static const char *const names[] = {"x"};
     tgc_status s = bn_attrs(c, has);
@@ -284,7 +334,7 @@ static tgc_status infer_batch_norm(si_ctx *c)
     if (s)
         return s;
     tgc_sdim per_channel = tgc_sym_mul(c->syms, x->shape[0], si_prod(c, x->shape + 2, x->ndim - 2));
-    if (c->a->i[0] && !si_ge(c, per_channel, 2))
+    if (c->a->batch_norm.training && !si_ge(c, per_channel, 2))
         return si_fail(c, TGC_ERR_SHAPE, "training needs more than 1 value per channel, x is %s",
                        si_shape(c, x));
     return si_set_out(c, x->dtype, x->shape, x->ndim);
@@ -310,7 +360,7 @@ static tgc_status ln_param(si_ctx *c, int k, const char *name, int64_t n_norm, t
 static tgc_status infer_layer_norm(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t n_norm = c->a->i[0], has = c->a->i[1];
+    int64_t n_norm = c->a->layer_norm.n_norm, has = c->a->layer_norm.has;
     tgc_dtype dt = x->dtype;
     static const int idx[] = {0};
     static const char *const names[] = {"x"};
@@ -318,7 +368,7 @@ static tgc_status infer_layer_norm(si_ctx *c)
     if (!s)
         s = si_need_float(c, idx, names, 1); /* as ops.h states: no integer promotion */
     if (!s)
-        s = need_eps(c, c->a->f[0]);
+        s = need_eps(c, c->a->layer_norm.eps);
     if (s)
         return s;
     if (n_norm < 1 || n_norm > x->ndim)
@@ -341,13 +391,13 @@ tgc_status si_rule_NN(si_ctx *c)
 
 static tgc_status loss_attrs(si_ctx *c)
 {
-    int64_t red = c->a->i[0];
+    int64_t red = c->a->loss.reduction;
     if (red != TGC_REDUCE_NONE && red != TGC_REDUCE_MEAN && red != TGC_REDUCE_SUM)
         return si_fail(c, TGC_ERR_INVALID_ARG,
                        "reduction must be 0 (none), 1 (mean) or 2 (sum), "
                        "got %lld",
                        (long long)red);
-    double ls = c->a->f[0];
+    double ls = c->a->loss.label_smoothing;
     if (c->op == TGC_OP_CROSS_ENTROPY && !(ls >= 0.0 && ls <= 1.0))
         return si_fail(c, TGC_ERR_INVALID_ARG, "label_smoothing must be in [0, 1], got %g", ls);
     return TGC_OK;
@@ -380,15 +430,15 @@ tgc_status si_rule_LOSS(si_ctx *c)
     if (!ok)
         return si_fail(c, TGC_ERR_SHAPE, "target is %s but %s %s needs target %s", si_shape(c, t),
                        xname, si_shape(c, x), si_dims(c, want, nw));
-    return si_set_out(c, x->dtype, want, c->a->i[0] == TGC_REDUCE_NONE ? nw : 0);
+    return si_set_out(c, x->dtype, want, c->a->loss.reduction == TGC_REDUCE_NONE ? nw : 0);
 }
 
 /* ---- attention ---- */
 
 static tgc_status sdpa_attrs(si_ctx *c)
 {
-    double p = c->a->f[0], scale = c->a->f[1];
-    tgc_status s = si_need_inputs(c, 3 + (c->a->i[1] != 0));
+    double p = c->a->sdpa.dropout_p, scale = c->a->sdpa.scale;
+    tgc_status s = si_need_inputs(c, 3 + (c->a->sdpa.has_mask != 0));
     if (s)
         return s;
     if (!(p >= 0.0 && p <= 1.0))
@@ -441,7 +491,7 @@ tgc_status si_rule_ATTENTION(si_ctx *c)
         return si_fail(c, TGC_ERR_SHAPE, "batch dims do not broadcast: q is %s, k is %s, v is %s",
                        si_shape(c, q), si_shape(c, k), si_shape(c, v));
     r[nr] = q->shape[q->ndim - 2];
-    if (c->a->i[1]) {
+    if (c->a->sdpa.has_mask) {
         r[nr + 1] = k->shape[k->ndim - 2]; /* the scores [..., L, S] */
         if ((s = sdpa_mask(c, r, nr + 2)))
             return s;

@@ -45,7 +45,7 @@ static tgc_sdim factors_value(si_ctx *c, const factors *f)
 /* The RESHAPE/EXPAND target as text, symbolic sizes as this call's values. */
 static const char *target_text(si_ctx *c, int n)
 {
-    return si_dims(c, c->a->i, n < TGC_MAX_DIMS ? n : TGC_MAX_DIMS);
+    return si_dims(c, c->a->shape.dims, n < TGC_MAX_DIMS ? n : TGC_MAX_DIMS);
 }
 
 static tgc_status reshape_mismatch(si_ctx *c)
@@ -59,7 +59,7 @@ static tgc_status reshape_mismatch(si_ctx *c)
 /* v is a symbolic target dim: RESHAPE/EXPAND from tgc_reshape_sym / tgc_expand_sym. */
 static int sym_target(const si_ctx *c, int64_t v)
 {
-    return c->a->nf == 1 && c->a->f[0] == 1.0 && c->syms && !TGC_SDIM_IS_CONST(v);
+    return c->a->nf == 1 && c->a->shape.symbolic == 1.0 && c->syms && !TGC_SDIM_IS_CONST(v);
 }
 
 /* Fills r from the target, leaving r[*infer_at] for the caller; collects the product of the
@@ -70,7 +70,7 @@ static tgc_status reshape_target(si_ctx *c, tgc_sdim *r, int *infer_at, factors 
     const char *target = target_text(c, c->a->ni);
     *infer_at = -1;
     for (int k = 0; k < c->a->ni; k++) {
-        int64_t v = c->a->i[k];
+        int64_t v = c->a->shape.dims[k];
         if (sym_target(c, v)) {
             r[k] = v;
             factors_add(known, v);
@@ -142,7 +142,7 @@ static tgc_status infer_permute(si_ctx *c)
         return si_fail(c, TGC_ERR_INVALID_ARG, "perm has %d entries for a %d-d tensor", c->a->ni,
                        x->ndim);
     for (int k = 0; k < x->ndim; k++) {
-        int64_t p = c->a->i[k];
+        int64_t p = c->a->perm.perm[k];
         if (p < 0 || p >= x->ndim || (seen >> p & 1))
             return si_fail(c, TGC_ERR_INVALID_ARG, "perm is not a permutation of 0..%d",
                            x->ndim - 1);
@@ -161,7 +161,7 @@ static tgc_status infer_expand(si_ctx *c)
         return si_fail(c, TGC_ERR_INVALID_ARG, "cannot expand %s to %d dims", si_shape(c, x), nd);
     const char *target = target_text(c, nd);
     for (int k = 0; k < nd; k++) {
-        int64_t v = c->a->i[k];
+        int64_t v = c->a->shape.dims[k];
         tgc_sdim d = k < lead ? 1 : x->shape[k - lead];
         int sym = sym_target(c, v);
         if (!sym && (v < -1 || (v == -1 && k < lead)))
@@ -200,7 +200,7 @@ static int size_is_one(si_ctx *c, tgc_sdim d)
 static tgc_status infer_squeeze(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->dim.dim;
     tgc_sdim r[TGC_MAX_DIMS];
     int nr = 0;
     if (dim != TGC_ALL_DIMS) {
@@ -217,7 +217,7 @@ static tgc_status infer_squeeze(si_ctx *c)
 static tgc_status infer_unsqueeze(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->dim.dim;
     tgc_sdim r[TGC_MAX_DIMS + 1];
     if (dim < 0 || dim > x->ndim)
         return si_fail(c, TGC_ERR_INVALID_ARG, "dim %lld is out of range for a %d-d result",
@@ -287,24 +287,25 @@ static tgc_sdim slice_len(si_ctx *c, tgc_sdim len, int64_t start, int64_t end, i
 static tgc_status infer_slice(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    const int64_t *i = c->a->i;
+    const tgc_slice_attrs *a = &c->a->slice;
     tgc_sdim r[TGC_MAX_DIMS];
     if (x->ndim == 0)
         return si_fail(c, TGC_ERR_SHAPE, "cannot slice a 0-d tensor");
-    tgc_status s = si_need_dim(c, i[0], x->ndim);
+    tgc_status s = si_need_dim(c, a->dim, x->ndim);
     if (s)
         return s;
-    if (i[3] < 1)
-        return si_fail(c, TGC_ERR_INVALID_ARG, "step must be positive, got %lld", (long long)i[3]);
+    if (a->step < 1)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "step must be positive, got %lld",
+                       (long long)a->step);
     memcpy(r, x->shape, sizeof r);
-    r[i[0]] = slice_len(c, x->shape[i[0]], i[1], i[2], i[3]);
+    r[a->dim] = slice_len(c, x->shape[a->dim], a->start, a->end, a->step);
     return si_set_out(c, x->dtype, r, x->ndim);
 }
 
 static tgc_status infer_flatten(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t lo = c->a->i[0], hi = c->a->i[1];
+    int64_t lo = c->a->flatten.start, hi = c->a->flatten.end;
     tgc_sdim r[TGC_MAX_DIMS] = {1};
     if (x->ndim == 0 && lo == 0 && hi == 0)
         return si_set_out(c, x->dtype, r, 1);
@@ -354,7 +355,7 @@ static tgc_status same_shape(si_ctx *c, int k, int skip)
 static tgc_status infer_cat(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->dim.dim;
     if (x->ndim == 0)
         return si_fail(c, TGC_ERR_SHAPE, "cannot concatenate 0-d tensors");
     tgc_status s = si_need_dim(c, dim, x->ndim);
@@ -375,7 +376,7 @@ static tgc_status infer_cat(si_ctx *c)
 static tgc_status infer_stack(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->dim.dim;
     tgc_sdim r[TGC_MAX_DIMS + 1];
     tgc_dtype dt = x->dtype;
     if (dim < 0 || dim > x->ndim)
@@ -396,7 +397,7 @@ static tgc_status infer_stack(si_ctx *c)
 static tgc_status infer_pad(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    int64_t np = c->a->i[0];
+    int64_t np = c->a->pad.n_pairs;
     tgc_sdim r[TGC_MAX_DIMS];
     if (np < 0 || np > x->ndim || c->a->ni != 1 + 2 * np)
         return si_fail(c, TGC_ERR_INVALID_ARG, "%lld pad pairs for %s (at most one per dim)",
@@ -404,7 +405,7 @@ static tgc_status infer_pad(si_ctx *c)
     memcpy(r, x->shape, sizeof r);
     for (int k = 0; k < np; k++) {
         int d = x->ndim - 1 - k;
-        tgc_sdim before = c->a->i[1 + 2 * k], after = c->a->i[2 + 2 * k];
+        tgc_sdim before = c->a->pad.pads[2 * k], after = c->a->pad.pads[2 * k + 1];
         if (before < -TGC_MAX_NUMEL || before > TGC_MAX_NUMEL || after < -TGC_MAX_NUMEL ||
             after > TGC_MAX_NUMEL)
             return si_fail(c, TGC_ERR_SHAPE,
@@ -465,7 +466,7 @@ static tgc_status infer_embedding(si_ctx *c)
 static tgc_status infer_gather(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0], *idx = &c->in[1];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->dim.dim;
     tgc_status s = si_need_index(c, 1, "idx");
     if (!s)
         s = si_need_dim(c, dim, x->ndim);
@@ -485,7 +486,7 @@ static tgc_status infer_gather(si_ctx *c)
 static tgc_status infer_index_select(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0], *idx = &c->in[1];
-    int64_t dim = c->a->i[0];
+    int64_t dim = c->a->dim.dim;
     tgc_status s = si_need_index(c, 1, "idx");
     if (!s)
         s = si_need_rank(c, 1, "idx", 0, 1);

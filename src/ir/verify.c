@@ -22,7 +22,7 @@ static int same_vinfo(const tgc_vinfo *a, const tgc_vinfo *b)
 static tgc_status check_folded(const tgc_graph *g, int i)
 {
     const tgc_node *nd = &g->nodes[i];
-    int64_t k = nd->attrs.i[1];
+    int64_t k = nd->attrs.input.index;
     const tgc_tensor *t = k >= 0 && k < g->n_consts ? g->consts[k] : NULL;
     int ok = t && t->dtype == nd->out.dtype && t->ndim == nd->out.ndim;
     for (int d = 0; ok && d < t->ndim; d++)
@@ -56,7 +56,7 @@ static tgc_status check_node(const tgc_graph *g, int i)
                                  "before it",
                                  i, info->name, nd->in[k]);
     if (nd->op == TGC_OP_INPUT)
-        return nd->attrs.i[0] == TGC_BIND_FOLDED ? check_folded(g, i) : TGC_OK;
+        return nd->attrs.input.kind == TGC_BIND_FOLDED ? check_folded(g, i) : TGC_OK;
     tgc_vinfo *in = malloc((size_t)nd->n_in * sizeof *in);
     if (!in)
         return tgc_set_error(TGC_ERR_OOM, "tgc verify: out of memory");
@@ -68,8 +68,8 @@ static tgc_status check_node(const tgc_graph *g, int i)
     if (st != TGC_OK) {
         char why[512]; /* copied: the message is rewritten below */
         snprintf(why, sizeof why, "%s", tgc_last_error());
-        return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d (%s) fails inference: %s",
-                             i, info->name, why);
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc verify: node %%%d (%s) fails inference: %s", i,
+                             info->name, why);
     }
     if (!same_vinfo(&out, &nd->out))
         return tgc_set_error(TGC_ERR_INTERNAL,

@@ -132,7 +132,7 @@ int tgc_view_of(const tgc_graph *g, int32_t v, tgc_view *out)
     switch (nd->op) {
     case TGC_OP_PERMUTE:
         for (int d = 0; d < o->ndim; d++)
-            out->stride[d] = src.stride[a->i[d]];
+            out->stride[d] = src.stride[a->perm.perm[d]];
         return 1;
     case TGC_OP_EXPAND: {
         int lead = o->ndim - in->ndim;
@@ -146,11 +146,11 @@ int tgc_view_of(const tgc_graph *g, int32_t v, tgc_view *out)
         return 1;
     }
     case TGC_OP_SLICE: {
-        int dim = (int)a->i[0];
-        tgc_sdim start = slice_start(t, in->shape[dim], a->i[1]);
+        int dim = (int)a->slice.dim;
+        tgc_sdim start = slice_start(t, in->shape[dim], a->slice.start);
         for (int d = 0; d < o->ndim; d++)
             out->stride[d] = src.stride[d];
-        out->stride[dim] = tgc_sym_mul(t, src.stride[dim], a->i[3]);
+        out->stride[dim] = tgc_sym_mul(t, src.stride[dim], a->slice.step);
         out->off = tgc_sym_add(t, src.off, tgc_sym_mul(t, start, src.stride[dim]));
         return 1;
     }

@@ -64,7 +64,7 @@ static int permute_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
     if (a->ni != in->ndim || out_ndim != in->ndim)
         return 0;
     for (int j = 0; j < out_ndim; j++) {
-        int p = norm_axis(a->i[j], in->ndim);
+        int p = norm_axis(a->perm.perm[j], in->ndim);
         if (p < 0 || (seen & (1u << p)) || out_shape[j] != in->shape[p])
             return 0;
         seen |= 1u << p;
@@ -97,7 +97,7 @@ static int squeeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
                             int out_ndim, int64_t *strides)
 {
     int k = 0;
-    if (a->i[0] == TGC_ALL_DIMS) {
+    if (a->dim.dim == TGC_ALL_DIMS) {
         for (int d = 0; d < in->ndim; d++) {
             if (in->shape[d] == 1)
                 continue;
@@ -111,7 +111,7 @@ static int squeeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
         memcpy(strides, in->strides, sizeof(int64_t) * (size_t)out_ndim);
         return 1; /* the dim is not of size 1: squeeze leaves the tensor as it is */
     }
-    int drop = norm_axis(a->i[0], in->ndim);
+    int drop = norm_axis(a->dim.dim, in->ndim);
     if (drop < 0 || in->shape[drop] != 1 || out_ndim != in->ndim - 1)
         return 0;
     for (int d = 0; d < in->ndim; d++) {
@@ -127,7 +127,7 @@ static int squeeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int6
 static int unsqueeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const int64_t *out_shape,
                               int out_ndim, int64_t *strides)
 {
-    int at = norm_axis(a->i[0], out_ndim);
+    int at = norm_axis(a->dim.dim, out_ndim);
     if (at < 0 || out_ndim != in->ndim + 1 || out_shape[at] != 1)
         return 0;
     for (int j = 0, d = 0; j < out_ndim; j++) {
@@ -146,8 +146,8 @@ static int unsqueeze_geometry(const tgc_tensor *in, const tgc_attrs *a, const in
 static int slice_geometry(const tgc_tensor *in, const tgc_attrs *a, const int64_t *out_shape,
                           int out_ndim, int64_t *strides, int64_t *offset)
 {
-    int dim = norm_axis(a->i[0], in->ndim);
-    int64_t start = a->i[1], end = a->i[2], step = a->i[3];
+    int dim = norm_axis(a->slice.dim, in->ndim);
+    int64_t start = a->slice.start, end = a->slice.end, step = a->slice.step;
     if (dim < 0 || step <= 0 || out_ndim != in->ndim)
         return 0;
     int64_t size = in->shape[dim];

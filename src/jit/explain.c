@@ -80,7 +80,7 @@ char *tgc_fn_explain(const tgc_fn *cf)
             for (int32_t i = 0; i < v->graph->n_nodes; i++) {
                 const tgc_node *nd = &v->graph->nodes[i];
                 writes += nd->op == TGC_OP_ASSIGN;
-                grads += nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_GRAD;
+                grads += nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_GRAD;
                 if (nd->op == TGC_OP_ALL_REDUCE) {
                     double n = (double)tgc_dtype_size(nd->out.dtype) / (1024.0 * 1024.0);
                     for (int d = 0; d < nd->out.ndim; d++)

@@ -78,10 +78,9 @@ static tgc_status add_arg_inputs(tgc_fn *f, tgc_trace *tr, tgc_tensor *const *in
             v.shape[d] = dim_is_dynamic(f, in[i], i, d)
                              ? tgc_sym_new(tr->g->syms, in[i]->shape[d], i, d)
                              : in[i]->shape[d];
-        tgc_attrs a = {0};
-        a.i[0] = TGC_BIND_ARG;
-        a.i[1] = i;
-        a.ni = 2;
+        tgc_attrs a = tgc_attrs_of(TGC_OP_INPUT);
+        a.input.kind = TGC_BIND_ARG;
+        a.input.index = i;
         if (tgc_graph_add(tr->g, TGC_OP_INPUT, NULL, 0, &a, &v) != i)
             return tgc_last_status();
         traced[i] = tgc_trace_tensor(tr, i);

@@ -86,12 +86,12 @@ static int recomputable(const tgc_graph *g, const tgc_fusion *f, int32_t b, int 
 
 #define RECOMPUTE_DEPTH 4
 
-/* Element `at` of arange node nd, as interp computes it (k_create.c): f[0] + i * f[1] in
+/* Element `at` of arange node nd, as interp computes it (k_create.c): start + i * step in
  * double, converted once to the node's dtype. */
 static int32_t arange_value(kir_kernel *k, const tgc_node *nd, const kir_access *at)
 {
     int32_t i = kir_add_index_val(k, at);
-    const double start = nd->attrs.f[0], step = nd->attrs.f[1];
+    const double start = nd->attrs.arange.start, step = nd->attrs.arange.step;
     if (i < 0 || (nd->out.dtype == TGC_I64 && start == 0.0 && step == 1.0))
         return i;
     kir_val d = {.kind = KV_OP, .op = TGC_OP_CAST, .dtype = TGC_F64, .n_in = 1, .in = {i}};
@@ -500,7 +500,8 @@ static int32_t lower_window(lctx *c, int32_t i)
         return -1;
     }
     int r = O->ndim, is_max = nd->op == TGC_OP_MAX_POOL2D;
-    int64_t kh = a->i[0], kw = a->i[1], sh = a->i[2], sw = a->i[3], ph = a->i[4], pw = a->i[5];
+    const tgc_pool_attrs *pa = &a->pool;
+    int64_t kh = pa->kh, kw = pa->kw, sh = pa->sh, sw = pa->sw, ph = pa->ph, pw = pa->pw;
     int32_t buf = kir_buf_of(c->k, vw.base, c->g->nodes[vw.base].out.dtype, 0);
     int vh = c->var_of_dim[r - 2], vwv = c->var_of_dim[r - 1];
     int32_t acc = -1;
@@ -619,7 +620,7 @@ static int32_t add_rand(lctx *c, int32_t i, kir_rand_dist dist, tgc_dtype dt)
 static int32_t lower_dropout(lctx *c, int32_t i, int32_t x)
 {
     const tgc_node *nd = &c->g->nodes[i];
-    const double p = nd->attrs.f[0];
+    const double p = nd->attrs.dropout.p;
     const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     int32_t u = add_rand(c, i, KIR_RAND_UNIFORM24, TGC_F32);
     kir_val pv = {.kind = KV_CONST, .dtype = TGC_F64, .cval = p};
@@ -763,7 +764,7 @@ static tgc_status lower_loop(lctx *c)
         if (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) {
             v = lower_window(c, i);
         } else if (nd->op == TGC_OP_RAND) {
-            v = add_rand(c, i, nd->attrs.f[0] != 0 ? KIR_RAND_NORMAL : KIR_RAND_UNIFORM,
+            v = add_rand(c, i, nd->attrs.rand.normal != 0 ? KIR_RAND_NORMAL : KIR_RAND_UNIFORM,
                          nd->out.dtype);
         } else if (nd->op == TGC_OP_ARANGE) {
             kir_access at = {0};

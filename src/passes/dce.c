@@ -12,7 +12,7 @@
 static int is_root(const tgc_node *nd)
 {
     return tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES) ||
-           (nd->op == TGC_OP_INPUT && nd->attrs.i[0] != TGC_BIND_FOLDED);
+           (nd->op == TGC_OP_INPUT && nd->attrs.input.kind != TGC_BIND_FOLDED);
 }
 
 /* Renumbers the constants that FOLDED inputs still name and releases the rest. */
@@ -27,9 +27,9 @@ static tgc_status compact_consts(tgc_graph *g)
         remap[k] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
-        if (nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_FOLDED && nd->attrs.i[1] >= 0 &&
-            nd->attrs.i[1] < g->n_consts)
-            remap[nd->attrs.i[1]] = 0;
+        if (nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_FOLDED &&
+            nd->attrs.input.index >= 0 && nd->attrs.input.index < g->n_consts)
+            remap[nd->attrs.input.index] = 0;
     }
     int n = 0;
     for (int k = 0; k < g->n_consts; k++) {
@@ -43,8 +43,9 @@ static tgc_status compact_consts(tgc_graph *g)
     g->n_consts = n;
     for (int i = 0; i < g->n_nodes; i++) {
         tgc_node *nd = &g->nodes[i];
-        if (nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_FOLDED && nd->attrs.i[1] >= 0)
-            nd->attrs.i[1] = remap[nd->attrs.i[1]];
+        if (nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_FOLDED &&
+            nd->attrs.input.index >= 0)
+            nd->attrs.input.index = remap[nd->attrs.input.index];
     }
     free(remap);
     return TGC_OK;

@@ -106,13 +106,13 @@ static int32_t cross_entropy(dc *c, const tgc_node *nd, const int32_t *in)
     int n = ndim_of(c, in[0]);
     tgc_dtype ct = compute_dtype(nd->out.dtype);
     int32_t x = cast(c, in[0], ct);
-    tgc_attrs sa = {.ni = 1};
-    sa.i[0] = n == 1 ? 0 : 1;
+    tgc_attrs sa = tgc_attrs_of(TGC_OP_LOG_SOFTMAX);
+    sa.dim.dim = n == 1 ? 0 : 1;
     int32_t logp = x < 0 ? -1 : tgc_op_decomposition(TGC_OP_LOG_SOFTMAX, &c->b, &x, 1, &sa, ct);
     int32_t ops[2] = {logp, in[1]};
-    tgc_attrs a = {.ni = 2};
-    a.i[0] = nd->attrs.i[0];
-    a.i[1] = nd->attrs.i[1];
+    tgc_attrs a = {.ni = 2}; /* NLL_LOSS: no label smoothing (nf 0, as tgc_nll_loss) */
+    a.loss.reduction = nd->attrs.loss.reduction;
+    a.loss.ignore_index = nd->attrs.loss.ignore_index;
     int32_t l = logp < 0 ? -1 : tgc_rw_emit(c->rw, TGC_OP_NLL_LOSS, ops, 2, &a);
     return cast(c, l, nd->out.dtype);
 }
@@ -122,7 +122,7 @@ static int32_t cross_entropy(dc *c, const tgc_node *nd, const int32_t *in)
 static int32_t variance(dc *c, const tgc_node *nd, int32_t x)
 {
     const tgc_vinfo *xv = tgc_rw_type(c->rw, x);
-    uint64_t mask = (uint64_t)nd->attrs.i[0];
+    uint64_t mask = (uint64_t)nd->attrs.reduce.mask;
     int64_t count = 1;
     for (int d = 0; d < xv->ndim; d++)
         if (mask >> d & 1) {
@@ -132,11 +132,11 @@ static int32_t variance(dc *c, const tgc_node *nd, int32_t x)
         }
     tgc_dtype out = nd->out.dtype;
     x = cast(c, x, compute_dtype(out));
-    tgc_attrs mean = {.ni = 2}, sum = {.ni = 2}, div = {.nf = 1};
-    mean.i[0] = sum.i[0] = (int64_t)mask;
-    mean.i[1] = 1;
-    sum.i[1] = nd->attrs.i[1];
-    div.f[0] = fmax(0.0, (double)count - (double)nd->attrs.i[2]);
+    tgc_attrs mean = {.ni = 2}, sum = {.ni = 2}, div = tgc_attrs_of(TGC_OP_DIV_SCALAR);
+    mean.reduce.mask = sum.reduce.mask = (int64_t)mask;
+    mean.reduce.keepdim = 1;
+    sum.reduce.keepdim = nd->attrs.reduce.keepdim;
+    div.scalar.value = fmax(0.0, (double)count - (double)nd->attrs.reduce.correction);
     int32_t m = gb_op(c, TGC_OP_MEAN, &x, 1, &mean);
     int32_t d = gb_op(c, TGC_OP_SUB, (int32_t[]){x, m}, 2, NULL);
     int32_t sq = gb_op(c, TGC_OP_MUL, (int32_t[]){d, d}, 2, NULL);
@@ -158,7 +158,7 @@ static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in, unsi
     switch (nd->op) {
     case TGC_OP_CROSS_ENTROPY:
         /* label smoothing masks ignored targets out of its extra term: kept whole */
-        return nd->attrs.f[0] == 0.0 ? cross_entropy(c, nd, in) : -2;
+        return nd->attrs.loss.label_smoothing == 0.0 ? cross_entropy(c, nd, in) : -2;
     case TGC_OP_VAR: return variance(c, nd, in[0]);
     default: return -2;
     }

@@ -70,8 +70,8 @@ tgc_status tgc_pass_fold_constants(tgc_graph *g, tgc_node_eval_fn eval)
     tgc_scope_push(); /* kernel temporaries; folded results are released from it */
     for (int i = 0; i < g->n_nodes && rw.st == TGC_OK; i++) {
         const tgc_node *nd = &g->nodes[i];
-        if (nd->op == TGC_OP_INPUT && nd->attrs.i[0] == TGC_BIND_FOLDED && !mutated[i]) {
-            int64_t k = nd->attrs.i[1];
+        if (nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_FOLDED && !mutated[i]) {
+            int64_t k = nd->attrs.input.index;
             val[i] = k >= 0 && k < g->n_consts ? g->consts[k] : NULL;
         }
         tgc_tensor *t = foldable(g, i, val, mutated) ? evaluate(g, i, val, eval) : NULL;

@@ -40,7 +40,7 @@ uint32_t tgc_fuse_reduce_dims(const tgc_graph *g, int32_t node)
         int r = g->nodes[nd->in[0]].out.ndim;
         return (1u << (r - 1)) | (1u << (r - 2));
     }
-    return (uint32_t)nd->attrs.i[0];
+    return (uint32_t)nd->attrs.reduce.mask; /* sum, mean, max */
 }
 
 static int same_shape(const tgc_vinfo *a, const tgc_vinfo *b)
@@ -272,8 +272,9 @@ static tgc_status fuse_nodes(fuse_ctx *c)
              * instead of starting its own kernel (horizontal fusion): the ordering rule holds
              * trivially, and reads_ok still keeps readers of written values after the
              * newest writer. */
-            for (int h = f->n_groups - 1; gid < 0 && !own && n_tried == 0 &&
-                                          cls == TGC_FUSE_POINTWISE && h >= 0 && h >= f->n_groups - 4;
+            for (int h = f->n_groups - 1;
+                 gid < 0 && !own && n_tried == 0 && cls == TGC_FUSE_POINTWISE && h >= 0 &&
+                 h >= f->n_groups - 4;
                  h--)
                 if (f->groups[h].kind == TGC_GROUP_LOOP && f->groups[h].anchor < 0 &&
                     try_join_pointwise(c, h, i))

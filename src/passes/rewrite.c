@@ -248,9 +248,9 @@ int32_t tgc_rw_emit_const(tgc_rewriter *rw, tgc_tensor *t)
         rw->st = tgc_last_status();
         return -1;
     }
-    tgc_attrs a = {.ni = 2};
-    a.i[0] = TGC_BIND_FOLDED;
-    a.i[1] = k;
+    tgc_attrs a = tgc_attrs_of(TGC_OP_INPUT);
+    a.input.kind = TGC_BIND_FOLDED;
+    a.input.index = k;
     return tgc_rw_emit_typed(rw, TGC_OP_INPUT, NULL, 0, &a, &v);
 }
 

@@ -40,7 +40,7 @@ static int is_pow2(double s)
 /* x op scalar == x exactly (the node keeps x's dtype). */
 static int scalar_identity(const tgc_node *nd, tgc_dtype xdt)
 {
-    double s = nd->attrs.f[0];
+    double s = nd->op == TGC_OP_CLAMP ? 0.0 : nd->attrs.scalar.value; /* CLAMP: never */
     int is_int = !tgc_dtype_is_float(xdt);
     switch (nd->op) {
     case TGC_OP_MUL_SCALAR:
@@ -75,12 +75,13 @@ static int32_t forward_to(const sp *c, const tgc_node *nd, const int32_t *in)
     if (nd->op == TGC_OP_CONTIGUOUS && !copies) {
         /* kernels write dense results; folded constants are dense; arguments may not be */
         tgc_op_kind pk = tgc_op_info_of(x->op)->kind;
-        int dense = x->op == TGC_OP_INPUT ? x->attrs.i[0] == TGC_BIND_FOLDED : pk != TGC_KIND_VIEW;
+        int dense =
+            x->op == TGC_OP_INPUT ? x->attrs.input.kind == TGC_BIND_FOLDED : pk != TGC_KIND_VIEW;
         return dense ? in[0] : -1;
     }
     if (nd->op == TGC_OP_PERMUTE) {
         for (int k = 0; k < nd->attrs.ni; k++)
-            if (nd->attrs.i[k] != k)
+            if (nd->attrs.perm.perm[k] != k)
                 return -1;
         return in[0];
     }
@@ -101,11 +102,11 @@ static int reshape_attrs(const tgc_vinfo *from, const tgc_vinfo *want, tgc_attrs
     for (int d = 0; d < want->ndim; d++) {
         tgc_sdim w = want->shape[d];
         if (TGC_SDIM_IS_CONST(w) && w != 0)
-            a->i[d] = w;
+            a->shape.dims[d] = w;
         else if (d < from->ndim && tgc_sym_same(from->shape[d], w))
-            a->i[d] = 0;
+            a->shape.dims[d] = 0;
         else if (!inferred++)
-            a->i[d] = -1;
+            a->shape.dims[d] = -1;
         else
             return 0;
     }
@@ -122,12 +123,12 @@ static int32_t rewrite(sp *c, const tgc_node *nd, const int32_t *in)
     if (nd->op == TGC_OP_MUL_SCALAR && x->op == TGC_OP_MUL_SCALAR &&
         tgc_dtype_is_float(nd->out.dtype) && x->out.dtype == nd->out.dtype &&
         producer(c, x->in[0])->out.dtype == nd->out.dtype &&
-        (is_pow2(nd->attrs.f[0]) || is_pow2(x->attrs.f[0]))) {
-        double s = nd->attrs.f[0] * x->attrs.f[0];
+        (is_pow2(nd->attrs.scalar.value) || is_pow2(x->attrs.scalar.value))) {
+        double s = nd->attrs.scalar.value * x->attrs.scalar.value;
         if (!isfinite(s))
             return -1;
-        tgc_attrs a = {.nf = 1};
-        a.f[0] = s;
+        tgc_attrs a = tgc_attrs_of(TGC_OP_MUL_SCALAR);
+        a.scalar.value = s;
         int32_t base = x->in[0];
         return tgc_rw_emit(rw, TGC_OP_MUL_SCALAR, &base, 1, &a);
     }
@@ -135,8 +136,8 @@ static int32_t rewrite(sp *c, const tgc_node *nd, const int32_t *in)
         tgc_attrs a = nd->attrs;
         int identity = 1;
         for (int k = 0; k < nd->attrs.ni; k++) { /* out[k] = y[p1[p2[k]]] */
-            a.i[k] = x->attrs.i[nd->attrs.i[k]];
-            identity &= a.i[k] == k;
+            a.perm.perm[k] = x->attrs.perm.perm[nd->attrs.perm.perm[k]];
+            identity &= a.perm.perm[k] == k;
         }
         int32_t base = x->in[0];
         if (identity)
