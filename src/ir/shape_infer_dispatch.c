@@ -1,7 +1,6 @@
 /* tgc_infer (ir/shape_infer.h): checks that a node is well formed and runs its op's shape rule
  * (the table is generated from ops.def's DESC lines). Above every rule file (shape_infer*.c),
  * which share the helpers of shape_infer.c and never call back here. */
-#include <assert.h>
 
 #include "ir/shape_infer_impl.h"
 
@@ -36,11 +35,13 @@ tgc_status tgc_infer(tgc_op op, const tgc_vinfo *in, int n_in, const tgc_attrs *
 {
     si_ctx c = {.op = op, .in = in, .n_in = n_in, .a = a, .syms = syms, .out = out};
     tgc_status s = check_node(&c);
-    if (s == TGC_OK)
-        s = rules[op](&c);
+    if (s != TGC_OK)
+        return s;
+    tgc_dtype want = si_dtype(&c); /* before the rule: out may be one of the inputs */
+    s = rules[op](&c);
     /* ops.def's dtype column is a checked fact: a rule that disagrees is the op's bug */
-    if (s == TGC_OK && tgc_op_dtype_rule(op) != TGC_DTR_OWN && out->dtype != si_dtype(&c))
+    if (s == TGC_OK && tgc_op_dtype_rule(op) != TGC_DTR_OWN && out->dtype != want)
         return si_fail(&c, TGC_ERR_INTERNAL, "the shape rule gives %s, ops.def's dtype rule %s",
-                       tgc_dtype_name(out->dtype), tgc_dtype_name(si_dtype(&c)));
+                       tgc_dtype_name(out->dtype), tgc_dtype_name(want));
     return s;
 }
