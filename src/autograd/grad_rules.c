@@ -1,10 +1,9 @@
-/* The backward rule of every op of ops.def (scoped_for). The table is generated from
- * the op list: every op needs a GRAD_<ENUM> entry here (a rule, or NULL when its result
- * never requires a gradient), so an op added to ops.def without one fails to compile.
- *
- * NULL: sources and creation (input, rand, arange), comparisons and argmax (bool and i64
- * results), the backward ops themselves (no gradients of gradients), and assignment. */
-#include <assert.h>
+/* The backward rule of every op of ops.def. The table is generated from the grad column of
+ * ops.def's DESC lines: a rule token (tgc_grad_rule_<token>, run in a scope of its own as
+ * scoped_<token>), or none when the result never requires a gradient: sources and creation
+ * (input, rand, arange), comparisons and argmax (bool and i64 results), the backward ops
+ * themselves (no gradients of gradients), assignment and collectives. A cast's rule applies
+ * to float targets only (tgc_grad_rule_for). */
 
 #include "autograd/grad_rules_impl.h"
 #include "tensor/dtype.h"
@@ -68,96 +67,15 @@ SCOPED(dropout)
 SCOPED(loss)
 SCOPED(sdpa)
 
-#define GRAD_INPUT               NULL
-#define GRAD_ADD                 scoped_binary
-#define GRAD_SUB                 scoped_binary
-#define GRAD_MUL                 scoped_binary
-#define GRAD_DIV                 scoped_binary
-#define GRAD_POW                 scoped_binary
-#define GRAD_MAXIMUM             scoped_binary
-#define GRAD_MINIMUM             scoped_binary
-#define GRAD_EQ                  NULL
-#define GRAD_NE                  NULL
-#define GRAD_LT                  NULL
-#define GRAD_LE                  NULL
-#define GRAD_GT                  NULL
-#define GRAD_GE                  NULL
-#define GRAD_WHERE               scoped_where
-#define GRAD_ADD_SCALAR          scoped_scalar
-#define GRAD_SUB_SCALAR          scoped_scalar
-#define GRAD_MUL_SCALAR          scoped_scalar
-#define GRAD_DIV_SCALAR          scoped_scalar
-#define GRAD_POW_SCALAR          scoped_scalar
-#define GRAD_CLAMP               scoped_scalar
-#define GRAD_NEG                 scoped_unary
-#define GRAD_ABS                 scoped_unary
-#define GRAD_EXP                 scoped_unary
-#define GRAD_LOG                 scoped_unary
-#define GRAD_SQRT                scoped_unary
-#define GRAD_RSQRT               scoped_unary
-#define GRAD_TANH                scoped_unary
-#define GRAD_SIGMOID             scoped_unary
-#define GRAD_RELU                scoped_unary
-#define GRAD_GELU                scoped_unary
-#define GRAD_GELU_TANH           scoped_unary
-#define GRAD_SILU                scoped_unary
-#define GRAD_ERF                 scoped_unary
-#define GRAD_CAST                scoped_unary /* float targets only: see below */
-#define GRAD_SUM                 scoped_reduce
-#define GRAD_MEAN                scoped_reduce
-#define GRAD_MAX                 scoped_reduce
-#define GRAD_VAR                 scoped_reduce
-#define GRAD_ARGMAX              NULL
-#define GRAD_SOFTMAX             scoped_softmax
-#define GRAD_LOG_SOFTMAX         scoped_softmax
-#define GRAD_RESHAPE             scoped_view
-#define GRAD_PERMUTE             scoped_view
-#define GRAD_EXPAND              scoped_view
-#define GRAD_SQUEEZE             scoped_view
-#define GRAD_UNSQUEEZE           scoped_view
-#define GRAD_SLICE               scoped_view
-#define GRAD_FLATTEN             scoped_view
-#define GRAD_CONTIGUOUS          scoped_view
-#define GRAD_CAT                 scoped_move
-#define GRAD_STACK               scoped_move
-#define GRAD_PAD                 scoped_move
-#define GRAD_EMBEDDING           scoped_index
-#define GRAD_GATHER              scoped_index
-#define GRAD_INDEX_SELECT        scoped_index
-#define GRAD_MATMUL              scoped_matmul
-#define GRAD_LINEAR              scoped_matmul
-#define GRAD_CONV2D              scoped_conv
-#define GRAD_MAX_POOL2D          scoped_pool
-#define GRAD_AVG_POOL2D          scoped_pool
-#define GRAD_ADAPTIVE_AVG_POOL2D scoped_pool
-#define GRAD_BATCH_NORM          scoped_batch_norm
-#define GRAD_LAYER_NORM          scoped_layer_norm
-#define GRAD_DROPOUT             scoped_dropout
-#define GRAD_RAND                NULL
-#define GRAD_ARANGE              NULL
-#define GRAD_CROSS_ENTROPY       scoped_loss
-#define GRAD_NLL_LOSS            scoped_loss
-#define GRAD_SDPA                scoped_sdpa
-/* the backward ops (no second derivatives) and the in-place assignment */
-#define GRAD_CONV2D_GRAD_INPUT        NULL
-#define GRAD_CONV2D_GRAD_WEIGHT       NULL
-#define GRAD_MAX_POOL2D_GRAD          NULL
-#define GRAD_AVG_POOL2D_GRAD          NULL
-#define GRAD_ADAPTIVE_AVG_POOL2D_GRAD NULL
-#define GRAD_EMBEDDING_GRAD           NULL
-#define GRAD_GATHER_GRAD              NULL
-#define GRAD_INDEX_SELECT_GRAD        NULL
-#define GRAD_ASSIGN                   NULL
-#define GRAD_ALL_REDUCE               NULL /* collectives carry no gradient */
-#define GRAD_COMM_WAIT                NULL
+#define scoped_none NULL
 
-static const tgc_grad_rule rules[] = {
-#define X(e, name, mn, mx, kind) GRAD_##e,
+/* ops.def's DESC lines name each op's rule (their grad column); op_table.c checks that every op
+ * has one. */
+static const tgc_grad_rule rules[TGC_OP_COUNT] = {
+#define DESC(e, fusion, dtype, shape, grad) [TGC_OP_##e] = scoped_##grad,
 #include "ir/ops.def"
-#undef X
+#undef DESC
 };
-static_assert(sizeof rules / sizeof rules[0] == TGC_OP_COUNT,
-              "grad_rules.c: every op of ops.def needs a GRAD_ entry");
 
 int tgc_grad_rule_needs_out(tgc_op op, const tgc_attrs *a)
 {

@@ -145,3 +145,14 @@ tgc_status tgc_prepare_template_operands(tgc_graph *g, const kir_target *t)
     t_target = NULL;
     return st;
 }
+
+tgc_status tgc_prepare_for_target(tgc_graph *g, const kir_target *t)
+{
+    tgc_status st = tgc_prepare_views(g, t->name);
+    if (st == TGC_OK) /* copies of GEMM / conv operands the templates cannot stride through
+                       * (attention's per-head q and k): one pass buys the packed GEMM */
+        st = tgc_prepare_template_operands(g, t);
+    if (st == TGC_OK)
+        st = tgc_prepare_hoist_input_only(g, t->name);
+    return st;
+}

@@ -14,5 +14,8 @@ tgc_status tgc_prepare_template_operands(tgc_graph *g, const kir_target *t);
 /* Parameter- and constant-only nodes moved ahead of the rest (order kept otherwise; nodes
  * pinned by an effect stay). */
 tgc_status tgc_prepare_hoist_input_only(tgc_graph *g, const char *who);
+/* What every compiled backend's prepare does, for target t (t->name in messages): the copies
+ * of tgc_prepare_views and tgc_prepare_template_operands, then tgc_prepare_hoist_input_only. */
+tgc_status tgc_prepare_for_target(tgc_graph *g, const kir_target *t);
 
 #endif

@@ -49,6 +49,40 @@ const char *tgc_op_name(tgc_op op);
  * (ops.def's MATH_FN section: f64 calls name, f32 name + "f"); NULL for every other op. */
 const char *tgc_op_math_fn(tgc_op op);
 
+/* How a compiled backend may run an op (ops.def's DESC fusion column; the shared classifier,
+ * backend/classify.c, narrows it by what the target computes natively). */
+typedef enum tgc_op_fusion {
+    TGC_OPF_FREE,      /* INPUT and views: no kernel */
+    TGC_OPF_POINTWISE, /* a kernel-IR value */
+    TGC_OPF_COPY,      /* contiguous: an identity copy */
+    TGC_OPF_REDUCE,    /* sum / mean / max over a dim mask */
+    TGC_OPF_POOL,      /* max / avg windows, global average pools (a reduction) */
+    TGC_OPF_TEMPLATE,  /* matmul / linear / conv2d: the target's templates */
+    TGC_OPF_RANDOM,    /* Philox draws (rand, dropout): KV_RAND values */
+    TGC_OPF_INDEX,     /* positions (arange): KV_INDEX values, computed where read */
+    TGC_OPF_OPAQUE,    /* a native kernel of the backend, or interp */
+    TGC_OPF_COUNT
+} tgc_op_fusion;
+
+/* How the result's dtype follows from the operands (ops.def's DESC dtype column). */
+typedef enum tgc_dtype_rule {
+    TGC_DTR_OWN,           /* the shape rule decides */
+    TGC_DTR_SAME,          /* operand 0's */
+    TGC_DTR_PROMOTE,       /* tgc_promote over every operand */
+    TGC_DTR_PROMOTE_FLOAT, /* the same, then the float dtype of it (true division) */
+    TGC_DTR_BRANCHES,      /* tgc_promote of operands 1 and 2 (where) */
+    TGC_DTR_BOOL,
+    TGC_DTR_I64,
+    TGC_DTR_FLOAT, /* operand 0's float dtype (f32 for integers and bool) */
+    TGC_DTR_SUM,   /* operand 0's, i64 for bool and i32 */
+    TGC_DTR_ATTR,  /* attrs.dtype (cast, rand, arange) */
+    TGC_DTR_COUNT
+} tgc_dtype_rule;
+
+tgc_op_fusion tgc_op_fusion_class(tgc_op op);    /* TGC_OPF_OPAQUE for an unknown op */
+tgc_dtype_rule tgc_op_dtype_rule(tgc_op op);     /* TGC_DTR_OWN for an unknown op */
+const char *tgc_op_fusion_name(tgc_op_fusion f); /* "pointwise", ... */
+
 #define TGC_MAX_IATTR 20
 #define TGC_MAX_FATTR 4
 

@@ -55,6 +55,45 @@ static const unsigned char op_layout[] = {
 };
 static_assert(sizeof(op_layout) == TGC_OP_COUNT, "every op needs an ATTRS line");
 
+/* ops.def's DESC columns ir/ knows (the shape rules are shape_infer_dispatch.c's table, the
+ * gradient rules the frontend's). */
+enum {
+    DESC_COUNT = 0
+#define DESC(e, fusion, dtype, shape, grad) +1
+#include "ops.def"
+#undef DESC
+};
+static_assert((int)DESC_COUNT == (int)TGC_OP_COUNT, "every op needs one DESC line");
+
+static const unsigned char op_fusion[TGC_OP_COUNT] = {
+#define DESC(e, fusion, dtype, shape, grad) [TGC_OP_##e] = TGC_OPF_##fusion,
+#include "ops.def"
+#undef DESC
+};
+
+static const unsigned char op_dtype_rule[TGC_OP_COUNT] = {
+#define DESC(e, fusion, dtype, shape, grad) [TGC_OP_##e] = TGC_DTR_##dtype,
+#include "ops.def"
+#undef DESC
+};
+
+tgc_op_fusion tgc_op_fusion_class(tgc_op op)
+{
+    return (unsigned)op < TGC_OP_COUNT ? (tgc_op_fusion)op_fusion[op] : TGC_OPF_OPAQUE;
+}
+
+tgc_dtype_rule tgc_op_dtype_rule(tgc_op op)
+{
+    return (unsigned)op < TGC_OP_COUNT ? (tgc_dtype_rule)op_dtype_rule[op] : TGC_DTR_OWN;
+}
+
+const char *tgc_op_fusion_name(tgc_op_fusion f)
+{
+    static const char *const names[TGC_OPF_COUNT] = {
+        "free", "pointwise", "copy", "reduce", "pool", "template", "random", "index", "opaque"};
+    return (unsigned)f < TGC_OPF_COUNT ? names[f] : "?";
+}
+
 tgc_attrs tgc_attrs_of(tgc_op op)
 {
     tgc_attrs a = {.ni = 0};

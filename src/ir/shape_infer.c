@@ -19,6 +19,24 @@ tgc_dtype si_float_of(tgc_dtype dt)
     return tgc_dtype_is_float(dt) ? dt : TGC_F32;
 }
 
+tgc_dtype si_dtype(const si_ctx *c)
+{
+    tgc_dtype x = c->n_in > 0 ? c->in[0].dtype : TGC_F32, all = x;
+    for (int k = 1; k < c->n_in; k++)
+        all = tgc_promote(all, c->in[k].dtype);
+    switch (tgc_op_dtype_rule(c->op)) {
+    case TGC_DTR_PROMOTE: return all;
+    case TGC_DTR_PROMOTE_FLOAT: return si_float_of(all);
+    case TGC_DTR_BRANCHES: return c->n_in > 2 ? tgc_promote(c->in[1].dtype, c->in[2].dtype) : x;
+    case TGC_DTR_BOOL: return TGC_BOOL;
+    case TGC_DTR_I64: return TGC_I64;
+    case TGC_DTR_FLOAT: return si_float_of(x);
+    case TGC_DTR_SUM: return x == TGC_BOOL || x == TGC_I32 ? TGC_I64 : x;
+    case TGC_DTR_ATTR: return c->a->dtype;
+    default: return x; /* SAME, OWN */
+    }
+}
+
 /* ---- messages ---- */
 
 tgc_status si_fail(si_ctx *c, tgc_status s, const char *fmt, ...)
@@ -255,15 +273,7 @@ tgc_status si_rule_SOURCE(si_ctx *c)
 
 tgc_status si_rule_BINARY(si_ctx *c)
 {
-    tgc_dtype dt = tgc_promote(c->in[0].dtype, c->in[1].dtype);
-    if (c->op == TGC_OP_DIV)
-        dt = si_float_of(dt); /* true division */
-    return elementwise(c, 2, dt);
-}
-
-tgc_status si_rule_COMPARE(si_ctx *c)
-{
-    return elementwise(c, 2, TGC_BOOL);
+    return elementwise(c, 2, si_dtype(c));
 }
 
 tgc_status si_rule_TERNARY(si_ctx *c)
@@ -302,33 +312,13 @@ tgc_status si_rule_SCALAR(si_ctx *c)
     return si_set_out(c, dt, x->shape, x->ndim);
 }
 
-static int is_float_math(tgc_op op)
-{
-    switch (op) {
-    case TGC_OP_EXP:
-    case TGC_OP_LOG:
-    case TGC_OP_SQRT:
-    case TGC_OP_RSQRT:
-    case TGC_OP_TANH:
-    case TGC_OP_SIGMOID:
-    case TGC_OP_GELU:
-    case TGC_OP_GELU_TANH:
-    case TGC_OP_SILU:
-    case TGC_OP_ERF: return 1;
-    default: return 0;
-    }
-}
-
 tgc_status si_rule_UNARY(si_ctx *c)
 {
     const tgc_vinfo *x = &c->in[0];
-    tgc_dtype dt = x->dtype;
+    tgc_dtype dt = si_dtype(c);
     if (c->op == TGC_OP_CAST) {
-        dt = c->a->dtype;
         if ((unsigned)dt >= TGC_DTYPE_COUNT)
             return si_fail(c, TGC_ERR_INVALID_ARG, "unknown target dtype %d", (int)dt);
-    } else if (is_float_math(c->op)) {
-        dt = si_float_of(dt);
     } else if (c->op == TGC_OP_NEG && dt == TGC_BOOL) { /* as PyTorch */
         return si_fail(c, TGC_ERR_DTYPE,
                        "negation of a bool tensor is not supported; to invert a mask use "
@@ -338,17 +328,6 @@ tgc_status si_rule_UNARY(si_ctx *c)
 }
 
 /* ---- reductions ---- */
-
-static tgc_dtype reduce_dtype(tgc_op op, tgc_dtype dt)
-{
-    switch (op) {
-    case TGC_OP_SUM: return dt == TGC_BOOL || dt == TGC_I32 ? TGC_I64 : dt;
-    case TGC_OP_MEAN:
-    case TGC_OP_VAR: return si_float_of(dt);
-    case TGC_OP_ARGMAX: return TGC_I64;
-    default: return dt;
-    }
-}
 
 /* The reduced dims as a bitmask (validated against the rank). */
 static tgc_status reduce_mask(si_ctx *c, uint64_t *mask)
@@ -391,7 +370,7 @@ tgc_status si_rule_REDUCE(si_ctx *c)
         else if (keep)
             r[nr++] = 1;
     }
-    return si_set_out(c, reduce_dtype(c->op, x->dtype), r, nr);
+    return si_set_out(c, si_dtype(c), r, nr);
 }
 
 tgc_status si_rule_NORM(si_ctx *c)

@@ -1,18 +1,17 @@
-/* tgc_infer (ir/shape_infer.h): checks that a node is well formed and runs the rule of its
- * op's kind (the table is generated from ops.def). Above every rule file (shape_infer*.c),
+/* tgc_infer (ir/shape_infer.h): checks that a node is well formed and runs its op's shape rule
+ * (the table is generated from ops.def's DESC lines). Above every rule file (shape_infer*.c),
  * which share the helpers of shape_infer.c and never call back here. */
-#include <assert.h>
 
 #include "ir/shape_infer_impl.h"
 
 typedef tgc_status (*si_rule)(si_ctx *c);
 
-static const si_rule rules[] = {
-#define X(e, nm, mn, mx, kind) si_rule_##kind,
+/* Every op has a DESC line (op_table.c counts them), so every entry is set. */
+static const si_rule rules[TGC_OP_COUNT] = {
+#define DESC(e, fusion, dtype, shape, grad) [TGC_OP_##e] = si_rule_##shape,
 #include "ir/ops.def"
-#undef X
+#undef DESC
 };
-static_assert(sizeof(rules) / sizeof(rules[0]) == TGC_OP_COUNT, "shape rules out of sync");
 
 /* A malformed node (the caller's bug, not the user's): arity, ranks, dtypes in range. */
 static tgc_status check_node(si_ctx *c)
@@ -36,5 +35,13 @@ tgc_status tgc_infer(tgc_op op, const tgc_vinfo *in, int n_in, const tgc_attrs *
 {
     si_ctx c = {.op = op, .in = in, .n_in = n_in, .a = a, .syms = syms, .out = out};
     tgc_status s = check_node(&c);
-    return s ? s : rules[op](&c);
+    if (s != TGC_OK)
+        return s;
+    tgc_dtype want = si_dtype(&c); /* before the rule: out may be one of the inputs */
+    s = rules[op](&c);
+    /* ops.def's dtype column is a checked fact: a rule that disagrees is the op's bug */
+    if (s == TGC_OK && tgc_op_dtype_rule(op) != TGC_DTR_OWN && out->dtype != want)
+        return si_fail(&c, TGC_ERR_INTERNAL, "the shape rule gives %s, ops.def's dtype rule %s",
+                       tgc_dtype_name(out->dtype), tgc_dtype_name(want));
+    return s;
 }

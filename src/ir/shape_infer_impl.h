@@ -43,6 +43,9 @@ tgc_sdim si_prod(si_ctx *c, const tgc_sdim *d, int n);
 
 /* The float dtype an op computing in float returns for dt (ints and bool: f32). */
 tgc_dtype si_float_of(tgc_dtype dt);
+/* The result dtype of ops.def's dtype rule for this node (TGC_DTR_OWN: operand 0's, or
+ * TGC_F32 without operands; the rule decides). */
+tgc_dtype si_dtype(const si_ctx *c);
 /* in[k] must have rank in [lo, hi] (TGC_ERR_SHAPE naming `name`). */
 tgc_status si_need_rank(si_ctx *c, int k, const char *name, int lo, int hi);
 /* in[k] must be i32 or i64 (TGC_ERR_DTYPE). */
@@ -68,11 +71,11 @@ tgc_status si_conv_attrs(si_ctx *c);
  * [0, kernel / 2], exclude_padding 0 or 1 (1 for avg_pool2d and its gradient only). */
 tgc_status si_pool_attrs(si_ctx *c);
 
-/* One rule per op kind; each handles every op of its kind. */
+/* The shape rules ops.def's DESC lines name (si_rule_<shape>); each handles every op that
+ * names it, reading the op's dtype rule through si_dtype where it has one. */
 #define X_KIND(k) tgc_status si_rule_##k(si_ctx *c);
 X_KIND(SOURCE)
 X_KIND(BINARY)
-X_KIND(COMPARE)
 X_KIND(TERNARY)
 X_KIND(SCALAR)
 X_KIND(UNARY)

@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "ir/op.h"
 #include "tgc/tensor.h"
 
 #define KIR_MAX_DIMS 12
@@ -30,6 +31,28 @@ typedef enum { KIR_AXIS_GRID, KIR_AXIS_BLOCK, KIR_AXIS_SERIAL, KIR_AXIS_VECTOR }
 
 /* Template kinds a target may have (kir_kind's GEMM and CONV). */
 typedef enum { KIR_TPL_GEMM, KIR_TPL_CONV, KIR_TPL_COUNT } kir_tpl_kind;
+
+/* Dtype sets of kir_caps: a bit (1u << dtype) per dtype. */
+#define KIR_DTYPE_BIT(dt)  (1u << (dt))
+#define KIR_DTYPES_ALL     ((1u << TGC_DTYPE_COUNT) - 1u)
+#define KIR_DTYPES_F32_F64 (KIR_DTYPE_BIT(TGC_F32) | KIR_DTYPE_BIT(TGC_F64))
+#define KIR_DTYPES_FLOAT   (KIR_DTYPES_F32_F64 | KIR_DTYPE_BIT(TGC_F16) | KIR_DTYPE_BIT(TGC_BF16))
+
+/* What a target computes natively, per fusion class of ops.def (tgc_op_fusion_class): the
+ * shared classifier (backend/classify.c) makes a node of such a class a kernel only for
+ * these dtypes, else OPAQUE (the backend's native op or interp). TEMPLATE is
+ * template_dtypes' (below, with kir_template_ok). */
+typedef struct kir_caps {
+    /* POINTWISE: 1 when the target renders op for these result and operand dtypes; NULL:
+     * every op for every dtype. */
+    int (*pointwise_ok)(tgc_op op, tgc_dtype out, const tgc_dtype *in, int n_in);
+    uint32_t copy_dtypes;   /* COPY, by result dtype */
+    uint32_t reduce_dtypes; /* REDUCE, by input dtype */
+    int reduce_keeps_dtype; /* 1: only reductions whose result has their input's dtype */
+    uint32_t pool_dtypes;   /* POOL (windows, global averages), by input dtype */
+    uint32_t random_dtypes; /* RANDOM, by result dtype */
+    uint32_t index_dtypes;  /* INDEX (arange), by result dtype; 0: always OPAQUE */
+} kir_caps;
 
 typedef struct kir_target {
     const char *name;
@@ -49,6 +72,8 @@ typedef struct kir_target {
     int block_threads;
     /* Per template kind: a bit (1u << dtype) per dtype the target has that template for. */
     uint32_t template_dtypes[KIR_TPL_COUNT];
+    /* The kernels it has per fusion class (above). */
+    kir_caps caps;
 } kir_target;
 
 typedef struct kir_schedule {

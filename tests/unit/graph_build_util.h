@@ -1,10 +1,12 @@
 /* Helpers for the fusion and lowering tests (include after <cmocka.h>): graphs built node
- * by node with shape inference, and a fusion classifier with the LLVM backend's rules. */
+ * by node with shape inference, and the compiled backends' fusion classifier for an
+ * LLVM-like target. */
 #ifndef TGC_TESTS_UNIT_GRAPH_BUILD_UTIL_H
 #define TGC_TESTS_UNIT_GRAPH_BUILD_UTIL_H
 
 #include <string.h>
 
+#include "backend/classify.h"
 #include "ir/shape_infer.h"
 #include "ir/view_access.h"
 #include "kir/lower.h"
@@ -86,7 +88,8 @@ static inline void gb_outputs(tgc_graph *g, const int32_t *ids, int n)
 
 /* A CPU target like the LLVM backend's on a 256-bit machine (tgc_llvm_kir_target): f32 lanes
  * 8, f64 / i64 lanes 4, at least 4, reductions at f32 width, flat domains split by 16384,
- * f32 GEMM and conv templates. */
+ * f32 GEMM and conv templates; kernels for every pointwise op, copies and pools of f32 / f64,
+ * reductions of floats into their own dtype, no draws or positions (those run opaque). */
 static inline const kir_target *gb_target(void)
 {
     static kir_target t;
@@ -98,51 +101,22 @@ static inline const kir_target *gb_target(void)
         t.flat_split = 16384;
         t.template_dtypes[KIR_TPL_GEMM] = 1u << TGC_F32;
         t.template_dtypes[KIR_TPL_CONV] = 1u << TGC_F32;
+        t.caps.copy_dtypes = KIR_DTYPES_F32_F64;
+        t.caps.reduce_dtypes = KIR_DTYPES_FLOAT;
+        t.caps.reduce_keeps_dtype = 1;
+        t.caps.pool_dtypes = KIR_DTYPES_F32_F64;
         t.name = "test-cpu";
     }
     return &t;
 }
 
-/* The LLVM backend's fusion classes (llvm_backend.c), for graphs of f32/f64 values:
- * pointwise ops and contiguous copies are POINTWISE, sum / mean / max of floats and a 1x1
+/* The compiled backends' classification (backend/classify.c) for gb_target: pointwise ops
+ * and f32 / f64 contiguous copies are POINTWISE, sum / mean / max of floats and a 1x1
  * adaptive average pool are REDUCE, max / avg pools of f32 / f64 are WINDOW, matmul / linear
  * / conv2d the template accepts are TEMPLATE, anything else runs opaque. */
 static inline tgc_fuse_class gb_classify(const tgc_graph *g, int32_t i)
 {
-    const tgc_node *nd = &g->nodes[i];
-    if (nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op))
-        return TGC_FUSE_FREE;
-    if (nd->flags & TGC_NODE_MUTATES)
-        return TGC_FUSE_OPAQUE;
-    tgc_dtype x = nd->n_in ? g->nodes[nd->in[0]].out.dtype : nd->out.dtype;
-    int fl = x == TGC_F32 || x == TGC_F64 || x == TGC_F16 || x == TGC_BF16;
-    switch (tgc_op_info_of(nd->op)->kind) {
-    case TGC_KIND_BINARY:
-    case TGC_KIND_COMPARE:
-    case TGC_KIND_TERNARY:
-    case TGC_KIND_SCALAR:
-    case TGC_KIND_UNARY: return TGC_FUSE_POINTWISE;
-    case TGC_KIND_VIEW:
-        return nd->out.dtype == TGC_F32 || nd->out.dtype == TGC_F64 ? TGC_FUSE_POINTWISE
-                                                                    : TGC_FUSE_OPAQUE;
-    case TGC_KIND_REDUCE:
-        return (nd->op == TGC_OP_SUM || nd->op == TGC_OP_MEAN || nd->op == TGC_OP_MAX) && fl &&
-                       nd->out.dtype == x
-                   ? TGC_FUSE_REDUCE
-                   : TGC_FUSE_OPAQUE;
-    case TGC_KIND_POOL:
-        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
-            (x == TGC_F32 || x == TGC_F64) && nd->out.ndim >= 3)
-            return TGC_FUSE_WINDOW;
-        return nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.i[0] == 1 && nd->attrs.i[1] == 1 &&
-                       (x == TGC_F32 || x == TGC_F64)
-                   ? TGC_FUSE_REDUCE
-                   : TGC_FUSE_OPAQUE;
-    case TGC_KIND_MATMUL:
-    case TGC_KIND_CONV:
-        return kir_template_ok(g, i, gb_target()) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
-    default: return TGC_FUSE_OPAQUE;
-    }
+    return tgc_backend_classify(g, i, gb_target());
 }
 
 static const tgc_fuse_hooks gb_hooks = {gb_classify, kir_epilogue_operand_ok};

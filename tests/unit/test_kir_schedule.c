@@ -61,8 +61,8 @@ static int cpu_f32_lanes(void)
     return cpu_target()->lanes[TGC_F32];
 }
 
-/* Fusion classes as gb_classify, with rand and dropout of floats pointwise (the LLVM
- * backend's LP_RANDOM). */
+/* Fusion classes as gb_classify, with rand and dropout of floats pointwise (ops.def's RANDOM
+ * class on a target with draws, as the LLVM backend's). */
 static tgc_fuse_class classify_random(const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];

@@ -10,14 +10,14 @@
 #include "ir/graph.h"
 #include "passes/fuse.h"
 
-/* Fusion hooks: classify per the op table in cuda_classify.c, epilogue operands as
- * kir_epilogue_operand_ok. */
+/* Fusion hooks: tgc_backend_classify for the CUDA target (ops.def's fusion classes, the
+ * target's caps), epilogue operands as kir_epilogue_operand_ok. */
 const tgc_fuse_hooks *tgc_cuda_fuse_hooks(void);
 
-/* Rewrites before fusion (g is the driver's clone): a contiguous copy in front of every view
- * no affine access expresses, contiguous copies of GEMM / conv operands the templates cannot
- * stride through, and parameter-only subgraphs moved first (so their results can join
- * template epilogues, as on LLVM). Errors: TGC_ERR_OOM, TGC_ERR_INTERNAL. */
+/* Rewrites before fusion (g is the driver's clone; tgc_prepare_for_target): a contiguous copy in
+ * front of every view no affine access expresses, contiguous copies of GEMM / conv operands the
+ * templates cannot stride through, and parameter-only subgraphs moved first (so their results can
+ * join template epilogues, as on LLVM). Errors: TGC_ERR_OOM, TGC_ERR_INTERNAL. */
 tgc_status tgc_cuda_prepare(tgc_graph *g);
 
 /* TGC_DECOMPOSE_KEEP_* flags (passes.h): the composites the renderer computes itself

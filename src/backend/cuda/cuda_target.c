@@ -23,6 +23,18 @@ static const kir_target g_target = {
             [KIR_TPL_GEMM] = (1u << TGC_F32) | (1u << TGC_F16) | (1u << TGC_BF16),
             [KIR_TPL_CONV] = (1u << TGC_F32) | (1u << TGC_F16) | (1u << TGC_BF16),
         },
+    /* the renderer computes every pointwise op, copy and reduction for every dtype (floats
+     * sum in double, integers in i64); pools and draws of floats; arange is a native op */
+    .caps =
+        {
+            .pointwise_ok = NULL,
+            .copy_dtypes = KIR_DTYPES_ALL,
+            .reduce_dtypes = KIR_DTYPES_ALL,
+            .reduce_keeps_dtype = 0,
+            .pool_dtypes = KIR_DTYPES_FLOAT,
+            .random_dtypes = KIR_DTYPES_FLOAT,
+            .index_dtypes = 0,
+        },
 };
 
 const kir_target *tgc_cuda_kir_target(void)

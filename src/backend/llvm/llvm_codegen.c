@@ -1103,6 +1103,17 @@ static void init_target(void)
     g_target.has_grid = 0;
     g_target.template_dtypes[KIR_TPL_GEMM] = 1u << TGC_F32;
     g_target.template_dtypes[KIR_TPL_CONV] = 1u << TGC_F32;
+    /* pointwise ops as cg_how allows per dtype; copies and pools of f32 / f64; reductions of
+     * floats into their own dtype; draws of floats; aranges of the dtypes whose conversion
+     * from f64 the codegen rounds as interp does */
+    g_target.caps.pointwise_ok = tgc_llvm_pointwise_supported;
+    g_target.caps.copy_dtypes = KIR_DTYPES_F32_F64;
+    g_target.caps.reduce_dtypes = KIR_DTYPES_FLOAT;
+    g_target.caps.reduce_keeps_dtype = 1;
+    g_target.caps.pool_dtypes = KIR_DTYPES_F32_F64;
+    g_target.caps.random_dtypes = KIR_DTYPES_FLOAT;
+    g_target.caps.index_dtypes =
+        KIR_DTYPES_F32_F64 | KIR_DTYPE_BIT(TGC_I32) | KIR_DTYPE_BIT(TGC_I64);
 }
 
 const kir_target *tgc_llvm_kir_target(void)

@@ -1,9 +1,10 @@
-/* Graph preparation for the LLVM backend (see llvm_prepare.h). */
-#include <assert.h>
+/* Graph preparation for the LLVM backend (see llvm_prepare.h): its own rewrites, then the
+ * shared ones (backend/prepare.c); its fusion hooks (backend/classify.c for its target). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/classify.h"
 #include "backend/llvm/llvm_codegen.h"
 #include "backend/llvm/llvm_prepare.h"
 #include "backend/prepare.h"
@@ -14,160 +15,11 @@
 #include "support/error.h"
 #include "tensor/dtype.h"
 
-/* ---- classification for fusion ---- */
-
-/* What this backend does with each op: one entry per op of ops.def, so adding an op without
- * deciding fails to compile (an undefined PLAN_ macro, or the table's static_assert). */
-typedef enum {
-    LP_FREE,      /* INPUT and views: no kernel */
-    LP_POINTWISE, /* a kernel-IR op (tgc_llvm_pointwise_supported decides per dtype) */
-    LP_COPY,      /* contiguous: an identity copy */
-    LP_REDUCE,    /* sum / mean / max */
-    LP_POOL,      /* windows (max / avg) and global average pools */
-    LP_TEMPLATE,  /* matmul / linear / conv2d: the GEMM and conv templates */
-    LP_RANDOM,    /* Philox draws (rand, dropout): KV_RAND values in loop kernels */
-    LP_INDEX,     /* arange: KV_INDEX values, computed in every kernel that reads it */
-    LP_INTERP     /* run on interp (an OPAQUE step); softmax, log_softmax, var, layer_norm and
-                   * batch_norm arrive decomposed by the passes, sdpa and adaptive pools
-                   * rewritten by tgc_llvm_prepare where it can */
-} llvm_plan;
-
-#define PLAN_INPUT               LP_FREE
-#define PLAN_ASSIGN              LP_INTERP /* the executor writes dst (exec.c) */
-#define PLAN_ADD                 LP_POINTWISE
-#define PLAN_SUB                 LP_POINTWISE
-#define PLAN_MUL                 LP_POINTWISE
-#define PLAN_DIV                 LP_POINTWISE
-#define PLAN_POW                 LP_POINTWISE
-#define PLAN_MAXIMUM             LP_POINTWISE
-#define PLAN_MINIMUM             LP_POINTWISE
-#define PLAN_EQ                  LP_POINTWISE
-#define PLAN_NE                  LP_POINTWISE
-#define PLAN_LT                  LP_POINTWISE
-#define PLAN_LE                  LP_POINTWISE
-#define PLAN_GT                  LP_POINTWISE
-#define PLAN_GE                  LP_POINTWISE
-#define PLAN_WHERE               LP_POINTWISE
-#define PLAN_ADD_SCALAR          LP_POINTWISE
-#define PLAN_SUB_SCALAR          LP_POINTWISE
-#define PLAN_MUL_SCALAR          LP_POINTWISE
-#define PLAN_DIV_SCALAR          LP_POINTWISE
-#define PLAN_POW_SCALAR          LP_POINTWISE
-#define PLAN_CLAMP               LP_POINTWISE
-#define PLAN_NEG                 LP_POINTWISE
-#define PLAN_ABS                 LP_POINTWISE
-#define PLAN_EXP                 LP_POINTWISE
-#define PLAN_LOG                 LP_POINTWISE
-#define PLAN_SQRT                LP_POINTWISE
-#define PLAN_RSQRT               LP_POINTWISE
-#define PLAN_TANH                LP_POINTWISE
-#define PLAN_SIGMOID             LP_POINTWISE
-#define PLAN_RELU                LP_POINTWISE
-#define PLAN_GELU                LP_POINTWISE
-#define PLAN_GELU_TANH           LP_POINTWISE
-#define PLAN_SILU                LP_POINTWISE
-#define PLAN_ERF                 LP_POINTWISE
-#define PLAN_CAST                LP_POINTWISE
-#define PLAN_SUM                 LP_REDUCE
-#define PLAN_MEAN                LP_REDUCE
-#define PLAN_MAX                 LP_REDUCE
-#define PLAN_VAR                 LP_INTERP
-#define PLAN_ARGMAX              LP_INTERP
-#define PLAN_SOFTMAX             LP_INTERP
-#define PLAN_LOG_SOFTMAX         LP_INTERP
-#define PLAN_RESHAPE             LP_FREE
-#define PLAN_PERMUTE             LP_FREE
-#define PLAN_EXPAND              LP_FREE
-#define PLAN_SQUEEZE             LP_FREE
-#define PLAN_UNSQUEEZE           LP_FREE
-#define PLAN_SLICE               LP_FREE
-#define PLAN_FLATTEN             LP_FREE
-#define PLAN_CONTIGUOUS          LP_COPY
-#define PLAN_CAT                 LP_INTERP
-#define PLAN_STACK               LP_INTERP
-#define PLAN_PAD                 LP_INTERP
-#define PLAN_EMBEDDING           LP_INTERP
-#define PLAN_GATHER              LP_INTERP
-#define PLAN_INDEX_SELECT        LP_INTERP
-#define PLAN_MATMUL              LP_TEMPLATE
-#define PLAN_LINEAR              LP_TEMPLATE
-#define PLAN_CONV2D              LP_TEMPLATE
-#define PLAN_MAX_POOL2D          LP_POOL
-#define PLAN_AVG_POOL2D          LP_POOL
-#define PLAN_ADAPTIVE_AVG_POOL2D LP_POOL
-#define PLAN_BATCH_NORM          LP_INTERP
-#define PLAN_LAYER_NORM          LP_INTERP
-#define PLAN_DROPOUT             LP_RANDOM
-#define PLAN_RAND                LP_RANDOM
-#define PLAN_ARANGE              LP_INDEX
-#define PLAN_CROSS_ENTROPY       LP_INTERP
-#define PLAN_NLL_LOSS            LP_INTERP
-#define PLAN_SDPA                LP_INTERP
-/* backward ops: OPAQUE steps; the f32 conv, pool and embedding ones run natively through
- * run_node (llvm_ops.c: the conv's on the GEMM micro-kernels), the rest on interp */
-#define PLAN_CONV2D_GRAD_INPUT        LP_INTERP
-#define PLAN_CONV2D_GRAD_WEIGHT       LP_INTERP
-#define PLAN_MAX_POOL2D_GRAD          LP_INTERP
-#define PLAN_AVG_POOL2D_GRAD          LP_INTERP
-#define PLAN_ADAPTIVE_AVG_POOL2D_GRAD LP_INTERP
-#define PLAN_EMBEDDING_GRAD           LP_INTERP
-#define PLAN_GATHER_GRAD              LP_INTERP
-#define PLAN_INDEX_SELECT_GRAD        LP_INTERP
-#define PLAN_ALL_REDUCE               LP_INTERP /* interp's k_comm.c, in place on the host */
-#define PLAN_COMM_WAIT                LP_INTERP
-
-static const unsigned char plans[] = {
-#define X(e, nm, mn, mx, kind) PLAN_##e,
-#include "ir/ops.def"
-#undef X
-};
-static_assert(sizeof(plans) / sizeof(plans[0]) == TGC_OP_COUNT, "LLVM op plans out of sync");
+/* ---- classification for fusion: the shared classifier for the LLVM target ---- */
 
 static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
 {
-    const tgc_node *nd = &g->nodes[i];
-    llvm_plan plan = (llvm_plan)plans[nd->op];
-    if (plan == LP_FREE)
-        return TGC_FUSE_FREE;
-    if (nd->flags & TGC_NODE_MUTATES)
-        return TGC_FUSE_OPAQUE;
-    tgc_dtype in[3];
-    for (int k = 0; k < nd->n_in && k < 3; k++)
-        in[k] = g->nodes[nd->in[k]].out.dtype;
-    switch (plan) {
-    case LP_POINTWISE:
-        return tgc_llvm_pointwise_supported(nd->op, nd->out.dtype, in, nd->n_in)
-                   ? TGC_FUSE_POINTWISE
-                   : TGC_FUSE_OPAQUE;
-    case LP_COPY:
-        return nd->out.dtype == TGC_F32 || nd->out.dtype == TGC_F64 ? TGC_FUSE_POINTWISE
-                                                                    : TGC_FUSE_OPAQUE;
-    case LP_REDUCE:
-        return tgc_dtype_is_float(in[0]) && nd->out.dtype == in[0] ? TGC_FUSE_REDUCE
-                                                                   : TGC_FUSE_OPAQUE;
-    case LP_POOL:
-        /* the window lowering divides by kh*kw: exclude_padding runs on interp */
-        if ((nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
-            !nd->attrs.pool.exclude_padding && (in[0] == TGC_F32 || in[0] == TGC_F64) &&
-            nd->out.ndim >= 3)
-            return TGC_FUSE_WINDOW;
-        if (nd->op == TGC_OP_ADAPTIVE_AVG_POOL2D && nd->attrs.adaptive_pool.out_h == 1 &&
-            nd->attrs.adaptive_pool.out_w == 1 && (in[0] == TGC_F32 || in[0] == TGC_F64))
-            return TGC_FUSE_REDUCE;
-        return TGC_FUSE_OPAQUE;
-    case LP_TEMPLATE:
-        return kir_template_ok(g, i, tgc_llvm_kir_target()) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
-    case LP_RANDOM:
-        /* a draw is a pointwise value of its element's counter (dropout: of its input too);
-         * the fuser keeps draws in graph order (fuse.c) */
-        return tgc_dtype_is_float(nd->out.dtype) ? TGC_FUSE_POINTWISE : TGC_FUSE_OPAQUE;
-    case LP_INDEX: /* dtypes whose conversion from f64 the codegen rounds as interp does */
-        return nd->out.dtype == TGC_I64 || nd->out.dtype == TGC_I32 || nd->out.dtype == TGC_F32 ||
-                       nd->out.dtype == TGC_F64
-                   ? TGC_FUSE_POINTWISE
-                   : TGC_FUSE_OPAQUE;
-    default: return TGC_FUSE_OPAQUE;
-    }
+    return tgc_backend_classify(g, i, tgc_llvm_kir_target());
 }
 
 const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node)
@@ -177,21 +29,21 @@ const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node)
         return NULL;
     if (nd->flags & TGC_NODE_MUTATES)
         return "it writes its input in place, which no llvm kernel does";
-    switch ((llvm_plan)plans[nd->op]) {
-    case LP_POINTWISE: return "no llvm kernel for this op with these dtypes";
-    case LP_COPY: return "the llvm copy kernels take f32 and f64 only";
-    case LP_REDUCE: return "the llvm reductions take float inputs and keep their dtype";
-    case LP_POOL:
+    switch (tgc_op_fusion_class(nd->op)) {
+    case TGC_OPF_POINTWISE: return "no llvm kernel for this op with these dtypes";
+    case TGC_OPF_COPY: return "the llvm copy kernels take f32 and f64 only";
+    case TGC_OPF_REDUCE: return "the llvm reductions take float inputs and keep their dtype";
+    case TGC_OPF_POOL:
         return (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) &&
                        nd->attrs.pool.exclude_padding
                    ? "the llvm window kernels divide by the whole window (no exclude_padding)"
                    : "the llvm pool kernels take f32 and f64 only";
-    case LP_TEMPLATE:
+    case TGC_OPF_TEMPLATE:
         return "the llvm GEMM and conv templates take f32 operands whose views they can stride "
                "through and whose batch dims flatten into one";
-    case LP_RANDOM: return "the llvm random draws make float dtypes only";
-    case LP_INDEX: return "the llvm arange kernels make i32, i64, f32 and f64 only";
-    case LP_INTERP:
+    case TGC_OPF_RANDOM: return "the llvm random draws make float dtypes only";
+    case TGC_OPF_INDEX: return "the llvm arange kernels make i32, i64, f32 and f64 only";
+    case TGC_OPF_OPAQUE:
         if (nd->op == TGC_OP_SDPA)
             return "attention is native on llvm in f32 only";
         if (nd->op == TGC_OP_ALL_REDUCE || nd->op == TGC_OP_COMM_WAIT)
@@ -206,7 +58,8 @@ const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node)
         default: break;
         }
         return "no llvm kernel for this op";
-    case LP_FREE: break;
+    case TGC_OPF_FREE:
+    case TGC_OPF_COUNT: break;
     }
     return NULL;
 }
@@ -402,12 +255,5 @@ tgc_status tgc_llvm_prepare(tgc_graph *g)
     tgc_status st = tgc_rw_nodes(g, adaptive_pool_to_gemm, emit_adaptive_pool, NULL);
     if (st == TGC_OK)
         st = tgc_rw_nodes(g, sdpa_decomposable, emit_sdpa, NULL);
-    if (st == TGC_OK)
-        st = tgc_prepare_views(g, "llvm");
-    if (st == TGC_OK) /* copies of GEMM / conv operands the templates cannot stride through
-                       * (attention's per-head q and k): one pass buys the packed GEMM */
-        st = tgc_prepare_template_operands(g, tgc_llvm_kir_target());
-    if (st == TGC_OK)
-        st = tgc_prepare_hoist_input_only(g, "llvm");
-    return st;
+    return st == TGC_OK ? tgc_prepare_for_target(g, tgc_llvm_kir_target()) : st;
 }
