@@ -64,6 +64,8 @@ SCOPED(conv)
 SCOPED(pool)
 SCOPED(batch_norm)
 SCOPED(layer_norm)
+SCOPED(rms_norm)
+SCOPED(group_norm)
 SCOPED(dropout)
 SCOPED(loss)
 SCOPED(sdpa)
@@ -150,6 +152,13 @@ SCOPED(sdpa)
 #define GRAD_ASSIGN                   NULL
 #define GRAD_ALL_REDUCE               NULL /* collectives carry no gradient */
 #define GRAD_COMM_WAIT                NULL
+
+/* sin, cos, logsumexp, rms_norm, group_norm (one line per op, for ops.def's columns) */
+#define GRAD_SIN        scoped_unary
+#define GRAD_COS        scoped_unary
+#define GRAD_LOGSUMEXP  scoped_reduce
+#define GRAD_RMS_NORM   scoped_rms_norm
+#define GRAD_GROUP_NORM scoped_group_norm
 
 static const tgc_grad_rule rules[] = {
 #define X(e, name, mn, mx, kind) GRAD_##e,

@@ -72,6 +72,8 @@ tgc_status tgc_grad_rule_pool(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
 /* grad_rules_nn.c */
 tgc_status tgc_grad_rule_batch_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
 tgc_status tgc_grad_rule_layer_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
+tgc_status tgc_grad_rule_rms_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
+tgc_status tgc_grad_rule_group_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
 tgc_status tgc_grad_rule_dropout(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
 tgc_status tgc_grad_rule_loss(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
 tgc_status tgc_grad_rule_sdpa(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);

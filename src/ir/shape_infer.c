@@ -314,7 +314,7 @@ static int is_float_math(tgc_op op)
     case TGC_OP_GELU_TANH:
     case TGC_OP_SILU:
     case TGC_OP_ERF: return 1;
-    default: return 0;
+    default: return tgc_op_math_fn(op) != NULL; /* every MATH_FN op (sin, cos) */
     }
 }
 
@@ -343,7 +343,8 @@ static tgc_dtype reduce_dtype(tgc_op op, tgc_dtype dt)
     switch (op) {
     case TGC_OP_SUM: return dt == TGC_BOOL || dt == TGC_I32 ? TGC_I64 : dt;
     case TGC_OP_MEAN:
-    case TGC_OP_VAR: return si_float_of(dt);
+    case TGC_OP_VAR:
+    case TGC_OP_LOGSUMEXP: return si_float_of(dt);
     case TGC_OP_ARGMAX: return TGC_I64;
     default: return dt;
     }

@@ -150,6 +150,7 @@ using std::fmax;
 using std::log;
 using std::pow;
 using std::rintf;
+using std::sin;
 using std::sqrt;
 using std::tanh;
 

@@ -110,6 +110,15 @@ typedef enum {
 #define PLAN_ALL_REDUCE               CP_OPAQUE /* runtime/comm.c on the comm stream */
 #define PLAN_COMM_WAIT                CP_OPAQUE
 
+/* sin, cos, logsumexp, rms_norm, group_norm (one line per op, for ops.def's columns): the math
+ * ops render by their MATH_FN name, the others arrive decomposed by the passes (no native
+ * kernel: tgc_cuda_op_supported refuses them, interp runs what did not decompose) */
+#define PLAN_SIN        CP_POINTWISE
+#define PLAN_COS        CP_POINTWISE
+#define PLAN_LOGSUMEXP  CP_OPAQUE
+#define PLAN_RMS_NORM   CP_OPAQUE
+#define PLAN_GROUP_NORM CP_OPAQUE
+
 static const unsigned char plans[] = {
 #define X(e, nm, mn, mx, kind) PLAN_##e,
 #include "ir/ops.def"

@@ -1594,6 +1594,9 @@ int tgc_cuda_op_supported(const tgc_node *nd)
     switch (tgc_op_info_of(nd->op)->kind) {
     case TGC_KIND_SOURCE: return 0;
     case TGC_KIND_ATTENTION: return tgc_cuda_attention_supported(nd);
+    case TGC_KIND_REDUCE: return nd->op != TGC_OP_LOGSUMEXP; /* decomposed, no kernel */
+    case TGC_KIND_NN: /* rms_norm, group_norm: decomposed, no kernel */
+        return nd->op == TGC_OP_BATCH_NORM || nd->op == TGC_OP_LAYER_NORM;
     case TGC_KIND_LOSS:
         return nd->attrs.loss.reduction == TGC_REDUCE_NONE ||
                nd->attrs.loss.reduction == TGC_REDUCE_MEAN ||

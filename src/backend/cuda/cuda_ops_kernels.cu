@@ -435,6 +435,8 @@ __device__ double pw_eval(int op, double x, double y, double z, double f0, doubl
     case OP_TANH: return tanh(x);
     case OP_RELU: return x < 0 ? 0.0 : x;
     case OP_ERF: return erf(x);
+    case OP_SIN: return sin(x);
+    case OP_COS: return cos(x);
     default: return x; /* CAST */
     }
 }

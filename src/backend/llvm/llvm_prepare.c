@@ -116,6 +116,14 @@ typedef enum {
 #define PLAN_ALL_REDUCE               LP_INTERP /* interp's k_comm.c, in place on the host */
 #define PLAN_COMM_WAIT                LP_INTERP
 
+/* sin, cos, logsumexp, rms_norm, group_norm (one line per op, for ops.def's columns): the math
+ * ops render by their MATH_FN name, the others arrive decomposed by the passes */
+#define PLAN_SIN        LP_POINTWISE
+#define PLAN_COS        LP_POINTWISE
+#define PLAN_LOGSUMEXP  LP_INTERP
+#define PLAN_RMS_NORM   LP_INTERP
+#define PLAN_GROUP_NORM LP_INTERP
+
 static const unsigned char plans[] = {
 #define X(e, nm, mn, mx, kind) PLAN_##e,
 #include "ir/ops.def"
