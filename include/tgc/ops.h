@@ -18,13 +18,14 @@
  *   - f16 with bf16: f32; a float with a wider float: the wider (f16/bf16 < f32 < f64).
  *   Scalar forms (tgc_add_scalar ...) keep the tensor's dtype, except that an integer or bool
  *   tensor with a non-integral scalar becomes f32.
- * Unary float math (exp, log, sqrt, rsqrt, tanh, sigmoid, gelu, silu, erf, softmax, mean,
- * var ...) on integer or bool inputs computes in f32 and returns f32; neg of a bool tensor is
- * TGC_ERR_DTYPE (as PyTorch).
+ * Unary float math (exp, log, sqrt, rsqrt, tanh, sigmoid, gelu, silu, erf, sin, cos, softmax,
+ * mean, var, logsumexp ...) on integer or bool inputs computes in f32 and returns f32; neg of a
+ * bool tensor is TGC_ERR_DTYPE (as PyTorch).
  * div always returns a float dtype (true division). Comparisons return bool. argmax returns
  * i64. sum of bool/i32 returns i64. Indices (embedding, gather, index_select, targets)
  * must be i32 or i64.
- * matmul, linear, conv2d, pools, batch_norm, layer_norm and attention need float operands
+ * matmul, linear, conv2d, pools, batch_norm, layer_norm, rms_norm, group_norm and attention
+ * need float operands
  * of one dtype (TGC_ERR_DTYPE otherwise); cast first for mixed precision.
  * Half types (f16, bf16) are stored in 16 bits and computed at f32 precision or better.
  * Precision: the interp oracle computes every op in double and rounds once. The LLVM backend
@@ -88,6 +89,10 @@ TGC_API tgc_tensor *tgc_gelu(tgc_tensor *t);
 TGC_API tgc_tensor *tgc_gelu_tanh(tgc_tensor *t);
 TGC_API tgc_tensor *tgc_silu(tgc_tensor *t);
 TGC_API tgc_tensor *tgc_erf(tgc_tensor *t);
+/* torch.sin / torch.cos: elementwise, radians; integer and bool inputs give f32 (PyTorch's
+ * default float dtype), NaN and +-inf give NaN. */
+TGC_API tgc_tensor *tgc_sin(tgc_tensor *t);
+TGC_API tgc_tensor *tgc_cos(tgc_tensor *t);
 TGC_API tgc_tensor *tgc_cast(tgc_tensor *t, tgc_dtype dt);
 
 /* ---- reductions (dims: list of n dims; n = 0 reduces over all dims) ---- */
@@ -100,6 +105,12 @@ TGC_API tgc_tensor *tgc_argmax(tgc_tensor *t, int dim, int keepdim);
 TGC_API tgc_tensor *tgc_var(tgc_tensor *t, const int *dims, int n, int correction, int keepdim);
 TGC_API tgc_tensor *tgc_softmax(tgc_tensor *t, int dim);
 TGC_API tgc_tensor *tgc_log_softmax(tgc_tensor *t, int dim);
+/* torch.logsumexp(input, dim, keepdim): log(sum(exp(t))) over dims (n = 0: every dim),
+ * computed stably as m + log(sum(exp(t - m))) with m the max of the reduced elements, where
+ * an infinite m is replaced by 0 (torch's rule): a reduced set holding +inf gives +inf, one
+ * of only -inf gives -inf (not NaN), an empty one gives -inf, NaN propagates. Integer and
+ * bool inputs give f32. */
+TGC_API tgc_tensor *tgc_logsumexp(tgc_tensor *t, const int *dims, int n, int keepdim);
 
 /* ---- views and movement ---- */
 /* ONNX rules: 0 copies the input's dim at that position, one -1 is inferred. A view when
@@ -209,6 +220,19 @@ TGC_API tgc_tensor *tgc_batch_norm(tgc_tensor *x, tgc_tensor *running_mean, tgc_
 /* Normalizes over the last n_norm dims; weight/bias (that shape) may be NULL. */
 TGC_API tgc_tensor *tgc_layer_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight, tgc_tensor *bias,
                                    double eps);
+/* torch.nn.functional.rms_norm(input, normalized_shape, weight=None, eps=None) with
+ * normalized_shape the last n_norm dims of x: x * rsqrt(mean(x^2 over those dims) + eps)
+ * [* weight, of that shape]. eps < 0 (or NaN) is eps=None: torch.finfo(x's dtype).eps
+ * (f32 1.1920929e-07, f64 2.220446049250313e-16, f16 9.765625e-04, bf16 7.8125e-03).
+ * Computed in f32 for f16/bf16 (f64 for f64) and rounded once. */
+TGC_API tgc_tensor *tgc_rms_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight, double eps);
+/* torch.nn.functional.group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+ * x [N, C, *] (rank >= 2, C divisible by num_groups): each sample's C / num_groups channels
+ * of a group and all their spatial elements are normalized together with the biased
+ * variance, (x - mean) / sqrt(var + eps), then * weight + bias per channel ([C] each, may be
+ * NULL). Computed in f32 for f16/bf16 (f64 for f64) and rounded once. */
+TGC_API tgc_tensor *tgc_group_norm(tgc_tensor *x, int num_groups, tgc_tensor *weight,
+                                   tgc_tensor *bias, double eps);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p), with bits from the
  * process Philox4x32-10 stream: compiled code draws exactly the bits eager would. Identity
  * when !training or p == 0. */

@@ -1,11 +1,12 @@
 /* The backward rule of every op of ops.def. The table is generated from the grad column of
- * ops.def's DESC lines: a rule token (tgc_grad_rule_<token>, run in a scope of its own as
- * scoped_<token>), or none when the result never requires a gradient: sources and creation
+ * ops.def's DESC lines: a rule token (tgc_grad_rule_<token>, run in a scope of its own), or
+ * none when the result never requires a gradient: sources and creation
  * (input, rand, arange), comparisons and argmax (bool and i64 results), the backward ops
  * themselves (no gradients of gradients), assignment and collectives. A cast's rule applies
  * to float targets only (tgc_grad_rule_for). */
 
 #include "autograd/grad_rules_impl.h"
+#include "support/error.h"
 #include "tensor/dtype.h"
 
 /* Every rule runs in a scope of its own: its intermediate tensors are freed when it returns
@@ -44,38 +45,30 @@ static tgc_status run_scoped(tgc_grad_rule rule, const tgc_grad_ctx *c, tgc_tens
     return st;
 }
 
-#define SCOPED(rule)                                                                               \
-    static tgc_status scoped_##rule(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)       \
-    {                                                                                              \
-        return run_scoped(tgc_grad_rule_##rule, c, gy, gin);                                       \
-    }
-SCOPED(binary)
-SCOPED(where)
-SCOPED(scalar)
-SCOPED(unary)
-SCOPED(reduce)
-SCOPED(softmax)
-SCOPED(view)
-SCOPED(move)
-SCOPED(index)
-SCOPED(matmul)
-SCOPED(conv)
-SCOPED(pool)
-SCOPED(batch_norm)
-SCOPED(layer_norm)
-SCOPED(dropout)
-SCOPED(loss)
-SCOPED(sdpa)
-
-#define scoped_none NULL
+/* The table entry of an op without a gradient: tgc_grad_rule_for gives NULL for it, so it
+ * never runs. */
+tgc_status tgc_grad_rule_none(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
+{
+    (void)gy;
+    (void)gin;
+    return tgc_set_error(TGC_ERR_INTERNAL, "tgc_backward: %s has no gradient", tgc_op_name(c->op));
+}
 
 /* ops.def's DESC lines name each op's rule (their grad column); op_table.c checks that every op
  * has one. */
 static const tgc_grad_rule rules[TGC_OP_COUNT] = {
-#define DESC(e, fusion, dtype, shape, grad) [TGC_OP_##e] = scoped_##grad,
+#define DESC(e, fusion, dtype, shape, grad) [TGC_OP_##e] = tgc_grad_rule_##grad,
 #include "ir/ops.def"
 #undef DESC
 };
+
+/* What tgc_grad_rule_for hands out: the op's rule (the context names the op), in a scope. */
+static tgc_status scoped(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
+{
+    if ((unsigned)c->op >= TGC_OP_COUNT)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_backward: unknown op %d", (int)c->op);
+    return run_scoped(rules[c->op], c, gy, gin);
+}
 
 int tgc_grad_rule_needs_out(tgc_op op, const tgc_attrs *a)
 {
@@ -101,5 +94,5 @@ tgc_grad_rule tgc_grad_rule_for(tgc_op op, const tgc_attrs *a)
     /* a cast to an integer or bool dtype has no gradient */
     if (op == TGC_OP_CAST && (!a || !tgc_dtype_is_float(a->dtype)))
         return NULL;
-    return rules[op];
+    return rules[op] == tgc_grad_rule_none ? NULL : scoped;
 }

@@ -52,29 +52,13 @@ tgc_tensor *tgc_gr_mT(tgc_tensor *t);
 /* s - t. */
 tgc_tensor *tgc_gr_rsub(double s, tgc_tensor *t);
 
-/* ---- rules by family ---- */
-/* grad_rules_pointwise.c */
-tgc_status tgc_grad_rule_binary(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_where(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_scalar(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_unary(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-/* grad_rules_reduce.c */
-tgc_status tgc_grad_rule_reduce(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_softmax(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-/* grad_rules_movement.c */
-tgc_status tgc_grad_rule_view(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_move(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_index(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-/* grad_rules_linalg.c */
-tgc_status tgc_grad_rule_matmul(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_conv(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_pool(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-/* grad_rules_nn.c */
-tgc_status tgc_grad_rule_batch_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_layer_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_dropout(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_loss(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
-tgc_status tgc_grad_rule_sdpa(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
+/* ---- the rules: ops.def's DESC lines name each op's (tgc_grad_rule_<grad>, defined in the
+ * grad_rules_<family>.c that holds its family; tgc_grad_rule_none in grad_rules.c marks the
+ * ops without a gradient), so a new op's rule needs no declaration here ---- */
+#define DESC(e, fusion, dtype, shape, grad)                                                        \
+    tgc_status tgc_grad_rule_##grad(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin);
+#include "ir/ops.def"
+#undef DESC
 
 /* ---- composite forwards (grad_rules_nn.c), used by ops_nn.c when recording ---- */
 

@@ -164,6 +164,81 @@ tgc_status tgc_grad_rule_layer_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_t
     return TGC_OK;
 }
 
+/* rms_norm: xhat = x rstd, rstd = rsqrt(mean(x^2) + eps) recomputed from x; with dxhat = dy w,
+ * dx = rstd (dxhat - xhat mean(dxhat xhat)) over the normalized dims, dw = sum(dy xhat). */
+tgc_status tgc_grad_rule_rms_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
+{
+    tgc_tensor *x = c->in[0], *w = c->n_in > 1 ? c->in[1] : NULL;
+    const int n_norm = (int)c->a->layer_norm.n_norm, nd = tgc_ndim(x);
+    if (c->n_in != 1 + !!(c->a->layer_norm.has & TGC_LN_HAS_WEIGHT) || n_norm < 1 || n_norm > nd)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_grad_rule_rms_norm: %d inputs, n_norm %d",
+                             c->n_in, n_norm);
+    const tgc_dtype dt = tgc_gr_compute_dtype(tgc_dtype_of(x));
+    int dims[TGC_MAX_DIMS];
+    for (int d = 0; d < n_norm; d++)
+        dims[d] = nd - n_norm + d;
+    tgc_tensor *g, *xu, *rstd, *xhat;
+    GR_SET(g, tgc_gr_cast(gy, dt));
+    GR_SET(xu, tgc_gr_cast(x, dt));
+    GR_SET(rstd, tgc_rsqrt(tgc_add_scalar(tgc_mean(tgc_mul(xu, xu), dims, n_norm, 1),
+                                          c->a->layer_norm.eps)));
+    GR_SET(xhat, tgc_mul(xu, rstd));
+    if (c->needs[0]) {
+        tgc_tensor *dxhat = w ? tgc_mul(g, tgc_gr_cast(w, dt)) : g, *m;
+        GR_SET(m, tgc_mean(tgc_mul(dxhat, xhat), dims, n_norm, 1));
+        GR_SET(gin[0],
+               tgc_gr_cast(tgc_mul(rstd, tgc_sub(dxhat, tgc_mul(xhat, m))), tgc_dtype_of(x)));
+    }
+    if (w && c->needs[1])
+        GR_SET(gin[1], tgc_gr_cast(tgc_grad_sum_to(tgc_mul(g, xhat), w), tgc_dtype_of(w)));
+    return TGC_OK;
+}
+
+/* group_norm: x viewed as [N, G, C / G * spatial], each row normalized as layer_norm's (its
+ * closed form, norm_dx), the statistics recomputed from x; dw = sum(dy xhat), db = sum(dy)
+ * over N and the spatial dims. */
+tgc_status tgc_grad_rule_group_norm(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
+{
+    tgc_tensor *x = c->in[0], *w = NULL;
+    const int64_t bits = c->a->group_norm.has, G = c->a->group_norm.groups;
+    int k = 1, wi = -1, bi = -1;
+    if (bits & TGC_LN_HAS_WEIGHT)
+        w = c->in[wi = k++];
+    if (bits & TGC_LN_HAS_BIAS)
+        bi = k++;
+    const int nd = tgc_ndim(x);
+    if (k != c->n_in || nd < 2 || G < 1)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc_grad_rule_group_norm: %d inputs, rank %d",
+                             c->n_in, nd);
+    const tgc_dtype dt = tgc_gr_compute_dtype(tgc_dtype_of(x));
+    int dims[TGC_MAX_DIMS];
+    int64_t mask;
+    const int n = bn_dims(nd, dims, &mask);
+    const int64_t grouped[3] = {0, G, -1};
+    const int last[1] = {2};
+    tgc_tensor *g, *xu, *x3, *mean, *rstd, *xhat3, *xhat = NULL;
+    GR_SET(g, tgc_gr_cast(gy, dt));
+    if (bi >= 0 && c->needs[bi])
+        GR_SET(gin[bi], tgc_gr_cast(tgc_sum(g, dims, n, 0), tgc_dtype_of(c->in[bi])));
+    if (!c->needs[0] && !(wi >= 0 && c->needs[wi]))
+        return TGC_OK;
+    GR_SET(xu, tgc_gr_cast(x, dt));
+    GR_SET(x3, tgc_reshape(xu, grouped, 3));
+    GR_SET(mean, tgc_mean(x3, last, 1, 1));
+    GR_SET(rstd, tgc_rsqrt(tgc_add_scalar(tgc_var(x3, last, 1, 0, 1), c->a->group_norm.eps)));
+    GR_SET(xhat3, tgc_mul(tgc_sub(x3, mean), rstd));
+    if (c->needs[0]) {
+        tgc_tensor *dxhat = w ? tgc_mul(g, per_channel(w, x, dt)) : g, *dx3;
+        GR_SET(dx3, norm_dx(tgc_reshape(dxhat, grouped, 3), xhat3, rstd, last, 1));
+        GR_SET(gin[0], tgc_gr_cast(tgc_reshape_as(dx3, x), tgc_dtype_of(x)));
+    }
+    if (wi >= 0 && c->needs[wi]) {
+        GR_SET(xhat, tgc_reshape_as(xhat3, x));
+        GR_SET(gin[wi], tgc_gr_cast(tgc_sum(tgc_mul(g, xhat), dims, n, 0), tgc_dtype_of(w)));
+    }
+    return TGC_OK;
+}
+
 tgc_status tgc_grad_rule_dropout(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
 {
     if (!c->needs[0])

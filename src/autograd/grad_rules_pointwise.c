@@ -206,6 +206,8 @@ tgc_status tgc_grad_rule_unary(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor
     case TGC_OP_ERF:
         r = tgc_mul(g, tgc_mul_scalar(tgc_exp(tgc_neg(tgc_mul(xu, xu))), 2.0 / sqrt(M_PI)));
         break;
+    case TGC_OP_SIN: r = tgc_mul(g, tgc_cos(xu)); break;
+    case TGC_OP_COS: r = tgc_neg(tgc_mul(g, tgc_sin(xu))); break;
     default:
         return tgc_set_error(TGC_ERR_INTERNAL, "tgc_grad_rule_unary: %s is not a unary op",
                              tgc_op_name(c->op));

@@ -1,4 +1,5 @@
-/* Backward rules of the reductions and of softmax / log_softmax.
+/* Backward rules of the reductions (logsumexp's: exp(x - logsumexp(x)), recomputed from x)
+ * and of softmax / log_softmax.
  *
  * max over dims is PyTorch's amax: the gradient of a reduced position is split evenly
  * among the elements equal to the maximum (torch.amax's backward; max(dim) with indices,
@@ -42,6 +43,18 @@ tgc_status tgc_grad_rule_reduce(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tenso
         tgc_tensor *scaled =
             tgc_gr_div_count(tgc_mul_scalar(g, 2.0), x, mask, (double)c->a->reduce.correction);
         r = tgc_mul(centered, scaled);
+        break;
+    }
+    case TGC_OP_LOGSUMEXP: { /* exp(x - logsumexp(x)), recomputed (torch's: NaN where the
+                              * result is infinite) */
+        int dims[TGC_MAX_DIMS], n = 0;
+        for (int d = 0; d < nd; d++)
+            if (mask >> d & 1)
+                dims[n++] = d;
+        GR_SET(xu, tgc_gr_cast(x, dt));
+        /* nothing reduced (a 0-d x): logsumexp(x) = x */
+        tgc_tensor *lse = n ? tgc_logsumexp(xu, dims, n, 1) : xu;
+        r = tgc_mul(g, tgc_exp(tgc_sub(xu, lse)));
         break;
     }
     default:

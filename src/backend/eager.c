@@ -168,7 +168,7 @@ static int eager_candidate(const tgc_backend *b, tgc_op op)
     case TGC_KIND_NORM: return 1;
     case TGC_KIND_POOL: return 1;      /* adaptive pools other than 1x1 fall back by kernel count */
     case TGC_KIND_ATTENTION: return 1; /* f32: GEMMs, a softmax, causal mask and dropout */
-    case TGC_KIND_NN: return op == TGC_OP_LAYER_NORM;
+    case TGC_KIND_NN: return op != TGC_OP_BATCH_NORM; /* training writes its running stats */
     case TGC_KIND_GRAD: return 1; /* the backend's own kernels (run_node) where it has them */
     default: return 0;
     }

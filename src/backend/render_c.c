@@ -745,7 +745,7 @@ static const char *math_fn_of(tgc_op op)
     case TGC_OP_SQRT: return "sqrt";
     case TGC_OP_TANH: return "tanh";
     case TGC_OP_ERF: return "erf";
-    default: return NULL;
+    default: return tgc_op_math_fn(op); /* the other MATH_FN ops (sin, cos) by their name */
     }
 }
 

@@ -226,6 +226,51 @@ tgc_tensor *tgc_layer_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight, tgc_te
     return tgc_apply(TGC_OP_LAYER_NORM, in, n, &at);
 }
 
+/* torch.finfo(dt).eps of a float dtype (rms_norm's eps=None); f32's for the others, whose
+ * inference fails anyway. */
+static double finfo_eps(tgc_dtype dt)
+{
+    switch (dt) {
+    case TGC_F64: return 2.220446049250313e-16;
+    case TGC_F16: return 9.765625e-04;
+    case TGC_BF16: return 7.8125e-03;
+    default: return 1.1920928955078125e-07;
+    }
+}
+
+tgc_tensor *tgc_rms_norm(tgc_tensor *x, int n_norm, tgc_tensor *weight, double eps)
+{
+    tgc_tensor *in[2] = {x};
+    int n = 1;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_RMS_NORM);
+    if (weight) {
+        in[n++] = weight;
+        at.layer_norm.has = TGC_LN_HAS_WEIGHT;
+    }
+    at.layer_norm.n_norm = n_norm;
+    at.layer_norm.eps = !(eps >= 0) && x ? finfo_eps(tgc_dtype_of(x)) : eps;
+    return tgc_apply(TGC_OP_RMS_NORM, in, n, &at);
+}
+
+tgc_tensor *tgc_group_norm(tgc_tensor *x, int num_groups, tgc_tensor *weight, tgc_tensor *bias,
+                           double eps)
+{
+    tgc_tensor *in[3] = {x};
+    int n = 1;
+    tgc_attrs at = tgc_attrs_of(TGC_OP_GROUP_NORM);
+    if (weight) {
+        in[n++] = weight;
+        at.group_norm.has |= TGC_LN_HAS_WEIGHT;
+    }
+    if (bias) {
+        in[n++] = bias;
+        at.group_norm.has |= TGC_LN_HAS_BIAS;
+    }
+    at.group_norm.groups = num_groups;
+    at.group_norm.eps = eps;
+    return tgc_apply(TGC_OP_GROUP_NORM, in, n, &at);
+}
+
 /* dropout recorded for autograd: the mask is drawn once, by a DROPOUT node over ones of x's
  * shape (so the draw reserves the same counters of the Philox stream and keeps the same
  * elements as DROPOUT(x) would), in f64: m = keep ? 1/(1-p) : 0 exactly. y = x * m

@@ -77,6 +77,8 @@ UNARY_OP(gelu, GELU)
 UNARY_OP(gelu_tanh, GELU_TANH)
 UNARY_OP(silu, SILU)
 UNARY_OP(erf, ERF)
+UNARY_OP(sin, SIN)
+UNARY_OP(cos, COS)
 
 tgc_tensor *tgc_where(tgc_tensor *cond, tgc_tensor *a, tgc_tensor *b)
 {

@@ -1,4 +1,5 @@
-/* Public entry points of the reductions (sum, mean, max, argmax, var) and softmax. */
+/* Public entry points of the reductions (sum, mean, max, argmax, var, logsumexp) and
+ * softmax. */
 #include "frontend/apply.h"
 #include "support/error.h"
 #include "tgc/ops.h"
@@ -94,6 +95,11 @@ tgc_tensor *tgc_max(tgc_tensor *t, const int *dims, int n, int keepdim)
 tgc_tensor *tgc_var(tgc_tensor *t, const int *dims, int n, int correction, int keepdim)
 {
     return reduce(TGC_OP_VAR, "tgc_var", t, dims, n, keepdim, correction);
+}
+
+tgc_tensor *tgc_logsumexp(tgc_tensor *t, const int *dims, int n, int keepdim)
+{
+    return reduce(TGC_OP_LOGSUMEXP, "tgc_logsumexp", t, dims, n, keepdim, 0);
 }
 
 tgc_tensor *tgc_argmax(tgc_tensor *t, int dim, int keepdim)

@@ -1,4 +1,5 @@
 /* The formulas and decompositions of ops.def, and their evaluation (see formula.h). */
+#include <math.h> /* INFINITY in ops.def's expressions */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -71,29 +71,11 @@ tgc_status si_conv_attrs(si_ctx *c);
  * [0, kernel / 2], exclude_padding 0 or 1 (1 for avg_pool2d and its gradient only). */
 tgc_status si_pool_attrs(si_ctx *c);
 
-/* The shape rules ops.def's DESC lines name (si_rule_<shape>); each handles every op that
- * names it, reading the op's dtype rule through si_dtype where it has one. */
-#define X_KIND(k) tgc_status si_rule_##k(si_ctx *c);
-X_KIND(SOURCE)
-X_KIND(BINARY)
-X_KIND(TERNARY)
-X_KIND(SCALAR)
-X_KIND(UNARY)
-X_KIND(REDUCE)
-X_KIND(NORM)
-X_KIND(VIEW)
-X_KIND(MOVE)
-X_KIND(INDEX)
-X_KIND(MATMUL)
-X_KIND(CONV)
-X_KIND(POOL)
-X_KIND(NN)
-X_KIND(RANDOM)
-X_KIND(CREATE)
-X_KIND(LOSS)
-X_KIND(ATTENTION)
-X_KIND(GRAD)
-X_KIND(COMM)
-#undef X_KIND
+/* The shape rules ops.def's DESC lines name (si_rule_<shape>, declared here from those lines,
+ * so a new rule needs only its definition); each handles every op that names it, reading the
+ * op's dtype rule through si_dtype where it has one. */
+#define DESC(e, fusion, dtype, shape, grad) tgc_status si_rule_##shape(si_ctx *c);
+#include "ir/ops.def"
+#undef DESC
 
 #endif

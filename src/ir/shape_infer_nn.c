@@ -382,8 +382,48 @@ static tgc_status infer_layer_norm(si_ctx *c)
     return s ? s : si_set_out(c, dt, x->shape, x->ndim);
 }
 
+/* group_norm: x [N, C, *] float, C a multiple of groups, weight / bias [C] of x's dtype. */
+static tgc_status infer_group_norm(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    int64_t groups = c->a->group_norm.groups, has = c->a->group_norm.has;
+    static const int idx[] = {0};
+    static const char *const names[] = {"x"};
+    tgc_status s = si_need_inputs(c, 1 + popcount(has & (TGC_LN_HAS_WEIGHT | TGC_LN_HAS_BIAS)));
+    if (!s)
+        s = si_need_float(c, idx, names, 1);
+    if (!s)
+        s = si_need_rank(c, 0, "x", 2, TGC_MAX_DIMS);
+    if (!s)
+        s = need_eps(c, c->a->group_norm.eps);
+    if (s)
+        return s;
+    if (groups < 1)
+        return si_fail(c, TGC_ERR_INVALID_ARG, "num_groups must be >= 1, got %lld",
+                       (long long)groups);
+    if (TGC_SDIM_IS_CONST(x->shape[1]) && x->shape[1] % groups != 0)
+        return si_fail(c, TGC_ERR_SHAPE,
+                       "the %s channels of x %s are not divisible by num_groups = %lld",
+                       si_dim(c, x->shape[1]), si_shape(c, x), (long long)groups);
+    int in = 1;
+    if (has & TGC_LN_HAS_WEIGHT)
+        s = channel_vector(c, in++, "weight", x->shape[1]);
+    if (!s && (has & TGC_LN_HAS_BIAS))
+        s = channel_vector(c, in, "bias", x->shape[1]);
+    for (int k = 1; !s && k < c->n_in; k++)
+        if (c->in[k].dtype != x->dtype)
+            s = si_fail(c, TGC_ERR_DTYPE, "dtypes differ: x is %s, %s is %s",
+                        tgc_dtype_name(x->dtype),
+                        k == 1 && (has & TGC_LN_HAS_WEIGHT) ? "weight" : "bias",
+                        tgc_dtype_name(c->in[k].dtype));
+    return s ? s : si_set_out(c, x->dtype, x->shape, x->ndim);
+}
+
 tgc_status si_rule_NN(si_ctx *c)
 {
+    if (c->op == TGC_OP_GROUP_NORM)
+        return infer_group_norm(c);
+    /* layer_norm, and the ops of its layout (its weight has the normalized shape) */
     return c->op == TGC_OP_BATCH_NORM ? infer_batch_norm(c) : infer_layer_norm(c);
 }
 

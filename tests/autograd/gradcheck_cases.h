@@ -121,6 +121,33 @@ UN(gelu, tgc_gelu)
 UN(gelu_tanh, tgc_gelu_tanh)
 UN(silu, tgc_silu)
 UN(erf, tgc_erf)
+UN(sin, tgc_sin)
+UN(cos, tgc_cos)
+/* logsumexp over one dim, keepdim; over two dims without it */
+static tgc_tensor *c_lse(tgc_tensor *const *x)
+{
+    return tgc_logsumexp(x[0], (const int[]){1}, 1, 1);
+}
+static tgc_tensor *c_lse2(tgc_tensor *const *x)
+{
+    return tgc_logsumexp(x[0], (const int[]){0, 2}, 2, 0);
+}
+static tgc_tensor *c_rms(tgc_tensor *const *x)
+{
+    return tgc_rms_norm(x[0], 2, x[1], 1e-5);
+}
+static tgc_tensor *c_rms_plain(tgc_tensor *const *x)
+{
+    return tgc_rms_norm(x[0], 1, NULL, -1.0);
+}
+static tgc_tensor *c_gn(tgc_tensor *const *x)
+{
+    return tgc_group_norm(x[0], 2, x[1], x[2], 1e-5);
+}
+static tgc_tensor *c_gn_plain(tgc_tensor *const *x)
+{
+    return tgc_group_norm(x[0], 3, NULL, NULL, 1e-5);
+}
 UN(contiguous_t, tgc_contiguous)
 
 /* x transposed (last two dims) first: a non-contiguous operand */
@@ -568,6 +595,14 @@ static const gc_case gc_cases[] = {
      GC_HALF | GC_LOOSE},
     {"layer_norm", c_ln, 3, {F(2, 3, 4), F(3, 4), F(3, 4)}, GC_HALF | GC_LOOSE},
     {"layer_norm_plain", c_ln_plain, 1, {F(3, 5)}, GC_HALF | GC_LOOSE},
+    {"rms_norm", c_rms, 2, {F(2, 3, 4), F(3, 4)}, GC_HALF | GC_LOOSE},
+    {"rms_norm_plain", c_rms_plain, 1, {F(3, 5)}, GC_HALF | GC_LOOSE},
+    {"group_norm", c_gn, 3, {F(2, 4, 3, 2), F(4), F(4)}, GC_HALF | GC_LOOSE},
+    {"group_norm_3d", c_gn_plain, 1, {F(2, 6, 5)}, GC_HALF | GC_LOOSE},
+    {"logsumexp", c_lse, 1, {F(3, 4, 2)}, GC_HALF},
+    {"logsumexp_2dims", c_lse2, 1, {F(3, 4, 2)}, GC_HALF},
+    {"sin", c_sin, 1, {FR(-4, 4, 3, 5)}, GC_HALF},
+    {"cos", c_cos, 1, {FR(-4, 4, 3, 5)}, GC_HALF},
     {"dropout", c_dropout, 1, {F(4, 7)}, GC_HALF},
     {"dropout_eval", c_dropout_eval, 1, {F(3, 2)}, GC_HALF},
     /* losses: ignore_index, label smoothing, reductions, spatial and unbatched */

@@ -7,6 +7,7 @@
  * a grid run one after another, with small grids and blocks so that stride loops wrap. Device
  * memory is host memory (a fake CUDA allocator, registered by tgc_ops_emu_init).
  * Build and run: tests/cuda_emu/run.sh. Not part of the library. */
+#include <dlfcn.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -150,12 +151,31 @@ using std::fmax;
 using std::log;
 using std::pow;
 using std::rintf;
+using std::sin;
 using std::sqrt;
 using std::tanh;
 
 #define X(e, name, mn, mx, kind) constexpr int OP_##e = TGC_OP_##e;
 #include "ir/ops.def"
 #undef X
+/* What cuda_ops_src.c generates from ops.def's MATH_FN lines: the op's math by its libm name
+ * (the double function). */
+struct emu_math_fns {
+    double (*f[TGC_OP_COUNT])(double);
+    emu_math_fns()
+    {
+        for (int op = 0; op < TGC_OP_COUNT; op++) {
+            const char *name = tgc_op_math_fn((tgc_op)op);
+            f[op] = name ? (double (*)(double))dlsym(RTLD_DEFAULT, name) : nullptr;
+        }
+    }
+};
+
+static double tgc_native_math(int op, double x)
+{
+    static const emu_math_fns fns; /* built once, thread-safely */
+    return fns.f[op] ? fns.f[op](x) : x;
+}
 constexpr int DT_F32 = TGC_F32, DT_F16 = TGC_F16, DT_BF16 = TGC_BF16, DT_I32 = TGC_I32,
               DT_I64 = TGC_I64, DT_BOOL = TGC_BOOL, DT_F64 = TGC_F64;
 

@@ -420,6 +420,55 @@ static void norms_after_decomposition(void **state)
             gb_outputs(g, &o, 1);
             compile_graph(g, "batch_norm");
         }
+        /* logsumexp (decomposed: max, where on the infinite max, exp, sum, log) */
+        for (int keep = 0; keep < 2; keep++) {
+            tgc_graph *g = tgc_graph_create();
+            tgc_sdim s[3] = {4, 33, 300};
+            int32_t x = gb_input(g, dt, 3, s);
+            int32_t o = gb_ints(g, TGC_OP_LOGSUMEXP, x, (int64_t[]){keep ? 5 : 4, keep}, 2);
+            gb_outputs(g, &o, 1);
+            compile_graph(g, "logsumexp");
+        }
+        /* rms_norm with and without weight */
+        for (int w = 0; w < 2; w++) {
+            tgc_graph *g = tgc_graph_create();
+            tgc_sdim s[3] = {2, 128, 768}, sw[1] = {768};
+            int32_t in[2] = {gb_input(g, dt, 3, s), gb_input(g, dt, 1, sw)};
+            tgc_attrs a = {.ni = 2, .nf = 1};
+            a.i[0] = 1;
+            a.i[1] = w ? TGC_LN_HAS_WEIGHT : 0;
+            a.f[0] = 1e-6;
+            int32_t o = gb_op(g, TGC_OP_RMS_NORM, in, 1 + w, &a);
+            gb_outputs(g, &o, 1);
+            compile_graph(g, "rms_norm");
+        }
+        /* group_norm, 4-d with weight and bias, 3-d without */
+        for (int affine = 0; affine < 2; affine++) {
+            tgc_graph *g = tgc_graph_create();
+            tgc_sdim s4[4] = {4, 32, 9, 9}, s3[3] = {4, 32, 50}, sc[1] = {32};
+            int32_t in[3] = {affine ? gb_input(g, dt, 4, s4) : gb_input(g, dt, 3, s3)};
+            if (affine) {
+                in[1] = gb_input(g, dt, 1, sc);
+                in[2] = gb_input(g, dt, 1, sc);
+            }
+            tgc_attrs a = {.ni = 2, .nf = 1};
+            a.i[0] = affine ? 8 : 32;
+            a.i[1] = affine ? TGC_LN_HAS_WEIGHT | TGC_LN_HAS_BIAS : 0;
+            a.f[0] = 1e-5;
+            int32_t o = gb_op(g, TGC_OP_GROUP_NORM, in, affine ? 3 : 1, &a);
+            gb_outputs(g, &o, 1);
+            compile_graph(g, "group_norm");
+        }
+        /* sin and cos (MATH_FN primitives, rendered by name) */
+        {
+            tgc_graph *g = tgc_graph_create();
+            tgc_sdim s[2] = {7, 300};
+            int32_t x = gb_input(g, dt, 2, s);
+            int32_t sn = gb_op(g, TGC_OP_SIN, &x, 1, NULL);
+            int32_t cs = gb_op(g, TGC_OP_COS, &sn, 1, NULL);
+            gb_outputs(g, &cs, 1);
+            compile_graph(g, "sin_cos");
+        }
         /* var (decomposed) */
         {
             tgc_graph *g = tgc_graph_create();

@@ -211,8 +211,9 @@ static void table_names_composites_primitives_and_math(void **state)
     assert_int_equal(tgc_op_formula_decompose(TGC_OP_SILU), TGC_FORMULA_DECOMPOSE_ACTIVATIONS);
     assert_int_equal(tgc_op_formula_decompose(TGC_OP_SIGMOID), TGC_FORMULA_DECOMPOSE_NEVER);
     assert_int_equal(tgc_op_formula_decompose(TGC_OP_ADD), TGC_FORMULA_DECOMPOSE_NEVER);
-    static const tgc_op dec[] = {TGC_OP_SOFTMAX, TGC_OP_LOG_SOFTMAX, TGC_OP_LAYER_NORM,
-                                 TGC_OP_BATCH_NORM};
+    static const tgc_op dec[] = {TGC_OP_SOFTMAX,    TGC_OP_LOG_SOFTMAX, TGC_OP_LAYER_NORM,
+                                 TGC_OP_BATCH_NORM, TGC_OP_LOGSUMEXP,   TGC_OP_RMS_NORM,
+                                 TGC_OP_GROUP_NORM};
     for (int i = 0; i < N_OF(dec); i++)
         assert_true(tgc_op_has_decomposition(dec[i]));
     assert_false(tgc_op_has_decomposition(TGC_OP_GELU));
@@ -222,6 +223,8 @@ static void table_names_composites_primitives_and_math(void **state)
     assert_string_equal(tgc_op_math_fn(TGC_OP_SQRT), "sqrt");
     assert_string_equal(tgc_op_math_fn(TGC_OP_TANH), "tanh");
     assert_string_equal(tgc_op_math_fn(TGC_OP_ERF), "erf");
+    assert_string_equal(tgc_op_math_fn(TGC_OP_SIN), "sin");
+    assert_string_equal(tgc_op_math_fn(TGC_OP_COS), "cos");
     int n = 0;
     for (int op = 0; op < TGC_OP_COUNT; op++)
         if (tgc_op_math_fn((tgc_op)op)) {
@@ -229,7 +232,7 @@ static void table_names_composites_primitives_and_math(void **state)
             assert_int_equal(tgc_op_info_of((tgc_op)op)->kind, TGC_KIND_UNARY);
             assert_false(tgc_op_has_formula((tgc_op)op)); /* a primitive */
         }
-    assert_int_equal(n, 5);
+    assert_int_equal(n, 7);
     assert_null(tgc_op_math_fn(TGC_OP_SIGMOID));
     assert_null(tgc_op_math_fn(TGC_OP_ABS));
     assert_null(tgc_op_math_fn(TGC_OP_COUNT));
@@ -354,6 +357,62 @@ static void check_decomposition(tgc_op op, tgc_tensor *const *in, int n_in, cons
     expect_close_floor(g, w, NULL, tgc_numel(want), ov.dtype, tol, 1.0, what);
     free(g);
     free(w);
+}
+
+/* logsumexp (with rows of -inf, +inf and NaN), rms_norm and group_norm (groups 1, between
+ * and C; every weight / bias combination) as ops.def decomposes them, against interp. */
+static void modern_decompositions_equal_interp_kernels(void **state)
+{
+    (void)state;
+    int64_t s3[3] = {3, 4, 6}, s2[2] = {5, 4}, c4[1] = {4};
+    static const tgc_dtype dts[] = {TGC_F32, TGC_F64, TGC_BF16};
+    for (int d = 0; d < N_OF(dts); d++) {
+        tgc_tensor *x = randn_t(s3, 3, dts[d], 40 + d);
+        for (int mask = 1; mask < 8; mask++)
+            for (int keep = 0; keep < 2; keep++) {
+                tgc_attrs a = {.ni = 2};
+                a.i[0] = mask;
+                a.i[1] = keep;
+                check_decomposition(TGC_OP_LOGSUMEXP, &x, 1, &a, "logsumexp");
+            }
+        for (int nn = 1; nn <= 2; nn++)
+            for (int w = 0; w < 2; w++) {
+                tgc_tensor *in[2] = {x, w ? randn_t(s3 + 3 - nn, nn, dts[d], 50 + nn) : NULL};
+                tgc_attrs a = {.ni = 2, .nf = 1};
+                a.i[0] = nn;
+                a.i[1] = w ? TGC_LN_HAS_WEIGHT : 0;
+                a.f[0] = 1e-6;
+                check_decomposition(TGC_OP_RMS_NORM, in, 1 + w, &a, "rms_norm");
+            }
+        for (int groups = 1; groups <= 4; groups *= 2)
+            for (int bits = 0; bits < 4; bits++)
+                for (int rank = 2; rank <= 3; rank++) {
+                    if (rank == 2 && groups == 4)
+                        continue; /* groups of one element: +-0 times the weight, whose zero's
+                                   * sign interp's added zero bias decides */
+                    tgc_tensor *in[3] = {rank == 3 ? x : randn_t(s2, 2, dts[d], 60), NULL, NULL};
+                    int n_in = 1;
+                    if (bits & TGC_LN_HAS_WEIGHT)
+                        in[n_in++] = randn_t(c4, 1, dts[d], 61);
+                    if (bits & TGC_LN_HAS_BIAS)
+                        in[n_in++] = randn_t(c4, 1, dts[d], 62);
+                    tgc_attrs a = {.ni = 2, .nf = 1};
+                    a.i[0] = groups;
+                    a.i[1] = bits;
+                    a.f[0] = 1e-5;
+                    check_decomposition(TGC_OP_GROUP_NORM, in, n_in, &a, "group_norm");
+                }
+    }
+    /* logsumexp's infinite maxima: rows of -inf, +inf, +inf with -inf, NaN */
+    double v[12] = {-INFINITY, -INFINITY, -INFINITY, 1, INFINITY, 2,
+                    INFINITY,  -INFINITY, 0,         1, NAN,      3};
+    int64_t s43[2] = {4, 3};
+    tgc_tensor *e = from_doubles(v, 12, s43, 2, TGC_F32);
+    for (int mask = 1; mask < 4; mask++) {
+        tgc_attrs a = {.ni = 2};
+        a.i[0] = mask;
+        check_decomposition(TGC_OP_LOGSUMEXP, &e, 1, &a, "logsumexp of infinities");
+    }
 }
 
 static void decompositions_equal_interp_kernels(void **state)
@@ -972,6 +1031,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(formulas_equal_interp_kernels, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(sigmoid_formula_saturates, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(modern_decompositions_equal_interp_kernels, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(decompositions_equal_interp_kernels, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(batch_norm_decomposition_requires_eval_with_stats,

@@ -1587,9 +1587,20 @@ static tgc_status run_comm(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
 
 /* ---- entry points ---- */
 
+/* The ops with an ops.def DECOMPOSITION that have a native kernel here all the same (eager
+ * calls, and the forms a decomposition leaves alone: batch_norm in training). Every other
+ * decomposed op runs as its decomposition only. */
+static int native_despite_decomposition(tgc_op op)
+{
+    return op == TGC_OP_SOFTMAX || op == TGC_OP_LOG_SOFTMAX || op == TGC_OP_LAYER_NORM ||
+           op == TGC_OP_BATCH_NORM;
+}
+
 int tgc_cuda_op_supported(const tgc_node *nd)
 {
     if (!nd || (unsigned)nd->op >= TGC_OP_COUNT || (unsigned)nd->out.dtype >= TGC_DTYPE_COUNT)
+        return 0;
+    if (tgc_op_has_decomposition(nd->op) && !native_despite_decomposition(nd->op))
         return 0;
     switch (tgc_op_info_of(nd->op)->kind) {
     case TGC_KIND_SOURCE: return 0;

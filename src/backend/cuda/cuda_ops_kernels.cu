@@ -429,13 +429,10 @@ __device__ double pw_eval(int op, double x, double y, double z, double f0, doubl
     }
     case OP_NEG: return -x;
     case OP_ABS: return fabs(x);
-    case OP_EXP: return exp(x);
-    case OP_LOG: return log(x);
-    case OP_SQRT: return sqrt(x);
-    case OP_TANH: return tanh(x);
     case OP_RELU: return x < 0 ? 0.0 : x;
-    case OP_ERF: return erf(x);
-    default: return x; /* CAST */
+    /* exp, log, sqrt, tanh, erf, ...: every MATH_FN op of ops.def (cuda_ops_src.c generates
+     * tgc_native_math); any other op (CAST) is x itself */
+    default: return tgc_native_math(op, x);
     }
 }
 

@@ -1,9 +1,10 @@
 /* The text of the native-op kernel program: the prelude (cuda_render.h; the kernels use
  * none of it but share the program layout of every CUDA program), the op and dtype numbers
  * of ops.def and tensor.h as #defines, so the kernels switch on the same numbers the host
- * passes, then cuda_ops_kernels.cu (embedded by the build as every .cu / .cuh is:
- * CMakeLists.txt, tools/embed_text.cmake).
- * Pure functions; thread-safe. */
+ * passes, tgc_native_math (a switch case per MATH_FN op of ops.def, in double: the native
+ * pointwise kernel's math, so a new math op needs no kernel edit), then cuda_ops_kernels.cu
+ * (embedded by the build as every .cu / .cuh is: CMakeLists.txt, tools/embed_text.cmake). Pure
+ * functions; thread-safe. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,8 @@ char *tgc_cuda_ops_source(void)
     const char *body = tgc_text_cuda_ops_kernels_cu;
     const char *prelude = tgc_cuda_prelude();
     size_t body_len = sizeof tgc_text_cuda_ops_kernels_cu;
-    size_t cap = strlen(prelude) + body_len + 64 * (TGC_OP_COUNT + TGC_DTYPE_COUNT) + 64;
+    size_t cap =
+        strlen(prelude) + body_len + 64 * (TGC_OP_COUNT + TGC_DTYPE_COUNT) + 64 * TGC_OP_COUNT + 64;
     char *s = malloc(cap);
     if (!s)
         return NULL;
@@ -55,6 +57,14 @@ char *tgc_cuda_ops_source(void)
         n += (size_t)snprintf(s + n, cap - n, "#define OP_%s %d\n", op_macro_names[i], i);
     for (int i = 0; i < TGC_DTYPE_COUNT; i++)
         n += (size_t)snprintf(s + n, cap - n, "#define DT_%s %d\n", dt_macro_names[i], i);
+    n += (size_t)snprintf(s + n, cap - n,
+                          "__device__ double tgc_native_math(int op, double x) {\n"
+                          "  switch (op) {\n");
+    for (int i = 0; i < TGC_OP_COUNT; i++)
+        if (tgc_op_math_fn((tgc_op)i))
+            n += (size_t)snprintf(s + n, cap - n, "  case OP_%s: return %s(x);\n",
+                                  op_macro_names[i], tgc_op_math_fn((tgc_op)i));
+    n += (size_t)snprintf(s + n, cap - n, "  default: return x;\n  }\n}\n");
     memcpy(s + n, body, body_len); /* with its NUL */
     return s;
 }

@@ -1,4 +1,5 @@
-/* interp kernels: pools, batch_norm, layer_norm, dropout, losses, attention.
+/* interp kernels: pools, batch_norm, layer_norm, rms_norm, group_norm, dropout, losses,
+ * attention.
  *
  * Every kernel reads its (possibly strided) inputs through row-major walks, computes in
  * double and writes the contiguous, preallocated `out` once per element. Half types are
@@ -422,6 +423,95 @@ static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     return TGC_OK;
 }
 
+/* ---- rms_norm over the last n_norm dims: x / sqrt(mean(x^2) + eps) * weight ---- */
+
+static tgc_status rms_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
+{
+    const tgc_tensor *x = in[0];
+    const int n_norm = (int)a->layer_norm.n_norm;
+    const int64_t bits = a->layer_norm.has;
+    const double eps = a->layer_norm.eps;
+    const tgc_tensor *wt = (bits & TGC_LN_HAS_WEIGHT) && n_in > 1 ? in[1] : NULL;
+    if (n_in != 1 + !!wt || (bits & ~(int64_t)TGC_LN_HAS_WEIGHT) ||
+        ((bits & TGC_LN_HAS_WEIGHT) && !wt) || n_norm < 0 || n_norm > x->ndim)
+        return bad_inputs(TGC_OP_RMS_NORM, n_in);
+    const int64_t M = prod(x->shape, x->ndim - n_norm, x->ndim);
+    const int64_t rows = prod(x->shape, 0, x->ndim - n_norm);
+    double *buf = malloc((size_t)(M ? M : 1) * 2 * sizeof *buf);
+    if (!buf)
+        return oom("rms_norm");
+    double *w = buf + M;
+    if (wt)
+        gather(wt, 0, M, w);
+    for (int64_t r = 0; r < rows; r++) {
+        gather(x, r * M, M, buf);
+        double q = 0;
+        for (int64_t j = 0; j < M; j++)
+            q += buf[j] * buf[j];
+        double rr = 1.0 / sqrt(q / (double)M + eps);
+        for (int64_t j = 0; j < M; j++)
+            buf[j] = wt ? buf[j] * rr * w[j] : buf[j] * rr;
+        scatter_out(out, r * M, M, buf);
+    }
+    free(buf);
+    return TGC_OK;
+}
+
+/* ---- group_norm: x [N, C, *], per sample and group of C / G channels (contiguous in x's
+ * row-major order with their spatial elements): mean, then the mean of squared deviations
+ * (two passes, as layer_norm), (x - mean) / sqrt(var + eps) * w[c] + b[c] ---- */
+
+static tgc_status group_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
+{
+    const tgc_tensor *x = in[0];
+    const int64_t G = a->group_norm.groups, bits = a->group_norm.has;
+    const double eps = a->group_norm.eps;
+    const tgc_tensor *wt = NULL, *bs = NULL;
+    int k = 1;
+    if (bits & TGC_LN_HAS_WEIGHT)
+        wt = k < n_in ? in[k++] : NULL;
+    if (bits & TGC_LN_HAS_BIAS)
+        bs = k < n_in ? in[k++] : NULL;
+    if (k != n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) || ((bits & TGC_LN_HAS_BIAS) && !bs) ||
+        x->ndim < 2 || G < 1 || x->shape[1] % G != 0)
+        return bad_inputs(TGC_OP_GROUP_NORM, n_in);
+    const int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim);
+    const int64_t M = C / G * S; /* elements of one group */
+    double *buf = malloc((size_t)(M + 2 * C + 1) * sizeof *buf);
+    if (!buf)
+        return oom("group_norm");
+    double *w = buf + M, *b = w + C;
+    if (wt)
+        gather(wt, 0, C, w);
+    else
+        for (int64_t j = 0; j < C; j++)
+            w[j] = 1.0;
+    if (bs)
+        gather(bs, 0, C, b);
+    else
+        memset(b, 0, (size_t)C * sizeof *b);
+    for (int64_t r = 0; r < N * G; r++) {
+        gather(x, r * M, M, buf);
+        double s = 0;
+        for (int64_t j = 0; j < M; j++)
+            s += buf[j];
+        double mean = s / (double)M, q = 0;
+        for (int64_t j = 0; j < M; j++) {
+            double d = buf[j] - mean;
+            q += d * d;
+        }
+        double rstd = 1.0 / sqrt(q / (double)M + eps);
+        const int64_t c0 = r % G * (C / G);
+        for (int64_t j = 0; j < M; j++) {
+            const int64_t ch = c0 + j / S;
+            buf[j] = (buf[j] - mean) * rstd * w[ch] + b[ch];
+        }
+        scatter_out(out, r * M, M, buf);
+    }
+    free(buf);
+    return TGC_OK;
+}
+
 /* ---- dropout: element i keeps iff uniform(seed, base + i) >= p ---- */
 
 static tgc_status dropout(const tgc_tensor *x, const tgc_attrs *a, tgc_tensor *out)
@@ -668,6 +758,8 @@ tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_a
     case TGC_OP_ADAPTIVE_AVG_POOL2D:
     case TGC_OP_BATCH_NORM:
     case TGC_OP_LAYER_NORM:
+    case TGC_OP_RMS_NORM:
+    case TGC_OP_GROUP_NORM:
     case TGC_OP_DROPOUT:
     case TGC_OP_CROSS_ENTROPY:
     case TGC_OP_NLL_LOSS:
@@ -688,6 +780,8 @@ tgc_status tgc_interp_nn(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_a
     case TGC_OP_ADAPTIVE_AVG_POOL2D: return pool2d(op, in[0], a, out);
     case TGC_OP_BATCH_NORM: return batch_norm(in, n_in, a, out);
     case TGC_OP_LAYER_NORM: return layer_norm(in, n_in, a, out);
+    case TGC_OP_RMS_NORM: return rms_norm(in, n_in, a, out);
+    case TGC_OP_GROUP_NORM: return group_norm(in, n_in, a, out);
     case TGC_OP_DROPOUT: return dropout(in[0], a, out);
     case TGC_OP_CROSS_ENTROPY:
     case TGC_OP_NLL_LOSS: return loss(op, in, a, out);

@@ -145,6 +145,8 @@ static double pw_unary(tgc_op op, double x)
         return 0.5 * x * (1.0 + tanh(PW_SQRT_2_PI * (x + 0.044715 * x * x * x)));
     case TGC_OP_SILU: return x * pw_sigmoid(x);
     case TGC_OP_ERF: return erf(x);
+    case TGC_OP_SIN: return sin(x);
+    case TGC_OP_COS: return cos(x);
     default: return x; /* CAST: the store converts */
     }
 }

@@ -1,4 +1,4 @@
-/* Interp kernels for reductions (sum, mean, max, var, argmax) and for softmax and
+/* Interp kernels for reductions (sum, mean, max, var, argmax, logsumexp) and for softmax and
  * log_softmax.
  *
  * The input's dims split into kept dims (one output element per index, in row-major order)
@@ -240,6 +240,15 @@ static void reduce_one(const red_call *c, int64_t xoff, int64_t ooff)
         double denom = fmax(0.0, n - (double)c->a->reduce.correction);
         d.sum /= denom;
         store_f64(c->obase, c->odt, ooff, 1, 1, &d.sum);
+        break;
+    }
+    case TGC_OP_LOGSUMEXP: { /* torch's: an infinite max is taken out as 0 */
+        visit(c, xoff, fold_max, &a);
+        double m = c->g.count == 0 || isinf(a.max) ? 0.0 : a.max;
+        red_acc e = acc_new(m);
+        visit(c, xoff, fold_exp_sum, &e);
+        double r = log(e.sum) + m;
+        store_f64(c->obase, c->odt, ooff, 1, 1, &r);
         break;
     }
     default: /* ARGMAX; an empty dim (rejected by inference) gives 0 */
