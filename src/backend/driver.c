@@ -24,6 +24,8 @@
 #include "support/error.h"
 #include "support/log.h"
 #include "support/strbuf.h"
+#include "tensor/copy.h"
+#include "tensor/tensor_impl.h"
 
 void tgc_plan_free(tgc_plan *p)
 {
@@ -397,6 +399,27 @@ static int writes_inputs(const tgc_graph *g)
     return 0;
 }
 
+/* The graph's constants (folded values, the constants decompositions make) are host
+ * tensors; kernels read them where the plan runs, so on a device they move there once, at
+ * compile time. */
+static tgc_status consts_to_device(tgc_graph *g, tgc_device dev, const char *name)
+{
+    if (dev.type == TGC_DEVICE_CPU)
+        return TGC_OK;
+    for (int k = 0; k < g->n_consts; k++) {
+        tgc_tensor *t = g->consts[k];
+        if (!t || (t->device.type == dev.type && t->device.index == dev.index))
+            continue;
+        tgc_tensor *d = tgc_tensor_copy_to(name, t, dev);
+        if (!d)
+            return tgc_last_status();
+        tgc_scope_release(d); /* the graph holds it, as it held t */
+        tgc_tensor_unref(t);
+        g->consts[k] = d;
+    }
+    return TGC_OK;
+}
+
 tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tgc_config *cfg,
                             tgc_device dev, const char *name, tgc_plan **out)
 {
@@ -416,6 +439,8 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
         st = tgc_passes_run_opts(p->g, cfg, name, b->decompose_keep, tgc_interp_eval_contiguous);
     if (st == TGC_OK && b->prepare)
         st = b->prepare(p->g);
+    if (st == TGC_OK)
+        st = consts_to_device(p->g, p->device, name);
     tgc_fusion fu = {0};
     uint8_t *mat = NULL;
     if (st == TGC_OK)
