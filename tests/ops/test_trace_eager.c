@@ -65,6 +65,7 @@ static tgc_status te_status(const tgc_tensor *t)
         return te_status(out[0]);                                                                  \
     }
 #include "trace_eager_cases.h"
+#include "trace_eager_cases_more.h"
 #undef TE_CASE
 
 typedef struct te_case {
@@ -78,6 +79,7 @@ typedef struct te_case {
 static const te_case te_cases[] = {
 #define TE_CASE(id, ops, tol, specs, ...) {#id, ops, tol, specs, te_fn_##id},
 #include "trace_eager_cases.h"
+#include "trace_eager_cases_more.h"
 #undef TE_CASE
 };
 

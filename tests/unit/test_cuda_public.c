@@ -71,6 +71,7 @@ static tgc_status te_status(const tgc_tensor *t)
         return te_status(out[0]);                                                                  \
     }
 #include "ops/trace_eager_cases.h"
+#include "ops/trace_eager_cases_more.h"
 #undef TE_CASE
 
 /* GPU-sized cases, in the same grammar, with their own sizes for D (static, then the two
@@ -148,6 +149,9 @@ static const te_case te_cases[] = {
     {#id, ops, TE_REL, specs, te_fn_##id, {d0, d1, d2}},
     TE_BIG_CASES(TE_BIG_ROW)
 #undef TE_BIG_ROW
+#define TE_CASE(id, ops, tol, specs, ...) {#id, ops, tol, specs, te_fn_##id, {0, 0, 0}},
+#include "ops/trace_eager_cases_more.h"
+#undef TE_CASE
 };
 #undef tgc_cpu
 

@@ -1,0 +1,14 @@
+/* More cases of the trace_eager_cases.h grammar (see there), kept in a list of their own
+ * that every includer puts after all its other cases: test_cuda_public seeds a case's inputs
+ * by its position, so a case added here changes no other case's data. Add new cases at the
+ * end of this file. */
+/* clang-format off: one case per line */
+TE_CASE(sin, "tgc_sin", TE_EXACT, "n:D,5 | nT:3,D | h:D,3 | q:D,2", tgc_sin(A0))
+TE_CASE(cos, "tgc_cos", TE_EXACT, "n:D,5 | nE:3,D | g:D,3 | d:D,2", tgc_cos(A0))
+TE_CASE(logsumexp, "tgc_logsumexp", TE_REL, "n:3,D,5 | nT:4,5,D | q:D,3 | h:D,4", tgc_logsumexp(A0, DIMS(1), 1, 0))
+TE_CASE(logsumexp_keep, "tgc_logsumexp", TE_REL, "n:D,3,4 | nS:2,D,3 | d:D,2,3", tgc_logsumexp(A0, DIMS(0, 2), 2, 1))
+TE_CASE(rms_norm, "tgc_rms_norm", TE_REL, "n:D,6 @n:6 | nT:3,D,6 @n:6 | h:D,6 @h:6", tgc_rms_norm(A0, 1, P0, -1.0))
+TE_CASE(rms_norm_bare, "tgc_rms_norm", TE_REL, "n:D,3,4 | nS:2,D,3,4", tgc_rms_norm(A0, 2, NULL, 1e-6))
+TE_CASE(group_norm, "tgc_group_norm", TE_REL, "n:D,6,3,2 @n:6 @n:6 | nT:2,6,D @n:6 @n:6 | h:D,6,4 @h:6 @h:6", tgc_group_norm(A0, 3, P0, P1, 1e-5))
+TE_CASE(group_norm_bare, "tgc_group_norm", TE_REL, "n:D,4,5 | nS:2,4,D", tgc_group_norm(A0, 4, NULL, NULL, 1e-5))
+/* clang-format on */
