@@ -370,6 +370,52 @@ static tgc_status batch_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     return TGC_OK;
 }
 
+/* ---- the norms over rows: layer_norm, rms_norm, group_norm ---- */
+
+/* The optional weight and bias inputs the TGC_LN_HAS_* bits announce, after x; 0 when the
+ * inputs do not match the bits. */
+static int norm_affine_inputs(tgc_tensor *const *in, int n_in, int64_t bits, const tgc_tensor **wt,
+                              const tgc_tensor **bs)
+{
+    int k = 1;
+    *wt = *bs = NULL;
+    if (bits & TGC_LN_HAS_WEIGHT)
+        *wt = k < n_in ? in[k++] : NULL;
+    if (bits & TGC_LN_HAS_BIAS)
+        *bs = k < n_in ? in[k++] : NULL;
+    return k == n_in && (!(bits & TGC_LN_HAS_WEIGHT) || *wt) && (!(bits & TGC_LN_HAS_BIAS) || *bs);
+}
+
+/* w[0..n) = the weight's values or 1, b[0..n) = the bias's or 0. */
+static void norm_affine_values(const tgc_tensor *wt, const tgc_tensor *bs, int64_t n, double *w,
+                               double *b)
+{
+    if (wt)
+        gather(wt, 0, n, w);
+    else
+        for (int64_t j = 0; j < n; j++)
+            w[j] = 1.0;
+    if (bs)
+        gather(bs, 0, n, b);
+    else
+        memset(b, 0, (size_t)n * sizeof *b);
+}
+
+/* The mean of v[0..m) and 1 / sqrt(var + eps) with the population variance, in two passes. */
+static double row_rstd(const double *v, int64_t m, double eps, double *mean)
+{
+    double s = 0;
+    for (int64_t j = 0; j < m; j++)
+        s += v[j];
+    double mu = s / (double)m, q = 0;
+    for (int64_t j = 0; j < m; j++) {
+        double d = v[j] - mu;
+        q += d * d;
+    }
+    *mean = mu;
+    return 1.0 / sqrt(q / (double)m + eps);
+}
+
 /* ---- layer_norm over the last n_norm dims ---- */
 
 static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a, tgc_tensor *out)
@@ -378,14 +424,8 @@ static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     const int n_norm = (int)a->layer_norm.n_norm;
     const int64_t bits = a->layer_norm.has;
     const double eps = a->layer_norm.eps;
-    const tgc_tensor *wt = NULL, *bs = NULL;
-    int k = 1;
-    if (bits & TGC_LN_HAS_WEIGHT)
-        wt = k < n_in ? in[k++] : NULL;
-    if (bits & TGC_LN_HAS_BIAS)
-        bs = k < n_in ? in[k++] : NULL;
-    if (k != n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) || ((bits & TGC_LN_HAS_BIAS) && !bs) ||
-        n_norm < 0 || n_norm > x->ndim)
+    const tgc_tensor *wt, *bs;
+    if (!norm_affine_inputs(in, n_in, bits, &wt, &bs) || n_norm < 0 || n_norm > x->ndim)
         return bad_inputs(TGC_OP_LAYER_NORM, n_in);
 
     const int64_t M = prod(x->shape, x->ndim - n_norm, x->ndim);
@@ -394,27 +434,10 @@ static tgc_status layer_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     if (!buf)
         return oom("layer_norm");
     double *w = buf + M, *b = buf + 2 * M;
-    if (wt)
-        gather(wt, 0, M, w);
-    else
-        for (int64_t j = 0; j < M; j++)
-            w[j] = 1.0;
-    if (bs)
-        gather(bs, 0, M, b);
-    else
-        memset(b, 0, (size_t)M * sizeof *b);
-
+    norm_affine_values(wt, bs, M, w, b);
     for (int64_t r = 0; r < rows; r++) {
         gather(x, r * M, M, buf);
-        double s = 0;
-        for (int64_t j = 0; j < M; j++)
-            s += buf[j];
-        double mean = s / (double)M, q = 0;
-        for (int64_t j = 0; j < M; j++) {
-            double d = buf[j] - mean;
-            q += d * d;
-        }
-        double rstd = 1.0 / sqrt(q / (double)M + eps);
+        double mean, rstd = row_rstd(buf, M, eps, &mean);
         for (int64_t j = 0; j < M; j++)
             buf[j] = (buf[j] - mean) * rstd * w[j] + b[j];
         scatter_out(out, r * M, M, buf);
@@ -466,14 +489,9 @@ static tgc_status group_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     const tgc_tensor *x = in[0];
     const int64_t G = a->group_norm.groups, bits = a->group_norm.has;
     const double eps = a->group_norm.eps;
-    const tgc_tensor *wt = NULL, *bs = NULL;
-    int k = 1;
-    if (bits & TGC_LN_HAS_WEIGHT)
-        wt = k < n_in ? in[k++] : NULL;
-    if (bits & TGC_LN_HAS_BIAS)
-        bs = k < n_in ? in[k++] : NULL;
-    if (k != n_in || ((bits & TGC_LN_HAS_WEIGHT) && !wt) || ((bits & TGC_LN_HAS_BIAS) && !bs) ||
-        x->ndim < 2 || G < 1 || x->shape[1] % G != 0)
+    const tgc_tensor *wt, *bs;
+    if (!norm_affine_inputs(in, n_in, bits, &wt, &bs) || x->ndim < 2 || G < 1 ||
+        x->shape[1] % G != 0)
         return bad_inputs(TGC_OP_GROUP_NORM, n_in);
     const int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim);
     const int64_t M = C / G * S; /* elements of one group */
@@ -481,26 +499,10 @@ static tgc_status group_norm(tgc_tensor *const *in, int n_in, const tgc_attrs *a
     if (!buf)
         return oom("group_norm");
     double *w = buf + M, *b = w + C;
-    if (wt)
-        gather(wt, 0, C, w);
-    else
-        for (int64_t j = 0; j < C; j++)
-            w[j] = 1.0;
-    if (bs)
-        gather(bs, 0, C, b);
-    else
-        memset(b, 0, (size_t)C * sizeof *b);
+    norm_affine_values(wt, bs, C, w, b);
     for (int64_t r = 0; r < N * G; r++) {
         gather(x, r * M, M, buf);
-        double s = 0;
-        for (int64_t j = 0; j < M; j++)
-            s += buf[j];
-        double mean = s / (double)M, q = 0;
-        for (int64_t j = 0; j < M; j++) {
-            double d = buf[j] - mean;
-            q += d * d;
-        }
-        double rstd = 1.0 / sqrt(q / (double)M + eps);
+        double mean, rstd = row_rstd(buf, M, eps, &mean);
         const int64_t c0 = r % G * (C / G);
         for (int64_t j = 0; j < M; j++) {
             const int64_t ch = c0 + j / S;
