@@ -619,10 +619,11 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         CU(cu.EventElapsed(&ms, e0, e1));
         tflops = flops * reps / (ms * 1e-3) / 1e12;
     }
-    printf("%-34s mode %d tile %dx%dx%d st %d thr %d smem %6u grid %ux%ux%u ws %8zu  %s "
+    printf("%-34s mode %d%s tile %dx%dx%d st %d thr %d smem %6u grid %ux%ux%u ws %8zu  %s "
            "(worst %.2f of limit, %zu/%zu checked)",
-           tc->name, cfg.mode, cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.threads, smem, grid[0],
-           grid[1], grid[2], ws_n, bad ? "FAIL" : "ok", worst, samples, total);
+           tc->name, cfg.mode, cfg.wg ? " wgmma" : "", cfg.bm, cfg.bn, cfg.bk, cfg.stages,
+           cfg.threads, smem, grid[0], grid[1], grid[2], ws_n, bad ? "FAIL" : "ok", worst, samples,
+           total);
     if (tflops > 0)
         printf("  %.1f TFLOP/s", tflops);
     printf("\n");
@@ -931,6 +932,21 @@ int main(int argc, char **argv)
             int simt_tile = f.wm == 0;
             if (simt_tile != (cases[i].dt == TGC_F32 && cases[i].prec == H))
                 continue;
+            fails += run_case(&cases[i], sm, sms, quick, &f);
+        }
+        /* sm_90 wgmma tiles (warpgroups, bn, stages; bk: one 128-byte row), where the case's
+         * mode and layouts have them */
+        static const int wtiles[][3] = {{2, 256, 4}, {2, 256, 3}, {2, 128, 4}, {2, 128, 6},
+                                        {1, 256, 4}, {1, 128, 6}, {2, 192, 4}, {3, 128, 4}};
+        int es = cases[i].dt == TGC_F32 ? 4 : 2;
+        if (sm != 90 || (cases[i].dt == TGC_F32 && cases[i].prec != T))
+            continue;
+        for (size_t t = 0; t < sizeof wtiles / sizeof wtiles[0]; t++) {
+            tgc_cuda_tpl f = {.wg = wtiles[t][0],
+                              .bm = 64 * wtiles[t][0],
+                              .bn = wtiles[t][1],
+                              .bk = 128 / es,
+                              .stages = wtiles[t][2]};
             fails += run_case(&cases[i], sm, sms, quick, &f);
         }
     }

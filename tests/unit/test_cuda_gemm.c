@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_target.h"
 
 static int g_skipped;
+static int g_sm = 90; /* the architecture render_compile renders and compiles for */
 
 /* gb_classify with the CUDA target's templates (f32, f16, bf16). */
 static tgc_fuse_class cu_classify(const tgc_graph *g, int32_t i)
@@ -82,7 +83,7 @@ static char *render_compile(const tk *t, tgc_matmul_precision prec, tgc_cuda_tpl
 {
     tgc_strbuf sb = {0};
     tgc_sb_puts(&sb, tgc_cuda_prelude()); /* as the backend starts every program */
-    if (tgc_cuda_render_template(&sb, t->k, &t->slots, "tgc_k", prec, 90, cfg) != TGC_OK)
+    if (tgc_cuda_render_template(&sb, t->k, &t->slots, "tgc_k", prec, g_sm, cfg) != TGC_OK)
         fail_msg("render: %s", tgc_last_error());
     char *src = tgc_sb_take(&sb);
     assert_non_null(src);
@@ -97,7 +98,7 @@ static char *render_compile(const tk *t, tgc_matmul_precision prec, tgc_cuda_tpl
     }
     char *cubin = NULL;
     size_t n = 0;
-    if (tgc_nvrtc_compile("tgc_k", src, 90, &cubin, &n, &ptx) != TGC_OK)
+    if (tgc_nvrtc_compile("tgc_k", src, g_sm, &cubin, &n, &ptx) != TGC_OK)
         fail_msg("%s", tgc_last_error());
     assert_true(n > 0);
     free(cubin);
@@ -108,16 +109,35 @@ static char *render_compile(const tk *t, tgc_matmul_precision prec, tgc_cuda_tpl
     return ptx;
 }
 
-static void check_mode_ptx(const char *ptx, int mode)
+/* The PTX has the instruction of cfg's mode: wgmma (sm_90a) when cfg->wg, else mma.sync
+ * (SIMT: fma), and cp.async loads. */
+static void check_mode_ptx(const char *ptx, const tgc_cuda_tpl *cfg)
 {
     if (!ptx)
         return;
+    const int mode = cfg->mode;
     int tf32 = strstr(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != NULL;
     int bf16 = strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL;
     int f16 = strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL;
-    assert_int_equal(tf32, mode == TGC_CUDA_TPL_TF32);
-    assert_int_equal(bf16, mode == TGC_CUDA_TPL_BF16X || mode == TGC_CUDA_TPL_BF16);
-    assert_int_equal(f16, mode == TGC_CUDA_TPL_F16);
+    int wg = strstr(ptx, "wgmma.mma_async.sync.aligned.m64n") != NULL;
+    assert_int_equal(wg, cfg->wg > 0);
+    if (cfg->wg) {
+        char want[96];
+        const char *ty = mode == TGC_CUDA_TPL_TF32   ? "tf32"
+                         : mode == TGC_CUDA_TPL_BF16 ? "bf16"
+                                                     : "f16";
+        snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s", cfg->bn,
+                 mode == TGC_CUDA_TPL_TF32 ? 8 : 16, ty, ty);
+        assert_non_null(strstr(ptx, want));
+        assert_non_null(strstr(ptx, ".target sm_90a"));
+        assert_int_equal(cfg->bm, 64 * cfg->wg);
+        assert_int_equal(cfg->threads, 128 * cfg->wg);
+        assert_int_equal(tf32 + bf16 + f16, 0);
+    } else {
+        assert_int_equal(tf32, mode == TGC_CUDA_TPL_TF32);
+        assert_int_equal(bf16, mode == TGC_CUDA_TPL_BF16X || mode == TGC_CUDA_TPL_BF16);
+        assert_int_equal(f16, mode == TGC_CUDA_TPL_F16);
+    }
     assert_non_null(strstr(ptx, "cp.async"));
     if (mode == TGC_CUDA_TPL_SIMT)
         assert_non_null(strstr(ptx, "fma.rn.f32"));
@@ -150,7 +170,7 @@ static void matmul_every_precision_compiles_with_its_instruction(void **state)
         assert_non_null(strstr(src, "extern \"C\" __global__ void __launch_bounds__"));
         assert_non_null(strstr(src, "G.K = 4096LL;"));
         assert_non_null(strstr(src, i == 0 ? "tgc_simt_comp<" : "tgc_tc_comp<"));
-        check_mode_ptx(ptx, modes[i]);
+        check_mode_ptx(ptx, &cfg);
         free(ptx);
         free(src);
         /* 4096^3: no split; the tensor-core modes take 128 x 256 tiles of 64 x 64 warps */
@@ -188,7 +208,15 @@ static void half_operands_use_their_own_mma(void **state)
         tgc_cuda_tpl cfg;
         char *ptx = render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL);
         assert_int_equal(cfg.mode, i == 0 ? TGC_CUDA_TPL_F16 : TGC_CUDA_TPL_BF16);
-        check_mode_ptx(ptx, cfg.mode);
+        check_mode_ptx(ptx, &cfg);
+        assert_int_equal(cfg.wg, 2); /* sm_90: both layouts (B MN-major) on wgmma */
+        free(ptx);
+        /* sm_80: mma.sync with ldmatrix */
+        g_sm = 80;
+        ptx = render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL);
+        g_sm = 90;
+        assert_int_equal(cfg.wg, 0);
+        check_mode_ptx(ptx, &cfg);
         if (ptx)
             assert_non_null(strstr(ptx, "ldmatrix"));
         free(ptx);
@@ -320,7 +348,7 @@ static void conv_shapes_compile(void **state)
             char *src = NULL;
             char *ptx = render_compile(&t, (tgc_matmul_precision)pr, &cfg, &src);
             assert_non_null(strstr(src, "tgc_im2col<"));
-            check_mode_ptx(ptx, cfg.mode);
+            check_mode_ptx(ptx, &cfg);
             free(ptx);
             free(src);
             tgc_gemm_geom geo;
@@ -356,7 +384,7 @@ static void half_conv_compiles(void **state)
     tgc_cuda_tpl cfg;
     char *ptx = render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL);
     assert_int_equal(cfg.mode, TGC_CUDA_TPL_BF16);
-    check_mode_ptx(ptx, cfg.mode);
+    check_mode_ptx(ptx, &cfg);
     free(ptx);
     tk_free(&t);
     tgc_graph_free(g);
@@ -427,6 +455,82 @@ static void fused_epilogues_compile(void **state)
         tk_free(&t);
         tgc_graph_free(g);
     }
+}
+
+/* sm_90 takes wgmma where it has the operand layouts: tf32 with both operands K-major (a
+ * linear layer's x @ W^T, conv's weights and im2col), f16 / bf16 with either; tf32 with an
+ * MN-major operand keeps mma.sync. sm_80 keeps mma.sync for all. Forced wgmma tiles are
+ * checked like the others. */
+static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim sx[2] = {1024, 768}, sw[2] = {2304, 768};
+    int32_t x = gb_input(g, TGC_F32, 2, sx), w = gb_input(g, TGC_F32, 2, sw);
+    int32_t in[2] = {x, w};
+    int32_t o = gb_op(g, TGC_OP_LINEAR, in, 2, NULL);
+    gb_outputs(g, &o, 1);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_cuda_tpl cfg;
+    char *src = NULL;
+    char *ptx = render_compile(&t, TGC_PRECISION_HIGH, &cfg, &src);
+    assert_int_equal(cfg.mode, TGC_CUDA_TPL_TF32);
+    assert_int_equal(cfg.wg, 2);
+    assert_int_equal(cfg.bk, 32); /* one 128-byte row of fp32 per stage */
+    assert_int_equal(cfg.smem_bytes, (unsigned)(cfg.stages * (cfg.bm + cfg.bn) * 128 + 1024));
+    assert_non_null(strstr(src, "#define TGC_NEEDS_SM90A"));
+    assert_non_null(strstr(src, "tgc_ld_sw<"));
+    check_mode_ptx(ptx, &cfg);
+    free(ptx);
+    free(src);
+    /* HIGHEST (exact fp32) and MEDIUM (bf16 of fp32 operands) stay on their templates */
+    for (int p = 0; p < 3; p += 2) {
+        ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, NULL);
+        assert_int_equal(cfg.wg, 0);
+        check_mode_ptx(ptx, &cfg);
+        free(ptx);
+    }
+    /* forced wgmma tiles */
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl want = {.bm = 64, .bn = 192, .bk = 64, .wg = 1, .stages = 3}, got;
+    assert_int_equal(
+        tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &want, &got),
+        TGC_OK);
+    assert_int_equal(got.wg, 1);
+    assert_int_equal(got.threads, 128);
+    assert_int_equal(got.bn, 192);
+    assert_int_equal(got.smem_bytes, 3u * (64 + 192) * 64 * 4 + 1024);
+    tgc_cuda_tpl bad = want;
+    bad.bm = 128; /* not 64 per warpgroup */
+    check_error(
+        tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &bad, &got),
+        TGC_ERR_INVALID_ARG, "does not fit");
+    bad = want;
+    bad.bk = 16; /* 64 bytes: not a whole swizzled row */
+    check_error(
+        tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &bad, &got),
+        TGC_ERR_INVALID_ARG, "does not fit");
+    check_error(
+        tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 80, &want, &got),
+        TGC_ERR_INVALID_ARG, "no wgmma template");
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
+    /* tf32 with B MN-major (x @ W, W [K, N]) keeps mma.sync, and says so by its config */
+    g = tgc_graph_create();
+    matmul_graph(g, TGC_F32, 512, 512, 512);
+    lower_tpl(g, &t);
+    ptx = render_compile(&t, TGC_PRECISION_HIGH, &cfg, NULL);
+    assert_int_equal(cfg.wg, 0);
+    check_mode_ptx(ptx, &cfg);
+    free(ptx);
+    check_error(
+        tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &want, &got),
+        TGC_ERR_INVALID_ARG, "no wgmma template");
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
 }
 
 static void forced_tiles_are_checked(void **state)
@@ -540,6 +644,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(conv_shapes_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(half_conv_compiles, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(hopper_takes_wgmma_where_the_layouts_allow, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(embedded_library_matches_its_source, scoped_setup,
                                         scoped_teardown),

@@ -153,7 +153,7 @@ void tgc_emu_launch(unsigned grid[3], unsigned nt, size_t smem, tgc_emu_body bod
     gridDim = {grid[0], grid[1], grid[2]};
     blockDim = {nt, 1, 1};
     nwarps = nt / 32;
-    tgc_emu_smem = (char *)aligned_alloc(128, (smem + 127) / 128 * 128 + 128);
+    tgc_emu_smem = (char *)aligned_alloc(1024, (smem + 1023) / 1024 * 1024 + 1024);
     for (unsigned w = 0; w < nt / 32; w++)
         pthread_barrier_init(&warp_bar[w], nullptr, 32);
     pthread_attr_t at;

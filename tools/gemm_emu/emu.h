@@ -285,6 +285,61 @@ inline long long tgc_min_ll_emu_unused(long long a)
     return a;
 }
 
+// ---- sm_90a: wgmma from swizzled shared memory ----
+// Shared-memory "addresses" are offsets into the block's buffer (allocated 1024-aligned, so
+// the swizzle sees the same address bits as on the GPU). wgmma is computed at issue, each
+// thread its own accumulator elements, from the descriptors and the canonical 128-byte
+// swizzle layouts as the PTX ISA describes them (K-major: 8-row groups SBO apart, rows of
+// 128 bytes; MN-major: 64-element blocks LBO apart along MN, 8-row groups SBO apart along K;
+// the 16-byte chunk index XORed with address bits 7..9). tf32 operands drop their low 13
+// mantissa bits, as the tensor cores read them.
+inline unsigned tgc_smem_addr(const void *p)
+{
+    return (unsigned)((const char *)p - tgc_emu_smem);
+}
+template <int X> inline void tgc_fence_async_smem() {}
+template <int X> inline void tgc_wgmma_fence() {}
+template <int X> inline void tgc_wgmma_commit() {}
+template <int N> inline void tgc_wgmma_wait() {}
+inline void tgc_reg_fence(float &) {}
+inline float tgc_emu_wg_elem(unsigned long long d, int trans, int mn, int k, int kind)
+{
+    if ((d >> 62) != 1 || ((d >> 49) & 7)) {
+        fprintf(stderr, "emu: wgmma descriptor %llx: not 128-byte swizzle, base offset 0\n", d);
+        abort();
+    }
+    unsigned start = (unsigned)(d & 0x3FFF) << 4, lbo = (unsigned)((d >> 16) & 0x3FFF) << 4,
+             sbo = (unsigned)((d >> 32) & 0x3FFF) << 4, es = kind ? 2 : 4;
+    unsigned a = !trans ? start + (unsigned)(mn / 8) * sbo + (unsigned)(mn % 8) * 128 + k * es
+                        : start + (mn * es / 128) * lbo + (unsigned)(k / 8) * sbo +
+                              (unsigned)(k % 8) * 128 + (mn * es) % 128;
+    a ^= ((a >> 7) & 7) << 4;
+    const char *p = tgc_emu_smem + a;
+    if (kind == 0) {
+        unsigned u;
+        memcpy(&u, p, 4);
+        return __uint_as_float(u & 0xffffe000u);
+    }
+    unsigned short h;
+    memcpy(&h, p, 2);
+    return tgc_bits_f32(h, kind == 2);
+}
+// kind: 0 tf32 (k8), 1 f16, 2 bf16 (k16)
+inline void tgc_emu_wgmma(float *d, int n, int kind, int ta, int tb, unsigned long long da,
+                          unsigned long long db)
+{
+    int wl = (int)threadIdx.x % 128, w = wl / 32, lane = wl % 32, ks = kind ? 16 : 8;
+    for (int q = 0; q < n / 2; q++) {
+        int j = q / 4, r = q % 4, m = w * 16 + (lane >> 2) + (r >> 1) * 8;
+        int nn = j * 8 + 2 * (lane & 3) + (r & 1);
+        double s = 0;
+        for (int k = 0; k < ks; k++)
+            s += (double)tgc_emu_wg_elem(da, ta, m, k, kind) *
+                 (double)tgc_emu_wg_elem(db, tb, nn, k, kind);
+        d[q] = (float)(d[q] + s);
+    }
+}
+
 // The part of hb's prelude (cuda_render.h) that rendered epilogues call.
 inline float __int_as_float(int i)
 {

@@ -65,7 +65,64 @@ static int stage_elems(int layout, int bmn, int bk, int pad)
     return layout == 0 ? bmn * (bk + pad) : bk * (bmn + pad);
 }
 
-static void choose(const kir_kernel *k, int mode, plan *p)
+/* Operand layouts of the wgmma path (stages swizzled, no pads): 0 when it has none for this
+ * kernel. TF32 wgmma reads both operands K-major; f16 / bf16 take either. */
+static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, plan *p)
+{
+    const kir_template *t = &k->tpl;
+    const int conv = k->kind == KIR_CONV, h16 = mode >= TGC_CUDA_TPL_F16;
+    if (mode != TGC_CUDA_TPL_TF32 && !h16)
+        return 0;
+    opnd a, b = {0, 0, 0, 0};
+    if (conv || is_const(t->a_cs, 1))
+        a = (opnd){0, 0, 1, 1};
+    else if (is_const(t->a_rs, 1))
+        a = (opnd){1, 0, 1, 0};
+    else
+        a = (opnd){0, 0, 0, 1};
+    if (!conv) {
+        if (is_const(t->b_rs, 1))
+            b = (opnd){0, 0, 1, 1};
+        else if (is_const(t->b_cs, 1))
+            b = (opnd){1, 0, 1, 0};
+        else
+            b = (opnd){0, 0, 0, 1};
+    }
+    if (!h16 && (a.layout || b.layout))
+        return 0;
+    p->a = a;
+    p->b = b;
+    p->c.wg = 2;
+    p->c.bm = 128;
+    p->c.bn = 128;
+    int big = M >= 128 && N >= 256 && M * N >= 2LL * 132 * 128 * 256;
+    if (big)
+        p->c.bn = 256;
+    else if (N >= 0 && N <= 64)
+        p->c.bn = 64;
+    if (M >= 0 && M <= 64) {
+        p->c.wg = 1;
+        p->c.bm = 64;
+    }
+    p->c.bk = 128 / p->es;
+    p->c.threads = 128 * p->c.wg;
+    p->c.stages = 4;
+    p->c.wm = p->c.wg;
+    p->c.wn = 1;
+    return 1;
+}
+
+static unsigned smem_of(const plan *p)
+{
+    const tgc_cuda_tpl *c = &p->c;
+    if (c->wg) /* swizzled stages, plus the slack to align them to 1024 bytes */
+        return (unsigned)(c->stages * (c->bm + c->bn) * c->bk * p->es + 1024);
+    int sa = stage_elems(p->a.layout, c->bm, c->bk, p->a.pad);
+    int sb = stage_elems(p->b.layout, c->bn, c->bk, p->b.pad);
+    return (unsigned)(c->stages * (sa + sb) * p->es);
+}
+
+static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
 {
     const kir_template *t = &k->tpl;
     const int conv = k->kind == KIR_CONV;
@@ -80,6 +137,10 @@ static void choose(const kir_kernel *k, int mode, plan *p)
     int64_t N = conv ? -1 : cval(t->N);
     if (conv && cval(t->cn) >= 0 && cval(t->oh) >= 0 && cval(t->ow) >= 0)
         N = cval(t->cn) * cval(t->oh) * cval(t->ow);
+    if (wgmma && choose_wgmma(k, mode, M, N, p)) {
+        p->c.smem_bytes = smem_of(p);
+        return;
+    }
     if (mode == TGC_CUDA_TPL_SIMT) {
         p->c.bm = p->c.bn = 128;
         p->c.bk = 8;
@@ -141,9 +202,7 @@ static void choose(const kir_kernel *k, int mode, plan *p)
     }
     if (conv)
         p->b = (opnd){1, p->b_pad, 0, 0};
-    int sa = stage_elems(p->a.layout, p->c.bm, p->c.bk, p->a.pad);
-    int sb = stage_elems(p->b.layout, p->c.bn, p->c.bk, p->b.pad);
-    p->c.smem_bytes = (unsigned)(p->c.stages * (sa + sb) * p->es);
+    p->c.smem_bytes = smem_of(p);
 }
 
 /* ---- text ---- */
@@ -214,6 +273,40 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
     return TGC_OK;
 }
 
+/* NAME_mma::run(acc, desc_a, desc_b): one wgmma.mma_async m64nNk16 (f16 / bf16; the
+ * transpose immediates say which operand stages are MN-major) or m64nNk8 (tf32) adding to
+ * the N / 2 accumulator registers of each thread of the warpgroup. The emulator (TGC_GEMM_EMU)
+ * computes the same from the descriptors. */
+static void render_wgmma(tgc_strbuf *o, const char *fname, int mode, int n, int ta, int tb)
+{
+    const int tf32 = mode == TGC_CUDA_TPL_TF32, nacc = n / 2;
+    const char *ty = tf32 ? "tf32" : mode == TGC_CUDA_TPL_BF16 ? "bf16" : "f16";
+    tgc_sb_printf(o,
+                  "struct %s_mma {\n"
+                  "    __device__ __forceinline__ static void run(float *d, unsigned long long a, "
+                  "unsigned long long b)\n    {\n"
+                  "#ifdef TGC_GEMM_EMU\n"
+                  "        tgc_emu_wgmma(d, %d, %d, %d, %d, a, b);\n"
+                  "#else\n"
+                  "        asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n"
+                  "                     \"wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {",
+                  fname, n,
+                  tf32                        ? 0
+                  : mode == TGC_CUDA_TPL_BF16 ? 2
+                                              : 1,
+                  ta, tb, nacc + 2, n, tf32 ? 8 : 16, ty, ty);
+    for (int i = 0; i < nacc; i++)
+        tgc_sb_printf(o, "%s%%%d", i ? ", " : "", i);
+    tgc_sb_printf(o, "}, %%%d, %%%d, p, 1, 1", nacc, nacc + 1);
+    if (!tf32)
+        tgc_sb_printf(o, ", %d, %d", ta, tb);
+    tgc_sb_puts(o, ";\\n}\\n\"\n                     : ");
+    for (int i = 0; i < nacc; i++)
+        tgc_sb_printf(o, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+    tgc_sb_puts(o, "\n                     : \"l\"(a), \"l\"(b), \"r\"(1));\n"
+                   "#endif\n    }\n};\n");
+}
+
 /* G.<field> = constant, for every constant sdim of the template */
 static void put_consts(tgc_strbuf *o, const kir_kernel *k)
 {
@@ -242,7 +335,16 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
     const int simt = c->mode == TGC_CUDA_TPL_SIMT, conv = c->kind == KIR_CONV;
     if (f->stages < 2 || f->stages > 8)
         return 0;
-    if (simt) {
+    if (c->wg) {
+        int nt = 128 * f->wg, mn16 = p->es == 2 ? 64 : 8;
+        if (f->wg < 1 || f->wg > 4 || f->bm != 64 * f->wg || f->bn < 16 || f->bn > 256 ||
+            f->bn % 16 || (f->bk * p->es) % 128 || (p->a.layout && f->bm % mn16) ||
+            (!conv && p->b.layout && f->bn % mn16))
+            return 0;
+        c->wg = c->wm = f->wg;
+        c->wn = 1;
+        c->threads = nt;
+    } else if (simt) {
         if (f->bm != 128 || f->bn != 128 || (f->bk != 8 && f->bk != 16))
             return 0;
     } else {
@@ -273,9 +375,7 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
         if (o[i]->vec && (o[i]->layout == 0 ? mn[i] * (c->bk / v) : c->bk * (mn[i] / v)) % nt)
             return 0;
     }
-    int sa = stage_elems(p->a.layout, c->bm, c->bk, p->a.pad);
-    int sb = stage_elems(p->b.layout, c->bn, c->bk, p->b.pad);
-    c->smem_bytes = (unsigned)(c->stages * (sa + sb) * p->es);
+    c->smem_bytes = smem_of(p);
     return c->smem_bytes <= 227u * 1024u;
 }
 
@@ -300,7 +400,13 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                              "mma.sync); kernel %s was asked for sm_%d",
                              fname, sm);
     plan p;
-    choose(k, mode, &p);
+    const int wgmma = sm == 90 && (!force || force->wg > 0);
+    choose(k, mode, wgmma, &p);
+    if (force && force->wg > 0 && !p.c.wg)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc cuda: kernel %s has no wgmma template (sm_%d, mode %d, its "
+                             "operand layouts)",
+                             fname, sm, mode);
     if (force && !force_tile(&p, force))
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc cuda: tile %dx%dx%d, %dx%d warps, %d stages does not fit the "
@@ -309,6 +415,8 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                              mode, fname);
     const int conv = k->kind == KIR_CONV;
     tgc_strbuf o = {0};
+    if (p.c.wg)
+        tgc_sb_puts(&o, "#define TGC_NEEDS_SM90A\n");
     tgc_sb_puts(&o, tgc_text_cuda_gemm_lib_cuh);
     tgc_sb_printf(&o, "struct %s_b { void *p[%d]; };\n", fname, k->n_bufs > 0 ? k->n_bufs : 1);
     int nw = kir_args_words(slots);
@@ -319,6 +427,8 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
         return st;
     }
     const tgc_cuda_tpl *c = &p.c;
+    if (c->wg)
+        render_wgmma(&o, fname, c->mode, c->bn, p.a.layout, conv ? 0 : p.b.layout);
     tgc_sb_printf(&o,
                   "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(%s_b b, %s_s s, "
                   "tgc_gemm_geom g, void *ws)\n{\n"
@@ -326,15 +436,29 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                   "    tgc_gemm_geom G = g;\n",
                   c->threads, fname, fname, fname);
     put_consts(&o, k);
-    tgc_sb_printf(&o, "    typedef tgc_ld<%d, %d, %d, %d, %d, %d, %d, %d> LA;\n", p.es, c->bm,
-                  c->bk, c->threads, p.a.layout, p.a.pad, p.a.vec, p.a.kfast);
-    if (conv)
-        tgc_sb_printf(&o, "    typedef tgc_im2col<%d, %d, %d, %d, %d> LB;\n", p.es, c->bn, c->bk,
-                      c->threads, p.b.pad);
-    else
-        tgc_sb_printf(&o, "    typedef tgc_ld<%d, %d, %d, %d, %d, %d, %d, %d> LB;\n", p.es, c->bn,
-                      c->bk, c->threads, p.b.layout, p.b.pad, p.b.vec, p.b.kfast);
-    if (c->mode == TGC_CUDA_TPL_SIMT)
+    if (c->wg) {
+        tgc_sb_printf(&o, "    typedef tgc_ld_sw<%d, %d, %d, %d, %d, %d, %d> LA;\n", p.es, c->bm,
+                      c->bk, c->threads, p.a.layout, p.a.vec, p.a.kfast);
+        if (conv)
+            tgc_sb_printf(&o, "    typedef tgc_im2col<%d, %d, %d, %d, 0, 1> LB;\n", p.es, c->bn,
+                          c->bk, c->threads);
+        else
+            tgc_sb_printf(&o, "    typedef tgc_ld_sw<%d, %d, %d, %d, %d, %d, %d> LB;\n", p.es,
+                          c->bn, c->bk, c->threads, p.b.layout, p.b.vec, p.b.kfast);
+    } else {
+        tgc_sb_printf(&o, "    typedef tgc_ld<%d, %d, %d, %d, %d, %d, %d, %d> LA;\n", p.es, c->bm,
+                      c->bk, c->threads, p.a.layout, p.a.pad, p.a.vec, p.a.kfast);
+        if (conv)
+            tgc_sb_printf(&o, "    typedef tgc_im2col<%d, %d, %d, %d, %d> LB;\n", p.es, c->bn,
+                          c->bk, c->threads, p.b.pad);
+        else
+            tgc_sb_printf(&o, "    typedef tgc_ld<%d, %d, %d, %d, %d, %d, %d, %d> LB;\n", p.es,
+                          c->bn, c->bk, c->threads, p.b.layout, p.b.pad, p.b.vec, p.b.kfast);
+    }
+    if (c->wg)
+        tgc_sb_printf(&o, "    typedef tgc_wgmma_comp<%d, %d, %d, %d, %d, LA, LB, %s_mma> COMP;\n",
+                      c->mode, c->bm, c->bn, c->bk, c->wg, fname);
+    else if (c->mode == TGC_CUDA_TPL_SIMT)
         tgc_sb_printf(&o, "    typedef tgc_simt_comp<%d, LA, LB> COMP;\n", c->bk);
     else
         tgc_sb_printf(&o, "    typedef tgc_tc_comp<%d, %d, %d, %d, %d, %d, LA, LB> COMP;\n",

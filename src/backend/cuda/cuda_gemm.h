@@ -14,7 +14,12 @@
  * Modes: F32 operands with TGC_PRECISION_HIGHEST -> SIMT FFMA (exact fp32); HIGH -> TF32
  * mma.sync m16n8k8 (inputs rounded with cvt.rna.tf32); MEDIUM -> bf16 mma.sync m16n8k16
  * (fp32 staged, rounded to bf16 at fragment load); F16 / BF16 operands -> m16n8k16 with
- * ldmatrix. fp32 accumulation everywhere. The render is a pure function of (k, slots, prec,
+ * ldmatrix. fp32 accumulation everywhere. On sm_90 the TF32, F16 and BF16 modes use wgmma
+ * instead (the program then compiles for sm_90a): operand tiles in 128-byte-swizzled stages,
+ * one 64-row slab per consumer warpgroup; TF32 needs both operands K-major in memory (stride 1
+ * along k, or gathered element-wise: conv's im2col, operands strided both ways), otherwise
+ * the kernel keeps mma.sync. The TF32 wgmma reads the fp32 operands as tf32 (the low mantissa
+ * bits are ignored, not rounded). The render is a pure function of (k, slots, prec,
  * sm); rendering and launch geometry are thread-safe. */
 #ifndef TGC_BACKEND_CUDA_GEMM_H
 #define TGC_BACKEND_CUDA_GEMM_H
@@ -50,6 +55,7 @@ typedef struct tgc_cuda_tpl {
     int threads;         /* block threads */
     unsigned smem_bytes; /* dynamic shared memory (> 48 KiB needs the opt-in attribute) */
     int split_k;         /* split-K allowed (the launch picks the split count per call) */
+    int wg;              /* sm_90a wgmma path: consumer warpgroups (bm = 64 wg); 0: mma.sync */
 } tgc_cuda_tpl;
 
 /* The mode of f32 operands at precision prec (HIGHEST SIMT, HIGH TF32, MEDIUM BF16X): the one
@@ -74,9 +80,12 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
 
 /* tgc_cuda_render_template with the block tile forced: tile's bm, bn, bk, wm, wn and stages
  * (SIMT: bm = bn = 128, bk 8 or 16, any stages 2..8) replace the chosen ones, the rest is
- * ignored. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the tile breaks
- * a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a multiple of
- * the block's threads, at most 227 KiB of shared memory). */
+ * ignored. tile->wg > 0 asks for the wgmma path (sm_90, a mode and layouts it has): bm = 64
+ * wg, bn a multiple of 16 up to 256 (of 64 for an MN-major 16-bit operand), bk * element size
+ * a multiple of 128 bytes; wm and wn are ignored. tile->wg == 0 forces the mma.sync / SIMT
+ * templates on every sm. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the
+ * tile breaks a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a
+ * multiple of the block's threads, at most 227 KiB of shared memory). */
 tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
                                          const kir_args *slots, const char *fname,
                                          tgc_matmul_precision prec, int sm,

@@ -119,6 +119,30 @@ template <int TRANS> __device__ __forceinline__ void tgc_ldsm_x4(unsigned *r, co
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                      : "r"(tgc_smem_addr(p)));
 }
+// sm_90a (wgmma): templates, so that a program for another architecture never instantiates
+// them. fence.proxy.async orders this thread's generic-proxy writes of shared memory (stores,
+// cp.async) before later async-proxy reads (wgmma) once a barrier publishes them.
+template <int X> __device__ __forceinline__ void tgc_fence_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+template <int X> __device__ __forceinline__ void tgc_wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+template <int X> __device__ __forceinline__ void tgc_wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void tgc_wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// keeps the compiler from moving accesses of an accumulator register across the async window
+__device__ __forceinline__ void tgc_reg_fence(float &r)
+{
+    asm volatile("" : "+f"(r)::"memory");
+}
 #endif // TGC_GEMM_EMU
 __device__ __forceinline__ long long tgc_min_ll(long long a, long long b)
 {
@@ -193,6 +217,88 @@ template <int ES, int BMN, int BK, int NT, int L_, int PAD, int VEC, int KFAST> 
     }
 };
 
+// ---- the swizzled stages of the wgmma path ----
+// A stage holds a BMN x BK operand tile in wgmma's canonical 128-byte-swizzle layout, K-major
+// (L 0: rows of BK elements, cut into 128-byte column blocks of BMN rows each) or MN-major (L
+// 1: rows of BMN elements per k, cut into 128-byte blocks of BK rows each). In both, the
+// 16-byte chunk c of 128-byte row r lands at chunk c ^ (r % 8); the stage starts on a
+// 1024-byte boundary, where the hardware's swizzle pattern repeats. Byte offset of element
+// (mn, k):
+template <int L, int BMN, int BK, int ES> __device__ __forceinline__ int tgc_sw_off(int mn, int k)
+{
+    if (L == 0) {
+        int b = k * ES;
+        return (b >> 7) * (BMN * 128) + mn * 128 + ((((b >> 4) & 7) ^ (mn & 7)) << 4) + (b & 15);
+    }
+    int b = mn * ES;
+    return (b >> 7) * (BK * 128) + k * 128 + ((((b >> 4) & 7) ^ (k & 7)) << 4) + (b & 15);
+}
+
+// tgc_ld's operand loader for a swizzled stage (same fields, same bounds; no pads).
+template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tgc_ld_sw {
+    static constexpr int L = L_;
+    static constexpr int SIZE = BMN * BK; // elements of one stage
+    static_assert(BMN % 8 == 0 && BK % 8 == 0 && ((L == 0 ? BK : BMN) * ES) % 128 == 0,
+                  "swizzled stage: whole 128-byte rows");
+    const char *p;
+    long long smn, sk, MN, K;
+    bool vec;
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        if (VEC && vec) {
+            constexpr int V = 16 / ES;
+            constexpr int C = (L == 0 ? BK : BMN) / V;
+            constexpr int R = L == 0 ? BMN : BK;
+            static_assert((R * C) % NT == 0, "vector loader: chunks not a multiple of threads");
+#pragma unroll
+            for (int i = 0; i < R * C / NT; i++) {
+                int e = (int)threadIdx.x + i * NT;
+                int row = e / C, c = (e % C) * V;
+                const char *src;
+                int bytes, off;
+                if (L == 0) {
+                    long long kk = k0 + c;
+                    bool ok = row < MN && kk < K;
+                    bytes = ok ? (int)tgc_min_ll(V, K - kk) * ES : 0;
+                    src = ok ? p + ((long long)row * smn + kk) * ES : p;
+                    off = tgc_sw_off<0, BMN, BK, ES>(row, c);
+                } else {
+                    long long kk = k0 + row;
+                    bool ok = kk < K && c < MN;
+                    bytes = ok ? (int)tgc_min_ll(V, MN - c) * ES : 0;
+                    src = ok ? p + (kk * sk + c) * ES : p;
+                    off = tgc_sw_off<1, BMN, BK, ES>(c, row);
+                }
+                tgc_cp16(s + off, src, bytes);
+            }
+            return;
+        }
+        static_assert((BMN * BK) % NT == 0, "element loader: tile not a multiple of threads");
+        if (VEC) {
+#pragma unroll 1
+            for (int i = 0; i < BMN * BK / NT; i++)
+                elem(s, k0, i);
+        } else {
+#pragma unroll 4
+            for (int i = 0; i < BMN * BK / NT; i++)
+                elem(s, k0, i);
+        }
+    }
+    __device__ __forceinline__ void elem(char *s, long long k0, int i) const
+    {
+        int e = (int)threadIdx.x + i * NT;
+        int k = KFAST ? e % BK : e / BMN, mn = KFAST ? e / BK : e % BMN;
+        long long kk = k0 + k;
+        bool ok = mn < MN && kk < K;
+        const char *src = ok ? p + ((long long)mn * smn + kk * sk) * ES : p;
+        char *dst = s + tgc_sw_off<L, BMN, BK, ES>(mn, k);
+        if (ES == 4)
+            tgc_cp4(dst, src, ok ? 4 : 0);
+        else
+            *(unsigned short *)dst = ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
+    }
+};
+
 struct tgc_conv_attr {
     int sh, sw, ph, pw, dh, dw, groups;
 };
@@ -200,10 +306,10 @@ struct tgc_conv_attr {
 // The im2col operand of a conv (the B side: k = (ci, r, s) of one group, n = (img, oh, ow)),
 // gathered straight from x NCHW into an MN-major stage; padding and edges read as zeros.
 // Thread t owns CPT columns (their pixel decoded once) and BK / RS rows per stage.
-template <int ES, int BN, int BK, int NT, int PAD> struct tgc_im2col {
-    static constexpr int L = 1;
+template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col {
+    static constexpr int L = SW ? 0 : 1;
     static constexpr int LD = BN + PAD;
-    static constexpr int SIZE = BK * LD;
+    static constexpr int SIZE = SW ? BN * BK : BK * LD;
     static constexpr int CPT = BN >= NT ? BN / NT : 1;
     static constexpr int RS = NT >= BN ? NT / BN : 1;
     static_assert(BN % NT == 0 || NT % BN == 0, "im2col: BN and threads");
@@ -267,7 +373,7 @@ template <int ES, int BN, int BK, int NT, int PAD> struct tgc_im2col {
                 bool ok = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
                 const char *src = ok ? x + (cbase[c] + koff) * ES : x;
                 int n = BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN;
-                char *dst = s + (k * LD + n) * ES;
+                char *dst = s + (SW ? tgc_sw_off<0, BN, BK, ES>(n, k) : (k * LD + n) * ES);
                 if (ES == 4)
                     tgc_cp4(dst, src, ok ? 4 : 0);
                 else
@@ -289,6 +395,16 @@ template <int L, int LD> __device__ __forceinline__ int tgc_sidx(int mn, int k)
 // complete for every thread and every thread is done with tile kt - 1, whose stage the
 // prefetch of tile kt + ST - 1 then overwrites. One commit group per tile (empty ones
 // included) keeps cp.async.wait_group's count exact.
+// COMP::ASYNC_PROXY, 0 when the compute has none: 1 when it reads shared memory through the
+// async proxy (wgmma), which needs a proxy fence between the stage's writes and the barrier,
+// and stages aligned to 1024 bytes (the 128-byte swizzle's repeat).
+template <class C, class = void> struct tgc_async_of {
+    static constexpr int v = 0;
+};
+template <class C> struct tgc_async_of<C, decltype((void)C::ASYNC_PROXY)> {
+    static constexpr int v = C::ASYNC_PROXY;
+};
+
 template <int ST, class LA, class LB, class COMPUTE>
 __device__ __forceinline__ void tgc_pipeline(const LA &la, const LB &lb, int kb, int ke, char *sA,
                                              char *sB, int es, int bk, COMPUTE &comp)
@@ -304,6 +420,8 @@ __device__ __forceinline__ void tgc_pipeline(const LA &la, const LB &lb, int kb,
     }
     for (int kt = kb; kt < ke; kt++) {
         tgc_cp_wait<ST - 2>();
+        if constexpr (tgc_async_of<COMPUTE>::v)
+            tgc_fence_async_smem<0>();
         __syncthreads();
         int nk = kt + ST - 1;
         if (nk < ke) {
@@ -498,6 +616,82 @@ template <int BK, class LA, class LB> struct tgc_simt_comp {
     }
 };
 
+// wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride
+// byte offsets (K-major: LBO unused, SBO the 1024 bytes between 8-row groups; MN-major: LBO
+// between 64-element blocks along MN, SBO between 8-row groups along K).
+__device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsigned lbo,
+                                                             unsigned sbo)
+{
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) |
+           ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+// Hopper compute of one stage: NWG consumer warpgroups, each a 64 x BN slab of the tile with
+// wgmma m64nBNk16 (f16 / bf16) or m64nBNk8 (tf32) from the swizzled stages (MMA: the rendered
+// instruction, MMA::run(acc, desc_a, desc_b)). The stage's wgmmas are committed as one group
+// and waited for before returning, so the pipeline may refill the stage after its barrier.
+template <int MODE, int BM, int BN, int BK, int NWG, class LA, class LB, class MMA>
+struct tgc_wgmma_comp {
+    static constexpr int ASYNC_PROXY = 1;
+    static constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4;
+    static constexpr int KS = MODE == TGC_TPL_TF32 ? 8 : 16;
+    static_assert(BM == 64 * NWG && BN % 16 == 0 && BN <= 256 && BK % KS == 0, "wgmma tile");
+    static_assert(MODE != TGC_TPL_TF32 || (LA::L == 0 && LB::L == 0), "tf32 wgmma: K-major");
+    static constexpr int NACC = BN / 2;
+    float acc[NACC];
+    int wg, wl;
+    __device__ __forceinline__ void init()
+    {
+        wg = (int)threadIdx.x / 128;
+        wl = (int)threadIdx.x % 128;
+#pragma unroll
+        for (int q = 0; q < NACC; q++)
+            acc[q] = 0.0f;
+    }
+    __device__ __forceinline__ void operator()(const char *sA, const char *sB)
+    {
+        const unsigned a0 = tgc_smem_addr(sA), b0 = tgc_smem_addr(sB);
+#pragma unroll
+        for (int q = 0; q < NACC; q++)
+            tgc_reg_fence(acc[q]);
+        tgc_wgmma_fence<0>();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += KS) {
+            const unsigned kb = (unsigned)(kk * ES);
+            unsigned long long da, db;
+            if (LA::L == 0)
+                da = tgc_wgmma_desc(a0 + (kb >> 7) * (BM * 128) + wg * 64 * 128 + (kb & 127), 16,
+                                    1024);
+            else
+                da = tgc_wgmma_desc(a0 + ((wg * 64 * ES) >> 7) * (BK * 128) + kk * 128, BK * 128,
+                                    1024);
+            if (LB::L == 0)
+                db = tgc_wgmma_desc(b0 + (kb >> 7) * (BN * 128) + (kb & 127), 16, 1024);
+            else
+                db = tgc_wgmma_desc(b0 + kk * 128, BK * 128, 1024);
+            MMA::run(acc, da, db);
+        }
+        tgc_wgmma_commit<0>();
+        tgc_wgmma_wait<0>();
+#pragma unroll
+        for (int q = 0; q < NACC; q++)
+            tgc_reg_fence(acc[q]);
+    }
+    __device__ __forceinline__ float &at(int q)
+    {
+        return acc[q];
+    }
+    // the wgmma accumulator layout: warp w of the warpgroup holds rows 16w .. 16w + 15; in
+    // each 8-column block j, lane l holds (l / 4, 2 (l % 4) + {0, 1}) and 8 rows below
+    __device__ __forceinline__ void pos(int q, int &m, int &n) const
+    {
+        int w = wl / 32, lane = wl % 32, j = q / 4, r = q % 4;
+        m = wg * 64 + w * 16 + (lane >> 2) + (r >> 1) * 8;
+        n = j * 8 + 2 * (lane & 3) + (r & 1);
+    }
+};
+
 // Split-K: every split's block writes its partial tile (fragment order, coalesced) to the
 // workspace, then the last block to arrive for the tile sums all partials in split order
 // (deterministic) and returns true; the others return false. Workspace: `tiles` uint
@@ -577,7 +771,10 @@ __device__ __forceinline__ void tgc_tpl_run(const PROB &pb, void *ws, char *smem
         pb.loaders(bi, m0, n0, la, lb);
         COMP comp;
         comp.init();
-        char *sA = smem, *sB = smem + ST * PROB::LA::SIZE * ES;
+        char *sA = smem;
+        if constexpr (tgc_async_of<COMP>::v)
+            sA += (1024u - (tgc_smem_addr(smem) & 1023u)) & 1023u;
+        char *sB = sA + ST * PROB::LA::SIZE * ES;
         tgc_pipeline<ST>(la, lb, kb, ke, sA, sB, ES, BK, comp);
         if (!tgc_splitk<NT>(comp, ws, bi * tiles_m * tiles_n + blockIdx.x,
                             pb.batch * tiles_m * tiles_n))
