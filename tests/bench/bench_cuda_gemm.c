@@ -9,6 +9,7 @@
  *   bench_cuda_gemm            all cases
  *   bench_cuda_gemm quick      correctness only (no 4096^3 timing)
  *   bench_cuda_gemm sweep      also times every timed case with alternative block tiles
+ *   bench_cuda_gemm sweep-wgmma   the same with the sm_90 wgmma tiles only
  *   bench_cuda_gemm emit DIR   no GPU: writes every case's kernel for tools/gemm_emu/run.sh
  *
  * Exit status 0 when every case is within its tolerance, 1 otherwise, 77 when there is no
@@ -647,7 +648,8 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "quick");
-    int sweep = argc > 1 && !strcmp(argv[1], "sweep");
+    int wsweep = argc > 1 && !strcmp(argv[1], "sweep-wgmma");
+    int sweep = wsweep || (argc > 1 && !strcmp(argv[1], "sweep"));
     int sm = 90, sms = 132;
     if (argc > 2 && !strcmp(argv[1], "emit"))
         g_emit_dir = argv[2];
@@ -922,7 +924,7 @@ int main(int argc, char **argv)
             {128, 128, 8, 0, 0, 2},  {128, 128, 8, 0, 0, 3},  {128, 128, 8, 0, 0, 5},
             {128, 128, 16, 0, 0, 2}, {128, 128, 16, 0, 0, 3}, {128, 128, 16, 0, 0, 4},
         };
-        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        for (size_t t = 0; t < (wsweep ? 0 : sizeof tiles / sizeof tiles[0]); t++) {
             tgc_cuda_tpl f = {.bm = tiles[t][0],
                               .bn = tiles[t][1],
                               .bk = tiles[t][2],

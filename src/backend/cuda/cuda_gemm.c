@@ -337,7 +337,7 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
         return 0;
     if (c->wg) {
         int nt = 128 * f->wg, mn16 = p->es == 2 ? 64 : 8;
-        if (f->wg < 1 || f->wg > 4 || f->bm != 64 * f->wg || f->bn < 16 || f->bn > 256 ||
+        if (f->wg < 1 || f->wg > 4 || f->bm != 64 * f->wg || f->stages < 3 || f->bn < 16 || f->bn > 256 ||
             f->bn % 16 || (f->bk * p->es) % 128 || (p->a.layout && f->bm % mn16) ||
             (!conv && p->b.layout && f->bn % mn16))
             return 0;

@@ -18,8 +18,8 @@
  * instead (the program then compiles for sm_90a): operand tiles in 128-byte-swizzled stages,
  * one 64-row slab per consumer warpgroup; TF32 needs both operands K-major in memory (stride 1
  * along k, or gathered element-wise: conv's im2col, operands strided both ways), otherwise
- * the kernel keeps mma.sync. The TF32 wgmma reads the fp32 operands as tf32 (the low mantissa
- * bits are ignored, not rounded). The render is a pure function of (k, slots, prec,
+ * the kernel keeps mma.sync. TF32 stages are rounded to tf32 in shared memory (cvt.rna, as
+ * the mma.sync path rounds its fragments) before wgmma reads them. The render is a pure function of (k, slots, prec,
  * sm); rendering and launch geometry are thread-safe. */
 #ifndef TGC_BACKEND_CUDA_GEMM_H
 #define TGC_BACKEND_CUDA_GEMM_H
@@ -82,7 +82,7 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
  * (SIMT: bm = bn = 128, bk 8 or 16, any stages 2..8) replace the chosen ones, the rest is
  * ignored. tile->wg > 0 asks for the wgmma path (sm_90, a mode and layouts it has): bm = 64
  * wg, bn a multiple of 16 up to 256 (of 64 for an MN-major 16-bit operand), bk * element size
- * a multiple of 128 bytes; wm and wn are ignored. tile->wg == 0 forces the mma.sync / SIMT
+ * a multiple of 128 bytes, 3 to 8 stages; wm and wn are ignored. tile->wg == 0 forces the mma.sync / SIMT
  * templates on every sm. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the
  * tile breaks a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a
  * multiple of the block's threads, at most 227 KiB of shared memory). */

@@ -234,7 +234,24 @@ template <int L, int BMN, int BK, int ES> __device__ __forceinline__ int tgc_sw_
     return (b >> 7) * (BK * 128) + k * 128 + ((((b >> 4) & 7) ^ (k & 7)) << 4) + (b & 15);
 }
 
+// fp32 values in shared memory rounded to tf32 in place (cvt.rna, as the mma.sync path rounds)
+__device__ __forceinline__ void tgc_round_tf32_16(char *p)
+{
+    float4 v = *(float4 *)p;
+    v.x = __uint_as_float(tgc_to_tf32(v.x));
+    v.y = __uint_as_float(tgc_to_tf32(v.y));
+    v.z = __uint_as_float(tgc_to_tf32(v.z));
+    v.w = __uint_as_float(tgc_to_tf32(v.w));
+    *(float4 *)p = v;
+}
+__device__ __forceinline__ void tgc_round_tf32_4(char *p)
+{
+    *(float *)p = __uint_as_float(tgc_to_tf32(*(float *)p));
+}
+
 // tgc_ld's operand loader for a swizzled stage (same fields, same bounds; no pads).
+// round_tf32: after this thread's copies of a stage landed, rounds exactly the values this
+// thread copied (the same walk as load, so no other thread's copy is touched).
 template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tgc_ld_sw {
     static constexpr int L = L_;
     static constexpr int SIZE = BMN * BK; // elements of one stage
@@ -282,6 +299,27 @@ template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tg
 #pragma unroll 4
             for (int i = 0; i < BMN * BK / NT; i++)
                 elem(s, k0, i);
+        }
+    }
+    __device__ __forceinline__ void round_tf32(char *s) const
+    {
+        static_assert(ES == 4, "tf32 rounding of fp32 stages");
+        if (VEC && vec) {
+            constexpr int C = (L == 0 ? BK : BMN) / 4, R = L == 0 ? BMN : BK;
+#pragma unroll
+            for (int i = 0; i < R * C / NT; i++) {
+                int e = (int)threadIdx.x + i * NT;
+                int row = e / C, c = (e % C) * 4;
+                tgc_round_tf32_16(s + (L == 0 ? tgc_sw_off<0, BMN, BK, ES>(row, c)
+                                              : tgc_sw_off<1, BMN, BK, ES>(c, row)));
+            }
+            return;
+        }
+#pragma unroll 4
+        for (int i = 0; i < BMN * BK / NT; i++) {
+            int e = (int)threadIdx.x + i * NT;
+            int k = KFAST ? e % BK : e / BMN, mn = KFAST ? e / BK : e % BMN;
+            tgc_round_tf32_4(s + tgc_sw_off<L, BMN, BK, ES>(mn, k));
         }
     }
     __device__ __forceinline__ void elem(char *s, long long k0, int i) const
@@ -350,6 +388,21 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
             }
         }
     }
+    // the stage positions this thread gathered, rounded to tf32 (swizzled fp32 stages)
+    __device__ __forceinline__ void round_tf32(char *s) const
+    {
+        static_assert(ES == 4 && SW, "tf32 rounding of swizzled fp32 stages");
+        int kr0 = NT >= BN ? (int)threadIdx.x / BN : 0;
+#pragma unroll 4
+        for (int r = 0; r < BK / RS; r++) {
+            int k = kr0 + r * RS;
+#pragma unroll
+            for (int c = 0; c < CPT; c++) {
+                int n = BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN;
+                tgc_round_tf32_4(s + tgc_sw_off<0, BN, BK, ES>(n, k));
+            }
+        }
+    }
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
         int kr0 = NT >= BN ? (int)threadIdx.x / BN : 0;
@@ -405,10 +458,58 @@ template <class C> struct tgc_async_of<C, decltype((void)C::ASYNC_PROXY)> {
     static constexpr int v = C::ASYNC_PROXY;
 };
 
+// The async-proxy compute (wgmma) keeps one stage's group of wgmmas in flight while the next
+// is issued: tiles are prefetched ST - 2 ahead, so the stage a load overwrites is two tiles
+// old, and the wgmma that read it was retired by the compute's wait (at most one group
+// pending) before this iteration's barrier. Before the barrier each thread rounds the fp32
+// values it copied into the stage to tf32 (TF32 mode: wgmma would drop their low bits) and
+// fences its writes for the async proxy.
+template <int ST, class LA, class LB, class COMPUTE>
+__device__ __forceinline__ void tgc_pipeline_async(const LA &la, const LB &lb, int kb, int ke,
+                                                   char *sA, char *sB, int es, int bk,
+                                                   COMPUTE &comp)
+{
+    static_assert(ST >= 3, "one wgmma group in flight needs three stages");
+    const int sa = LA::SIZE * es, sb = LB::SIZE * es;
+#pragma unroll 1
+    for (int s = 0; s < ST - 2; s++) {
+        if (kb + s < ke) {
+            la.load(sA + s * sa, (long long)(kb + s) * bk);
+            lb.load(sB + s * sb, (long long)(kb + s) * bk);
+        }
+        tgc_cp_commit();
+    }
+    for (int kt = kb; kt < ke; kt++) {
+        tgc_cp_wait<ST - 3>();
+        int st = (kt - kb) % ST;
+        if constexpr (COMPUTE::ROUND_TF32) {
+            la.round_tf32(sA + st * sa);
+            lb.round_tf32(sB + st * sb);
+        }
+        tgc_fence_async_smem<0>();
+        __syncthreads();
+        int nk = kt + ST - 2;
+        if (nk < ke) {
+            int sn = (nk - kb) % ST;
+            la.load(sA + sn * sa, (long long)nk * bk);
+            lb.load(sB + sn * sb, (long long)nk * bk);
+        }
+        tgc_cp_commit();
+        comp(sA + st * sa, sB + st * sb);
+    }
+    comp.drain();
+    tgc_cp_wait<0>();
+    __syncthreads();
+}
+
 template <int ST, class LA, class LB, class COMPUTE>
 __device__ __forceinline__ void tgc_pipeline(const LA &la, const LB &lb, int kb, int ke, char *sA,
                                              char *sB, int es, int bk, COMPUTE &comp)
 {
+    if constexpr (tgc_async_of<COMPUTE>::v) {
+        tgc_pipeline_async<ST>(la, lb, kb, ke, sA, sB, es, bk, comp);
+        return;
+    }
     const int sa = LA::SIZE * es, sb = LB::SIZE * es;
 #pragma unroll 1
     for (int s = 0; s < ST - 1; s++) {
@@ -420,8 +521,6 @@ __device__ __forceinline__ void tgc_pipeline(const LA &la, const LB &lb, int kb,
     }
     for (int kt = kb; kt < ke; kt++) {
         tgc_cp_wait<ST - 2>();
-        if constexpr (tgc_async_of<COMPUTE>::v)
-            tgc_fence_async_smem<0>();
         __syncthreads();
         int nk = kt + ST - 1;
         if (nk < ke) {
@@ -630,10 +729,12 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
 // Hopper compute of one stage: NWG consumer warpgroups, each a 64 x BN slab of the tile with
 // wgmma m64nBNk16 (f16 / bf16) or m64nBNk8 (tf32) from the swizzled stages (MMA: the rendered
 // instruction, MMA::run(acc, desc_a, desc_b)). The stage's wgmmas are committed as one group
-// and waited for before returning, so the pipeline may refill the stage after its barrier.
+// before returning it waits until at most that group is pending (tgc_pipeline_async),
+// drain() until none is.
 template <int MODE, int BM, int BN, int BK, int NWG, class LA, class LB, class MMA>
 struct tgc_wgmma_comp {
     static constexpr int ASYNC_PROXY = 1;
+    static constexpr int ROUND_TF32 = MODE == TGC_TPL_TF32;
     static constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4;
     static constexpr int KS = MODE == TGC_TPL_TF32 ? 8 : 16;
     static_assert(BM == 64 * NWG && BN % 16 == 0 && BN <= 256 && BK % KS == 0, "wgmma tile");
@@ -673,6 +774,13 @@ struct tgc_wgmma_comp {
             MMA::run(acc, da, db);
         }
         tgc_wgmma_commit<0>();
+        tgc_wgmma_wait<1>();
+#pragma unroll
+        for (int q = 0; q < NACC; q++)
+            tgc_reg_fence(acc[q]);
+    }
+    __device__ __forceinline__ void drain()
+    {
         tgc_wgmma_wait<0>();
 #pragma unroll
         for (int q = 0; q < NACC; q++)
