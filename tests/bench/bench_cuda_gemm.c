@@ -10,7 +10,9 @@
  *   bench_cuda_gemm quick      correctness only (no 4096^3 timing)
  *   bench_cuda_gemm sweep      also times every timed case with alternative block tiles
  *   bench_cuda_gemm sweep-wgmma   the same with the sm_90 wgmma tiles only
+ *   bench_cuda_gemm all|quick|sweep|sweep-wgmma TEXT   only the cases whose name holds TEXT
  *   bench_cuda_gemm emit DIR   no GPU: writes every case's kernel for tools/gemm_emu/run.sh
+ *                              (caseNN.cu) and as NVRTC compiles it (caseNN.nvrtc.cu)
  *
  * Exit status 0 when every case is within its tolerance, 1 otherwise, 77 when there is no
  * GPU or no NVRTC (nothing run). Tolerance per element: |got - ref| <= ts * sum_k |a_k b_k| +
@@ -331,6 +333,13 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     size_t ws;
     tgc_cuda_template_launch(cfg, k, &geo, sms, grid, block, &smem, &ws);
     fprintf(fp, "// %s\n%s\n", tc->name, src);
+    /* and the program as NVRTC compiles it (caseNN.nvrtc.cu), to read its SASS offline */
+    snprintf(path, sizeof path, "%s/case%02d.nvrtc.cu", g_emit_dir, idx);
+    FILE *fs = fopen(path, "w");
+    if (fs) {
+        fprintf(fs, "%s%s", tgc_cuda_prelude(), src);
+        fclose(fs);
+    }
     fprintf(fp, "static const char *TGC_NAME = \"%s\";\n", tc->name);
     fprintf(fp,
             "static const int TGC_NB = %d, TGC_A = %d, TGC_B = %d, TGC_OUT = %d, TGC_CONV = %d, "
@@ -622,9 +631,12 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     }
     printf("%-34s mode %d%s tile %dx%dx%d st %d thr %d smem %6u grid %ux%ux%u ws %8zu  %s "
            "(worst %.2f of limit, %zu/%zu checked)",
-           tc->name, cfg.mode, cfg.wg ? " wgmma" : "", cfg.bm, cfg.bn, cfg.bk, cfg.stages,
-           cfg.threads, smem, grid[0], grid[1], grid[2], ws_n, bad ? "FAIL" : "ok", worst, samples,
-           total);
+           tc->name, cfg.mode,
+           !cfg.wg       ? ""
+           : cfg.wn == 2 ? " wgmma-n2"
+                         : " wgmma",
+           cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.threads, smem, grid[0], grid[1], grid[2], ws_n,
+           bad ? "FAIL" : "ok", worst, samples, total);
     if (tflops > 0)
         printf("  %.1f TFLOP/s", tflops);
     printf("\n");
@@ -832,6 +844,64 @@ int main(int argc, char **argv)
          0,
          0,
          NULL},
+        /* the convolutions of ResNet18 (torchvision layout) on CIFAR-sized input, batch 64:
+         * small problems, where the tile count and the per-block cost decide */
+        {"r18 stem 7x7/2 +b+relu tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1},
+         1,
+         1,
+         NULL},
+        {"r18 l1 64ch 8x8 +b+res+relu tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         2,
+         NULL},
+        {"r18 l2 128ch 4x4 +b+relu tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 128, 4, 4, 128, 3, 3, 1, 1, 1, 1},
+         1,
+         1,
+         NULL},
+        {"r18 l3 256ch 2x2 +b+relu tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 256, 2, 2, 256, 3, 3, 1, 1, 1, 1},
+         1,
+         1,
+         NULL},
+        {"r18 l4 512ch 1x1 +b+relu tf32",
+         C_CONV,
+         TGC_F32,
+         T,
+         {64, 512, 1, 1, 512, 3, 3, 1, 1, 1, 1},
+         1,
+         1,
+         NULL},
+        {"r18 l1 64ch 8x8 +b+res+relu bf16",
+         C_CONV,
+         TGC_BF16,
+         H,
+         {64, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         2,
+         NULL},
+        {"r18 l4 512ch 1x1 +b+relu bf16",
+         C_CONV,
+         TGC_BF16,
+         H,
+         {64, 512, 1, 1, 512, 3, 3, 1, 1, 1, 1},
+         1,
+         1,
+         NULL},
     };
     static const int big_tile[6] = {128, 256, 32, 2, 4, 3};
     /* emit: small shapes with every feature, every mode (the CPU emulator is slow) */
@@ -911,8 +981,13 @@ int main(int argc, char **argv)
         printf("bench_cuda_gemm: wrote %d cases to %s\n", ne, g_emit_dir);
         return fails ? 1 : 0;
     }
+    const char *only = argc > 2 ? argv[2] : NULL;
+    int ran = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         g_case_idx = (int)i;
+        if (only && !strstr(cases[i].name, only))
+            continue;
+        ran++;
         fails += run_case(&cases[i], sm, sms, quick, NULL);
         if (!sweep || !cases[i].timed)
             continue;
@@ -936,24 +1011,26 @@ int main(int argc, char **argv)
                 continue;
             fails += run_case(&cases[i], sm, sms, quick, &f);
         }
-        /* sm_90 wgmma tiles (warpgroups, bn, stages; bk: one 128-byte row), where the case's
-         * mode and layouts have them */
-        static const int wtiles[][3] = {{2, 256, 4}, {2, 256, 3}, {2, 128, 4}, {2, 128, 6},
-                                        {1, 256, 4}, {1, 128, 6}, {2, 192, 4}, {3, 128, 4}};
+        /* sm_90 wgmma tiles (warpgroups, of them along N, bn, stages; bk: one 128-byte
+         * row), where the case's mode and layouts have them */
+        static const int wtiles[][4] = {{2, 1, 256, 4}, {2, 1, 256, 3}, {2, 1, 128, 4},
+                                        {2, 1, 128, 6}, {1, 1, 256, 4}, {1, 1, 128, 6},
+                                        {2, 1, 192, 4}, {3, 1, 128, 4}, {2, 2, 128, 4},
+                                        {2, 2, 256, 4}, {2, 2, 128, 6}, {1, 1, 64, 6}};
         int es = cases[i].dt == TGC_F32 ? 4 : 2;
         if (sm != 90 || (cases[i].dt == TGC_F32 && cases[i].prec != T))
             continue;
         for (size_t t = 0; t < sizeof wtiles / sizeof wtiles[0]; t++) {
             tgc_cuda_tpl f = {.wg = wtiles[t][0],
-                              .bm = 64 * wtiles[t][0],
-                              .bn = wtiles[t][1],
+                              .wn = wtiles[t][1],
+                              .bm = 64 * wtiles[t][0] / wtiles[t][1],
+                              .bn = wtiles[t][2],
                               .bk = 128 / es,
-                              .stages = wtiles[t][2]};
+                              .stages = wtiles[t][3]};
             fails += run_case(&cases[i], sm, sms, quick, &f);
         }
     }
-    printf("bench_cuda_gemm: %d of %zu cases failed (sm_%d, %d SMs)\n", fails,
-           sizeof cases / sizeof cases[0], sm, sms);
+    printf("bench_cuda_gemm: %d of %d cases failed (sm_%d, %d SMs)\n", fails, ran, sm, sms);
     return fails ? 1 : 0;
 }
 #endif

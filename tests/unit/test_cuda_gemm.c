@@ -126,11 +126,13 @@ static void check_mode_ptx(const char *ptx, const tgc_cuda_tpl *cfg)
         const char *ty = mode == TGC_CUDA_TPL_TF32   ? "tf32"
                          : mode == TGC_CUDA_TPL_BF16 ? "bf16"
                                                      : "f16";
-        snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s", cfg->bn,
-                 mode == TGC_CUDA_TPL_TF32 ? 8 : 16, ty, ty);
+        /* wn warpgroups side by side along N, each an m64 x bn / wn slab */
+        assert_true(cfg->wn == 1 || cfg->wn == 2);
+        snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s",
+                 cfg->bn / cfg->wn, mode == TGC_CUDA_TPL_TF32 ? 8 : 16, ty, ty);
         assert_non_null(strstr(ptx, want));
         assert_non_null(strstr(ptx, ".target sm_90a"));
-        assert_int_equal(cfg->bm, 64 * cfg->wg);
+        assert_int_equal(cfg->bm, 64 * cfg->wg / cfg->wn);
         assert_int_equal(cfg->threads, 128 * cfg->wg);
         assert_int_equal(tf32 + bf16 + f16, 0);
     } else {
@@ -531,6 +533,41 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     tgc_sb_free(&sb);
     tk_free(&t);
     tgc_graph_free(g);
+    /* at most 64 rows: one 64-row slab, two warpgroups side by side along N (f16 with B
+     * MN-major, then tf32 K-major); forced ones too, bm = 64 wg / wn */
+    for (int d = 0; d < 2; d++) {
+        g = tgc_graph_create();
+        if (d == 0) {
+            matmul_graph(g, TGC_F16, 64, 1024, 512);
+        } else {
+            tgc_sdim sx2[2] = {48, 768}, sw2[2] = {2048, 768};
+            int32_t in2[2] = {gb_input(g, TGC_F32, 2, sx2), gb_input(g, TGC_F32, 2, sw2)};
+            int32_t o2 = gb_op(g, TGC_OP_LINEAR, in2, 2, NULL);
+            gb_outputs(g, &o2, 1);
+        }
+        lower_tpl(g, &t);
+        ptx = render_compile(&t, TGC_PRECISION_HIGH, &cfg, NULL);
+        assert_int_equal(cfg.wg, 2);
+        assert_int_equal(cfg.wn, 2);
+        assert_int_equal(cfg.bm, 64);
+        assert_int_equal(cfg.bn, 128);
+        check_mode_ptx(ptx, &cfg);
+        free(ptx);
+        tgc_cuda_tpl w2 = {.bm = 64, .bn = 256, .bk = d ? 32 : 64, .wg = 2, .wn = 2, .stages = 4};
+        assert_int_equal(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH,
+                                                       90, &w2, &got),
+                         TGC_OK);
+        assert_int_equal(got.wn, 2);
+        assert_int_equal(got.threads, 256);
+        tgc_cuda_tpl bad2 = w2;
+        bad2.bm = 128; /* two warpgroups along N: one 64-row slab */
+        check_error(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90,
+                                                  &bad2, &got),
+                    TGC_ERR_INVALID_ARG, "does not fit");
+        tgc_sb_free(&sb);
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
 }
 
 static void forced_tiles_are_checked(void **state)

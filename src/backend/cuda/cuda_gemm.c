@@ -100,15 +100,19 @@ static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, pla
         p->c.bn = 256;
     else if (N >= 0 && N <= 64)
         p->c.bn = 64;
+    p->c.wm = 2;
+    p->c.wn = 1;
     if (M >= 0 && M <= 64) {
-        p->c.wg = 1;
+        /* one 64-row slab: two warpgroups side by side along N (eight warps, as for 128
+         * rows; half the accumulators each) where N has two slabs' worth, else one */
         p->c.bm = 64;
+        p->c.wm = 1;
+        p->c.wn = p->c.bn >= 128 && (!b.layout || p->c.bn / 2 * p->es % 128 == 0) ? 2 : 1;
     }
+    p->c.wg = p->c.wm * p->c.wn;
     p->c.bk = 128 / p->es;
     p->c.threads = 128 * p->c.wg;
     p->c.stages = 4;
-    p->c.wm = p->c.wg;
-    p->c.wn = 1;
     return 1;
 }
 
@@ -217,10 +221,12 @@ static const char *ctype(tgc_dtype dt)
     }
 }
 
-/* The epilogue functor: (v0, v1, v2) = (batch, m, n) epilogue vars, acc the fp32 sum; stores
- * the result at v0 * c_bs + v1 * c_rs + v2 of the output buffer. The DAG is rendered by
- * tgc_cuda_render_vals (cuda_render.h; its helpers come from the prelude the program starts
- * with). */
+/* The epilogue functor: (v0, v1, v2) = (batch, m, n) epilogue vars, acc the fp32 sum; val()
+ * computes the result (the DAG, rendered by tgc_cuda_render_vals: cuda_render.h, its helpers
+ * come from the prelude the program starts with), store() writes it at v0 * c_bs + v1 * c_rs
+ * + v2 of the output buffer. Two calls, so that the library computes every value of a
+ * thread's tile before it stores any: the output may alias nothing the compiler can see, so
+ * a load of the epilogue after a store would wait for the one before it. */
 static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_args *slots,
                                   const char *fname)
 {
@@ -233,7 +239,7 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
                   "    %s_b b;\n"
                   "    %s_s s;\n"
                   "    long long c_bs, c_rs;\n"
-                  "    __device__ __forceinline__ void operator()(long long v0, long long v1, "
+                  "    __device__ __forceinline__ float val(long long v0, long long v1, "
                   "long long v2, float acc) const\n"
                   "    {\n",
                   fname, fname, fname);
@@ -263,12 +269,17 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
                 TGC_ERR_INTERNAL, "tgc cuda: the epilogue of kernel %s gives %s, its output is %s",
                 fname, tgc_dtype_name(k->vals[res].dtype), tgc_dtype_name(t->out_dtype));
     }
+    tgc_sb_printf(o,
+                  "        return %s;\n    }\n"
+                  "    __device__ __forceinline__ void store(long long v0, long long v1, "
+                  "long long v2, float v) const\n    {\n",
+                  name);
     const char *idx = "v0 * c_bs + v1 * c_rs + v2";
     if (t->out_dtype == TGC_F32)
-        tgc_sb_printf(o, "        ((float *)b.p[%d])[%s] = %s;\n", (int)t->out, idx, name);
+        tgc_sb_printf(o, "        ((float *)b.p[%d])[%s] = v;\n", (int)t->out, idx);
     else
-        tgc_sb_printf(o, "        ((unsigned short *)b.p[%d])[%s] = tgc_f32_bits(%s, %d);\n",
-                      (int)t->out, idx, name, t->out_dtype == TGC_BF16);
+        tgc_sb_printf(o, "        ((unsigned short *)b.p[%d])[%s] = tgc_f32_bits(v, %d);\n",
+                      (int)t->out, idx, t->out_dtype == TGC_BF16);
     tgc_sb_puts(o, "    }\n};\n");
     return TGC_OK;
 }
@@ -336,13 +347,15 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
     if (f->stages < 2 || f->stages > 8)
         return 0;
     if (c->wg) {
-        int nt = 128 * f->wg, mn16 = p->es == 2 ? 64 : 8;
-        if (f->wg < 1 || f->wg > 4 || f->bm != 64 * f->wg || f->stages < 3 || f->bn < 16 || f->bn > 256 ||
-            f->bn % 16 || (f->bk * p->es) % 128 || (p->a.layout && f->bm % mn16) ||
-            (!conv && p->b.layout && f->bn % mn16))
+        int nt = 128 * f->wg, mn16 = p->es == 2 ? 64 : 8, wn = f->wn > 0 ? f->wn : 1;
+        if (f->wg < 1 || f->wg > 4 || wn > 2 || f->wg % wn || f->bm != 64 * (f->wg / wn) ||
+            f->stages < 3 || f->bn % wn || f->bn / wn < 16 || f->bn / wn > 256 ||
+            (f->bn / wn) % 16 || (f->bk * p->es) % 128 || (p->a.layout && f->bm % mn16) ||
+            (!conv && p->b.layout && (f->bn / wn) % mn16))
             return 0;
-        c->wg = c->wm = f->wg;
-        c->wn = 1;
+        c->wg = f->wg;
+        c->wm = f->wg / wn;
+        c->wn = wn;
         c->threads = nt;
     } else if (simt) {
         if (f->bm != 128 || f->bn != 128 || (f->bk != 8 && f->bk != 16))
@@ -428,7 +441,7 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
     }
     const tgc_cuda_tpl *c = &p.c;
     if (c->wg)
-        render_wgmma(&o, fname, c->mode, c->bn, p.a.layout, conv ? 0 : p.b.layout);
+        render_wgmma(&o, fname, c->mode, c->bn / c->wn, p.a.layout, conv ? 0 : p.b.layout);
     tgc_sb_printf(&o,
                   "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(%s_b b, %s_s s, "
                   "tgc_gemm_geom g, void *ws)\n{\n"
@@ -456,8 +469,9 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                           c->bn, c->bk, c->threads, p.b.layout, p.b.pad, p.b.vec, p.b.kfast);
     }
     if (c->wg)
-        tgc_sb_printf(&o, "    typedef tgc_wgmma_comp<%d, %d, %d, %d, %d, LA, LB, %s_mma> COMP;\n",
-                      c->mode, c->bm, c->bn, c->bk, c->wg, fname);
+        tgc_sb_printf(&o,
+                      "    typedef tgc_wgmma_comp<%d, %d, %d, %d, %d, %d, LA, LB, %s_mma> COMP;\n",
+                      c->mode, c->bm, c->bn, c->bk, c->wg, c->wn, fname);
     else if (c->mode == TGC_CUDA_TPL_SIMT)
         tgc_sb_printf(&o, "    typedef tgc_simt_comp<%d, LA, LB> COMP;\n", c->bk);
     else

@@ -19,8 +19,8 @@
  * one 64-row slab per consumer warpgroup; TF32 needs both operands K-major in memory (stride 1
  * along k, or gathered element-wise: conv's im2col, operands strided both ways), otherwise
  * the kernel keeps mma.sync. TF32 stages are rounded to tf32 in shared memory (cvt.rna, as
- * the mma.sync path rounds its fragments) before wgmma reads them. The render is a pure function of (k, slots, prec,
- * sm); rendering and launch geometry are thread-safe. */
+ * the mma.sync path rounds its fragments) before wgmma reads them. The render is a pure function of
+ * (k, slots, prec, sm); rendering and launch geometry are thread-safe. */
 #ifndef TGC_BACKEND_CUDA_GEMM_H
 #define TGC_BACKEND_CUDA_GEMM_H
 
@@ -47,12 +47,12 @@ typedef enum tgc_cuda_tpl_mode {
 
 /* The configuration a render chose (input to the launch). Plain data. */
 typedef struct tgc_cuda_tpl {
-    int kind;            /* KIR_GEMM or KIR_CONV */
-    int mode;            /* tgc_cuda_tpl_mode */
-    int bm, bn, bk;      /* block tile */
-    int wm, wn;          /* warps along m and n (SIMT: 16 x 16 threads of 8 x 8) */
-    int stages;          /* cp.async pipeline depth */
-    int threads;         /* block threads */
+    int kind;       /* KIR_GEMM or KIR_CONV */
+    int mode;       /* tgc_cuda_tpl_mode */
+    int bm, bn, bk; /* block tile */
+    int wm, wn;     /* warps along m and n (SIMT: 16 x 16 threads of 8 x 8; wgmma: warpgroups) */
+    int stages;     /* cp.async pipeline depth */
+    int threads;    /* block threads */
     unsigned smem_bytes; /* dynamic shared memory (> 48 KiB needs the opt-in attribute) */
     int split_k;         /* split-K allowed (the launch picks the split count per call) */
     int wg;              /* sm_90a wgmma path: consumer warpgroups (bm = 64 wg); 0: mma.sync */
@@ -80,11 +80,12 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
 
 /* tgc_cuda_render_template with the block tile forced: tile's bm, bn, bk, wm, wn and stages
  * (SIMT: bm = bn = 128, bk 8 or 16, any stages 2..8) replace the chosen ones, the rest is
- * ignored. tile->wg > 0 asks for the wgmma path (sm_90, a mode and layouts it has): bm = 64
- * wg, bn a multiple of 16 up to 256 (of 64 for an MN-major 16-bit operand), bk * element size
- * a multiple of 128 bytes, 3 to 8 stages; wm and wn are ignored. tile->wg == 0 forces the mma.sync / SIMT
- * templates on every sm. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the
- * tile breaks a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a
+ * ignored. tile->wg > 0 asks for the wgmma path (sm_90, a mode and layouts it has): wg
+ * warpgroups, wn (0 or 1: one; 2) of them side by side along N, bm = 64 wg / wn, bn / wn a
+ * multiple of 16 up to 256 (of 64 for an MN-major 16-bit operand), bk * element size a
+ * multiple of 128 bytes, 3 to 8 stages; wm is ignored. tile->wg == 0 forces the mma.sync
+ * / SIMT templates on every sm. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when
+ * the tile breaks a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a
  * multiple of the block's threads, at most 227 KiB of shared memory). */
 tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
                                          const kir_args *slots, const char *fname,

@@ -49,6 +49,13 @@ __device__ __forceinline__ void tgc_cp4(void *dst, const void *src, int bytes)
                  "l"(src), "r"(bytes)
                  : "memory");
 }
+// the same at a shared-memory address (tgc_smem_addr): no conversion per copy
+__device__ __forceinline__ void tgc_cp4_at(unsigned dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
 __device__ __forceinline__ void tgc_cp_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -342,20 +349,31 @@ struct tgc_conv_attr {
 };
 
 // The im2col operand of a conv (the B side: k = (ci, r, s) of one group, n = (img, oh, ow)),
-// gathered straight from x NCHW into an MN-major stage; padding and edges read as zeros.
-// Thread t owns CPT columns (their pixel decoded once) and BK / RS rows per stage.
+// gathered straight from x NCHW into an MN-major stage, or a K-major swizzled one (SW);
+// padding and edges read as zeros. TN threads side by side along n (consecutive pixels:
+// coalesced), NT / TN = RS rows of them: thread t owns the CPT columns t % TN + c * TN (their
+// pixel decoded once) and the BK / RS rows t / TN + r * RS of each stage (each row's (ci, r,
+// s) decoded once for its CPT columns). The swizzled stages give each thread four columns
+// where the tile allows it (fewer decodes per element); the padded ones one row per thread.
 template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col {
     static constexpr int L = SW ? 0 : 1;
     static constexpr int LD = BN + PAD;
     static constexpr int SIZE = SW ? BN * BK : BK * LD;
-    static constexpr int CPT = BN >= NT ? BN / NT : 1;
-    static constexpr int RS = NT >= BN ? NT / BN : 1;
-    static_assert(BN % NT == 0 || NT % BN == 0, "im2col: BN and threads");
+    static constexpr int TN4 = BN / 4 >= 32 ? BN / 4 : 32;
+    static constexpr bool FOUR = SW && BN % TN4 == 0 && NT % TN4 == 0 && BK % (NT / TN4) == 0;
+    static constexpr int TN = FOUR ? TN4 : BN >= NT ? NT : BN;
+    static constexpr int CPT = BN / TN;
+    static constexpr int RS = NT / TN;
+    static_assert(BN % NT == 0 || NT % BN == 0 || FOUR, "im2col: BN and threads");
     static_assert(BK % RS == 0, "im2col: rows per stage");
+    __device__ __forceinline__ static int col(int c)
+    {
+        return (int)threadIdx.x % TN + c * TN;
+    }
     const char *x;
     long long K, HW;
     int H, W, KW, KHW, DH, DW;
-    long long cbase[CPT];
+    const char *cp[CPT]; // x at the column's (image, group, ih0, iw0)
     int cih[CPT], ciw[CPT];
     __device__ __forceinline__ void init(const char *x_, const tgc_gemm_geom &G,
                                          const tgc_conv_attr &at, long long n0, long long gi)
@@ -373,18 +391,18 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
         long long ohw = G.oh * G.ow, ntot = G.cn * ohw;
 #pragma unroll
         for (int c = 0; c < CPT; c++) {
-            long long n = n0 + (BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN);
+            long long n = n0 + col(c);
             if (n < ntot) {
                 long long img = n / ohw, q = n - img * ohw;
                 int oh = (int)(q / G.ow), ow = (int)(q - (long long)oh * G.ow);
                 int ih0 = oh * at.sh - at.ph, iw0 = ow * at.sw - at.pw;
                 cih[c] = ih0;
                 ciw[c] = iw0;
-                cbase[c] = (img * G.cc + gi * cg) * HW + (long long)ih0 * W + iw0;
+                cp[c] = x + ((img * G.cc + gi * cg) * HW + (long long)ih0 * W + iw0) * ES;
             } else {
                 cih[c] = -(1 << 28); // every tap out of bounds
                 ciw[c] = 0;
-                cbase[c] = 0;
+                cp[c] = x;
             }
         }
     }
@@ -392,20 +410,19 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
     __device__ __forceinline__ void round_tf32(char *s) const
     {
         static_assert(ES == 4 && SW, "tf32 rounding of swizzled fp32 stages");
-        int kr0 = NT >= BN ? (int)threadIdx.x / BN : 0;
+        const int kr0 = (int)threadIdx.x / TN;
 #pragma unroll 4
         for (int r = 0; r < BK / RS; r++) {
             int k = kr0 + r * RS;
 #pragma unroll
-            for (int c = 0; c < CPT; c++) {
-                int n = BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN;
-                tgc_round_tf32_4(s + tgc_sw_off<0, BN, BK, ES>(n, k));
-            }
+            for (int c = 0; c < CPT; c++)
+                tgc_round_tf32_4(s + tgc_sw_off<0, BN, BK, ES>(col(c), k));
         }
     }
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
-        int kr0 = NT >= BN ? (int)threadIdx.x / BN : 0;
+        const unsigned sa = tgc_smem_addr(s);
+        const int kr0 = (int)threadIdx.x / TN;
 #pragma unroll 4
         for (int r = 0; r < BK / RS; r++) {
             int k = kr0 + r * RS;
@@ -420,17 +437,18 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
                 sd = ks * DW;
                 koff = (long long)ci * HW + (long long)rd * W + sd;
             }
+            const long long kb = koff * ES;
 #pragma unroll
             for (int c = 0; c < CPT; c++) {
                 int ih = cih[c] + rd, iw = ciw[c] + sd;
                 bool ok = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
-                const char *src = ok ? x + (cbase[c] + koff) * ES : x;
-                int n = BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN;
-                char *dst = s + (SW ? tgc_sw_off<0, BN, BK, ES>(n, k) : (k * LD + n) * ES);
+                const char *src = ok ? cp[c] + kb : x;
+                const int n = col(c);
+                const int off = SW ? tgc_sw_off<0, BN, BK, ES>(n, k) : (k * LD + n) * ES;
                 if (ES == 4)
-                    tgc_cp4(dst, src, ok ? 4 : 0);
+                    tgc_cp4_at(sa + off, src, ok ? 4 : 0);
                 else
-                    *(unsigned short *)dst =
+                    *(unsigned short *)(s + off) =
                         ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
             }
         }
@@ -726,25 +744,32 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
            ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
 
-// Hopper compute of one stage: NWG consumer warpgroups, each a 64 x BN slab of the tile with
-// wgmma m64nBNk16 (f16 / bf16) or m64nBNk8 (tf32) from the swizzled stages (MMA: the rendered
+// Hopper compute of one stage: NWG consumer warpgroups, WGN of them side by side along N,
+// NWG / WGN along M: each a 64 x (BN / WGN) slab of the tile with wgmma m64nNk16 (f16 /
+// bf16) or m64nNk8 (tf32), N = BN / WGN, from the swizzled stages (MMA: the rendered
 // instruction, MMA::run(acc, desc_a, desc_b)). The stage's wgmmas are committed as one group
 // before returning it waits until at most that group is pending (tgc_pipeline_async),
 // drain() until none is.
-template <int MODE, int BM, int BN, int BK, int NWG, class LA, class LB, class MMA>
+template <int MODE, int BM, int BN, int BK, int NWG, int WGN, class LA, class LB, class MMA>
 struct tgc_wgmma_comp {
     static constexpr int ASYNC_PROXY = 1;
     static constexpr int ROUND_TF32 = MODE == TGC_TPL_TF32;
     static constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4;
     static constexpr int KS = MODE == TGC_TPL_TF32 ? 8 : 16;
-    static_assert(BM == 64 * NWG && BN % 16 == 0 && BN <= 256 && BK % KS == 0, "wgmma tile");
+    static constexpr int WGM = NWG / WGN, WN = BN / WGN;
+    static_assert(NWG % WGN == 0 && BM == 64 * WGM && BN % WGN == 0 && WN % 16 == 0 &&
+                      WN <= 256 && BK % KS == 0,
+                  "wgmma tile");
+    static_assert(LB::L == 0 || (WN * ES) % 128 == 0, "wgmma: MN-major B slabs of 128 bytes");
     static_assert(MODE != TGC_TPL_TF32 || (LA::L == 0 && LB::L == 0), "tf32 wgmma: K-major");
-    static constexpr int NACC = BN / 2;
+    static constexpr int NACC = WN / 2;
     float acc[NACC];
-    int wg, wl;
+    int wgm, wgn, wl;
     __device__ __forceinline__ void init()
     {
-        wg = (int)threadIdx.x / 128;
+        const int wg = (int)threadIdx.x / 128;
+        wgm = wg / WGN;
+        wgn = wg % WGN;
         wl = (int)threadIdx.x % 128;
 #pragma unroll
         for (int q = 0; q < NACC; q++)
@@ -762,15 +787,17 @@ struct tgc_wgmma_comp {
             const unsigned kb = (unsigned)(kk * ES);
             unsigned long long da, db;
             if (LA::L == 0)
-                da = tgc_wgmma_desc(a0 + (kb >> 7) * (BM * 128) + wg * 64 * 128 + (kb & 127), 16,
+                da = tgc_wgmma_desc(a0 + (kb >> 7) * (BM * 128) + wgm * 64 * 128 + (kb & 127), 16,
                                     1024);
             else
-                da = tgc_wgmma_desc(a0 + ((wg * 64 * ES) >> 7) * (BK * 128) + kk * 128, BK * 128,
+                da = tgc_wgmma_desc(a0 + ((wgm * 64 * ES) >> 7) * (BK * 128) + kk * 128, BK * 128,
                                     1024);
             if (LB::L == 0)
-                db = tgc_wgmma_desc(b0 + (kb >> 7) * (BN * 128) + (kb & 127), 16, 1024);
+                db = tgc_wgmma_desc(b0 + (kb >> 7) * (BN * 128) + wgn * WN * 128 + (kb & 127), 16,
+                                    1024);
             else
-                db = tgc_wgmma_desc(b0 + kk * 128, BK * 128, 1024);
+                db = tgc_wgmma_desc(b0 + ((wgn * WN * ES) >> 7) * (BK * 128) + kk * 128, BK * 128,
+                                    1024);
             MMA::run(acc, da, db);
         }
         tgc_wgmma_commit<0>();
@@ -795,8 +822,8 @@ struct tgc_wgmma_comp {
     __device__ __forceinline__ void pos(int q, int &m, int &n) const
     {
         int w = wl / 32, lane = wl % 32, j = q / 4, r = q % 4;
-        m = wg * 64 + w * 16 + (lane >> 2) + (r >> 1) * 8;
-        n = j * 8 + 2 * (lane & 3) + (r & 1);
+        m = wgm * 64 + w * 16 + (lane >> 2) + (r >> 1) * 8;
+        n = wgn * WN + j * 8 + 2 * (lane & 3) + (r & 1);
     }
 };
 
@@ -887,12 +914,20 @@ __device__ __forceinline__ void tgc_tpl_run(const PROB &pb, void *ws, char *smem
         if (!tgc_splitk<NT>(comp, ws, bi * tiles_m * tiles_n + blockIdx.x,
                             pb.batch * tiles_m * tiles_n))
             continue;
+        // every value before any store: the epilogue's loads then overlap (see cuda_gemm.c)
 #pragma unroll
         for (int q = 0; q < COMP::NACC; q++) {
             int m, n;
             comp.pos(q, m, n);
             if (m0 + m < pb.M && n0 + n < pb.N)
-                pb.out(bi, m0 + m, n0 + n, comp.at(q));
+                comp.at(q) = pb.val(bi, m0 + m, n0 + n, comp.at(q));
+        }
+#pragma unroll
+        for (int q = 0; q < COMP::NACC; q++) {
+            int m, n;
+            comp.pos(q, m, n);
+            if (m0 + m < pb.M && n0 + n < pb.N)
+                pb.store(bi, m0 + m, n0 + n, comp.at(q));
         }
         __syncthreads();
     }
@@ -937,9 +972,13 @@ template <class LA_, class LB_, int ES, class EP> struct tgc_gemm_prob {
         lb.K = K;
         lb.vec = vb;
     }
-    __device__ __forceinline__ void out(long long bi, long long m, long long n, float v) const
+    __device__ __forceinline__ float val(long long bi, long long m, long long n, float v) const
     {
-        ep(bi, m, n, v);
+        return ep.val(bi, m, n, v);
+    }
+    __device__ __forceinline__ void store(long long bi, long long m, long long n, float v) const
+    {
+        ep.store(bi, m, n, v);
     }
 };
 
@@ -977,10 +1016,29 @@ template <class LA_, class LB_, int ES, class EP> struct tgc_conv_prob {
         la.vec = va;
         lb.init(B, G, at, n0, gi);
     }
-    __device__ __forceinline__ void out(long long gi, long long m, long long n, float v) const
+    // n = (image, pixel); 32-bit division where N allows it
+    __device__ __forceinline__ void split(long long n, long long &img, long long &q) const
     {
-        long long img = n / ohw, q = n - img * ohw;
-        ep(img, gi * M + m, q, v);
+        if (N < (1LL << 31)) {
+            unsigned i = (unsigned)n / (unsigned)ohw;
+            img = i;
+            q = (long long)((unsigned)n - i * (unsigned)ohw);
+        } else {
+            img = n / ohw;
+            q = n - img * ohw;
+        }
+    }
+    __device__ __forceinline__ float val(long long gi, long long m, long long n, float v) const
+    {
+        long long img, q;
+        split(n, img, q);
+        return ep.val(img, gi * M + m, q, v);
+    }
+    __device__ __forceinline__ void store(long long gi, long long m, long long n, float v) const
+    {
+        long long img, q;
+        split(n, img, q);
+        ep.store(img, gi * M + m, q, v);
     }
 };
 
