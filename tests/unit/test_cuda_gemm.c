@@ -533,12 +533,13 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     tgc_sb_free(&sb);
     tk_free(&t);
     tgc_graph_free(g);
-    /* at most 64 rows: one 64-row slab, two warpgroups side by side along N (f16 with B
-     * MN-major, then tf32 K-major); forced ones too, bm = 64 wg / wn */
-    for (int d = 0; d < 2; d++) {
+    /* at most 64 rows, or a small problem (under 32 blocks of 128 rows): one 64-row slab,
+     * two warpgroups side by side along N (f16 with B MN-major, then tf32 K-major, then f16
+     * 256 x 256); forced ones too, bm = 64 wg / wn */
+    for (int d = 0; d < 3; d++) {
         g = tgc_graph_create();
-        if (d == 0) {
-            matmul_graph(g, TGC_F16, 64, 1024, 512);
+        if (d != 1) {
+            matmul_graph(g, TGC_F16, d ? 256 : 64, d ? 256 : 1024, 512);
         } else {
             tgc_sdim sx2[2] = {48, 768}, sw2[2] = {2048, 768};
             int32_t in2[2] = {gb_input(g, TGC_F32, 2, sx2), gb_input(g, TGC_F32, 2, sw2)};
@@ -553,7 +554,8 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
         assert_int_equal(cfg.bn, 128);
         check_mode_ptx(ptx, &cfg);
         free(ptx);
-        tgc_cuda_tpl w2 = {.bm = 64, .bn = 256, .bk = d ? 32 : 64, .wg = 2, .wn = 2, .stages = 4};
+        tgc_cuda_tpl w2 = {
+            .bm = 64, .bn = 256, .bk = d == 1 ? 32 : 64, .wg = 2, .wn = 2, .stages = 4};
         assert_int_equal(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH,
                                                        90, &w2, &got),
                          TGC_OK);
