@@ -486,12 +486,19 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     check_mode_ptx(ptx, &cfg);
     free(ptx);
     free(src);
+    /* the kernels log line: path, tile, warpgroups and the reason */
+    char desc[256];
+    tgc_cuda_tpl_describe(&cfg, desc, sizeof desc);
+    assert_string_equal(desc, "GEMM TF32 wgmma 128x128x32, 2 warpgroups, 4 stages, 256 threads, "
+                              "132096 B smem: 128 x 128 blocks");
     /* HIGHEST (exact fp32) and MEDIUM (bf16 of fp32 operands) stay on their templates */
     for (int p = 0; p < 3; p += 2) {
         ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, NULL);
         assert_int_equal(cfg.wg, 0);
         check_mode_ptx(ptx, &cfg);
         free(ptx);
+        assert_string_equal(cfg.why, p == 0 ? "exact fp32 (HIGHEST): SIMT"
+                                            : "bf16 of fp32 operands (MEDIUM): mma.sync");
     }
     /* forced wgmma tiles */
     tgc_strbuf sb = {0};
@@ -501,6 +508,7 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
         TGC_OK);
     assert_int_equal(got.wg, 1);
     assert_int_equal(got.threads, 128);
+    assert_string_equal(got.why, "a forced tile");
     assert_int_equal(got.bn, 192);
     assert_int_equal(got.smem_bytes, 3u * (64 + 192) * 64 * 4 + 1024);
     tgc_cuda_tpl bad = want;
@@ -527,6 +535,7 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     assert_int_equal(cfg.wg, 0);
     check_mode_ptx(ptx, &cfg);
     free(ptx);
+    assert_string_equal(cfg.why, "TF32 with an MN-major operand: mma.sync");
     check_error(
         tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &want, &got),
         TGC_ERR_INVALID_ARG, "no wgmma template");
@@ -554,6 +563,12 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
         assert_int_equal(cfg.bn, 128);
         check_mode_ptx(ptx, &cfg);
         free(ptx);
+        assert_string_equal(cfg.why, d == 2 ? "a small problem (under 32 blocks of 128 rows)"
+                                            : "at most 64 rows");
+        char dd[256];
+        tgc_cuda_tpl_describe(&cfg, dd, sizeof dd);
+        assert_non_null(strstr(dd, "wgmma 64x128x"));
+        assert_non_null(strstr(dd, "2 warpgroups along N"));
         tgc_cuda_tpl w2 = {
             .bm = 64, .bn = 256, .bk = d == 1 ? 32 : 64, .wg = 2, .wn = 2, .stages = 4};
         assert_int_equal(tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH,

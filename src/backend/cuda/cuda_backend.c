@@ -39,6 +39,7 @@
 #include "runtime/cuda.h"
 #include "runtime/storage.h"
 #include "support/error.h"
+#include "support/log.h"
 #include "support/strbuf.h"
 
 /* Every kernel is rendered under this one name into a program of its own (prelude +
@@ -205,6 +206,12 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
     for (int i = 0; st == TGC_OK && i < n; i++) {
         st = render_program(&ks[i], &c->kernels[i], c->native.precision, sm, &texts[i]);
         srcs[i] = (tgc_cuda_program_src){ks[i].name, texts[i]};
+        if (st == TGC_OK && ks[i].k->kind != KIR_LOOP && (cfg->log & TGC_LOG_KERNELS)) {
+            char d[256];
+            tgc_cuda_tpl_describe(&c->kernels[i].tpl, d, sizeof d);
+            tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc cuda: kernel %s of '%s' (sm_%d): %s", ks[i].name,
+                        name, sm, d);
+        }
     }
     if (st == TGC_OK) {
         st = tgc_cuda_programs_get(n, srcs, sm, cfg->cache_dir, progs, cfg->dump_dir ? ptxs : NULL);

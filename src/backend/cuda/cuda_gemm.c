@@ -3,6 +3,7 @@
  * configuration and operand layouts per kernel, compiles the kernel's constant sizes in and
  * writes a small wrapper: the ABI structs, the epilogue functor and the __global__ entry that
  * instantiates the library's templates. Pure functions of their arguments; thread-safe. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,11 +96,15 @@ static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, pla
     p->c.wg = 2;
     p->c.bm = 128;
     p->c.bn = 128;
+    p->c.why = "128 x 128 blocks";
     int big = M >= 128 && N >= 256 && M * N >= 2LL * 132 * 128 * 256;
-    if (big)
+    if (big) {
         p->c.bn = 256;
-    else if (N >= 0 && N <= 64)
+        p->c.why = "a large problem (two waves of 128 x 256 blocks)";
+    } else if (N >= 0 && N <= 64) {
         p->c.bn = 64;
+        p->c.why = "at most 64 columns";
+    }
     p->c.wm = 2;
     p->c.wn = 1;
     /* a small problem (under 32 blocks of 128 rows, a quarter of an sm_90 part's SMs, split-K
@@ -109,6 +114,7 @@ static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, pla
     int small =
         M > 64 && N >= 128 && nb >= 1 && (M + 127) / 128 * ((N + p->c.bn - 1) / p->c.bn) * nb < 32;
     if ((M >= 0 && M <= 64) || small) {
+        p->c.why = small ? "a small problem (under 32 blocks of 128 rows)" : "at most 64 rows";
         /* one 64-row slab: two warpgroups side by side along N (eight warps, as for 128
          * rows; half the accumulators each) where N has two slabs' worth, else one */
         p->c.bm = 64;
@@ -151,6 +157,11 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
         p->c.smem_bytes = smem_of(p);
         return;
     }
+    p->c.why = !wgmma                       ? "mma.sync / SIMT templates (not sm_90)"
+               : mode == TGC_CUDA_TPL_TF32  ? "TF32 with an MN-major operand: mma.sync"
+               : mode == TGC_CUDA_TPL_SIMT  ? "exact fp32 (HIGHEST): SIMT"
+               : mode == TGC_CUDA_TPL_BF16X ? "bf16 of fp32 operands (MEDIUM): mma.sync"
+                                            : "mma.sync";
     if (mode == TGC_CUDA_TPL_SIMT) {
         p->c.bm = p->c.bn = 128;
         p->c.bk = 8;
@@ -379,6 +390,7 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
     c->bn = f->bn;
     c->bk = f->bk;
     c->stages = f->stages;
+    c->why = "a forced tile";
     const int nt = c->threads, v = 16 / p->es;
     const opnd *o[2] = {&p->a, &p->b};
     const int mn[2] = {c->bm, c->bn};
@@ -539,6 +551,25 @@ tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
     if (!tile)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_cuda_render_template_tile: NULL tile");
     return render(out, k, slots, fname, prec, sm, tile, cfg);
+}
+
+void tgc_cuda_tpl_describe(const tgc_cuda_tpl *c, char *buf, size_t n)
+{
+    static const char *const modes[] = {"SIMT fp32", "TF32", "bf16 of fp32", "f16", "bf16"};
+    const char *mode = c->mode >= 0 && c->mode <= 4 ? modes[c->mode] : "?";
+    char units[48];
+    if (c->wg)
+        snprintf(units, sizeof units, "%d warpgroup%s%s", c->wg, c->wg > 1 ? "s" : "",
+                 c->wn == 2 ? " along N" : "");
+    else
+        snprintf(units, sizeof units, "%dx%d warps", c->wm, c->wn);
+    snprintf(buf, n, "%s %s %s %dx%dx%d, %s, %d stages, %d threads, %u B smem: %s",
+             c->kind == KIR_CONV ? "conv" : "GEMM", mode,
+             c->wg                          ? "wgmma"
+             : c->mode == TGC_CUDA_TPL_SIMT ? "fma"
+                                            : "mma.sync",
+             c->bm, c->bn, c->bk, units, c->stages, c->threads, c->smem_bytes,
+             c->why ? c->why : "-");
 }
 
 /* ---- launch ---- */

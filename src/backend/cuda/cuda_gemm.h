@@ -56,7 +56,14 @@ typedef struct tgc_cuda_tpl {
     unsigned smem_bytes; /* dynamic shared memory (> 48 KiB needs the opt-in attribute) */
     int split_k;         /* split-K allowed (the launch picks the split count per call) */
     int wg;              /* sm_90a wgmma path: consumer warpgroups (bm = 64 wg); 0: mma.sync */
+    const char *why;     /* the reason for the tile, a static string (tgc_cuda_tpl_describe) */
 } tgc_cuda_tpl;
+
+/* One line for the kernels log channel: kind, mode, instruction path, tile, warpgroups or
+ * warps, stages, threads, shared memory and the reason (cfg->why), e.g. "conv TF32 wgmma
+ * 64x128x32, 2 warpgroups along N, 4 stages, 256 threads, 99328 B smem: at most 64 rows".
+ * Writes at most n bytes (NUL included). Pure. */
+void tgc_cuda_tpl_describe(const tgc_cuda_tpl *cfg, char *buf, size_t n);
 
 /* The mode of f32 operands at precision prec (HIGHEST SIMT, HIGH TF32, MEDIUM BF16X): the one
  * mapping of cfg.matmul_precision to code, for the templates and the conv gradients. */
