@@ -105,6 +105,10 @@ inline void tgc_cp4(void *dst, const void *src, int bytes)
     }
     tgc_emu_cp_async(dst, src, 4, bytes);
 }
+inline void tgc_cp16_at(unsigned dst, const void *src)
+{
+    tgc_cp16(tgc_emu_smem + dst, src, 16);
+}
 inline void tgc_cp4_at(unsigned dst, const void *src, int bytes)
 {
     tgc_cp4(tgc_emu_smem + dst, src, bytes);

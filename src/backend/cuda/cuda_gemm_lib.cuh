@@ -50,6 +50,10 @@ __device__ __forceinline__ void tgc_cp4(void *dst, const void *src, int bytes)
                  : "memory");
 }
 // the same at a shared-memory address (tgc_smem_addr): no conversion per copy
+__device__ __forceinline__ void tgc_cp16_at(unsigned dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void tgc_cp4_at(unsigned dst, const void *src, int bytes)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
@@ -177,6 +181,18 @@ template <int ES, int BMN, int BK, int NT, int L_, int PAD, int VEC, int KFAST> 
             constexpr int C = (L == 0 ? BK : BMN) / V;
             constexpr int R = L == 0 ? BMN : BK;
             static_assert((R * C) % NT == 0, "vector loader: chunks not a multiple of threads");
+            if (MN >= BMN && k0 + BK <= K) {
+                // an interior tile (the same for every thread): whole chunks, no bounds
+                const unsigned sa = tgc_smem_addr(s);
+#pragma unroll
+                for (int i = 0; i < R * C / NT; i++) {
+                    const int e = (int)threadIdx.x + i * NT, row = e / C, c = (e % C) * V;
+                    tgc_cp16_at(sa + (row * LD + c) * ES,
+                                p + (L == 0 ? (long long)row * smn + k0 + c : (k0 + row) * sk + c) *
+                                        ES);
+                }
+                return;
+            }
 #pragma unroll
             for (int i = 0; i < R * C / NT; i++) {
                 int e = (int)threadIdx.x + i * NT;
@@ -274,6 +290,21 @@ template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tg
             constexpr int C = (L == 0 ? BK : BMN) / V;
             constexpr int R = L == 0 ? BMN : BK;
             static_assert((R * C) % NT == 0, "vector loader: chunks not a multiple of threads");
+            if (MN >= BMN && k0 + BK <= K) {
+                // an interior tile (the same for every thread): whole chunks, no bounds
+                const unsigned sa = tgc_smem_addr(s);
+#pragma unroll
+                for (int i = 0; i < R * C / NT; i++) {
+                    const int e = (int)threadIdx.x + i * NT, row = e / C, c = (e % C) * V;
+                    if (L == 0)
+                        tgc_cp16_at(sa + tgc_sw_off<0, BMN, BK, ES>(row, c),
+                                    p + ((long long)row * smn + k0 + c) * ES);
+                    else
+                        tgc_cp16_at(sa + tgc_sw_off<1, BMN, BK, ES>(c, row),
+                                    p + ((k0 + row) * sk + c) * ES);
+                }
+                return;
+            }
 #pragma unroll
             for (int i = 0; i < R * C / NT; i++) {
                 int e = (int)threadIdx.x + i * NT;
