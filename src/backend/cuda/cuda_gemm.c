@@ -93,7 +93,6 @@ static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, pla
         return 0;
     p->a = a;
     p->b = b;
-    p->c.wg = 2;
     p->c.bm = 128;
     p->c.bn = 128;
     p->c.why = "128 x 128 blocks";

@@ -160,6 +160,22 @@ __device__ __forceinline__ long long tgc_min_ll(long long a, long long b)
     return a < b ? a : b;
 }
 
+// The vector loaders' interior tiles (every chunk in bounds, the same test for every thread):
+// this thread's chunks (row, c) of the R x C-chunk grid copied whole, without bounds, from
+// p + (L == 0 ? row * smn + k0 + c : (k0 + row) * sk + c) elements to stage byte off(row, c).
+template <int ES, int L, int R, int C, int V, int NT, class OFF>
+__device__ __forceinline__ void tgc_cp_interior(char *s, const char *p, long long smn,
+                                                long long sk, long long k0, OFF off)
+{
+    const unsigned sa = tgc_smem_addr(s);
+#pragma unroll
+    for (int i = 0; i < R * C / NT; i++) {
+        const int e = (int)threadIdx.x + i * NT, row = e / C, c = (e % C) * V;
+        tgc_cp16_at(sa + off(row, c),
+                    p + (L == 0 ? (long long)row * smn + k0 + c : (k0 + row) * sk + c) * ES);
+    }
+}
+
 // ---- operand loaders: one BMN x BK tile of an operand into one smem stage ----
 //
 // A strided operand: element (mn, k) of the tile at p + (mn * smn + k * sk) * ES, valid for
@@ -182,15 +198,8 @@ template <int ES, int BMN, int BK, int NT, int L_, int PAD, int VEC, int KFAST> 
             constexpr int R = L == 0 ? BMN : BK;
             static_assert((R * C) % NT == 0, "vector loader: chunks not a multiple of threads");
             if (MN >= BMN && k0 + BK <= K) {
-                // an interior tile (the same for every thread): whole chunks, no bounds
-                const unsigned sa = tgc_smem_addr(s);
-#pragma unroll
-                for (int i = 0; i < R * C / NT; i++) {
-                    const int e = (int)threadIdx.x + i * NT, row = e / C, c = (e % C) * V;
-                    tgc_cp16_at(sa + (row * LD + c) * ES,
-                                p + (L == 0 ? (long long)row * smn + k0 + c : (k0 + row) * sk + c) *
-                                        ES);
-                }
+                tgc_cp_interior<ES, L, R, C, V, NT>(
+                    s, p, smn, sk, k0, [](int row, int c) { return (row * LD + c) * ES; });
                 return;
             }
 #pragma unroll
@@ -291,18 +300,10 @@ template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tg
             constexpr int R = L == 0 ? BMN : BK;
             static_assert((R * C) % NT == 0, "vector loader: chunks not a multiple of threads");
             if (MN >= BMN && k0 + BK <= K) {
-                // an interior tile (the same for every thread): whole chunks, no bounds
-                const unsigned sa = tgc_smem_addr(s);
-#pragma unroll
-                for (int i = 0; i < R * C / NT; i++) {
-                    const int e = (int)threadIdx.x + i * NT, row = e / C, c = (e % C) * V;
-                    if (L == 0)
-                        tgc_cp16_at(sa + tgc_sw_off<0, BMN, BK, ES>(row, c),
-                                    p + ((long long)row * smn + k0 + c) * ES);
-                    else
-                        tgc_cp16_at(sa + tgc_sw_off<1, BMN, BK, ES>(c, row),
-                                    p + ((k0 + row) * sk + c) * ES);
-                }
+                tgc_cp_interior<ES, L, R, C, V, NT>(s, p, smn, sk, k0, [](int row, int c) {
+                    return L == 0 ? tgc_sw_off<0, BMN, BK, ES>(row, c)
+                                  : tgc_sw_off<1, BMN, BK, ES>(c, row);
+                });
                 return;
             }
 #pragma unroll
