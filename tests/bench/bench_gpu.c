@@ -22,10 +22,10 @@
  *   sweep      BERT-base batch 8 over the 15 lengths of torch_ref.py (32..512), dynamic AUTO:
  *              compiles and the whole sweep's wall time, compiles included (each length: a
  *              first call and 3 more, as torch_ref.py does);
- *   convgrad   the conv2d input and weight gradients (CONV2D_GRAD_INPUT / _WEIGHT, eager on
- *              GPU tensors: the CUDA backend's templates) of every conv shape of ResNet18 and
- *              the seed CNN at batch 64, each precision (TGC_MATMUL_PRECISION, which the
- *              eager calls follow): GFLOP/s counting 2 * N * O * OH * OW * C/g * KH * KW.
+ *   convgrad   the conv2d input and weight gradients (CONV2D_GRAD_INPUT / _WEIGHT, each
+ *              compiled alone at each precision and replayed as a CUDA graph: the CUDA
+ *              backend's conv-gradient kernels) of every conv shape of ResNet18 and the seed
+ *              CNN at batch 64: GFLOP/s counting 2 * N * O * OH * OW * C/g * KH * KW.
  * Timing: every timed call is followed by a device synchronize (tgc_cuda_synchronize), as
  * torch's scripts do; the figure is the median over up to --iters calls after warm-up calls,
  * within --budget seconds per measurement. Each measurement prints one line and, with --json,
@@ -640,8 +640,6 @@ static void bench_convgrad(void)
         {"seed_cnn conv3 64-128 k3 p2", 64, 8, 128, 3, 1, 2},
     };
     const int64_t n = 64;
-    const char *saved = getenv("TGC_MATMUL_PRECISION");
-    char *keep = saved ? strdup(saved) : NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const cg_shape *c = &shapes[i];
         g_cg = c;
@@ -661,13 +659,17 @@ static void bench_convgrad(void)
         double flop = 2.0 * (double)n * (double)c->o * (double)(oh * oh) * (double)c->c *
                       (double)(c->k * c->k);
         for (int p = 0; p < 3 && x && w && dy; p++) {
-            setenv("TGC_MATMUL_PRECISION", prec_names[p], 1);
             for (int wg = 0; wg < 2; wg++) {
                 if (wg == 0 && c->c == 3)
                     continue; /* the image needs no gradient */
                 tgc_tensor *in[3] = {wg ? x : dy, wg ? dy : w, wg ? w : x};
-                job j = {NULL, wg ? cg_wgrad_fn : cg_dgrad_fn, NULL, in, 3};
-                double t = time_job(&j, 3);
+                /* compiled at the precision, replayed as a CUDA graph: the kernels' time,
+                 * not an eager call's host work */
+                tgc_fn *f =
+                    compile(wg ? cg_wgrad_fn : cg_dgrad_fn, wg ? "wgrad" : "dgrad",
+                            TGC_BACKEND_CUDA, TGC_MODE_REDUCE_OVERHEAD, (tgc_matmul_precision)p);
+                job j = {f, NULL, NULL, in, 3};
+                double t = f ? time_job(&j, 3) : -1;
                 const char *what = wg ? "wgrad" : "dgrad";
                 if (t > 0) {
                     printf("convgrad %-36s %s %-7s %8.1f GFLOP/s (%.4f ms)\n", c->name, what,
@@ -678,15 +680,10 @@ static void bench_convgrad(void)
                 } else {
                     printf("convgrad %-36s %s %-7s FAILED\n", c->name, what, prec_names[p]);
                 }
+                tgc_fn_free(f);
             }
         }
         tgc_scope_pop();
-    }
-    if (keep) {
-        setenv("TGC_MATMUL_PRECISION", keep, 1);
-        free(keep);
-    } else {
-        unsetenv("TGC_MATMUL_PRECISION");
     }
 }
 

@@ -76,12 +76,16 @@ static void conv_grad_programs_compile(void **state)
 {
     (void)state;
     assert_null(tgc_cuda_conv_grad_source(TGC_CUDA_TPL_SIMT, 1));
+    assert_null(tgc_cuda_conv_grad_source(TGC_CUDA_TPL_SIMT, 2));
+    assert_null(tgc_cuda_conv_grad_source(TGC_CUDA_TPL_BF16X, 2));
+    assert_null(tgc_cuda_conv_grad_source(TGC_CUDA_TPL_TF32, 4));
     assert_null(tgc_cuda_conv_grad_source(3, 0));
     assert_null(tgc_cuda_conv_grad_source(-1, 0));
     for (int mode = 0; mode < 3; mode++)
-        for (int v = 0; v < 2; v++) {
-            if (mode == TGC_CUDA_TPL_SIMT && v)
+        for (int v = 0; v < 4; v++) {
+            if ((mode == TGC_CUDA_TPL_SIMT && v) || (mode != TGC_CUDA_TPL_TF32 && v > 1))
                 continue;
+            const int wg = v >= 2; /* the wgmma variants (sm_90a) */
             char *src = tgc_cuda_conv_grad_source(mode, v);
             assert_non_null(src);
             char name[64];
@@ -99,8 +103,14 @@ static void conv_grad_programs_compile(void **state)
             assert_true(n > 0);
             int tf32 = strstr(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != NULL;
             int bf16 = strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL;
-            assert_int_equal(tf32, mode == TGC_CUDA_TPL_TF32);
+            assert_int_equal(tf32, mode == TGC_CUDA_TPL_TF32 && !wg);
             assert_int_equal(bf16, mode == TGC_CUDA_TPL_BF16X);
+            /* 128-row tiles: two warpgroups along M with 128 columns each; 64-row tiles: two
+             * side by side along N, 64 columns each */
+            const char *wgmma = v == 2   ? "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"
+                                : v == 3 ? "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32"
+                                         : "wgmma.mma_async";
+            assert_int_equal(strstr(ptx, wgmma) != NULL, wg);
             if (mode == TGC_CUDA_TPL_SIMT)
                 assert_non_null(strstr(ptx, "fma.rn.f32"));
             assert_non_null(strstr(ptx, "cp.async"));
@@ -246,10 +256,12 @@ static void launch_plans(void **state)
 {
     (void)state;
     tgc_cg_launch l;
+    int th;
+    unsigned sd, sw;
     /* ResNet18 layer1 wgrad at batch 64: few tiles, long K: split over K */
     tgc_cg_args a = cg(1, 64, 64, 32, 32, 64, 3, 1, 1, 1);
     assert_true(tgc_cuda_conv_grad_fits(&a));
-    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 132, &l);
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 80, 132, &l);
     assert_int_equal(l.mode, TGC_CUDA_TPL_TF32);
     assert_int_equal(l.variant, 1);  /* 64 output channels: 64-row tiles */
     assert_int_equal(l.grid[0], 5);  /* 576 = 64 x 3 x 3 columns in 128-wide tiles */
@@ -258,25 +270,44 @@ static void launch_plans(void **state)
     assert_int_equal(l.zero_bytes, 256);
     assert_int_equal(l.ws_bytes, 256 + (size_t)5 * 53 * 64 * 128 * 4);
     assert_int_equal(l.packed, 0);
+    /* the same on sm_90: the wgmma variant of 64-row tiles (one slab, two warpgroups along
+     * N: 256 threads), the same grid */
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 90, 132, &l);
+    assert_int_equal(l.mode, TGC_CUDA_TPL_TF32);
+    assert_int_equal(l.variant, 3);
+    assert_int_equal(l.threads, 256);
+    assert_int_equal(l.grid[0], 5);
+    assert_int_equal(l.grid[1], 53);
+    assert_int_equal(l.ws_bytes, 256 + (size_t)5 * 53 * 64 * 128 * 4);
+    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 3, &th, &sd, &sw);
+    assert_int_equal(l.smem, sw);
+    assert_int_equal(sw, 4 * (64 + 128) * 32 * 4 + 1024);
     /* layer4 wgrad: enough tiles, no split */
     a = cg(1, 64, 512, 4, 4, 512, 3, 1, 1, 1);
-    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_MEDIUM, 132, &l);
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_MEDIUM, 90, 132, &l);
     assert_int_equal(l.mode, TGC_CUDA_TPL_BF16X);
     assert_int_equal(l.variant, 0);
     assert_int_equal(l.grid[0], 4 * 36);
     assert_int_equal(l.grid[1], 1);
     assert_int_equal(l.ws_bytes, 0);
+    /* at HIGH on sm_90: the 128-row wgmma tiles (two warpgroups along M), the same grid */
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 90, 132, &l);
+    assert_int_equal(l.variant, 2);
+    assert_int_equal(l.threads, 256);
+    assert_int_equal(l.grid[0], 4 * 36);
+    assert_int_equal(l.grid[1], 1);
+    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 2, &th, &sd, &sw);
+    assert_int_equal(l.smem, sw);
+    assert_int_equal(sd, 4 * (128 + 128) * 32 * 4 + 1024);
     /* a stride-2 dgrad: one GEMM per (group, phase); the weights packed */
     a = cg(0, 64, 64, 32, 32, 128, 3, 2, 1, 1);
     assert_true(tgc_cuda_conv_grad_fits(&a));
-    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGHEST, 132, &l);
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGHEST, 90, 132, &l);
     assert_int_equal(l.mode, TGC_CUDA_TPL_SIMT);
     assert_int_equal(l.grid[2], 4);
     assert_int_equal(l.grid[0], 1 * (64 * 16 * 16 / 128));
     assert_int_equal(l.packed, (size_t)128 * 64 * 9);
     assert_int_equal(l.threads, 256);
-    int th;
-    unsigned sd, sw;
     tgc_cuda_conv_grad_config(TGC_CUDA_TPL_SIMT, 0, &th, &sd, &sw);
     assert_int_equal(l.smem, sd);
     /* the limits: a stride and a dilation above 1 on one axis is the generic kernel's (for

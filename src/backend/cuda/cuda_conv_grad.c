@@ -18,27 +18,32 @@
 #include "backend/cuda/cuda_conv_grad_lib.cuh.h"
 
 #define CG_MODES    3 /* SIMT, TF32, BF16X */
-#define CG_VARIANTS 2
+#define CG_VARIANTS 4 /* mma.sync / SIMT 128 and 64 rows; TF32 wgmma (sm_90) 128 and 64 rows */
 #define CG_ENTRIES  3
 
 static const char *const entry_names[CG_ENTRIES] = {"tgc_cg_dgrad", "tgc_cg_wgrad", "tgc_cg_pack"};
 
-/* The tile of a (mode, variant): block tile, warps, stages, threads, operand pads. */
+/* The tile of a (mode, variant): block tile, warps (mma.sync) or warpgroups and how many of
+ * them side by side along N (wgmma: wg > 0), stages, threads. */
 typedef struct cg_tile {
-    int bm, bn, bk, wm, wn, st, nt;
+    int bm, bn, bk, wm, wn, wg, wgn, st, nt;
 } cg_tile;
 
 static int tile_of(int mode, int variant, cg_tile *t)
 {
     if (mode < 0 || mode >= CG_MODES || variant < 0 || variant >= CG_VARIANTS ||
-        (mode == TGC_CUDA_TPL_SIMT && variant))
+        (mode == TGC_CUDA_TPL_SIMT && variant) || (mode != TGC_CUDA_TPL_TF32 && variant > 1))
         return 0;
     if (mode == TGC_CUDA_TPL_SIMT)
-        *t = (cg_tile){128, 128, 8, 0, 0, 4, 256};
+        *t = (cg_tile){128, 128, 8, 0, 0, 0, 0, 4, 256};
     else if (variant == 0)
-        *t = (cg_tile){128, 128, 32, 2, 4, 3, 256};
-    else
-        *t = (cg_tile){64, 128, 32, 1, 4, 3, 128};
+        *t = (cg_tile){128, 128, 32, 2, 4, 0, 0, 3, 256};
+    else if (variant == 1)
+        *t = (cg_tile){64, 128, 32, 1, 4, 0, 0, 3, 128};
+    else if (variant == 2) /* two warpgroups along M, 64 x 128 each */
+        *t = (cg_tile){128, 128, 32, 0, 0, 2, 1, 4, 256};
+    else /* one 64-row slab, two warpgroups side by side along N */
+        *t = (cg_tile){64, 128, 32, 0, 0, 2, 2, 4, 256};
     return 1;
 }
 
@@ -46,7 +51,10 @@ static int tile_of(int mode, int variant, cg_tile *t)
 static void stage_sizes(int mode, const cg_tile *t, int wgrad, int *sa, int *sb)
 {
     const int simt = mode == TGC_CUDA_TPL_SIMT;
-    if (!wgrad) {
+    if (t->wg) { /* swizzled, no pads */
+        *sa = t->bm * t->bk;
+        *sb = t->bn * t->bk;
+    } else if (!wgrad) {
         *sa = simt ? t->bk * (t->bm + 4) : t->bm * (t->bk + 4);
         *sb = t->bk * (t->bn + (simt ? 4 : 8));
     } else {
@@ -59,7 +67,8 @@ static unsigned smem_of(int mode, const cg_tile *t, int wgrad)
 {
     int sa, sb;
     stage_sizes(mode, t, wgrad, &sa, &sb);
-    return (unsigned)(t->st * (sa + sb) * 4);
+    /* wgmma: plus the slack that aligns the stages to 1024 bytes */
+    return (unsigned)(t->st * (sa + sb) * 4 + (t->wg ? 1024 : 0));
 }
 
 void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *smem_dgrad,
@@ -84,13 +93,26 @@ static char *render(int mode, int variant, int which)
         return NULL;
     const int simt = mode == TGC_CUDA_TPL_SIMT;
     tgc_strbuf o = {0};
+    if (t.wg) /* wgmma: NVRTC compiles the program for sm_90a */
+        tgc_sb_puts(&o, "#define TGC_NEEDS_SM90A\n");
     tgc_sb_puts(&o, tgc_cuda_gemm_lib());
     tgc_sb_puts(&o, tgc_text_cuda_conv_grad_lib_cuh);
-    tgc_sb_printf(&o, "// conv-grad program: mode %d, %d x %d x %d tiles, %d stages\n", mode, t.bm,
-                  t.bn, t.bk, t.st);
+    tgc_sb_printf(&o, "// conv-grad program: mode %d, %d x %d x %d tiles, %d stages%s\n", mode,
+                  t.bm, t.bn, t.bk, t.st, t.wg ? ", wgmma" : "");
     char comp[160];
     /* dgrad: A = packed weights (K-major in memory), B = the dy gather */
-    if (simt) {
+    if (t.wg) {
+        tgc_cuda_render_wgmma(&o, "tgc_cg", mode, t.bn / t.wgn, 0, 0);
+        tgc_sb_printf(&o,
+                      "typedef tgc_ld_sw<4, %d, %d, %d, 0, 1, 1> TGC_DG_LA;\n"
+                      "typedef tgc_dcol<4, %d, %d, %d, 0, 1> TGC_DG_LB;\n"
+                      "typedef tgc_wdy<4, %d, %d, %d, 0, 0, 1> TGC_WG_LA;\n"
+                      "typedef tgc_wcol<4, %d, %d, %d, 0, 0, 1> TGC_WG_LB;\n",
+                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
+        snprintf(comp, sizeof comp,
+                 "tgc_wgmma_comp<%d, %d, %d, %d, %d, %d, TGC_%%s_LA, TGC_%%s_LB, tgc_cg_mma>", mode,
+                 t.bm, t.bn, t.bk, t.wg, t.wgn);
+    } else if (simt) {
         tgc_sb_printf(&o,
                       "typedef tgc_ld<4, %d, %d, %d, 1, 4, 0, 1> TGC_DG_LA;\n"
                       "typedef tgc_dcol<4, %d, %d, %d, 4> TGC_DG_LB;\n"
@@ -175,7 +197,13 @@ int tgc_cuda_conv_grad_fits(const tgc_cg_args *a)
     return a->groups * a->sh * a->sw <= 65535 && a->kh * a->dh < 65536 && a->kw * a->dw < 65536;
 }
 
-void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, int sms,
+/* TF32 on sm_90 takes the wgmma variants (2, 3), everything else the mma.sync / SIMT ones */
+static int wgmma_mode(int mode, int sm)
+{
+    return sm == 90 && mode == TGC_CUDA_TPL_TF32;
+}
+
+void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, int sm, int sms,
                              tgc_cg_launch *l)
 {
     memset(l, 0, sizeof *l);
@@ -194,7 +222,7 @@ void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, in
         z = a->groups * a->sh * a->sw;
         l->packed = (size_t)(a->o * cg * a->kh * a->kw);
     }
-    l->variant = l->mode != TGC_CUDA_TPL_SIMT && M <= 64;
+    l->variant = (l->mode != TGC_CUDA_TPL_SIMT && M <= 64) + 2 * wgmma_mode(l->mode, sm);
     cg_tile t;
     tile_of(l->mode, l->variant, &t);
     int64_t tiles = cdiv(M, t.bm) * cdiv(N, t.bn);
@@ -228,7 +256,7 @@ void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, in
 
 /* A mode's kernels on one device: its programs are one per (tile variant, op), the dgrad one
  * with the packing entry too, so the program cache compiles them all at once on several
- * threads. */
+ * threads; the variants of the device's architecture only (variants_of). */
 typedef struct cg_mod {
     int state; /* 0 not tried, 1 loaded, -1 failed */
     tgc_status status;
@@ -240,9 +268,11 @@ typedef struct cg_mod {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static cg_mod g_mod[TGC_CUDA_MAX_DEVICES][CG_MODES];
 
-static int n_variants(int mode)
+/* the tile variants a mode loads on an sm: [first, first + count) */
+static int variants_of(int mode, int sm, int *first)
 {
-    return mode == TGC_CUDA_TPL_SIMT ? 1 : CG_VARIANTS;
+    *first = wgmma_mode(mode, sm) ? 2 : 0;
+    return mode == TGC_CUDA_TPL_SIMT ? 1 : 2;
 }
 
 static tgc_status load_mod(int dev, int mode, const char *cache_dir, cg_mod *m)
@@ -250,27 +280,31 @@ static tgc_status load_mod(int dev, int mode, const char *cache_dir, cg_mod *m)
     const tgc_cuda_props *pr = tgc_cuda_props_of(dev);
     if (!tgc_cuda_drv() || !pr)
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
-    const int np = 2 * n_variants(mode);
-    static const char *const names[2 * CG_VARIANTS] = {"tgc_conv_dgrad_128", "tgc_conv_wgrad_128",
-                                                       "tgc_conv_dgrad_64", "tgc_conv_wgrad_64"};
+    const int sm = pr->major * 10 + pr->minor;
+    int v0;
+    const int nv = variants_of(mode, sm, &v0), np = 2 * nv;
+    static const char *const names[2 * CG_VARIANTS] = {
+        "tgc_conv_dgrad_128",   "tgc_conv_wgrad_128",    "tgc_conv_dgrad_64",
+        "tgc_conv_wgrad_64",    "tgc_conv_dgrad_wg_128", "tgc_conv_wgrad_wg_128",
+        "tgc_conv_dgrad_wg_64", "tgc_conv_wgrad_wg_64"};
     char *src[2 * CG_VARIANTS] = {NULL};
     tgc_cuda_program_src srcs[2 * CG_VARIANTS];
     const tgc_cuda_program *progs[2 * CG_VARIANTS] = {NULL};
     tgc_status st = TGC_OK;
     for (int p = 0; p < np && st == TGC_OK; p++) {
-        if (!(src[p] = render(mode, p / 2, p % 2 ? 2 : 1)))
+        if (!(src[p] = render(mode, v0 + p / 2, p % 2 ? 2 : 1)))
             st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for the conv-grad kernels");
-        srcs[p] = (tgc_cuda_program_src){names[p], src[p]};
+        srcs[p] = (tgc_cuda_program_src){names[2 * v0 + p], src[p]};
     }
     if (st == TGC_OK)
-        st = tgc_cuda_programs_get(np, srcs, pr->major * 10 + pr->minor, cache_dir, progs, NULL);
+        st = tgc_cuda_programs_get(np, srcs, sm, cache_dir, progs, NULL);
     for (int p = 0; p < np; p++)
         free(src[p]);
-    for (int v = 0; v < n_variants(mode) && st == TGC_OK; v++)
+    for (int v = 0; v < nv && st == TGC_OK; v++)
         for (int e = 0; e < CG_ENTRIES && st == TGC_OK; e++) {
             /* dgrad and pack from the dgrad program, wgrad from its own */
             const tgc_cuda_program *prog = progs[2 * v + (e == 1)];
-            st = tgc_cuda_program_function(prog, dev, entry_names[e], &m->fn[v][e]);
+            st = tgc_cuda_program_function(prog, dev, entry_names[e], &m->fn[v0 + v][e]);
         }
     return st;
 }
@@ -340,7 +374,7 @@ tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision pre
     if (!pr)
         return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: device cuda:%d is not available", dev);
     tgc_cg_launch l;
-    tgc_cuda_conv_grad_plan(a, prec, pr->sms, &l);
+    tgc_cuda_conv_grad_plan(a, prec, pr->major * 10 + pr->minor, pr->sms, &l);
     cg_mod *m = NULL;
     tgc_status st = mod_ready(dev, l.mode, cache_dir, &m);
     if (st == TGC_OK)

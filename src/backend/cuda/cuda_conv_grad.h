@@ -1,7 +1,8 @@
 /* The fast f32 conv2d backward kernels of the CUDA backend: CONV2D_GRAD_INPUT (dgrad) and
  * CONV2D_GRAD_WEIGHT (wgrad) as implicit-GEMM templates (cuda_conv_grad_lib.cuh on top of
- * cuda_gemm_lib.cuh): SIMT fp32 for TGC_PRECISION_HIGHEST, TF32 mma.sync for HIGH, bf16
- * mma.sync (operands rounded from fp32) for MEDIUM, fp32 accumulation, split-K for wgrad
+ * cuda_gemm_lib.cuh): SIMT fp32 for TGC_PRECISION_HIGHEST, TF32 for HIGH (wgmma from
+ * swizzled shared-memory stages on sm_90, mma.sync elsewhere), bf16 mma.sync (operands
+ * rounded from fp32) for MEDIUM, fp32 accumulation, split-K for wgrad
  * with the library's deterministic last-block reduction in split order (no float atomics:
  * the same bits on every run).
  *
@@ -52,7 +53,8 @@ tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision pre
                                   void *stream, const char *cache_dir);
 
 /* The program of precision mode `mode` (tgc_cuda_tpl_mode: 0 SIMT, 1 TF32, 2 BF16X) and tile
- * variant (0: 128-row tiles, 1: 64-row tiles; SIMT has only 0): malloc'd text (caller frees),
+ * variant (0: 128-row tiles, 1: 64-row tiles, mma.sync or SIMT; SIMT has only 0; TF32 also
+ * 2: 128-row and 3: 64-row wgmma tiles, for sm_90a): malloc'd text (caller frees),
  * NULL for a bad mode / variant or out of memory. Entry points tgc_cg_dgrad, tgc_cg_wgrad,
  * tgc_cg_pack. Pure; for tests (NVRTC in CI, the CPU emulator). */
 char *tgc_cuda_conv_grad_source(int mode, int variant);
@@ -63,7 +65,8 @@ void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *sm
                                unsigned *smem_wgrad);
 
 /* How a call is launched (tgc_cuda_conv_grad_run's choice, exposed for the emulator and
- * tests): the program (mode, variant), the GEMM's grid (x tiles, y splits, z groups or
+ * tests) on a device of architecture sm (e.g. 90) with sms multiprocessors: the program
+ * (mode, variant), the GEMM's grid (x tiles, y splits, z groups or
  * (group, phase) pairs), block threads, dynamic smem, the workspace bytes (0: none) of which
  * the first zero_bytes (split-K counters) must be zero, and the packed-weight floats (dgrad). */
 typedef struct tgc_cg_launch {
@@ -71,7 +74,7 @@ typedef struct tgc_cg_launch {
     unsigned grid[3], threads, smem;
     size_t ws_bytes, zero_bytes, packed;
 } tgc_cg_launch;
-void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, int sms,
+void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, int sm, int sms,
                              tgc_cg_launch *l);
 
 #endif

@@ -1,6 +1,7 @@
 // The conv backward templates: the input gradient (dgrad) and the weight gradient (wgrad) of
-// conv2d as implicit GEMMs on the GEMM library's loaders, pipeline, tensor-core / SIMT
-// compute and deterministic split-K (cuda_gemm_lib.cuh, which a program includes first).
+// conv2d as implicit GEMMs on the GEMM library's loaders, pipeline, tensor-core (mma.sync, or
+// wgmma from swizzled stages on sm_90) / SIMT compute and deterministic split-K
+// (cuda_gemm_lib.cuh, which a program includes first).
 // Embedded by the build as every .cu / .cuh (CMakeLists.txt, tools/embed_text.cmake);
 // cuda_conv_grad.c appends it to every conv-grad program, then the entry points.
 // f32 operands and results, NCHW contiguous x / dy / dx, weights [O][C/groups][KH][KW].
@@ -99,15 +100,36 @@ __device__ __forceinline__ int tgc_dg_taps_before(const tgc_cg_geom &G, int p)
 
 // B of dgrad: k = tap * Og + o (tap = j * nr_w + i), n = (image, hh, ww) of the phase; dy
 // gathered into an MN-major stage, out-of-range rows and pixels read as zeros. Thread t owns
-// CPT columns (decoded once) and BK / RS rows per stage, like tgc_im2col.
-template <int ES, int BN, int BK, int NT, int PAD> struct tgc_dcol {
-    static constexpr int L = 1;
+// CPT columns (decoded once) and BK / RS rows per stage, like tgc_im2col. SWZ: a K-major
+// swizzled stage (the wgmma path) instead, each warp 8 consecutive columns x 4 rows (32
+// bytes of dy per row: as coalesced as a warp along one row, and the 32 shared-memory words
+// fall in 32 distinct banks of the swizzle); the warps side by side along n, then along k.
+template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol {
+    static constexpr int L = SWZ ? 0 : 1;
     static constexpr int LD = BN + PAD;
-    static constexpr int SIZE = BK * LD;
-    static constexpr int CPT = BN >= NT ? BN / NT : 1;
-    static constexpr int RS = NT >= BN ? NT / BN : 1;
-    static_assert(BN % NT == 0 || NT % BN == 0, "dcol: BN and threads");
+    static constexpr int SIZE = SWZ ? BN * BK : BK * LD;
+    static constexpr int NW = NT / 32, NG = BN / 8;
+    static constexpr int NWN = SWZ ? (NG < NW ? NG : NW) : 1, NWK = SWZ ? NW / NWN : 1;
+    static constexpr int CPT = SWZ ? NG / NWN : BN >= NT ? BN / NT : 1;
+    static constexpr int RS = SWZ ? 4 * NWK : NT >= BN ? NT / BN : 1;
+    static_assert(SWZ || BN % NT == 0 || NT % BN == 0, "dcol: BN and threads");
+    static_assert(!SWZ || (BN % 8 == 0 && NT % 32 == 0 && NG % NWN == 0 && NW % NWN == 0),
+                  "dcol: swizzled tile and warps");
     static_assert(BK % RS == 0, "dcol: rows per stage");
+    __device__ __forceinline__ static int col(int c)
+    {
+        const int t = (int)threadIdx.x;
+        if (SWZ)
+            return t % 8 + 8 * ((t / 32) % NWN + c * NWN);
+        return BN >= NT ? t + c * NT : t % BN;
+    }
+    __device__ __forceinline__ static int row0()
+    {
+        const int t = (int)threadIdx.x;
+        if (SWZ)
+            return (t % 32) / 8 + 4 * ((t / 32) / NWN);
+        return NT >= BN ? t / BN : 0;
+    }
     const char *dy;
     long long K, OHW;
     int OH, OW, Og, nsw, jsh, jsw;
@@ -133,7 +155,7 @@ template <int ES, int BN, int BK, int NT, int PAD> struct tgc_dcol {
         const long long pix = (long long)ah.np * aw.np, ntot = G.n * pix;
 #pragma unroll
         for (int c = 0; c < CPT; c++) {
-            long long n = n0 + (BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN);
+            long long n = n0 + col(c);
             if (n < ntot) {
                 int img = f_pix.div((int)n), q = (int)n - img * (int)pix;
                 int hh = f_npw.div(q), ww = q - hh * aw.np;
@@ -148,9 +170,14 @@ template <int ES, int BN, int BK, int NT, int PAD> struct tgc_dcol {
             }
         }
     }
+    __device__ __forceinline__ static int off(int n, int k)
+    {
+        return SWZ ? tgc_sw_off<0, BN, BK, ES>(n, k) : (k * LD + n) * ES;
+    }
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
-        int kr0 = NT >= BN ? (int)threadIdx.x / BN : 0;
+        const unsigned sa = tgc_smem_addr(s);
+        const int kr0 = row0();
 #pragma unroll 4
         for (int r = 0; r < BK / RS; r++) {
             int k = kr0 + r * RS;
@@ -170,10 +197,20 @@ template <int ES, int BN, int BK, int NT, int PAD> struct tgc_dcol {
                 int oh = ch[c] + rd, ow = cw[c] + sd;
                 bool ok = (unsigned)oh < (unsigned)OH && (unsigned)ow < (unsigned)OW;
                 const char *src = ok ? dy + (cbase[c] + koff) * ES : dy;
-                int n = BN >= NT ? (int)threadIdx.x + c * NT : (int)threadIdx.x % BN;
-                tgc_cp4(s + (k * LD + n) * ES, src, ok ? 4 : 0);
+                tgc_cp4_at(sa + off(col(c), k), src, ok ? 4 : 0);
             }
         }
+    }
+    // the stage positions this thread gathered, rounded to tf32 (swizzled fp32 stages)
+    __device__ __forceinline__ void round_tf32(char *s) const
+    {
+        static_assert(ES == 4 && SWZ, "tf32 rounding of swizzled fp32 stages");
+        const int kr0 = row0();
+#pragma unroll 4
+        for (int r = 0; r < BK / RS; r++)
+#pragma unroll
+            for (int c = 0; c < CPT; c++)
+                tgc_round_tf32_4(s + off(col(c), kr0 + r * RS));
     }
 };
 
@@ -225,16 +262,22 @@ template <class LA_, class LB_> struct tgc_dg_prob {
     }
 };
 
-// A of wgrad: element (m = o, k = (image, pixel)) of dy, into a stage of layout L. The vector
-// path (L == 0, OH*OW % 4 == 0, 16-byte aligned dy) moves 4 pixels of one image per cp.async.
-template <int ES, int BM, int BK, int NT, int L_, int PAD> struct tgc_wdy {
+// A of wgrad: element (m = o, k = (image, pixel)) of dy, into a stage of layout L (SWZ: K-major
+// swizzled, the wgmma path). The vector path (L == 0, OH*OW % 4 == 0, 16-byte aligned dy)
+// moves 4 pixels of one image per cp.async.
+template <int ES, int BM, int BK, int NT, int L_, int PAD, int SWZ = 0> struct tgc_wdy {
     static constexpr int L = L_;
     static constexpr int LD = L == 0 ? BK + PAD : BM + PAD;
-    static constexpr int SIZE = (L == 0 ? BM : BK) * LD;
+    static constexpr int SIZE = SWZ ? BM * BK : (L == 0 ? BM : BK) * LD;
+    static_assert(!SWZ || L == 0, "wdy: swizzled stages are K-major");
     const char *p; // dy at (image 0, channel gi * Og + m0, pixel 0)
     long long OHW, O, MN, K;
     bool vec;
     tgc_fdiv f_ohw;
+    __device__ __forceinline__ static int off(int m, int k)
+    {
+        return SWZ ? tgc_sw_off<0, BM, BK, ES>(m, k) : (L == 0 ? m * LD + k : k * LD + m) * ES;
+    }
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
         if (L == 0 && vec) {
@@ -252,7 +295,7 @@ template <int ES, int BM, int BK, int NT, int L_, int PAD> struct tgc_wdy {
                     long long px = kk - (long long)img * OHW;
                     src = p + (((long long)img * O + row) * OHW + px) * ES;
                 }
-                tgc_cp16(s + (row * LD + c) * ES, src, ok ? 16 : 0);
+                tgc_cp16(s + off(row, c), src, ok ? 16 : 0);
             }
             return;
         }
@@ -269,7 +312,26 @@ template <int ES, int BM, int BK, int NT, int L_, int PAD> struct tgc_wdy {
                 long long px = kk - (long long)img * OHW;
                 src = p + (((long long)img * O + m) * OHW + px) * ES;
             }
-            tgc_cp4(s + (L == 0 ? m * LD + k : k * LD + m) * ES, src, ok ? 4 : 0);
+            tgc_cp4(s + off(m, k), src, ok ? 4 : 0);
+        }
+    }
+    // the stage positions this thread copied, rounded to tf32 (swizzled fp32 stages)
+    __device__ __forceinline__ void round_tf32(char *s) const
+    {
+        static_assert(ES == 4 && SWZ, "tf32 rounding of swizzled fp32 stages");
+        if (vec) {
+            constexpr int C = BK / 4;
+#pragma unroll
+            for (int i = 0; i < BM * C / NT; i++) {
+                int e = (int)threadIdx.x + i * NT;
+                tgc_round_tf32_16(s + off(e / C, (e % C) * 4));
+            }
+            return;
+        }
+#pragma unroll 4
+        for (int i = 0; i < BM * BK / NT; i++) {
+            int e = (int)threadIdx.x + i * NT;
+            tgc_round_tf32_4(s + off(e / BK, e % BK));
         }
     }
 };
@@ -277,11 +339,13 @@ template <int ES, int BM, int BK, int NT, int L_, int PAD> struct tgc_wdy {
 // B of wgrad: element (n = (c, r, s), k = (image, oh, ow)) = x[image, gi*Cg + c,
 // oh*SH - PH + r*DH, ow*SW - PW + s*DW], zeros outside x. A warp covers 32 consecutive k of
 // one column (coalesced along the pixels); thread t owns column set t / BK (CPT columns,
-// decoded once) and row t % BK of every stage.
-template <int ES, int BN, int BK, int NT, int L_, int PAD> struct tgc_wcol {
+// decoded once) and row t % BK of every stage. SWZ: a K-major swizzled stage (the wgmma path;
+// a warp writes one 128-byte row when BK is 32).
+template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct tgc_wcol {
     static constexpr int L = L_;
     static constexpr int LD = L == 0 ? BK + PAD : BN + PAD;
-    static constexpr int SIZE = (L == 0 ? BN : BK) * LD;
+    static constexpr int SIZE = SWZ ? BN * BK : (L == 0 ? BN : BK) * LD;
+    static_assert(!SWZ || L == 0, "wcol: swizzled stages are K-major");
     static constexpr int TN = NT / BK;
     static constexpr int CPT = BN / TN;
     static_assert(NT % BK == 0 && BN % TN == 0 && CPT <= 32, "wcol: threads and tile");
@@ -342,9 +406,21 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD> struct tgc_wcol {
             int ih = ih0 + (crs[c] >> 16), iw = iw0 + (crs[c] & 0xffff);
             bool ok = ((mask >> c) & 1u) && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
             const char *src = ok ? x + (base + coff[c]) * ES : x;
-            int nl = tn + c * TN;
-            tgc_cp4(s + (L == 0 ? nl * LD + kl : kl * LD + nl) * ES, src, ok ? 4 : 0);
+            tgc_cp4(s + off(tn + c * TN, kl), src, ok ? 4 : 0);
         }
+    }
+    __device__ __forceinline__ static int off(int n, int k)
+    {
+        return SWZ ? tgc_sw_off<0, BN, BK, ES>(n, k) : (L == 0 ? n * LD + k : k * LD + n) * ES;
+    }
+    // the stage positions this thread gathered, rounded to tf32 (swizzled fp32 stages)
+    __device__ __forceinline__ void round_tf32(char *s) const
+    {
+        static_assert(ES == 4 && SWZ, "tf32 rounding of swizzled fp32 stages");
+        const int kl = (int)threadIdx.x % BK, tn = (int)threadIdx.x / BK;
+#pragma unroll
+        for (int c = 0; c < CPT; c++)
+            tgc_round_tf32_4(s + off(tn + c * TN, kl));
     }
 };
 
@@ -407,7 +483,10 @@ __device__ __forceinline__ void tgc_cg_run(PROB &pb, void *ws, char *smem)
     pb.loaders(m0, n0, la, lb);
     COMP comp;
     comp.init();
-    char *sA = smem, *sB = smem + ST * PROB::LA::SIZE * ES;
+    char *sA = smem;
+    if constexpr (tgc_async_of<COMP>::v) // wgmma: stages on 1024-byte boundaries
+        sA += (1024u - (tgc_smem_addr(smem) & 1023u)) & 1023u;
+    char *sB = sA + ST * PROB::LA::SIZE * ES;
     tgc_pipeline<ST>(la, lb, kb, ke, sA, sB, ES, BK, comp);
     if (!tgc_splitk<NT>(comp, ws, (long long)blockIdx.z * gridDim.x + blockIdx.x,
                         (long long)gridDim.z * gridDim.x))

@@ -300,11 +300,8 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
     return TGC_OK;
 }
 
-/* NAME_mma::run(acc, desc_a, desc_b): one wgmma.mma_async m64nNk16 (f16 / bf16; the
- * transpose immediates say which operand stages are MN-major) or m64nNk8 (tf32) adding to
- * the N / 2 accumulator registers of each thread of the warpgroup. The emulator (TGC_GEMM_EMU)
- * computes the same from the descriptors. */
-static void render_wgmma(tgc_strbuf *o, const char *fname, int mode, int n, int ta, int tb)
+/* (cuda_gemm.h) */
+void tgc_cuda_render_wgmma(tgc_strbuf *o, const char *fname, int mode, int n, int ta, int tb)
 {
     const int tf32 = mode == TGC_CUDA_TPL_TF32, nacc = n / 2;
     const char *ty = tf32 ? "tf32" : mode == TGC_CUDA_TPL_BF16 ? "bf16" : "f16";
@@ -458,7 +455,7 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
     }
     const tgc_cuda_tpl *c = &p.c;
     if (c->wg)
-        render_wgmma(&o, fname, c->mode, c->bn / c->wn, p.a.layout, conv ? 0 : p.b.layout);
+        tgc_cuda_render_wgmma(&o, fname, c->mode, c->bn / c->wn, p.a.layout, conv ? 0 : p.b.layout);
     tgc_sb_printf(&o,
                   "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(%s_b b, %s_s s, "
                   "tgc_gemm_geom g, void *ws)\n{\n"

@@ -73,6 +73,13 @@ int tgc_cuda_f32_mode(tgc_matmul_precision prec);
  * conv-gradient programs start with. */
 const char *tgc_cuda_gemm_lib(void);
 
+/* Appends struct NAME_mma to out: NAME_mma::run(acc, desc_a, desc_b) issues one
+ * wgmma.mma_async m64nNk16 (mode F16 / BF16; ta, tb: 1 where that operand's stages are
+ * MN-major) or m64nNk8 (TF32, both K-major) adding to the n / 2 accumulators of each thread
+ * of the warpgroup (the emulator computes the same from the descriptors). The `MMA` of
+ * tgc_wgmma_comp, for the templates and the conv-gradient programs. */
+void tgc_cuda_render_wgmma(tgc_strbuf *o, const char *name, int mode, int n, int ta, int tb);
+
 /* Appends kernel k (KIR_GEMM or KIR_CONV) as CUDA C to out: the template library once per
  * program (guarded with #ifndef), the NAME_b / NAME_s structs, the epilogue and the
  * __global__ NAME. slots: the kernel's size slots (kir_args_collect of k). prec applies to
