@@ -18,7 +18,13 @@
 
 #include <ucontext.h>
 
+extern "C" {
 #include "ir/op.h"
+}
+
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
 
 struct emu_dim3 {
     unsigned x, y, z;
@@ -283,7 +289,9 @@ extern "C" int tgc_emu_launch(const char *name, int shape, long long work, void 
     K(tgc_ops_reduce)
     K(tgc_ops_softmax)
     K(tgc_ops_layer_norm)
-    K(tgc_ops_batch_norm)
+    K(tgc_ops_bn_stats)
+    K(tgc_ops_bn_final)
+    K(tgc_ops_bn_apply)
     K(tgc_ops_pool2d)
     K(tgc_ops_loss)
     K(tgc_ops_loss_reduce)

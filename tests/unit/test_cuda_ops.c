@@ -592,6 +592,62 @@ static void test_gpu_reductions(void **state)
     check_op("log_softmax long row", TGC_OP_LOG_SOFTMAX, &lx, 1, &sa);
 }
 
+/* batch_norm on x of shape xs [N, 3 or 4, H, W] (transposed: a strided view; offset added to
+ * every x value), the running stats / weight / bias that bits name, against interp */
+static void check_batch_norm(tgc_dtype dt, const int64_t *xs, int training, int bits,
+                             int transposed, double offset)
+{
+    const int64_t cs[1] = {xs[1]};
+    int64_t iv[2] = {training, bits};
+    double fv[2] = {0.1, 1e-5};
+    tgc_attrs a = attrs_i(2, iv, 2, fv);
+    tgc_tensor *in[5];
+    int n = 0;
+    in[n++] = transposed ? cpu_transposed(dt, xs, 4) : cpu_f(dt, xs, 4);
+    if (offset != 0) {
+        int64_t numel = (int64_t)(in[0]->storage->nbytes / tgc_dtype_size(dt));
+        for (int64_t e = 0; e < numel; e++)
+            tgc_store(tgc_host_data(in[0]), dt, e,
+                      tgc_load(tgc_host_data(in[0]), dt, e) / 5.0 + offset);
+    }
+    if (bits & TGC_BN_HAS_STATS) {
+        in[n++] = cpu_f(dt, cs, 1);
+        in[n] = cpu_f(dt, cs, 1);
+        for (int k = 0; k < cs[0]; k++) /* variances are positive */
+            tgc_store(tgc_host_data(in[n]), dt, k, 0.5 + k);
+        n++;
+    }
+    if (bits & TGC_BN_HAS_WEIGHT)
+        in[n++] = cpu_gapped(dt, cs, 1);
+    if (bits & TGC_BN_HAS_BIAS)
+        in[n++] = cpu_f(dt, cs, 1);
+    int64_t shape[TGC_MAX_DIMS];
+    tgc_node nd = make_node(TGC_OP_BATCH_NORM, in, n, &a, shape);
+    tgc_tensor *dev[5];
+    for (int k = 0; k < n; k++)
+        dev[k] = dev_mirror(in[k]);
+    uint64_t v1 = n > 1 ? dev[1]->storage->version : 0;
+    tgc_tensor *ref = tgc_interp_run_node(&nd, in, shape);
+    assert_non_null(ref);
+    tgc_launch_env env;
+    memset(&env, 0, sizeof env);
+    env.device = tgc_cuda(0);
+    tgc_tensor *out = NULL;
+    tgc_status st = tgc_cuda_op_run(&nd, dev, shape, &out, &env);
+    if (st != TGC_OK)
+        fail_msg("batch_norm: %s", tgc_last_error());
+    /* far from zero, interp's plain sums of x lose about 1e-12 of the mean in f64 */
+    const double tol = offset != 0 && tol_of(dt) < 1e-9 ? 1e-9 : tol_of(dt);
+    compare("batch_norm", ref, tgc_to(out, tgc_cpu()), tol);
+    if (bits & TGC_BN_HAS_STATS) {
+        /* the running stats, updated in place in training */
+        compare("running_mean", in[1], tgc_to(dev[1], tgc_cpu()), tol);
+        compare("running_var", in[2], tgc_to(dev[2], tgc_cpu()), tol);
+        if (training)
+            assert_true(dev[1]->storage->version > v1);
+    }
+}
+
 static void test_gpu_norms(void **state)
 {
     (void)state;
@@ -613,53 +669,21 @@ static void test_gpu_norms(void **state)
                     in[n++] = cpu_gapped(fdt[i], s + 3 - n_norm, n_norm);
                 check_op("layer_norm", TGC_OP_LAYER_NORM, in, n, &a);
             }
-    const int64_t xs[4] = {5, 3, 7, 9}, cs[1] = {3};
+    const int64_t xs[4] = {5, 3, 7, 9};
     for (size_t i = 0; i < 4; i++)
         for (int training = 0; training < 2; training++)
-            for (int bits = 0; bits < 8; bits++) {
-                if (!training && !(bits & TGC_BN_HAS_STATS))
-                    continue;
-                int64_t iv[2] = {training, bits};
-                double fv[2] = {0.1, 1e-5};
-                tgc_attrs a = attrs_i(2, iv, 2, fv);
-                tgc_tensor *in[5];
-                int n = 0;
-                in[n++] = cpu_transposed(fdt[i], xs, 4);
-                if (bits & TGC_BN_HAS_STATS) {
-                    in[n++] = cpu_f(fdt[i], cs, 1);
-                    in[n] = cpu_f(fdt[i], cs, 1);
-                    for (int k = 0; k < 3; k++) /* variances are positive */
-                        tgc_store(tgc_host_data(in[n]), fdt[i], k, 0.5 + k);
-                    n++;
-                }
-                if (bits & TGC_BN_HAS_WEIGHT)
-                    in[n++] = cpu_gapped(fdt[i], cs, 1);
-                if (bits & TGC_BN_HAS_BIAS)
-                    in[n++] = cpu_f(fdt[i], cs, 1);
-                int64_t shape[TGC_MAX_DIMS];
-                tgc_node nd = make_node(TGC_OP_BATCH_NORM, in, n, &a, shape);
-                tgc_tensor *dev[5];
-                for (int k = 0; k < n; k++)
-                    dev[k] = dev_mirror(in[k]);
-                uint64_t v1 = n > 1 ? dev[1]->storage->version : 0;
-                tgc_tensor *ref = tgc_interp_run_node(&nd, in, shape);
-                assert_non_null(ref);
-                tgc_launch_env env;
-                memset(&env, 0, sizeof env);
-                env.device = tgc_cuda(0);
-                tgc_tensor *out = NULL;
-                tgc_status st = tgc_cuda_op_run(&nd, dev, shape, &out, &env);
-                if (st != TGC_OK)
-                    fail_msg("batch_norm: %s", tgc_last_error());
-                compare("batch_norm", ref, tgc_to(out, tgc_cpu()), tol_of(fdt[i]));
-                if (bits & TGC_BN_HAS_STATS) {
-                    /* the running stats, updated in place in training */
-                    compare("running_mean", in[1], tgc_to(dev[1], tgc_cpu()), tol_of(fdt[i]));
-                    compare("running_var", in[2], tgc_to(dev[2], tgc_cpu()), tol_of(fdt[i]));
-                    if (training)
-                        assert_true(dev[1]->storage->version > v1);
-                }
-            }
+            for (int bits = 0; bits < 8; bits++)
+                if (training || (bits & TGC_BN_HAS_STATS))
+                    check_batch_norm(fdt[i], xs, training, bits, 1, 0);
+    /* channels of 19008 values: the statistics in several parts per channel, contiguous
+     * f32 through the float4 paths (S % 4 == 0), and a mean far from zero (100 standard
+     * deviations) that a sum of squares would cancel */
+    const int64_t big[4] = {16, 4, 33, 36};
+    for (int bits = 0; bits < 8; bits++) {
+        check_batch_norm(TGC_F32, big, 1, bits, 0, 100.0);
+        check_batch_norm(TGC_F64, big, 1, bits, 1, 100.0);
+    }
+    check_batch_norm(TGC_F32, big, 0, TGC_BN_HAS_STATS | TGC_BN_HAS_WEIGHT, 0, 0);
 }
 
 static void test_gpu_pools(void **state)

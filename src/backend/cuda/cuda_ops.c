@@ -19,6 +19,8 @@
 #include "ir/view_geometry.h"
 #include "runtime/comm.h"
 #include "runtime/philox.h"
+#include "runtime/storage.h"
+#include "runtime/cuda.h"
 #include "support/error.h"
 #include "tensor/copy.h"
 #include "tensor/dtype.h"
@@ -931,9 +933,35 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
          *bp = dptr(bs);
     int odt = (int)nd->out.dtype, tr = training;
     double momentum = nd->attrs.batch_norm.momentum, eps = nd->attrs.batch_norm.eps;
-    void *args[] = {&xv,  &xp, &op, &odt, &N,  &C,  &S,  &tr, &momentum,
-                    &eps, &mv, &mp, &vv,  &vp, &wv, &wp, &bv, &bp};
-    s = launch_rows(c, OPS_K_BATCH_NORM, C, N * S, args);
+    /* statistics in parts: about 4 blocks per SM over the channels, each part at least 4096
+     * values (one part per channel for small ones) */
+    const tgc_cuda_props *pr = tgc_cuda_props_of(c->dev.index);
+    const int64_t sms = pr && pr->sms > 0 ? pr->sms : 132;
+    const int64_t cnt = N * S, total = cnt * C;
+    int64_t P = training ? (cnt + 4095) / 4096 : 0;
+    if (P > (4 * sms + C - 1) / C)
+        P = (4 * sms + C - 1) / C;
+    if (training && P < 1)
+        P = 1;
+    int small = total < ((int64_t)1 << 31);
+    int vec4 = S % 4 == 0 && xv.nd == 1 && xv.st[0] == 1 && x->dtype == TGC_F32 &&
+               nd->out.dtype == TGC_F32 && (uintptr_t)xp % 16 == 0 && (uintptr_t)op % 16 == 0;
+    size_t wsb = (size_t)(2 * C * P + 3 * C) * sizeof(double);
+    tgc_storage *ws = tgc_storage_new(wsb, c->dev);
+    if (!ws)
+        return tgc_keep_error(TGC_ERR_OOM,
+                              "tgc_batch_norm: out of memory for its statistics (%zu bytes)", wsb);
+    double *w1 = (double *)ws->data, *w2 = w1 + 2 * C * P;
+    void *sa[] = {&xv, &xp, &N, &C, &S, &P, &small, &vec4, &w1};
+    void *fa[] = {&xv, &xp, &N,  &C,  &S,  &P,  &tr, &momentum, &eps, &w1,
+                  &w2, &mv, &mp, &vv, &vp, &wv, &wp, &bv,       &bp};
+    void *aa[] = {&xv, &xp, &op, &odt, &N, &C, &S, &small, &vec4, &w2};
+    s = training ? tgc_ops_launch(c, OPS_K_BN_STATS, OPS_BLOCKS, C * P, 256, sa) : TGC_OK;
+    if (s == TGC_OK)
+        s = launch(c, OPS_K_BN_FINAL, OPS_GRID, C, fa);
+    if (s == TGC_OK)
+        s = launch(c, OPS_K_BN_APPLY, OPS_GRID, vec4 ? total / 4 : total, aa);
+    tgc_storage_unref(ws); /* stream-ordered: reused only by later work on this stream */
     if (s == TGC_OK && training && rm) {
         tgc_storage_bump(rm->storage);
         tgc_storage_bump(rv->storage);

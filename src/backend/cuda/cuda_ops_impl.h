@@ -102,7 +102,9 @@ typedef struct ops_cv {
     X(REDUCE, "tgc_ops_reduce")                                                                    \
     X(SOFTMAX, "tgc_ops_softmax")                                                                  \
     X(LAYER_NORM, "tgc_ops_layer_norm")                                                            \
-    X(BATCH_NORM, "tgc_ops_batch_norm")                                                            \
+    X(BN_STATS, "tgc_ops_bn_stats")                                                                \
+    X(BN_FINAL, "tgc_ops_bn_final")                                                                \
+    X(BN_APPLY, "tgc_ops_bn_apply")                                                                \
     X(POOL2D, "tgc_ops_pool2d")                                                                    \
     X(LOSS, "tgc_ops_loss")                                                                        \
     X(LOSS_REDUCE, "tgc_ops_loss_reduce")                                                          \

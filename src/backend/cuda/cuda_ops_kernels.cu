@@ -888,36 +888,85 @@ extern "C" __global__ void tgc_ops_layer_norm(TV x, const void *xp, void *o, int
     }
 }
 
-/* batch_norm, x [N, C, S...]: one block per channel; training updates the running stats */
-extern "C" __global__ void tgc_ops_batch_norm(TV x, const void *xp, void *o, int odt, i64 N, i64 C,
-                                              i64 S, int training, double momentum, double eps,
-                                              PV rm, void *rmp, PV rv, void *rvp, PV w,
-                                              const void *wp, PV b, const void *bp)
+/* batch_norm, x [N, C, S...], in three kernels so that every SM works on it:
+ *   tgc_ops_bn_stats  (training) block b: channel b % C, part b / C of the channel's N*S
+ *                     values; sums of (x - k) and (x - k)^2 in double, shifted by the
+ *                     channel's first value k (no cancellation when |mean| >> std), to
+ *                     ws[(c * P + p) * 2]
+ *   tgc_ops_bn_final  one thread per channel: the parts summed in order (the same bits on
+ *                     every run), mean and variance (or the running stats in eval), the
+ *                     running stats updated, and (mean, scale, shift) to ws2[3 c]
+ *   tgc_ops_bn_apply  o = (x - mean) * scale + shift over every element.
+ * `small`: N*C*S < 2^31 (32-bit index math). vec4: x and o contiguous f32, S % 4 == 0. */
+__device__ __forceinline__ i64 bn_elem(i64 j, i64 c, i64 C, i64 S, int small)
+{
+    if (small) {
+        unsigned n = (unsigned)j / (unsigned)S;
+        return ((i64)n * C + c) * S + (i64)((unsigned)j - n * (unsigned)S);
+    }
+    i64 n = j / S;
+    return (n * C + c) * S + (j - n * S);
+}
+
+extern "C" __global__ void tgc_ops_bn_stats(TV x, const void *xp, i64 N, i64 C, i64 S, i64 P,
+                                            int small, int vec4, double *ws)
 {
     __shared__ double sh[32];
     const i64 cnt = N * S;
-    BLOCK_STRIDE(c, C)
+    BLOCK_STRIDE(b, C * P)
+    {
+        const i64 c = b % C, p = b / C;
+        const double k = ld(xp, x.dt, tv_off(x, c * S));
+        double s = 0, q = 0;
+        if (vec4) { /* parts in whole float4s of one image (S % 4 == 0) */
+            const float4 *x4 = (const float4 *)xp;
+            const i64 c4 = cnt / 4, lo4 = c4 * p / P, hi4 = c4 * (p + 1) / P;
+            for (i64 j = 4 * (lo4 + (i64)threadIdx.x); j < 4 * hi4; j += 4 * (i64)blockDim.x) {
+                float4 v = x4[bn_elem(j, c, C, S, small) / 4];
+                double d0 = v.x - k, d1 = v.y - k, d2 = v.z - k, d3 = v.w - k;
+                s += (d0 + d1) + (d2 + d3);
+                q += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+            }
+        } else {
+            const i64 lo = cnt * p / P, hi = cnt * (p + 1) / P;
+            for (i64 j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+                double d = ld(xp, x.dt, tv_off(x, bn_elem(j, c, C, S, small))) - k;
+                s += d;
+                q += d * d;
+            }
+        }
+        s = block_sum(s, sh);
+        q = block_sum(q, sh);
+        if (threadIdx.x == 0) {
+            ws[(c * P + p) * 2] = s;
+            ws[(c * P + p) * 2 + 1] = q;
+        }
+    }
+}
+
+extern "C" __global__ void tgc_ops_bn_final(TV x, const void *xp, i64 N, i64 C, i64 S, i64 P,
+                                            int training, double momentum, double eps,
+                                            const double *ws, double *ws2, PV rm, void *rmp, PV rv,
+                                            void *rvp, PV w, const void *wp, PV b, const void *bp)
+{
+    GRID_STRIDE(c, C)
     {
         double mean, var;
         if (training) {
-            double s = 0;
-            for (i64 j = threadIdx.x; j < cnt; j += blockDim.x) {
-                i64 n = j / S, k = j - n * S;
-                s += ld(xp, x.dt, tv_off(x, (n * C + c) * S + k));
+            const double cnt = (double)(N * S), k = ld(xp, x.dt, tv_off(x, c * S));
+            double s = 0, q = 0;
+            for (i64 p = 0; p < P; p++) {
+                s += ws[(c * P + p) * 2];
+                q += ws[(c * P + p) * 2 + 1];
             }
-            s = block_sum(s, sh);
-            mean = s / (double)cnt;
-            double q = 0;
-            for (i64 j = threadIdx.x; j < cnt; j += blockDim.x) {
-                i64 n = j / S, k = j - n * S;
-                double d = ld(xp, x.dt, tv_off(x, (n * C + c) * S + k)) - mean;
-                q += d * d;
-            }
-            q = block_sum(q, sh);
-            var = q / (double)cnt;
-            if (rm.present && threadIdx.x == 0) {
+            const double ms = s / cnt;
+            var = q / cnt - ms * ms;
+            if (var < 0)
+                var = 0;
+            mean = k + ms;
+            if (rm.present) {
                 i64 om = c * rm.v.st[0], ov = c * rv.v.st[0];
-                double unbiased = q / (double)(cnt - 1);
+                double unbiased = var * cnt / (cnt - 1);
                 st(rmp, rm.v.dt, om, (1.0 - momentum) * ld(rmp, rm.v.dt, om) + momentum * mean);
                 st(rvp, rv.v.dt, ov, (1.0 - momentum) * ld(rvp, rv.v.dt, ov) + momentum * unbiased);
             }
@@ -930,11 +979,37 @@ extern "C" __global__ void tgc_ops_batch_norm(TV x, const void *xp, void *o, int
             scale *= ld(wp, w.v.dt, c * w.v.st[0]);
         if (b.present)
             shift = ld(bp, b.v.dt, c * b.v.st[0]);
-        for (i64 j = threadIdx.x; j < cnt; j += blockDim.x) {
-            i64 n = j / S, k = j - n * S;
-            i64 e = (n * C + c) * S + k;
-            st(o, odt, e, (ld(xp, x.dt, tv_off(x, e)) - mean) * scale + shift);
+        ws2[3 * c] = mean;
+        ws2[3 * c + 1] = scale;
+        ws2[3 * c + 2] = shift;
+    }
+}
+
+extern "C" __global__ void tgc_ops_bn_apply(TV x, const void *xp, void *o, int odt, i64 N, i64 C,
+                                            i64 S, int small, int vec4, const double *ws2)
+{
+    const i64 total = N * C * S;
+    if (vec4) {
+        const float4 *x4 = (const float4 *)xp;
+        float4 *o4 = (float4 *)o;
+        GRID_STRIDE(i, total / 4)
+        {
+            const i64 c = small ? (i64)(((unsigned)i * 4u / (unsigned)S) % (unsigned)C)
+                                : (i * 4 / S) % C;
+            const double m = ws2[3 * c], sc = ws2[3 * c + 1], sf = ws2[3 * c + 2];
+            float4 v = x4[i];
+            v.x = (float)((v.x - m) * sc + sf);
+            v.y = (float)((v.y - m) * sc + sf);
+            v.z = (float)((v.z - m) * sc + sf);
+            v.w = (float)((v.w - m) * sc + sf);
+            o4[i] = v;
         }
+        return;
+    }
+    GRID_STRIDE(e, total)
+    {
+        const i64 c = small ? (i64)(((unsigned)e / (unsigned)S) % (unsigned)C) : (e / S) % C;
+        st(o, odt, e, (ld(xp, x.dt, tv_off(x, e)) - ws2[3 * c]) * ws2[3 * c + 1] + ws2[3 * c + 2]);
     }
 }
 
