@@ -270,18 +270,25 @@ static void launch_plans(void **state)
     assert_int_equal(l.zero_bytes, 256);
     assert_int_equal(l.ws_bytes, 256 + (size_t)5 * 53 * 64 * 128 * 4);
     assert_int_equal(l.packed, 0);
-    /* the same on sm_90: the wgmma variant of 64-row tiles (one slab, two warpgroups along
-     * N: 256 threads), the same grid */
+    /* the same on sm_90: wgrad stays on mma.sync (measured faster there) */
     tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 90, 132, &l);
     assert_int_equal(l.mode, TGC_CUDA_TPL_TF32);
+    assert_int_equal(l.variant, 1);
+    assert_int_equal(l.grid[1], 53);
+    /* its dgrad on sm_90: the wgmma variant of 64-row tiles (one slab, two warpgroups along
+     * N: 256 threads); on sm_80 mma.sync's (128 threads) */
+    a.wgrad = 0;
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 90, 132, &l);
     assert_int_equal(l.variant, 3);
     assert_int_equal(l.threads, 256);
-    assert_int_equal(l.grid[0], 5);
-    assert_int_equal(l.grid[1], 53);
-    assert_int_equal(l.ws_bytes, 256 + (size_t)5 * 53 * 64 * 128 * 4);
+    assert_int_equal(l.grid[0], 64 * 32 * 32 / 128);
+    assert_int_equal(l.grid[1], 1);
     tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 3, &th, &sd, &sw);
-    assert_int_equal(l.smem, sw);
-    assert_int_equal(sw, 4 * (64 + 128) * 32 * 4 + 1024);
+    assert_int_equal(l.smem, sd);
+    assert_int_equal(sd, 4 * (64 + 128) * 32 * 4 + 1024);
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 80, 132, &l);
+    assert_int_equal(l.variant, 1);
+    assert_int_equal(l.threads, 128);
     /* layer4 wgrad: enough tiles, no split */
     a = cg(1, 64, 512, 4, 4, 512, 3, 1, 1, 1);
     tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_MEDIUM, 90, 132, &l);
@@ -290,14 +297,15 @@ static void launch_plans(void **state)
     assert_int_equal(l.grid[0], 4 * 36);
     assert_int_equal(l.grid[1], 1);
     assert_int_equal(l.ws_bytes, 0);
-    /* at HIGH on sm_90: the 128-row wgmma tiles (two warpgroups along M), the same grid */
+    /* its dgrad at HIGH on sm_90: the 128-row wgmma tiles (two warpgroups along M) */
+    a.wgrad = 0;
     tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 90, 132, &l);
     assert_int_equal(l.variant, 2);
     assert_int_equal(l.threads, 256);
-    assert_int_equal(l.grid[0], 4 * 36);
-    assert_int_equal(l.grid[1], 1);
+    assert_int_equal(l.grid[0], 4 * (64 * 4 * 4 / 128));
+    assert_int_equal(l.grid[1], 9); /* 32 tiles: split over K, about two blocks per SM */
     tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 2, &th, &sd, &sw);
-    assert_int_equal(l.smem, sw);
+    assert_int_equal(l.smem, sd);
     assert_int_equal(sd, 4 * (128 + 128) * 32 * 4 + 1024);
     /* a stride-2 dgrad: one GEMM per (group, phase); the weights packed */
     a = cg(0, 64, 64, 32, 32, 128, 3, 2, 1, 1);

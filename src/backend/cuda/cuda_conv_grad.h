@@ -1,8 +1,8 @@
 /* The fast f32 conv2d backward kernels of the CUDA backend: CONV2D_GRAD_INPUT (dgrad) and
  * CONV2D_GRAD_WEIGHT (wgrad) as implicit-GEMM templates (cuda_conv_grad_lib.cuh on top of
- * cuda_gemm_lib.cuh): SIMT fp32 for TGC_PRECISION_HIGHEST, TF32 for HIGH (wgmma from
- * swizzled shared-memory stages on sm_90, mma.sync elsewhere), bf16 mma.sync (operands
- * rounded from fp32) for MEDIUM, fp32 accumulation, split-K for wgrad
+ * cuda_gemm_lib.cuh): SIMT fp32 for TGC_PRECISION_HIGHEST, TF32 mma.sync for HIGH (dgrad
+ * on sm_90: wgmma from swizzled shared-memory stages), bf16 mma.sync (operands rounded from
+ * fp32) for MEDIUM, fp32 accumulation, split-K for wgrad
  * with the library's deterministic last-block reduction in split order (no float atomics:
  * the same bits on every run).
  *
