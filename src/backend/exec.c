@@ -417,11 +417,18 @@ static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
     const tgc_step *s = &p->steps[si];
     const kir_kernel *k = s->kernel >= 0 ? p->kernels[s->kernel].k : NULL;
     char line[128];
-    snprintf(line, sizeof line, "tgc profile: step %d %s %.3f ms", si,
+    /* the kernel's name (or the node's %id) last, to find it in a TGC_DUMP_DIR dump */
+    char who[40];
+    if (k)
+        snprintf(who, sizeof who, "%s", p->kernels[s->kernel].name);
+    else
+        snprintf(who, sizeof who, "%%%d", (int)s->node);
+    snprintf(line, sizeof line, "tgc profile: step %d %s %.3f ms %s", si,
              !k                    ? tgc_op_name(p->g->nodes[s->node].op)
              : k->kind == KIR_LOOP ? "loop"
                                    : tgc_op_name(k->tpl.op),
-             (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6);
+             (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6,
+             who);
     tgc_config cfg = {.struct_size = sizeof cfg, .log_fn = p->log_fn, .log_user = p->log_user};
     tgc_log_write(&cfg, TGC_LOG_PROFILE, line);
 }
