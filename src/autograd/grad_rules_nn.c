@@ -51,7 +51,11 @@ tgc_status tgc_gr_bn_stats(tgc_tensor *x, double eps, tgc_tensor **mean, tgc_ten
     *mean = *rstd = NULL;
     GR_SET(xu, tgc_gr_up(x, tgc_dtype_of(x)));
     GR_SET(*mean, tgc_mean(xu, dims, n, 1));
-    GR_SET(*rstd, tgc_rsqrt(tgc_add_scalar(tgc_var(xu, dims, n, 0, 1), eps)));
+    /* the biased variance as the mean of the squared deviations: the expression the passes
+     * decompose batch_norm into (decompose.c), so a compiled step computes them once */
+    tgc_tensor *dev;
+    GR_SET(dev, tgc_sub(xu, *mean));
+    GR_SET(*rstd, tgc_rsqrt(tgc_add_scalar(tgc_mean(tgc_mul(dev, dev), dims, n, 1), eps)));
     return TGC_OK;
 }
 

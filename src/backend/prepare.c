@@ -100,29 +100,45 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
  * conv's epilogue take a scale computed from parameters. Nodes pinned by an effect
  * (tgc_pass_order_pinned: random draws, in-place writers, readers of a value written in place,
  * such as a matmul of the running_var that batch_norm in training updates) stay where they are:
- * hoisted, a reader would see the value from before the write. */
+ * hoisted, a reader would see the value from before the write. One kind of reader moves: a 0-d
+ * value read from state that only later nodes write (an optimizer's bias corrections from its
+ * step count, written at the end of the step); it still comes before the writes, and ahead of
+ * the gradients every parameter's update can fuse with the kernel that makes its gradient.
+ * Larger readers stay (hoisted, they would be written to memory and read back). */
 tgc_status tgc_prepare_hoist_input_only(tgc_graph *g, const char *who)
 {
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    uint8_t *only = calloc(n, 1);
+    uint8_t *only = calloc(n, 1), *written = calloc(n, 1);
+    int32_t *root = malloc(n * sizeof *root);
     uint8_t *pinned = tgc_pass_order_pinned(g);
-    if (!only || !pinned) {
+    if (!only || !written || !root || !pinned) {
         free(only);
+        free(written);
+        free(root);
         free(pinned);
         return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", who);
     }
     int moved = 0, seen_other = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
+        int view = nd->n_in > 0 && tgc_op_info_of(nd->op)->kind == TGC_KIND_VIEW;
+        root[i] = view ? root[nd->in[0]] : i;
+        int effect = tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES);
         /* parameters and constants qualify; the call's arguments (activations) do not */
-        int ok = !pinned[i] && !(nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_ARG);
+        int ok = !effect && !(nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_ARG);
         for (int k = 0; k < nd->n_in && ok; k++)
-            ok = only[nd->in[k]];
+            ok = only[nd->in[k]] && !written[root[nd->in[k]]];
+        if (ok && pinned[i]) /* it reads state written later on */
+            ok = nd->out.ndim == 0;
         only[i] = (uint8_t)ok;
         if (ok && seen_other)
             moved = 1;
         if (!ok)
             seen_other = 1;
+        if (effect)
+            for (int k = 0; k < nd->n_in; k++)
+                if (tgc_op_writes_operand(nd->op, &nd->attrs, k))
+                    written[root[nd->in[k]]] = 1;
     }
     tgc_status st = TGC_OK;
     tgc_rewriter rw;
@@ -134,6 +150,8 @@ tgc_status tgc_prepare_hoist_input_only(tgc_graph *g, const char *who)
         st = tgc_rw_finish(&rw);
     }
     free(only);
+    free(written);
+    free(root);
     free(pinned);
     return st;
 }

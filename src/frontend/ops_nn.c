@@ -119,8 +119,9 @@ tgc_tensor *tgc_adaptive_avg_pool2d(tgc_tensor *x, int out_h, int out_w)
  * updates the running statistics exactly as without recording (same kernel, same numbers),
  * and the batch mean and 1/std the backward needs are computed beside it with ops
  * (tgc_gr_bn_stats: one more reduction pass over x, in f32 at least) and saved in the one
- * record attached to the output. Decomposing the forward into ops instead would save that
- * pass but round the normalization differently from the op's one-rounding kernel. */
+ * record attached to the output. A backend that does not keep the op whole (no
+ * TGC_DECOMPOSE_KEEP_BATCH_NORM: CUDA) decomposes it into those same statistics ops, so a
+ * compiled step computes them once; LLVM keeps it, its eager ops running interp's kernel. */
 static tgc_tensor *batch_norm_recorded(tgc_tensor *const *in, int n, const tgc_attrs *at)
 {
     tgc_tensor *mean = NULL, *rstd = NULL;

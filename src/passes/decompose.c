@@ -5,7 +5,9 @@
  * layer_norm, batch_norm in eval; FORMULA entries marked ACTIVATIONS: gelu, gelu_tanh,
  * silu, unless the backend keeps them), built here as graph nodes through ir/formula.h; a
  * decomposed op inside a decomposition is decomposed too. Cross entropy (log_softmax, then
- * nll_loss) and var (two passes over constant reduced dims) are written below.
+ * nll_loss), var (two passes over constant reduced dims) and batch_norm with batch
+ * statistics (the backward's own statistics ops, and assignments of the running ones) are
+ * written below.
  *
  * The arithmetic follows interp's kernels step by step (the same subtraction of the max
  * before exp, the same two-pass variance, eps added to the variance before rsqrt), but
@@ -144,9 +146,117 @@ static int32_t variance(dc *c, const tgc_node *nd, int32_t x)
     return cast(c, gb_op(c, TGC_OP_DIV_SCALAR, &s, 1, &div), out);
 }
 
+/* x's per-channel [C] parameter p as [1, C, 1, ...] in dtype dt (a view of the cast). */
+static int32_t per_channel(dc *c, int32_t p, int nd, tgc_dtype dt)
+{
+    tgc_attrs a = {.ni = nd};
+    for (int d = 0; d < nd; d++)
+        a.shape.dims[d] = d == 1 ? -1 : 1;
+    return gb_op(c, TGC_OP_RESHAPE, (int32_t[]){cast(c, p, dt)}, 1, &a);
+}
+
+/* (1 - momentum) running + momentum stat, the next value of a module's running statistic,
+ * computed in the compute dtype as interp's kernel does in double, then rounded to the
+ * buffer's dtype. The arithmetic is on [1, C, 1, ...] (the buffer viewed so), the shape of
+ * the statistics, so it joins their kernel as per-channel values. */
+static int32_t new_running(dc *c, int32_t running, int32_t stat, double momentum, tgc_dtype ct)
+{
+    const tgc_vinfo *rv = tgc_rw_type(c->rw, running);
+    tgc_attrs flat = {.ni = 1};
+    flat.shape.dims[0] = -1;
+    tgc_attrs keep = tgc_attrs_of(TGC_OP_MUL_SCALAR), take = keep;
+    keep.scalar.value = 1.0 - momentum;
+    take.scalar.value = momentum;
+    int32_t r = per_channel(c, running, tgc_rw_type(c->rw, stat)->ndim, ct);
+    int32_t old = gb_op(c, TGC_OP_MUL_SCALAR, &r, 1, &keep);
+    int32_t add = gb_op(c, TGC_OP_MUL_SCALAR, &stat, 1, &take);
+    int32_t v = cast(c, gb_op(c, TGC_OP_ADD, (int32_t[]){old, add}, 2, NULL), rv->dtype);
+    return gb_op(c, TGC_OP_RESHAPE, &v, 1, &flat);
+}
+
+/* batch_norm with batch statistics (training; or eval without running statistics), as the
+ * ops its backward recomputes them with (tgc_gr_bn_stats: mean, mean of the squared
+ * deviations, eps, rsqrt; CSE makes them one), so forward, statistics, ReLU and backward fuse
+ * into a few kernels: xhat = (x - mean) rstd, y = xhat [* weight] [+ bias]. In training the
+ * running statistics (module buffers, graph inputs) are assigned (1 - m) r + m s with the
+ * unbiased variance (sum of squared deviations over count - 1; var with correction 1 where the
+ * count is symbolic), as interp's kernel updates them. Eager ops (symbolic sizes) and compiled
+ * variants (constant sizes) build the same arithmetic, so they give the same numbers. Kept
+ * whole (its own kernel) where a running statistic is not a graph input. */
+static int32_t batch_norm_batch_stats(dc *c, const tgc_node *nd, const int32_t *in)
+{
+    const tgc_attrs *at = &nd->attrs;
+    const int64_t bits = at->batch_norm.has;
+    const int training = at->batch_norm.training != 0;
+    const tgc_vinfo *xv = tgc_rw_type(c->rw, in[0]);
+    int64_t mask = 0, count = 1;
+    for (int d = 0; d < xv->ndim; d++)
+        if (d != 1) {
+            mask |= (int64_t)1 << d;
+            count = count < 0 || !TGC_SDIM_IS_CONST(xv->shape[d]) ? -1 : count * xv->shape[d];
+        }
+    int k = 1, rm = -1, rv = -1, w = -1, b = -1;
+    if (bits & TGC_BN_HAS_STATS) {
+        rm = in[k++];
+        rv = in[k++];
+        if (c->rw->next.nodes[rm].op != TGC_OP_INPUT || c->rw->next.nodes[rv].op != TGC_OP_INPUT)
+            return -2;
+    }
+    if (bits & TGC_BN_HAS_WEIGHT)
+        w = in[k++];
+    if (bits & TGC_BN_HAS_BIAS)
+        b = in[k++];
+    if (k != nd->n_in || xv->ndim < 2 || count == 0 || count == 1)
+        return -2;
+    const tgc_dtype ct = compute_dtype(nd->out.dtype);
+    int32_t x = cast(c, in[0], ct);
+    tgc_attrs mean = {.ni = 2}, eps = tgc_attrs_of(TGC_OP_ADD_SCALAR);
+    mean.reduce.mask = mask;
+    mean.reduce.keepdim = 1;
+    eps.scalar.value = at->batch_norm.eps;
+    int32_t m = gb_op(c, TGC_OP_MEAN, &x, 1, &mean);
+    int32_t d = gb_op(c, TGC_OP_SUB, (int32_t[]){x, m}, 2, NULL);
+    int32_t sq = gb_op(c, TGC_OP_MUL, (int32_t[]){d, d}, 2, NULL);
+    int32_t var = gb_op(c, TGC_OP_MEAN, &sq, 1, &mean);
+    int32_t rstd =
+        gb_op(c, TGC_OP_RSQRT, (int32_t[]){gb_op(c, TGC_OP_ADD_SCALAR, &var, 1, &eps)}, 1, NULL);
+    int32_t y = gb_op(c, TGC_OP_MUL, (int32_t[]){d, rstd}, 2, NULL);
+    if (w >= 0)
+        y = gb_op(c, TGC_OP_MUL, (int32_t[]){y, per_channel(c, w, xv->ndim, ct)}, 2, NULL);
+    if (b >= 0)
+        y = gb_op(c, TGC_OP_ADD, (int32_t[]){y, per_channel(c, b, xv->ndim, ct)}, 2, NULL);
+    if (y >= 0 && training && rm >= 0) {
+        int32_t unbiased;
+        if (count > 0) {
+            tgc_attrs sum = mean, div = tgc_attrs_of(TGC_OP_DIV_SCALAR);
+            div.scalar.value = (double)(count - 1);
+            unbiased = gb_op(c, TGC_OP_DIV_SCALAR, (int32_t[]){gb_op(c, TGC_OP_SUM, &sq, 1, &sum)},
+                             1, &div);
+        } else {
+            tgc_attrs va = {.ni = 3};
+            va.reduce.mask = mask;
+            va.reduce.keepdim = 1;
+            va.reduce.correction = 1;
+            unbiased = gb_op(c, TGC_OP_VAR, &x, 1, &va);
+        }
+        /* both values before either assignment, so both join the statistics' kernel */
+        const double mom = at->batch_norm.momentum;
+        int32_t nm = new_running(c, rm, m, mom, ct);
+        int32_t nv = new_running(c, rv, unbiased, mom, ct);
+        if (nm < 0 || nv < 0 ||
+            tgc_rw_emit(c->rw, TGC_OP_ASSIGN, (int32_t[]){rm, nm}, 2, NULL) < 0 ||
+            tgc_rw_emit(c->rw, TGC_OP_ASSIGN, (int32_t[]){rv, nv}, 2, NULL) < 0)
+            return -1;
+    }
+    return cast(c, y, nd->out.dtype);
+}
+
 /* The replacement of node nd (inputs already remapped), or -2 when it stays as it is. */
 static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in, unsigned keep)
 {
+    if (nd->op == TGC_OP_BATCH_NORM &&
+        (nd->attrs.batch_norm.training || !(nd->attrs.batch_norm.has & TGC_BN_HAS_STATS)))
+        return keep & TGC_DECOMPOSE_KEEP_BATCH_NORM ? -2 : batch_norm_batch_stats(c, nd, in);
     if (nd->flags & TGC_NODE_MUTATES) /* it writes its inputs: left to its kernel */
         return -2;
     if (tgc_op_has_decomposition(nd->op))

@@ -7,12 +7,15 @@
  * every other value it reads comes from a group older than G. Effects (tgc_op_effects) add
  * more: a node that writes in place starts a group of its own, so it keeps its place among
  * the effect nodes, and a node reading a value that is written in place joins no group older
- * than the newest writer's (it would read the value from before the write). A random draw
+ * than the newest group writing that value so far (it would read the value from before the
+ * write; distinct graph inputs are distinct memory, as the executor binds them). A random draw
  * may join a LOOP group (dropout fuses with its producer), but none older than the newest
  * draw's group: groups run in id order and each draws its counters when it runs, so draws
  * happen in graph node order, as interp's. A draw belongs to one group, so its counters are
  * reserved once per call. A pointwise node that reads no group's value joins one of the
- * newest pure-pointwise groups over its shape (horizontal fusion of siblings). */
+ * newest pure-pointwise groups over its shape (horizontal fusion of siblings); one that
+ * only reads values of groups that cannot take it joins one of the newest LOOP groups it
+ * fits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +32,10 @@ typedef struct fuse_ctx {
     int32_t *n_users;   /* per non-view node: consumers through views, outputs counted */
     uint8_t *is_output; /* value or a view of it is a graph output */
     uint8_t *written;   /* per node: its value (or what it views) is written in place */
-    int last_writer;    /* the newest group of a node that writes an input; -1: none yet */
+    int32_t *writer_of; /* per non-view node: the newest group writing its value in place;
+                         * -1: none yet */
+    int last_writer;    /* the newest group of a node that writes operands it does not name
+                         * (every written value waits for it); -1: none yet */
     int last_random;    /* the newest group of a random draw; -1: none yet */
 } fuse_ctx;
 
@@ -123,7 +129,7 @@ static int reads_ok(const fuse_ctx *c, int gid, int32_t i)
     const tgc_node *nd = &c->g->nodes[i];
     for (int k = 0; k < nd->n_in; k++) {
         int32_t u = nd->in[k];
-        if (c->written[u] && gid <= c->last_writer)
+        if (c->written[u] && (gid <= c->last_writer || gid <= c->writer_of[c->base[u]]))
             return 0;
         if (c->f->group_of[u] == gid)
             continue;
@@ -267,18 +273,25 @@ static tgc_status fuse_nodes(fuse_ctx *c)
                 if (ok)
                     gid = best;
             }
-            /* A pointwise node that reads no group's value (only graph inputs: an optimizer's
-             * p * decay, v * beta2) joins a recent pure-pointwise group over the same shape
-             * instead of starting its own kernel (horizontal fusion): the ordering rule holds
-             * trivially, and reads_ok still keeps readers of written values after the
-             * newest writer. */
-            for (int h = f->n_groups - 1;
-                 gid < 0 && !own && n_tried == 0 && cls == TGC_FUSE_POINTWISE && h >= 0 &&
-                 h >= f->n_groups - 4;
-                 h--)
-                if (f->groups[h].kind == TGC_GROUP_LOOP && f->groups[h].anchor < 0 &&
-                    try_join_pointwise(c, h, i))
+            /* A pointwise node no producer's group takes joins one of the four newest LOOP
+             * groups where it fits, instead of starting its own kernel (horizontal fusion):
+             * one that reads no group's value (only graph inputs: an optimizer's p * decay,
+             * v * beta2) a pure-pointwise group over its shape, where the ordering rule holds
+             * trivially; one whose operands all come from older groups (batch norm's backward
+             * scales a per-channel 1/std saved by the forward) any, as a full value or as a row
+             * value of a reduction, so its consumers (dx = d * scale) can join it there.
+             * reads_ok still keeps readers of written values after the value's writer. */
+            int reads_groups = 0;
+            for (int k = 0; k < nd->n_in; k++)
+                reads_groups |= source_group(c, nd->in[k]) >= 0;
+            for (int h = f->n_groups - 1, seen = 0;
+                 gid < 0 && !own && cls == TGC_FUSE_POINTWISE && h >= 0 && seen < 4; h--) {
+                if (f->groups[h].kind != TGC_GROUP_LOOP)
+                    continue;
+                seen++;
+                if ((reads_groups || f->groups[h].anchor < 0) && try_join_pointwise(c, h, i))
                     gid = h;
+            }
             if (gid < 0) {
                 gid = new_group(c, TGC_GROUP_LOOP, i);
                 if (gid >= 0 && cls == TGC_FUSE_REDUCE) {
@@ -295,8 +308,13 @@ static tgc_status fuse_nodes(fuse_ctx *c)
         }
         if (gid < 0)
             return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
-        if (tgc_node_effects(nd) & TGC_EFFECT_WRITES_INPUTS || (nd->flags & TGC_NODE_MUTATES))
+        if (tgc_node_effects(nd) & TGC_EFFECT_WRITES_INPUTS) {
+            for (int k = 0; k < nd->n_in; k++)
+                if (tgc_op_writes_operand(nd->op, &nd->attrs, k))
+                    c->writer_of[c->base[nd->in[k]]] = gid;
+        } else if (nd->flags & TGC_NODE_MUTATES) {
             c->last_writer = gid;
+        }
         if (tgc_node_effects(nd) & TGC_EFFECT_RANDOM)
             c->last_random = gid;
     }
@@ -314,18 +332,20 @@ tgc_status tgc_pass_fuse(const tgc_graph *g, const tgc_fuse_hooks *hooks, tgc_fu
                   calloc(n, sizeof(int32_t)),
                   calloc(n, 1),
                   tgc_pass_mutated_values(g),
+                  malloc(n * sizeof(int32_t)),
                   -1,
                   -1};
     out->group_of = malloc(n * sizeof(int32_t));
     out->level = calloc(n, 1);
     out->is_row = calloc(n, 1);
     tgc_status st = TGC_OK;
-    if (!c.base || !c.n_users || !c.is_output || !c.written || !out->group_of || !out->level ||
-        !out->is_row)
+    if (!c.base || !c.n_users || !c.is_output || !c.written || !c.writer_of || !out->group_of ||
+        !out->level || !out->is_row)
         st = tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
     for (int32_t i = 0; st == TGC_OK && i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
         out->group_of[i] = -1;
+        c.writer_of[i] = -1;
         c.base[i] = tgc_is_view_op(nd->op) ? c.base[nd->in[0]] : i;
         if (tgc_is_view_op(nd->op))
             continue;
@@ -342,6 +362,7 @@ tgc_status tgc_pass_fuse(const tgc_graph *g, const tgc_fuse_hooks *hooks, tgc_fu
     free(c.n_users);
     free(c.is_output);
     free(c.written);
+    free(c.writer_of);
     if (st != TGC_OK)
         tgc_fusion_free(out);
     return st;

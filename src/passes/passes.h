@@ -31,7 +31,13 @@ tgc_graph *tgc_graph_clone(const tgc_graph *g);
  * compute in f32 and cast back once, as interp does in double. */
 tgc_status tgc_pass_decompose(tgc_graph *g);
 /* What a backend computes natively and wants kept whole. */
-enum { TGC_DECOMPOSE_KEEP_ACTIVATIONS = 1u << 0 /* gelu, gelu_tanh, silu */ };
+enum {
+    TGC_DECOMPOSE_KEEP_ACTIVATIONS = 1u << 0, /* gelu, gelu_tanh, silu */
+    /* batch_norm with batch statistics (training) stays one node: its own kernel, rounding
+     * once as interp's, the numbers eager ops give; without it the node becomes the
+     * statistics' ops and assignments of the running statistics, which fuse */
+    TGC_DECOMPOSE_KEEP_BATCH_NORM = 1u << 1
+};
 tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep);
 /* Evaluates node nd on concrete inputs; shape is its concrete output shape. Returns a new
  * contiguous tensor in the innermost scope, or NULL (error set) when the kernel fails on these
@@ -58,14 +64,14 @@ tgc_status tgc_pass_cse(tgc_graph *g);
 /* Removes nodes no output depends on, except nodes with effects (in-place writers and random
  * draws, and what they read), and drops graph constants no node reads any more. */
 tgc_status tgc_pass_dce(tgc_graph *g);
-/* decompose, fold (through eval), then simplify/cse/dce until nothing changes (at most a few rounds),
- * then tgc_graph_verify. With the graph log channel on, logs the graph before and after
+/* decompose, fold (through eval), then simplify/cse/dce until nothing changes (at most a few
+ * rounds), then tgc_graph_verify. With the graph log channel on, logs the graph before and after
  * through tgc_log_msg, naming the function `name`. Returns the first failing status. */
 tgc_status tgc_passes_run(tgc_graph *g, const tgc_config *cfg, const char *name,
                           tgc_node_eval_fn eval);
 /* The same, with the decompositions a backend wants kept (TGC_DECOMPOSE_KEEP_*). */
-tgc_status tgc_passes_run_opts(tgc_graph *g, const tgc_config *cfg, const char *name,
-                               unsigned keep, tgc_node_eval_fn eval);
+tgc_status tgc_passes_run_opts(tgc_graph *g, const tgc_config *cfg, const char *name, unsigned keep,
+                               tgc_node_eval_fn eval);
 
 /* ---- shared by the passes (rewrite.c) ---- */
 

@@ -537,12 +537,15 @@ static tgc_status run_step(tgc_optim *o, tgc_tensor *const *grads)
     tgc_tensor *step1 = tgc_add_scalar(step, 1.0);
     tgc_tensor *step64 = tgc_cast(step1, TGC_F64), *lr64 = tgc_cast(o->state[STATE_LR].t, TGC_F64);
     step_scalars sc[TGC_DTYPE_COUNT] = {{0}};
+    /* every dtype's scalars before the first update: in a trace they are then one kernel
+     * ahead of all the updates, which fuse without waiting for it */
+    for (int i = 0; i < o->n_params; i++)
+        if (grads[i] && !sc[o->params[i]->dtype].ready)
+            make_scalars(o, step64, lr64, o->params[i]->dtype, &sc[o->params[i]->dtype]);
     for (int i = 0; i < o->n_params && st == TGC_OK; i++) {
         if (!grads[i])
             continue;
-        step_scalars *s = &sc[o->params[i]->dtype];
-        if (!s->ready)
-            make_scalars(o, step64, lr64, o->params[i]->dtype, s);
+        const step_scalars *s = &sc[o->params[i]->dtype];
         st = o->kind == OPTIM_SGD ? sgd_update(o, i, grads[i], s) : adam_update(o, i, grads[i], s);
     }
     if (st == TGC_OK)

@@ -585,6 +585,62 @@ static void node_joins_the_newest_group_when_older_operands_allow(void **state)
     tgc_graph_free(g);
 }
 
+/* batch norm's backward: a per-channel scale made from an older kernel's value (read through
+ * a view, so that kernel cannot take it) joins the newest kernel, the reduction over dy, as a
+ * row value, and dx = (dy - sum) * scale follows it there: one kernel, not three */
+static void node_from_older_kernels_joins_the_newest_it_fits(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim sx[4] = {2, 3, 4, 4}, sc[1] = {3}, sp[4] = {1, 3, 1, 1};
+    int32_t dy = gb_input(g, TGC_F32, 4, sx), r = gb_input(g, TGC_F32, 1, sc);
+    int32_t w = gb_input(g, TGC_F32, 4, sp);
+    int32_t t = gb_un(g, TGC_OP_EXP, r); /* group 0, [3] */
+    int64_t pc[4] = {1, 3, 1, 1};
+    int32_t tv = gb_ints(g, TGC_OP_RESHAPE, t, pc, 4);
+    int32_t s = gb_reduce(g, TGC_OP_SUM, dy, 0xd, 1); /* group 1 */
+    int32_t scale = gb_bin(g, TGC_OP_MUL, tv, w);
+    int32_t dx = gb_bin(g, TGC_OP_MUL, gb_bin(g, TGC_OP_SUB, dy, s), scale);
+    gb_outputs(g, &dx, 1);
+    tgc_fusion f;
+    gb_fuse(g, &f);
+    expect_well_formed(g, &f);
+    assert_int_equal(f.n_groups, 2);
+    assert_int_equal(f.group_of[t], 0);
+    assert_int_equal(f.group_of[scale], 1);
+    assert_true(f.is_row[scale]);
+    assert_int_equal(f.group_of[dx], 1);
+    assert_false(f.is_row[dx]);
+    tgc_fusion_free(&f);
+    tgc_graph_free(g);
+}
+
+/* A write in place orders the readers of what it writes only: reading v before v's own write
+ * joins the kernel of a producer older than an earlier write of u; reading u after u's write
+ * waits for it. */
+static void write_in_place_orders_only_readers_of_its_value(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim s8[1] = {8};
+    int32_t x = gb_input(g, TGC_F32, 1, s8), u = gb_input(g, TGC_F32, 1, s8);
+    int32_t v = gb_input(g, TGC_F32, 1, s8);
+    int32_t a = gb_un(g, TGC_OP_EXP, x); /* group 0 */
+    int32_t wu = gb_bin(g, TGC_OP_ASSIGN, u, a);
+    int32_t b = gb_bin(g, TGC_OP_ADD, a, v);
+    int32_t wv = gb_bin(g, TGC_OP_ASSIGN, v, b);
+    int32_t c = gb_bin(g, TGC_OP_MUL, u, x);
+    gb_outputs(g, &c, 1);
+    tgc_fusion f;
+    gb_fuse(g, &f);
+    expect_well_formed(g, &f);
+    assert_int_equal(f.group_of[b], f.group_of[a]);
+    assert_true(f.group_of[wu] < f.group_of[wv]);
+    assert_true(f.group_of[c] > f.group_of[wu]);
+    tgc_fusion_free(&f);
+    tgc_graph_free(g);
+}
+
 static void view_of_an_in_group_value_is_read_from_memory(void **state)
 {
     (void)state;
@@ -721,6 +777,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(node_never_joins_a_group_older_than_its_other_operands,
                                         scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(node_joins_the_newest_group_when_older_operands_allow,
+                                        scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(node_from_older_kernels_joins_the_newest_it_fits,
+                                        scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(write_in_place_orders_only_readers_of_its_value,
                                         scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(view_of_an_in_group_value_is_read_from_memory, scoped_setup,
                                         scoped_teardown),

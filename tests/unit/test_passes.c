@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "backend/eager.h"
+#include "backend/prepare.h"
 #include "backend/interp/interp.h"
 #ifdef TGC_HAVE_LLVM
 #include "backend/llvm/llvm_prepare.h"
@@ -202,6 +203,14 @@ static tgc_status fn_bn_train(tgc_module *m, tgc_tensor *const *in, int n_in, tg
 {
     (void)m, (void)n_in, (void)n_out;
     out[0] = tgc_batch_norm(in[0], in[1], in[2], NULL, NULL, 1, 0.1, 1e-5);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+static tgc_status fn_bn_train_affine(tgc_module *m, tgc_tensor *const *in, int n_in,
+                                     tgc_tensor **out, int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    out[0] = tgc_batch_norm(in[0], in[1], in[2], in[3], in[4], 1, 0.1, 1e-5);
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
@@ -541,7 +550,12 @@ static void decompose_batch_norm_eval_4d_and_2d(void **state)
     fx_free(&x);
 }
 
-static void decompose_leaves_training_batch_norm(void **state)
+/* batch_norm in training: kept whole under TGC_DECOMPOSE_KEEP_BATCH_NORM (its kernel writes
+ * the running statistics); otherwise the statistics' ops, the normalization and two
+ * assignments of the running statistics, which compute what interp's kernel computes: the
+ * output and the updated statistics, with constant sizes and with every size symbolic (the
+ * unbiased variance then a var node). */
+static void decompose_training_batch_norm(void **state)
 {
     (void)state;
     fx x;
@@ -549,7 +563,7 @@ static void decompose_leaves_training_batch_norm(void **state)
                          tgc_ones((int64_t[]){3}, 1, TGC_F32, tgc_cpu())};
     fx_trace(&x, fn_bn_train, in, 3, 1, TGC_DYNAMIC_NEVER);
     int n = x.g->n_nodes;
-    assert_int_equal(tgc_pass_decompose(x.g), TGC_OK);
+    assert_int_equal(tgc_pass_decompose_opts(x.g, TGC_DECOMPOSE_KEEP_BATCH_NORM), TGC_OK);
     assert_int_equal(x.g->n_nodes, n);
     assert_int_equal(count_op(x.g, TGC_OP_BATCH_NORM), 1);
     assert_true(x.g->nodes[x.g->outputs[0]].flags & TGC_NODE_MUTATES);
@@ -557,6 +571,40 @@ static void decompose_leaves_training_batch_norm(void **state)
     assert_int_equal(tgc_pass_cse(x.g), TGC_OK);
     assert_int_equal(count_op(x.g, TGC_OP_BATCH_NORM), 1);
     fx_free(&x);
+
+    for (int dyn = 0; dyn < 2; dyn++) {
+        /* x far from zero (mean 3), stats, weight, bias */
+        tgc_tensor *xin = tgc_add_scalar(randn(4, 5, 3, 4, 2), 3.0);
+        tgc_tensor *bn[5] = {xin, tgc_mul_scalar(rand01(1, 3, 0), 0.5),
+                             tgc_add_scalar(rand01(1, 3, 0), 0.5), randn(1, 3, 0, 0, 0),
+                             randn(1, 3, 0, 0, 0)};
+        fx_trace(&x, fn_bn_train_affine, bn, 5, 1, dyn ? TGC_DYNAMIC_ALWAYS : TGC_DYNAMIC_NEVER);
+        tgc_graph *before = tgc_graph_clone(x.g);
+        assert_non_null(before);
+        assert_int_equal(tgc_pass_decompose(x.g), TGC_OK);
+        if (tgc_graph_verify(x.g) != TGC_OK)
+            fail_msg("%s", tgc_last_error());
+        assert_int_equal(count_op(x.g, TGC_OP_BATCH_NORM), 0);
+        assert_int_equal(count_op(x.g, TGC_OP_ASSIGN), 2);
+        assert_int_equal(count_op(x.g, TGC_OP_VAR), dyn);
+        /* each graph on its own copy of the running statistics */
+        tgc_tensor *ia[5] = {xin, tgc_mul_scalar(bn[1], 1.0), tgc_mul_scalar(bn[2], 1.0), bn[3],
+                             bn[4]};
+        tgc_tensor *ib[5] = {xin, tgc_mul_scalar(bn[1], 1.0), tgc_mul_scalar(bn[2], 1.0), bn[3],
+                             bn[4]};
+        tgc_tensor *oa[1] = {0}, *ob[1] = {0};
+        run_graph(&x, before, ia, 5, oa);
+        run_graph(&x, x.g, ib, 5, ob);
+        expect_close(ob[0], oa[0], 1e-5, 1e-5);
+        expect_close(ib[1], ia[1], 1e-5, 1e-6); /* running_mean, moved */
+        expect_close(ib[2], ia[2], 1e-5, 1e-6); /* running_var */
+        double *moved = host_f64(ia[1]), *was = host_f64(bn[1]);
+        assert_true(fabs(moved[0] - was[0]) > 1e-3);
+        free(moved);
+        free(was);
+        tgc_graph_free(before);
+        fx_free(&x);
+    }
 }
 
 static void decompose_cross_entropy_and_var(void **state)
@@ -927,6 +975,50 @@ static void fold_keeps_readers_of_in_place_writes(void **state)
     fx_free(&x);
 }
 
+/* An optimizer's step: 0-d values of a step count written at the end, a parameter-sized one of
+ * a weight written at the end, and a read of the count after its write. */
+static tgc_tensor *g_step;
+
+static tgc_status fn_step_readers(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                                  int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    out[0] = tgc_relu(in[0]);
+    out[1] = tgc_exp(tgc_mul_scalar(g_step, -0.5)); /* 0-d: hoisted above relu */
+    out[2] = tgc_mul_scalar(g_w, 3.0);              /* weight-sized: stays */
+    tgc_tensor *w1 = tgc_add(g_w, out[1]), *s1 = tgc_add_scalar(g_step, 1.0);
+    if (!w1 || !s1 || tgc_copy_(g_w, w1) != TGC_OK || tgc_copy_(g_step, s1) != TGC_OK)
+        return tgc_last_status();
+    out[3] = tgc_mul_scalar(g_step, 5.0); /* after the write: the new count */
+    for (int k = 0; k < 4; k++)
+        if (!out[k])
+            return tgc_last_status();
+    return TGC_OK;
+}
+
+static void hoist_moves_zero_d_readers_of_state_written_later(void **state)
+{
+    (void)state;
+    g_step = tgc_zeros(NULL, 0, TGC_F32, tgc_cpu());
+    g_w = tgc_full((int64_t[]){4}, 1, 0.5, TGC_F32, tgc_cpu());
+    fx x;
+    tgc_tensor *in[1] = {randn(2, 6, 4, 0, 0)};
+    fx_trace(&x, fn_step_readers, in, 1, 4, TGC_DYNAMIC_NEVER);
+    assert_int_equal(tgc_prepare_hoist_input_only(x.g, "test"), TGC_OK);
+    assert_int_equal(tgc_graph_verify(x.g), TGC_OK);
+    const int32_t *o = x.g->outputs;
+    assert_true(o[1] < o[0]);
+    assert_true(o[2] > o[0]);
+    /* the trace's call left step 1 and w 1.5; the hoisted graph still reads the count before
+     * its write and the new count after it */
+    tgc_tensor *out[4] = {0};
+    run_graph(&x, x.g, in, 1, out);
+    assert_true(fabs(tgc_item_f64(out[1]) - exp(-0.5)) < 1e-6);
+    assert_true(fabs(tgc_item_f64(out[3]) - 10.0) < 1e-6);
+    assert_true(tgc_item_f64(g_step) == 2.0);
+    fx_free(&x);
+}
+
 #ifdef TGC_HAVE_LLVM
 /* Regression test (fuzz new-1): the LLVM pre-pass hoisted parameter-only readers of
  * running_var above the batch_norm that writes it, and fusion may put a pointwise reader into
@@ -1055,7 +1147,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(decompose_activations, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(decompose_batch_norm_eval_4d_and_2d, scoped_setup,
                                         scoped_teardown),
-        cmocka_unit_test_setup_teardown(decompose_leaves_training_batch_norm, scoped_setup,
+        cmocka_unit_test_setup_teardown(hoist_moves_zero_d_readers_of_state_written_later,
+                                        scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(decompose_training_batch_norm, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(decompose_cross_entropy_and_var, scoped_setup,
                                         scoped_teardown),
