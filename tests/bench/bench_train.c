@@ -450,7 +450,9 @@ static torch_figs torch_lookup(const bench_state *bs, const model_result *r)
             else if (str_field(q, end, "mode", "reduce-overhead"))
                 t.ro = med;
             double g = num_field(q, end, "cudagraph_whole_step_ms");
-            if (!isnan(g) && bool_field(q, end, "tf32", tf32)) {
+            /* the same precision only: a bf16 autocast record ("amp": "bf16") is not TF32's */
+            const char *amp = strstr(q, "\"amp\": \"");
+            if (!isnan(g) && bool_field(q, end, "tf32", tf32) && !(amp && amp < end)) {
                 if (bool_field(q, end, "channels_last", 1))
                     t.graph_cl = g;
                 else

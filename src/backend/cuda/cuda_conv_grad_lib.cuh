@@ -500,38 +500,58 @@ __device__ __forceinline__ void tgc_cg_run(PROB &pb, void *ws, char *smem)
     }
 }
 
-// The dgrad weights packed per (group, phase) as [c][tap][o] (see the top); w has any strides.
-extern "C" __global__ void tgc_cg_pack(tgc_cg_geom G, const float *w, long long s0, long long s1,
-                                       long long s2, long long s3, float *wt)
+// Where weight (o, c, r, sx) goes in the packed dgrad weights: [group][phase][c][tap][o]
+// (see the top); 32-bit indices (the caller checks the packed size fits).
+__device__ __forceinline__ long long tgc_cg_pack_dst(const tgc_cg_geom &G, int Og, int Cg, int o,
+                                                     int c, int r, int sx)
 {
-    const long long Og = G.o / G.groups, Cg = G.c / G.groups;
-    const long long total = G.o * Cg * G.kh * G.kw;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (long long)gridDim.x * blockDim.x) {
-        long long t = e;
-        int sx = (int)(t % G.kw);
-        t /= G.kw;
-        int r = (int)(t % G.kh);
-        t /= G.kh;
-        long long c = t % Cg, o = t / Cg;
-        long long gi = o / Og, oo = o - gi * Og;
-        int phh = 0, j = r, phw = 0, i = sx;
-        if (G.sh > 1) {
-            phh = ((r % G.sh - G.ph) % G.sh + G.sh) % G.sh;
-            j = r / G.sh;
-        }
-        if (G.sw > 1) {
-            phw = ((sx % G.sw - G.pw) % G.sw + G.sw) % G.sw;
-            i = sx / G.sw;
-        }
+    const int gi = o / Og, oo = o - gi * Og;
+    int phh = 0, j = r, phw = 0, i = sx;
+    if (G.sh > 1) {
+        phh = ((r % G.sh - G.ph) % G.sh + G.sh) % G.sh;
+        j = r / G.sh;
+    }
+    if (G.sw > 1) {
+        phw = ((sx % G.sw - G.pw) % G.sw + G.sw) % G.sw;
+        i = sx / G.sw;
+    }
+    int T = (int)(G.kh * G.kw), before = 0, nrw = (int)G.kw;
+    if (G.sh > 1 || G.sw > 1) {
         const int p = phh * G.sw + phw;
         tgc_dg_axis ah, aw;
         tgc_dg_axis_of(ah, phh, G.sh, G.ph, G.dh, (int)G.kh, (int)G.h);
         tgc_dg_axis_of(aw, phw, G.sw, G.pw, G.dw, (int)G.kw, (int)G.w);
-        const long long T = (long long)ah.nr * aw.nr, tap = (long long)j * aw.nr + i;
-        const long long dst = gi * Cg * Og * G.kh * G.kw + Cg * Og * tgc_dg_taps_before(G, p) +
-                              c * Og * T + tap * Og + oo;
-        wt[dst] = w[o * s0 + c * s1 + r * s2 + sx * s3];
+        T = ah.nr * aw.nr;
+        nrw = aw.nr;
+        before = tgc_dg_taps_before(G, p);
+    }
+    const int tap = j * nrw + i;
+    return (long long)gi * Cg * Og * G.kh * G.kw + (long long)Cg * Og * before +
+           (long long)c * Og * T + (long long)tap * Og + oo;
+}
+
+// The dgrad weights packed per (group, phase) as [c][tap][o] (see the top); w has any strides.
+// A thread per weight in w's logical order, its indices decoded with multiply-high divisions
+// (the packed size is below 2^31: the host sends larger ones to the generic kernel).
+extern "C" __global__ void tgc_cg_pack(tgc_cg_geom G, const float *w, long long s0, long long s1,
+                                       long long s2, long long s3, float *wt)
+{
+    const int Og = (int)(G.o / G.groups), Cg = (int)(G.c / G.groups);
+    const int kh = (int)G.kh, kw = (int)G.kw, total = (int)G.o * Cg * kh * kw;
+    tgc_fdiv dkw, dkh, dcg;
+    dkw.set(kw);
+    dkh.set(kh);
+    dcg.set(Cg);
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        int t = e, q = dkw.div(t);
+        const int sx = t - q * kw;
+        t = q;
+        q = dkh.div(t);
+        const int r = t - q * kh;
+        t = q;
+        const int o = dcg.div(t), c = t - o * Cg;
+        wt[tgc_cg_pack_dst(G, Og, Cg, o, c, r, sx)] =
+            w[(long long)o * s0 + (long long)c * s1 + (long long)r * s2 + (long long)sx * s3];
     }
 }
 
