@@ -121,8 +121,7 @@ tgc_status tgc_prepare_hoist_input_only(tgc_graph *g, const char *who)
     int moved = 0, seen_other = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
-        int view = nd->n_in > 0 && tgc_op_info_of(nd->op)->kind == TGC_KIND_VIEW;
-        root[i] = view ? root[nd->in[0]] : i;
+        root[i] = tgc_is_view_op(nd->op) ? root[nd->in[0]] : i;
         int effect = tgc_node_effects(nd) != 0 || (nd->flags & TGC_NODE_MUTATES);
         /* parameters and constants qualify; the call's arguments (activations) do not */
         int ok = !effect && !(nd->op == TGC_OP_INPUT && nd->attrs.input.kind == TGC_BIND_ARG);

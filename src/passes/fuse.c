@@ -282,7 +282,7 @@ static tgc_status fuse_nodes(fuse_ctx *c)
              * value of a reduction, so its consumers (dx = d * scale) can join it there.
              * reads_ok still keeps readers of written values after the value's writer. */
             int reads_groups = 0;
-            for (int k = 0; k < nd->n_in; k++)
+            for (int k = 0; gid < 0 && k < nd->n_in; k++)
                 reads_groups |= source_group(c, nd->in[k]) >= 0;
             for (int h = f->n_groups - 1, seen = 0;
                  gid < 0 && !own && cls == TGC_FUSE_POINTWISE && h >= 0 && seen < 4; h--) {
