@@ -146,6 +146,9 @@ TGC_API tgc_tensor *tgc_stack(tgc_tensor *const *ts, int n, int dim);
 /* pads[2*i], pads[2*i+1] = before/after counts for the i-th LAST dim (PyTorch F.pad order),
  * n_pairs <= ndim; constant value. */
 TGC_API tgc_tensor *tgc_pad(tgc_tensor *t, const int64_t *pads, int n_pairs, double value);
+/* A copy with the order of elements reversed along each of dims[0..n) (torch.flip; negative
+ * dims count from the end, each at most once; n = 0: a plain copy). */
+TGC_API tgc_tensor *tgc_flip(tgc_tensor *t, const int *dims, int n);
 
 /* ---- indexing ---- */
 /* weight [V, D], idx any shape of i32/i64 -> idx.shape + [D]. */

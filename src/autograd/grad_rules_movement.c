@@ -163,7 +163,7 @@ static tgc_tensor *cat_part(const tgc_grad_ctx *c, tgc_tensor *gy, int k, int di
 
 tgc_status tgc_grad_rule_move(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor **gin)
 {
-    const int dim = c->op == TGC_OP_PAD ? 0 : (int)c->a->dim.dim; /* CAT, STACK */
+    const int dim = c->op == TGC_OP_PAD || c->op == TGC_OP_FLIP ? 0 : (int)c->a->dim.dim;
     switch (c->op) {
     case TGC_OP_CAT:
         for (int k = 0; k < c->n_in; k++) {
@@ -186,6 +186,16 @@ tgc_status tgc_grad_rule_move(const tgc_grad_ctx *c, tgc_tensor *gy, tgc_tensor 
         for (int k = 0; k < 2 * np; k++)
             pads[k] = -c->a->pad.pads[k];
         GR_SET(gin[0], tgc_pad(gy, pads, np, 0.0));
+        return TGC_OK;
+    }
+    case TGC_OP_FLIP: { /* its own inverse */
+        if (!c->needs[0])
+            return TGC_OK;
+        int dims[TGC_MAX_DIMS], n = 0;
+        for (int d = 0; d < TGC_MAX_DIMS; d++)
+            if ((c->a->flip.mask >> d) & 1)
+                dims[n++] = d;
+        GR_SET(gin[0], tgc_flip(gy, dims, n));
         return TGC_OK;
     }
     default:

@@ -9,7 +9,8 @@
  * A signature is the backend, the op, its attributes, input dtypes and ranks, the pattern of
  * sizes (which dims are 1 and which dims equal an earlier one) and, for ops with matrix
  * products, the matmul precision of the function running eagerly (tgc_eager_opts_push; -1:
- * the default of tgc_config_default(), read when the entry compiles). Every other size is a symbol,
+ * the default of tgc_config_default(), read when the entry compiles); a convolution's kernel
+ * sizes are part of it too, as its attributes are (fixed_dim). Every other size is a symbol,
  * so a sweep over sequence lengths or batch sizes reuses one kernel. Shape inference may still have
  * decided something from the first call's sizes (a window that fits); those decisions are the
  * graph's assumptions, checked on every call: a call that breaks one runs on interp.
@@ -44,8 +45,10 @@ typedef struct ekey {
     int n_in;
     tgc_dtype dt[EAGER_MAX_IN];
     int8_t ndim[EAGER_MAX_IN];
-    /* per input dim: 0 for size 1, else 1 + the flat index of the first equal dim */
-    uint8_t cls[EAGER_MAX_IN][TGC_MAX_DIMS];
+    /* per input dim: 0 for size 1, CLS_FIXED for a size the graph takes as a constant
+     * (fixed_dim), else 1 + the flat index of the first equal dim */
+    uint16_t cls[EAGER_MAX_IN][TGC_MAX_DIMS];
+    int64_t win[2]; /* the fixed sizes: a convolution's kernel height and width */
     int64_t ai[TGC_MAX_IATTR];
     double af[TGC_MAX_FATTR];
     int ni, nf;
@@ -109,6 +112,17 @@ static uint64_t hash_bytes(const void *p, size_t n)
     return h;
 }
 
+#define CLS_FIXED 0xFFFFu
+
+/* Dims whose size is part of the signature instead of a symbol: a convolution's kernel sizes
+ * (its weight's dims 2 and 3, or those of the weight its input gradient reads), which decide
+ * the kernel's window the way attributes do (a stride-1 input gradient runs as a convolution
+ * whose padding is computed from them). Sizes of weights take few values in a model. */
+static int fixed_dim(tgc_op op, int i, int d)
+{
+    return (op == TGC_OP_CONV2D || op == TGC_OP_CONV2D_GRAD_INPUT) && i == 1 && d >= 2;
+}
+
 static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const *in, int n_in,
                      const tgc_attrs *a)
 {
@@ -125,7 +139,10 @@ static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const
         for (int d = 0; d < in[i]->ndim; d++) {
             int64_t s = in[i]->shape[d];
             int c = 0;
-            if (s != 1) {
+            if (fixed_dim(op, i, d) && in[i]->ndim == 4) {
+                c = CLS_FIXED;
+                k->win[d - 2] = s;
+            } else if (s != 1) {
                 c = nflat + 1;
                 for (int j = 0; j < nflat; j++)
                     if (flat_size[j] == s) {
@@ -133,7 +150,7 @@ static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const
                         break;
                     }
             }
-            k->cls[i][d] = (uint8_t)c;
+            k->cls[i][d] = (uint16_t)c;
             flat_size[nflat++] = s;
         }
     }
@@ -192,6 +209,8 @@ static tgc_graph *build_graph(const ekey *k, tgc_op op, tgc_tensor *const *in, i
             tgc_sdim s;
             if (c == 0)
                 s = 1;
+            else if (c == (int)CLS_FIXED)
+                s = in[i]->shape[d]; /* a constant */
             else if (c - 1 < nflat)
                 s = flat_sym[c - 1];
             else

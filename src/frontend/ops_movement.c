@@ -201,6 +201,31 @@ tgc_tensor *tgc_pad(tgc_tensor *t, const int64_t *pads, int n_pairs, double valu
     return tgc_apply(TGC_OP_PAD, &t, 1, &at);
 }
 
+tgc_tensor *tgc_flip(tgc_tensor *t, const int *dims, int n)
+{
+    if (!t)
+        return apply_plain(TGC_OP_FLIP, &t, 1);
+    const int nd = tgc_ndim(t);
+    if (n < 0 || (n > 0 && !dims)) {
+        tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_flip: %d dims%s", n,
+                      n > 0 && !dims ? " with dims NULL" : "");
+        return NULL;
+    }
+    int64_t mask = 0;
+    for (int k = 0; k < n; k++) {
+        const int d = dims[k] < 0 ? dims[k] + nd : dims[k];
+        if (d < 0 || d >= nd || ((mask >> d) & 1)) {
+            tgc_set_error(TGC_ERR_INVALID_ARG, "tgc_flip: dim %d %s for a %d-d tensor", dims[k],
+                          d < 0 || d >= nd ? "is out of range" : "is named twice", nd);
+            return NULL;
+        }
+        mask |= (int64_t)1 << d;
+    }
+    tgc_attrs at = tgc_attrs_of(TGC_OP_FLIP);
+    at.flip.mask = mask;
+    return tgc_apply(TGC_OP_FLIP, &t, 1, &at);
+}
+
 /* ---- indexing ---- */
 
 tgc_tensor *tgc_embedding(tgc_tensor *weight, tgc_tensor *idx)

@@ -423,6 +423,17 @@ static tgc_status infer_pad(si_ctx *c)
     return si_set_out(c, x->dtype, r, x->ndim);
 }
 
+/* FLIP(x): x's shape; mask names dims of x only. */
+static tgc_status infer_flip(si_ctx *c)
+{
+    const tgc_vinfo *x = &c->in[0];
+    const int64_t mask = c->a->flip.mask;
+    if (c->a->ni != 1 || mask < 0 || (x->ndim < 63 && (mask >> x->ndim) != 0))
+        return si_fail(c, TGC_ERR_INVALID_ARG, "dim mask 0x%llx names a dim %s does not have",
+                       (unsigned long long)mask, si_shape(c, x));
+    return si_set_out(c, x->dtype, x->shape, x->ndim);
+}
+
 /* ASSIGN(dst, src): src must match dst's shape and dtype (the tracer casts first). */
 static tgc_status infer_assign(si_ctx *c)
 {
@@ -443,6 +454,7 @@ tgc_status si_rule_MOVE(si_ctx *c)
     case TGC_OP_CAT: return infer_cat(c);
     case TGC_OP_STACK: return infer_stack(c);
     case TGC_OP_PAD: return infer_pad(c);
+    case TGC_OP_FLIP: return infer_flip(c);
     default: return si_fail(c, TGC_ERR_INTERNAL, "not a movement op");
     }
 }

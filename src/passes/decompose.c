@@ -251,6 +251,41 @@ static int32_t batch_norm_batch_stats(dc *c, const tgc_node *nd, const int32_t *
     return cast(c, y, nd->out.dtype);
 }
 
+/* dx of conv2d(x, w) at stride 1, one group: the same sums as a convolution of dy with each
+ * kernel flipped and the channel dims swapped, wt[c][o][r][s] = w[o][c][KH-1-r][KW-1-s], at
+ * padding dil (K - 1) - pad: dx[c][h] = sum over (o, r) of dy[o][h + pad - dil r] w[o][c][r].
+ * Kernel sizes must be constants (the padding is an attribute); a padding past dil (K - 1)
+ * (taps that read only padding) keeps the node. */
+static int32_t conv_grad_input_as_conv(dc *c, const tgc_node *nd, const int32_t *in)
+{
+    const tgc_conv2d_grad_input_attrs *a = &nd->attrs.conv2d_grad_input;
+    const tgc_vinfo *w = tgc_rw_type(c->rw, in[1]);
+    if (a->stride_h != 1 || a->stride_w != 1 || a->groups != 1 || w->ndim != 4 ||
+        !TGC_SDIM_IS_CONST(w->shape[2]) || !TGC_SDIM_IS_CONST(w->shape[3]))
+        return -2;
+    const int64_t kh = w->shape[2], kw = w->shape[3]; /* constants are their values */
+    const int64_t ph = a->dil_h * (kh - 1) - a->pad_h, pw = a->dil_w * (kw - 1) - a->pad_w;
+    if (kh < 1 || kw < 1 || ph < 0 || pw < 0)
+        return -2;
+    tgc_attrs pa = tgc_attrs_of(TGC_OP_PERMUTE), fa = tgc_attrs_of(TGC_OP_FLIP),
+              ca = tgc_attrs_of(TGC_OP_CONV2D);
+    pa.ni = 4;
+    pa.perm.perm[0] = 1;
+    pa.perm.perm[1] = 0;
+    pa.perm.perm[2] = 2;
+    pa.perm.perm[3] = 3;
+    fa.flip.mask = (1 << 2) | (1 << 3);
+    ca.conv2d.stride_h = ca.conv2d.stride_w = 1;
+    ca.conv2d.pad_h = ph;
+    ca.conv2d.pad_w = pw;
+    ca.conv2d.dil_h = a->dil_h;
+    ca.conv2d.dil_w = a->dil_w;
+    ca.conv2d.groups = 1;
+    int32_t wt =
+        gb_op(c, TGC_OP_FLIP, (int32_t[]){gb_op(c, TGC_OP_PERMUTE, &in[1], 1, &pa)}, 1, &fa);
+    return gb_op(c, TGC_OP_CONV2D, (int32_t[]){in[0], wt}, 2, &ca);
+}
+
 /* The replacement of node nd (inputs already remapped), or -2 when it stays as it is. */
 static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in, unsigned keep)
 {
@@ -270,6 +305,8 @@ static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in, unsi
         /* label smoothing masks ignored targets out of its extra term: kept whole */
         return nd->attrs.loss.label_smoothing == 0.0 ? cross_entropy(c, nd, in) : -2;
     case TGC_OP_VAR: return variance(c, nd, in[0]);
+    case TGC_OP_CONV2D_GRAD_INPUT:
+        return keep & TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT ? -2 : conv_grad_input_as_conv(c, nd, in);
     default: return -2;
     }
 }

@@ -27,7 +27,8 @@ tgc_graph *tgc_graph_clone(const tgc_graph *g);
 
 /* Rewrites composite ops into primitive pointwise and reduction ops: softmax,
  * log_softmax, layer_norm, gelu, gelu_tanh, silu, batch_norm in eval with running stats,
- * cross_entropy without label smoothing (log_softmax + nll_loss), var. f16/bf16 inputs
+ * cross_entropy without label smoothing (log_softmax + nll_loss), var, batch_norm in
+ * training and conv2d_grad_input of stride 1 (unless kept: TGC_DECOMPOSE_KEEP_*). f16/bf16 inputs
  * compute in f32 and cast back once, as interp does in double. */
 tgc_status tgc_pass_decompose(tgc_graph *g);
 /* What a backend computes natively and wants kept whole. */
@@ -36,7 +37,12 @@ enum {
     /* batch_norm with batch statistics (training) stays one node: its own kernel, rounding
      * once as interp's, the numbers eager ops give; without it the node becomes the
      * statistics' ops and assignments of the running statistics, which fuse */
-    TGC_DECOMPOSE_KEEP_BATCH_NORM = 1u << 1
+    TGC_DECOMPOSE_KEEP_BATCH_NORM = 1u << 1,
+    /* conv2d_grad_input stays one node: the backend's own input-gradient kernel; without it
+     * one of stride 1, one group and constant kernel sizes becomes a convolution of dy with
+     * the weights flipped and transposed (conv2d(dy, flip(w^T)), padding dil (k - 1) - pad),
+     * which runs on the forward convolution's kernels and takes their epilogues */
+    TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT = 1u << 2
 };
 tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep);
 /* Evaluates node nd on concrete inputs; shape is its concrete output shape. Returns a new

@@ -319,6 +319,10 @@ static tgc_tensor *c_pad_crop(tgc_tensor *const *x)
     const int64_t p[4] = {-1, 2, 1, -2};
     return tgc_pad(x[0], p, 2, 0.0);
 }
+static tgc_tensor *c_flip(tgc_tensor *const *x)
+{
+    return tgc_flip(x[0], (const int[]){0, -1}, 2);
+}
 static tgc_tensor *c_embedding(tgc_tensor *const *x)
 {
     return tgc_embedding(x[0], x[1]);
@@ -562,6 +566,7 @@ static const gc_case gc_cases[] = {
     {"stack", c_stack, 2, {F(3, 2), F(3, 2)}, GC_HALF},
     {"pad", c_pad, 1, {F(3, 4)}, GC_HALF},
     {"pad_crop", c_pad_crop, 1, {F(5, 6)}, GC_HALF},
+    {"flip", c_flip, 1, {F(3, 4, 2)}, GC_HALF},
     /* indexing (repeated indices accumulate) */
     {"embedding", c_embedding, 2, {F(7, 3), IDX(7, 2, 5)}, GC_HALF},
     {"gather", c_gather, 2, {F(3, 5), IDX(5, 3, 7)}, GC_HALF},

@@ -535,6 +535,30 @@ static void test_pad_integer_and_transposed_input(void **state)
     expect_elements(z, (const double[]){0, 1, 2, 3, 4, 5}, 6);
 }
 
+/* ---- flip ---- */
+
+static void test_flip_reverses_named_dims(void **state)
+{
+    (void)state;
+    tgc_tensor *x = iota((const int64_t[]){2, 3}, 2, TGC_F32); /* 0 1 2 / 3 4 5 */
+    expect_elements(tgc_flip(x, (const int[]){1}, 1), (const double[]){2, 1, 0, 5, 4, 3}, 6);
+    expect_elements(tgc_flip(x, (const int[]){0}, 1), (const double[]){3, 4, 5, 0, 1, 2}, 6);
+    expect_elements(tgc_flip(x, (const int[]){-1, 0}, 2), (const double[]){5, 4, 3, 2, 1, 0}, 6);
+    expect_elements(tgc_flip(x, NULL, 0), (const double[]){0, 1, 2, 3, 4, 5}, 6);
+    /* a transposed i64 input: its own strides, reversed */
+    tgc_tensor *t = tgc_flip(tgc_transpose(iota((const int64_t[]){2, 3}, 2, TGC_I64), 0, 1),
+                             (const int[]){0}, 1); /* 2 5 / 1 4 / 0 3 */
+    expect_shape(t, (const int64_t[]){3, 2}, 2);
+    assert_int_equal(tgc_dtype_of(t), TGC_I64);
+    expect_elements(t, (const double[]){2, 5, 1, 4, 0, 3}, 6);
+    expect_shape(tgc_flip(iota((const int64_t[]){0, 3}, 2, TGC_F32), (const int[]){0, 1}, 2),
+                 (const int64_t[]){0, 3}, 2);
+
+    expect_error(tgc_flip(x, (const int[]){2}, 1), TGC_ERR_INVALID_ARG, "tgc_flip");
+    expect_error(tgc_flip(x, (const int[]){1, -1}, 2), TGC_ERR_INVALID_ARG, "tgc_flip");
+    expect_error(tgc_flip(x, NULL, 1), TGC_ERR_INVALID_ARG, "tgc_flip");
+}
+
 /* ---- embedding, gather, index_select ---- */
 
 static void test_embedding_picks_rows(void **state)
@@ -880,6 +904,7 @@ int main(void)
         T(test_stack_adds_a_dim),
         T(test_pad_constant_and_negative_crop),
         T(test_pad_integer_and_transposed_input),
+        T(test_flip_reverses_named_dims),
         T(test_embedding_picks_rows),
         T(test_embedding_rejects_out_of_range_indices),
         T(test_gather_along_each_dim),

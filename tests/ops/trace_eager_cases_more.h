@@ -11,4 +11,7 @@ TE_CASE(rms_norm, "tgc_rms_norm", TE_REL, "n:D,6 @n:6 | nT:3,D,6 @n:6 | h:D,6 @h
 TE_CASE(rms_norm_bare, "tgc_rms_norm", TE_REL, "n:D,3,4 | nS:2,D,3,4", tgc_rms_norm(A0, 2, NULL, 1e-6))
 TE_CASE(group_norm, "tgc_group_norm", TE_REL, "n:D,6,3,2 @n:6 @n:6 | nT:2,6,D @n:6 @n:6 | h:D,6,4 @h:6 @h:6", tgc_group_norm(A0, 3, P0, P1, 1e-5))
 TE_CASE(group_norm_bare, "tgc_group_norm", TE_REL, "n:D,4,5 | nS:2,4,D", tgc_group_norm(A0, 4, NULL, NULL, 1e-5))
+TE_CASE(flip, "tgc_flip", TE_EXACT, "n:D,5,3 | nT:4,D,3 | q:D,3,2 | h:2,D,3 | n:0,D,2", tgc_flip(A0, DIMS(0, 2), 2))
+TE_CASE(flip_last, "tgc_flip", TE_EXACT, "n:D,5 | nS:3,D | b:D,3 | m:D,1,4", tgc_flip(A0, DIMS(-1), 1))
+TE_CASE(flip_conv_weight, "tgc_flip tgc_permute", TE_EXACT, "n:D,3,3,3 | nE:2,D,1,3 | g:D,2,3,2", tgc_flip(tgc_permute(A0, DIMS(1, 0, 2, 3), 4), DIMS(2, 3), 2))
 /* clang-format on */

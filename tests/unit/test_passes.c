@@ -14,6 +14,7 @@
 #include "backend/eager.h"
 #include "backend/prepare.h"
 #include "backend/interp/interp.h"
+#include "frontend/ops_grad.h"
 #ifdef TGC_HAVE_LLVM
 #include "backend/llvm/llvm_prepare.h"
 #endif
@@ -607,6 +608,68 @@ static void decompose_training_batch_norm(void **state)
     }
 }
 
+/* conv2d_grad_input of the geometry in t_cg (stride, padding, dilation: [0..6), groups [6])
+ * of dy (in[0]) and w (in[1]); in[2] is x, read for its sizes only */
+static int64_t t_cg[7];
+
+static tgc_status fn_conv_grad_input(tgc_module *m, tgc_tensor *const *in, int n_in,
+                                     tgc_tensor **out, int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    tgc_attrs a = tgc_attrs_of(TGC_OP_CONV2D);
+    a.conv2d.stride_h = t_cg[0];
+    a.conv2d.stride_w = t_cg[1];
+    a.conv2d.pad_h = t_cg[2];
+    a.conv2d.pad_w = t_cg[3];
+    a.conv2d.dil_h = t_cg[4];
+    a.conv2d.dil_w = t_cg[5];
+    a.conv2d.groups = t_cg[6];
+    out[0] = tgc_conv2d_grad_input(in[0], in[1], &a, in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* stride 1, one group: conv2d(dy, flip(w^T)) equal to interp's input gradient (3x3 and 1x1
+ * kernels, rectangular ones with padding and dilation); kept under the flag, for strides,
+ * groups, padding past the window and symbolic kernel sizes (every size of an argument is
+ * symbolic under TGC_DYNAMIC_ALWAYS) */
+static void decompose_conv_grad_input_as_conv(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t n, c, h, w, o, kh, kw, g[7];
+        int dyn, as_conv;
+    } cases[] = {
+        {2, 3, 6, 5, 4, 3, 3, {1, 1, 1, 1, 1, 1, 1}, 0, 1},
+        {2, 5, 4, 4, 3, 1, 1, {1, 1, 0, 0, 1, 1, 1}, 0, 1},
+        {1, 2, 7, 6, 3, 3, 2, {1, 1, 2, 0, 2, 1, 1}, 0, 1}, /* dilated, rectangular */
+        {1, 2, 5, 5, 2, 3, 3, {1, 1, 0, 0, 1, 1, 1}, 0, 1}, /* no padding */
+        {2, 3, 6, 6, 4, 3, 3, {1, 1, 1, 1, 1, 1, 1}, 1, 0}, /* symbolic kernel sizes */
+        {2, 3, 6, 6, 4, 3, 3, {2, 2, 1, 1, 1, 1, 1}, 0, 0}, /* stride 2 */
+        {1, 4, 5, 5, 4, 3, 3, {1, 1, 1, 1, 1, 1, 2}, 0, 0}, /* two groups */
+        {1, 2, 5, 5, 2, 3, 3, {1, 1, 3, 3, 1, 1, 1}, 0, 0}, /* padding past the window */
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        memcpy(t_cg, cases[t].g, sizeof t_cg);
+        const int64_t *g = cases[t].g;
+        const int64_t oh = (cases[t].h + 2 * g[2] - g[4] * (cases[t].kh - 1) - 1) / g[0] + 1,
+                      ow = (cases[t].w + 2 * g[3] - g[5] * (cases[t].kw - 1) - 1) / g[1] + 1;
+        tgc_tensor *in[3] = {randn(4, cases[t].n, cases[t].o, oh, ow),
+                             randn(4, cases[t].o, cases[t].c / g[6], cases[t].kh, cases[t].kw),
+                             randn(4, cases[t].n, cases[t].c, cases[t].h, cases[t].w)};
+        fx x;
+        fx_trace(&x, fn_conv_grad_input, in, 3, 1,
+                 cases[t].dyn ? TGC_DYNAMIC_ALWAYS : TGC_DYNAMIC_NEVER);
+        assert_int_equal(tgc_pass_decompose_opts(x.g, TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT), TGC_OK);
+        assert_int_equal(count_op(x.g, TGC_OP_CONV2D_GRAD_INPUT), 1);
+        tgc_graph *before = apply(&x, tgc_pass_decompose, in, 3, 1, 1e-5);
+        assert_int_equal(count_op(x.g, TGC_OP_CONV2D_GRAD_INPUT), !cases[t].as_conv);
+        assert_int_equal(count_op(x.g, TGC_OP_CONV2D), cases[t].as_conv);
+        assert_int_equal(count_op(x.g, TGC_OP_FLIP), cases[t].as_conv);
+        tgc_graph_free(before);
+        fx_free(&x);
+    }
+}
+
 static void decompose_cross_entropy_and_var(void **state)
 {
     (void)state;
@@ -1152,6 +1215,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(decompose_training_batch_norm, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(decompose_cross_entropy_and_var, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(decompose_conv_grad_input_as_conv, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(decompose_half_precision_computes_in_f32, scoped_setup,
                                         scoped_teardown),

@@ -610,6 +610,28 @@ static tgc_status run_stack(const ops_ctx *c, const tgc_node *nd, tgc_tensor *co
     return s;
 }
 
+/* FLIP: one strided copy reading x with the reversed dims' strides negated. */
+static tgc_status run_flip(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
+                           const int64_t *shape, tgc_tensor **out)
+{
+    const tgc_tensor *x = in[0];
+    const int ndim = x->ndim;
+    if (nd->out.ndim != ndim || !tgc_shape_equal(shape, ndim, x->shape, ndim))
+        return unsupported();
+    tgc_status s = new_out(c, shape, ndim, nd->out.dtype, out);
+    if (s != TGC_OK || numel(*out) == 0)
+        return s;
+    int64_t sst[TGC_MAX_DIMS], ost[TGC_MAX_DIMS], off = x->offset;
+    for (int d = 0; d < ndim; d++) {
+        const int rev = (nd->attrs.flip.mask >> d) & 1;
+        sst[d] = rev ? -x->strides[d] : x->strides[d];
+        if (rev)
+            off += (x->shape[d] - 1) * x->strides[d];
+    }
+    tgc_row_major_strides(shape, ndim, ost);
+    return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr_at(x, off), shape, ndim, sst);
+}
+
 static tgc_status run_pad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
                           const int64_t *shape, tgc_tensor **out)
 {
@@ -1656,6 +1678,7 @@ static tgc_status dispatch(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     case TGC_KIND_MOVE:
         return nd->op == TGC_OP_CAT     ? run_cat(c, nd, ins, shape, out)
                : nd->op == TGC_OP_STACK ? run_stack(c, nd, ins, shape, out)
+               : nd->op == TGC_OP_FLIP  ? run_flip(c, nd, ins, shape, out)
                                         : run_pad(c, nd, ins, shape, out);
     case TGC_KIND_INDEX:
         return nd->op == TGC_OP_GATHER ? run_gather(c, nd, ins, shape, out)

@@ -189,6 +189,28 @@ static tgc_status pad_kernel(const tgc_tensor *in, const tgc_attrs *a, tgc_tenso
     return TGC_OK;
 }
 
+/* FLIP: out[i] = in[i with the masked dims reversed], read through in's strides negated. */
+static tgc_status flip_kernel(const tgc_tensor *in, const tgc_attrs *a, tgc_tensor *out)
+{
+    int64_t ost[TGC_MAX_DIMS], sst[TGC_MAX_DIMS];
+    const int nd = in->ndim;
+    if (out->ndim != nd || !tgc_shape_equal(in->shape, nd, out->shape, nd))
+        return shape_mismatch(TGC_OP_FLIP, "input", in, out);
+    if (tgc_shape_numel(in->shape, nd) == 0)
+        return TGC_OK;
+    int64_t soff = in->offset;
+    for (int d = 0; d < nd; d++) {
+        const int rev = (a->flip.mask >> d) & 1;
+        sst[d] = rev ? -in->strides[d] : in->strides[d];
+        if (rev)
+            soff += (in->shape[d] - 1) * in->strides[d];
+    }
+    tgc_row_major_strides(out->shape, nd, ost);
+    tgc_copy_strided(tgc_host_data(out), out->dtype, out->offset, ost, tgc_host_data(in), in->dtype,
+                     soff, sst, out->shape, nd);
+    return TGC_OK;
+}
+
 static int64_t read_index(const void *base, tgc_dtype dt, int64_t off)
 {
     if (dt == TGC_I64) {
@@ -379,6 +401,7 @@ tgc_status tgc_interp_movement(tgc_op op, tgc_tensor *const *in, int n_in, const
     case TGC_OP_CAT: return cat_kernel(in, n_in, a, out);
     case TGC_OP_STACK: return stack_kernel(in, n_in, a, out);
     case TGC_OP_PAD: return pad_kernel(in[0], a, out);
+    case TGC_OP_FLIP: return flip_kernel(in[0], a, out);
     case TGC_OP_ASSIGN: /* tgc_interp_run writes it in place */
         return tgc_set_error(TGC_ERR_INTERNAL,
                              "tgc_interp_movement: assign runs in tgc_interp_run");
