@@ -302,6 +302,7 @@ extern "C" int tgc_emu_launch(const char *name, int shape, long long work, void 
     K(tgc_ops_conv2d_grad_weight)
     K(tgc_ops_pool2d_grad)
     K(tgc_ops_pool2d_grad_f32)
+    K(tgc_ops_pool2d_argmax_f32)
     K(tgc_ops_index_add)
     K(tgc_ops_gather_grad)
 #undef K

@@ -1488,10 +1488,30 @@ static tgc_status run_pool_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         sw < INT32_MAX / 2 && ph < INT32_MAX / 4 && pw < INT32_MAX / 4 && H + 2 * ph < INT32_MAX &&
         W + 2 * pw < INT32_MAX) {
         int a32[14] = {(int)H,  (int)W,  (int)OH, (int)OW, kind, (int)kh, (int)kw,
-                       (int)sh, (int)sw, (int)ph, (int)pw, excl, (int)n,  0};
-        void *fa[] = {&xp,     &yp,     &op,     &a32[0], &a32[1], &a32[2],  &a32[3],  &a32[4],
+                       (int)sh, (int)sw, (int)ph, (int)pw, excl, (int)n,  (int)numel(dy)};
+        /* max pooling: each window's argmax once (a window overlapping its neighbours would
+         * be scanned again for every element it holds), then the sums */
+        tgc_storage *arg = NULL;
+        void *ap = NULL;
+        if (kind == 0) {
+            arg = tgc_storage_new((size_t)a32[13] * sizeof(int), c->dev);
+            if (!arg)
+                return tgc_keep_error(TGC_ERR_OOM,
+                                      "tgc_max_pool2d_grad: out of memory for the windows' "
+                                      "argmax (%lld bytes)",
+                                      (long long)a32[13] * 4);
+            ap = arg->data;
+            void *ma[] = {&xp,     &ap,     &a32[0], &a32[1], &a32[2],  &a32[3], &a32[5],
+                          &a32[6], &a32[7], &a32[8], &a32[9], &a32[10], &a32[13]};
+            s = launch(c, OPS_K_POOL2D_ARGMAX_F32, OPS_GRID, a32[13], ma);
+        }
+        void *fa[] = {&ap,     &yp,     &op,     &a32[0], &a32[1], &a32[2],  &a32[3],  &a32[4],
                       &a32[5], &a32[6], &a32[7], &a32[8], &a32[9], &a32[10], &a32[11], &a32[12]};
-        return launch(c, OPS_K_POOL2D_GRAD_F32, OPS_GRID, n, fa);
+        if (s == TGC_OK)
+            s = launch(c, OPS_K_POOL2D_GRAD_F32, OPS_GRID, n, fa);
+        if (arg)
+            tgc_storage_unref(arg); /* stream-ordered: reused only by later work on this stream */
+        return s;
     }
     void *args[] = {&xpl, &xp, &xhs, &xws, &ypl, &yp, &yhs, &yws, &H,  &W,    &op, &odt,
                     &OH,  &OW, &k,   &kh,  &kw,  &sh, &sw,  &ph,  &pw, &excl, &n};

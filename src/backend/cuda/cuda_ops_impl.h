@@ -115,6 +115,7 @@ typedef struct ops_cv {
     X(CONV2D_GRAD_WEIGHT, "tgc_ops_conv2d_grad_weight")                                            \
     X(POOL2D_GRAD, "tgc_ops_pool2d_grad")                                                          \
     X(POOL2D_GRAD_F32, "tgc_ops_pool2d_grad_f32")                                                  \
+    X(POOL2D_ARGMAX_F32, "tgc_ops_pool2d_argmax_f32")                                              \
     X(INDEX_ADD, "tgc_ops_index_add")                                                              \
     X(GATHER_GRAD, "tgc_ops_gather_grad")
 

@@ -1474,7 +1474,39 @@ __device__ __forceinline__ void pool_window32(int i, int m, int n, int k, int s,
     *span_ = excl ? *hi_ - *lo_ : span;
 }
 
-extern "C" __global__ void tgc_ops_pool2d_grad_f32(const float *x, const float *dy, float *dx,
+// Max pooling's argmax per output window (f32 planes of H x W, windows of OH x OW): the
+// position a*W + b of the window's first maximum (a NaN replaces it: PyTorch's rule), the
+// choice tgc_ops_pool2d_grad_f32 then reads instead of scanning every window it is in again.
+extern "C" __global__ void tgc_ops_pool2d_argmax_f32(const float *x, int *arg, int H, int W,
+                                                     int OH, int OW, int kh, int kw, int sh,
+                                                     int sw, int ph, int pw, int n)
+{
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += blockDim.x * gridDim.x) {
+        int ow = e % OW, t = e / OW;
+        int oh = t % OH, p = t / OH;
+        const float *xp = x + (long long)p * H * W;
+        int hlo, hhi, hsp, wlo, whi, wsp;
+        pool_window32(oh, OH, H, kh, sh, ph, 0, &hlo, &hhi, &hsp);
+        pool_window32(ow, OW, W, kw, sw, pw, 0, &wlo, &whi, &wsp);
+        int at = hlo * W + wlo;
+        float best = -__uint_as_float(0x7f800000u);
+        for (int a = hlo; a < hhi; a++)
+            for (int b = wlo; b < whi; b++) {
+                float v = xp[a * W + b];
+                if (v > best || v != v) {
+                    best = v;
+                    at = a * W + b;
+                }
+            }
+        arg[e] = at;
+    }
+}
+
+// dx of a pool over f32 planes, a thread per element of dx summing (in double, windows in
+// order) what it receives from each window it is in: max pooling (kind 0) dy where the
+// window's argmax (arg, from tgc_ops_pool2d_argmax_f32) is this element, average pooling
+// (1) and adaptive average pooling (2) dy over the window's count.
+extern "C" __global__ void tgc_ops_pool2d_grad_f32(const int *arg, const float *dy, float *dx,
                                                    int H, int W, int OH, int OW, int kind, int kh,
                                                    int kw, int sh, int sw, int ph, int pw,
                                                    int excl, int n)
@@ -1482,7 +1514,8 @@ extern "C" __global__ void tgc_ops_pool2d_grad_f32(const float *x, const float *
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += blockDim.x * gridDim.x) {
         int j = e % W, t = e / W;
         int i = t % H, p = t / H;
-        const float *xp = x + (long long)p * H * W, *yp = dy + (long long)p * OH * OW;
+        const float *yp = dy + (long long)p * OH * OW;
+        const int *ap = arg + (long long)p * OH * OW;
         const int k0 = kind == 2 ? 0 : kh, k1 = kind == 2 ? 0 : kw;
         int oh0, oh1, ow0, ow1;
         pool_cover32(i, OH, H, k0, sh, ph, &oh0, &oh1);
@@ -1499,21 +1532,9 @@ extern "C" __global__ void tgc_ops_pool2d_grad_f32(const float *x, const float *
                 if (j < wlo || j >= whi)
                     continue;
                 double d = yp[oh * OW + ow];
-                if (kind != 0) {
+                if (kind != 0)
                     acc += d / (double)(hsp * wsp);
-                    continue;
-                }
-                int at = hlo * W + wlo;
-                float best = -__uint_as_float(0x7f800000u);
-                for (int a = hlo; a < hhi; a++)
-                    for (int b = wlo; b < whi; b++) {
-                        float v = xp[a * W + b];
-                        if (v > best || v != v) {
-                            best = v;
-                            at = a * W + b;
-                        }
-                    }
-                if (at == i * W + j)
+                else if (ap[oh * OW + ow] == i * W + j)
                     acc += d;
             }
         }
