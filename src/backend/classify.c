@@ -47,7 +47,11 @@ tgc_fuse_class tgc_backend_classify(const tgc_graph *g, int32_t i, const kir_tar
     case TGC_OPF_POINTWISE:
         ok = !caps->pointwise_ok || caps->pointwise_ok(nd->op, out, in, nd->n_in);
         return ok ? TGC_FUSE_POINTWISE : TGC_FUSE_OPAQUE;
-    case TGC_OPF_COPY: return in_set(caps->copy_dtypes, out) ? TGC_FUSE_POINTWISE : TGC_FUSE_OPAQUE;
+    case TGC_OPF_COPY:
+        /* flip reads its input's element at the reversed position: loaded, as a window */
+        if (!in_set(caps->copy_dtypes, out))
+            return TGC_FUSE_OPAQUE;
+        return nd->op == TGC_OP_FLIP ? TGC_FUSE_WINDOW : TGC_FUSE_POINTWISE;
     case TGC_OPF_REDUCE:
         ok = in_set(caps->reduce_dtypes, in[0]) && (!caps->reduce_keeps_dtype || out == in[0]);
         return ok ? TGC_FUSE_REDUCE : TGC_FUSE_OPAQUE;

@@ -486,6 +486,33 @@ static int32_t operand(lctx *c, int32_t u, const tgc_vinfo *node_shape)
     return read_value(c, u, node_shape, RECOMPUTE_DEPTH);
 }
 
+/* flip: one load of its input's view with the reversed dims' strides negated, from their last
+ * element (the group's domain is its output's shape, which is its input's). */
+static int32_t lower_flip(lctx *c, int32_t i)
+{
+    const tgc_node *nd = &c->g->nodes[i];
+    const tgc_vinfo *O = &nd->out;
+    tgc_view vw;
+    if (!tgc_view_of(c->g, nd->in[0], &vw)) {
+        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: flip input %%%d is not affine", nd->in[0]);
+        return -1;
+    }
+    kir_load ld = {0};
+    ld.at.buf = kir_buf_of(c->k, vw.base, c->g->nodes[vw.base].out.dtype, 0);
+    ld.dtype = c->g->nodes[vw.base].out.dtype;
+    ld.at.off = vw.off;
+    for (int d = 0; d < O->ndim; d++) {
+        if (!((nd->attrs.flip.mask >> d) & 1)) {
+            ld.at.stride[c->var_of_dim[d]] = vw.stride[d];
+            continue;
+        }
+        ld.at.off = tgc_sym_add(
+            c->t, ld.at.off, tgc_sym_mul(c->t, tgc_sym_add(c->t, O->shape[d], -1), vw.stride[d]));
+        ld.at.stride[c->var_of_dim[d]] = tgc_sym_mul(c->t, -1, vw.stride[d]);
+    }
+    return kir_add_load_val(c->k, &ld);
+}
+
 /* A max / avg pool over the last two dims: one guarded load per window tap, combined in
  * the DAG (taps outside the input read -inf for max, 0 for avg; avg divides by kh*kw,
  * counting padding as PyTorch's default does). */
@@ -763,6 +790,8 @@ static tgc_status lower_loop(lctx *c)
         int32_t v;
         if (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) {
             v = lower_window(c, i);
+        } else if (nd->op == TGC_OP_FLIP) {
+            v = lower_flip(c, i);
         } else if (nd->op == TGC_OP_RAND) {
             v = add_rand(c, i, nd->attrs.rand.normal != 0 ? KIR_RAND_NORMAL : KIR_RAND_UNIFORM,
                          nd->out.dtype);
