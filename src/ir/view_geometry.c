@@ -169,6 +169,17 @@ static int slice_geometry(const tgc_tensor *in, const tgc_attrs *a, const int64_
     return 1;
 }
 
+void tgc_flip_geometry(const tgc_tensor *in, int64_t mask, int64_t *strides, int64_t *offset)
+{
+    *offset = in->offset;
+    for (int d = 0; d < in->ndim; d++) {
+        const int rev = (mask >> d) & 1;
+        strides[d] = rev ? -in->strides[d] : in->strides[d];
+        if (rev)
+            *offset += (in->shape[d] - 1) * in->strides[d];
+    }
+}
+
 int tgc_view_geometry(tgc_op op, const tgc_tensor *in, const tgc_attrs *a, const int64_t *out_shape,
                       int out_ndim, int64_t *strides, int64_t *offset)
 {

@@ -13,4 +13,10 @@
 int tgc_view_geometry(tgc_op op, const tgc_tensor *in, const tgc_attrs *a, const int64_t *out_shape,
                       int out_ndim, int64_t *strides, int64_t *offset);
 
+/* FLIP's read of in (mask: the reversed dims): in's strides with the reversed ones negated and
+ * *offset (elements from in's storage start) at their last element, so that element i of the
+ * result is in's element at that offset plus i . strides. Not a view (a tensor's strides are
+ * never negative): the flip kernels copy through it. */
+void tgc_flip_geometry(const tgc_tensor *in, int64_t mask, int64_t *strides, int64_t *offset);
+
 #endif

@@ -500,6 +500,13 @@ static void test_gpu_views_and_movement(void **state)
         tgc_tensor *in[1] = {cpu_transposed(all_dt[i], s3, 3)};
         check_op("pad", TGC_OP_PAD, in, 1, &a);
     }
+    /* flip (the native fallback): reversed dims of transposed inputs, every dtype */
+    for (size_t i = 0; i < 7; i++) {
+        int64_t mask = i % 2 ? 5 : 2;
+        a = attrs_i(1, &mask, 0, NULL);
+        tgc_tensor *in[1] = {cpu_transposed(all_dt[i], s3, 3)};
+        check_op("flip", TGC_OP_FLIP, in, 1, &a);
+    }
 }
 
 static void test_gpu_indexing(void **state)

@@ -610,7 +610,8 @@ static tgc_status run_stack(const ops_ctx *c, const tgc_node *nd, tgc_tensor *co
     return s;
 }
 
-/* FLIP: one strided copy reading x with the reversed dims' strides negated. */
+/* FLIP (a fallback: a CUDA plan lowers it as a loop kernel): one strided copy through
+ * tgc_flip_geometry. */
 static tgc_status run_flip(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
                            const int64_t *shape, tgc_tensor **out)
 {
@@ -621,13 +622,8 @@ static tgc_status run_flip(const ops_ctx *c, const tgc_node *nd, tgc_tensor *con
     tgc_status s = new_out(c, shape, ndim, nd->out.dtype, out);
     if (s != TGC_OK || numel(*out) == 0)
         return s;
-    int64_t sst[TGC_MAX_DIMS], ost[TGC_MAX_DIMS], off = x->offset;
-    for (int d = 0; d < ndim; d++) {
-        const int rev = (nd->attrs.flip.mask >> d) & 1;
-        sst[d] = rev ? -x->strides[d] : x->strides[d];
-        if (rev)
-            off += (x->shape[d] - 1) * x->strides[d];
-    }
+    int64_t sst[TGC_MAX_DIMS], ost[TGC_MAX_DIMS], off;
+    tgc_flip_geometry(x, nd->attrs.flip.mask, sst, &off);
     tgc_row_major_strides(shape, ndim, ost);
     return copy_into(c, dptr(*out), ost, (*out)->dtype, x, dptr_at(x, off), shape, ndim, sst);
 }

@@ -189,7 +189,7 @@ static tgc_status pad_kernel(const tgc_tensor *in, const tgc_attrs *a, tgc_tenso
     return TGC_OK;
 }
 
-/* FLIP: out[i] = in[i with the masked dims reversed], read through in's strides negated. */
+/* FLIP: out[i] = in[i with the masked dims reversed] (tgc_flip_geometry). */
 static tgc_status flip_kernel(const tgc_tensor *in, const tgc_attrs *a, tgc_tensor *out)
 {
     int64_t ost[TGC_MAX_DIMS], sst[TGC_MAX_DIMS];
@@ -198,13 +198,8 @@ static tgc_status flip_kernel(const tgc_tensor *in, const tgc_attrs *a, tgc_tens
         return shape_mismatch(TGC_OP_FLIP, "input", in, out);
     if (tgc_shape_numel(in->shape, nd) == 0)
         return TGC_OK;
-    int64_t soff = in->offset;
-    for (int d = 0; d < nd; d++) {
-        const int rev = (a->flip.mask >> d) & 1;
-        sst[d] = rev ? -in->strides[d] : in->strides[d];
-        if (rev)
-            soff += (in->shape[d] - 1) * in->strides[d];
-    }
+    int64_t soff;
+    tgc_flip_geometry(in, a->flip.mask, sst, &soff);
     tgc_row_major_strides(out->shape, nd, ost);
     tgc_copy_strided(tgc_host_data(out), out->dtype, out->offset, ost, tgc_host_data(in), in->dtype,
                      soff, sst, out->shape, nd);
