@@ -92,10 +92,12 @@ typedef struct tgc_backend {
      * rest of ks[i] (the kernel IR, its size slots, its name) during the call and keep the
      * kernel IR, which the plan owns for as long as the code lives. dev is the device the
      * code runs on (of the backend's type: a GPU backend loads it there). cfg is the function's
-     * (dump_dir: write its own code text as "<dump_dir>/<name>.<suffix>"). Errors:
-     * TGC_ERR_COMPILE (with the reason), TGC_ERR_OOM. */
+     * (dump_dir: write its own code text as "<dump_dir>/<name>.<suffix>"). g is the prepared
+     * graph the plan's steps index (read during the call only: the code its native steps need
+     * can be made ready with the kernels). Errors: TGC_ERR_COMPILE (with the reason),
+     * TGC_ERR_OOM. */
     tgc_status (*compile)(const tgc_config *cfg, tgc_device dev, const char *name,
-                          struct tgc_plan_kernel *ks, int n, void **code);
+                          const tgc_graph *g, struct tgc_plan_kernel *ks, int n, void **code);
     /* Runs LOOP kernel k over its whole domain, split over up to env->n_threads as the
      * backend sees fit (LLVM: the parallel rows): bufs[i] is element 0 of kernel buffer i on
      * the backend's device, sizes[j] the value of size slot j (kir/abi.h). Called from any

@@ -452,7 +452,7 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
     if (st == TGC_OK)
         st = lower_groups(p, &fu, mat, cfg, name);
     if (st == TGC_OK)
-        st = b->compile(cfg, p->device, name, p->kernels, p->n_kernels, &p->code);
+        st = b->compile(cfg, p->device, name, p->g, p->kernels, p->n_kernels, &p->code);
     if (st == TGC_OK)
         st = plan_memory(p, mat);
     if (st == TGC_OK && writes_inputs(p->g) && !(p->mutated = tgc_pass_mutated_values(p->g)))

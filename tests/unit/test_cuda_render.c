@@ -151,9 +151,9 @@ static void same_in_marked_dialect(const kir_kernel *k, const kir_args *slots, c
 }
 
 static tgc_status text_compile(const tgc_config *cfg, tgc_device dev, const char *name,
-                               tgc_plan_kernel *ks, int n, void **code)
+                               const tgc_graph *g, tgc_plan_kernel *ks, int n, void **code)
 {
-    (void)cfg, (void)dev;
+    (void)cfg, (void)dev, (void)g;
     int gno = g_graph_no++;
     int b = gno % BATCH_PROGRAMS;
     for (int i = 0; i < n; i++) {

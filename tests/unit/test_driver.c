@@ -55,9 +55,9 @@ static const tgc_fuse_hooks mini_hooks = {mini_classify, mini_epilogue_ok};
 
 /* "Compiling" keeps the kernel IR as the code: launch interprets it. */
 static tgc_status mini_compile(const tgc_config *cfg, tgc_device dev, const char *name,
-                               tgc_plan_kernel *ks, int n, void **code)
+                               const tgc_graph *g, tgc_plan_kernel *ks, int n, void **code)
 {
-    (void)cfg, (void)dev, (void)name;
+    (void)cfg, (void)dev, (void)name, (void)g;
     mini_compiles++;
     mini_kernels_seen += n;
     for (int i = 0; i < n; i++) {
@@ -566,7 +566,9 @@ static void test_opaque_fallback_stages_off_host(void **state)
     cfg.log_fn = capture;
     cfg.log_user = &l;
     tgc_plan *p = NULL;
-    assert_int_equal(tgc_plan_compile(&dev_mini, g, &cfg, (tgc_device){dev_mini.device, 0}, "dev_fn", &p), TGC_OK);
+    assert_int_equal(
+        tgc_plan_compile(&dev_mini, g, &cfg, (tgc_device){dev_mini.device, 0}, "dev_fn", &p),
+        TGC_OK);
     assert_int_equal(l.n, 1);
     assert_non_null(strstr(l.text, "'dev_fn' runs exp on interp (2 nodes)"));
     assert_non_null(strstr(l.text, "its data is staged to the host"));
@@ -617,8 +619,8 @@ static void test_backend_compile_error(void **state)
     cfg.log = 0;
     void *art = NULL;
     mini_compiles = 0;
-    check_error(tgc_backend_compile(&reducing, g, &cfg, tgc_cpu(), "drv_err", &art), TGC_ERR_COMPILE,
-                "is not pointwise");
+    check_error(tgc_backend_compile(&reducing, g, &cfg, tgc_cpu(), "drv_err", &art),
+                TGC_ERR_COMPILE, "is not pointwise");
     assert_int_equal(mini_compiles, 1);
     assert_null(art);
     /* the same graph on mini itself: the sum is opaque, nothing to compile */

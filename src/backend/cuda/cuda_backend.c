@@ -29,6 +29,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_classify.h"
+#include "backend/cuda/cuda_conv_grad.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_ops.h"
@@ -178,8 +179,34 @@ static tgc_status bind_kernel(const tgc_cuda_program *prog, int dev, const char 
     return st;
 }
 
+/* The conv-gradient programs a variant's native steps will load at their first run, loaded
+ * on a thread of their own while NVRTC compiles the variant's kernels (the two batches share
+ * the cores instead of following each other in the first call). */
+typedef struct cg_preload {
+    pthread_t th;
+    int dev;
+    tgc_matmul_precision prec;
+    const char *cache_dir;
+} cg_preload;
+
+static void *cg_preload_main(void *arg)
+{
+    const cg_preload *p = arg;
+    tgc_cuda_conv_grad_load(p->dev, p->prec, p->cache_dir); /* a failure is kept for the run */
+    return NULL;
+}
+
+static int has_conv_grad(const tgc_graph *g)
+{
+    for (int i = 0; g && i < g->n_nodes; i++)
+        if (g->nodes[i].op == TGC_OP_CONV2D_GRAD_INPUT ||
+            g->nodes[i].op == TGC_OP_CONV2D_GRAD_WEIGHT)
+            return 1;
+    return 0;
+}
+
 static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char *name,
-                               tgc_plan_kernel *ks, int n, void **out)
+                               const tgc_graph *g, tgc_plan_kernel *ks, int n, void **out)
 {
     *out = NULL;
     if (dev.index < 0 || dev.index >= TGC_CUDA_MAX_DEVICES)
@@ -203,6 +230,9 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
     if (!c->kernels || !texts || !ptxs || !srcs || !progs ||
         (cfg->cache_dir && !(c->native.cache_dir = strdup(cfg->cache_dir))))
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+    cg_preload pre = {.dev = dev.index, .prec = c->native.precision, .cache_dir = cfg->cache_dir};
+    const int preloading = st == TGC_OK && has_conv_grad(g) &&
+                           pthread_create(&pre.th, NULL, cg_preload_main, &pre) == 0;
     for (int i = 0; st == TGC_OK && i < n; i++) {
         st = render_program(&ks[i], &c->kernels[i], c->native.precision, sm, &texts[i]);
         srcs[i] = (tgc_cuda_program_src){ks[i].name, texts[i]};
@@ -218,6 +248,8 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
         if (st != TGC_OK) /* keep the name of the variant with NVRTC's reason */
             tgc_keep_error(st, "tgc cuda: compiling '%s'", name);
     }
+    if (preloading)
+        pthread_join(pre.th, NULL);
     if (cfg->dump_dir && texts)
         dump_code(cfg, name, ks, n, texts, ptxs);
     for (int i = 0; st == TGC_OK && i < n; i++)

@@ -337,6 +337,12 @@ static tgc_status mod_ready(int dev, int mode, const char *cache_dir, cg_mod **o
     return TGC_OK;
 }
 
+tgc_status tgc_cuda_conv_grad_load(int dev, tgc_matmul_precision prec, const char *cache_dir)
+{
+    cg_mod *m = NULL;
+    return mod_ready(dev, tgc_cuda_f32_mode(prec), cache_dir, &m);
+}
+
 /* ---- run ---- */
 
 /* the device's tgc_cg_geom, field for field */

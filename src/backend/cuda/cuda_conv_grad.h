@@ -49,6 +49,12 @@ int tgc_cuda_conv_grad_fits(const tgc_cg_args *a);
  * program cache's directory (NULL: memory only).
  * Errors: TGC_ERR_DEVICE / TGC_ERR_COMPILE (NVRTC, with its log) / TGC_ERR_OOM /
  * TGC_ERR_RUNTIME from the driver. */
+/* Loads the conv-gradient programs of precision prec on device dev now (through the program
+ * cache, as the first tgc_cuda_conv_grad_run would): the CUDA compile runs it beside a
+ * variant's kernels when the variant has conv-gradient steps. Thread-safe; a failure is
+ * remembered and repeated by every later run on dev, as a failure there would be. */
+tgc_status tgc_cuda_conv_grad_load(int dev, tgc_matmul_precision prec, const char *cache_dir);
+
 tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision prec, int dev,
                                   void *stream, const char *cache_dir);
 

@@ -115,9 +115,9 @@ static tgc_status emit_kernel(tgc_llvm_unit *u, tgc_plan_kernel *pk, llvm_kernel
 }
 
 static tgc_status llvm_compile(const tgc_config *cfg, tgc_device dev, const char *name,
-                               tgc_plan_kernel *ks, int n, void **out)
+                               const tgc_graph *g, tgc_plan_kernel *ks, int n, void **out)
 {
-    (void)dev; /* the host */
+    (void)dev, (void)g; /* the host; no native steps of its own to prepare */
     *out = NULL;
     llvm_code *c = calloc(1, sizeof *c);
     ep_ctx *eps = calloc((size_t)(n ? n : 1), sizeof *eps);
