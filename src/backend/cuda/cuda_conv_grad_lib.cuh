@@ -201,17 +201,6 @@ template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol 
             }
         }
     }
-    // the stage positions this thread gathered, rounded to tf32 (swizzled fp32 stages)
-    __device__ __forceinline__ void round_tf32(char *s) const
-    {
-        static_assert(ES == 4 && SWZ, "tf32 rounding of swizzled fp32 stages");
-        const int kr0 = row0();
-#pragma unroll 4
-        for (int r = 0; r < BK / RS; r++)
-#pragma unroll
-            for (int c = 0; c < CPT; c++)
-                tgc_round_tf32_4(s + off(col(c), kr0 + r * RS));
-    }
 };
 
 template <class LA_, class LB_> struct tgc_dg_prob {
@@ -315,25 +304,6 @@ template <int ES, int BM, int BK, int NT, int L_, int PAD, int SWZ = 0> struct t
             tgc_cp4(s + off(m, k), src, ok ? 4 : 0);
         }
     }
-    // the stage positions this thread copied, rounded to tf32 (swizzled fp32 stages)
-    __device__ __forceinline__ void round_tf32(char *s) const
-    {
-        static_assert(ES == 4 && SWZ, "tf32 rounding of swizzled fp32 stages");
-        if (vec) {
-            constexpr int C = BK / 4;
-#pragma unroll
-            for (int i = 0; i < BM * C / NT; i++) {
-                int e = (int)threadIdx.x + i * NT;
-                tgc_round_tf32_16(s + off(e / C, (e % C) * 4));
-            }
-            return;
-        }
-#pragma unroll 4
-        for (int i = 0; i < BM * BK / NT; i++) {
-            int e = (int)threadIdx.x + i * NT;
-            tgc_round_tf32_4(s + off(e / BK, e % BK));
-        }
-    }
 };
 
 // B of wgrad: element (n = (c, r, s), k = (image, oh, ow)) = x[image, gi*Cg + c,
@@ -412,15 +382,6 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct t
     __device__ __forceinline__ static int off(int n, int k)
     {
         return SWZ ? tgc_sw_off<0, BN, BK, ES>(n, k) : (L == 0 ? n * LD + k : k * LD + n) * ES;
-    }
-    // the stage positions this thread gathered, rounded to tf32 (swizzled fp32 stages)
-    __device__ __forceinline__ void round_tf32(char *s) const
-    {
-        static_assert(ES == 4 && SWZ, "tf32 rounding of swizzled fp32 stages");
-        const int kl = (int)threadIdx.x % BK, tn = (int)threadIdx.x / BK;
-#pragma unroll
-        for (int c = 0; c < CPT; c++)
-            tgc_round_tf32_4(s + off(tn + c * TN, kl));
     }
 };
 

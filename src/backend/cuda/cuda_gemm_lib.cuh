@@ -149,6 +149,16 @@ template <int N> __device__ __forceinline__ void tgc_wgmma_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// *p += 1 at GPU scope with acquire-release semantics; the old value. Called by one thread
+// after a block barrier, it publishes the writes of the whole block before it (release is
+// cumulative over what the barrier ordered) and, with a barrier after it, makes the writes
+// published by earlier arrivals visible to the whole block: no full fence per thread.
+__device__ __forceinline__ unsigned tgc_arrive_acq_rel(unsigned *p)
+{
+    unsigned prev;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\n" : "=r"(prev) : "l"(p) : "memory");
+    return prev;
+}
 // keeps the compiler from moving accesses of an accumulator register across the async window
 __device__ __forceinline__ void tgc_reg_fence(float &r)
 {
@@ -266,24 +276,7 @@ template <int L, int BMN, int BK, int ES> __device__ __forceinline__ int tgc_sw_
     return (b >> 7) * (BK * 128) + k * 128 + ((((b >> 4) & 7) ^ (k & 7)) << 4) + (b & 15);
 }
 
-// fp32 values in shared memory rounded to tf32 in place (cvt.rna, as the mma.sync path rounds)
-__device__ __forceinline__ void tgc_round_tf32_16(char *p)
-{
-    float4 v = *(float4 *)p;
-    v.x = __uint_as_float(tgc_to_tf32(v.x));
-    v.y = __uint_as_float(tgc_to_tf32(v.y));
-    v.z = __uint_as_float(tgc_to_tf32(v.z));
-    v.w = __uint_as_float(tgc_to_tf32(v.w));
-    *(float4 *)p = v;
-}
-__device__ __forceinline__ void tgc_round_tf32_4(char *p)
-{
-    *(float *)p = __uint_as_float(tgc_to_tf32(*(float *)p));
-}
-
 // tgc_ld's operand loader for a swizzled stage (same fields, same bounds; no pads).
-// round_tf32: after this thread's copies of a stage landed, rounds exactly the values this
-// thread copied (the same walk as load, so no other thread's copy is touched).
 template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tgc_ld_sw {
     static constexpr int L = L_;
     static constexpr int SIZE = BMN * BK; // elements of one stage
@@ -338,27 +331,6 @@ template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tg
 #pragma unroll 4
             for (int i = 0; i < BMN * BK / NT; i++)
                 elem(s, k0, i);
-        }
-    }
-    __device__ __forceinline__ void round_tf32(char *s) const
-    {
-        static_assert(ES == 4, "tf32 rounding of fp32 stages");
-        if (VEC && vec) {
-            constexpr int C = (L == 0 ? BK : BMN) / 4, R = L == 0 ? BMN : BK;
-#pragma unroll
-            for (int i = 0; i < R * C / NT; i++) {
-                int e = (int)threadIdx.x + i * NT;
-                int row = e / C, c = (e % C) * 4;
-                tgc_round_tf32_16(s + (L == 0 ? tgc_sw_off<0, BMN, BK, ES>(row, c)
-                                              : tgc_sw_off<1, BMN, BK, ES>(c, row)));
-            }
-            return;
-        }
-#pragma unroll 4
-        for (int i = 0; i < BMN * BK / NT; i++) {
-            int e = (int)threadIdx.x + i * NT;
-            int k = KFAST ? e % BK : e / BMN, mn = KFAST ? e / BK : e % BMN;
-            tgc_round_tf32_4(s + tgc_sw_off<L, BMN, BK, ES>(mn, k));
         }
     }
     __device__ __forceinline__ void elem(char *s, long long k0, int i) const
@@ -438,19 +410,6 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
             }
         }
     }
-    // the stage positions this thread gathered, rounded to tf32 (swizzled fp32 stages)
-    __device__ __forceinline__ void round_tf32(char *s) const
-    {
-        static_assert(ES == 4 && SW, "tf32 rounding of swizzled fp32 stages");
-        const int kr0 = (int)threadIdx.x / TN;
-#pragma unroll 4
-        for (int r = 0; r < BK / RS; r++) {
-            int k = kr0 + r * RS;
-#pragma unroll
-            for (int c = 0; c < CPT; c++)
-                tgc_round_tf32_4(s + tgc_sw_off<0, BN, BK, ES>(col(c), k));
-        }
-    }
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
         const unsigned sa = tgc_smem_addr(s);
@@ -511,9 +470,10 @@ template <class C> struct tgc_async_of<C, decltype((void)C::ASYNC_PROXY)> {
 // The async-proxy compute (wgmma) keeps one stage's group of wgmmas in flight while the next
 // is issued: tiles are prefetched ST - 2 ahead, so the stage a load overwrites is two tiles
 // old, and the wgmma that read it was retired by the compute's wait (at most one group
-// pending) before this iteration's barrier. Before the barrier each thread rounds the fp32
-// values it copied into the stage to tf32 (TF32 mode: wgmma would drop their low bits) and
-// fences its writes for the async proxy.
+// pending) before this iteration's barrier. Before the barrier each thread fences its writes
+// for the async proxy. TF32 stages hold the fp32 values as loaded: wgmma reads the top 19 bits
+// of each (it truncates the low 13 mantissa bits, PTX ISA), as cuBLAS and cuDNN's Hopper
+// kernels feed it; a rounding pass over every stage cost a third of a small conv's time.
 template <int ST, class LA, class LB, class COMPUTE>
 __device__ __forceinline__ void tgc_pipeline_async(const LA &la, const LB &lb, int kb, int ke,
                                                    char *sA, char *sB, int es, int bk,
@@ -532,10 +492,6 @@ __device__ __forceinline__ void tgc_pipeline_async(const LA &la, const LB &lb, i
     for (int kt = kb; kt < ke; kt++) {
         tgc_cp_wait<ST - 3>();
         int st = (kt - kb) % ST;
-        if constexpr (COMPUTE::ROUND_TF32) {
-            la.round_tf32(sA + st * sa);
-            lb.round_tf32(sB + st * sb);
-        }
         tgc_fence_async_smem<0>();
         __syncthreads();
         int nk = kt + ST - 2;
@@ -785,7 +741,6 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
 template <int MODE, int BM, int BN, int BK, int NWG, int WGN, class LA, class LB, class MMA>
 struct tgc_wgmma_comp {
     static constexpr int ASYNC_PROXY = 1;
-    static constexpr int ROUND_TF32 = MODE == TGC_TPL_TF32;
     static constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4;
     static constexpr int KS = MODE == TGC_TPL_TF32 ? 8 : 16;
     static constexpr int WGM = NWG / WGN, WN = BN / WGN;
@@ -878,16 +833,12 @@ __device__ __forceinline__ bool tgc_splitk(COMP &c, void *ws, long long tile, lo
 #pragma unroll
     for (int q = 0; q < COMP::NACC; q++)
         __stcg(mine + (long long)q * NT + threadIdx.x, c.at(q));
-    __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned prev = atomicAdd(cnt + tile, 1u);
-        tgc_last = prev == (unsigned)(splits - 1);
-    }
+    if (threadIdx.x == 0)
+        tgc_last = tgc_arrive_acq_rel(cnt + tile) == (unsigned)(splits - 1);
     __syncthreads();
     if (!tgc_last)
         return false;
-    __threadfence();
 #pragma unroll
     for (int q = 0; q < COMP::NACC; q++)
         c.at(q) = 0.0f;
