@@ -25,6 +25,16 @@ static tgc_fuse_class classify_pool(const tgc_node *nd, tgc_dtype x, const kir_c
     return TGC_FUSE_OPAQUE;
 }
 
+/* A pad the loop kernels load (kir/lower.c): a float result (the pad value is a float
+ * constant of the kernel) and at most KIR_MAX_GUARDS dims with a nonzero pad. */
+static int pad_loadable(const tgc_node *nd)
+{
+    int padded = 0;
+    for (int k = 0; k < nd->attrs.pad.n_pairs; k++)
+        padded += nd->attrs.pad.pads[2 * k] != 0 || nd->attrs.pad.pads[2 * k + 1] != 0;
+    return tgc_dtype_is_float(nd->out.dtype) && padded <= KIR_MAX_GUARDS;
+}
+
 tgc_fuse_class tgc_backend_classify(const tgc_graph *g, int32_t i, const kir_target *t)
 {
     const tgc_node *nd = &g->nodes[i];
@@ -48,9 +58,13 @@ tgc_fuse_class tgc_backend_classify(const tgc_graph *g, int32_t i, const kir_tar
         ok = !caps->pointwise_ok || caps->pointwise_ok(nd->op, out, in, nd->n_in);
         return ok ? TGC_FUSE_POINTWISE : TGC_FUSE_OPAQUE;
     case TGC_OPF_COPY:
-        /* flip reads its input's element at the reversed position: loaded, as a window */
+        /* flip reads its input's element at the reversed position, pad at a shifted one
+         * (a guarded load, the pad value outside: floats, at most KIR_MAX_GUARDS padded
+         * dims): loaded, as a window */
         if (!in_set(caps->copy_dtypes, out))
             return TGC_FUSE_OPAQUE;
+        if (nd->op == TGC_OP_PAD)
+            return pad_loadable(nd) ? TGC_FUSE_WINDOW : TGC_FUSE_OPAQUE;
         return nd->op == TGC_OP_FLIP ? TGC_FUSE_WINDOW : TGC_FUSE_POINTWISE;
     case TGC_OPF_REDUCE:
         ok = in_set(caps->reduce_dtypes, in[0]) && (!caps->reduce_keeps_dtype || out == in[0]);

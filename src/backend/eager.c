@@ -10,7 +10,8 @@
  * sizes (which dims are 1 and which dims equal an earlier one) and, for ops with matrix
  * products, the matmul precision of the function running eagerly (tgc_eager_opts_push; -1:
  * the default of tgc_config_default(), read when the entry compiles); a convolution's kernel
- * sizes are part of it too, as its attributes are (fixed_dim). Every other size is a symbol,
+ * sizes are part of it too, as its attributes are, and so are its image's sizes when some taps
+ * of its kernel read only padding at them (fixed_dim). Every other size is a symbol,
  * so a sweep over sequence lengths or batch sizes reuses one kernel. Shape inference may still have
  * decided something from the first call's sizes (a window that fits); those decisions are the
  * graph's assumptions, checked on every call: a call that breaks one runs on interp.
@@ -32,6 +33,7 @@
 #include "backend/interp/interp.h"
 #include "backend/plan.h"
 #include "backend/registry.h"
+#include "ir/conv_taps.h"
 #include "ir/shape_infer.h"
 #include "support/config_env.h"
 #include "support/error.h"
@@ -48,7 +50,7 @@ typedef struct ekey {
     /* per input dim: 0 for size 1, CLS_FIXED for a size the graph takes as a constant
      * (fixed_dim), else 1 + the flat index of the first equal dim */
     uint16_t cls[EAGER_MAX_IN][TGC_MAX_DIMS];
-    int64_t win[2]; /* the fixed sizes: a convolution's kernel height and width */
+    int64_t fixed[8]; /* the CLS_FIXED sizes, in input and dim order */
     int64_t ai[TGC_MAX_IATTR];
     double af[TGC_MAX_FATTR];
     int ni, nf;
@@ -114,13 +116,41 @@ static uint64_t hash_bytes(const void *p, size_t n)
 
 #define CLS_FIXED 0xFFFFu
 
+/* 1 when a conv2d / conv2d_grad_weight call has taps that read only padding at its sizes
+ * (ir/conv_taps.h), which the compile drops: its image sizes then decide its graph. */
+static int dead_taps(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
+{
+    int64_t f, n, p;
+    if (op == TGC_OP_CONV2D && n_in >= 2 && in[0]->ndim == 4 && in[1]->ndim == 4) {
+        const tgc_conv2d_attrs *c = &a->conv2d;
+        return tgc_conv_axis_trim(in[0]->shape[2], in[1]->shape[2], c->stride_h, c->pad_h, c->dil_h,
+                                  &f, &n, &p) ||
+               tgc_conv_axis_trim(in[0]->shape[3], in[1]->shape[3], c->stride_w, c->pad_w, c->dil_w,
+                                  &f, &n, &p);
+    }
+    if (op == TGC_OP_CONV2D_GRAD_WEIGHT && n_in >= 2 && in[0]->ndim == 4) {
+        const tgc_conv2d_grad_weight_attrs *c = &a->conv2d_grad_weight;
+        return tgc_conv_axis_trim(in[0]->shape[2], c->kh, c->stride_h, c->pad_h, c->dil_h, &f, &n,
+                                  &p) ||
+               tgc_conv_axis_trim(in[0]->shape[3], c->kw, c->stride_w, c->pad_w, c->dil_w, &f, &n,
+                                  &p);
+    }
+    return 0;
+}
+
 /* Dims whose size is part of the signature instead of a symbol: a convolution's kernel sizes
  * (its weight's dims 2 and 3, or those of the weight its input gradient reads), which decide
  * the kernel's window the way attributes do (a stride-1 input gradient runs as a convolution
- * whose padding is computed from them). Sizes of weights take few values in a model. */
-static int fixed_dim(tgc_op op, int i, int d)
+ * whose padding is computed from them), and, where some taps read only padding (dead), the
+ * image sizes of conv2d (x) and conv2d_grad_weight (x and dy), which decide the taps it keeps.
+ * Sizes of weights, and the small images that have dead taps, take few values in a model. */
+static int fixed_dim(tgc_op op, int i, int d, int dead)
 {
-    return (op == TGC_OP_CONV2D || op == TGC_OP_CONV2D_GRAD_INPUT) && i == 1 && d >= 2;
+    if (d < 2)
+        return 0;
+    if ((op == TGC_OP_CONV2D || op == TGC_OP_CONV2D_GRAD_INPUT) && i == 1)
+        return 1;
+    return dead && (i == 0 || op == TGC_OP_CONV2D_GRAD_WEIGHT);
 }
 
 static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const *in, int n_in,
@@ -132,16 +162,16 @@ static void make_key(ekey *k, const tgc_backend *b, tgc_op op, tgc_tensor *const
     k->op = op;
     k->n_in = n_in;
     int64_t flat_size[EAGER_MAX_IN * TGC_MAX_DIMS];
-    int nflat = 0;
+    int nflat = 0, nfixed = 0, dead = dead_taps(op, in, n_in, a);
     for (int i = 0; i < n_in; i++) {
         k->dt[i] = in[i]->dtype;
         k->ndim[i] = (int8_t)in[i]->ndim;
         for (int d = 0; d < in[i]->ndim; d++) {
             int64_t s = in[i]->shape[d];
             int c = 0;
-            if (fixed_dim(op, i, d) && in[i]->ndim == 4) {
+            if (fixed_dim(op, i, d, dead) && in[i]->ndim == 4 && nfixed < 8) {
                 c = CLS_FIXED;
-                k->win[d - 2] = s;
+                k->fixed[nfixed++] = s;
             } else if (s != 1) {
                 c = nflat + 1;
                 for (int j = 0; j < nflat; j++)

@@ -54,7 +54,7 @@ const char *tgc_op_math_fn(tgc_op op);
 typedef enum tgc_op_fusion {
     TGC_OPF_FREE,      /* INPUT and views: no kernel */
     TGC_OPF_POINTWISE, /* a kernel-IR value */
-    TGC_OPF_COPY,      /* contiguous: an identity copy; flip: a copy in reversed order */
+    TGC_OPF_COPY,      /* contiguous: identity; flip: reversed; pad: shifted, pad value around */
     TGC_OPF_REDUCE,    /* sum / mean / max over a dim mask */
     TGC_OPF_POOL,      /* max / avg windows, global average pools (a reduction) */
     TGC_OPF_TEMPLATE,  /* matmul / linear / conv2d: the target's templates */

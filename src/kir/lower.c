@@ -513,6 +513,44 @@ static int32_t lower_flip(lctx *c, int32_t i)
     return kir_add_load_val(c->k, &ld);
 }
 
+/* PAD: one load of the input at the output's position less each padded dim's leading pad,
+ * guarded along the padded dims (at most KIR_MAX_GUARDS: tgc_backend_classify), the pad
+ * value outside. Negative pads crop: the same load, its guard then always true there. */
+static int32_t lower_pad(lctx *c, int32_t i)
+{
+    const tgc_node *nd = &c->g->nodes[i];
+    const tgc_vinfo *X = &c->g->nodes[nd->in[0]].out, *O = &nd->out;
+    tgc_view vw;
+    if (!tgc_view_of(c->g, nd->in[0], &vw)) {
+        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: pad input %%%d is not affine", nd->in[0]);
+        return -1;
+    }
+    kir_load ld = {0};
+    ld.at.buf = kir_buf_of(c->k, vw.base, c->g->nodes[vw.base].out.dtype, 0);
+    ld.dtype = c->g->nodes[vw.base].out.dtype;
+    ld.at.off = vw.off;
+    ld.fill = nd->attrs.pad.value;
+    for (int d = 0; d < O->ndim; d++)
+        ld.at.stride[c->var_of_dim[d]] = vw.stride[d];
+    for (int k = 0; k < nd->attrs.pad.n_pairs; k++) {
+        int d = O->ndim - 1 - k;
+        int64_t before = nd->attrs.pad.pads[2 * k], after = nd->attrs.pad.pads[2 * k + 1];
+        if (before == 0 && after == 0)
+            continue;
+        if (ld.n_guards == KIR_MAX_GUARDS) {
+            tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: pad %%%d pads more than %d dims", i,
+                          KIR_MAX_GUARDS);
+            return -1;
+        }
+        ld.at.off = tgc_sym_add(c->t, ld.at.off, tgc_sym_mul(c->t, -before, vw.stride[d]));
+        kir_access *g = &ld.guard[ld.n_guards];
+        g->off = -before;
+        g->stride[c->var_of_dim[d]] = 1;
+        ld.bound[ld.n_guards++] = X->shape[d];
+    }
+    return kir_add_load_val(c->k, &ld);
+}
+
 /* A max / avg pool over the last two dims: one guarded load per window tap, combined in
  * the DAG (taps outside the input read -inf for max, 0 for avg; avg divides by kh*kw,
  * counting padding as PyTorch's default does). */
@@ -792,6 +830,8 @@ static tgc_status lower_loop(lctx *c)
             v = lower_window(c, i);
         } else if (nd->op == TGC_OP_FLIP) {
             v = lower_flip(c, i);
+        } else if (nd->op == TGC_OP_PAD) {
+            v = lower_pad(c, i);
         } else if (nd->op == TGC_OP_RAND) {
             v = add_rand(c, i, nd->attrs.rand.normal != 0 ? KIR_RAND_NORMAL : KIR_RAND_UNIFORM,
                          nd->out.dtype);

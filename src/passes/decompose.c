@@ -18,6 +18,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ir/conv_taps.h"
 #include "ir/formula.h"
 #include "ir/shape_infer.h"
 #include "passes/passes.h"
@@ -256,10 +257,10 @@ static int32_t batch_norm_batch_stats(dc *c, const tgc_node *nd, const int32_t *
  * padding dil (K - 1) - pad: dx[c][h] = sum over (o, r) of dy[o][h + pad - dil r] w[o][c][r].
  * Kernel sizes must be constants (the padding is an attribute); a padding past dil (K - 1)
  * (taps that read only padding) keeps the node. */
-static int32_t conv_grad_input_as_conv(dc *c, const tgc_node *nd, const int32_t *in)
+static int32_t conv_grad_input_as_conv(dc *c, const tgc_attrs *at, int32_t dy, int32_t wid)
 {
-    const tgc_conv2d_grad_input_attrs *a = &nd->attrs.conv2d_grad_input;
-    const tgc_vinfo *w = tgc_rw_type(c->rw, in[1]);
+    const tgc_conv2d_grad_input_attrs *a = &at->conv2d_grad_input;
+    const tgc_vinfo *w = tgc_rw_type(c->rw, wid);
     if (a->stride_h != 1 || a->stride_w != 1 || a->groups != 1 || w->ndim != 4 ||
         !TGC_SDIM_IS_CONST(w->shape[2]) || !TGC_SDIM_IS_CONST(w->shape[3]))
         return -2;
@@ -281,9 +282,119 @@ static int32_t conv_grad_input_as_conv(dc *c, const tgc_node *nd, const int32_t 
     ca.conv2d.dil_h = a->dil_h;
     ca.conv2d.dil_w = a->dil_w;
     ca.conv2d.groups = 1;
+    int32_t wt = gb_op(c, TGC_OP_FLIP, (int32_t[]){gb_op(c, TGC_OP_PERMUTE, &wid, 1, &pa)}, 1, &fa);
+    return gb_op(c, TGC_OP_CONV2D, (int32_t[]){dy, wt}, 2, &ca);
+}
+
+/* ---- convolutions over their live taps ---- */
+
+/* A convolution's geometry, the fields every conv op's attributes start with. */
+typedef struct conv_geo {
+    int64_t sh, sw, ph, pw, dh, dw;
+} conv_geo;
+
+/* The live-tap runs of a convolution: r (rows) and s (columns) as first, count, new padding.
+ * 1 when some axis trims (ir/conv_taps.h); sizes must be constants. */
+static int live_taps(const conv_geo *g, tgc_sdim h, tgc_sdim w, tgc_sdim kh, tgc_sdim kw,
+                     int64_t r[3], int64_t s[3])
+{
+    if (!TGC_SDIM_IS_CONST(h) || !TGC_SDIM_IS_CONST(w) || !TGC_SDIM_IS_CONST(kh) ||
+        !TGC_SDIM_IS_CONST(kw))
+        return 0;
+    int tr = tgc_conv_axis_trim(h, kh, g->sh, g->ph, g->dh, &r[0], &r[1], &r[2]);
+    int ts = tgc_conv_axis_trim(w, kw, g->sw, g->pw, g->dw, &s[0], &s[1], &s[2]);
+    return tr || ts;
+}
+
+/* w[:, :, r0 : r0 + nr, s0 : s0 + ns], a view */
+static int32_t slice_taps(dc *c, int32_t w, const int64_t r[3], const int64_t s[3])
+{
+    for (int ax = 0; ax < 2 && w >= 0; ax++) {
+        const int64_t *t = ax ? s : r;
+        tgc_attrs a = tgc_attrs_of(TGC_OP_SLICE);
+        a.ni = 4;
+        a.slice.dim = 2 + ax;
+        a.slice.start = t[0];
+        a.slice.end = t[0] + t[1];
+        a.slice.step = 1;
+        w = gb_op(c, TGC_OP_SLICE, &w, 1, &a);
+    }
+    return w;
+}
+
+/* The geometry fields of a conv op's attributes (the layouts of conv2d, conv2d_grad_input
+ * and conv2d_grad_weight all start with them, in this order). */
+#define CONV_GEO(at)                                                                               \
+    {                                                                                              \
+        (at).stride_h, (at).stride_w, (at).pad_h, (at).pad_w, (at).dil_h, (at).dil_w               \
+    }
+
+/* conv2d(x, w[, bias]) with dead taps: the same over the live ones (the sliced weights made
+ * contiguous, as the templates read them). */
+static int32_t conv_live(dc *c, const tgc_node *nd, const int32_t *in)
+{
+    const tgc_vinfo *x = tgc_rw_type(c->rw, in[0]), *w = tgc_rw_type(c->rw, in[1]);
+    conv_geo g = CONV_GEO(nd->attrs.conv2d);
+    int64_t r[3], s[3];
+    if (x->ndim != 4 || w->ndim != 4 ||
+        !live_taps(&g, x->shape[2], x->shape[3], w->shape[2], w->shape[3], r, s))
+        return -2;
+    tgc_attrs a = nd->attrs;
+    a.conv2d.pad_h = r[2];
+    a.conv2d.pad_w = s[2];
     int32_t wt =
-        gb_op(c, TGC_OP_FLIP, (int32_t[]){gb_op(c, TGC_OP_PERMUTE, &in[1], 1, &pa)}, 1, &fa);
-    return gb_op(c, TGC_OP_CONV2D, (int32_t[]){in[0], wt}, 2, &ca);
+        gb_op(c, TGC_OP_CONTIGUOUS, (int32_t[]){slice_taps(c, in[1], r, s)}, 1, &(tgc_attrs){0});
+    return gb_op(c, TGC_OP_CONV2D, (int32_t[]){in[0], wt, nd->n_in > 2 ? in[2] : -1}, nd->n_in, &a);
+}
+
+/* conv2d_grad_weight(x, dy) with dead taps: the gradient of the live taps, zeros elsewhere. */
+static int32_t conv_grad_weight_live(dc *c, const tgc_node *nd, const int32_t *in)
+{
+    const tgc_conv2d_grad_weight_attrs *at = &nd->attrs.conv2d_grad_weight;
+    const tgc_vinfo *x = tgc_rw_type(c->rw, in[0]);
+    conv_geo g = CONV_GEO(*at);
+    int64_t r[3], s[3];
+    if (x->ndim != 4 || !live_taps(&g, x->shape[2], x->shape[3], at->kh, at->kw, r, s))
+        return -2;
+    tgc_attrs a = nd->attrs, pa = tgc_attrs_of(TGC_OP_PAD);
+    a.conv2d_grad_weight.pad_h = r[2];
+    a.conv2d_grad_weight.pad_w = s[2];
+    a.conv2d_grad_weight.kh = r[1];
+    a.conv2d_grad_weight.kw = s[1];
+    pa.pad.n_pairs = 2;
+    pa.ni = 5;
+    pa.pad.pads[0] = s[0]; /* the last dim first */
+    pa.pad.pads[1] = at->kw - s[0] - s[1];
+    pa.pad.pads[2] = r[0];
+    pa.pad.pads[3] = at->kh - r[0] - r[1];
+    pa.pad.value = 0.0;
+    pa.nf = 1;
+    int32_t gw = gb_op(c, TGC_OP_CONV2D_GRAD_WEIGHT, in, 2, &a);
+    return gb_op(c, TGC_OP_PAD, &gw, 1, &pa);
+}
+
+/* conv2d_grad_input(dy, w): over the live taps when some are dead (the weights sliced), then
+ * as a convolution where it is one (conv_grad_input_as_conv); -2 when neither applies. */
+static int32_t conv_grad_input(dc *c, const tgc_node *nd, const int32_t *in, unsigned keep)
+{
+    tgc_attrs a = nd->attrs;
+    int32_t w = in[1];
+    const tgc_vinfo *wv = tgc_rw_type(c->rw, w);
+    conv_geo g = CONV_GEO(a.conv2d_grad_input);
+    int64_t r[3], s[3];
+    int trimmed = !(keep & TGC_DECOMPOSE_KEEP_CONV_TAPS) && wv->ndim == 4 &&
+                  live_taps(&g, a.conv2d_grad_input.h, a.conv2d_grad_input.w, wv->shape[2],
+                            wv->shape[3], r, s);
+    if (trimmed) {
+        a.conv2d_grad_input.pad_h = r[2];
+        a.conv2d_grad_input.pad_w = s[2];
+        w = slice_taps(c, w, r, s);
+    }
+    int32_t v =
+        keep & TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT ? -2 : conv_grad_input_as_conv(c, &a, in[0], w);
+    if (v == -2 && trimmed)
+        v = gb_op(c, TGC_OP_CONV2D_GRAD_INPUT, (int32_t[]){in[0], w}, 2, &a);
+    return v;
 }
 
 /* The replacement of node nd (inputs already remapped), or -2 when it stays as it is. */
@@ -305,8 +416,10 @@ static int32_t decompose_node(dc *c, const tgc_node *nd, const int32_t *in, unsi
         /* label smoothing masks ignored targets out of its extra term: kept whole */
         return nd->attrs.loss.label_smoothing == 0.0 ? cross_entropy(c, nd, in) : -2;
     case TGC_OP_VAR: return variance(c, nd, in[0]);
-    case TGC_OP_CONV2D_GRAD_INPUT:
-        return keep & TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT ? -2 : conv_grad_input_as_conv(c, nd, in);
+    case TGC_OP_CONV2D: return keep & TGC_DECOMPOSE_KEEP_CONV_TAPS ? -2 : conv_live(c, nd, in);
+    case TGC_OP_CONV2D_GRAD_INPUT: return conv_grad_input(c, nd, in, keep);
+    case TGC_OP_CONV2D_GRAD_WEIGHT:
+        return keep & TGC_DECOMPOSE_KEEP_CONV_TAPS ? -2 : conv_grad_weight_live(c, nd, in);
     default: return -2;
     }
 }

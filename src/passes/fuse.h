@@ -24,8 +24,9 @@ typedef enum {
     TGC_FUSE_POINTWISE, /* elementwise with broadcasting (contiguous: an identity copy) */
     TGC_FUSE_REDUCE,    /* sum / mean / max over a dim mask (see tgc_fuse_reduce_dims) */
     TGC_FUSE_TEMPLATE,  /* matmul / linear / conv2d the backend has a template for */
-    TGC_FUSE_WINDOW,    /* max / avg pool, flip: reads its input elsewhere than at its own
-                         * position (a window, the reversed one), so the input is loaded */
+    TGC_FUSE_WINDOW,    /* max / avg pool, flip, pad: reads its input elsewhere than at its
+                         * own position (a window, the reversed one, a shifted one), so the
+                         * input is loaded */
     TGC_FUSE_OPAQUE
 } tgc_fuse_class;
 

@@ -28,7 +28,9 @@ tgc_graph *tgc_graph_clone(const tgc_graph *g);
 /* Rewrites composite ops into primitive pointwise and reduction ops: softmax,
  * log_softmax, layer_norm, gelu, gelu_tanh, silu, batch_norm in eval with running stats,
  * cross_entropy without label smoothing (log_softmax + nll_loss), var, batch_norm in
- * training and conv2d_grad_input of stride 1 (unless kept: TGC_DECOMPOSE_KEEP_*). f16/bf16 inputs
+ * training, conv2d_grad_input of stride 1, and convolutions (conv2d and its two gradients)
+ * with taps that read only padding, over their live taps alone (unless kept:
+ * TGC_DECOMPOSE_KEEP_*). f16/bf16 inputs
  * compute in f32 and cast back once, as interp does in double. */
 tgc_status tgc_pass_decompose(tgc_graph *g);
 /* What a backend computes natively and wants kept whole. */
@@ -42,7 +44,13 @@ enum {
      * one of stride 1, one group and constant kernel sizes becomes a convolution of dy with
      * the weights flipped and transposed (conv2d(dy, flip(w^T)), padding dil (k - 1) - pad),
      * which runs on the forward convolution's kernels and takes their epilogues */
-    TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT = 1u << 2
+    TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT = 1u << 2,
+    /* convolutions keep every tap; without it conv2d, conv2d_grad_input and
+     * conv2d_grad_weight with constant sizes whose kernel has taps that read only padding
+     * (ir/conv_taps.h: a 3x3 kernel of padding 1 on a 1x1 image has one live tap) run over
+     * the live taps alone: the weights sliced, the padding reduced, and the weight gradient
+     * padded back with zeros to the kernel's size */
+    TGC_DECOMPOSE_KEEP_CONV_TAPS = 1u << 3
 };
 tgc_status tgc_pass_decompose_opts(tgc_graph *g, unsigned keep);
 /* Evaluates node nd on concrete inputs; shape is its concrete output shape. Returns a new

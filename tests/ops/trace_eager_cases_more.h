@@ -14,4 +14,12 @@ TE_CASE(group_norm_bare, "tgc_group_norm", TE_REL, "n:D,4,5 | nS:2,4,D", tgc_gro
 TE_CASE(flip, "tgc_flip", TE_EXACT, "n:D,5,3 | nT:4,D,3 | q:D,3,2 | h:2,D,3 | n:0,D,2", tgc_flip(A0, DIMS(0, 2), 2))
 TE_CASE(flip_last, "tgc_flip", TE_EXACT, "n:D,5 | nS:3,D | b:D,3 | m:D,1,4", tgc_flip(A0, DIMS(-1), 1))
 TE_CASE(flip_conv_weight, "tgc_flip tgc_permute", TE_EXACT, "n:D,3,3,3 | nE:2,D,1,3 | g:D,2,3,2", tgc_flip(tgc_permute(A0, DIMS(1, 0, 2, 3), 4), DIMS(2, 3), 2))
+TE_CASE(pad_crop, "tgc_pad", TE_EXACT, "n:2,D,5 | nT:3,D,6 | h:D,2,4 | g:D,3,3", tgc_pad(A0, SHAPE(-2, 1, 1, -1), 2, 0.25))
+TE_CASE(pad_three_dims, "tgc_pad", TE_EXACT, "n:2,D,3,2 | q:D,2,2", tgc_pad(A0, SHAPE(1, 0, 0, 1, 1, 1), 3, -2.0))
+TE_CASE(conv2d_dead_taps, "tgc_conv2d", TE_REL, "n:D,4,1,1 @n:5,4,3,3 @n:5 | n:D,3,1,3 @n:4,3,3,3 @n:4", tgc_conv2d(A0, P0, P1, &(tgc_conv2d_opts){.padding = {1, 1}}))
+TE_CASE(conv2d_dead_taps_strided, "tgc_conv2d", TE_REL, "n:D,4,2,2 @n:6,4,3,3 | nT:D,4,2,2 @n:6,4,3,3", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {1, 1}}))
+#ifdef TGC_FRONTEND_OPS_GRAD_H
+TE_CASE(conv2d_grad_input_dead_taps, "tgc_conv2d_grad_input", TE_REL, "n:D,5,1,1 n:5,4,3,3 n:D,4,1,1 | n:D,5,1,3 n:5,4,3,3 n:D,4,1,3", tgc_conv2d_grad_input(A0, A1, TE_CONV_SAME, A2))
+TE_CASE(conv2d_grad_weight_dead_taps, "tgc_conv2d_grad_weight", TE_REL, "n:D,4,1,1 n:D,5,1,1 n:5,4,3,3 | n:D,4,1,3 n:D,5,1,3 n:5,4,3,3", tgc_conv2d_grad_weight(A0, A1, TE_CONV_SAME, A2))
+#endif
 /* clang-format on */

@@ -19,6 +19,7 @@
 #include "backend/llvm/llvm_prepare.h"
 #endif
 #include "jit/jit.h"
+#include "ir/conv_taps.h"
 #include "passes/passes.h"
 #include "tgc/tgc.h"
 #include "unit/unit_test_util.h"
@@ -670,6 +671,130 @@ static void decompose_conv_grad_input_as_conv(void **state)
     }
 }
 
+/* conv2d (op 0: x, w), conv2d_grad_input (1: dy, w, x for its sizes) and
+ * conv2d_grad_weight (2: x, dy, w for its sizes) of the geometry in t_cg */
+static int t_conv_op;
+
+static tgc_status fn_conv_any(tgc_module *m, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                              int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    tgc_attrs a = tgc_attrs_of(TGC_OP_CONV2D);
+    a.conv2d.stride_h = t_cg[0];
+    a.conv2d.stride_w = t_cg[1];
+    a.conv2d.pad_h = t_cg[2];
+    a.conv2d.pad_w = t_cg[3];
+    a.conv2d.dil_h = t_cg[4];
+    a.conv2d.dil_w = t_cg[5];
+    a.conv2d.groups = t_cg[6];
+    if (t_conv_op == 0)
+        out[0] = tgc_conv2d(in[0], in[1], NULL,
+                            &(tgc_conv2d_opts){.stride = {t_cg[0], t_cg[1]},
+                                               .padding = {t_cg[2], t_cg[3]},
+                                               .dilation = {t_cg[4], t_cg[5]},
+                                               .groups = t_cg[6]});
+    else if (t_conv_op == 1)
+        out[0] = tgc_conv2d_grad_input(in[0], in[1], &a, in[2]);
+    else
+        out[0] = tgc_conv2d_grad_weight(in[0], in[1], &a, in[2]);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* the live-tap runs of one axis (ir/conv_taps.h) */
+static void conv_axis_trim_runs(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t n, k, s, p, d, trims, first, count, pad;
+    } cases[] = {
+        {1, 3, 1, 1, 1, 1, 1, 1, 0}, /* a 1x1 image: the centre tap */
+        {2, 3, 2, 1, 1, 1, 1, 2, 0}, /* 2 -> 1 at stride 2: taps 1 and 2 */
+        {2, 3, 1, 1, 1, 0, 0, 3, 1}, /* every tap reads the image somewhere */
+        {2, 3, 1, 2, 2, 1, 1, 1, 0}, /* dilated: only the middle tap */
+        {8, 3, 1, 1, 1, 0, 0, 3, 1}, {1, 1, 1, 0, 1, 0, 0, 1, 0}, {1, 5, 1, 2, 1, 1, 2, 1, 0},
+        {3, 7, 2, 3, 1, 1, 1, 5, 2}, /* 3 -> 2 at stride 2 (a stem on a tiny image) */
+        {1, 3, 1, 3, 1, 0, 0, 3, 3}, /* padding past the window: no padding reproduces it */
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int64_t f = -1, n = -1, p = -1;
+        int got = tgc_conv_axis_trim(cases[t].n, cases[t].k, cases[t].s, cases[t].p, cases[t].d, &f,
+                                     &n, &p);
+        if (got != (int)cases[t].trims || f != cases[t].first || n != cases[t].count ||
+            p != cases[t].pad)
+            fail_msg("case %zu: %d first %lld count %lld pad %lld", t, got, (long long)f,
+                     (long long)n, (long long)p);
+    }
+}
+
+/* taps that read only padding dropped from conv2d and both gradients, equal to interp's
+ * results of the whole kernel; every tap kept when all read the image, when sizes are
+ * symbolic and under the flag */
+static void decompose_conv_dead_taps(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t n, c, h, w, o, kh, kw, g[7];
+        int dyn, trims;
+    } cases[] = {
+        {2, 4, 1, 1, 5, 3, 3, {1, 1, 1, 1, 1, 1, 1}, 0, 1}, /* 1x1 image: the centre */
+        {2, 4, 2, 2, 6, 3, 3, {2, 2, 1, 1, 1, 1, 1}, 0, 1}, /* 2x2 -> 1x1, stride 2 */
+        {1, 3, 1, 4, 2, 3, 3, {1, 1, 1, 1, 1, 1, 1}, 0, 1}, /* rows only */
+        {1, 4, 2, 2, 4, 3, 3, {1, 1, 2, 2, 2, 2, 2}, 0, 1}, /* dilated, two groups */
+        {2, 3, 2, 2, 4, 3, 3, {1, 1, 1, 1, 1, 1, 1}, 0, 0}, /* every tap live */
+        {2, 4, 1, 1, 5, 3, 3, {1, 1, 1, 1, 1, 1, 1}, 1, 0}, /* symbolic sizes */
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++)
+        for (t_conv_op = 0; t_conv_op < 3; t_conv_op++) {
+            memcpy(t_cg, cases[t].g, sizeof t_cg);
+            const int64_t *g = cases[t].g;
+            const int64_t oh = (cases[t].h + 2 * g[2] - g[4] * (cases[t].kh - 1) - 1) / g[0] + 1,
+                          ow = (cases[t].w + 2 * g[3] - g[5] * (cases[t].kw - 1) - 1) / g[1] + 1;
+            tgc_tensor *x = randn(4, cases[t].n, cases[t].c, cases[t].h, cases[t].w),
+                       *w = randn(4, cases[t].o, cases[t].c / g[6], cases[t].kh, cases[t].kw),
+                       *dy = randn(4, cases[t].n, cases[t].o, oh, ow);
+            tgc_tensor *in[3] = {t_conv_op == 1 ? dy : x,
+                                 t_conv_op == 0   ? w
+                                 : t_conv_op == 1 ? w
+                                                  : dy,
+                                 t_conv_op == 1 ? x : w};
+            const int n_in = t_conv_op == 0 ? 2 : 3;
+            const tgc_op op = t_conv_op == 0   ? TGC_OP_CONV2D
+                              : t_conv_op == 1 ? TGC_OP_CONV2D_GRAD_INPUT
+                                               : TGC_OP_CONV2D_GRAD_WEIGHT;
+            fx x0;
+            fx_trace(&x0, fn_conv_any, in, n_in, 1,
+                     cases[t].dyn ? TGC_DYNAMIC_ALWAYS : TGC_DYNAMIC_NEVER);
+            assert_int_equal(tgc_pass_decompose_opts(x0.g, TGC_DECOMPOSE_KEEP_CONV_TAPS |
+                                                               TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT),
+                             TGC_OK);
+            assert_int_equal(count_op(x0.g, TGC_OP_SLICE) + count_op(x0.g, TGC_OP_PAD), 0);
+            fx_free(&x0);
+            fx xf;
+            fx_trace(&xf, fn_conv_any, in, n_in, 1,
+                     cases[t].dyn ? TGC_DYNAMIC_ALWAYS : TGC_DYNAMIC_NEVER);
+            tgc_graph *before = apply(&xf, tgc_pass_decompose, in, n_in, 1, 1e-5);
+            int trims = cases[t].trims;
+            if (t_conv_op == 2)
+                assert_int_equal(count_op(xf.g, TGC_OP_PAD), trims);
+            else
+                assert_true((count_op(xf.g, TGC_OP_SLICE) > 0) == trims);
+            /* the kernel that runs has only the live taps */
+            for (int i = 0; i < xf.g->n_nodes; i++) {
+                const tgc_node *nd = &xf.g->nodes[i];
+                if (nd->op != op && !(op == TGC_OP_CONV2D_GRAD_INPUT && nd->op == TGC_OP_CONV2D))
+                    continue;
+                int64_t taps =
+                    nd->op == TGC_OP_CONV2D_GRAD_WEIGHT
+                        ? nd->out.shape[2] * nd->out.shape[3]
+                        : xf.g->nodes[nd->in[1]].out.shape[2] * xf.g->nodes[nd->in[1]].out.shape[3];
+                if (!cases[t].dyn)
+                    assert_true((taps < cases[t].kh * cases[t].kw) == trims);
+            }
+            tgc_graph_free(before);
+            fx_free(&xf);
+        }
+}
+
 static void decompose_cross_entropy_and_var(void **state)
 {
     (void)state;
@@ -1216,6 +1341,8 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(decompose_cross_entropy_and_var, scoped_setup,
                                         scoped_teardown),
+        cmocka_unit_test_setup_teardown(conv_axis_trim_runs, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(decompose_conv_dead_taps, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(decompose_conv_grad_input_as_conv, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(decompose_half_precision_computes_in_f32, scoped_setup,
