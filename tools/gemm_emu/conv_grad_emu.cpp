@@ -24,12 +24,8 @@ struct cg_case {
     int n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, splits;
 };
 
-// the operands as the program's tensor cores see them: tf32 wgmma (TGC_WG) drops the low 13
-// mantissa bits of fp32, mma.sync programs round them (cvt.rna), bf16 rounds to nearest even
 static float round_op(float v)
 {
-    if (TGC_MODE == 1 && TGC_WG)
-        return __uint_as_float(tgc_f2u(v) & ~0x1fffu);
     if (TGC_MODE == 1)
         return __uint_as_float(tgc_to_tf32(v));
     if (TGC_MODE == 2)

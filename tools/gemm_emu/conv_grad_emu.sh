@@ -21,7 +21,7 @@ for cfg in "0 0 256 128 simt" "1 0 256 128 tf32/128" "1 1 128 64 tf32/64" "2 0 2
   fi
   f="$out/cg_m$1_v$2.cu"
   [ -f "$f" ] || { echo "missing $f"; fails=$((fails + 1)); continue; }
-  c++ -O1 -std=c++17 -w -DTGC_CASE="\"$f\"" -DTGC_MODE=$1 -DTGC_WG=$(($2 >= 2)) -DTGC_BM=$4 -DTGC_BN=128 -DTGC_NT=$3 \
+  c++ -O1 -std=c++17 -w -DTGC_CASE="\"$f\"" -DTGC_MODE=$1 -DTGC_BM=$4 -DTGC_BN=128 -DTGC_NT=$3 \
       -DTGC_NAME="\"$5\"" -I"$here" "$here/conv_grad_emu.cpp" "$out/emu.o" -lpthread \
       -o "$out/cg_$1_$2"
   for fl in ${FLIPS:-0 1}; do

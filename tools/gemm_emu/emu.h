@@ -303,8 +303,8 @@ inline long long tgc_min_ll_emu_unused(long long a)
 // thread its own accumulator elements, from the descriptors and the canonical 128-byte
 // swizzle layouts as the PTX ISA describes them (K-major: 8-row groups SBO apart, rows of
 // 128 bytes; MN-major: 64-element blocks LBO apart along MN, 8-row groups SBO apart along K;
-// the 16-byte chunk index XORed with address bits 7..9). tf32 operands are read as the
-// tensor cores read them: fp32 bits with the low 13 mantissa bits dropped.
+// the 16-byte chunk index XORed with address bits 7..9). tf32 operands must come rounded
+// (low 13 mantissa bits zero; the tensor cores would drop them).
 inline unsigned tgc_smem_addr(const void *p)
 {
     return (unsigned)((const char *)p - tgc_emu_smem);
@@ -330,7 +330,11 @@ inline float tgc_emu_wg_elem(unsigned long long d, int trans, int mn, int k, int
     if (kind == 0) {
         unsigned u;
         memcpy(&u, p, 4);
-        return __uint_as_float(u & ~0x1fffu);
+        if (u & 0x1fffu) {
+            fprintf(stderr, "emu: wgmma tf32 operand not rounded to tf32\n");
+            abort();
+        }
+        return __uint_as_float(u);
     }
     unsigned short h;
     memcpy(&h, p, 2);

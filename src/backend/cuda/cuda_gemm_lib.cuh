@@ -276,6 +276,22 @@ template <int L, int BMN, int BK, int ES> __device__ __forceinline__ int tgc_sw_
     return (b >> 7) * (BK * 128) + k * 128 + ((((b >> 4) & 7) ^ (k & 7)) << 4) + (b & 15);
 }
 
+// An fp32 stage of BYTES bytes rounded to tf32 in place (cvt.rna), in 16-byte chunks spread
+// over the block's threads: consecutive threads, consecutive chunks (no bank conflicts).
+template <int BYTES> __device__ __forceinline__ void tgc_round_stage(char *s)
+{
+    static_assert(BYTES % 16 == 0, "tf32 rounding: whole 16-byte chunks");
+#pragma unroll 4
+    for (int i = (int)threadIdx.x; i < BYTES / 16; i += (int)blockDim.x) {
+        float4 v = *(float4 *)(s + 16 * i);
+        v.x = __uint_as_float(tgc_to_tf32(v.x));
+        v.y = __uint_as_float(tgc_to_tf32(v.y));
+        v.z = __uint_as_float(tgc_to_tf32(v.z));
+        v.w = __uint_as_float(tgc_to_tf32(v.w));
+        *(float4 *)(s + 16 * i) = v;
+    }
+}
+
 // tgc_ld's operand loader for a swizzled stage (same fields, same bounds; no pads).
 template <int ES, int BMN, int BK, int NT, int L_, int VEC, int KFAST> struct tgc_ld_sw {
     static constexpr int L = L_;
@@ -471,9 +487,12 @@ template <class C> struct tgc_async_of<C, decltype((void)C::ASYNC_PROXY)> {
 // is issued: tiles are prefetched ST - 2 ahead, so the stage a load overwrites is two tiles
 // old, and the wgmma that read it was retired by the compute's wait (at most one group
 // pending) before this iteration's barrier. Before the barrier each thread fences its writes
-// for the async proxy. TF32 stages hold the fp32 values as loaded: wgmma reads the top 19 bits
-// of each (it truncates the low 13 mantissa bits, PTX ISA), as cuBLAS and cuDNN's Hopper
-// kernels feed it; a rounding pass over every stage cost a third of a small conv's time.
+// for the async proxy. TF32 (COMPUTE::ROUND_TF32): wgmma would drop the low 13 mantissa bits
+// of the fp32 values (truncation, biased toward zero), so the stage is rounded to tf32 first
+// (cvt.rna, as the mma.sync path rounds its fragments), by all threads over the whole stage
+// in 16-byte chunks (tgc_round_stage) between a barrier that makes every thread's copies
+// visible and the one before the wgmmas: a third of the instructions of rounding each
+// thread's own gathered elements, and no bank conflicts.
 template <int ST, class LA, class LB, class COMPUTE>
 __device__ __forceinline__ void tgc_pipeline_async(const LA &la, const LB &lb, int kb, int ke,
                                                    char *sA, char *sB, int es, int bk,
@@ -492,6 +511,11 @@ __device__ __forceinline__ void tgc_pipeline_async(const LA &la, const LB &lb, i
     for (int kt = kb; kt < ke; kt++) {
         tgc_cp_wait<ST - 3>();
         int st = (kt - kb) % ST;
+        if constexpr (COMPUTE::ROUND_TF32) {
+            __syncthreads();
+            tgc_round_stage<LA::SIZE * 4>(sA + st * sa);
+            tgc_round_stage<LB::SIZE * 4>(sB + st * sb);
+        }
         tgc_fence_async_smem<0>();
         __syncthreads();
         int nk = kt + ST - 2;
@@ -741,6 +765,7 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
 template <int MODE, int BM, int BN, int BK, int NWG, int WGN, class LA, class LB, class MMA>
 struct tgc_wgmma_comp {
     static constexpr int ASYNC_PROXY = 1;
+    static constexpr int ROUND_TF32 = MODE == TGC_TPL_TF32;
     static constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4;
     static constexpr int KS = MODE == TGC_TPL_TF32 ? 8 : 16;
     static constexpr int WGM = NWG / WGN, WN = BN / WGN;
