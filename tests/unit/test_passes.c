@@ -778,8 +778,8 @@ static void decompose_conv_dead_taps(void **state)
                 assert_int_equal(count_op(xf.g, TGC_OP_PAD), trims);
             else
                 assert_true((count_op(xf.g, TGC_OP_SLICE) > 0) == trims);
-            /* the kernel that runs has only the live taps */
-            for (int i = 0; i < xf.g->n_nodes; i++) {
+            /* the kernel that runs has only the live taps (sizes are constants) */
+            for (int i = 0; i < xf.g->n_nodes && !cases[t].dyn; i++) {
                 const tgc_node *nd = &xf.g->nodes[i];
                 if (nd->op != op && !(op == TGC_OP_CONV2D_GRAD_INPUT && nd->op == TGC_OP_CONV2D))
                     continue;
@@ -787,8 +787,7 @@ static void decompose_conv_dead_taps(void **state)
                     nd->op == TGC_OP_CONV2D_GRAD_WEIGHT
                         ? nd->out.shape[2] * nd->out.shape[3]
                         : xf.g->nodes[nd->in[1]].out.shape[2] * xf.g->nodes[nd->in[1]].out.shape[3];
-                if (!cases[t].dyn)
-                    assert_true((taps < cases[t].kh * cases[t].kw) == trims);
+                assert_true((taps < cases[t].kh * cases[t].kw) == trims);
             }
             tgc_graph_free(before);
             fx_free(&xf);
