@@ -120,21 +120,15 @@ static uint64_t hash_bytes(const void *p, size_t n)
  * (ir/conv_taps.h), which the compile drops: its image sizes then decide its graph. */
 static int dead_taps(tgc_op op, tgc_tensor *const *in, int n_in, const tgc_attrs *a)
 {
-    int64_t f, n, p;
-    if (op == TGC_OP_CONV2D && n_in >= 2 && in[0]->ndim == 4 && in[1]->ndim == 4) {
-        const tgc_conv2d_attrs *c = &a->conv2d;
-        return tgc_conv_axis_trim(in[0]->shape[2], in[1]->shape[2], c->stride_h, c->pad_h, c->dil_h,
-                                  &f, &n, &p) ||
-               tgc_conv_axis_trim(in[0]->shape[3], in[1]->shape[3], c->stride_w, c->pad_w, c->dil_w,
-                                  &f, &n, &p);
-    }
-    if (op == TGC_OP_CONV2D_GRAD_WEIGHT && n_in >= 2 && in[0]->ndim == 4) {
-        const tgc_conv2d_grad_weight_attrs *c = &a->conv2d_grad_weight;
-        return tgc_conv_axis_trim(in[0]->shape[2], c->kh, c->stride_h, c->pad_h, c->dil_h, &f, &n,
-                                  &p) ||
-               tgc_conv_axis_trim(in[0]->shape[3], c->kw, c->stride_w, c->pad_w, c->dil_w, &f, &n,
-                                  &p);
-    }
+    tgc_conv_taps t;
+    if (n_in < 2 || in[0]->ndim != 4)
+        return 0;
+    if (op == TGC_OP_CONV2D && in[1]->ndim == 4)
+        return tgc_conv_trim(a, in[0]->shape[2], in[0]->shape[3], in[1]->shape[2], in[1]->shape[3],
+                             &t);
+    if (op == TGC_OP_CONV2D_GRAD_WEIGHT)
+        return tgc_conv_trim(a, in[0]->shape[2], in[0]->shape[3], a->conv2d_grad_weight.kh,
+                             a->conv2d_grad_weight.kw, &t);
     return 0;
 }
 

@@ -38,3 +38,14 @@ int tgc_conv_axis_trim(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, in
     *pad = pp;
     return 1;
 }
+
+int tgc_conv_trim(const tgc_attrs *a, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                  tgc_conv_taps *t)
+{
+    const tgc_conv2d_attrs *c = &a->conv2d;
+    int tr = tgc_conv_axis_trim(h, kh, c->stride_h, c->pad_h, c->dil_h, &t->first[0], &t->count[0],
+                                &t->pad[0]);
+    int ts = tgc_conv_axis_trim(w, kw, c->stride_w, c->pad_w, c->dil_w, &t->first[1], &t->count[1],
+                                &t->pad[1]);
+    return tr || ts;
+}

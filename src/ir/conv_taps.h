@@ -10,11 +10,25 @@
 
 #include <stdint.h>
 
+#include "ir/op.h"
+
 /* 1 when the convolution along this axis equals one over the taps [*first, *first + *count)
  * alone with padding *pad (the same output size, the same reads), and that run is shorter
  * than k; 0 otherwise (every tap live, no tap live, or a shorter run that no symmetric
  * padding reproduces), with *first = 0, *count = k, *pad = p. Sizes must be positive. */
 int tgc_conv_axis_trim(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, int64_t *first,
                        int64_t *count, int64_t *pad);
+
+/* Both axes' runs: [0] rows, [1] columns (for an axis that does not trim, the whole kernel
+ * and the padding as they were). */
+typedef struct tgc_conv_taps {
+    int64_t first[2], count[2], pad[2];
+} tgc_conv_taps;
+
+/* tgc_conv_axis_trim along both axes of a conv2d, conv2d_grad_input or conv2d_grad_weight
+ * node (their attribute layouts start with conv2d's geometry fields, read through
+ * a->conv2d) over an image of h x w and a kernel of kh x kw: 1 when either axis trims. */
+int tgc_conv_trim(const tgc_attrs *a, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                  tgc_conv_taps *t);
 
 #endif

@@ -486,6 +486,22 @@ static int32_t operand(lctx *c, int32_t u, const tgc_vinfo *node_shape)
     return read_value(c, u, node_shape, RECOMPUTE_DEPTH);
 }
 
+/* A load of node u's view at the view's offset (its buffer and dtype; the caller sets the
+ * strides, guards and fill): 0 (error set, naming what reads it) when u is not affine. */
+static int view_load(lctx *c, int32_t u, const char *what, tgc_view *vw, kir_load *ld)
+{
+    if (!tgc_view_of(c->g, u, vw)) {
+        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: %s input %%%d is not affine", what, u);
+        return 0;
+    }
+    const tgc_dtype dt = c->g->nodes[vw->base].out.dtype;
+    memset(ld, 0, sizeof *ld);
+    ld->at.buf = kir_buf_of(c->k, vw->base, dt, 0);
+    ld->dtype = dt;
+    ld->at.off = vw->off;
+    return 1;
+}
+
 /* flip: one load of its input's view with the reversed dims' strides negated, from their last
  * element (the group's domain is its output's shape, which is its input's). */
 static int32_t lower_flip(lctx *c, int32_t i)
@@ -493,14 +509,9 @@ static int32_t lower_flip(lctx *c, int32_t i)
     const tgc_node *nd = &c->g->nodes[i];
     const tgc_vinfo *O = &nd->out;
     tgc_view vw;
-    if (!tgc_view_of(c->g, nd->in[0], &vw)) {
-        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: flip input %%%d is not affine", nd->in[0]);
+    kir_load ld;
+    if (!view_load(c, nd->in[0], "flip", &vw, &ld))
         return -1;
-    }
-    kir_load ld = {0};
-    ld.at.buf = kir_buf_of(c->k, vw.base, c->g->nodes[vw.base].out.dtype, 0);
-    ld.dtype = c->g->nodes[vw.base].out.dtype;
-    ld.at.off = vw.off;
     for (int d = 0; d < O->ndim; d++) {
         if (!((nd->attrs.flip.mask >> d) & 1)) {
             ld.at.stride[c->var_of_dim[d]] = vw.stride[d];
@@ -521,14 +532,9 @@ static int32_t lower_pad(lctx *c, int32_t i)
     const tgc_node *nd = &c->g->nodes[i];
     const tgc_vinfo *X = &c->g->nodes[nd->in[0]].out, *O = &nd->out;
     tgc_view vw;
-    if (!tgc_view_of(c->g, nd->in[0], &vw)) {
-        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: pad input %%%d is not affine", nd->in[0]);
+    kir_load ld;
+    if (!view_load(c, nd->in[0], "pad", &vw, &ld))
         return -1;
-    }
-    kir_load ld = {0};
-    ld.at.buf = kir_buf_of(c->k, vw.base, c->g->nodes[vw.base].out.dtype, 0);
-    ld.dtype = c->g->nodes[vw.base].out.dtype;
-    ld.at.off = vw.off;
     ld.fill = nd->attrs.pad.value;
     for (int d = 0; d < O->ndim; d++)
         ld.at.stride[c->var_of_dim[d]] = vw.stride[d];
@@ -560,21 +566,17 @@ static int32_t lower_window(lctx *c, int32_t i)
     const tgc_attrs *a = &nd->attrs;
     const tgc_vinfo *X = &c->g->nodes[nd->in[0]].out, *O = &nd->out;
     tgc_view vw;
-    if (!tgc_view_of(c->g, nd->in[0], &vw)) {
-        tgc_set_error(TGC_ERR_INTERNAL, "tgc lower: pool input %%%d is not affine", nd->in[0]);
+    kir_load base;
+    if (!view_load(c, nd->in[0], "pool", &vw, &base))
         return -1;
-    }
     int r = O->ndim, is_max = nd->op == TGC_OP_MAX_POOL2D;
     const tgc_pool_attrs *pa = &a->pool;
     int64_t kh = pa->kh, kw = pa->kw, sh = pa->sh, sw = pa->sw, ph = pa->ph, pw = pa->pw;
-    int32_t buf = kir_buf_of(c->k, vw.base, c->g->nodes[vw.base].out.dtype, 0);
     int vh = c->var_of_dim[r - 2], vwv = c->var_of_dim[r - 1];
     int32_t acc = -1;
     for (int64_t y = 0; y < kh; y++)
         for (int64_t x = 0; x < kw; x++) {
-            kir_load ld = {0};
-            ld.at.buf = buf;
-            ld.dtype = c->g->nodes[vw.base].out.dtype;
+            kir_load ld = base;
             tgc_sdim tap = tgc_sym_add(c->t, tgc_sym_mul(c->t, y - ph, vw.stride[r - 2]),
                                        tgc_sym_mul(c->t, x - pw, vw.stride[r - 1]));
             ld.at.off = tgc_sym_add(c->t, vw.off, tap);

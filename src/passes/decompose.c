@@ -288,62 +288,43 @@ static int32_t conv_grad_input_as_conv(dc *c, const tgc_attrs *at, int32_t dy, i
 
 /* ---- convolutions over their live taps ---- */
 
-/* A convolution's geometry, the fields every conv op's attributes start with. */
-typedef struct conv_geo {
-    int64_t sh, sw, ph, pw, dh, dw;
-} conv_geo;
-
-/* The live-tap runs of a convolution: r (rows) and s (columns) as first, count, new padding.
- * 1 when some axis trims (ir/conv_taps.h); sizes must be constants. */
-static int live_taps(const conv_geo *g, tgc_sdim h, tgc_sdim w, tgc_sdim kh, tgc_sdim kw,
-                     int64_t r[3], int64_t s[3])
+/* The live-tap runs of a conv node (ir/conv_taps.h) when its sizes are constants: 1 when
+ * some axis trims. */
+static int live_taps(const tgc_node *nd, tgc_sdim h, tgc_sdim w, tgc_sdim kh, tgc_sdim kw,
+                     tgc_conv_taps *t)
 {
-    if (!TGC_SDIM_IS_CONST(h) || !TGC_SDIM_IS_CONST(w) || !TGC_SDIM_IS_CONST(kh) ||
-        !TGC_SDIM_IS_CONST(kw))
-        return 0;
-    int tr = tgc_conv_axis_trim(h, kh, g->sh, g->ph, g->dh, &r[0], &r[1], &r[2]);
-    int ts = tgc_conv_axis_trim(w, kw, g->sw, g->pw, g->dw, &s[0], &s[1], &s[2]);
-    return tr || ts;
+    return TGC_SDIM_IS_CONST(h) && TGC_SDIM_IS_CONST(w) && TGC_SDIM_IS_CONST(kh) &&
+           TGC_SDIM_IS_CONST(kw) && tgc_conv_trim(&nd->attrs, h, w, kh, kw, t);
 }
 
-/* w[:, :, r0 : r0 + nr, s0 : s0 + ns], a view */
-static int32_t slice_taps(dc *c, int32_t w, const int64_t r[3], const int64_t s[3])
+/* w[:, :, the live rows, the live columns], a view */
+static int32_t slice_taps(dc *c, int32_t w, const tgc_conv_taps *t)
 {
     for (int ax = 0; ax < 2 && w >= 0; ax++) {
-        const int64_t *t = ax ? s : r;
         tgc_attrs a = tgc_attrs_of(TGC_OP_SLICE);
         a.ni = 4;
         a.slice.dim = 2 + ax;
-        a.slice.start = t[0];
-        a.slice.end = t[0] + t[1];
+        a.slice.start = t->first[ax];
+        a.slice.end = t->first[ax] + t->count[ax];
         a.slice.step = 1;
         w = gb_op(c, TGC_OP_SLICE, &w, 1, &a);
     }
     return w;
 }
 
-/* The geometry fields of a conv op's attributes (the layouts of conv2d, conv2d_grad_input
- * and conv2d_grad_weight all start with them, in this order). */
-#define CONV_GEO(at)                                                                               \
-    {                                                                                              \
-        (at).stride_h, (at).stride_w, (at).pad_h, (at).pad_w, (at).dil_h, (at).dil_w               \
-    }
-
 /* conv2d(x, w[, bias]) with dead taps: the same over the live ones (the sliced weights made
  * contiguous, as the templates read them). */
 static int32_t conv_live(dc *c, const tgc_node *nd, const int32_t *in)
 {
     const tgc_vinfo *x = tgc_rw_type(c->rw, in[0]), *w = tgc_rw_type(c->rw, in[1]);
-    conv_geo g = CONV_GEO(nd->attrs.conv2d);
-    int64_t r[3], s[3];
+    tgc_conv_taps t;
     if (x->ndim != 4 || w->ndim != 4 ||
-        !live_taps(&g, x->shape[2], x->shape[3], w->shape[2], w->shape[3], r, s))
+        !live_taps(nd, x->shape[2], x->shape[3], w->shape[2], w->shape[3], &t))
         return -2;
-    tgc_attrs a = nd->attrs;
-    a.conv2d.pad_h = r[2];
-    a.conv2d.pad_w = s[2];
-    int32_t wt =
-        gb_op(c, TGC_OP_CONTIGUOUS, (int32_t[]){slice_taps(c, in[1], r, s)}, 1, &(tgc_attrs){0});
+    tgc_attrs a = nd->attrs, ca = tgc_attrs_of(TGC_OP_CONTIGUOUS);
+    a.conv2d.pad_h = t.pad[0];
+    a.conv2d.pad_w = t.pad[1];
+    int32_t wt = gb_op(c, TGC_OP_CONTIGUOUS, (int32_t[]){slice_taps(c, in[1], &t)}, 1, &ca);
     return gb_op(c, TGC_OP_CONV2D, (int32_t[]){in[0], wt, nd->n_in > 2 ? in[2] : -1}, nd->n_in, &a);
 }
 
@@ -352,21 +333,20 @@ static int32_t conv_grad_weight_live(dc *c, const tgc_node *nd, const int32_t *i
 {
     const tgc_conv2d_grad_weight_attrs *at = &nd->attrs.conv2d_grad_weight;
     const tgc_vinfo *x = tgc_rw_type(c->rw, in[0]);
-    conv_geo g = CONV_GEO(*at);
-    int64_t r[3], s[3];
-    if (x->ndim != 4 || !live_taps(&g, x->shape[2], x->shape[3], at->kh, at->kw, r, s))
+    tgc_conv_taps t;
+    if (x->ndim != 4 || !live_taps(nd, x->shape[2], x->shape[3], at->kh, at->kw, &t))
         return -2;
     tgc_attrs a = nd->attrs, pa = tgc_attrs_of(TGC_OP_PAD);
-    a.conv2d_grad_weight.pad_h = r[2];
-    a.conv2d_grad_weight.pad_w = s[2];
-    a.conv2d_grad_weight.kh = r[1];
-    a.conv2d_grad_weight.kw = s[1];
+    a.conv2d_grad_weight.pad_h = t.pad[0];
+    a.conv2d_grad_weight.pad_w = t.pad[1];
+    a.conv2d_grad_weight.kh = t.count[0];
+    a.conv2d_grad_weight.kw = t.count[1];
     pa.pad.n_pairs = 2;
     pa.ni = 5;
-    pa.pad.pads[0] = s[0]; /* the last dim first */
-    pa.pad.pads[1] = at->kw - s[0] - s[1];
-    pa.pad.pads[2] = r[0];
-    pa.pad.pads[3] = at->kh - r[0] - r[1];
+    pa.pad.pads[0] = t.first[1]; /* the last dim first */
+    pa.pad.pads[1] = at->kw - t.first[1] - t.count[1];
+    pa.pad.pads[2] = t.first[0];
+    pa.pad.pads[3] = at->kh - t.first[0] - t.count[0];
     pa.pad.value = 0.0;
     pa.nf = 1;
     int32_t gw = gb_op(c, TGC_OP_CONV2D_GRAD_WEIGHT, in, 2, &a);
@@ -380,15 +360,14 @@ static int32_t conv_grad_input(dc *c, const tgc_node *nd, const int32_t *in, uns
     tgc_attrs a = nd->attrs;
     int32_t w = in[1];
     const tgc_vinfo *wv = tgc_rw_type(c->rw, w);
-    conv_geo g = CONV_GEO(a.conv2d_grad_input);
-    int64_t r[3], s[3];
-    int trimmed = !(keep & TGC_DECOMPOSE_KEEP_CONV_TAPS) && wv->ndim == 4 &&
-                  live_taps(&g, a.conv2d_grad_input.h, a.conv2d_grad_input.w, wv->shape[2],
-                            wv->shape[3], r, s);
+    tgc_conv_taps t;
+    int trimmed =
+        !(keep & TGC_DECOMPOSE_KEEP_CONV_TAPS) && wv->ndim == 4 &&
+        live_taps(nd, a.conv2d_grad_input.h, a.conv2d_grad_input.w, wv->shape[2], wv->shape[3], &t);
     if (trimmed) {
-        a.conv2d_grad_input.pad_h = r[2];
-        a.conv2d_grad_input.pad_w = s[2];
-        w = slice_taps(c, w, r, s);
+        a.conv2d_grad_input.pad_h = t.pad[0];
+        a.conv2d_grad_input.pad_w = t.pad[1];
+        w = slice_taps(c, w, &t);
     }
     int32_t v =
         keep & TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT ? -2 : conv_grad_input_as_conv(c, &a, in[0], w);

@@ -613,10 +613,9 @@ static void decompose_training_batch_norm(void **state)
  * of dy (in[0]) and w (in[1]); in[2] is x, read for its sizes only */
 static int64_t t_cg[7];
 
-static tgc_status fn_conv_grad_input(tgc_module *m, tgc_tensor *const *in, int n_in,
-                                     tgc_tensor **out, int n_out)
+/* conv2d's attributes of the geometry in t_cg */
+static tgc_attrs t_cg_attrs(void)
 {
-    (void)m, (void)n_in, (void)n_out;
     tgc_attrs a = tgc_attrs_of(TGC_OP_CONV2D);
     a.conv2d.stride_h = t_cg[0];
     a.conv2d.stride_w = t_cg[1];
@@ -625,6 +624,14 @@ static tgc_status fn_conv_grad_input(tgc_module *m, tgc_tensor *const *in, int n
     a.conv2d.dil_h = t_cg[4];
     a.conv2d.dil_w = t_cg[5];
     a.conv2d.groups = t_cg[6];
+    return a;
+}
+
+static tgc_status fn_conv_grad_input(tgc_module *m, tgc_tensor *const *in, int n_in,
+                                     tgc_tensor **out, int n_out)
+{
+    (void)m, (void)n_in, (void)n_out;
+    tgc_attrs a = t_cg_attrs();
     out[0] = tgc_conv2d_grad_input(in[0], in[1], &a, in[2]);
     return out[0] ? TGC_OK : tgc_last_status();
 }
@@ -679,14 +686,7 @@ static tgc_status fn_conv_any(tgc_module *m, tgc_tensor *const *in, int n_in, tg
                               int n_out)
 {
     (void)m, (void)n_in, (void)n_out;
-    tgc_attrs a = tgc_attrs_of(TGC_OP_CONV2D);
-    a.conv2d.stride_h = t_cg[0];
-    a.conv2d.stride_w = t_cg[1];
-    a.conv2d.pad_h = t_cg[2];
-    a.conv2d.pad_w = t_cg[3];
-    a.conv2d.dil_h = t_cg[4];
-    a.conv2d.dil_w = t_cg[5];
-    a.conv2d.groups = t_cg[6];
+    tgc_attrs a = t_cg_attrs();
     if (t_conv_op == 0)
         out[0] = tgc_conv2d(in[0], in[1], NULL,
                             &(tgc_conv2d_opts){.stride = {t_cg[0], t_cg[1]},
