@@ -341,7 +341,8 @@ static int same_geometry(const tgc_conv_params *a, const tgc_conv_params *b)
 /* Small images (deep layers: 4x4, 2x2, 1x1 outputs) give per-image GEMMs a handful of
  * columns, far below the micro-tile's width. Batched instead: the im2col of every image
  * side by side as one [K, n*OH*OW] matrix, one GEMM over all images into a [O, n*OH*OW]
- * scratch, then a scatter into NCHW with the epilogue applied per image tile. */
+ * scratch, then a scatter into NCHW with the epilogue applied per image tile. 1x1 kernels
+ * too (their im2col is a copy): per image, a 1x1 map is a GEMM of one column. */
 #ifndef TGC_CONV_BATCH_BELOW
 #define TGC_CONV_BATCH_BELOW 64
 #endif
@@ -484,7 +485,7 @@ tgc_status tgc_conv_run(const tgc_gemm_kernel *k, const tgc_conv_args *a, int nt
         [TGC_CG_OW] = ow,
     };
     memcpy(j.geom, g, sizeof g);
-    if (p->groups == 1 && p->n > 1 && j.ohw < TGC_CONV_BATCH_BELOW && j.im2col)
+    if (p->groups == 1 && p->n > 1 && j.ohw < TGC_CONV_BATCH_BELOW)
         return conv_small_images(&j, p, nthreads);
     if (p->n > 1) {
         /* every image multiplies the same weights: pack them once, not once per image */

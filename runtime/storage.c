@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 
+static atomic_uint_fast64_t next_uid = 1;
+
 tgc_storage *tgc_storage_new(size_t nbytes, tgc_device dev)
 {
     const tgc_allocator *a = tgc_allocator_of(dev.type);
@@ -22,6 +24,7 @@ tgc_storage *tgc_storage_new(size_t nbytes, tgc_device dev)
     s->cap = b.cap;
     atomic_init(&s->refs, 1);
     atomic_init(&s->version, 0);
+    s->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
     s->device = dev;
     s->alloc = a;
     return s;

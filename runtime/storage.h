@@ -19,6 +19,7 @@ typedef struct tgc_storage {
     size_t cap; /* bytes allocated (a reused block may be larger) */
     atomic_int refs;
     atomic_uint_fast64_t version; /* bumped by every in-place write */
+    uint64_t uid;                 /* unique in the process, never reused (an address may be) */
     tgc_device device;
     const tgc_allocator *alloc; /* made the block; frees it */
 } tgc_storage;

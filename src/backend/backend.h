@@ -167,6 +167,11 @@ void tgc_backend_release(const tgc_backend *b, void *artifact);
 int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
                                    const char *indent);
 
+/* The number of leading steps of a compiled plan whose results are kept between calls (they
+ * read module tensors and constants only: plan.h's tgc_plan_kept), and in *n_values how many
+ * results; 0 for graph runners. */
+int tgc_backend_kept_steps(const tgc_backend *b, const void *artifact, int *n_values);
+
 /* Writes text to "<cfg->dump_dir>/<name>.<suffix>" when cfg has a dump folder (the driver's
  * graph and kernel-IR dumps, a backend's code text). Best effort: a file that cannot be
  * written is skipped. */

@@ -45,6 +45,7 @@ void tgc_plan_free(tgc_plan *p)
     tgc_graph_free(p->g);
     tgc_replay_release(p);
     tgc_plan_streams_free(p);
+    tgc_plan_kept_free(&p->kept);
     free(p);
 }
 
@@ -453,12 +454,14 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
         st = lower_groups(p, &fu, mat, cfg, name);
     if (st == TGC_OK)
         st = b->compile(cfg, p->device, name, p->g, p->kernels, p->n_kernels, &p->code);
-    if (st == TGC_OK)
-        st = plan_memory(p, mat);
     if (st == TGC_OK && writes_inputs(p->g) && !(p->mutated = tgc_pass_mutated_values(p->g)))
         st = tgc_last_status();
     if (st == TGC_OK && p->mutated)
         st = forward_writes(p);
+    if (st == TGC_OK)
+        st = tgc_plan_kept_find(p, mat);
+    if (st == TGC_OK)
+        st = plan_memory(p, mat);
     free(mat);
     tgc_fusion_free(&fu);
     if (st != TGC_OK) {
@@ -490,6 +493,13 @@ tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const t
 int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact)
 {
     return b->graph ? b->graph->kernel_count(artifact) : ((const tgc_plan *)artifact)->n_kernels;
+}
+
+int tgc_backend_kept_steps(const tgc_backend *b, const void *artifact, int *n_values)
+{
+    const tgc_plan *p = artifact;
+    *n_values = b->graph || !p ? 0 : p->kept.n_values;
+    return b->graph || !p ? 0 : p->kept.n_steps;
 }
 
 size_t tgc_backend_arena_bytes(const tgc_backend *b, void *artifact)

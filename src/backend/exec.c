@@ -47,8 +47,9 @@ typedef struct run_ctx {
     const tgc_exec_args *x;
     tgc_tensor **vals;
     tgc_storage *arena;
-    int64_t *slot_off; /* byte offset of each slot in the arena */
-    int capturing;     /* the launches are being recorded (replay.c): nothing may sync */
+    int64_t *slot_off;    /* byte offset of each slot in the arena */
+    int capturing;        /* the launches are being recorded (replay.c): nothing may sync */
+    tgc_kept_cache *kept; /* the stream's kept values (kept.c); NULL: private arena */
 } run_ctx;
 
 static tgc_tensor *wrap(tgc_storage *s, int64_t byte_off, tgc_dtype dt, const int64_t *shape,
@@ -97,7 +98,16 @@ static tgc_tensor *value_tensor(run_ctx *r, int32_t v)
     return r->vals[v];
 }
 
-/* Makes sure value v has a buffer (a planned slot or a fresh tensor). */
+/* Kept value j (kept.c) over the stream's buffer for it. */
+static tgc_tensor *kept_tensor(run_ctx *r, int j, const int64_t *shape)
+{
+    const tgc_vinfo *vi = &r->p->g->nodes[r->p->kept.values[j]].out;
+    size_t bytes = (size_t)tgc_shape_numel(shape, vi->ndim) * tgc_dtype_size(vi->dtype);
+    tgc_storage *s = tgc_kept_buffer(r->p, r->kept, j, bytes);
+    return s ? wrap(s, 0, vi->dtype, shape, vi->ndim) : NULL;
+}
+
+/* Makes sure value v has a buffer (a planned slot, a kept value's or a fresh tensor). */
 static tgc_tensor *ensure_buffer(run_ctx *r, int32_t v)
 {
     if (r->vals[v])
@@ -108,7 +118,10 @@ static tgc_tensor *ensure_buffer(run_ctx *r, int32_t v)
     int64_t shape[TGC_MAX_DIMS];
     eval_shape(r, vi, shape);
     int slot = r->p->mem.slot_of[v];
-    if (slot >= 0 && r->arena)
+    int kept = r->kept && r->p->kept.index ? r->p->kept.index[v] : -1;
+    if (kept >= 0)
+        r->vals[v] = kept_tensor(r, kept, shape);
+    else if (slot >= 0 && r->arena)
         r->vals[v] = wrap(r->arena, r->slot_off[slot], vi->dtype, shape, vi->ndim);
     else
         r->vals[v] = tgc_tensor_new(shape, vi->ndim, vi->dtype, r->p->device);
@@ -290,6 +303,7 @@ void tgc_plan_streams_free(tgc_plan *p)
     for (int i = 0; i < TGC_PLAN_STREAMS; i++) {
         if (p->streams[i].arena)
             tgc_storage_unref(p->streams[i].arena);
+        tgc_kept_cache_clear(p, &p->streams[i].kept);
         pthread_mutex_destroy(&p->streams[i].lock);
     }
     pthread_mutex_destroy(&p->streams_lock);
@@ -304,6 +318,7 @@ size_t tgc_plan_arena_bytes(tgc_plan *p)
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&p->streams[i].lock);
         bytes += p->streams[i].arena ? p->streams[i].arena->nbytes : 0;
+        bytes += tgc_kept_bytes(p, &p->streams[i].kept);
         pthread_mutex_unlock(&p->streams[i].lock);
     }
     return bytes;
@@ -346,6 +361,7 @@ static tgc_plan_stream *take_stream(tgc_plan *p)
             if (e->arena) /* back to its own stream's cache: reused after that stream's work */
                 tgc_storage_unref(e->arena);
             e->arena = NULL;
+            tgc_kept_cache_clear(p, &e->kept); /* the same for the kept values */
             e->key = key;
         }
     }
@@ -362,9 +378,9 @@ static tgc_plan_stream *take_stream(tgc_plan *p)
 static tgc_plan_stream *take_arena(run_ctx *r)
 {
     tgc_plan *p = r->p;
-    if (!p->mem.n_slots)
+    if (!p->mem.n_slots && !p->kept.n_steps) /* the entry also holds the kept values */
         return NULL;
-    int64_t *need = calloc((size_t)p->mem.n_slots, sizeof *need);
+    int64_t *need = calloc((size_t)(p->mem.n_slots ? p->mem.n_slots : 1), sizeof *need);
     if (!need)
         return NULL;
     for (int32_t v = 0; v < p->g->n_nodes; v++) {
@@ -429,6 +445,36 @@ static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
                                    : tgc_op_name(k->tpl.op),
              (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-6,
              who);
+    tgc_config cfg = {.struct_size = sizeof cfg, .log_fn = p->log_fn, .log_user = p->log_user};
+    tgc_log_write(&cfg, TGC_LOG_PROFILE, line);
+}
+
+/* The kept values of the stream's last call, when they hold for this one (kept.c): binds them
+ * and returns the number of leading steps to skip, else 0 (the steps fill them again). */
+static int reuse_kept(run_ctx *r)
+{
+    const tgc_plan *p = r->p;
+    tgc_kept_key_begin(r->kept, r->x->symvals, tgc_sym_count(p->g->syms));
+    for (int i = 0; i < p->kept.n_inputs; i++)
+        tgc_kept_key_input(r->kept, tgc_exec_input(p->g, &p->g->nodes[p->kept.inputs[i]], r->x));
+    if (!tgc_kept_key_end(r->kept))
+        return 0;
+    int ok = 1;
+    for (int j = 0; j < p->kept.n_values && ok; j++) {
+        int32_t v = p->kept.values[j];
+        int64_t shape[TGC_MAX_DIMS];
+        eval_shape(r, &p->g->nodes[v].out, shape);
+        ok = (r->vals[v] = kept_tensor(r, j, shape)) != NULL;
+    }
+    return ok && r->kept->valid ? p->kept.n_steps : 0;
+}
+
+static void profile_kept(const tgc_plan *p)
+{
+    char line[128];
+    snprintf(line, sizeof line,
+             "tgc profile: steps 0-%d kept (the module tensors they read are unchanged)",
+             p->kept.n_steps - 1);
     tgc_config cfg = {.struct_size = sizeof cfg, .log_fn = p->log_fn, .log_user = p->log_user};
     tgc_log_write(&cfg, TGC_LOG_PROFILE, line);
 }
@@ -510,7 +556,8 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
                  calloc(n, sizeof(tgc_tensor *)),
                  NULL,
                  calloc((size_t)(p->mem.n_slots ? p->mem.n_slots : 1), sizeof(int64_t)),
-                 capturing};
+                 capturing,
+                 NULL};
     unsigned char *given = calloc(n, 1);
     if (!r.vals || !given || !r.slot_off) {
         free(r.vals);
@@ -523,7 +570,14 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
     tgc_status st = bind_inputs(&r, &orig);
     tgc_plan_stream *held = st == TGC_OK ? take_arena(&r) : NULL;
     int prof = tgc_env_profile();
-    for (int si = 0; si < p->n_steps && st == TGC_OK; si++) {
+    int first = 0;
+    if (held && p->kept.n_steps) {
+        r.kept = &held->kept;
+        first = reuse_kept(&r);
+        if (prof && first)
+            profile_kept(p);
+    }
+    for (int si = first; si < p->n_steps && st == TGC_OK; si++) {
         const tgc_step *s = &p->steps[si];
         struct timespec t0;
         if (prof)
@@ -531,6 +585,8 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
         st = s->kernel >= 0 ? run_kernel(&r, &p->kernels[s->kernel]) : run_opaque(&r, s->node);
         if (prof)
             profile_line(p, si, &t0);
+        if (st == TGC_OK && r.kept && si == p->kept.n_steps - 1)
+            tgc_kept_filled(r.kept);
     }
     if (st == TGC_OK && orig)
         st = write_back(p, orig, r.vals);

@@ -48,6 +48,19 @@ typedef struct tgc_step {
     int32_t node;
 } tgc_step;
 
+/* The results of a plan's leading steps that compute from module tensors and constants only
+ * (kept.c), as one stream's calls keep them: a buffer per kept value and the key of the call
+ * that computed them (every input's storage, version, offset and strides, the symbol
+ * values). valid: the buffers hold the results for key. */
+typedef struct tgc_kept_cache {
+    tgc_storage **bufs; /* per kept value; NULL until first needed */
+    uint64_t *key;      /* n_key words; n_key < 0: none */
+    int n_key, key_cap;
+    uint64_t *next; /* the key being built for the current call */
+    int n_next, next_cap;
+    int valid;
+} tgc_kept_cache;
+
 /* The arena a plan keeps between the calls made on one stream (exec.c). A device backend's
  * launches are asynchronous: the kernels of a call that returned may still be reading and
  * writing its arena, so only later work on the same stream (which runs after them) may use
@@ -60,7 +73,23 @@ typedef struct tgc_plan_stream {
     uint64_t last_call;   /* the plan's call count at its last use: the oldest is evicted */
     pthread_mutex_t lock; /* held by the call using arena (a trylock) */
     tgc_storage *arena;
+    tgc_kept_cache kept; /* the kept values of the calls on this stream */
 } tgc_plan_stream;
+
+/* Steps [0, n_steps) of a plan read only module tensors (parameters, buffers, gradients,
+ * captured tensors) and constants, draw nothing and write no input nor output: batch-norm
+ * scales, weights sliced to a convolution's live taps, masks from constants. Their results
+ * that later steps read (values) are kept between a stream's calls and the steps are skipped
+ * while every input they read (inputs: INPUT nodes) is the same storage at the same version,
+ * offset and strides, under the same symbol values (kept.c). n_steps = 0: none. */
+typedef struct tgc_plan_kept {
+    int n_steps;
+    int32_t *inputs;
+    int n_inputs;
+    int32_t *values;
+    int n_values;
+    int32_t *index; /* per graph value: its index in values, else -1; NULL when no values */
+} tgc_plan_kept;
 
 typedef struct tgc_plan {
     const tgc_backend *backend;
@@ -83,6 +112,7 @@ typedef struct tgc_plan {
      * straight into that input (forward_writes in driver.c), else -1; NULL when none can. The
      * executor then binds the value to the input's buffer and the ASSIGN copies nothing. */
     int32_t *write_to;
+    tgc_plan_kept kept; /* the leading steps whose results are kept between calls */
     /* the arenas kept between calls, per stream: streams_lock guards the keys and n_streams
      * (held only to find, add or evict an entry, never during a call) */
     pthread_mutex_t streams_lock;
@@ -99,6 +129,25 @@ void tgc_plan_streams_init(tgc_plan *p);
 void tgc_plan_streams_free(tgc_plan *p);
 /* The bytes of the plan's arenas, over every stream. */
 size_t tgc_plan_arena_bytes(tgc_plan *p);
+
+/* Kept values (kept.c). The driver finds the kept steps once the steps, the written inputs
+ * and the forwarded writes are known, before the memory plan: kept values take no arena slot
+ * (mat[v] cleared). TGC_ERR_OOM. */
+tgc_status tgc_plan_kept_find(tgc_plan *p, uint8_t *mat);
+void tgc_plan_kept_free(tgc_plan_kept *k);
+/* A call holding stream entry c builds its key: begin with the symbol values, then each of
+ * p->kept.inputs' tensors in order; end returns 1 when c's buffers hold the kept values for
+ * this key (the kept steps can be skipped), else 0 with c made ready to be filled (the key
+ * taken, not valid until tgc_kept_filled says the kept steps ran). */
+void tgc_kept_key_begin(tgc_kept_cache *c, const int64_t *symvals, int n_syms);
+void tgc_kept_key_input(tgc_kept_cache *c, const tgc_tensor *t);
+int tgc_kept_key_end(tgc_kept_cache *c);
+void tgc_kept_filled(tgc_kept_cache *c);
+/* The buffer of kept value j, allocated or replaced to hold bytes first (contents kept when
+ * it fits; a replacement makes c invalid); NULL: out of memory. */
+tgc_storage *tgc_kept_buffer(const tgc_plan *p, tgc_kept_cache *c, int j, size_t bytes);
+void tgc_kept_cache_clear(const tgc_plan *p, tgc_kept_cache *c);
+size_t tgc_kept_bytes(const tgc_plan *p, const tgc_kept_cache *c);
 
 /* The driver (driver.c): compiles g for compiled backend b into a plan. */
 tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,

@@ -75,6 +75,14 @@ char *tgc_fn_explain(const tgc_fn *cf)
             else if (!v->backend->graph)
                 tgc_sb_puts(&sb, "  no step on interp\n");
             tgc_free(fb_text);
+            int n_kept_values = 0,
+                n_kept = tgc_backend_kept_steps(v->backend, v->artifact, &n_kept_values);
+            if (n_kept)
+                tgc_sb_printf(&sb,
+                              "  steps 0-%d read only module tensors and constants: their %d "
+                              "result%s kept between calls, recomputed when one of those "
+                              "tensors changes\n",
+                              n_kept - 1, n_kept_values, n_kept_values == 1 ? " is" : "s are");
             int writes = 0, grads = 0, reduces = 0;
             double reduce_mib = 0;
             for (int32_t i = 0; i < v->graph->n_nodes; i++) {

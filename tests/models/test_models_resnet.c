@@ -167,6 +167,63 @@ static void resnet18_guards_and_recompiles(void **state)
     tgc_scope_pop();
 }
 
+/* On 32x32 images the last stage runs 3x3 kernels on 1x1 maps, so the compiled variant
+ * begins with steps that read only the weights (batch-norm scales, kernels sliced to their
+ * live taps), whose results it keeps between calls: every in-place write of a weight or a
+ * running statistic, a checkpoint-style copy of every tensor, another instance of the model,
+ * and a model made where a freed one lived must all be seen. */
+static void resnet18_kept_weights_follow_updates(void **state)
+{
+    (void)state;
+    tgc_scope_push();
+    tgc_no_grad_push();
+    tgc_manual_seed(11);
+    tgc_module *a = small_resnet(1);
+    tgc_fn *f = tgc_compile(resnet18_forward, "resnet18_kept", NULL);
+    assert_non_null(f);
+    tgc_tensor *x = images(2, 3), *e = NULL;
+    const char *names[] = {"layer4.1.conv2.weight", "layer4.1.bn2.running_var", "bn1.weight",
+                           "layer4.0.conv1.weight"};
+    for (int round = 0; round <= 4; round++) {
+        if (round > 0) {
+            tgc_tensor *t = tgc_module_get(a, names[round - 1]);
+            assert_non_null(t);
+            int64_t shape[4];
+            int nd = tgc_shape(t, shape);
+            tgc_tensor *r = tgc_rand(shape, nd, TGC_F32, tgc_cpu()); /* positive: a variance */
+            assert_int_equal(tgc_copy_(t, r), TGC_OK);
+        }
+        tgc_tensor *y = call1(f, a, x);
+        assert_int_equal(resnet18_forward(a, &x, 1, &e, 1), TGC_OK);
+        assert_close(y, e, 1e-4);
+        tgc_tensor *again = call1(f, a, x); /* unchanged: the kept values */
+        assert_close(again, e, 1e-4);
+    }
+    char *ex = tgc_fn_explain(f);
+    assert_non_null(ex);
+    assert_non_null(strstr(ex, "read only module tensors and constants"));
+    tgc_free(ex);
+
+    /* another instance shares the variant, with its own weights; then one made where a freed
+     * one was (its tensors may get the same addresses) */
+    for (uint64_t seed = 2; seed <= 4; seed++) {
+        tgc_module *b = small_resnet(seed);
+        tgc_tensor *y = call1(f, b, x);
+        assert_int_equal(resnet18_forward(b, &x, 1, &e, 1), TGC_OK);
+        assert_close(y, e, 1e-4);
+        tgc_module_free(b);
+        y = call1(f, a, x);
+        assert_int_equal(resnet18_forward(a, &x, 1, &e, 1), TGC_OK);
+        assert_close(y, e, 1e-4);
+    }
+    tgc_stats s = stats_of(f);
+    assert_int_equal(s.compiles, 1);
+    tgc_fn_free(f);
+    tgc_module_free(a);
+    tgc_no_grad_pop();
+    tgc_scope_pop();
+}
+
 /* Training mode: batch statistics and running-stat updates agree with eager. */
 static void resnet18_train_mode_batch_norm_matches_eager(void **state)
 {
@@ -201,6 +258,7 @@ int main(void)
         cmocka_unit_test(resnet18_has_torchvision_layout),
         cmocka_unit_test(resnet18_compiled_equals_eager),
         cmocka_unit_test(resnet18_guards_and_recompiles),
+        cmocka_unit_test(resnet18_kept_weights_follow_updates),
         cmocka_unit_test(resnet18_train_mode_batch_norm_matches_eager),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

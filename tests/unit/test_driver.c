@@ -690,6 +690,165 @@ static void test_memplan_slots(void **state)
     tgc_graph_free(g);
 }
 
+/* ---- kept values ---- */
+
+/* A parameter input (TGC_BIND_PARAM index idx). */
+static int32_t gb_param(tgc_graph *g, int idx, int ndim, const tgc_sdim *shape)
+{
+    tgc_attrs a = {.ni = 2};
+    a.i[0] = TGC_BIND_PARAM;
+    a.i[1] = idx;
+    tgc_vinfo v = {.dtype = TGC_F32, .ndim = ndim};
+    for (int d = 0; d < ndim; d++)
+        v.shape[d] = shape[d];
+    int32_t id = tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &a, &v);
+    assert_true(id >= 0);
+    return id;
+}
+
+/* y = x @ (w + u) on interp, for the parameters given. */
+static tgc_tensor *kept_want(const tgc_graph *g, tgc_tensor *x, tgc_tensor *const *params)
+{
+    void *art = NULL;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    assert_int_equal(tgc_backend_compile(tgc_backend_interp(), g, &cfg, tgc_cpu(), "drv", &art),
+                     TGC_OK);
+    int64_t symvals[1] = {0};
+    tgc_exec_args ex = {&x, 1, params, 2, NULL, 0, symvals};
+    tgc_tensor *out = NULL;
+    assert_int_equal(tgc_backend_run(tgc_backend_interp(), art, g, &ex, &out), TGC_OK);
+    tgc_backend_release(tgc_backend_interp(), art);
+    return out;
+}
+
+static void kept_call(tgc_plan *p, const tgc_graph *g, tgc_tensor *x, tgc_tensor *const *params,
+                      int launches)
+{
+    int64_t symvals[1] = {0};
+    tgc_exec_args ex = {&x, 1, params, 2, NULL, 0, symvals};
+    tgc_tensor *got = NULL;
+    mini_launches = 0;
+    if (tgc_plan_run(p, &ex, &got) != TGC_OK)
+        fail_msg("run: %s", tgc_last_error());
+    assert_int_equal(mini_launches, launches);
+    tgc_tensor *want = kept_want(g, x, params);
+    assert_same(got, want);
+    tgc_tensor_free(got);
+    tgc_tensor_free(want);
+}
+
+/* The leading kernel of y = x @ (w + u) reads parameters only: its result is kept between
+ * calls and the kernel runs again only when w or u changes (an in-place write bumps the
+ * version), when other tensors are bound (a storage is known by its id, not its address), or
+ * when a call holds no arena of its own. A kernel whose result is an output is never kept. */
+static void test_kept_values(void **state)
+{
+    (void)state;
+    static const tgc_sdim s23[2] = {2, 3}, s34[2] = {3, 4};
+    tgc_graph *g = tgc_graph_create();
+    int32_t x = gb_input(g, TGC_F32, 2, s23), w = gb_param(g, 0, 2, s34),
+            u = gb_param(g, 1, 2, s34);
+    int32_t t = gb_bin(g, TGC_OP_ADD, w, u);
+    tgc_attrs mm = tgc_attrs_of(TGC_OP_MATMUL);
+    int32_t y = gb_op(g, TGC_OP_MATMUL, (int32_t[]){x, t}, 2, &mm);
+    assert_int_equal(tgc_graph_set_outputs(g, &y, 1), TGC_OK);
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&mini, g, &cfg, tgc_cpu(), "kept", &p), TGC_OK);
+    assert_int_equal(p->n_steps, 2);
+    assert_int_equal(p->kept.n_steps, 1);
+    assert_int_equal(p->kept.n_values, 1);
+    assert_int_equal(p->kept.n_inputs, 2);
+    int32_t kt = p->kept.values[0];
+    assert_int_equal(p->mem.slot_of[kt], -1); /* its own buffer, not an arena slot */
+
+    tgc_tensor *xin = rnd(2, 3), *params[2] = {rnd(3, 4), rnd(3, 4)};
+    kept_call(p, g, xin, params, 1);
+    assert_true(p->streams[0].kept.valid);
+    kept_call(p, g, xin, params, 0);       /* the parameters are unchanged: skipped */
+    kept_call(p, g, rnd(2, 3), params, 0); /* other arguments read the same kept value */
+    size_t bytes = tgc_plan_arena_bytes(p);
+    assert_true(bytes >= 12 * sizeof(float));
+
+    /* an in-place write of a parameter recomputes it */
+    assert_int_equal(tgc_copy_(params[0], rnd(3, 4)), TGC_OK);
+    kept_call(p, g, xin, params, 1);
+    kept_call(p, g, xin, params, 0);
+    /* another tensor bound in its place, and back */
+    tgc_tensor *other[2] = {rnd(3, 4), params[1]};
+    kept_call(p, g, xin, other, 1);
+    kept_call(p, g, xin, params, 1);
+    /* a transposed binding of the same storage: other strides, recomputed */
+    tgc_tensor *sq = rnd(512, 512), *sqt = tgc_transpose(sq, 0, 1);
+    static const tgc_sdim s44[2] = {512, 512};
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+
+    /* square parameters, so one storage can be bound transposed; of 1 MiB, a size the host
+     * allocator caches when freed and hands back */
+    g = tgc_graph_create();
+    static const tgc_sdim s24[2] = {2, 512};
+    x = gb_input(g, TGC_F32, 2, s24);
+    w = gb_param(g, 0, 2, s44);
+    u = gb_param(g, 1, 2, s44);
+    t = gb_bin(g, TGC_OP_ADD, w, u);
+    y = gb_op(g, TGC_OP_MATMUL, (int32_t[]){x, t}, 2, &mm);
+    assert_int_equal(tgc_graph_set_outputs(g, &y, 1), TGC_OK);
+    assert_int_equal(tgc_plan_compile(&mini, g, &cfg, tgc_cpu(), "kept", &p), TGC_OK);
+    assert_int_equal(p->kept.n_steps, 1);
+    tgc_tensor *x24 = rnd(2, 512), *pa[2] = {sq, sq}, *pb[2] = {sq, sqt};
+    kept_call(p, g, x24, pa, 1);
+    kept_call(p, g, x24, pb, 1);
+    kept_call(p, g, x24, pb, 0);
+    kept_call(p, g, x24, pa, 1);
+
+    /* a fresh tensor where a freed one was, at the same version: the same storage address
+     * and version, another storage (its id) */
+    tgc_tensor *src[2] = {rnd(512, 512), rnd(512, 512)};
+    tgc_tensor *fresh = tgc_empty((int64_t[]){512, 512}, 2, TGC_F32, tgc_cpu());
+    assert_int_equal(tgc_copy_(fresh, src[0]), TGC_OK);
+    tgc_tensor *pf[2] = {fresh, sq};
+    kept_call(p, g, x24, pf, 1);
+    const void *old_data = tgc_host_data(fresh);
+    uint64_t old_version = atomic_load(&fresh->storage->version);
+    const tgc_allocator *host = tgc_allocator_of(TGC_DEVICE_CPU);
+    host->empty_cache(host->ctx); /* fresh's block becomes the only one cached */
+    tgc_tensor_free(fresh);
+    fresh = tgc_empty((int64_t[]){512, 512}, 2, TGC_F32, tgc_cpu());
+    assert_int_equal(tgc_copy_(fresh, src[1]), TGC_OK);
+    assert_ptr_equal(tgc_host_data(fresh), old_data);
+    assert_int_equal(atomic_load(&fresh->storage->version), old_version);
+    pf[0] = fresh;
+    kept_call(p, g, x24, pf, 1);
+    kept_call(p, g, x24, pf, 0);
+    kept_call(p, g, x24, pa, 1);
+
+    /* a call that finds the arena held runs in a private one and computes everything, and
+     * leaves the stream's kept values as they were */
+    pthread_mutex_lock(&p->streams[0].lock);
+    kept_call(p, g, x24, pa, 1);
+    pthread_mutex_unlock(&p->streams[0].lock);
+    kept_call(p, g, x24, pa, 0);
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+
+    /* w + u is also an output: computed every call, never kept */
+    g = tgc_graph_create();
+    x = gb_input(g, TGC_F32, 2, s23);
+    w = gb_param(g, 0, 2, s34);
+    u = gb_param(g, 1, 2, s34);
+    t = gb_bin(g, TGC_OP_ADD, w, u);
+    y = gb_op(g, TGC_OP_MATMUL, (int32_t[]){x, t}, 2, &mm);
+    assert_int_equal(tgc_graph_set_outputs(g, (int32_t[]){y, t}, 2), TGC_OK);
+    assert_int_equal(tgc_plan_compile(&mini, g, &cfg, tgc_cpu(), "kept", &p), TGC_OK);
+    assert_int_equal(p->kept.n_steps, 0);
+    assert_null(p->kept.index);
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -701,6 +860,7 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_memplan_slots, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_kept_values, scoped_setup, scoped_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, group_shutdown);
 }

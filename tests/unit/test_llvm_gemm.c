@@ -379,6 +379,8 @@ static void test_conv_matches_reference(void **state)
         conv(2, 8, 13, 13, 8, 3, 3, 1, 1, 1, 8),   /* depthwise */
         conv(2, 16, 10, 10, 20, 1, 1, 1, 0, 1, 1), /* 1x1 as a plain GEMM */
         conv(1, 16, 9, 9, 8, 1, 1, 2, 0, 1, 1),    /* 1x1 stride 2 (downsample) */
+        conv(4, 32, 1, 1, 24, 1, 1, 1, 0, 1, 1),   /* 1x1 on 1x1 images: batched columns */
+        conv(3, 16, 7, 7, 8, 1, 1, 1, 0, 1, 1),    /* 1x1 on 7x7 images, batched */
         conv(1, 3, 37, 37, 8, 7, 7, 2, 3, 1, 1),   /* ResNet stem shape */
         conv(1, 64, 8, 40, 70, 3, 3, 1, 1, 1, 1),  /* K over one KC block, wide rows */
     };

@@ -1158,9 +1158,11 @@ static void conv_bn_relu_residual_epilogues(void **state)
         snprintf(name, sizeof name, "conv_block_%d", i);
         int kernels = check_static(fn_conv_block, name, in, 4, 1);
         /* bn scale and shift (one loop over the parameters), the downsample conv and the
-         * conv with bn + residual + relu as its epilogue */
-        if (kernels > 3)
-            fail_msg("%s: %d kernels, want at most 3", name, kernels);
+         * conv with bn + residual + relu as its epilogue; and where the 3x3 kernel has taps
+         * that read only padding (2x2 -> 1x1 at stride 2), the copy of its live taps */
+        int dead = cases[i].k == 3 && cases[i].h == 2 && cases[i].stride == 2;
+        if (kernels > 3 + dead)
+            fail_msg("%s: %d kernels, want at most %d", name, kernels, 3 + dead);
     }
 }
 

@@ -266,7 +266,7 @@ static void fill_vtable(void)
         .device = TGC_DEVICE_CPU,
         .reg = &tgc_llvm_backend_reg,
         .decompose_keep = TGC_DECOMPOSE_KEEP_ACTIVATIONS | TGC_DECOMPOSE_KEEP_BATCH_NORM |
-                          TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT | TGC_DECOMPOSE_KEEP_CONV_TAPS,
+                          TGC_DECOMPOSE_KEEP_CONV_GRAD_INPUT,
         .prepare = tgc_llvm_prepare,
         .fuse = tgc_llvm_fuse_hooks(),
         .target = tgc_llvm_kir_target,
