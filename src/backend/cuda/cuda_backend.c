@@ -179,30 +179,70 @@ static tgc_status bind_kernel(const tgc_cuda_program *prog, int dev, const char 
     return st;
 }
 
-/* The conv-gradient programs a variant's native steps will load at their first run, loaded
- * on a thread of their own while NVRTC compiles the variant's kernels (the two batches share
- * the cores instead of following each other in the first call). */
-typedef struct cg_preload {
+/* The programs a variant's native steps will load at their first run (the conv gradients',
+ * the native ops'), each loaded on a thread of its own while NVRTC compiles the variant's
+ * kernels: the batches share the cores instead of following each other in the first call. */
+typedef struct native_preload {
     pthread_t th;
+    int started;
     int dev;
     tgc_matmul_precision prec;
     const char *cache_dir;
-} cg_preload;
+} native_preload;
 
 static void *cg_preload_main(void *arg)
 {
-    const cg_preload *p = arg;
+    const native_preload *p = arg;
     tgc_cuda_conv_grad_load(p->dev, p->prec, p->cache_dir); /* a failure is kept for the run */
     return NULL;
+}
+
+static void *ops_preload_main(void *arg)
+{
+    const native_preload *p = arg;
+    tgc_cuda_ops_load(p->dev, p->cache_dir); /* a failure is kept for the run */
+    return NULL;
+}
+
+static int is_conv_grad(tgc_op op)
+{
+    return op == TGC_OP_CONV2D_GRAD_INPUT || op == TGC_OP_CONV2D_GRAD_WEIGHT;
 }
 
 static int has_conv_grad(const tgc_graph *g)
 {
     for (int i = 0; g && i < g->n_nodes; i++)
-        if (g->nodes[i].op == TGC_OP_CONV2D_GRAD_INPUT ||
-            g->nodes[i].op == TGC_OP_CONV2D_GRAD_WEIGHT)
+        if (is_conv_grad(g->nodes[i].op))
             return 1;
     return 0;
+}
+
+/* A node fusion leaves to a native step of the native-op program (not attention nor a conv
+ * gradient: programs of their own; not an ASSIGN: the executor's copy). */
+static int has_native_ops(const tgc_graph *g)
+{
+    const tgc_fuse_hooks *h = tgc_cuda_fuse_hooks();
+    for (int32_t i = 0; g && i < g->n_nodes; i++) {
+        const tgc_node *nd = &g->nodes[i];
+        if (nd->op == TGC_OP_ASSIGN || is_conv_grad(nd->op) ||
+            tgc_op_info_of(nd->op)->kind == TGC_KIND_ATTENTION)
+            continue;
+        if (h->classify(g, i) == TGC_FUSE_OPAQUE && tgc_cuda_op_supported(nd))
+            return 1;
+    }
+    return 0;
+}
+
+static void preload_start(native_preload *p, void *(*main_fn)(void *))
+{
+    p->started = pthread_create(&p->th, NULL, main_fn, p) == 0;
+}
+
+static void preload_join(native_preload *p)
+{
+    if (p->started)
+        pthread_join(p->th, NULL);
+    p->started = 0;
 }
 
 static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char *name,
@@ -230,9 +270,14 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
     if (!c->kernels || !texts || !ptxs || !srcs || !progs ||
         (cfg->cache_dir && !(c->native.cache_dir = strdup(cfg->cache_dir))))
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
-    cg_preload pre = {.dev = dev.index, .prec = c->native.precision, .cache_dir = cfg->cache_dir};
-    const int preloading = st == TGC_OK && has_conv_grad(g) &&
-                           pthread_create(&pre.th, NULL, cg_preload_main, &pre) == 0;
+    native_preload pre_cg = {.dev = dev.index,
+                             .prec = c->native.precision,
+                             .cache_dir = cfg->cache_dir},
+                   pre_ops = pre_cg;
+    if (st == TGC_OK && has_conv_grad(g))
+        preload_start(&pre_cg, cg_preload_main);
+    if (st == TGC_OK && has_native_ops(g))
+        preload_start(&pre_ops, ops_preload_main);
     for (int i = 0; st == TGC_OK && i < n; i++) {
         st = render_program(&ks[i], &c->kernels[i], c->native.precision, sm, &texts[i]);
         srcs[i] = (tgc_cuda_program_src){ks[i].name, texts[i]};
@@ -248,8 +293,8 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
         if (st != TGC_OK) /* keep the name of the variant with NVRTC's reason */
             tgc_keep_error(st, "tgc cuda: compiling '%s'", name);
     }
-    if (preloading)
-        pthread_join(pre.th, NULL);
+    preload_join(&pre_cg);
+    preload_join(&pre_ops);
     if (cfg->dump_dir && texts)
         dump_code(cfg, name, ks, n, texts, ptxs);
     for (int i = 0; st == TGC_OK && i < n; i++)

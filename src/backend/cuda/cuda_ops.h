@@ -44,6 +44,11 @@ static inline const tgc_cuda_native *tgc_cuda_native_of(const struct tgc_launch_
  * TGC_ERR_UNSUPPORTED); 0 otherwise (INPUT, and SDPA when cuda_attention does not take it). */
 int tgc_cuda_op_supported(const tgc_node *nd);
 
+/* Compiles (or finds in the program cache, and in cache_dir) the native-op program and loads
+ * its kernels on device dev, ahead of the first native step (the compile of a variant that
+ * has some does it on a thread of its own). A failure is kept and repeated by that step. */
+tgc_status tgc_cuda_ops_load(int dev, const char *cache_dir);
+
 /* Runs node nd on env->device (run_node's contract, backend/backend.h): ins[] are its inputs
  * as tensors on that device with any strides, shape its evaluated output shape (nd->out.ndim
  * dims); on success *out is a new contiguous tensor on env->device in the current scope. Work

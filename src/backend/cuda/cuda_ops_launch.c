@@ -73,6 +73,12 @@ static tgc_status dev_ready(int dev, const char *cache_dir, ops_dev **out)
     return TGC_OK;
 }
 
+tgc_status tgc_cuda_ops_load(int dev, const char *cache_dir)
+{
+    ops_dev *d = NULL;
+    return dev_ready(dev, cache_dir, &d);
+}
+
 static CUstream stream_of(const ops_ctx *c)
 {
     return c->stream ? (CUstream)c->stream : tgc_cuda_stream(c->dev.index);
