@@ -6,8 +6,9 @@
  *
  * Before the fix, two threads binding the kernels of different functions ran LLVM's code
  * generator concurrently on the JIT's one TargetMachine: segfaults, "JIT session error:
- * Missing definitions" or corrupt objects. `make test-tsan` runs this test under
- * ThreadSanitizer too. */
+ * Missing definitions" or corrupt objects. Also threads calling one function with two
+ * modules, whose weight-only results the function keeps between calls. `make test-tsan` runs
+ * this test under ThreadSanitizer too. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -451,11 +452,126 @@ static void first_calls_of_separate_fns_at_once(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* ---- kept values under concurrent calls ---- */
+
+/* conv2d(x, w, padding 1) * (s + 1), x [2, 4, 1, 1], w [6, 4, 3, 3], s [6]: on a 1x1 image
+ * only the centre tap of w reads x, so the variant begins with steps that read only the
+ * module (w's live tap, s + 1), whose results the shared function keeps between calls. */
+static tgc_status m_kept(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                         int n_out)
+{
+    (void)n_in, (void)n_out;
+    tgc_tensor *w = tgc_module_get(self, "w"), *sc = tgc_module_get(self, "s");
+    tgc_tensor *y = tgc_conv2d(in[0], w, NULL, &(tgc_conv2d_opts){.padding = {1, 1}});
+    tgc_tensor *s1 = tgc_reshape(tgc_add_scalar(sc, 1.0), (int64_t[]){1, 6, 1, 1}, 4);
+    return finish(tgc_mul(y, s1), out);
+}
+
+typedef struct kept_model {
+    tgc_module *m;
+    float w[6 * 4 * 9], s[6];
+} kept_model;
+
+static kept_model g_kept[2];
+static tgc_fn *g_kept_fn;
+
+static int kept_call(const char *who, const kept_model *km, int seed)
+{
+    float x[8], want[12];
+    fill(x, 8, seed);
+    for (int n = 0; n < 2; n++)
+        for (int o = 0; o < 6; o++) {
+            float acc = 0;
+            for (int c = 0; c < 4; c++)
+                acc += x[n * 4 + c] * km->w[(o * 4 + c) * 9 + 4];
+            want[n * 6 + o] = acc * (km->s[o] + 1.0f);
+        }
+    tgc_scope_push();
+    tgc_tensor *xt = tgc_from_data(x, sizeof x, (int64_t[]){2, 4, 1, 1}, 4, TGC_F32, tgc_cpu()),
+               *y = NULL;
+    int bad = 0;
+    if (tgc_call(g_kept_fn, km->m, &xt, 1, &y, 1) != TGC_OK) {
+        printf("%s: tgc_call failed: %s\n", who, tgc_last_error());
+        bad = 1;
+    } else {
+        bad = check_values(who, y, want, 12);
+    }
+    tgc_scope_pop();
+    return bad;
+}
+
+static void *kept_worker(void *arg)
+{
+    worker_arg *w = arg;
+    char who[64];
+    pthread_barrier_wait(&g_start);
+    for (int call = 0; call < 20; call++) {
+        int which = (call + w->id) % 2;
+        snprintf(who, sizeof who, "thread %d (module %c)", w->id, 'A' + which);
+        w->failures += kept_call(who, &g_kept[which], call + w->id);
+    }
+    tgc_shutdown();
+    return NULL;
+}
+
+/* Threads calling one function with two modules of one structure, interleaved: one call at a
+ * time holds the host's arena and its kept values, the others run in private arenas, and
+ * every result is the one of the module it was called with. */
+static void shared_calls_keep_values_per_module(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        kept_model *km = &g_kept[k];
+        fill(km->w, 6 * 4 * 9, 7 + k);
+        fill(km->s, 6, 3 + 2 * k);
+        km->m = tgc_module_create("kept", NULL);
+        assert_non_null(km->m);
+        tgc_scope_push();
+        assert_non_null(tgc_module_param(
+            km->m, "w",
+            tgc_from_data(km->w, sizeof km->w, (int64_t[]){6, 4, 3, 3}, 4, TGC_F32, tgc_cpu())));
+        assert_non_null(tgc_module_param(
+            km->m, "s", tgc_from_data(km->s, sizeof km->s, (int64_t[]){6}, 1, TGC_F32, tgc_cpu())));
+        tgc_scope_pop();
+    }
+    tgc_config c = tgc_config_default();
+    c.log = 0;
+    g_kept_fn = tgc_compile(m_kept, "kept", &c);
+    assert_non_null(g_kept_fn);
+    assert_int_equal(kept_call("main", &g_kept[0], 1), 0);
+    char *ex = tgc_fn_explain(g_kept_fn);
+    assert_non_null(ex);
+    assert_non_null(strstr(ex, "read only module tensors and constants"));
+    tgc_free(ex);
+    assert_int_equal(pthread_barrier_init(&g_start, NULL, THREADS), 0);
+    pthread_t t[THREADS];
+    worker_arg w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker_arg){i, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, kept_worker, &w[i]), 0);
+    }
+    int failures = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        failures += w[i].failures;
+    }
+    pthread_barrier_destroy(&g_start);
+    assert_int_equal(failures, 0);
+    tgc_stats st;
+    assert_int_equal(tgc_fn_stats(g_kept_fn, &st), TGC_OK);
+    assert_int_equal(st.compiles, 1);
+    tgc_fn_free(g_kept_fn);
+    g_kept_fn = NULL;
+    for (int k = 0; k < 2; k++)
+        tgc_module_free(g_kept[k].m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(first_calls_of_separate_fns_at_once),
         cmocka_unit_test(compiles_eager_ops_and_shared_calls_at_once),
+        cmocka_unit_test(shared_calls_keep_values_per_module),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tgc_shutdown();
