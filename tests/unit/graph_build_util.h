@@ -12,21 +12,29 @@
 #include "kir/lower.h"
 #include "passes/fuse.h"
 
-/* An argument input of this dtype and shape (bound to the next argument index). */
-static inline int32_t gb_input(tgc_graph *g, tgc_dtype dt, int ndim, const tgc_sdim *shape)
+/* An input bound as kind (TGC_BIND_ARG, TGC_BIND_PARAM, ...) at index idx, of this dtype and
+ * shape. */
+static inline int32_t gb_input_bound(tgc_graph *g, tgc_bind_kind kind, int idx, tgc_dtype dt,
+                                     int ndim, const tgc_sdim *shape)
 {
-    int n_in = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        n_in += g->nodes[i].op == TGC_OP_INPUT;
     tgc_attrs a = {.ni = 2};
-    a.i[0] = TGC_BIND_ARG;
-    a.i[1] = n_in;
+    a.i[0] = kind;
+    a.i[1] = idx;
     tgc_vinfo v = {.dtype = dt, .ndim = ndim};
     for (int d = 0; d < ndim; d++)
         v.shape[d] = shape[d];
     int32_t id = tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &a, &v);
     assert_true(id >= 0);
     return id;
+}
+
+/* An argument input of this dtype and shape (bound to the next argument index). */
+static inline int32_t gb_input(tgc_graph *g, tgc_dtype dt, int ndim, const tgc_sdim *shape)
+{
+    int n_in = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n_in += g->nodes[i].op == TGC_OP_INPUT;
+    return gb_input_bound(g, TGC_BIND_ARG, n_in, dt, ndim, shape);
 }
 
 /* A node whose type comes from shape inference. */

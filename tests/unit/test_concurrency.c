@@ -330,6 +330,26 @@ typedef struct worker_arg {
     int failures;
 } worker_arg;
 
+/* Starts THREADS threads of fn (each with its worker_arg, released together by g_start) and
+ * returns the failures they counted. */
+static int run_threads(void *(*fn)(void *))
+{
+    assert_int_equal(pthread_barrier_init(&g_start, NULL, THREADS), 0);
+    pthread_t t[THREADS];
+    worker_arg w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker_arg){i, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, fn, &w[i]), 0);
+    }
+    int failures = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        failures += w[i].failures;
+    }
+    pthread_barrier_destroy(&g_start);
+    return failures;
+}
+
 /* Threads 0-3: two distinct models each, compiled and called three times. */
 static void compile_distinct(worker_arg *w)
 {
@@ -395,20 +415,7 @@ static void compiles_eager_ops_and_shared_calls_at_once(void **state)
     (void)state;
     g_shared = compile_llvm(&g_models[0]);
     assert_non_null(g_shared);
-    assert_int_equal(pthread_barrier_init(&g_start, NULL, THREADS), 0);
-    pthread_t t[THREADS];
-    worker_arg w[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker_arg){i, 0};
-        assert_int_equal(pthread_create(&t[i], NULL, worker, &w[i]), 0);
-    }
-    int failures = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        failures += w[i].failures;
-    }
-    pthread_barrier_destroy(&g_start);
-    assert_int_equal(failures, 0);
+    assert_int_equal(run_threads(worker), 0);
     tgc_stats s;
     assert_int_equal(tgc_fn_stats(g_shared, &s), TGC_OK);
     assert_int_equal(s.calls, 20);
@@ -436,20 +443,7 @@ static void *first_call(void *arg)
 static void first_calls_of_separate_fns_at_once(void **state)
 {
     (void)state;
-    assert_int_equal(pthread_barrier_init(&g_start, NULL, THREADS), 0);
-    pthread_t t[THREADS];
-    worker_arg w[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker_arg){i, 0};
-        assert_int_equal(pthread_create(&t[i], NULL, first_call, &w[i]), 0);
-    }
-    int failures = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        failures += w[i].failures;
-    }
-    pthread_barrier_destroy(&g_start);
-    assert_int_equal(failures, 0);
+    assert_int_equal(run_threads(first_call), 0);
 }
 
 /* ---- kept values under concurrent calls ---- */
@@ -543,20 +537,7 @@ static void shared_calls_keep_values_per_module(void **state)
     assert_non_null(ex);
     assert_non_null(strstr(ex, "read only module tensors and constants"));
     tgc_free(ex);
-    assert_int_equal(pthread_barrier_init(&g_start, NULL, THREADS), 0);
-    pthread_t t[THREADS];
-    worker_arg w[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker_arg){i, 0};
-        assert_int_equal(pthread_create(&t[i], NULL, kept_worker, &w[i]), 0);
-    }
-    int failures = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        failures += w[i].failures;
-    }
-    pthread_barrier_destroy(&g_start);
-    assert_int_equal(failures, 0);
+    assert_int_equal(run_threads(kept_worker), 0);
     tgc_stats st;
     assert_int_equal(tgc_fn_stats(g_kept_fn, &st), TGC_OK);
     assert_int_equal(st.compiles, 1);

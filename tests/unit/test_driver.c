@@ -695,15 +695,7 @@ static void test_memplan_slots(void **state)
 /* A parameter input (TGC_BIND_PARAM index idx). */
 static int32_t gb_param(tgc_graph *g, int idx, int ndim, const tgc_sdim *shape)
 {
-    tgc_attrs a = {.ni = 2};
-    a.i[0] = TGC_BIND_PARAM;
-    a.i[1] = idx;
-    tgc_vinfo v = {.dtype = TGC_F32, .ndim = ndim};
-    for (int d = 0; d < ndim; d++)
-        v.shape[d] = shape[d];
-    int32_t id = tgc_graph_add(g, TGC_OP_INPUT, NULL, 0, &a, &v);
-    assert_true(id >= 0);
-    return id;
+    return gb_input_bound(g, TGC_BIND_PARAM, idx, TGC_F32, ndim, shape);
 }
 
 /* y = x @ (w + u) on interp, for the parameters given. */
