@@ -401,7 +401,7 @@ static tgc_plan_stream *take_arena(run_ctx *r)
         total += need[s];
     }
     free(need);
-    tgc_plan_stream *e = r->capturing ? NULL : take_stream(p);
+    tgc_plan_stream *e = r->capturing || r->kept ? NULL : take_stream(p);
     if (e) {
         if (!e->arena || e->arena->nbytes < (size_t)total) {
             if (e->arena)
@@ -547,7 +547,11 @@ static tgc_status hand_out(run_ctx *r, unsigned char *given, tgc_tensor **outs)
     return TGC_OK;
 }
 
-tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int capturing)
+/* The steps of p for this call: all of them (outs set), or with only_kept the kept steps
+ * alone, when own's values do not hold for the call (no outputs). own: the kept values of a
+ * recording (replay.c) instead of the stream entry's; the call then runs in a private arena. */
+static tgc_status run_plan(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int capturing,
+                           tgc_kept_cache *own, int only_kept)
 {
     const tgc_graph *g = p->g;
     size_t n = (size_t)(g->n_nodes ? g->n_nodes : 1);
@@ -557,7 +561,7 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
                  NULL,
                  calloc((size_t)(p->mem.n_slots ? p->mem.n_slots : 1), sizeof(int64_t)),
                  capturing,
-                 NULL};
+                 own};
     unsigned char *given = calloc(n, 1);
     if (!r.vals || !given || !r.slot_off) {
         free(r.vals);
@@ -570,14 +574,15 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
     tgc_status st = bind_inputs(&r, &orig);
     tgc_plan_stream *held = st == TGC_OK ? take_arena(&r) : NULL;
     int prof = tgc_env_profile();
-    int first = 0;
-    if (held && p->kept.n_steps) {
+    int first = 0, last = only_kept ? p->kept.n_steps : p->n_steps;
+    if (held && p->kept.n_steps && !own)
         r.kept = &held->kept;
+    if (r.kept && p->kept.n_steps && st == TGC_OK) {
         first = reuse_kept(&r);
         if (prof && first)
             profile_kept(p);
     }
-    for (int si = first; si < p->n_steps && st == TGC_OK; si++) {
+    for (int si = first; si < last && st == TGC_OK; si++) {
         const tgc_step *s = &p->steps[si];
         struct timespec t0;
         if (prof)
@@ -588,11 +593,11 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
         if (st == TGC_OK && r.kept && si == p->kept.n_steps - 1)
             tgc_kept_filled(r.kept);
     }
-    if (st == TGC_OK && orig)
+    if (st == TGC_OK && orig && !only_kept)
         st = write_back(p, orig, r.vals);
-    if (st == TGC_OK)
+    if (st == TGC_OK && !only_kept)
         st = hand_out(&r, given, outs);
-    if (st != TGC_OK)
+    if (st != TGC_OK && !only_kept)
         for (int i = 0; i < g->n_outputs; i++)
             outs[i] = NULL;
     tgc_scope_pop();
@@ -605,4 +610,15 @@ tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **
     free(given);
     free(orig);
     return st;
+}
+
+tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int capturing,
+                              tgc_kept_cache *kept)
+{
+    return run_plan(p, x, outs, capturing, kept, 0);
+}
+
+tgc_status tgc_plan_refresh_kept(tgc_plan *p, const tgc_exec_args *x, tgc_kept_cache *kept)
+{
+    return p->kept.n_steps ? run_plan(p, x, NULL, 0, kept, 1) : TGC_OK;
 }

@@ -158,9 +158,14 @@ void tgc_plan_free(tgc_plan *p);
  * the plan has a replay and it applies, else step by step. */
 tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs);
 /* Runs the steps of p one by one (capturing: the launches are being recorded, so a step
- * that would synchronize fails with TGC_ERR_UNSUPPORTED instead). */
-tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs,
-                              int capturing);
+ * that would synchronize fails with TGC_ERR_UNSUPPORTED instead). kept: NULL for the kept
+ * values of the stream's arena entry; else a recording's own (replay.c), whose values the
+ * call reads (skipping the kept steps) when they hold for it, in a private arena. */
+tgc_status tgc_plan_run_steps(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs, int capturing,
+                              tgc_kept_cache *kept);
+/* Runs p's kept steps into kept unless its values hold for this call already (a recording
+ * that reads them refreshes them before each replay, outside the graph). */
+tgc_status tgc_plan_refresh_kept(tgc_plan *p, const tgc_exec_args *x, tgc_kept_cache *kept);
 
 /* REDUCE_OVERHEAD (replay.c): a plan whose backend can capture records one call into a
  * graph and replays it. */

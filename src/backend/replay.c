@@ -27,6 +27,12 @@
  * gradient and captured tensors at the addresses the recording checks on every call, and
  * each replay bumps those tensors' versions as a step-by-step call does.
  *
+ * Kept values (kept.c): when the plan writes none of the inputs its kept steps read (an
+ * inference variant's weights), a recording leaves those steps out. It holds kept values of
+ * its own, computed before the capture, which the graph reads at their addresses; before
+ * each replay the kept steps run outside the graph, on the stream ahead of it, only when
+ * their key (the weights' versions) changed. A plan that writes them records them too.
+ *
  * Not replayed at all (tgc_replay_new says why on the perf channel): plans that draw random
  * numbers (a graph would repeat the same bits every call) and plans that write one of their
  * arguments in place (a recording may read a static copy of the arguments, so the write
@@ -78,7 +84,11 @@ typedef struct replay_slot {
     int64_t *symvals;
     tgc_storage **in_store; /* per ARG binding: the static input buffer */
     size_t *in_bytes;
-    void **in_ptrs;          /* per INPUT node (r->inputs order): the address recorded */
+    void **in_ptrs; /* per INPUT node (r->inputs order): the address recorded */
+    /* the kept values the graph reads (kept_outside): refreshed before each replay, outside
+     * it, into the buffers at kept_ptrs (per kept value, recorded) */
+    tgc_kept_cache kept;
+    void **kept_ptrs;
     tgc_storage **out_store; /* per output */
     int *out_refs;           /* the output storages' reference counts while nothing is out */
     out_geo *out_geo;
@@ -96,6 +106,9 @@ typedef struct replay_stream {
 struct tgc_replay {
     pthread_mutex_t lock; /* guards the keys of streams[], n_streams and n_calls */
     atomic_int disabled;
+    /* the plan's kept steps (plan.h) stay out of the recordings: none of their inputs is
+     * written by the plan, so between changes of the weights a replay runs none of them */
+    int kept_outside;
     int n_syms;
     int32_t *inputs; /* INPUT node ids */
     int n_inputs;
@@ -143,6 +156,10 @@ tgc_replay *tgc_replay_new(const tgc_plan *p, const tgc_config *cfg, const char 
     r->log.log_fn = cfg->log_fn;
     r->log.log_user = cfg->log_user;
     r->n_syms = tgc_sym_count(g->syms);
+    r->kept_outside = p->kept.n_steps > 0;
+    for (int i = 0; i < p->kept.n_inputs && p->mutated; i++)
+        if (p->mutated[p->kept.inputs[i]])
+            r->kept_outside = 0;
     r->n_outputs = g->n_outputs;
     r->inputs = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *r->inputs);
     r->comms = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *r->comms);
@@ -184,6 +201,8 @@ static void slot_clear(const tgc_plan *p, replay_slot *s, int n_args, int n_outp
     for (int i = 0; s->out_store && i < n_outputs; i++)
         if (s->out_store[i])
             tgc_storage_unref(s->out_store[i]);
+    tgc_kept_cache_clear(p, &s->kept);
+    free(s->kept_ptrs);
     free(s->symvals);
     free(s->in_store);
     free(s->in_bytes);
@@ -351,6 +370,35 @@ static tgc_status comms_check(const tgc_replay *r, int after)
     return TGC_OK;
 }
 
+/* The addresses of the kept values a recording reads (it was just recorded from s->kept). */
+static tgc_status kept_ptrs_save(const tgc_plan *p, replay_slot *s)
+{
+    if (!s->kept.valid || !s->kept.bufs)
+        return tgc_set_error(TGC_ERR_INTERNAL, "tgc: a recording's kept values were not made");
+    s->kept_ptrs = calloc((size_t)p->kept.n_values, sizeof *s->kept_ptrs);
+    if (!s->kept_ptrs)
+        return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory recording a graph");
+    for (int j = 0; j < p->kept.n_values; j++)
+        s->kept_ptrs[j] = s->kept.bufs[j] ? s->kept.bufs[j]->data : NULL;
+    return TGC_OK;
+}
+
+/* Before a replay of s: its kept values computed again (outside the graph, on the stream,
+ * before it) when the weights they read changed, into the buffers the graph reads. 1: the
+ * recording can be replayed. */
+static int kept_refresh(tgc_plan *p, replay_slot *s, const tgc_exec_args *x, tgc_status *st)
+{
+    if (!s->kept_ptrs)
+        return 1;
+    *st = tgc_plan_refresh_kept(p, x, &s->kept);
+    if (*st != TGC_OK)
+        return 0;
+    for (int j = 0; j < p->kept.n_values; j++)
+        if (!s->kept.bufs[j] || s->kept.bufs[j]->data != s->kept_ptrs[j])
+            return 0; /* a buffer moved (not for the sizes it was recorded at) */
+    return 1;
+}
+
 static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_exec_args *x,
                          tgc_tensor **outs, int direct)
 {
@@ -391,6 +439,9 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
     tgc_exec_args rx = *x;
     if (!direct)
         rx.args = args;
+    tgc_kept_cache *kept = r->kept_outside ? &s->kept : NULL;
+    if (st == TGC_OK && kept) /* outside the recording, which reads them */
+        st = tgc_plan_refresh_kept(p, x, kept);
     void *cap = NULL;
     if (st == TGC_OK)
         st = c->begin(p->device, &cap);
@@ -398,7 +449,7 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
     if (st == TGC_OK && !ro)
         st = tgc_set_error(TGC_ERR_OOM, "tgc: out of memory recording a graph");
     if (st == TGC_OK) {
-        tgc_status rs = tgc_plan_run_steps(p, &rx, ro, 1);
+        tgc_status rs = tgc_plan_run_steps(p, &rx, ro, 1, kept);
         tgc_status es = c->end(p->device, cap, &s->graph);
         st = rs != TGC_OK ? rs : es;
     }
@@ -408,6 +459,8 @@ static tgc_status record(tgc_plan *p, tgc_replay *r, replay_slot *s, const tgc_e
                             : input_of(p, x, r->inputs[i]);
         s->in_ptrs[i] = t ? tgc_device_ptr(t) : NULL;
     }
+    if (st == TGC_OK && kept)
+        st = kept_ptrs_save(p, s);
     for (int i = 0; st == TGC_OK && i < r->n_outputs; i++) {
         tgc_tensor *t = ro[i];
         s->out_store[i] = t->storage;
@@ -526,6 +579,13 @@ static tgc_status replay_on(tgc_plan *p, tgc_replay *r, replay_stream *rs, const
         } else if (!stale && slot_free(r, s)) {
             stale = s; /* recorded for other sizes or tensors, and not in use */
         }
+    }
+    if (use && !kept_refresh(p, use, x, &st)) {
+        slot_clear(p, use, r->n_args, r->n_outputs); /* recorded again below */
+        if (st != TGC_OK)
+            return st;
+        empty = use;
+        use = NULL;
     }
     if (use) {
         st = copy_args(p, r, use, x);

@@ -11,7 +11,7 @@ tgc_status tgc_plan_run(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **outs)
     int done = 0;
     tgc_status st = p->replay ? tgc_replay_run(p, x, outs, &done) : TGC_OK;
     if (!done)
-        st = tgc_plan_run_steps(p, x, outs, 0);
+        st = tgc_plan_run_steps(p, x, outs, 0, NULL);
     if (p->stream && b->use_stream)
         b->use_stream(p->device, prev);
     return st;

@@ -84,11 +84,17 @@ static int64_t mini_index(const tgc_plan_kernel *pk, const int64_t *sizes, const
     return i;
 }
 
+/* While a fake capture records (below), each launch is also kept in its graph, which a
+ * replay launches again. */
+static void (*mini_on_launch)(const tgc_plan_kernel *pk, void *const *bufs, const int64_t *sizes);
+
 static tgc_status mini_launch(const tgc_plan_kernel *pk, void *const *bufs, const int64_t *sizes,
                               const tgc_launch_env *env)
 {
     (void)env;
     mini_launches++;
+    if (mini_on_launch)
+        mini_on_launch(pk, bufs, sizes);
     const kir_kernel *k = pk->handle;
     int nd = k->n_outer + k->n_inner;
     int64_t ext[KIR_MAX_DIMS], var[KIR_MAX_DIMS] = {0}, total = 1;
@@ -164,6 +170,12 @@ static void capture(unsigned channel, const char *message, void *user)
     l->n++;
     strncat(l->text, message, sizeof l->text - strlen(l->text) - 2);
     strcat(l->text, "\n");
+}
+
+/* A parameter input (TGC_BIND_PARAM index idx). */
+static int32_t gb_param(tgc_graph *g, int idx, int ndim, const tgc_sdim *shape)
+{
+    return gb_input_bound(g, TGC_BIND_PARAM, idx, TGC_F32, ndim, shape);
 }
 
 static tgc_tensor *rnd(int64_t d0, int64_t d1)
@@ -371,34 +383,74 @@ static struct {
     int begins, launches, wrong_stream, releases;
 } g_cap;
 
+/* A fake graph: with g_fake_replays, the mini launches made while it was recorded (their
+ * kernels, buffers and sizes), which fake_launch runs again; other steps (interp's) are not
+ * replayed. Only for plans whose recorded kernels touch no arena slot: unlike a CUDA graph's
+ * capture pool, the private arena of the capture is freed after it. */
+static int g_fake_replays;
+
+typedef struct fake_launch_rec {
+    const tgc_plan_kernel *pk;
+    void *bufs[16];
+    int64_t sizes[32];
+} fake_launch_rec;
+
 typedef struct fake_graph {
     uint64_t key;
+    int n;
+    fake_launch_rec rec[16];
 } fake_graph;
+
+static fake_graph *g_recording;
+
+static void fake_record(const tgc_plan_kernel *pk, void *const *bufs, const int64_t *sizes)
+{
+    fake_graph *g = g_recording;
+    int nb = pk->k->n_bufs, nw = kir_args_words(&pk->slots);
+    assert_true(g->n < 16 && nb <= 16 && nw <= 32);
+    fake_launch_rec *r = &g->rec[g->n++];
+    r->pk = pk;
+    memcpy(r->bufs, bufs, (size_t)nb * sizeof *bufs);
+    memcpy(r->sizes, sizes, (size_t)nw * sizeof *sizes);
+}
 
 static tgc_status fake_begin(tgc_device dev, void **cap)
 {
     (void)dev;
     g_cap.begins++;
-    *cap = (void *)(uintptr_t)g_stream_key;
+    fake_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return TGC_ERR_OOM;
+    g->key = g_stream_key;
+    g_recording = g;
+    mini_on_launch = g_fake_replays ? fake_record : NULL;
+    *cap = g;
     return TGC_OK;
 }
 
 static tgc_status fake_end(tgc_device dev, void *cap, void **graph)
 {
     (void)dev;
-    fake_graph *g = malloc(sizeof *g);
-    if (!g)
-        return TGC_ERR_OOM;
-    g->key = (uint64_t)(uintptr_t)cap;
-    *graph = g;
+    g_recording = NULL;
+    mini_on_launch = NULL;
+    *graph = cap;
     return TGC_OK;
 }
 
 static tgc_status fake_launch(tgc_device dev, void *graph)
 {
     (void)dev;
+    const fake_graph *g = graph;
     g_cap.launches++;
-    g_cap.wrong_stream += ((const fake_graph *)graph)->key != g_stream_key;
+    g_cap.wrong_stream += g->key != g_stream_key;
+    for (int i = 0; i < g->n; i++) {
+        tgc_launch_env env = {0};
+        int before = mini_launches;
+        tgc_status st = mini_launch(g->rec[i].pk, g->rec[i].bufs, g->rec[i].sizes, &env);
+        mini_launches = before; /* a replay, not a launch of the executor's */
+        if (st != TGC_OK)
+            return st;
+    }
     return TGC_OK;
 }
 
@@ -464,6 +516,69 @@ static void test_recordings_per_stream(void **state)
     assert_int_equal(g_cap.wrong_stream, 0);
     tgc_plan_free(p);
     assert_int_equal(g_cap.releases, 9);
+    tgc_graph_free(g);
+}
+
+/* REDUCE_OVERHEAD with kept values: a recording leaves out the leading steps that read only
+ * parameters (t = w + u here, broadcast into y = x * t) and reads a copy of their results
+ * that it refreshes, outside the graph, before a replay when a parameter changed; the
+ * replays (fake_launch runs the recorded kernels again) then see the new values. */
+static void test_recordings_refresh_kept_values(void **state)
+{
+    (void)state;
+    static const tgc_sdim s345[3] = {3, 4, 5};
+    tgc_graph *g = tgc_graph_create();
+    int32_t x = gb_input(g, TGC_F32, 3, s345), w = gb_param(g, 0, 2, s45),
+            u = gb_param(g, 1, 2, s45);
+    int32_t y = gb_bin(g, TGC_OP_MUL, x, gb_bin(g, TGC_OP_ADD, w, u));
+    assert_int_equal(tgc_graph_set_outputs(g, &y, 1), TGC_OK);
+    tgc_backend streamed = mini;
+    streamed.stream_key = mini_stream_key;
+    streamed.capture = &fake_capture;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    cfg.mode = TGC_MODE_REDUCE_OVERHEAD;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&streamed, g, &cfg, tgc_cpu(), "recorded", &p), TGC_OK);
+    assert_non_null(p->replay);
+    assert_int_equal(p->kept.n_steps, 1);
+    memset(&g_cap, 0, sizeof g_cap);
+    g_stream_key = 21;
+    g_fake_replays = 1; /* the recorded kernel reads x, the kept t and writes the output */
+    int64_t x_shape[3] = {3, 4, 5};
+    tgc_tensor *xin = tgc_randn(x_shape, 3, TGC_F32, tgc_cpu()),
+               *params[2] = {rnd(4, 5), rnd(4, 5)};
+    /* the call, with the expected launches of the executor's kernels and of graphs */
+    int expect_kernels[] = {2, 2, 0, 0, 1, 0}; /* the recording call runs its kernels once */
+    int expect_graphs[] = {0, 1, 2, 3, 4, 5};
+    for (int call = 0; call < 6; call++) {
+        if (call == 4) /* a new weight: the kept step runs once more, before the replay */
+            assert_int_equal(tgc_copy_(params[0], rnd(4, 5)), TGC_OK);
+        int64_t symvals[1] = {0};
+        tgc_exec_args ex = {&xin, 1, params, 2, NULL, 0, symvals};
+        tgc_tensor *got = NULL;
+        mini_launches = 0;
+        if (tgc_plan_run(p, &ex, &got) != TGC_OK)
+            fail_msg("call %d: %s", call, tgc_last_error());
+        assert_int_equal(mini_launches, expect_kernels[call]);
+        assert_int_equal(g_cap.launches, expect_graphs[call]);
+        /* interp: y = x * (w + u) */
+        void *art = NULL;
+        tgc_config icfg = tgc_config_default();
+        icfg.log = 0;
+        assert_int_equal(
+            tgc_backend_compile(tgc_backend_interp(), g, &icfg, tgc_cpu(), "drv", &art), TGC_OK);
+        tgc_tensor *want = NULL;
+        assert_int_equal(tgc_backend_run(tgc_backend_interp(), art, g, &ex, &want), TGC_OK);
+        tgc_backend_release(tgc_backend_interp(), art);
+        assert_same(got, want);
+        tgc_tensor_free(got);
+        tgc_tensor_free(want);
+    }
+    g_fake_replays = 0;
+    assert_int_equal(g_cap.begins, 1);
+    assert_int_equal(g_cap.wrong_stream, 0);
+    tgc_plan_free(p);
     tgc_graph_free(g);
 }
 
@@ -692,12 +807,6 @@ static void test_memplan_slots(void **state)
 
 /* ---- kept values ---- */
 
-/* A parameter input (TGC_BIND_PARAM index idx). */
-static int32_t gb_param(tgc_graph *g, int idx, int ndim, const tgc_sdim *shape)
-{
-    return gb_input_bound(g, TGC_BIND_PARAM, idx, TGC_F32, ndim, shape);
-}
-
 /* y = x @ (w + u) on interp, for the parameters given. */
 static tgc_tensor *kept_want(const tgc_graph *g, tgc_tensor *x, tgc_tensor *const *params)
 {
@@ -848,6 +957,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_opaque_fallback, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_arenas_per_stream, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_recordings_per_stream, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_recordings_refresh_kept_values, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(test_opaque_fallback_stages_off_host, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),
