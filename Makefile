@@ -77,7 +77,7 @@ test-asan-steps:
 	    ctest --output-on-failure -j $(JOBS) -LE release_only
 
 # ThreadSanitizer (TGC_SANITIZE=thread; it cannot be combined with ASan). The concurrency
-# tests run first, then the whole suite (slow: ~8 min on 2 cores). LLVM and libgomp are not
+# tests (and the executor's, whose arenas and kept values take locks) run first, then the whole suite (slow: ~8 min on 2 cores). LLVM and libgomp are not
 # instrumented; tests/tsan.supp says which of their reports are suppressed and why, and
 # runtime/parallel.c declares OpenMP's fork/join to TSan. allocator_may_return_null: the
 # out-of-memory tests ask for more than TSan's allocator serves and expect NULL.
@@ -87,7 +87,7 @@ test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTGC_WERROR=ON \
 	      -DTGC_SANITIZE=thread -DTGC_BUILD_BENCH=OFF -DTGC_BUILD_EXAMPLES=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
-	cd $(TSAN_BUILD) && $(TSAN_ENV) ctest --output-on-failure -R 'test_(concurrency|jit_threads)$$'
+	cd $(TSAN_BUILD) && $(TSAN_ENV) ctest --output-on-failure -R 'test_(concurrency|jit_threads|driver)$$'
 	cd $(TSAN_BUILD) && $(TSAN_ENV) ctest --output-on-failure -j $(JOBS)
 
 bench-deps:

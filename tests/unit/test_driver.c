@@ -294,6 +294,42 @@ static void test_opaque_fallback(void **state)
     tgc_graph_free(g);
 }
 
+/* Another call holding an arena entry: a thread that takes its lock and keeps it until
+ * entry_release (the test's own thread never holds an entry while it calls in, which would
+ * order the entry's lock before the table's). */
+typedef struct entry_holder {
+    pthread_t th;
+    pthread_mutex_t *lock;
+    pthread_barrier_t taken, done;
+} entry_holder;
+
+static void *hold_entry(void *arg)
+{
+    entry_holder *h = arg;
+    pthread_mutex_lock(h->lock);
+    pthread_barrier_wait(&h->taken);
+    pthread_barrier_wait(&h->done);
+    pthread_mutex_unlock(h->lock);
+    return NULL;
+}
+
+static void entry_hold(entry_holder *h, pthread_mutex_t *lock)
+{
+    h->lock = lock;
+    assert_int_equal(pthread_barrier_init(&h->taken, NULL, 2), 0);
+    assert_int_equal(pthread_barrier_init(&h->done, NULL, 2), 0);
+    assert_int_equal(pthread_create(&h->th, NULL, hold_entry, h), 0);
+    pthread_barrier_wait(&h->taken);
+}
+
+static void entry_release(entry_holder *h)
+{
+    pthread_barrier_wait(&h->done);
+    pthread_join(h->th, NULL);
+    pthread_barrier_destroy(&h->taken);
+    pthread_barrier_destroy(&h->done);
+}
+
 /* A backend whose launches go to streams (stream_key): the plan keeps one arena per stream,
  * so a call never shares an arena with a call on another stream whose kernels may still run;
  * a call on the same stream reuses its stream's arena; with more streams than entries the
@@ -364,10 +400,11 @@ static void test_arenas_per_stream(void **state)
             assert_ptr_not_equal(p->streams[i].arena, p->streams[j].arena);
 
     /* stream 11's arena held by another call (on the same stream): a private one */
-    assert_int_equal(pthread_mutex_trylock(&p->streams[0].lock), 0);
+    entry_holder h;
+    entry_hold(&h, &p->streams[0].lock);
     run_keyed(p, 11, in, want);
     assert_ptr_equal(p->streams[0].arena, a11);
-    pthread_mutex_unlock(&p->streams[0].lock);
+    entry_release(&h);
     run_keyed(p, 0, in, want); /* no stream to be had: a private one */
     assert_int_equal(p->n_streams, TGC_PLAN_STREAMS);
     tgc_plan_free(p);
@@ -928,9 +965,10 @@ static void test_kept_values(void **state)
 
     /* a call that finds the arena held runs in a private one and computes everything, and
      * leaves the stream's kept values as they were */
-    pthread_mutex_lock(&p->streams[0].lock);
+    entry_holder h;
+    entry_hold(&h, &p->streams[0].lock);
     kept_call(p, g, x24, pa, 1);
-    pthread_mutex_unlock(&p->streams[0].lock);
+    entry_release(&h);
     kept_call(p, g, x24, pa, 0);
     tgc_plan_free(p);
     tgc_graph_free(g);
