@@ -49,7 +49,8 @@ typedef struct run_ctx {
     tgc_storage *arena;
     int64_t *slot_off;    /* byte offset of each slot in the arena */
     int capturing;        /* the launches are being recorded (replay.c): nothing may sync */
-    tgc_kept_cache *kept; /* the stream's kept values (kept.c); NULL: private arena */
+    tgc_kept_cache *kept; /* the kept values (kept.c) of the stream's arena entry or of a
+                           * recording; NULL: none (a private arena) */
 } run_ctx;
 
 static tgc_tensor *wrap(tgc_storage *s, int64_t byte_off, tgc_dtype dt, const int64_t *shape,
@@ -460,12 +461,8 @@ static int reuse_kept(run_ctx *r)
     if (!tgc_kept_key_end(r->kept))
         return 0;
     int ok = 1;
-    for (int j = 0; j < p->kept.n_values && ok; j++) {
-        int32_t v = p->kept.values[j];
-        int64_t shape[TGC_MAX_DIMS];
-        eval_shape(r, &p->g->nodes[v].out, shape);
-        ok = (r->vals[v] = kept_tensor(r, j, shape)) != NULL;
-    }
+    for (int j = 0; j < p->kept.n_values && ok; j++)
+        ok = ensure_buffer(r, p->kept.values[j]) != NULL;
     return ok && r->kept->valid ? p->kept.n_steps : 0;
 }
 
@@ -575,7 +572,7 @@ static tgc_status run_plan(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **out
     tgc_plan_stream *held = st == TGC_OK ? take_arena(&r) : NULL;
     int prof = tgc_env_profile();
     int first = 0, last = only_kept ? p->kept.n_steps : p->n_steps;
-    if (held && p->kept.n_steps && !own)
+    if (held && !own)
         r.kept = &held->kept;
     if (r.kept && p->kept.n_steps && st == TGC_OK) {
         first = reuse_kept(&r);

@@ -62,31 +62,20 @@ static int keepable(const tgc_plan *p, int si, const uint8_t *from, const int32_
     return 1;
 }
 
-/* The values step si reads. */
-static void step_reads(const tgc_plan *p, int si, void (*f)(void *, int32_t), void *ctx)
+/* Marks (through base[], on the viewed value) the values step si reads. */
+static void mark_reads(const tgc_plan *p, int si, const int32_t *base, uint8_t *mark)
 {
     const tgc_step *s = &p->steps[si];
     if (s->kernel >= 0) {
         const kir_kernel *k = p->kernels[s->kernel].k;
         for (int b = 0; b < k->n_bufs; b++)
             if (!k->bufs[b].written)
-                f(ctx, k->bufs[b].value);
+                mark[base[k->bufs[b].value]] = 1;
     } else {
         const tgc_node *nd = &p->g->nodes[s->node];
         for (int i = 0; i < nd->n_in; i++)
-            f(ctx, nd->in[i]);
+            mark[base[nd->in[i]]] = 1;
     }
-}
-
-typedef struct find_ctx {
-    const int32_t *base;
-    uint8_t *mark;
-} find_ctx;
-
-static void mark_read(void *ctx, int32_t v)
-{
-    find_ctx *c = ctx;
-    c->mark[c->base[v]] = 1;
 }
 
 tgc_status tgc_plan_kept_find(tgc_plan *p, uint8_t *mat)
@@ -114,9 +103,8 @@ tgc_status tgc_plan_kept_find(tgc_plan *p, uint8_t *mat)
                 from[k->bufs[b].value] = 1;
         ns++;
     }
-    find_ctx in = {base, read_in}, after = {base, read_after};
     for (int si = 0; si < p->n_steps; si++)
-        step_reads(p, si, mark_read, si < ns ? &in : &after);
+        mark_reads(p, si, base, si < ns ? read_in : read_after);
     int nv = 0, ni = 0;
     for (int32_t v = 0; v < g->n_nodes; v++) {
         nv += from[v] && read_after[v];
