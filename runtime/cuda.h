@@ -78,6 +78,7 @@
     X(cuFuncSetAttribute)                                                                          \
     X(cuFuncGetAttribute)                                                                          \
     X(cuLaunchKernel)                                                                              \
+    X(cuTensorMapEncodeTiled)                                                                      \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                 \
     X(cuStreamBeginCapture)                                                                        \
     X(cuStreamEndCapture)                                                                          \

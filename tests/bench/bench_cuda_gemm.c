@@ -44,10 +44,12 @@ int main(void)
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_target.h"
+#include "backend/cuda/cuda_tmap.h"
 #include "ir/shape_infer.h"
 #include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/fuse.h"
+#include "runtime/cuda_host.h"
 
 /* ---- the driver API, by hand (cuda.h is for runtime/ and src/backend/cuda only) ---- */
 typedef int CUres;
@@ -552,94 +554,130 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         CU(cu.MemsetD8(ws, 0, ws_n));
     }
     void *wsp = (void *)(uintptr_t)ws;
-    void *params[4] = {bufs, sizes, &geo, &wsp};
-    CU(cu.Launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL, params,
-                 NULL));
-    CU(cu.CtxSync());
-    /* check */
-    const kir_template *t = &k->tpl;
-    hostbuf *out = &hb[t->out], *A = &hb[t->a], *B = &hb[t->b];
-    int bi_ = buf_of(k, bias_id), ri_ = buf_of(k, res_id);
-    hostbuf *bias = bi_ >= 0 ? &hb[bi_] : NULL, *resb = ri_ >= 0 ? &hb[ri_] : NULL;
-    size_t es = tgc_dtype_size(out->dt);
-    void *raw = malloc(out->n * es);
-    CU(cu.DtoH(raw, out->d, out->n * es));
-    if (cfg.mode == TGC_CUDA_TPL_BF16X) /* the reference sees what the mma sees (see the top) */
-        for (int o = 0; o < 2; o++) {
-            hostbuf *hbo = o ? B : A;
-            for (size_t j = 0; j < hbo->n; j++)
-                hbo->f[j] = from_half_bits(to_half_bits(hbo->f[j], TGC_BF16), TGC_BF16);
-            if (t->a == t->b)
-                break;
+    /* the TMA entry too where the kernel has one and the call suits it: both checked, both
+     * timed (variant 0 the kernel NAME, 1 NAME_tma) */
+    void *fn_tma = NULL;
+    _Alignas(64) unsigned char maps[2][128];
+    unsigned tgrid[3], tblock[3], tsmem;
+    tgc_cuda_tmap_desc md[2];
+    if (cfg.tma_bn && tgc_cuda_template_tma(&cfg, k, &geo, bufs, sms, md, tgrid, tblock, &tsmem)) {
+        if (tgc_cuda_load() != TGC_OK || tgc_cuda_tmap_encode(&md[0], maps[0]) != TGC_OK ||
+            tgc_cuda_tmap_encode(&md[1], maps[1]) != TGC_OK) {
+            fprintf(stderr, "%s: tensor maps: %s\n", tc->name, tgc_last_error());
+            return 1;
         }
-    double ts = cfg.mode == TGC_CUDA_TPL_TF32 ? 2e-3 : 1e-5;
-    double to = out->dt == TGC_F16 ? 1.0 / 1024 : out->dt == TGC_BF16 ? 1.0 / 128 : 0;
-    size_t total = out->n, samples = total <= (1u << 18) ? total : 4096, bad = 0;
-    double worst = 0;
-    for (size_t s = 0; s < samples; s++) {
-        size_t idx =
-            samples == total ? s : (size_t)((rng = rng * 6364136223846793005ull + 1) >> 20) % total;
-        double as, r;
-        if (tc->kind == C_CONV) {
-            int64_t ohw = geo.oh * geo.ow, img = (int64_t)idx / (geo.co * ohw);
-            int64_t co = ((int64_t)idx / ohw) % geo.co, q = (int64_t)idx % ohw;
-            r = ref_conv(&geo, t->attrs.i, A->f, B->f, img, co, q, &as);
-            r = apply_epi(tc->epi, r, bias ? bias->f : NULL, resb ? resb->f : NULL, co, idx);
-        } else {
-            int64_t b = geo.c_bs ? (int64_t)idx / geo.c_bs : 0, rem = (int64_t)idx - b * geo.c_bs;
-            r = ref_gemm(&geo, A->f, B->f, b, rem / geo.c_rs, rem % geo.c_rs, &as);
-            r = apply_epi(tc->epi, r, bias ? bias->f : NULL, NULL, rem % geo.c_rs, idx);
-        }
-        double got =
-            es == 2 ? from_half_bits(((uint16_t *)raw)[idx], out->dt) : ((float *)raw)[idx];
-        /* each epilogue op of a 16-bit kernel rounds: allow two roundings of every term */
-        double mag = fabs(r);
-        if (tc->epi && to > 0)
-            mag = 2 * (as + (bias ? 1.0 : 0.0) + (resb ? 1.0 : 0.0));
-        double err = fabs(got - r), lim = ts * as + to * mag + 1e-30;
-        if (!(err <= lim)) {
-            if (bad < 5)
-                fprintf(stderr, "%s: element %zu: got %.9g want %.9g (limit %.3g)\n", tc->name, idx,
-                        got, r, lim);
-            bad++;
-        }
-        if (lim > 0 && err / lim > worst)
-            worst = err / lim;
+        CU(cu.ModuleGetFunction(&fn_tma, mod, "tgc_k_tma"));
+        CU(cu.FuncSetAttribute(fn_tma, FUNC_MAX_DYN_SMEM, (int)cfg.tma_smem));
     }
-    free(raw);
-    double flops = tc->kind == C_CONV ? 2.0 * (double)geo.cn * geo.co * geo.oh * geo.ow *
-                                            (geo.cc / t->attrs.i[6]) * geo.kh * geo.kw
-                                      : 2.0 * (double)geo.batch * geo.M * geo.N * geo.K;
-    double tflops = 0;
-    if (tc->timed && !quick) {
-        void *e0, *e1;
-        CU(cu.EventCreate(&e0, 0));
-        CU(cu.EventCreate(&e1, 0));
-        for (int i = 0; i < 3; i++)
-            CU(cu.Launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL,
-                         params, NULL));
-        int reps = 20;
-        CU(cu.EventRecord(e0, NULL));
-        for (int i = 0; i < reps; i++)
-            CU(cu.Launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL,
-                         params, NULL));
-        CU(cu.EventRecord(e1, NULL));
-        CU(cu.EventSync(e1));
-        float ms;
-        CU(cu.EventElapsed(&ms, e0, e1));
-        tflops = flops * reps / (ms * 1e-3) / 1e12;
+    int bad_any = 0;
+    for (int variant = 0; variant < (fn_tma ? 2 : 1); variant++) {
+        void *params[5] = {bufs, sizes, &geo, &wsp, NULL};
+        void *vfn = fn;
+        if (variant) {
+            params[3] = maps[0];
+            params[4] = maps[1];
+            vfn = fn_tma;
+            memcpy(grid, tgrid, sizeof grid);
+            memcpy(block, tblock, sizeof block);
+            smem = tsmem;
+            /* NaN everywhere again (all-ones bits: NaN in f32, f16 and bf16), so that an
+             * element this kernel misses cannot pass with the first one's value */
+            const hostbuf *ob = &hb[k->tpl.out];
+            CU(cu.MemsetD8(ob->d, 0xff, ob->n * tgc_dtype_size(ob->dt)));
+        }
+        CU(cu.Launch(vfn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL,
+                     params, NULL));
+        CU(cu.CtxSync());
+        /* check */
+        const kir_template *t = &k->tpl;
+        hostbuf *out = &hb[t->out], *A = &hb[t->a], *B = &hb[t->b];
+        int bi_ = buf_of(k, bias_id), ri_ = buf_of(k, res_id);
+        hostbuf *bias = bi_ >= 0 ? &hb[bi_] : NULL, *resb = ri_ >= 0 ? &hb[ri_] : NULL;
+        size_t es = tgc_dtype_size(out->dt);
+        void *raw = malloc(out->n * es);
+        CU(cu.DtoH(raw, out->d, out->n * es));
+        if (cfg.mode == TGC_CUDA_TPL_BF16X) /* the reference sees what the mma sees (see the top) */
+            for (int o = 0; o < 2; o++) {
+                hostbuf *hbo = o ? B : A;
+                for (size_t j = 0; j < hbo->n; j++)
+                    hbo->f[j] = from_half_bits(to_half_bits(hbo->f[j], TGC_BF16), TGC_BF16);
+                if (t->a == t->b)
+                    break;
+            }
+        double ts = cfg.mode == TGC_CUDA_TPL_TF32 ? 2e-3 : 1e-5;
+        double to = out->dt == TGC_F16 ? 1.0 / 1024 : out->dt == TGC_BF16 ? 1.0 / 128 : 0;
+        size_t total = out->n, samples = total <= (1u << 18) ? total : 4096, bad = 0;
+        double worst = 0;
+        for (size_t s = 0; s < samples; s++) {
+            size_t idx = samples == total
+                             ? s
+                             : (size_t)((rng = rng * 6364136223846793005ull + 1) >> 20) % total;
+            double as, r;
+            if (tc->kind == C_CONV) {
+                int64_t ohw = geo.oh * geo.ow, img = (int64_t)idx / (geo.co * ohw);
+                int64_t co = ((int64_t)idx / ohw) % geo.co, q = (int64_t)idx % ohw;
+                r = ref_conv(&geo, t->attrs.i, A->f, B->f, img, co, q, &as);
+                r = apply_epi(tc->epi, r, bias ? bias->f : NULL, resb ? resb->f : NULL, co, idx);
+            } else {
+                int64_t b = geo.c_bs ? (int64_t)idx / geo.c_bs : 0,
+                        rem = (int64_t)idx - b * geo.c_bs;
+                r = ref_gemm(&geo, A->f, B->f, b, rem / geo.c_rs, rem % geo.c_rs, &as);
+                r = apply_epi(tc->epi, r, bias ? bias->f : NULL, NULL, rem % geo.c_rs, idx);
+            }
+            double got =
+                es == 2 ? from_half_bits(((uint16_t *)raw)[idx], out->dt) : ((float *)raw)[idx];
+            /* each epilogue op of a 16-bit kernel rounds: allow two roundings of every term */
+            double mag = fabs(r);
+            if (tc->epi && to > 0)
+                mag = 2 * (as + (bias ? 1.0 : 0.0) + (resb ? 1.0 : 0.0));
+            double err = fabs(got - r), lim = ts * as + to * mag + 1e-30;
+            if (!(err <= lim)) {
+                if (bad < 5)
+                    fprintf(stderr, "%s: element %zu: got %.9g want %.9g (limit %.3g)\n", tc->name,
+                            idx, got, r, lim);
+                bad++;
+            }
+            if (lim > 0 && err / lim > worst)
+                worst = err / lim;
+        }
+        free(raw);
+        double flops = tc->kind == C_CONV ? 2.0 * (double)geo.cn * geo.co * geo.oh * geo.ow *
+                                                (geo.cc / t->attrs.i[6]) * geo.kh * geo.kw
+                                          : 2.0 * (double)geo.batch * geo.M * geo.N * geo.K;
+        double tflops = 0;
+        if (tc->timed && !quick) {
+            void *e0, *e1;
+            CU(cu.EventCreate(&e0, 0));
+            CU(cu.EventCreate(&e1, 0));
+            for (int i = 0; i < 3; i++)
+                CU(cu.Launch(vfn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                             NULL, params, NULL));
+            int reps = 20;
+            CU(cu.EventRecord(e0, NULL));
+            for (int i = 0; i < reps; i++)
+                CU(cu.Launch(vfn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                             NULL, params, NULL));
+            CU(cu.EventRecord(e1, NULL));
+            CU(cu.EventSync(e1));
+            float ms;
+            CU(cu.EventElapsed(&ms, e0, e1));
+            tflops = flops * reps / (ms * 1e-3) / 1e12;
+        }
+        printf("%-34s mode %d%s tile %dx%dx%d st %d thr %d smem %6u grid %ux%ux%u ws %8zu  %s "
+               "(worst %.2f of limit, %zu/%zu checked)",
+               tc->name, cfg.mode,
+               variant       ? " tma"
+               : !cfg.wg     ? ""
+               : cfg.wn == 2 ? " wgmma-n2"
+                             : " wgmma",
+               variant ? 128 : cfg.bm, variant ? cfg.tma_bn : cfg.bn, cfg.bk,
+               variant ? cfg.tma_stages : cfg.stages, variant ? 384 : cfg.threads, smem, grid[0],
+               grid[1], grid[2], variant ? 0 : ws_n, bad ? "FAIL" : "ok", worst, samples, total);
+        if (tflops > 0)
+            printf("  %.1f TFLOP/s", tflops);
+        printf("\n");
+        bad_any |= bad != 0;
     }
-    printf("%-34s mode %d%s tile %dx%dx%d st %d thr %d smem %6u grid %ux%ux%u ws %8zu  %s "
-           "(worst %.2f of limit, %zu/%zu checked)",
-           tc->name, cfg.mode,
-           !cfg.wg       ? ""
-           : cfg.wn == 2 ? " wgmma-n2"
-                         : " wgmma",
-           cfg.bm, cfg.bn, cfg.bk, cfg.stages, cfg.threads, smem, grid[0], grid[1], grid[2], ws_n,
-           bad ? "FAIL" : "ok", worst, samples, total);
-    if (tflops > 0)
-        printf("  %.1f TFLOP/s", tflops);
-    printf("\n");
     for (int i = 0; i < nb; i++) {
         cu.MemFree(hb[i].d);
         free(hb[i].f);
@@ -654,7 +692,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     free(mat);
     tgc_fusion_free(&f);
     tgc_graph_free(g);
-    return bad != 0;
+    return bad_any;
 }
 
 int main(int argc, char **argv)
@@ -695,6 +733,20 @@ int main(int argc, char **argv)
         {"linear f32 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 0, NULL},
         {"linear f16", C_LINEAR, TGC_F16, H, {1024, 3072, 768}, 1, 0, NULL},
         {"linear bf16 small-M", C_LINEAR, TGC_BF16, H, {8, 768, 768}, 0, 0, NULL},
+        /* BERT-base's projections at batch 8 x sequence 128 (M = 1024) */
+        {"bert qkv bf16", C_LINEAR, TGC_BF16, H, {1024, 2304, 768}, 1, 0, NULL},
+        {"bert out bf16", C_LINEAR, TGC_BF16, H, {1024, 768, 768}, 1, 0, NULL},
+        {"bert ffn1 bf16", C_LINEAR, TGC_BF16, H, {1024, 3072, 768}, 1, 0, NULL},
+        {"bert ffn2 bf16", C_LINEAR, TGC_BF16, H, {1024, 768, 3072}, 1, 0, NULL},
+        {"bert qkv tf32", C_LINEAR, TGC_F32, T, {1024, 2304, 768}, 1, 0, NULL},
+        {"bert out tf32", C_LINEAR, TGC_F32, T, {1024, 768, 768}, 1, 0, NULL},
+        {"bert ffn1 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 0, NULL},
+        {"bert ffn2 tf32", C_LINEAR, TGC_F32, T, {1024, 768, 3072}, 1, 0, NULL},
+        {"linear tf32 4096", C_LINEAR, TGC_F32, T, {4096, 4096, 4096}, 1, 0, NULL},
+        {"linear bf16 4096", C_LINEAR, TGC_BF16, H, {4096, 4096, 4096}, 1, 0, NULL},
+        {"linear f16 edges", C_LINEAR, TGC_F16, H, {1000, 1000, 1000}, 0, 0, NULL},
+        {"bmm NT bf16 batched", C_BMM_NT, TGC_BF16, H, {512, 512, 128, 24}, 1, 0, NULL},
+        {"bmm B2 f16 broadcast B", C_BMM_B2, TGC_F16, H, {384, 256, 320, 6}, 0, 0, NULL},
         {"bmm NT f32 tf32", C_BMM_NT, TGC_F32, T, {128, 128, 64, 96}, 0, 0, NULL},
         {"bmm NT f32 highest", C_BMM_NT, TGC_F32, H, {100, 77, 64, 12}, 0, 0, NULL},
         {"bmm NT f16", C_BMM_NT, TGC_F16, H, {128, 128, 64, 96}, 0, 0, NULL},
@@ -1027,6 +1079,19 @@ int main(int argc, char **argv)
                               .bn = wtiles[t][2],
                               .bk = 128 / es,
                               .stages = wtiles[t][3]};
+            fails += run_case(&cases[i], sm, sms, quick, &f);
+        }
+        /* the TMA entry's tiles (bn, stages), beside the chosen wgmma tile */
+        static const int ttiles[][2] = {{256, 4}, {256, 3}, {128, 7}, {128, 5}, {128, 4}};
+        for (size_t t = 0; wsweep && t < sizeof ttiles / sizeof ttiles[0]; t++) {
+            tgc_cuda_tpl f = {.wg = 2,
+                              .wn = 1,
+                              .bm = 128,
+                              .bn = 128,
+                              .bk = 128 / es,
+                              .stages = 4,
+                              .tma_bn = ttiles[t][0],
+                              .tma_stages = ttiles[t][1]};
             fails += run_case(&cases[i], sm, sms, quick, &f);
         }
     }

@@ -120,7 +120,9 @@ static void check_mode_ptx(const char *ptx, const tgc_cuda_tpl *cfg)
     int bf16 = strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL;
     int f16 = strstr(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL;
     int wg = strstr(ptx, "wgmma.mma_async.sync.aligned.m64n") != NULL;
-    assert_int_equal(wg, cfg->wg > 0);
+    /* the TMA entry (beside an mma.sync kernel too: TF32 with an MN-major operand) */
+    assert_int_equal(wg, cfg->wg > 0 || cfg->tma_bn > 0);
+    assert_int_equal(strstr(ptx, ".entry tgc_k_tma(") != NULL, cfg->tma_bn > 0);
     if (cfg->wg) {
         char want[96];
         const char *ty = mode == TGC_CUDA_TPL_TF32   ? "tf32"
@@ -490,7 +492,8 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     char desc[256];
     tgc_cuda_tpl_describe(&cfg, desc, sizeof desc);
     assert_string_equal(desc, "GEMM TF32 wgmma 128x128x32, 2 warpgroups, 4 stages, 256 threads, "
-                              "132096 B smem: 128 x 128 blocks");
+                              "132096 B smem: 128 x 128 blocks; TMA warp-specialized 128x128x32, "
+                              "7 stages, 230400 B smem");
     /* HIGHEST (exact fp32) and MEDIUM (bf16 of fp32 operands) stay on their templates */
     for (int p = 0; p < 3; p += 2) {
         ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, NULL);
@@ -585,6 +588,136 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
         tk_free(&t);
         tgc_graph_free(g);
     }
+}
+
+/* A 16-bit or TF32 GEMM whose operands are contiguous along k or m / n gets the warp-specialized
+ * TMA entry beside the wgmma kernel (TMA loads completing mbarrier transactions, registers
+ * moved to the consumers); the launch takes it only for calls TMA can address. */
+static void hopper_gemm_has_a_tma_entry(void **state)
+{
+    (void)state;
+    /* [4096, 4096] bf16 @ [4096, 4096]: B MN-major (stride 1 along n) */
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim sa[2] = {4096, 4096};
+    int32_t a = gb_input(g, TGC_BF16, 2, sa), b = gb_input(g, TGC_BF16, 2, sa);
+    int32_t in[2] = {a, b};
+    int32_t o = gb_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    gb_outputs(g, &o, 1);
+    tk t;
+    lower_tpl(g, &t);
+    tgc_cuda_tpl cfg;
+    char *src = NULL;
+    char *ptx = render_compile(&t, TGC_PRECISION_HIGH, &cfg, &src);
+    assert_int_equal(cfg.mode, TGC_CUDA_TPL_BF16);
+    assert_int_equal(cfg.tma_bn, 256); /* a large problem */
+    assert_int_equal(cfg.tma_stages, 4);
+    assert_int_equal(cfg.tma_al, 0);
+    assert_int_equal(cfg.tma_bl, 1);
+    assert_int_equal(cfg.tma_smem, 4u * (128 + 256) * 128 + 1024);
+    assert_non_null(strstr(src, "void __launch_bounds__(384, 1) tgc_k_tma("));
+    assert_non_null(strstr(src, "#ifndef TGC_GEMM_EMU"));
+    if (ptx) {
+        assert_non_null(strstr(ptx, ".entry tgc_k_tma("));
+        assert_non_null(strstr(ptx, "cp.async.bulk.tensor.3d.shared::cluster.global"));
+        assert_non_null(strstr(ptx, "mbarrier.try_wait.parity.shared::cta.b64"));
+        assert_non_null(strstr(ptx, "mbarrier.arrive.expect_tx.shared::cta.b64"));
+        assert_non_null(strstr(ptx, "setmaxnreg.inc.sync.aligned.u32 232"));
+        assert_non_null(strstr(ptx, "setmaxnreg.dec.sync.aligned.u32 40"));
+        assert_non_null(strstr(ptx, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
+    }
+    free(ptx);
+    free(src);
+    /* the launch: maps of A (K-major: 128-byte boxes of 128 rows) and B (MN-major: 64
+     * columns by 64 k rows), a block per SM */
+    tgc_gemm_geom geo;
+    tgc_cuda_template_geom(t.k, g->syms, NULL, &geo);
+    void *bufs[4] = {0};
+    bufs[t.k->tpl.a] = (void *)(uintptr_t)0x10000;
+    bufs[t.k->tpl.b] = (void *)(uintptr_t)0x200000;
+    bufs[t.k->tpl.out] = (void *)(uintptr_t)0x4000000;
+    tgc_cuda_tmap_desc md[2];
+    unsigned grid[3], block[3], smem;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, bufs, 132, md, grid, block, &smem), 1);
+    assert_int_equal(grid[0], 132); /* 32 x 16 tiles, persistent */
+    assert_int_equal(block[0], 384);
+    assert_int_equal(smem, cfg.tma_smem);
+    assert_int_equal(md[0].dtype, TGC_BF16);
+    assert_int_equal(md[0].dims[0], 4096); /* k */
+    assert_int_equal(md[0].dims[1], 4096); /* m */
+    assert_int_equal(md[0].dims[2], 1);
+    assert_int_equal(md[0].strides[0], 4096 * 2);
+    assert_int_equal(md[0].box[0], 64);
+    assert_int_equal(md[0].box[1], 128);
+    assert_ptr_equal(md[1].base, bufs[t.k->tpl.b]);
+    assert_int_equal(md[1].box[0], 64); /* n */
+    assert_int_equal(md[1].box[1], 64); /* k */
+    /* fewer tiles than SMs (and too short a k to split): one block per tile */
+    tgc_gemm_geom small = geo;
+    small.M = small.N = 512;
+    small.K = 256;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &small, bufs, 132, md, grid, block, &smem),
+                     1);
+    assert_int_equal(grid[0], 4 * 2);
+    /* what TMA cannot address keeps the wgmma kernel: a base off 16 bytes, a row stride of
+     * 2 bytes short of 16-byte multiples, sizes of 2^31, an empty problem */
+    void *mis[4];
+    memcpy(mis, bufs, sizeof mis);
+    mis[t.k->tpl.a] = (void *)(uintptr_t)0x10008;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, mis, 132, md, grid, block, &smem), 0);
+    tgc_gemm_geom odd = geo;
+    odd.a_rs = 4095;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
+    odd = geo;
+    odd.K = 1LL << 31;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
+    odd = geo;
+    odd.M = 0;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
+    /* a problem the wgmma kernel splits along k keeps it */
+    odd = geo;
+    odd.M = odd.N = 128;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
+    /* forced TMA tiles; a TMA tile where there is no TMA entry is refused */
+    tgc_strbuf sb = {0};
+    tgc_cuda_tpl want = {.wg = 2,
+                         .bm = 128,
+                         .bn = 128,
+                         .bk = 64,
+                         .stages = 4,
+                         .tma_bn = 128,
+                         .tma_stages = 5},
+                 got;
+    assert_int_equal(
+        tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &want, &got),
+        TGC_OK);
+    assert_int_equal(got.tma_bn, 128);
+    assert_int_equal(got.tma_stages, 5);
+    want.tma_stages = 6;
+    want.tma_bn = 256; /* 6 x 48 KiB: more than 227 KiB */
+    check_error(
+        tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &want, &got),
+        TGC_ERR_INVALID_ARG, "does not fit");
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
+    /* sm_80: no TMA entry */
+    g = tgc_graph_create();
+    a = gb_input(g, TGC_BF16, 2, sa);
+    b = gb_input(g, TGC_BF16, 2, sa);
+    in[0] = a;
+    in[1] = b;
+    o = gb_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    gb_outputs(g, &o, 1);
+    lower_tpl(g, &t);
+    sb = (tgc_strbuf){0};
+    assert_int_equal(
+        tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 80, &cfg), TGC_OK);
+    assert_int_equal(cfg.tma_bn, 0);
+    assert_null(strstr(sb.data, "k_tma("));
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, bufs, 132, md, grid, block, &smem), 0);
+    tgc_sb_free(&sb);
+    tk_free(&t);
+    tgc_graph_free(g);
 }
 
 static void forced_tiles_are_checked(void **state)
@@ -700,6 +833,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(hopper_takes_wgmma_where_the_layouts_allow, scoped_setup,
                                         scoped_teardown),
+        cmocka_unit_test_setup_teardown(hopper_gemm_has_a_tma_entry, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(embedded_library_matches_its_source, scoped_setup,
                                         scoped_teardown),

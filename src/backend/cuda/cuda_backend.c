@@ -51,6 +51,7 @@
 
 typedef struct cuda_kernel {
     CUfunction fn;
+    CUfunction fn_tma;    /* the GEMM's warp-specialized TMA entry (tpl.tma_bn), else NULL */
     tgc_cuda_launch loop; /* LOOP */
     tgc_cuda_tpl tpl;     /* GEMM / CONV */
 } cuda_kernel;
@@ -174,6 +175,14 @@ static tgc_status bind_kernel(const tgc_cuda_program *prog, int dev, const char 
         st = tgc_cuda_error(tgc_cuda_drv()->cuFuncSetAttribute(
                                 ck->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem),
                             w);
+    }
+    if (st == TGC_OK && pk->k->kind != KIR_LOOP && ck->tpl.tma_bn) {
+        st = tgc_cuda_program_function(prog, dev, KERNEL_NAME "_tma", &ck->fn_tma);
+        if (st == TGC_OK)
+            st = tgc_cuda_error(tgc_cuda_drv()->cuFuncSetAttribute(
+                                    ck->fn_tma, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    (int)ck->tpl.tma_smem),
+                                "tgc cuda: the shared memory of a TMA GEMM kernel");
     }
     pk->handle = ck;
     return st;
@@ -379,6 +388,18 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
     tgc_cuda_template_geom(k, env->syms, env->symvals, &g);
     int sms = tgc_cuda_props_of(env->device.index)->sms;
     unsigned grid[3], block[3], smem;
+    /* the warp-specialized TMA kernel where this call's operands suit it; the maps are
+     * encoded per call (a few microseconds of host time; a recording keeps them) */
+    tgc_cuda_tmap_desc md[2];
+    if (ck->fn_tma && tgc_cuda_template_tma(&ck->tpl, k, &g, bufs, sms, md, grid, block, &smem)) {
+        CUtensorMap ma, mb;
+        if (tgc_cuda_tmap_encode(&md[0], &ma) == TGC_OK &&
+            tgc_cuda_tmap_encode(&md[1], &mb) == TGC_OK) {
+            void *params[5] = {(void *)bufs, (void *)sizes, &g, &ma, &mb};
+            return launch_fn(pk, ck->fn_tma, grid, block, smem, s, params);
+        }
+        tgc_clear_error(); /* a map the driver refuses: the kernel that needs none */
+    }
     size_t ws_bytes = 0;
     tgc_cuda_template_launch(&ck->tpl, k, &g, sms, grid, block, &smem, &ws_bytes);
     /* The split-K workspace: allocated on the launch's stream (the thread's current one:

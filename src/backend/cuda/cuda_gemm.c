@@ -3,6 +3,7 @@
  * configuration and operand layouts per kernel, compiles the kernel's constant sizes in and
  * writes a small wrapper: the ABI structs, the epilogue functor and the __global__ entry that
  * instantiates the library's templates. Pure functions of their arguments; thread-safe. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,60 @@ static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, pla
     return 1;
 }
 
+/* The TMA entry's shared memory: per stage 128 x 128-byte and bn x 128-byte k tiles (and a raw
+ * slot of the same size for each MN-major TF32 operand, which the producer rewrites
+ * K-major), and the slack to align them to 1024 bytes (the barriers are static shared
+ * memory). */
+static unsigned tma_smem_of(const tgc_cuda_tpl *c, int bn, int stages)
+{
+    const int tf32 = c->mode == TGC_CUDA_TPL_TF32;
+    const int per =
+        (128 + bn) * 128 + (tf32 && c->tma_al ? 128 * 128 : 0) + (tf32 && c->tma_bl ? bn * 128 : 0);
+    return (unsigned)(stages * per + 1024);
+}
+
+/* The warp-specialized TMA entry with 128 x bn tiles (bn 128 or 256; 128 where a TF32 operand
+ * is MN-major) and `stages` stages (0: as many as fit, at most 8), operand layouts al, bl; 0
+ * when that does not fit. */
+static int choose_tma(plan *p, int al, int bl, int bn, int stages)
+{
+    tgc_cuda_tpl *c = &p->c;
+    if (bn != 128 && bn != 256)
+        return 0;
+    c->tma_al = al;
+    c->tma_bl = bl;
+    if (!stages)
+        for (stages = 8; stages > 2 && tma_smem_of(c, bn, stages) > 227u * 1024u; stages--)
+            ;
+    if (stages < 2 || stages > 8 || tma_smem_of(c, bn, stages) > 227u * 1024u) {
+        c->tma_al = c->tma_bl = 0;
+        return 0;
+    }
+    c->tma_bn = bn;
+    c->tma_stages = stages;
+    c->tma_smem = tma_smem_of(c, bn, stages);
+    return 1;
+}
+
+/* The TMA entry of an sm_90a GEMM in mode (TF32, F16, BF16) whose operands are contiguous
+ * along k (layout 0) or along m / n (layout 1), constant strides: its tile for M x N (-1:
+ * not constant). TF32 needs K-major stages; an MN-major TF32 operand is rewritten by the
+ * producer warps, in 128-wide tiles. */
+static void add_tma(const kir_kernel *k, int mode, int64_t M, int64_t N, plan *p)
+{
+    const kir_template *t = &k->tpl;
+    if (k->kind != KIR_GEMM ||
+        (mode != TGC_CUDA_TPL_TF32 && mode != TGC_CUDA_TPL_F16 && mode != TGC_CUDA_TPL_BF16))
+        return;
+    int al = is_const(t->a_cs, 1) ? 0 : is_const(t->a_rs, 1) ? 1 : -1;
+    int bl = is_const(t->b_rs, 1) ? 0 : is_const(t->b_cs, 1) ? 1 : -1;
+    if (al < 0 || bl < 0)
+        return;
+    int raw = mode == TGC_CUDA_TPL_TF32 && (al || bl);
+    int big = M >= 128 && N >= 256 && M * N >= 2LL * 132 * 128 * 256;
+    choose_tma(p, al, bl, big && !raw ? 256 : 128, 0);
+}
+
 static unsigned smem_of(const plan *p)
 {
     const tgc_cuda_tpl *c = &p->c;
@@ -154,6 +209,7 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
         N = cval(t->cn) * cval(t->oh) * cval(t->ow);
     if (wgmma && choose_wgmma(k, mode, M, N, p)) {
         p->c.smem_bytes = smem_of(p);
+        add_tma(k, mode, M, N, p);
         return;
     }
     p->c.why = !wgmma                       ? "mma.sync / SIMT templates (not sm_90)"
@@ -223,6 +279,8 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
     if (conv)
         p->b = (opnd){1, p->b_pad, 0, 0};
     p->c.smem_bytes = smem_of(p);
+    if (wgmma) /* TF32 with an MN-major operand: mma.sync, and the TMA entry rewrites it */
+        add_tma(k, mode, M, N, p);
 }
 
 /* ---- text ---- */
@@ -403,7 +461,50 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
             return 0;
     }
     c->smem_bytes = smem_of(p);
+    if (f->tma_bn && (!c->tma_bn || !choose_tma(p, c->tma_al, c->tma_bl, f->tma_bn, f->tma_stages)))
+        return 0;
     return c->smem_bytes <= 227u * 1024u;
+}
+
+/* NAME_tma, the warp-specialized TMA entry (tgc_ws_run), beside NAME: the same buffers,
+ * sizes, geometry and epilogue, the operands through the tensor maps ta and tb. Not for the
+ * CPU emulator (no TMA there). */
+static void render_tma(tgc_strbuf *o, const kir_kernel *k, const plan *p, const char *fname)
+{
+    const tgc_cuda_tpl *c = &p->c;
+    char mma[80];
+    snprintf(mma, sizeof mma, "%s_tma", fname);
+    tgc_sb_puts(o, "#ifndef TGC_GEMM_EMU\n");
+    tgc_cuda_render_wgmma(o, mma, c->mode, c->tma_bn, c->mode == TGC_CUDA_TPL_TF32 ? 0 : c->tma_al,
+                          c->mode == TGC_CUDA_TPL_TF32 ? 0 : c->tma_bl);
+    tgc_sb_printf(o,
+                  "extern \"C\" __global__ void __launch_bounds__(384, 1) %s_tma(%s_b b, %s_s s, "
+                  "tgc_gemm_geom g, const __grid_constant__ tgc_tmap ta, "
+                  "const __grid_constant__ tgc_tmap tb)\n{\n"
+                  "    TGC_DYN_SMEM(tgc_smem);\n"
+                  "    tgc_gemm_geom G = g;\n",
+                  fname, fname, fname);
+    put_consts(o, k);
+    const int bk = 128 / p->es;
+    /* the stages wgmma reads: TF32's always K-major (the producer rewrites an MN-major one) */
+    const int tf32 = c->mode == TGC_CUDA_TPL_TF32, sa = tf32 ? 0 : c->tma_al,
+              sbl = tf32 ? 0 : c->tma_bl;
+    tgc_sb_printf(o,
+                  "    typedef tgc_lay<%d> LA;\n    typedef tgc_lay<%d> LB;\n"
+                  "    typedef tgc_wgmma_comp<%d, 128, %d, %d, 2, 1, LA, LB, %s_tma_mma> COMP;\n"
+                  "    tgc_gemm_prob<LA, LB, %d, %s_ep> pb;\n"
+                  "    pb.A = (const char *)b.p[%d];\n"
+                  "    pb.B = (const char *)b.p[%d];\n"
+                  "    pb.G = G;\n"
+                  "    pb.ep.b = b;\n"
+                  "    pb.ep.s = s;\n"
+                  "    pb.ep.c_bs = G.c_bs;\n"
+                  "    pb.ep.c_rs = G.c_rs;\n"
+                  "    pb.setup();\n"
+                  "    tgc_ws_run<%d, %d, 128, %d, %d, %d, %d, COMP>(pb, &ta, &tb, tgc_smem);\n"
+                  "}\n#endif\n",
+                  sa, sbl, c->mode, c->tma_bn, bk, fname, p->es, fname, (int)k->tpl.a,
+                  (int)k->tpl.b, c->mode, c->tma_stages, c->tma_bn, bk, c->tma_al, c->tma_bl);
 }
 
 static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
@@ -442,7 +543,7 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                              mode, fname);
     const int conv = k->kind == KIR_CONV;
     tgc_strbuf o = {0};
-    if (p.c.wg)
+    if (p.c.wg || p.c.tma_bn)
         tgc_sb_puts(&o, "#define TGC_NEEDS_SM90A\n");
     tgc_sb_puts(&o, tgc_text_cuda_gemm_lib_cuh);
     tgc_sb_printf(&o, "struct %s_b { void *p[%d]; };\n", fname, k->n_bufs > 0 ? k->n_bufs : 1);
@@ -520,6 +621,8 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                   "    tgc_tpl_run<%d, %d, %d, %d, %d, %d, COMP>(pb, ws, tgc_smem);\n"
                   "}\n",
                   c->stages, c->bm, c->bn, c->bk, c->threads, p.es);
+    if (c->tma_bn)
+        render_tma(&o, k, &p, fname);
     if (o.failed) {
         tgc_sb_free(&o);
         return tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", fname);
@@ -559,13 +662,18 @@ void tgc_cuda_tpl_describe(const tgc_cuda_tpl *c, char *buf, size_t n)
                  c->wn == 2 ? " along N" : "");
     else
         snprintf(units, sizeof units, "%dx%d warps", c->wm, c->wn);
-    snprintf(buf, n, "%s %s %s %dx%dx%d, %s, %d stages, %d threads, %u B smem: %s",
+    char tma[96] = "";
+    if (c->tma_bn)
+        snprintf(tma, sizeof tma, "; TMA warp-specialized 128x%dx%d, %d stages, %u B smem",
+                 c->tma_bn, 128 / (c->mode >= TGC_CUDA_TPL_F16 ? 2 : 4), c->tma_stages,
+                 c->tma_smem);
+    snprintf(buf, n, "%s %s %s %dx%dx%d, %s, %d stages, %d threads, %u B smem: %s%s",
              c->kind == KIR_CONV ? "conv" : "GEMM", mode,
              c->wg                          ? "wgmma"
              : c->mode == TGC_CUDA_TPL_SIMT ? "fma"
                                             : "mma.sync",
              c->bm, c->bn, c->bk, units, c->stages, c->threads, c->smem_bytes,
-             c->why ? c->why : "-");
+             c->why ? c->why : "-", tma);
 }
 
 /* ---- launch ---- */
@@ -635,6 +743,73 @@ void tgc_cuda_template_launch(const tgc_cuda_tpl *cfg, const kir_kernel *k, cons
     if (splits > 1)
         *ws_bytes = counter_bytes(tiles * d.batch) +
                     (size_t)(tiles * d.batch * splits) * (size_t)cfg->bm * (size_t)cfg->bn * 4u;
+}
+
+/* The map of one operand: rows `outer` of `inner` contiguous elements `so` apart, batch items
+ * `sb` apart (0: one item for every batch index), read in boxes of 128 bytes by `rows`; 0
+ * when TMA cannot address it. */
+static int tmap_of(tgc_cuda_tmap_desc *d, tgc_dtype dt, int es, const char *base, int64_t inner,
+                   int64_t outer, int64_t so, int64_t sb, int64_t batch, int rows)
+{
+    const int64_t lim = 1LL << 40;
+    if ((uintptr_t)base % 16 || so <= 0 || so * es % 16 || so * es >= lim || sb < 0 ||
+        sb * es % 16 || sb * es >= lim || inner >= (1LL << 31) || outer >= (1LL << 31))
+        return 0;
+    d->dtype = dt;
+    d->base = (void *)base;
+    d->dims[0] = (uint64_t)inner;
+    d->dims[1] = (uint64_t)outer;
+    d->dims[2] = (uint64_t)(sb ? batch : 1);
+    d->strides[0] = (uint64_t)(so * es);
+    /* a single item's stride is never read; any multiple of 16 bytes will do */
+    d->strides[1] = (uint64_t)(sb ? sb * es : so * es);
+    d->box[0] = (uint32_t)(128 / es);
+    d->box[1] = (uint32_t)rows;
+    return 1;
+}
+
+int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g,
+                          void *const *bufs, int sms, tgc_cuda_tmap_desc maps[2], unsigned grid[3],
+                          unsigned block[3], unsigned *smem)
+{
+    if (!cfg->tma_bn || cfg->kind != KIR_GEMM || !bufs)
+        return 0;
+    dims d = dims_of(cfg, k, g);
+    const int64_t big = 1LL << 31;
+    if (d.batch < 1 || d.M < 1 || d.N < 1 || d.K < 1 || d.batch >= big || d.M >= big ||
+        d.N >= big || d.K >= big)
+        return 0;
+    if (splits_of(cfg, &d, ceil_div(d.M, cfg->bm) * ceil_div(d.N, cfg->bn), sms) > 1)
+        return 0;
+    const kir_template *t = &k->tpl;
+    const int es = cfg->mode >= TGC_CUDA_TPL_F16 ? 2 : 4, bk = 128 / es;
+    const tgc_dtype dt = cfg->mode == TGC_CUDA_TPL_TF32  ? TGC_F32
+                         : cfg->mode == TGC_CUDA_TPL_F16 ? TGC_F16
+                                                         : TGC_BF16;
+    const char *a = (const char *)bufs[t->a] + g->a_off * es;
+    const char *b = (const char *)bufs[t->b] + g->b_off * es;
+    /* one batch item: its stride is never read */
+    const int64_t abs_ = d.batch > 1 ? g->a_bs : 0, bbs_ = d.batch > 1 ? g->b_bs : 0;
+    /* A(m, k): K-major rows of k (a_cs 1) a_rs apart, or MN-major rows of m (a_rs 1) a_cs
+     * apart; B(k, n) likewise with b_rs / b_cs */
+    int ok =
+        cfg->tma_al == 0
+            ? g->a_cs == 1 && tmap_of(&maps[0], dt, es, a, d.K, d.M, g->a_rs, abs_, d.batch, 128)
+            : g->a_rs == 1 && tmap_of(&maps[0], dt, es, a, d.M, d.K, g->a_cs, abs_, d.batch, bk);
+    ok = ok &&
+         (cfg->tma_bl == 0
+              ? g->b_rs == 1 &&
+                    tmap_of(&maps[1], dt, es, b, d.K, d.N, g->b_cs, bbs_, d.batch, cfg->tma_bn)
+              : g->b_cs == 1 && tmap_of(&maps[1], dt, es, b, d.N, d.K, g->b_rs, bbs_, d.batch, bk));
+    if (!ok)
+        return 0;
+    int64_t tiles = ceil_div(d.M, 128) * ceil_div(d.N, cfg->tma_bn) * d.batch;
+    grid[0] = (unsigned)(tiles < sms ? tiles : sms > 0 ? sms : 1);
+    grid[1] = grid[2] = 1;
+    block[0] = 384;
+    block[1] = block[2] = 1;
+    *smem = cfg->tma_smem;
+    return 1;
 }
 
 size_t tgc_cuda_template_ws_zero_bytes(const tgc_cuda_tpl *cfg, const kir_kernel *k,

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 
+#include "backend/cuda/cuda_tmap.h"
 #include "kir/abi.h"
 #include "kir/kir.h"
 #include "support/strbuf.h"
@@ -57,6 +58,13 @@ typedef struct tgc_cuda_tpl {
     int split_k;         /* split-K allowed (the launch picks the split count per call) */
     int wg;              /* sm_90a wgmma path: consumer warpgroups (bm = 64 wg); 0: mma.sync */
     const char *why;     /* the reason for the tile, a static string (tgc_cuda_tpl_describe) */
+    /* sm_90a GEMMs whose operands are contiguous along k or along m / n: the program also has
+     * NAME_tma, the warp-specialized TMA kernel (128 x tma_bn tiles, k tiles of 128 bytes,
+     * tma_stages, 384 threads, tma_smem bytes of dynamic shared memory), launched instead of
+     * NAME for the calls tgc_cuda_template_tma accepts. tma_bn 0: no such entry. */
+    int tma_bn, tma_stages;
+    int tma_al, tma_bl; /* its operands' stage layouts (0 K-major, 1 MN-major) */
+    unsigned tma_smem;
 } tgc_cuda_tpl;
 
 /* One line for the kernels log channel: kind, mode, instruction path, tile, warpgroups or
@@ -98,9 +106,11 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
  * warpgroups, wn (0 or 1: one; 2) of them side by side along N, bm = 64 wg / wn, bn / wn a
  * multiple of 16 up to 256 (of 64 for an MN-major 16-bit operand), bk * element size a
  * multiple of 128 bytes, 3 to 8 stages; wm is ignored. tile->wg == 0 forces the mma.sync
- * / SIMT templates on every sm. For tuning sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when
- * the tile breaks a constraint of the templates (warp tiles of 16 x 16 multiples, loader chunks a
- * multiple of the block's threads, at most 227 KiB of shared memory). */
+ * / SIMT templates on every sm. tile->tma_bn (128 or 256) with tile->tma_stages (2 to 8)
+ * forces the TMA entry's tile where the kernel has that entry; 0 keeps the chosen one. For tuning
+ * sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the tile breaks a constraint of the
+ * templates (warp tiles of 16 x 16 multiples, loader chunks a multiple of the block's threads, at
+ * most 227 KiB of shared memory). */
 tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
                                          const kir_args *slots, const char *fname,
                                          tgc_matmul_precision prec, int sm,
@@ -112,6 +122,18 @@ tgc_status tgc_cuda_render_template_tile(tgc_strbuf *out, const kir_kernel *k,
 void tgc_cuda_template_launch(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g,
                               int sms, unsigned grid[3], unsigned block[3], unsigned *smem,
                               size_t *ws_bytes);
+
+/* The warp-specialized TMA kernel's launch for the sizes in g and the kernel's buffers bufs
+ * (device pointers, the kernel's buffer order), when cfg has that entry and this call suits
+ * it: 1 with the tensor maps of A and B to encode (maps[0], maps[1]; tgc_cuda_tmap_encode)
+ * and the persistent launch (a block per SM at most, 384 threads); 0 when the call keeps
+ * NAME: no TMA entry, sizes or strides TMA cannot address (a base or a stride not 16-byte
+ * aligned, a size of 2^31 or more, an empty problem), or a problem of so few tiles that
+ * NAME splits k. NAME_tma takes (NAME_b b, NAME_s s, tgc_gemm_geom g, tgc_tmap ta,
+ * tgc_tmap tb): the maps by value, 128 bytes each. Pure. */
+int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g,
+                          void *const *bufs, int sms, tgc_cuda_tmap_desc maps[2], unsigned grid[3],
+                          unsigned block[3], unsigned *smem);
 
 /* Bytes at the start of the workspace that must be zero before a launch (the split-K tile
  * counters); 0 when the launch needs no workspace. */

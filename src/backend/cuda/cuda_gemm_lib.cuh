@@ -164,6 +164,69 @@ __device__ __forceinline__ void tgc_reg_fence(float &r)
 {
     asm volatile("" : "+f"(r)::"memory");
 }
+// ---- sm_90a: TMA, mbarrier, register reallocation (the warp-specialized GEMM) ----
+// A TMA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), passed by value as a
+// __grid_constant__ kernel parameter; the TMA instructions take its generic address.
+struct __align__(64) tgc_tmap {
+    unsigned long long w[16];
+};
+template <int X> __device__ __forceinline__ void tgc_mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// makes the initialized barriers visible to the async proxy (TMA's complete_tx) and the block
+template <int X> __device__ __forceinline__ void tgc_mbar_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// one arrival that also expects `bytes` of TMA transactions in the current phase
+template <int X> __device__ __forceinline__ void tgc_mbar_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+template <int X> __device__ __forceinline__ void tgc_mbar_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// waits until the phase of parity `parity` has completed (a fresh barrier counts the phase
+// before its first as complete: waiting with parity 1 returns at once)
+template <int X> __device__ __forceinline__ void tgc_mbar_wait(unsigned bar, unsigned parity)
+{
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+// a box of a rank-3 tensor map at coordinates (c0, c1, c2) into shared memory at dst; its
+// bytes complete a transaction of barrier bar (elements outside the tensor read as zeros)
+template <int X>
+__device__ __forceinline__ void tgc_tma_load3(unsigned dst, const tgc_tmap *m, unsigned bar,
+                                              int c0, int c1, int c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::"
+                 "bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+                 "l"((unsigned long long)m), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+template <int X> __device__ __forceinline__ void tgc_tmap_prefetch(const tgc_tmap *m)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((unsigned long long)m) : "memory");
+}
+template <int R> __device__ __forceinline__ void tgc_setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void tgc_setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
 #endif // TGC_GEMM_EMU
 __device__ __forceinline__ long long tgc_min_ll(long long a, long long b)
 {
@@ -777,9 +840,10 @@ struct tgc_wgmma_comp {
     static constexpr int NACC = WN / 2;
     float acc[NACC];
     int wgm, wgn, wl;
-    __device__ __forceinline__ void init()
+    // wg: this thread's consumer warpgroup (the warp-specialized kernel's consumers follow
+    // its producer warpgroup)
+    __device__ __forceinline__ void init(int wg = (int)threadIdx.x / 128)
     {
-        const int wg = (int)threadIdx.x / 128;
         wgm = wg / WGN;
         wgn = wg % WGN;
         wl = (int)threadIdx.x % 128;
@@ -892,6 +956,208 @@ __device__ __forceinline__ bool tgc_tile_of(long long tiles_m, long long tiles_n
     tm = first + (pid % width) % gsz;
     tn = (pid % width) / gsz;
     return tm < tiles_m && tn < tiles_n;
+}
+
+// ---- the warp-specialized TMA GEMM (sm_90a) ----
+// Layout tag of an operand's stages for tgc_wgmma_comp and the problem (0 K-major, 1 MN-major).
+template <int L_> struct tgc_lay {
+    static constexpr int L = L_;
+};
+
+// Linear tile t of a persistent block -> (batch item, tile row, tile column), GROUP tile rows
+// at a time along the columns (they share B tiles in L2), as tgc_tile_of orders blocks.
+__device__ __forceinline__ void tgc_ws_tile(long long t, long long tiles_m, long long tiles_n,
+                                            long long &bi, long long &tm, long long &tn)
+{
+    const long long GROUP = 8, per = tiles_m * tiles_n;
+    bi = t / per;
+    const long long pid = t - bi * per, width = GROUP * tiles_n, first = pid / width * GROUP;
+    const long long gsz = tiles_m - first < GROUP ? tiles_m - first : GROUP;
+    tm = first + (pid % width) % gsz;
+    tn = (pid % width) / gsz;
+}
+
+// A 128-byte-swizzled fp32 stage of BYTES rounded to tf32 in place by NT threads (tid < NT).
+template <int BYTES, int NT> __device__ __forceinline__ void tgc_round_chunks(char *s, int tid)
+{
+#pragma unroll 4
+    for (int i = tid; i < BYTES / 16; i += NT) {
+        float4 v = *(float4 *)(s + 16 * i);
+        v.x = __uint_as_float(tgc_to_tf32(v.x));
+        v.y = __uint_as_float(tgc_to_tf32(v.y));
+        v.z = __uint_as_float(tgc_to_tf32(v.z));
+        v.w = __uint_as_float(tgc_to_tf32(v.w));
+        *(float4 *)(s + 16 * i) = v;
+    }
+}
+
+// A TF32 tile stored MN-major by TMA (raw: BMN / 32 boxes, each BK rows of 32 floats with the
+// 128-byte swizzle) rounded to tf32 (cvt.rna) into the K-major swizzled stage dst (BMN rows
+// of BK floats) that tf32 wgmma needs, by NT threads (tid < NT). Each thread takes four
+// consecutive mn at one k, consecutive threads consecutive k: the 16-byte reads and the
+// 4-byte writes of a warp fall in distinct banks.
+template <int BMN, int BK, int NT>
+__device__ __forceinline__ void tgc_tf32_transpose(const char *raw, char *dst, int tid)
+{
+    static_assert(BK * 4 == 128 && BMN % 32 == 0, "tf32 transpose: 128-byte k rows");
+#pragma unroll 1
+    for (int u = tid; u < BMN / 4 * BK; u += NT) {
+        const int k = u % BK, mn4 = u / BK;
+        const float4 v =
+            *(const float4 *)(raw + (mn4 / 8) * BK * 128 + k * 128 + (((mn4 % 8) ^ (k & 7)) << 4));
+        const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            *(float *)(dst + tgc_sw_off<0, BMN, BK, 4>(mn4 * 4 + i, k)) =
+                __uint_as_float(tgc_to_tf32(e[i]));
+    }
+}
+
+// The whole warp-specialized kernel, a persistent block per SM looping over the tiles
+// blockIdx.x, blockIdx.x + gridDim.x, ... of every batch item. Warpgroup 0 produces: its
+// first thread moves each k tile of A (BM x BK) and B (BN x BK) into stage it % ST of a ring
+// with TMA (ta, tb: rank-3 maps {inner, outer, batch} of the operands, boxes of 128 bytes by
+// BM / BN rows for a K-major operand, of 64 elements by BK rows for an MN-major one, swizzled
+// as the wgmma descriptors read them), after waiting for the stage's `empty` barrier; the
+// TMA's bytes complete its `full` barrier. TF32: wgmma would truncate fp32 to tf32, so the
+// producer's other three warps round each full stage in place (cvt.rna, as every other TF32
+// path rounds) and arrive on its `ready` barrier, which the consumers wait on instead; an
+// MN-major TF32 operand (which tf32 wgmma cannot read) lands in a raw slot of the stage
+// instead, and those warps write it K-major as they round it (tgc_tf32_transpose). The
+// BM / 64 consumer warpgroups (registers raised with setmaxnreg, the producer's lowered) each
+// run wgmma over a 64 x BN slab of the stage with one group in flight, release the stage
+// before it (one arrival per warp on `empty`) and, at the end of a tile, apply the epilogue
+// from their accumulators while the producer already fills the ring for the next tile.
+// Phases: use n of a stage (it / ST) completes phase n of its barriers, so waits use parity
+// (it / ST) & 1, the producer's one earlier (the ring starts empty).
+template <int MODE, int ST, int BM, int BN, int BK, int AL, int BL, class COMP, class PROB>
+__device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, const tgc_tmap *tb,
+                                           char *smem)
+{
+    constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4, NC = BM / 64, ROUND = MODE == TGC_TPL_TF32;
+    constexpr unsigned SA = BM * BK * ES, SB = BN * BK * ES;
+    static_assert(BK * ES == 128 && BM % 64 == 0 && BN % 64 == 0 && BN <= 256 && BM <= 256,
+                  "warp-specialized GEMM tile");
+    // TF32 MN-major operands: raw slots after the rings (A's, then B's), one per stage
+    constexpr int RA = ROUND && AL, RB = ROUND && BL;
+    constexpr int BOX = 128 / ES; // elements of a box along mn for an MN-major operand
+    __shared__ __align__(8) unsigned long long tgc_bars[3 * ST];
+    char *base = smem + ((1024u - (tgc_smem_addr(smem) & 1023u)) & 1023u);
+    char *raw_a = base + ST * (SA + SB), *raw_b = raw_a + (RA ? ST * SA : 0);
+    const unsigned sa0 = tgc_smem_addr(base), sb0 = sa0 + ST * SA, bar0 = tgc_smem_addr(tgc_bars);
+    const unsigned ra0 = tgc_smem_addr(raw_a), rb0 = tgc_smem_addr(raw_b);
+    // full: bar0 + 8 s; empty: bar0 + 8 (ST + s); ready: bar0 + 8 (2 ST + s)
+    const int wg = (int)threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+#pragma unroll 1
+        for (int s = 0; s < ST; s++) {
+            tgc_mbar_init<0>(bar0 + 8 * s, 1);
+            tgc_mbar_init<0>(bar0 + 8 * (ST + s), NC * 4);
+            tgc_mbar_init<0>(bar0 + 8 * (2 * ST + s), 96);
+        }
+        tgc_mbar_init_fence<0>();
+    }
+    __syncthreads();
+    const long long tiles_m = (pb.M + BM - 1) / BM, tiles_n = (pb.N + BN - 1) / BN;
+    const long long total = pb.batch * tiles_m * tiles_n;
+    const int ktiles = (int)((pb.K + BK - 1) / BK);
+    // registers: the producer's TMA loop needs few, its TF32 rounding warps some more; the
+    // consumers take the rest (128 x PRODUCER + 256 x CONSUMER <= 64 K)
+    constexpr int PREG = ROUND ? 64 : 40, CREG = ROUND ? 224 : 232;
+    if (wg == 0) {
+        tgc_setmaxnreg_dec<PREG>();
+        if (threadIdx.x == 0) {
+            tgc_tmap_prefetch<0>(ta);
+            tgc_tmap_prefetch<0>(tb);
+            int it = 0;
+#pragma unroll 1
+            for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+                long long bi, tm, tn;
+                tgc_ws_tile(t, tiles_m, tiles_n, bi, tm, tn);
+                const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
+                const int ba = pb.G.a_bs ? (int)bi : 0, bb = pb.G.b_bs ? (int)bi : 0;
+#pragma unroll 1
+                for (int kt = 0; kt < ktiles; kt++, it++) {
+                    const int s = it % ST, k0 = kt * BK;
+                    const unsigned full = bar0 + 8 * s;
+                    tgc_mbar_wait<0>(bar0 + 8 * (ST + s), ((it / ST) & 1) ^ 1);
+                    tgc_mbar_expect_tx<0>(full, SA + SB);
+                    const unsigned da = (RA ? ra0 : sa0) + s * SA, db = (RB ? rb0 : sb0) + s * SB;
+                    if (AL == 0)
+                        tgc_tma_load3<0>(da, ta, full, k0, m0, ba);
+                    else
+#pragma unroll
+                        for (int j = 0; j < BM / BOX; j++)
+                            tgc_tma_load3<0>(da + j * BK * 128, ta, full, m0 + BOX * j, k0, ba);
+                    if (BL == 0)
+                        tgc_tma_load3<0>(db, tb, full, k0, n0, bb);
+                    else
+#pragma unroll
+                        for (int j = 0; j < BN / BOX; j++)
+                            tgc_tma_load3<0>(db + j * BK * 128, tb, full, n0 + BOX * j, k0, bb);
+                }
+            }
+        } else if (ROUND && threadIdx.x >= 32) {
+            int it = 0;
+#pragma unroll 1
+            for (long long t = blockIdx.x; t < total; t += gridDim.x)
+#pragma unroll 1
+                for (int kt = 0; kt < ktiles; kt++, it++) {
+                    const int s = it % ST;
+                    tgc_mbar_wait<0>(bar0 + 8 * s, (it / ST) & 1);
+                    const int tid = (int)threadIdx.x - 32;
+                    if constexpr (RA)
+                        tgc_tf32_transpose<BM, BK, 96>(raw_a + s * SA, base + s * SA, tid);
+                    else
+                        tgc_round_chunks<SA, 96>(base + s * SA, tid);
+                    if constexpr (RB)
+                        tgc_tf32_transpose<BN, BK, 96>(raw_b + s * SB, base + ST * SA + s * SB,
+                                                       tid);
+                    else
+                        tgc_round_chunks<SB, 96>(base + ST * SA + s * SB, tid);
+                    tgc_fence_async_smem<0>();
+                    tgc_mbar_arrive<0>(bar0 + 8 * (2 * ST + s));
+                }
+        }
+        return;
+    }
+    tgc_setmaxnreg_inc<CREG>();
+    const bool lead = threadIdx.x % 32 == 0;
+    COMP comp;
+    int it = 0;
+#pragma unroll 1
+    for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+        long long bi, tm, tn;
+        tgc_ws_tile(t, tiles_m, tiles_n, bi, tm, tn);
+        const long long m0 = tm * BM, n0 = tn * BN;
+        comp.init(wg - 1);
+#pragma unroll 1
+        for (int kt = 0; kt < ktiles; kt++, it++) {
+            const int s = it % ST;
+            tgc_mbar_wait<0>(bar0 + 8 * ((ROUND ? 2 * ST : 0) + s), (it / ST) & 1);
+            comp(base + s * SA, base + ST * SA + s * SB);
+            if (kt > 0 && lead) // the group before this one has completed: its stage is free
+                tgc_mbar_arrive<0>(bar0 + 8 * (ST + (it - 1) % ST));
+        }
+        comp.drain();
+        if (ktiles > 0 && lead)
+            tgc_mbar_arrive<0>(bar0 + 8 * (ST + (it - 1) % ST));
+        // every value before any store: the epilogue's loads then overlap (see cuda_gemm.c)
+#pragma unroll
+        for (int q = 0; q < COMP::NACC; q++) {
+            int m, n;
+            comp.pos(q, m, n);
+            if (m0 + m < pb.M && n0 + n < pb.N)
+                comp.at(q) = pb.val(bi, m0 + m, n0 + n, comp.at(q));
+        }
+#pragma unroll
+        for (int q = 0; q < COMP::NACC; q++) {
+            int m, n;
+            comp.pos(q, m, n);
+            if (m0 + m < pb.M && n0 + n < pb.N)
+                pb.store(bi, m0 + m, n0 + n, comp.at(q));
+        }
+    }
 }
 
 // The whole template kernel: PROB gives the sizes, the loaders per (batch item, tile) and the
