@@ -25,6 +25,7 @@
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_target.h"
+#include "runtime/cuda_host.h"
 
 static int g_skipped;
 static int g_sm = 90; /* the architecture render_compile renders and compiles for */
@@ -590,6 +591,18 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     }
 }
 
+/* [4096, 4096] bf16 @ [4096, 4096], lowered into t; the graph (caller frees). */
+static tgc_graph *lower_bf16_mm(tk *t)
+{
+    tgc_graph *g = tgc_graph_create();
+    tgc_sdim sa[2] = {4096, 4096};
+    int32_t in[2] = {gb_input(g, TGC_BF16, 2, sa), gb_input(g, TGC_BF16, 2, sa)};
+    int32_t o = gb_op(g, TGC_OP_MATMUL, in, 2, NULL);
+    gb_outputs(g, &o, 1);
+    lower_tpl(g, t);
+    return g;
+}
+
 /* A 16-bit or TF32 GEMM whose operands are contiguous along k or m / n gets the warp-specialized
  * TMA entry beside the wgmma kernel (TMA loads completing mbarrier transactions, registers
  * moved to the consumers); the launch takes it only for calls TMA can address. */
@@ -597,14 +610,8 @@ static void hopper_gemm_has_a_tma_entry(void **state)
 {
     (void)state;
     /* [4096, 4096] bf16 @ [4096, 4096]: B MN-major (stride 1 along n) */
-    tgc_graph *g = tgc_graph_create();
-    tgc_sdim sa[2] = {4096, 4096};
-    int32_t a = gb_input(g, TGC_BF16, 2, sa), b = gb_input(g, TGC_BF16, 2, sa);
-    int32_t in[2] = {a, b};
-    int32_t o = gb_op(g, TGC_OP_MATMUL, in, 2, NULL);
-    gb_outputs(g, &o, 1);
     tk t;
-    lower_tpl(g, &t);
+    tgc_graph *g = lower_bf16_mm(&t);
     tgc_cuda_tpl cfg;
     char *src = NULL;
     char *ptx = render_compile(&t, TGC_PRECISION_HIGH, &cfg, &src);
@@ -701,14 +708,7 @@ static void hopper_gemm_has_a_tma_entry(void **state)
     tk_free(&t);
     tgc_graph_free(g);
     /* sm_80: no TMA entry */
-    g = tgc_graph_create();
-    a = gb_input(g, TGC_BF16, 2, sa);
-    b = gb_input(g, TGC_BF16, 2, sa);
-    in[0] = a;
-    in[1] = b;
-    o = gb_op(g, TGC_OP_MATMUL, in, 2, NULL);
-    gb_outputs(g, &o, 1);
-    lower_tpl(g, &t);
+    g = lower_bf16_mm(&t);
     sb = (tgc_strbuf){0};
     assert_int_equal(
         tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 80, &cfg), TGC_OK);
@@ -718,6 +718,29 @@ static void hopper_gemm_has_a_tma_entry(void **state)
     tgc_sb_free(&sb);
     tk_free(&t);
     tgc_graph_free(g);
+}
+
+/* The tensor-map encoder: element types it has none for, no driver, and with a driver (a GPU
+ * machine) a valid map and one the driver refuses (a row stride off 16 bytes). */
+static void tensor_maps_encode_or_say_why(void **state)
+{
+    (void)state;
+    _Alignas(64) unsigned char map[128];
+    static _Alignas(256) uint16_t data[64 * 128];
+    tgc_cuda_tmap_desc d = {.dtype = TGC_I32,
+                            .base = data,
+                            .dims = {64, 128, 1},
+                            .strides = {128, 128 * 128},
+                            .box = {64, 64}};
+    check_error(tgc_cuda_tmap_encode(&d, map), TGC_ERR_INVALID_ARG, "no tensor map for i32");
+    d.dtype = TGC_BF16;
+    if (tgc_cuda_load() != TGC_OK) {
+        check_error(tgc_cuda_tmap_encode(&d, map), TGC_ERR_DEVICE, "needs the CUDA driver");
+        return;
+    }
+    assert_int_equal(tgc_cuda_tmap_encode(&d, map), TGC_OK);
+    d.strides[0] = 120;
+    check_error(tgc_cuda_tmap_encode(&d, map), TGC_ERR_INVALID_ARG, "refused");
 }
 
 static void forced_tiles_are_checked(void **state)
@@ -834,6 +857,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(hopper_takes_wgmma_where_the_layouts_allow, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(hopper_gemm_has_a_tma_entry, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(tensor_maps_encode_or_say_why, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(embedded_library_matches_its_source, scoped_setup,
                                         scoped_teardown),

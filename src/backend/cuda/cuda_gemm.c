@@ -150,10 +150,12 @@ static int choose_tma(plan *p, int al, int bl, int bn, int stages)
         return 0;
     c->tma_al = al;
     c->tma_bl = bl;
+    /* 227 KiB a block, less the static shared memory of the barriers (24 bytes a stage) */
+    const unsigned most = 227u * 1024u - 256u;
     if (!stages)
-        for (stages = 8; stages > 2 && tma_smem_of(c, bn, stages) > 227u * 1024u; stages--)
+        for (stages = 8; stages > 2 && tma_smem_of(c, bn, stages) > most; stages--)
             ;
-    if (stages < 2 || stages > 8 || tma_smem_of(c, bn, stages) > 227u * 1024u) {
+    if (stages < 2 || stages > 8 || tma_smem_of(c, bn, stages) > most) {
         c->tma_al = c->tma_bl = 0;
         return 0;
     }

@@ -958,6 +958,29 @@ __device__ __forceinline__ bool tgc_tile_of(long long tiles_m, long long tiles_n
     return tm < tiles_m && tn < tiles_n;
 }
 
+// The epilogue of a thread's accumulators for the tile at (m0, n0) of batch item bi, in
+// bounds: every value before any store, so that the epilogue's loads overlap (see
+// cuda_gemm.c).
+template <class COMP, class PROB>
+__device__ __forceinline__ void tgc_epilogue(COMP &comp, const PROB &pb, long long bi,
+                                             long long m0, long long n0)
+{
+#pragma unroll
+    for (int q = 0; q < COMP::NACC; q++) {
+        int m, n;
+        comp.pos(q, m, n);
+        if (m0 + m < pb.M && n0 + n < pb.N)
+            comp.at(q) = pb.val(bi, m0 + m, n0 + n, comp.at(q));
+    }
+#pragma unroll
+    for (int q = 0; q < COMP::NACC; q++) {
+        int m, n;
+        comp.pos(q, m, n);
+        if (m0 + m < pb.M && n0 + n < pb.N)
+            pb.store(bi, m0 + m, n0 + n, comp.at(q));
+    }
+}
+
 // ---- the warp-specialized TMA GEMM (sm_90a) ----
 // Layout tag of an operand's stages for tgc_wgmma_comp and the problem (0 K-major, 1 MN-major).
 template <int L_> struct tgc_lay {
@@ -1142,21 +1165,7 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
         comp.drain();
         if (ktiles > 0 && lead)
             tgc_mbar_arrive<0>(bar0 + 8 * (ST + (it - 1) % ST));
-        // every value before any store: the epilogue's loads then overlap (see cuda_gemm.c)
-#pragma unroll
-        for (int q = 0; q < COMP::NACC; q++) {
-            int m, n;
-            comp.pos(q, m, n);
-            if (m0 + m < pb.M && n0 + n < pb.N)
-                comp.at(q) = pb.val(bi, m0 + m, n0 + n, comp.at(q));
-        }
-#pragma unroll
-        for (int q = 0; q < COMP::NACC; q++) {
-            int m, n;
-            comp.pos(q, m, n);
-            if (m0 + m < pb.M && n0 + n < pb.N)
-                pb.store(bi, m0 + m, n0 + n, comp.at(q));
-        }
+        tgc_epilogue(comp, pb, bi, m0, n0);
     }
 }
 
@@ -1188,21 +1197,7 @@ __device__ __forceinline__ void tgc_tpl_run(const PROB &pb, void *ws, char *smem
         if (!tgc_splitk<NT>(comp, ws, bi * tiles_m * tiles_n + blockIdx.x,
                             pb.batch * tiles_m * tiles_n))
             continue;
-        // every value before any store: the epilogue's loads then overlap (see cuda_gemm.c)
-#pragma unroll
-        for (int q = 0; q < COMP::NACC; q++) {
-            int m, n;
-            comp.pos(q, m, n);
-            if (m0 + m < pb.M && n0 + n < pb.N)
-                comp.at(q) = pb.val(bi, m0 + m, n0 + n, comp.at(q));
-        }
-#pragma unroll
-        for (int q = 0; q < COMP::NACC; q++) {
-            int m, n;
-            comp.pos(q, m, n);
-            if (m0 + m < pb.M && n0 + n < pb.N)
-                pb.store(bi, m0 + m, n0 + n, comp.at(q));
-        }
+        tgc_epilogue(comp, pb, bi, m0, n0);
         __syncthreads();
     }
 }

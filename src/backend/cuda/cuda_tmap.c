@@ -8,12 +8,12 @@ _Static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
 
 tgc_status tgc_cuda_tmap_encode(const tgc_cuda_tmap_desc *d, void *out)
 {
-    const tgc_cuda_driver *drv = tgc_cuda_drv();
-    if (!drv)
-        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: a tensor map needs the CUDA driver");
     if (d->dtype != TGC_F32 && d->dtype != TGC_F16 && d->dtype != TGC_BF16)
         return tgc_set_error(TGC_ERR_INVALID_ARG, "tgc cuda: no tensor map for %s elements",
                              tgc_dtype_name(d->dtype));
+    const tgc_cuda_driver *drv = tgc_cuda_drv();
+    if (!drv)
+        return tgc_set_error(TGC_ERR_DEVICE, "tgc cuda: a tensor map needs the CUDA driver");
     CUtensorMapDataType ty = d->dtype == TGC_F32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                              : d->dtype == TGC_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                    : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
