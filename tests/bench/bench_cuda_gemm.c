@@ -1082,7 +1082,8 @@ int main(int argc, char **argv)
             fails += run_case(&cases[i], sm, sms, quick, &f);
         }
         /* the TMA entry's tiles (bn, stages), beside the chosen wgmma tile */
-        static const int ttiles[][2] = {{256, 4}, {256, 3}, {128, 7}, {128, 5}, {128, 4}};
+        static const int ttiles[][2] = {{256, 4}, {256, 3}, {192, 5}, {192, 4},
+                                        {128, 7}, {128, 5}, {128, 4}};
         for (size_t t = 0; wsweep && t < sizeof ttiles / sizeof ttiles[0]; t++) {
             tgc_cuda_tpl f = {.wg = 2,
                               .wn = 1,

@@ -493,8 +493,11 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     char desc[256];
     tgc_cuda_tpl_describe(&cfg, desc, sizeof desc);
     assert_string_equal(desc, "GEMM TF32 wgmma 128x128x32, 2 warpgroups, 4 stages, 256 threads, "
-                              "132096 B smem: 128 x 128 blocks; TMA warp-specialized 128x128x32, "
-                              "7 stages, 230400 B smem");
+                              "132096 B smem: 128 x 128 blocks; TMA warp-specialized 128x192x32, "
+                              "5 stages, 205824 B smem");
+    /* N = 2304 at M = 1024: one wave of 96 tiles of 128 x 192 (128 x 128: 144 tiles, two
+     * waves on 132 SMs) */
+    assert_int_equal(cfg.tma_bn, 192);
     /* HIGHEST (exact fp32) and MEDIUM (bf16 of fp32 operands) stay on their templates */
     for (int p = 0; p < 3; p += 2) {
         ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, NULL);

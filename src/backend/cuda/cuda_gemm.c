@@ -140,13 +140,13 @@ static unsigned tma_smem_of(const tgc_cuda_tpl *c, int bn, int stages)
     return (unsigned)(stages * per + 1024);
 }
 
-/* The warp-specialized TMA entry with 128 x bn tiles (bn 128 or 256; 128 where a TF32 operand
- * is MN-major) and `stages` stages (0: as many as fit, at most 8), operand layouts al, bl; 0
- * when that does not fit. */
+/* The warp-specialized TMA entry with 128 x bn tiles (bn 128, 192 or 256; 128 where a TF32
+ * operand is MN-major) and `stages` stages (0: as many as fit, at most 8), operand layouts al, bl;
+ * 0 when that does not fit. */
 static int choose_tma(plan *p, int al, int bl, int bn, int stages)
 {
     tgc_cuda_tpl *c = &p->c;
-    if (bn != 128 && bn != 256)
+    if (bn != 128 && bn != 192 && bn != 256)
         return 0;
     c->tma_al = al;
     c->tma_bl = bl;
@@ -165,6 +165,32 @@ static int choose_tma(plan *p, int al, int bl, int bn, int stages)
     return 1;
 }
 
+/* The TMA entry's tile width for an M x N problem (-1: not constant): the one of 128, 192 and
+ * 256 whose waves of tiles over an sm_90 part's 132 SMs take least time, a wave of 128 x bn
+ * tiles costing bn / rate(bn) (wider tiles reuse more of each A tile: rate 1, 0.95, 0.85 for
+ * 256, 192, 128). Wave quantization decides BERT's shapes: N = 2304 or 3072 at M = 1024 are
+ * one wave of 128 x 192 tiles against two of 128 x 128. 128 where a size is symbolic. */
+static int tma_bn_for(int64_t M, int64_t N)
+{
+    if (M < 1 || N < 1)
+        return 128;
+    static const int bns[3] = {256, 192, 128};
+    static const double rate[3] = {1.0, 0.95, 0.85};
+    int best = 128;
+    double best_t = 0;
+    for (int i = 0; i < 3; i++) {
+        if (bns[i] > 128 && N <= bns[i] - 64) /* a tile mostly past the last column */
+            continue;
+        int64_t tiles = (M + 127) / 128 * ((N + bns[i] - 1) / bns[i]);
+        double t = (double)((tiles + 131) / 132) * bns[i] / rate[i];
+        if (best_t == 0 || t < best_t) {
+            best_t = t;
+            best = bns[i];
+        }
+    }
+    return best;
+}
+
 /* The TMA entry of an sm_90a GEMM in mode (TF32, F16, BF16) whose operands are contiguous
  * along k (layout 0) or along m / n (layout 1), constant strides: its tile for M x N (-1:
  * not constant). TF32 needs K-major stages; an MN-major TF32 operand is rewritten by the
@@ -180,8 +206,7 @@ static void add_tma(const kir_kernel *k, int mode, int64_t M, int64_t N, plan *p
     if (al < 0 || bl < 0)
         return;
     int raw = mode == TGC_CUDA_TPL_TF32 && (al || bl);
-    int big = M >= 128 && N >= 256 && M * N >= 2LL * 132 * 128 * 256;
-    choose_tma(p, al, bl, big && !raw ? 256 : 128, 0);
+    choose_tma(p, al, bl, raw ? 128 : tma_bn_for(M, N), 0);
 }
 
 static unsigned smem_of(const plan *p)

@@ -106,7 +106,7 @@ tgc_status tgc_cuda_render_template(tgc_strbuf *out, const kir_kernel *k, const 
  * warpgroups, wn (0 or 1: one; 2) of them side by side along N, bm = 64 wg / wn, bn / wn a
  * multiple of 16 up to 256 (of 64 for an MN-major 16-bit operand), bk * element size a
  * multiple of 128 bytes, 3 to 8 stages; wm is ignored. tile->wg == 0 forces the mma.sync
- * / SIMT templates on every sm. tile->tma_bn (128 or 256) with tile->tma_stages (2 to 8)
+ * / SIMT templates on every sm. tile->tma_bn (128, 192 or 256) with tile->tma_stages (2 to 8)
  * forces the TMA entry's tile where the kernel has that entry; 0 keeps the chosen one. For tuning
  * sweeps (bench_cuda_gemm sweep). TGC_ERR_INVALID_ARG when the tile breaks a constraint of the
  * templates (warp tiles of 16 x 16 multiples, loader chunks a multiple of the block's threads, at
