@@ -843,6 +843,7 @@ static int report_skips(void **state)
 
 int main(void)
 {
+    setenv("TGC_CUDA_TMA", "1", 1); /* the TMA entry, whatever the library's default */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(matmul_every_precision_compiles_with_its_instruction,
                                         scoped_setup, scoped_teardown),

@@ -3,6 +3,7 @@
  * configuration and operand layouts per kernel, compiles the kernel's constant sizes in and
  * writes a small wrapper: the ABI structs, the epilogue functor and the __global__ entry that
  * instantiates the library's templates. Pure functions of their arguments; thread-safe. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,24 @@ static int tma_bn_for(int64_t M, int64_t N)
     return best;
 }
 
+/* TGC_CUDA_TMA=1 / 0 in the environment turns the TMA entry on or off for the process (read
+ * once); unset, TMA_DEFAULT decides. */
+#define TMA_DEFAULT 0
+static pthread_once_t tma_once = PTHREAD_ONCE_INIT;
+static int tma_on;
+
+static void read_tma(void)
+{
+    const char *e = getenv("TGC_CUDA_TMA");
+    tma_on = e && *e ? strcmp(e, "0") != 0 : TMA_DEFAULT;
+}
+
+int tgc_cuda_gemm_tma(void)
+{
+    pthread_once(&tma_once, read_tma);
+    return tma_on;
+}
+
 /* The TMA entry of an sm_90a GEMM in mode (TF32, F16, BF16) whose operands are contiguous
  * along k (layout 0) or along m / n (layout 1), constant strides: its tile for M x N (-1:
  * not constant). TF32 needs K-major stages; an MN-major TF32 operand is rewritten by the
@@ -198,7 +217,7 @@ static int tma_bn_for(int64_t M, int64_t N)
 static void add_tma(const kir_kernel *k, int mode, int64_t M, int64_t N, plan *p)
 {
     const kir_template *t = &k->tpl;
-    if (k->kind != KIR_GEMM ||
+    if (!tgc_cuda_gemm_tma() || k->kind != KIR_GEMM ||
         (mode != TGC_CUDA_TPL_TF32 && mode != TGC_CUDA_TPL_F16 && mode != TGC_CUDA_TPL_BF16))
         return;
     int al = is_const(t->a_cs, 1) ? 0 : is_const(t->a_rs, 1) ? 1 : -1;

@@ -123,6 +123,12 @@ void tgc_cuda_template_launch(const tgc_cuda_tpl *cfg, const kir_kernel *k, cons
                               int sms, unsigned grid[3], unsigned block[3], unsigned *smem,
                               size_t *ws_bytes);
 
+/* 1 when sm_90a GEMM programs get the warp-specialized TMA entry (tgc_cuda_tpl.tma_bn): the
+ * environment's TGC_CUDA_TMA (1 or 0), read once per process, else the library's default
+ * (off in this build: the entry is new and opt-in until it has run on every GPU test).
+ * Thread-safe. */
+int tgc_cuda_gemm_tma(void);
+
 /* The warp-specialized TMA kernel's launch for the sizes in g and the kernel's buffers bufs
  * (device pointers, the kernel's buffer order), when cfg has that entry and this call suits
  * it: 1 with the tensor maps of A and B to encode (maps[0], maps[1]; tgc_cuda_tmap_encode)
