@@ -369,6 +369,28 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     fprintf(fp, "static const int TGC_EPI = %d, TGC_BIAS = %d, TGC_RES = %d;\n", tc->epi, bias,
             res);
     fprintf(fp, "#define TGC_KERNEL tgc_k\n#define TGC_KB tgc_k_b\n#define TGC_KS tgc_k_s\n");
+    /* the TMA entry, launched as on a part of 3 SMs (so that each persistent block loops over
+     * several tiles): its maps with the buffer each reads and the byte offset into it */
+    void *fake[8];
+    for (int i = 0; i < 8; i++)
+        fake[i] = (void *)(uintptr_t)((uintptr_t)(i + 1) << 32);
+    tgc_cuda_tmap_desc md[2];
+    if (cfg->tma_bn && k->n_bufs <= 8 &&
+        tgc_cuda_template_tma(cfg, k, &geo, fake, 3, md, grid, block, &smem)) {
+        fprintf(fp, "#define TGC_TMA 1\nstatic unsigned TGC_TMA_GRID = %u, TGC_TMA_SMEM = %u;\n",
+                grid[0], smem);
+        fprintf(fp, "static const long long TGC_TMAP[2][11] = {");
+        for (int i = 0; i < 2; i++) {
+            int buf = i ? (int)k->tpl.b : (int)k->tpl.a;
+            fprintf(fp, "{%d, %lld, %d, %lluLL, %lluLL, %lluLL, %lluLL, %lluLL, %u, %u, 0}, ", buf,
+                    (long long)((uintptr_t)md[i].base - (uintptr_t)fake[buf]),
+                    md[i].dtype == TGC_F32 ? 4 : 2, (unsigned long long)md[i].dims[0],
+                    (unsigned long long)md[i].dims[1], (unsigned long long)md[i].dims[2],
+                    (unsigned long long)md[i].strides[0], (unsigned long long)md[i].strides[1],
+                    md[i].box[0], md[i].box[1]);
+        }
+        fprintf(fp, "};\n#define TGC_KERNEL_TMA tgc_k_tma\n");
+    }
     fclose(fp);
     return 0;
 }
@@ -990,6 +1012,12 @@ int main(int argc, char **argv)
             {"mm 200x130 M>64", C_MATMUL, 0, {200, 130, 64}, 0, NULL},
             {"mm tile 128x256", C_MATMUL, 1, {300, 520, 96}, 0, big_tile},
             {"linear tile 128x256", C_LINEAR, 0, {140, 300, 64}, 1, big_tile},
+            /* the TMA entry (TF32, f16, bf16): an MN-major B, then A, over more k tiles than
+             * its ring has stages, tiles cut at both edges, several tiles per block; a B
+             * broadcast over the batch */
+            {"tma mm ring", C_MATMUL, 1, {264, 200, 720}, 0, NULL},
+            {"tma mmT ring", C_MATMUL_TA, 1, {264, 200, 720}, 0, NULL},
+            {"tma bmm B2", C_BMM_B2, 0, {136, 192, 96, 3}, 0, NULL},
             /* all_modes 2: MEDIUM only, shapes of test_cuda_public's big cases (long K: the
              * stages are refilled many times, split-K) */
             {"bf16x linear 77x768 K768", C_LINEAR, 2, {77, 768, 768}, 1, NULL},

@@ -67,6 +67,86 @@ void tgc_emu_sync()
     wait_turn(e);
     pthread_mutex_unlock(&mu);
 }
+// a wait on an incomplete mbarrier: the lane is at a barrier of the interval, so every other
+// warp runs (to its next wait or barrier) before this one looks again
+static std::atomic<unsigned long> idle_yields; // yields since an mbarrier last changed
+void tgc_emu_yield()
+{
+    if (++idle_yields > 50u * 1000u * 1000u) {
+        fprintf(stderr, "emu: deadlock: every warp waits on an mbarrier nothing arrives at\n");
+        abort();
+    }
+    tgc_emu_sync();
+}
+
+// ---- mbarriers, by address ----
+struct mbar_state {
+    unsigned bar;
+    int expected, pending;
+    long long tx;
+    unsigned phase; // completed phases
+};
+static std::vector<mbar_state> mbars;
+static pthread_mutex_t mbar_mu = PTHREAD_MUTEX_INITIALIZER;
+static mbar_state &mbar_of(unsigned bar) // mbar_mu held
+{
+    for (auto &m : mbars)
+        if (m.bar == bar)
+            return m;
+    fprintf(stderr, "emu: mbarrier %u used before mbarrier.init\n", bar);
+    abort();
+}
+static void mbar_check(mbar_state &m)
+{
+    if (m.pending < 0 || m.tx < 0) {
+        fprintf(stderr, "emu: mbarrier %u: %d arrivals, %lld bytes too many\n", m.bar, -m.pending,
+                -m.tx);
+        abort();
+    }
+    if (m.pending == 0 && m.tx == 0) {
+        m.phase++;
+        m.pending = m.expected;
+    }
+    idle_yields = 0;
+}
+void tgc_emu_mbar_init(unsigned bar, unsigned count)
+{
+    pthread_mutex_lock(&mbar_mu);
+    for (auto &m : mbars)
+        if (m.bar == bar) {
+            m = {bar, (int)count, (int)count, 0, 0};
+            pthread_mutex_unlock(&mbar_mu);
+            return;
+        }
+    mbars.push_back({bar, (int)count, (int)count, 0, 0});
+    pthread_mutex_unlock(&mbar_mu);
+}
+void tgc_emu_mbar_arrive(unsigned bar, long long tx)
+{
+    pthread_mutex_lock(&mbar_mu);
+    mbar_state &m = mbar_of(bar);
+    m.tx += tx;
+    m.pending--;
+    mbar_check(m);
+    pthread_mutex_unlock(&mbar_mu);
+}
+void tgc_emu_mbar_complete(unsigned bar, long long bytes)
+{
+    pthread_mutex_lock(&mbar_mu);
+    mbar_state &m = mbar_of(bar);
+    m.tx -= bytes;
+    mbar_check(m);
+    pthread_mutex_unlock(&mbar_mu);
+}
+// the phase of parity `parity` has completed: the phase in progress has the other parity
+bool tgc_emu_mbar_done(unsigned bar, unsigned parity)
+{
+    pthread_mutex_lock(&mbar_mu);
+    bool done = (mbar_of(bar).phase & 1u) != (parity & 1u);
+    pthread_mutex_unlock(&mbar_mu);
+    return done;
+}
+
 void tgc_emu_warp_sync()
 {
     pthread_barrier_wait(&warp_bar[threadIdx.x / 32]);

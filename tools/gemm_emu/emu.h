@@ -314,6 +314,65 @@ template <int X> inline void tgc_wgmma_fence() {}
 template <int X> inline void tgc_wgmma_commit() {}
 template <int N> inline void tgc_wgmma_wait() {}
 inline void tgc_reg_fence(float &) {}
+// ---- sm_90a: mbarrier, TMA and setmaxnreg, for the warp-specialized kernel ----
+// A barrier is emulated by its address (a table in emu.cpp): expected and pending arrivals,
+// pending transaction bytes and the completed-phase count. A wait that finds its phase
+// incomplete yields the running warp (tgc_emu_yield: the lane counts as at a barrier, so the
+// other warps run before it checks again); a yield interval in which nothing arrives is a
+// deadlock and aborts. TMA copies the box at issue (zeros outside the tensor), in the
+// 128-byte swizzle of the destination's address bits, and completes its bytes on the
+// barrier at once. The tensor map is the emulator's own: what tgc_cuda_tmap_desc describes.
+#define __grid_constant__
+struct tgc_tmap {
+    const char *base;
+    long long es, dims[3], strides[2];
+    unsigned box[2];
+};
+void tgc_emu_yield();
+void tgc_emu_mbar_init(unsigned bar, unsigned count);
+void tgc_emu_mbar_arrive(unsigned bar, long long tx); // tx: transaction bytes expected first
+void tgc_emu_mbar_complete(unsigned bar, long long bytes);
+bool tgc_emu_mbar_done(unsigned bar, unsigned parity);
+template <int X> inline void tgc_mbar_init(unsigned bar, unsigned count)
+{
+    tgc_emu_mbar_init(bar, count);
+}
+template <int X> inline void tgc_mbar_init_fence() {}
+template <int X> inline void tgc_mbar_expect_tx(unsigned bar, unsigned bytes)
+{
+    tgc_emu_mbar_arrive(bar, bytes);
+}
+template <int X> inline void tgc_mbar_arrive(unsigned bar)
+{
+    tgc_emu_mbar_arrive(bar, 0);
+}
+template <int X> inline void tgc_mbar_wait(unsigned bar, unsigned parity)
+{
+    while (!tgc_emu_mbar_done(bar, parity))
+        tgc_emu_yield();
+}
+template <int X>
+inline void tgc_tma_load3(unsigned dst, const tgc_tmap *m, unsigned bar, int c0, int c1, int c2)
+{
+    const long long es = m->es;
+    for (unsigned r = 0; r < m->box[1]; r++)
+        for (unsigned e = 0; e < m->box[0]; e++) {
+            long long i0 = (long long)c0 + e, i1 = (long long)c1 + r;
+            unsigned a = dst + r * 128 + (unsigned)(e * es);
+            a ^= ((a >> 7) & 7) << 4;
+            bool in = i0 >= 0 && i0 < m->dims[0] && i1 >= 0 && i1 < m->dims[1] && c2 >= 0 &&
+                      c2 < m->dims[2];
+            const char *src = m->base + c2 * m->strides[1] + i1 * m->strides[0] + i0 * es;
+            if (in)
+                memcpy(tgc_emu_smem + a, src, (size_t)es);
+            else
+                memset(tgc_emu_smem + a, 0, (size_t)es);
+        }
+    tgc_emu_mbar_complete(bar, (long long)m->box[0] * m->box[1] * es);
+}
+template <int X> inline void tgc_tmap_prefetch(const tgc_tmap *) {}
+template <int R> inline void tgc_setmaxnreg_dec() {}
+template <int R> inline void tgc_setmaxnreg_inc() {}
 inline float tgc_emu_wg_elem(unsigned long long d, int trans, int mn, int k, int kind)
 {
     if ((d >> 62) != 1 || ((d >> 49) & 7)) {

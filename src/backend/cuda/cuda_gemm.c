@@ -513,14 +513,12 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
 }
 
 /* NAME_tma, the warp-specialized TMA entry (tgc_ws_run), beside NAME: the same buffers,
- * sizes, geometry and epilogue, the operands through the tensor maps ta and tb. Not for the
- * CPU emulator (no TMA there). */
+ * sizes, geometry and epilogue, the operands through the tensor maps ta and tb. */
 static void render_tma(tgc_strbuf *o, const kir_kernel *k, const plan *p, const char *fname)
 {
     const tgc_cuda_tpl *c = &p->c;
     char mma[80];
     snprintf(mma, sizeof mma, "%s_tma", fname);
-    tgc_sb_puts(o, "#ifndef TGC_GEMM_EMU\n");
     tgc_cuda_render_wgmma(o, mma, c->mode, c->tma_bn, c->mode == TGC_CUDA_TPL_TF32 ? 0 : c->tma_al,
                           c->mode == TGC_CUDA_TPL_TF32 ? 0 : c->tma_bl);
     tgc_sb_printf(o,
@@ -548,7 +546,7 @@ static void render_tma(tgc_strbuf *o, const kir_kernel *k, const plan *p, const 
                   "    pb.ep.c_rs = G.c_rs;\n"
                   "    pb.setup();\n"
                   "    tgc_ws_run<%d, %d, 128, %d, %d, %d, %d, COMP>(pb, &ta, &tb, tgc_smem);\n"
-                  "}\n#endif\n",
+                  "}\n",
                   sa, sbl, c->mode, c->tma_bn, bk, fname, p->es, fname, (int)k->tpl.a,
                   (int)k->tpl.b, c->mode, c->tma_stages, c->tma_bn, bk, c->tma_al, c->tma_bl);
 }

@@ -1064,7 +1064,7 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
     // TF32 MN-major operands: raw slots after the rings (A's, then B's), one per stage
     constexpr int RA = ROUND && AL, RB = ROUND && BL;
     constexpr int BOX = 128 / ES; // elements of a box along mn for an MN-major operand
-    __shared__ __align__(8) unsigned long long tgc_bars[3 * ST];
+    __shared__ unsigned long long tgc_bars[3 * ST]; // (8-byte aligned, as mbarriers need)
     char *base = smem + ((1024u - (tgc_smem_addr(smem) & 1023u)) & 1023u);
     char *raw_a = base + ST * (SA + SB), *raw_b = raw_a + (RA ? ST * SA : 0);
     const unsigned sa0 = tgc_smem_addr(base), sb0 = sa0 + ST * SA, bar0 = tgc_smem_addr(tgc_bars);
