@@ -1014,6 +1014,22 @@ template <int BYTES, int NT> __device__ __forceinline__ void tgc_round_chunks(ch
     }
 }
 
+// One operand's BMN x BK tile at (mn0, k0) of batch item bi into the stage at dst: a box of
+// BMN rows of 128 bytes (K-major, L 0), or BMN / BOX boxes of BK rows of BOX elements, BK x
+// 128 bytes apart (MN-major, L 1); their bytes complete a transaction of barrier bar.
+template <int L, int BMN, int BK, int BOX>
+__device__ __forceinline__ void tgc_tma_tile(unsigned dst, const tgc_tmap *m, unsigned bar, int k0,
+                                             int mn0, int bi)
+{
+    if (L == 0) {
+        tgc_tma_load3<0>(dst, m, bar, k0, mn0, bi);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < BMN / BOX; j++)
+        tgc_tma_load3<0>(dst + j * BK * 128, m, bar, mn0 + BOX * j, k0, bi);
+}
+
 // A TF32 tile stored MN-major by TMA (raw: BMN / 32 boxes, each BK rows of 32 floats with the
 // 128-byte swizzle) rounded to tf32 (cvt.rna) into the K-major swizzled stage dst (BMN rows
 // of BK floats) that tf32 wgmma needs, by NT threads (tid < NT). Each thread takes four
@@ -1106,18 +1122,8 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
                     tgc_mbar_wait<0>(bar0 + 8 * (ST + s), ((it / ST) & 1) ^ 1);
                     tgc_mbar_expect_tx<0>(full, SA + SB);
                     const unsigned da = (RA ? ra0 : sa0) + s * SA, db = (RB ? rb0 : sb0) + s * SB;
-                    if (AL == 0)
-                        tgc_tma_load3<0>(da, ta, full, k0, m0, ba);
-                    else
-#pragma unroll
-                        for (int j = 0; j < BM / BOX; j++)
-                            tgc_tma_load3<0>(da + j * BK * 128, ta, full, m0 + BOX * j, k0, ba);
-                    if (BL == 0)
-                        tgc_tma_load3<0>(db, tb, full, k0, n0, bb);
-                    else
-#pragma unroll
-                        for (int j = 0; j < BN / BOX; j++)
-                            tgc_tma_load3<0>(db + j * BK * 128, tb, full, n0 + BOX * j, k0, bb);
+                    tgc_tma_tile<AL, BM, BK, BOX>(da, ta, full, k0, m0, ba);
+                    tgc_tma_tile<BL, BN, BK, BOX>(db, tb, full, k0, n0, bb);
                 }
             }
         } else if (ROUND && threadIdx.x >= 32) {
