@@ -340,12 +340,13 @@ template <int L, int BMN, int BK, int ES> __device__ __forceinline__ int tgc_sw_
 }
 
 // An fp32 stage of BYTES bytes rounded to tf32 in place (cvt.rna), in 16-byte chunks spread
-// over the block's threads: consecutive threads, consecutive chunks (no bank conflicts).
-template <int BYTES> __device__ __forceinline__ void tgc_round_stage(char *s)
+// over nt threads (tid < nt): consecutive threads, consecutive chunks (no bank conflicts).
+template <int BYTES>
+__device__ __forceinline__ void tgc_round_chunks(char *s, int tid, int nt)
 {
     static_assert(BYTES % 16 == 0, "tf32 rounding: whole 16-byte chunks");
 #pragma unroll 4
-    for (int i = (int)threadIdx.x; i < BYTES / 16; i += (int)blockDim.x) {
+    for (int i = tid; i < BYTES / 16; i += nt) {
         float4 v = *(float4 *)(s + 16 * i);
         v.x = __uint_as_float(tgc_to_tf32(v.x));
         v.y = __uint_as_float(tgc_to_tf32(v.y));
@@ -353,6 +354,11 @@ template <int BYTES> __device__ __forceinline__ void tgc_round_stage(char *s)
         v.w = __uint_as_float(tgc_to_tf32(v.w));
         *(float4 *)(s + 16 * i) = v;
     }
+}
+// the same by all the block's threads
+template <int BYTES> __device__ __forceinline__ void tgc_round_stage(char *s)
+{
+    tgc_round_chunks<BYTES>(s, (int)threadIdx.x, (int)blockDim.x);
 }
 
 // tgc_ld's operand loader for a swizzled stage (same fields, same bounds; no pads).
@@ -1000,20 +1006,6 @@ __device__ __forceinline__ void tgc_ws_tile(long long t, long long tiles_m, long
     tn = (pid % width) / gsz;
 }
 
-// A 128-byte-swizzled fp32 stage of BYTES rounded to tf32 in place by NT threads (tid < NT).
-template <int BYTES, int NT> __device__ __forceinline__ void tgc_round_chunks(char *s, int tid)
-{
-#pragma unroll 4
-    for (int i = tid; i < BYTES / 16; i += NT) {
-        float4 v = *(float4 *)(s + 16 * i);
-        v.x = __uint_as_float(tgc_to_tf32(v.x));
-        v.y = __uint_as_float(tgc_to_tf32(v.y));
-        v.z = __uint_as_float(tgc_to_tf32(v.z));
-        v.w = __uint_as_float(tgc_to_tf32(v.w));
-        *(float4 *)(s + 16 * i) = v;
-    }
-}
-
 // One operand's BMN x BK tile at (mn0, k0) of batch item bi into the stage at dst: a box of
 // BMN rows of 128 bytes (K-major, L 0), or BMN / BOX boxes of BK rows of BOX elements, BK x
 // 128 bytes apart (MN-major, L 1); their bytes complete a transaction of barrier bar.
@@ -1138,12 +1130,12 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
                     if constexpr (RA)
                         tgc_tf32_transpose<BM, BK, 96>(raw_a + s * SA, base + s * SA, tid);
                     else
-                        tgc_round_chunks<SA, 96>(base + s * SA, tid);
+                        tgc_round_chunks<SA>(base + s * SA, tid, 96);
                     if constexpr (RB)
                         tgc_tf32_transpose<BN, BK, 96>(raw_b + s * SB, base + ST * SA + s * SB,
                                                        tid);
                     else
-                        tgc_round_chunks<SB, 96>(base + ST * SA + s * SB, tid);
+                        tgc_round_chunks<SB>(base + ST * SA + s * SB, tid, 96);
                     tgc_fence_async_smem<0>();
                     tgc_mbar_arrive<0>(bar0 + 8 * (2 * ST + s));
                 }
