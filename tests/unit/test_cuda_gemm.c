@@ -735,14 +735,50 @@ static void tensor_maps_encode_or_say_why(void **state)
                             .strides = {128, 128 * 128},
                             .box = {64, 64}};
     check_error(tgc_cuda_tmap_encode(&d, map), TGC_ERR_INVALID_ARG, "no tensor map for i32");
+    /* a kernel's map cache keeps only what the driver encoded */
+    tgc_cuda_tmap_cache *c = malloc(sizeof *c);
+    assert_non_null(c);
+    tgc_cuda_tmap_cache_init(c);
+    check_error(tgc_cuda_tmap_get(c, &d, map), TGC_ERR_INVALID_ARG, "no tensor map for i32");
     d.dtype = TGC_BF16;
     if (tgc_cuda_load() != TGC_OK) {
         check_error(tgc_cuda_tmap_encode(&d, map), TGC_ERR_DEVICE, "needs the CUDA driver");
+        check_error(tgc_cuda_tmap_get(c, &d, map), TGC_ERR_DEVICE, "needs the CUDA driver");
+        assert_int_equal(c->encodes, 0);
+        assert_int_equal(c->hits, 0);
+        tgc_cuda_tmap_cache_destroy(c);
+        free(c);
         return;
     }
     assert_int_equal(tgc_cuda_tmap_encode(&d, map), TGC_OK);
+    /* the cache: the first get encodes, an equal description is a hit with the same bytes,
+     * another base is a new entry; more descriptions than entries replace the oldest */
+    _Alignas(64) unsigned char m1[128], m2[128];
+    assert_int_equal(tgc_cuda_tmap_get(c, &d, m1), TGC_OK);
+    assert_memory_equal(m1, map, 128);
+    assert_int_equal(tgc_cuda_tmap_get(c, &d, m2), TGC_OK);
+    assert_memory_equal(m2, map, 128);
+    assert_int_equal(c->encodes, 1);
+    assert_int_equal(c->hits, 1);
+    tgc_cuda_tmap_desc d2 = d;
+    d2.dims[1] = 64;
+    assert_int_equal(tgc_cuda_tmap_get(c, &d2, m2), TGC_OK);
+    assert_int_equal(c->encodes, 2);
+    assert_int_equal(tgc_cuda_tmap_encode(&d2, m1), TGC_OK);
+    assert_memory_equal(m1, m2, 128);
+    for (int i = 0; i < TGC_CUDA_TMAP_CACHE; i++) {
+        d2.dims[2] = 2 + (uint64_t)i;
+        assert_int_equal(tgc_cuda_tmap_get(c, &d2, m2), TGC_OK);
+    }
+    assert_int_equal(tgc_cuda_tmap_get(c, &d, m2), TGC_OK); /* replaced: encoded again */
+    assert_int_equal(c->encodes, 3 + TGC_CUDA_TMAP_CACHE);
+    assert_int_equal(c->hits, 1);
     d.strides[0] = 120;
     check_error(tgc_cuda_tmap_encode(&d, map), TGC_ERR_INVALID_ARG, "refused");
+    check_error(tgc_cuda_tmap_get(c, &d, map), TGC_ERR_INVALID_ARG, "refused");
+    assert_int_equal(c->encodes, 3 + TGC_CUDA_TMAP_CACHE);
+    tgc_cuda_tmap_cache_destroy(c);
+    free(c);
 }
 
 static void forced_tiles_are_checked(void **state)

@@ -36,6 +36,7 @@
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_target.h"
+#include "backend/cuda/cuda_tmap.h"
 #include "backend/plan.h"
 #include "runtime/cuda.h"
 #include "runtime/storage.h"
@@ -52,6 +53,7 @@
 typedef struct cuda_kernel {
     CUfunction fn;
     CUfunction fn_tma;    /* the GEMM's warp-specialized TMA entry (tpl.tma_bn), else NULL */
+    tgc_cuda_tmap_cache *maps; /* fn_tma's recent tensor maps (owned), else NULL */
     tgc_cuda_launch loop; /* LOOP */
     tgc_cuda_tpl tpl;     /* GEMM / CONV */
 } cuda_kernel;
@@ -108,6 +110,11 @@ static void release_code(void *code)
     if (!c)
         return;
     free(c->native.cache_dir);
+    for (int i = 0; c->kernels && i < c->n; i++)
+        if (c->kernels[i].maps) {
+            tgc_cuda_tmap_cache_destroy(c->kernels[i].maps);
+            free(c->kernels[i].maps);
+        }
     free(c->kernels);
     free(c);
 }
@@ -183,6 +190,10 @@ static tgc_status bind_kernel(const tgc_cuda_program *prog, int dev, const char 
                                     ck->fn_tma, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     (int)ck->tpl.tma_smem),
                                 "tgc cuda: the shared memory of a TMA GEMM kernel");
+        if (st == TGC_OK && !(ck->maps = malloc(sizeof *ck->maps)))
+            st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory for a kernel's tensor maps");
+        if (st == TGC_OK)
+            tgc_cuda_tmap_cache_init(ck->maps);
     }
     pk->handle = ck;
     return st;
@@ -388,13 +399,13 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
     tgc_cuda_template_geom(k, env->syms, env->symvals, &g);
     int sms = tgc_cuda_props_of(env->device.index)->sms;
     unsigned grid[3], block[3], smem;
-    /* the warp-specialized TMA kernel where this call's operands suit it; the maps are
-     * encoded per call (a few microseconds of host time; a recording keeps them) */
+    /* the warp-specialized TMA kernel where this call's operands suit it; the maps come
+     * from the kernel's recent ones when the operands did not move (a recording keeps them) */
     tgc_cuda_tmap_desc md[2];
     if (ck->fn_tma && tgc_cuda_template_tma(&ck->tpl, k, &g, bufs, sms, md, grid, block, &smem)) {
         CUtensorMap ma, mb;
-        if (tgc_cuda_tmap_encode(&md[0], &ma) == TGC_OK &&
-            tgc_cuda_tmap_encode(&md[1], &mb) == TGC_OK) {
+        if (tgc_cuda_tmap_get(ck->maps, &md[0], &ma) == TGC_OK &&
+            tgc_cuda_tmap_get(ck->maps, &md[1], &mb) == TGC_OK) {
             void *params[5] = {(void *)bufs, (void *)sizes, &g, &ma, &mb};
             return launch_fn(pk, ck->fn_tma, grid, block, smem, s, params);
         }

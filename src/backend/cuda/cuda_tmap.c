@@ -1,6 +1,8 @@
 /* TMA tensor maps (see cuda_tmap.h). */
 #include "backend/cuda/cuda_tmap.h"
 
+#include <string.h>
+
 #include "runtime/cuda.h"
 #include "support/error.h"
 
@@ -34,4 +36,48 @@ tgc_status tgc_cuda_tmap_encode(const tgc_cuda_tmap_desc *d, void *out)
                          (unsigned long long)dims[2], (unsigned long long)strides[0],
                          (unsigned long long)strides[1], box[0], box[1],
                          tgc_cuda_describe(r, why, sizeof why));
+}
+
+void tgc_cuda_tmap_cache_init(tgc_cuda_tmap_cache *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+}
+
+void tgc_cuda_tmap_cache_destroy(tgc_cuda_tmap_cache *c)
+{
+    pthread_mutex_destroy(&c->mu);
+}
+
+static int same_desc(const tgc_cuda_tmap_desc *a, const tgc_cuda_tmap_desc *b)
+{
+    return a->dtype == b->dtype && a->base == b->base && a->dims[0] == b->dims[0] &&
+           a->dims[1] == b->dims[1] && a->dims[2] == b->dims[2] && a->strides[0] == b->strides[0] &&
+           a->strides[1] == b->strides[1] && a->box[0] == b->box[0] && a->box[1] == b->box[1];
+}
+
+tgc_status tgc_cuda_tmap_get(tgc_cuda_tmap_cache *c, const tgc_cuda_tmap_desc *d, void *out)
+{
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < TGC_CUDA_TMAP_CACHE; i++)
+        if (c->e[i].used && same_desc(&c->e[i].d, d)) {
+            memcpy(out, c->e[i].map, 128);
+            c->hits++;
+            pthread_mutex_unlock(&c->mu);
+            return TGC_OK;
+        }
+    pthread_mutex_unlock(&c->mu);
+    /* encoded outside the lock: two threads missing on one description both encode it (the
+     * same bytes), and a slow driver call holds no other launch up */
+    tgc_status st = tgc_cuda_tmap_encode(d, out);
+    if (st != TGC_OK)
+        return st;
+    pthread_mutex_lock(&c->mu);
+    unsigned i = c->next++ % TGC_CUDA_TMAP_CACHE;
+    c->e[i].used = 1;
+    c->e[i].d = *d;
+    memcpy(c->e[i].map, out, 128);
+    c->encodes++;
+    pthread_mutex_unlock(&c->mu);
+    return TGC_OK;
 }

@@ -6,6 +6,7 @@
 #ifndef TGC_BACKEND_CUDA_TMAP_H
 #define TGC_BACKEND_CUDA_TMAP_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "tgc/tensor.h"
@@ -25,5 +26,28 @@ typedef struct tgc_cuda_tmap_desc {
  * loaded (tgc_cuda_load). TGC_ERR_INVALID_ARG when the driver refuses the description (the
  * caller then launches a kernel that does not need the map), with its message. */
 tgc_status tgc_cuda_tmap_encode(const tgc_cuda_tmap_desc *d, void *out);
+
+/* The maps a kernel launched with lately, so that a launch whose operands did not move (the
+ * usual case: a variant's buffers come from its memory plan) copies its maps instead of
+ * asking the driver again. Entries are replaced in turn; a description the driver refuses is
+ * not kept. Init before use, destroy after; thread-safe (a mutex over the lookup). */
+#define TGC_CUDA_TMAP_CACHE 8
+typedef struct tgc_cuda_tmap_cache {
+    pthread_mutex_t mu;
+    unsigned next;                    /* the entry the next miss replaces */
+    unsigned long long hits, encodes; /* counts, for tests and logs */
+    struct {
+        int used;
+        tgc_cuda_tmap_desc d;
+        _Alignas(64) unsigned char map[128];
+    } e[TGC_CUDA_TMAP_CACHE];
+} tgc_cuda_tmap_cache;
+
+void tgc_cuda_tmap_cache_init(tgc_cuda_tmap_cache *c);
+void tgc_cuda_tmap_cache_destroy(tgc_cuda_tmap_cache *c);
+
+/* d's map into out (as tgc_cuda_tmap_encode), from c when an equal description was encoded
+ * lately, else encoded and kept in c. */
+tgc_status tgc_cuda_tmap_get(tgc_cuda_tmap_cache *c, const tgc_cuda_tmap_desc *d, void *out);
 
 #endif
