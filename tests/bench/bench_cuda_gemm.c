@@ -374,11 +374,13 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     void *fake[8];
     for (int i = 0; i < 8; i++)
         fake[i] = (void *)(uintptr_t)((uintptr_t)(i + 1) << 32);
-    tgc_cuda_tmap_desc md[2];
-    if (cfg->tma_bn && k->n_bufs <= 8 &&
-        tgc_cuda_template_tma(cfg, k, &geo, fake, 3, md, grid, block, &smem)) {
-        fprintf(fp, "#define TGC_TMA 1\nstatic unsigned TGC_TMA_GRID = %u, TGC_TMA_SMEM = %u;\n",
-                grid[0], smem);
+    tgc_cuda_tma_launch tl;
+    const tgc_cuda_tmap_desc *md = tl.maps;
+    if (cfg->tma_bn && k->n_bufs <= 8 && tgc_cuda_template_tma(cfg, k, &geo, fake, 3, &tl)) {
+        fprintf(fp,
+                "#define TGC_TMA 1\nstatic unsigned TGC_TMA_GRID = %u, TGC_TMA_SMEM = %u;\n"
+                "static const size_t TGC_TMA_WS = %zu;\nstatic const int TGC_TMA_SPLITS = %d;\n",
+                tl.grid[0], tl.smem, tl.ws_bytes, tl.splits);
         fprintf(fp, "static const long long TGC_TMAP[2][11] = {");
         for (int i = 0; i < 2; i++) {
             int buf = i ? (int)k->tpl.b : (int)k->tpl.a;
@@ -580,28 +582,35 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
      * timed (variant 0 the kernel NAME, 1 NAME_tma) */
     void *fn_tma = NULL;
     _Alignas(64) unsigned char maps[2][128];
-    unsigned tgrid[3], tblock[3], tsmem;
-    tgc_cuda_tmap_desc md[2];
-    if (cfg.tma_bn && tgc_cuda_template_tma(&cfg, k, &geo, bufs, sms, md, tgrid, tblock, &tsmem)) {
-        if (tgc_cuda_load() != TGC_OK || tgc_cuda_tmap_encode(&md[0], maps[0]) != TGC_OK ||
-            tgc_cuda_tmap_encode(&md[1], maps[1]) != TGC_OK) {
+    tgc_cuda_tma_launch tl = {.splits = 1};
+    CUdptr tws = 0;
+    if (cfg.tma_bn && tgc_cuda_template_tma(&cfg, k, &geo, bufs, sms, &tl)) {
+        if (tgc_cuda_load() != TGC_OK || tgc_cuda_tmap_encode(&tl.maps[0], maps[0]) != TGC_OK ||
+            tgc_cuda_tmap_encode(&tl.maps[1], maps[1]) != TGC_OK) {
             fprintf(stderr, "%s: tensor maps: %s\n", tc->name, tgc_last_error());
             return 1;
         }
         CU(cu.ModuleGetFunction(&fn_tma, mod, "tgc_k_tma"));
         CU(cu.FuncSetAttribute(fn_tma, FUNC_MAX_DYN_SMEM, (int)cfg.tma_smem));
+        if (tl.ws_bytes) {
+            CU(cu.MemAlloc(&tws, tl.ws_bytes));
+            CU(cu.MemsetD8(tws, 0, tl.ws_bytes));
+        }
     }
+    void *twsp = (void *)(uintptr_t)tws;
     int bad_any = 0;
     for (int variant = 0; variant < (fn_tma ? 2 : 1); variant++) {
-        void *params[5] = {bufs, sizes, &geo, &wsp, NULL};
+        void *params[7] = {bufs, sizes, &geo, &wsp, NULL, NULL, NULL};
         void *vfn = fn;
         if (variant) {
             params[3] = maps[0];
             params[4] = maps[1];
+            params[5] = &twsp;
+            params[6] = &tl.splits;
             vfn = fn_tma;
-            memcpy(grid, tgrid, sizeof grid);
-            memcpy(block, tblock, sizeof block);
-            smem = tsmem;
+            memcpy(grid, tl.grid, sizeof grid);
+            memcpy(block, tl.block, sizeof block);
+            smem = tl.smem;
             /* NaN everywhere again (all-ones bits: NaN in f32, f16 and bf16), so that an
              * element this kernel misses cannot pass with the first one's value */
             const hostbuf *ob = &hb[k->tpl.out];
@@ -688,13 +697,15 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         printf("%-34s mode %d%s tile %dx%dx%d st %d thr %d smem %6u grid %ux%ux%u ws %8zu  %s "
                "(worst %.2f of limit, %zu/%zu checked)",
                tc->name, cfg.mode,
-               variant       ? " tma"
-               : !cfg.wg     ? ""
-               : cfg.wn == 2 ? " wgmma-n2"
-                             : " wgmma",
+               variant && tl.splits > 1 ? " tma split-K"
+               : variant                ? " tma"
+               : !cfg.wg                ? ""
+               : cfg.wn == 2            ? " wgmma-n2"
+                                        : " wgmma",
                variant ? 128 : cfg.bm, variant ? cfg.tma_bn : cfg.bn, cfg.bk,
                variant ? cfg.tma_stages : cfg.stages, variant ? 384 : cfg.threads, smem, grid[0],
-               grid[1], grid[2], variant ? 0 : ws_n, bad ? "FAIL" : "ok", worst, samples, total);
+               grid[1], grid[2], variant ? tl.ws_bytes : ws_n, bad ? "FAIL" : "ok", worst, samples,
+               total);
         if (tflops > 0)
             printf("  %.1f TFLOP/s", tflops);
         printf("\n");
@@ -706,6 +717,8 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     }
     if (ws)
         cu.MemFree(ws);
+    if (tws)
+        cu.MemFree(tws);
     cu.ModuleUnload(mod);
     free(cubin);
     free(src);
@@ -1018,6 +1031,8 @@ int main(int argc, char **argv)
             {"tma mm ring", C_MATMUL, 1, {264, 200, 720}, 0, NULL},
             {"tma mmT ring", C_MATMUL_TA, 1, {264, 200, 720}, 0, NULL},
             {"tma bmm B2", C_BMM_B2, 0, {136, 192, 96, 3}, 0, NULL},
+            /* two tiles of a long k: split-K in the TMA entry, units over several blocks */
+            {"tma splitK", C_MATMUL, 1, {200, 104, 1440}, 0, NULL},
             /* all_modes 2: MEDIUM only, shapes of test_cuda_public's big cases (long K: the
              * stages are refilled many times, split-K) */
             {"bf16x linear 77x768 K768", C_LINEAR, 2, {77, 768, 768}, 1, NULL},

@@ -633,6 +633,7 @@ static void hopper_gemm_has_a_tma_entry(void **state)
         assert_non_null(strstr(ptx, "setmaxnreg.inc.sync.aligned.u32 232"));
         assert_non_null(strstr(ptx, "setmaxnreg.dec.sync.aligned.u32 40"));
         assert_non_null(strstr(ptx, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
+        assert_non_null(strstr(ptx, "bar.sync 1, 256;")); /* split-K: the consumers' barrier */
     }
     free(ptx);
     free(src);
@@ -644,12 +645,15 @@ static void hopper_gemm_has_a_tma_entry(void **state)
     bufs[t.k->tpl.a] = (void *)(uintptr_t)0x10000;
     bufs[t.k->tpl.b] = (void *)(uintptr_t)0x200000;
     bufs[t.k->tpl.out] = (void *)(uintptr_t)0x4000000;
-    tgc_cuda_tmap_desc md[2];
-    unsigned grid[3], block[3], smem;
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, bufs, 132, md, grid, block, &smem), 1);
-    assert_int_equal(grid[0], 132); /* 32 x 16 tiles, persistent */
-    assert_int_equal(block[0], 384);
-    assert_int_equal(smem, cfg.tma_smem);
+    tgc_cuda_tma_launch tl;
+    const tgc_cuda_tmap_desc *md = tl.maps;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, bufs, 132, &tl), 1);
+    assert_int_equal(tl.grid[0], 132); /* 32 x 16 tiles, persistent */
+    assert_int_equal(tl.block[0], 384);
+    assert_int_equal(tl.smem, cfg.tma_smem);
+    assert_int_equal(tl.splits, 1);
+    assert_int_equal(tl.ws_bytes, 0);
+    assert_int_equal(tl.ws_zero_bytes, 0);
     assert_int_equal(md[0].dtype, TGC_BF16);
     assert_int_equal(md[0].dims[0], 4096); /* k */
     assert_int_equal(md[0].dims[1], 4096); /* m */
@@ -664,28 +668,46 @@ static void hopper_gemm_has_a_tma_entry(void **state)
     tgc_gemm_geom small = geo;
     small.M = small.N = 512;
     small.K = 256;
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &small, bufs, 132, md, grid, block, &smem),
-                     1);
-    assert_int_equal(grid[0], 4 * 2);
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &small, bufs, 132, &tl), 1);
+    assert_int_equal(tl.grid[0], 4 * 2);
+    assert_int_equal(tl.splits, 1);
+    /* fewer tiles than SMs over a long k: split-K, the partials of 128 x 256 tiles in the
+     * workspace after the tile counters. 1024 x 768 x 768 (BERT's projections): 24 tiles of
+     * 12 k tiles in 3 splits (a wave of 72 units of 4 k tiles) */
+    small.M = 1024;
+    small.N = small.K = 768;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &small, bufs, 132, &tl), 1);
+    assert_int_equal(tl.splits, 3);
+    assert_int_equal(tl.grid[0], 72);
+    assert_int_equal(tl.ws_zero_bytes, 256);
+    assert_int_equal(tl.ws_bytes, 256 + 72u * 128 * 256 * 4);
+    /* one tile of k 4096 (64 k tiles): 16 splits, the most */
+    small.M = small.N = 128;
+    small.K = 4096;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &small, bufs, 132, &tl), 1);
+    assert_int_equal(tl.splits, 16);
+    assert_int_equal(tl.grid[0], 16);
+    /* a full wave of tiles is never split */
+    small.M = 128 * 33;
+    small.N = 1024;
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &small, bufs, 132, &tl), 1);
+    assert_int_equal(tl.splits, 1);
+    assert_int_equal(tl.grid[0], 132);
     /* what TMA cannot address keeps the wgmma kernel: a base off 16 bytes, a row stride of
      * 2 bytes short of 16-byte multiples, sizes of 2^31, an empty problem */
     void *mis[4];
     memcpy(mis, bufs, sizeof mis);
     mis[t.k->tpl.a] = (void *)(uintptr_t)0x10008;
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, mis, 132, md, grid, block, &smem), 0);
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, mis, 132, &tl), 0);
     tgc_gemm_geom odd = geo;
     odd.a_rs = 4095;
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, &tl), 0);
     odd = geo;
     odd.K = 1LL << 31;
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, &tl), 0);
     odd = geo;
     odd.M = 0;
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
-    /* a problem the wgmma kernel splits along k keeps it */
-    odd = geo;
-    odd.M = odd.N = 128;
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, md, grid, block, &smem), 0);
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &odd, bufs, 132, &tl), 0);
     /* forced TMA tiles; a TMA tile where there is no TMA entry is refused */
     tgc_strbuf sb = {0};
     tgc_cuda_tpl want = {.wg = 2,
@@ -716,7 +738,7 @@ static void hopper_gemm_has_a_tma_entry(void **state)
         tgc_cuda_render_template(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 80, &cfg), TGC_OK);
     assert_int_equal(cfg.tma_bn, 0);
     assert_null(strstr(sb.data, "k_tma("));
-    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, bufs, 132, md, grid, block, &smem), 0);
+    assert_int_equal(tgc_cuda_template_tma(&cfg, t.k, &geo, bufs, 132, &tl), 0);
     tgc_sb_free(&sb);
     tk_free(&t);
     tgc_graph_free(g);

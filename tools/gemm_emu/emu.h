@@ -72,6 +72,12 @@ inline unsigned atomicAdd(unsigned *p, unsigned v)
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
+// a named barrier (the consumer warpgroups'): the emulator's block barrier, which the
+// producer's warps also pass through (they wait on mbarriers by yielding)
+template <int ID, int NT> inline void tgc_bar_sync()
+{
+    tgc_emu_sync();
+}
 inline unsigned tgc_arrive_acq_rel(unsigned *p)
 {
     return __atomic_fetch_add(p, 1u, __ATOMIC_ACQ_REL);

@@ -19,6 +19,7 @@ struct ctx_t {
     void *ws;
 #ifdef TGC_TMA
     tgc_tmap ta, tb;
+    void *tws; // the TMA entry's split-K workspace
 #endif
 };
 static void body(void *p)
@@ -30,7 +31,7 @@ static void body(void *p)
 static void body_tma(void *p)
 {
     ctx_t *c = (ctx_t *)p;
-    TGC_KERNEL_TMA(c->b, c->s, TGC_GEOM, c->ta, c->tb);
+    TGC_KERNEL_TMA(c->b, c->s, TGC_GEOM, c->ta, c->tb, c->tws, TGC_TMA_SPLITS);
 }
 static tgc_tmap map_of(const ctx_t &c, const long long *d)
 {
@@ -47,7 +48,7 @@ static tgc_tmap map_of(const ctx_t &c, const long long *d)
 }
 #endif
 static int check(const ctx_t &c, float *const *f, const char *entry, const unsigned *grid,
-                 unsigned nt);
+                 unsigned nt, const void *ws);
 
 int main()
 {
@@ -73,7 +74,7 @@ int main()
     }
     c.ws = TGC_WS ? calloc(1, TGC_WS) : nullptr;
     tgc_emu_launch(TGC_GRID, TGC_NT, TGC_SMEM, body, &c);
-    int bad = check(c, f, "", TGC_GRID, TGC_NT);
+    int bad = check(c, f, "", TGC_GRID, TGC_NT, c.ws);
 #ifdef TGC_TMA
     { // the TMA entry, on an output of NaNs again
         size_t n = (size_t)TGC_NUMEL[TGC_OUT], es = TGC_DT[TGC_OUT] ? 2 : 4;
@@ -81,22 +82,23 @@ int main()
         c.ta = map_of(c, TGC_TMAP[0]);
         c.tb = map_of(c, TGC_TMAP[1]);
         unsigned grid[3] = {TGC_TMA_GRID, 1, 1};
+        c.tws = TGC_TMA_WS ? calloc(1, TGC_TMA_WS) : nullptr;
         tgc_emu_launch(grid, 384, TGC_TMA_SMEM, body_tma, &c);
-        bad |= check(c, f, " tma", grid, 384);
+        char entry[32];
+        snprintf(entry, sizeof entry, " tma%s", TGC_TMA_SPLITS > 1 ? " split-K" : "");
+        bad |= check(c, f, entry, grid, 384, c.tws);
     }
 #endif
     return bad;
 }
 
 static int check(const ctx_t &c, float *const *f, const char *entry, const unsigned *grid,
-                 unsigned nt)
+                 unsigned nt, const void *ws)
 {
-    if (TGC_WS) { // the counters must be back to zero
-        const tgc_gemm_geom &G = TGC_GEOM;
-        (void)G;
+    if (ws) { // the counters must be back to zero
         for (size_t i = 0; i < 256 / 4; i++)
-            if (((unsigned *)c.ws)[i]) {
-                printf("%s: split-K counter %zu left at %u\n", TGC_NAME, i, ((unsigned *)c.ws)[i]);
+            if (((const unsigned *)ws)[i]) {
+                printf("%s: split-K counter %zu left at %u\n", TGC_NAME, i, ((const unsigned *)ws)[i]);
                 return 1;
             }
     }

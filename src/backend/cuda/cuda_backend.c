@@ -52,10 +52,10 @@
 
 typedef struct cuda_kernel {
     CUfunction fn;
-    CUfunction fn_tma;    /* the GEMM's warp-specialized TMA entry (tpl.tma_bn), else NULL */
+    CUfunction fn_tma;         /* the GEMM's warp-specialized TMA entry (tpl.tma_bn), else NULL */
     tgc_cuda_tmap_cache *maps; /* fn_tma's recent tensor maps (owned), else NULL */
-    tgc_cuda_launch loop; /* LOOP */
-    tgc_cuda_tpl tpl;     /* GEMM / CONV */
+    tgc_cuda_launch loop;      /* LOOP */
+    tgc_cuda_tpl tpl;          /* GEMM / CONV */
 } cuda_kernel;
 
 /* The code of a variant: what its native steps read (first: tgc_launch_env.code points here)
@@ -398,21 +398,29 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
     tgc_gemm_geom g;
     tgc_cuda_template_geom(k, env->syms, env->symvals, &g);
     int sms = tgc_cuda_props_of(env->device.index)->sms;
-    unsigned grid[3], block[3], smem;
     /* the warp-specialized TMA kernel where this call's operands suit it; the maps come
      * from the kernel's recent ones when the operands did not move (a recording keeps them) */
-    tgc_cuda_tmap_desc md[2];
-    if (ck->fn_tma && tgc_cuda_template_tma(&ck->tpl, k, &g, bufs, sms, md, grid, block, &smem)) {
-        CUtensorMap ma, mb;
-        if (tgc_cuda_tmap_get(ck->maps, &md[0], &ma) == TGC_OK &&
-            tgc_cuda_tmap_get(ck->maps, &md[1], &mb) == TGC_OK) {
-            void *params[5] = {(void *)bufs, (void *)sizes, &g, &ma, &mb};
-            return launch_fn(pk, ck->fn_tma, grid, block, smem, s, params);
-        }
+    tgc_cuda_tma_launch tl;
+    CUtensorMap ma, mb;
+    int tma = ck->fn_tma && tgc_cuda_template_tma(&ck->tpl, k, &g, bufs, sms, &tl);
+    if (tma && (tgc_cuda_tmap_get(ck->maps, &tl.maps[0], &ma) != TGC_OK ||
+                tgc_cuda_tmap_get(ck->maps, &tl.maps[1], &mb) != TGC_OK)) {
         tgc_clear_error(); /* a map the driver refuses: the kernel that needs none */
+        tma = 0;
     }
-    size_t ws_bytes = 0;
-    tgc_cuda_template_launch(&ck->tpl, k, &g, sms, grid, block, &smem, &ws_bytes);
+    unsigned grid[3], block[3], smem;
+    size_t ws_bytes = 0, zero = 0;
+    if (tma) {
+        memcpy(grid, tl.grid, sizeof grid);
+        memcpy(block, tl.block, sizeof block);
+        smem = tl.smem;
+        ws_bytes = tl.ws_bytes;
+        zero = tl.ws_zero_bytes;
+    } else {
+        tgc_cuda_template_launch(&ck->tpl, k, &g, sms, grid, block, &smem, &ws_bytes);
+        if (ws_bytes)
+            zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, &g, sms);
+    }
     /* The split-K workspace: allocated on the launch's stream (the thread's current one:
      * the executor made the plan's stream current for the call) and unreferenced once the
      * launch is queued, so the allocator hands the block out again only to later work on
@@ -427,7 +435,6 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
                                   "tgc cuda: out of memory for the split-K workspace of %s "
                                   "(%zu bytes)",
                                   pk->name, ws_bytes);
-        size_t zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, &g, sms);
         CUresult r = zero ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ws->data, 0, zero, s)
                           : CUDA_SUCCESS;
         if (r != CUDA_SUCCESS) {
@@ -436,8 +443,15 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
         }
     }
     void *wsp = ws ? ws->data : NULL;
-    void *params[4] = {(void *)bufs, (void *)sizes, &g, &wsp};
-    st = launch_fn(pk, ck->fn, grid, block, smem, s, params);
+    int splits = tma ? tl.splits : 1;
+    void *params[7] = {(void *)bufs, (void *)sizes, &g, &wsp};
+    if (tma) {
+        params[3] = &ma;
+        params[4] = &mb;
+        params[5] = &wsp;
+        params[6] = &splits;
+    }
+    st = launch_fn(pk, tma ? ck->fn_tma : ck->fn, grid, block, smem, s, params);
     if (ws)
         tgc_storage_unref(ws);
     return st;

@@ -437,8 +437,7 @@ __device__ __forceinline__ void tgc_cg_run(PROB &pb, void *ws, char *smem)
     const long long m0 = tm * BM, n0 = tn * BN;
     const int ktiles = (int)((pb.K + BK - 1) / BK);
     const int splits = (int)gridDim.y, sp = (int)blockIdx.y;
-    const int kb = (int)((long long)ktiles * sp / splits),
-              ke = (int)((long long)ktiles * (sp + 1) / splits);
+    const int kb = tgc_split_k0(ktiles, sp, splits), ke = tgc_split_k0(ktiles, sp + 1, splits);
     typename PROB::LA la;
     typename PROB::LB lb;
     pb.loaders(m0, n0, la, lb);

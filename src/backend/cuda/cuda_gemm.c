@@ -524,7 +524,7 @@ static void render_tma(tgc_strbuf *o, const kir_kernel *k, const plan *p, const 
     tgc_sb_printf(o,
                   "extern \"C\" __global__ void __launch_bounds__(384, 1) %s_tma(%s_b b, %s_s s, "
                   "tgc_gemm_geom g, const __grid_constant__ tgc_tmap ta, "
-                  "const __grid_constant__ tgc_tmap tb)\n{\n"
+                  "const __grid_constant__ tgc_tmap tb, void *ws, int splits)\n{\n"
                   "    TGC_DYN_SMEM(tgc_smem);\n"
                   "    tgc_gemm_geom G = g;\n",
                   fname, fname, fname);
@@ -533,22 +533,23 @@ static void render_tma(tgc_strbuf *o, const kir_kernel *k, const plan *p, const 
     /* the stages wgmma reads: TF32's always K-major (the producer rewrites an MN-major one) */
     const int tf32 = c->mode == TGC_CUDA_TPL_TF32, sa = tf32 ? 0 : c->tma_al,
               sbl = tf32 ? 0 : c->tma_bl;
-    tgc_sb_printf(o,
-                  "    typedef tgc_lay<%d> LA;\n    typedef tgc_lay<%d> LB;\n"
-                  "    typedef tgc_wgmma_comp<%d, 128, %d, %d, 2, 1, LA, LB, %s_tma_mma> COMP;\n"
-                  "    tgc_gemm_prob<LA, LB, %d, %s_ep> pb;\n"
-                  "    pb.A = (const char *)b.p[%d];\n"
-                  "    pb.B = (const char *)b.p[%d];\n"
-                  "    pb.G = G;\n"
-                  "    pb.ep.b = b;\n"
-                  "    pb.ep.s = s;\n"
-                  "    pb.ep.c_bs = G.c_bs;\n"
-                  "    pb.ep.c_rs = G.c_rs;\n"
-                  "    pb.setup();\n"
-                  "    tgc_ws_run<%d, %d, 128, %d, %d, %d, %d, COMP>(pb, &ta, &tb, tgc_smem);\n"
-                  "}\n",
-                  sa, sbl, c->mode, c->tma_bn, bk, fname, p->es, fname, (int)k->tpl.a,
-                  (int)k->tpl.b, c->mode, c->tma_stages, c->tma_bn, bk, c->tma_al, c->tma_bl);
+    tgc_sb_printf(
+        o,
+        "    typedef tgc_lay<%d> LA;\n    typedef tgc_lay<%d> LB;\n"
+        "    typedef tgc_wgmma_comp<%d, 128, %d, %d, 2, 1, LA, LB, %s_tma_mma> COMP;\n"
+        "    tgc_gemm_prob<LA, LB, %d, %s_ep> pb;\n"
+        "    pb.A = (const char *)b.p[%d];\n"
+        "    pb.B = (const char *)b.p[%d];\n"
+        "    pb.G = G;\n"
+        "    pb.ep.b = b;\n"
+        "    pb.ep.s = s;\n"
+        "    pb.ep.c_bs = G.c_bs;\n"
+        "    pb.ep.c_rs = G.c_rs;\n"
+        "    pb.setup();\n"
+        "    tgc_ws_run<%d, %d, 128, %d, %d, %d, %d, COMP>(pb, &ta, &tb, ws, splits, tgc_smem);\n"
+        "}\n",
+        sa, sbl, c->mode, c->tma_bn, bk, fname, p->es, fname, (int)k->tpl.a, (int)k->tpl.b, c->mode,
+        c->tma_stages, c->tma_bn, bk, c->tma_al, c->tma_bl);
 }
 
 static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
@@ -812,9 +813,27 @@ static int tmap_of(tgc_cuda_tmap_desc *d, tgc_dtype dt, int es, const char *base
     return 1;
 }
 
+/* The k splits of the TMA kernel's `tiles` tiles of ktiles k tiles on `sms` SMs (see
+ * tgc_cuda_template_tma): the count of waves of units times a unit's cost, in k tiles (its
+ * share of k, 2 to fill the ring and drain the epilogue, 1 more for a partial tile's round
+ * trip through the workspace), least over 1 to 16 splits of at least 4 k tiles each. */
+static int64_t tma_splits(int64_t tiles, int64_t ktiles, int sms)
+{
+    if (sms <= 0 || tiles >= sms)
+        return 1;
+    int64_t best = 1, best_t = ceil_div(tiles, sms) * (ktiles + 2);
+    for (int64_t s = 2; s <= 16 && s * 4 <= ktiles; s++) {
+        int64_t t = ceil_div(tiles * s, sms) * (ceil_div(ktiles, s) + 3);
+        if (t < best_t) {
+            best_t = t;
+            best = s;
+        }
+    }
+    return best;
+}
+
 int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g,
-                          void *const *bufs, int sms, tgc_cuda_tmap_desc maps[2], unsigned grid[3],
-                          unsigned block[3], unsigned *smem)
+                          void *const *bufs, int sms, tgc_cuda_tma_launch *out)
 {
     if (!cfg->tma_bn || cfg->kind != KIR_GEMM || !bufs)
         return 0;
@@ -822,8 +841,6 @@ int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tg
     const int64_t big = 1LL << 31;
     if (d.batch < 1 || d.M < 1 || d.N < 1 || d.K < 1 || d.batch >= big || d.M >= big ||
         d.N >= big || d.K >= big)
-        return 0;
-    if (splits_of(cfg, &d, ceil_div(d.M, cfg->bm) * ceil_div(d.N, cfg->bn), sms) > 1)
         return 0;
     const kir_template *t = &k->tpl;
     const int es = cfg->mode >= TGC_CUDA_TPL_F16 ? 2 : 4, bk = 128 / es;
@@ -834,6 +851,7 @@ int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tg
     const char *b = (const char *)bufs[t->b] + g->b_off * es;
     /* one batch item: its stride is never read */
     const int64_t abs_ = d.batch > 1 ? g->a_bs : 0, bbs_ = d.batch > 1 ? g->b_bs : 0;
+    tgc_cuda_tmap_desc *maps = out->maps;
     /* A(m, k): K-major rows of k (a_cs 1) a_rs apart, or MN-major rows of m (a_rs 1) a_cs
      * apart; B(k, n) likewise with b_rs / b_cs */
     int ok =
@@ -847,12 +865,16 @@ int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tg
               : g->b_cs == 1 && tmap_of(&maps[1], dt, es, b, d.N, d.K, g->b_rs, bbs_, d.batch, bk));
     if (!ok)
         return 0;
-    int64_t tiles = ceil_div(d.M, 128) * ceil_div(d.N, cfg->tma_bn) * d.batch;
-    grid[0] = (unsigned)(tiles < sms ? tiles : sms > 0 ? sms : 1);
-    grid[1] = grid[2] = 1;
-    block[0] = 384;
-    block[1] = block[2] = 1;
-    *smem = cfg->tma_smem;
+    const int64_t tiles = ceil_div(d.M, 128) * ceil_div(d.N, cfg->tma_bn) * d.batch;
+    const int64_t splits = tma_splits(tiles, ceil_div(d.K, bk), sms), units = tiles * splits;
+    out->grid[0] = (unsigned)(units < sms ? units : sms > 0 ? sms : 1);
+    out->grid[1] = out->grid[2] = 1;
+    out->block[0] = 384;
+    out->block[1] = out->block[2] = 1;
+    out->smem = cfg->tma_smem;
+    out->splits = (int)splits;
+    out->ws_zero_bytes = splits > 1 ? counter_bytes(tiles) : 0;
+    out->ws_bytes = splits > 1 ? out->ws_zero_bytes + (size_t)units * 128 * cfg->tma_bn * 4 : 0;
     return 1;
 }
 

@@ -129,17 +129,29 @@ void tgc_cuda_template_launch(const tgc_cuda_tpl *cfg, const kir_kernel *k, cons
  * Thread-safe. */
 int tgc_cuda_gemm_tma(void);
 
-/* The warp-specialized TMA kernel's launch for the sizes in g and the kernel's buffers bufs
- * (device pointers, the kernel's buffer order), when cfg has that entry and this call suits
- * it: 1 with the tensor maps of A and B to encode (maps[0], maps[1]; tgc_cuda_tmap_encode)
- * and the persistent launch (a block per SM at most, 384 threads); 0 when the call keeps
- * NAME: no TMA entry, sizes or strides TMA cannot address (a base or a stride not 16-byte
- * aligned, a size of 2^31 or more, an empty problem), or a problem of so few tiles that
- * NAME splits k. NAME_tma takes (NAME_b b, NAME_s s, tgc_gemm_geom g, tgc_tmap ta,
- * tgc_tmap tb): the maps by value, 128 bytes each. Pure. */
+/* A launch of the warp-specialized TMA kernel: the tensor maps of A and B to encode
+ * (tgc_cuda_tmap_encode), the persistent grid (a block per SM at most, 384 threads), its
+ * dynamic shared memory, the k splits of each tile (1: none) and the split-K workspace
+ * (ws_bytes, 0 when splits is 1; its first ws_zero_bytes zero before the launch, as the
+ * kernel leaves them). */
+typedef struct tgc_cuda_tma_launch {
+    tgc_cuda_tmap_desc maps[2];
+    unsigned grid[3], block[3], smem;
+    int splits;
+    size_t ws_bytes, ws_zero_bytes;
+} tgc_cuda_tma_launch;
+
+/* The TMA kernel's launch for the sizes in g and the kernel's buffers bufs (device pointers,
+ * the kernel's buffer order) on a device of `sms` multiprocessors, when cfg has that entry
+ * and this call suits it: 1 with *out; 0 when the call keeps NAME: no TMA entry, or sizes or
+ * strides TMA cannot address (a base or a stride not 16-byte aligned, a size of 2^31 or more,
+ * an empty problem). k is split when the tiles fill less than a wave of the SMs and the
+ * splits' wave takes less time (each split's unit costing its k tiles, the ring's filling
+ * and the partial tile's write and read). NAME_tma takes (NAME_b b, NAME_s s,
+ * tgc_gemm_geom g, tgc_tmap ta, tgc_tmap tb, void *ws, int splits): the maps by value, 128
+ * bytes each. Pure. */
 int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tgc_gemm_geom *g,
-                          void *const *bufs, int sms, tgc_cuda_tmap_desc maps[2], unsigned grid[3],
-                          unsigned block[3], unsigned *smem);
+                          void *const *bufs, int sms, tgc_cuda_tma_launch *out);
 
 /* Bytes at the start of the workspace that must be zero before a launch (the split-K tile
  * counters); 0 when the launch needs no workspace. */

@@ -149,6 +149,15 @@ template <int N> __device__ __forceinline__ void tgc_wgmma_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// Barrier ID of NT threads: the block's (0, __syncthreads) or a named one (the consumer
+// warpgroups of the warp-specialized kernel, whose producer has left).
+template <int ID, int NT> __device__ __forceinline__ void tgc_bar_sync()
+{
+    if (ID == 0)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(NT) : "memory");
+}
 // *p += 1 at GPU scope with acquire-release semantics; the old value. Called by one thread
 // after a block barrier, it publishes the writes of the whole block before it (release is
 // cumulative over what the barrier ordered) and, with a barrier after it, makes the writes
@@ -913,25 +922,26 @@ struct tgc_wgmma_comp {
 // workspace, then the last block to arrive for the tile sums all partials in split order
 // (deterministic) and returns true; the others return false. Workspace: `tiles` uint
 // counters (256-byte rounded; zero before the launch, left zero after it), then the
-// partials [tiles][splits][NACC * NT] floats.
-template <int NT, class COMP>
-__device__ __forceinline__ bool tgc_splitk(COMP &c, void *ws, long long tile, long long tiles)
+// partials [tiles][splits][NACC * NT] floats. Split sp of `splits`, thread tid of the NT that
+// hold the accumulators and meet at barrier BAR (tgc_bar_sync).
+template <int NT, int BAR, class COMP>
+__device__ __forceinline__ bool tgc_splitk_at(COMP &c, void *ws, long long tile, long long tiles,
+                                              int splits, int sp, int tid)
 {
-    const int splits = (int)gridDim.y;
     if (splits <= 1)
         return true;
     __shared__ int tgc_last;
     unsigned *cnt = (unsigned *)ws;
     float *part = (float *)((char *)ws + (tiles * 4 + 255) / 256 * 256);
     const long long tsz = (long long)COMP::NACC * NT;
-    float *mine = part + (tile * splits + blockIdx.y) * tsz;
+    float *mine = part + (tile * splits + sp) * tsz;
 #pragma unroll
     for (int q = 0; q < COMP::NACC; q++)
-        __stcg(mine + (long long)q * NT + threadIdx.x, c.at(q));
-    __syncthreads();
-    if (threadIdx.x == 0)
+        __stcg(mine + (long long)q * NT + tid, c.at(q));
+    tgc_bar_sync<BAR, NT>();
+    if (tid == 0)
         tgc_last = tgc_arrive_acq_rel(cnt + tile) == (unsigned)(splits - 1);
-    __syncthreads();
+    tgc_bar_sync<BAR, NT>();
     if (!tgc_last)
         return false;
 #pragma unroll
@@ -941,11 +951,18 @@ __device__ __forceinline__ bool tgc_splitk(COMP &c, void *ws, long long tile, lo
         const float *ps = part + (tile * splits + s) * tsz;
 #pragma unroll
         for (int q = 0; q < COMP::NACC; q++)
-            c.at(q) += __ldcg(ps + (long long)q * NT + threadIdx.x);
+            c.at(q) += __ldcg(ps + (long long)q * NT + tid);
     }
-    if (threadIdx.x == 0)
+    if (tid == 0)
         cnt[tile] = 0u;
     return true;
+}
+// The same for a grid of (tiles, splits, batch items): the split is blockIdx.y.
+template <int NT, class COMP>
+__device__ __forceinline__ bool tgc_splitk(COMP &c, void *ws, long long tile, long long tiles)
+{
+    return tgc_splitk_at<NT, 0>(c, ws, tile, tiles, (int)gridDim.y, (int)blockIdx.y,
+                                (int)threadIdx.x);
 }
 
 // Block -> tile with grouped ordering (GROUP tile rows share B tiles in L2).
@@ -992,6 +1009,12 @@ __device__ __forceinline__ void tgc_epilogue(COMP &comp, const PROB &pb, long lo
 template <int L_> struct tgc_lay {
     static constexpr int L = L_;
 };
+
+// The first k tile of split sp of `splits` over ktiles (sp = splits: the end).
+__device__ __forceinline__ int tgc_split_k0(int ktiles, int sp, int splits)
+{
+    return (int)((long long)ktiles * sp / splits);
+}
 
 // Linear tile t of a persistent block -> (batch item, tile row, tile column), GROUP tile rows
 // at a time along the columns (they share B tiles in L2), as tgc_tile_of orders blocks.
@@ -1060,10 +1083,13 @@ __device__ __forceinline__ void tgc_tf32_transpose(const char *raw, char *dst, i
 // before it (one arrival per warp on `empty`) and, at the end of a tile, apply the epilogue
 // from their accumulators while the producer already fills the ring for the next tile.
 // Phases: use n of a stage (it / ST) completes phase n of its barriers, so waits use parity
-// (it / ST) & 1, the producer's one earlier (the ring starts empty).
+// (it / ST) & 1, the producer's one earlier (the ring starts empty). Split-K (splits > 1, at
+// most the k tiles): the blocks loop over units (tile, split) instead, split sp taking k tiles
+// [ktiles sp / splits, ktiles (sp + 1) / splits), and the consumers of the split that ends a
+// tile sum the partials (tgc_splitk_at, workspace ws) before its epilogue.
 template <int MODE, int ST, int BM, int BN, int BK, int AL, int BL, class COMP, class PROB>
 __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, const tgc_tmap *tb,
-                                           char *smem)
+                                           void *ws, int splits, char *smem)
 {
     constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4, NC = BM / 64, ROUND = MODE == TGC_TPL_TF32;
     constexpr unsigned SA = BM * BK * ES, SB = BN * BK * ES;
@@ -1090,7 +1116,7 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
     }
     __syncthreads();
     const long long tiles_m = (pb.M + BM - 1) / BM, tiles_n = (pb.N + BN - 1) / BN;
-    const long long total = pb.batch * tiles_m * tiles_n;
+    const long long total = pb.batch * tiles_m * tiles_n, units = total * splits;
     const int ktiles = (int)((pb.K + BK - 1) / BK);
     // registers: the producer's TMA loop needs few, its TF32 rounding warps some more; the
     // consumers take the rest (128 x PRODUCER + 256 x CONSUMER <= 64 K)
@@ -1102,13 +1128,16 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
             tgc_tmap_prefetch<0>(tb);
             int it = 0;
 #pragma unroll 1
-            for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+            for (long long u = blockIdx.x; u < units; u += gridDim.x) {
                 long long bi, tm, tn;
+                const long long t = u / splits;
                 tgc_ws_tile(t, tiles_m, tiles_n, bi, tm, tn);
                 const int m0 = (int)(tm * BM), n0 = (int)(tn * BN);
                 const int ba = pb.G.a_bs ? (int)bi : 0, bb = pb.G.b_bs ? (int)bi : 0;
+                const int sp = (int)(u - t * splits);
 #pragma unroll 1
-                for (int kt = 0; kt < ktiles; kt++, it++) {
+                for (int kt = tgc_split_k0(ktiles, sp, splits);
+                     kt < tgc_split_k0(ktiles, sp + 1, splits); kt++, it++) {
                     const int s = it % ST, k0 = kt * BK;
                     const unsigned full = bar0 + 8 * s;
                     tgc_mbar_wait<0>(bar0 + 8 * (ST + s), ((it / ST) & 1) ^ 1);
@@ -1121,9 +1150,11 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
         } else if (ROUND && threadIdx.x >= 32) {
             int it = 0;
 #pragma unroll 1
-            for (long long t = blockIdx.x; t < total; t += gridDim.x)
+            for (long long u = blockIdx.x; u < units; u += gridDim.x) {
+                const int sp = (int)(u % splits);
 #pragma unroll 1
-                for (int kt = 0; kt < ktiles; kt++, it++) {
+                for (int kt = tgc_split_k0(ktiles, sp, splits);
+                     kt < tgc_split_k0(ktiles, sp + 1, splits); kt++, it++) {
                     const int s = it % ST;
                     tgc_mbar_wait<0>(bar0 + 8 * s, (it / ST) & 1);
                     const int tid = (int)threadIdx.x - 32;
@@ -1139,6 +1170,7 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
                     tgc_fence_async_smem<0>();
                     tgc_mbar_arrive<0>(bar0 + 8 * (2 * ST + s));
                 }
+            }
         }
         return;
     }
@@ -1147,22 +1179,27 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
     COMP comp;
     int it = 0;
 #pragma unroll 1
-    for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+    for (long long u = blockIdx.x; u < units; u += gridDim.x) {
         long long bi, tm, tn;
+        const long long t = u / splits;
         tgc_ws_tile(t, tiles_m, tiles_n, bi, tm, tn);
         const long long m0 = tm * BM, n0 = tn * BN;
+        const int sp = (int)(u - t * splits), kb = tgc_split_k0(ktiles, sp, splits),
+                  ke = tgc_split_k0(ktiles, sp + 1, splits);
         comp.init(wg - 1);
 #pragma unroll 1
-        for (int kt = 0; kt < ktiles; kt++, it++) {
+        for (int kt = kb; kt < ke; kt++, it++) {
             const int s = it % ST;
             tgc_mbar_wait<0>(bar0 + 8 * ((ROUND ? 2 * ST : 0) + s), (it / ST) & 1);
             comp(base + s * SA, base + ST * SA + s * SB);
-            if (kt > 0 && lead) // the group before this one has completed: its stage is free
+            if (kt > kb && lead) // the group before this one has completed: its stage is free
                 tgc_mbar_arrive<0>(bar0 + 8 * (ST + (it - 1) % ST));
         }
         comp.drain();
-        if (ktiles > 0 && lead)
+        if (ke > kb && lead)
             tgc_mbar_arrive<0>(bar0 + 8 * (ST + (it - 1) % ST));
+        if (!tgc_splitk_at<NC * 128, 1>(comp, ws, t, total, splits, sp, (int)threadIdx.x - 128))
+            continue;
         tgc_epilogue(comp, pb, bi, m0, n0);
     }
 }
@@ -1179,8 +1216,7 @@ __device__ __forceinline__ void tgc_tpl_run(const PROB &pb, void *ws, char *smem
     const long long m0 = tm * BM, n0 = tn * BN;
     const int ktiles = (int)((pb.K + BK - 1) / BK);
     const int splits = (int)gridDim.y, sp = (int)blockIdx.y;
-    const int kb = (int)((long long)ktiles * sp / splits),
-              ke = (int)((long long)ktiles * (sp + 1) / splits);
+    const int kb = tgc_split_k0(ktiles, sp, splits), ke = tgc_split_k0(ktiles, sp + 1, splits);
     for (long long bi = blockIdx.z; bi < pb.batch; bi += gridDim.z) {
         typename PROB::LA la;
         typename PROB::LB lb;
