@@ -956,11 +956,9 @@ static tgc_status run_batch_norm(const ops_ctx *c, const tgc_node *nd, tgc_tenso
     const tgc_cuda_props *pr = tgc_cuda_props_of(c->dev.index);
     const int64_t sms = pr && pr->sms > 0 ? pr->sms : 132;
     const int64_t cnt = N * S, total = cnt * C;
-    int64_t P = training ? (cnt + 4095) / 4096 : 0;
+    int64_t P = training ? (cnt + 4095) / 4096 : 0; /* >= 1 in training: cnt > 0 here */
     if (P > (4 * sms + C - 1) / C)
         P = (4 * sms + C - 1) / C;
-    if (training && P < 1)
-        P = 1;
     int small = total < ((int64_t)1 << 31);
     int vec4 = S % 4 == 0 && xv.nd == 1 && xv.st[0] == 1 && x->dtype == TGC_F32 &&
                nd->out.dtype == TGC_F32 && (uintptr_t)xp % 16 == 0 && (uintptr_t)op % 16 == 0;
