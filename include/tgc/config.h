@@ -49,14 +49,14 @@ typedef enum tgc_backend_kind {
     TGC_BACKEND_AUTO = 0, /* the best available: LLVM on CPU (when built with LLVM), else interp */
     TGC_BACKEND_LLVM,
     TGC_BACKEND_CUDA,
-    TGC_BACKEND_EAGER,    /* no graph: every call runs the function eagerly */
-    TGC_BACKEND_INTERP    /* the reference interpreter over the graph IR */
+    TGC_BACKEND_EAGER, /* no graph: every call runs the function eagerly */
+    TGC_BACKEND_INTERP /* the reference interpreter over the graph IR */
 } tgc_backend_kind;
 
 typedef enum tgc_mode {
     TGC_MODE_DEFAULT = 0,
     TGC_MODE_REDUCE_OVERHEAD, /* CUDA graphs */
-    TGC_MODE_MAX_AUTOTUNE
+    TGC_MODE_MAX_AUTOTUNE     /* CUDA graphs and autotuning (FULL unless cfg.autotune says) */
 } tgc_mode;
 
 /* How float32 matrix products (matmul, linear, conv2d, attention) are computed on the GPU;
@@ -67,6 +67,24 @@ typedef enum tgc_matmul_precision {
                                 * (torch.set_float32_matmul_precision('high')) */
     TGC_PRECISION_MEDIUM       /* bf16 tensor cores, fp32 accumulation ('medium') */
 } tgc_matmul_precision;
+
+/* Autotuning of the GPU's GEMM and convolution kernels: which block tile (and on Hopper
+ * whether the warp-specialized TMA kernel) each matrix product of a variant runs with. OFF
+ * takes the tile a heuristic picks from the shapes; FAST and FULL measure candidates on the
+ * device when the variant compiles (a few per kernel; FULL adds stage counts) and keep the
+ * fastest. Measuring runs on scratch buffers, never on the function's tensors. Choices are
+ * remembered by the kernel's text for the process and, with cache_dir, on disk, so a shape
+ * is measured once. Kernels with symbolic sizes keep the heuristic's tile. A tile does not
+ * change the order in which an element's products are summed, so results do not depend on
+ * the choice, except for small problems whose kernels split k into a number of parts that
+ * depends on the tile (the last bits then differ, as between any two split counts). Not part
+ * of the cache key. TGC_AUTOTUNE=off|fast|full; the mode MAX_AUTOTUNE implies FULL when
+ * this is OFF. */
+typedef enum tgc_autotune {
+    TGC_AUTOTUNE_OFF = 0,
+    TGC_AUTOTUNE_FAST,
+    TGC_AUTOTUNE_FULL
+} tgc_autotune;
 
 typedef enum tgc_on_cache_limit {
     TGC_ON_LIMIT_FALLBACK_EAGER = 0, /* one warning, then eager for calls that miss */
@@ -133,6 +151,7 @@ typedef struct tgc_config {
      * otherwise: a call runs on its inputs' device, else its module's. Tensors the function
      * creates must name this device. Default tgc_cpu(); tgc_cuda(i) runs it on GPU i. */
     tgc_device device;
+    tgc_autotune autotune; /* default OFF (TGC_AUTOTUNE) */
 } tgc_config;
 
 /* Fills *cfg (size bytes: sizeof(tgc_config) of the caller's header) with the defaults,

@@ -471,7 +471,7 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
                    : tgc_keep_error(st, "tgc %s: compiling '%s' failed", b->name, name);
     }
     log_fallbacks(p, cfg, name);
-    if (cfg->mode == TGC_MODE_REDUCE_OVERHEAD && b->capture)
+    if ((cfg->mode == TGC_MODE_REDUCE_OVERHEAD || cfg->mode == TGC_MODE_MAX_AUTOTUNE) && b->capture)
         p->replay = tgc_replay_new(p, cfg, name); /* NULL: kernel by kernel (it said why) */
     *out = p;
     return TGC_OK;

@@ -23,10 +23,11 @@ static tgc_status config_check(const tgc_config *c)
     if ((unsigned)c->backend > TGC_BACKEND_INTERP || (unsigned)c->mode > TGC_MODE_MAX_AUTOTUNE ||
         (unsigned)c->on_cache_limit > TGC_ON_LIMIT_ERROR ||
         (unsigned)c->dynamic > TGC_DYNAMIC_NEVER ||
-        (unsigned)c->matmul_precision > TGC_PRECISION_MEDIUM)
+        (unsigned)c->matmul_precision > TGC_PRECISION_MEDIUM ||
+        (unsigned)c->autotune > TGC_AUTOTUNE_FULL)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_compile: cfg has an unknown backend, mode, on_cache_limit, "
-                             "dynamic or matmul_precision value");
+                             "dynamic, matmul_precision or autotune value");
     if (c->cache_size_limit < 1 || c->accumulated_cache_size_limit < 1)
         return tgc_set_error(TGC_ERR_INVALID_ARG,
                              "tgc_compile: cache_size_limit (%d) and "

@@ -127,6 +127,8 @@ tgc_status tgc_config_default_sized(tgc_config *cfg, size_t size)
     c.matmul_precision = (tgc_matmul_precision)env_choice("TGC_MATMUL_PRECISION", precisions, 3,
                                                           TGC_PRECISION_HIGHEST);
     c.device = (tgc_device){TGC_DEVICE_CPU, 0}; /* tgc_cpu(), a layer up */
+    static const char *const tunes[] = {"off", "fast", "full"};
+    c.autotune = (tgc_autotune)env_choice("TGC_AUTOTUNE", tunes, 3, TGC_AUTOTUNE_OFF);
     /* the caller's struct holds size bytes (older headers: fewer fields) */
     return tgc_struct_write("tgc_config_default_sized", "cfg", cfg, size, &c, sizeof c,
                             TGC_FIELD_END(tgc_config, backend));
@@ -183,15 +185,15 @@ static int env_first_int(const char *const *names, const char **name)
 
 int tgc_env_dist_rank(const char **name)
 {
-    static const char *const names[] = {"TGC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                        "SLURM_PROCID", NULL};
+    static const char *const names[] = {"TGC_RANK", "RANK",         "OMPI_COMM_WORLD_RANK",
+                                        "PMI_RANK", "SLURM_PROCID", NULL};
     return env_first_int(names, name);
 }
 
 int tgc_env_dist_world(const char **name)
 {
-    static const char *const names[] = {"TGC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
-                                        "PMI_SIZE", "SLURM_NTASKS", NULL};
+    static const char *const names[] = {"TGC_WORLD_SIZE", "WORLD_SIZE",   "OMPI_COMM_WORLD_SIZE",
+                                        "PMI_SIZE",       "SLURM_NTASKS", NULL};
     return env_first_int(names, name);
 }
 

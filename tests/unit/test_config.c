@@ -22,8 +22,9 @@
 #include "tgc/ops.h"
 
 static const char *const env_vars[] = {
-    "TGC_LOG",     "TGC_BACKEND",  "TGC_CACHE_SIZE_LIMIT", "TGC_ACCUMULATED_CACHE_SIZE_LIMIT",
-    "TGC_DYNAMIC", "TGC_DUMP_DIR", "TGC_CACHE_DIR",        "TGC_NUM_THREADS",
+    "TGC_LOG",      "TGC_BACKEND",  "TGC_CACHE_SIZE_LIMIT", "TGC_ACCUMULATED_CACHE_SIZE_LIMIT",
+    "TGC_DYNAMIC",  "TGC_DUMP_DIR", "TGC_CACHE_DIR",        "TGC_NUM_THREADS",
+    "TGC_AUTOTUNE",
 };
 
 static void clear_env(void)
@@ -103,6 +104,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.log, 0);
     assert_null(c.log_fn);
     assert_null(c.log_user);
+    assert_int_equal(c.autotune, TGC_AUTOTUNE_OFF);
     /* the defaults compile */
     check_accepted(&c);
     check_accepted(NULL);
@@ -119,7 +121,9 @@ static void test_env_parsing(void **state)
     setenv("TGC_NUM_THREADS", "4", 1);
     setenv("TGC_CACHE_DIR", "/tmp/tgc-cache", 1);
     setenv("TGC_DUMP_DIR", "/tmp/tgc-dump", 1);
+    setenv("TGC_AUTOTUNE", "fast", 1);
     tgc_config c = tgc_config_default();
+    assert_int_equal(c.autotune, TGC_AUTOTUNE_FAST);
     assert_int_equal(c.struct_size, sizeof(tgc_config));
     assert_int_equal(c.log, TGC_LOG_RECOMPILES | TGC_LOG_GUARDS);
     assert_int_equal(c.cache_size_limit, 3);
@@ -144,6 +148,7 @@ static void test_env_parsing(void **state)
     assert_int_equal(c.dynamic, TGC_DYNAMIC_AUTO);
     assert_int_equal(c.backend, TGC_BACKEND_AUTO);
     assert_null(c.cache_dir);
+    assert_int_equal(c.autotune, TGC_AUTOTUNE_OFF);
 }
 
 static void test_env_log_channels(void **state)
@@ -221,6 +226,8 @@ static void test_env_bad_values_warn_once(void **state)
          "tgc: ignoring TGC_LOG='recompiles,bogus': expected a comma-separated list of "
          "recompiles, guards, graph, dynamic, perf, kernels, all; using the known names "
          "only\n"},
+        {"TGC_AUTOTUNE", "max",
+         "tgc: ignoring TGC_AUTOTUNE='max': expected one of off, fast, full; using off\n"},
         {"TGC_NUM_THREADS", "-3",
          "tgc: ignoring TGC_NUM_THREADS='-3': expected an integer from 0 to 1000000 (0: one "
          "thread per core); using 0\n"},
@@ -346,6 +353,9 @@ static void test_compile_rejects_bad_configs(void **state)
     c = good;
     c.dynamic = (tgc_dynamic)3;
     check_rejected(&c, TGC_ERR_INVALID_ARG, "dynamic");
+    c = good;
+    c.autotune = (tgc_autotune)3;
+    check_rejected(&c, TGC_ERR_INVALID_ARG, "autotune value");
 
     c = good;
     c.num_threads = -1;

@@ -21,6 +21,7 @@
 #include "unit/unit_test_util.h"
 
 #ifdef TGC_HAVE_CUDA
+#include "backend/cuda/cuda_autotune.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_render.h"
@@ -803,6 +804,111 @@ static void tensor_maps_encode_or_say_why(void **state)
     free(c);
 }
 
+/* Autotuning's candidates render (those the templates refuse are dropped by the backend, and
+ * are few), FAST's are a subset of FULL's, OFF keeps the heuristic alone; the remembered form
+ * reads back and refuses what is not one; a choice remembered under a key is recalled from
+ * memory and written to the cache directory, another key's is not. */
+static void autotune_candidates_and_choices(void **state)
+{
+    (void)state;
+    static const struct {
+        tgc_dtype dt;
+        tgc_matmul_precision prec;
+        int sm;
+    } kinds[] = {{TGC_BF16, TGC_PRECISION_HIGH, 90},
+                 {TGC_F32, TGC_PRECISION_HIGHEST, 90},
+                 {TGC_F32, TGC_PRECISION_HIGH, 90},
+                 {TGC_F16, TGC_PRECISION_HIGH, 80}};
+    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
+        tgc_graph *g = tgc_graph_create();
+        matmul_graph(g, kinds[q].dt, 2048, 1024, 512);
+        tk t;
+        lower_tpl(g, &t);
+        tgc_strbuf sb = {0};
+        tgc_cuda_tpl chosen, got;
+        assert_int_equal(
+            tgc_cuda_render_template(&sb, t.k, &t.slots, "k", kinds[q].prec, kinds[q].sm, &chosen),
+            TGC_OK);
+        tgc_cuda_tune_cand fast[TGC_CUDA_TUNE_MAX], full[TGC_CUDA_TUNE_MAX];
+        assert_int_equal(tgc_cuda_tune_candidates(&chosen, TGC_AUTOTUNE_OFF, fast, 1), 1);
+        int nf = tgc_cuda_tune_candidates(&chosen, TGC_AUTOTUNE_FAST, fast, TGC_CUDA_TUNE_MAX);
+        int nu = tgc_cuda_tune_candidates(&chosen, TGC_AUTOTUNE_FULL, full, TGC_CUDA_TUNE_MAX);
+        assert_true(nf >= 4);
+        assert_true(nu > nf);
+        assert_int_equal(fast[0].tma, chosen.tma_bn != 0);
+        assert_int_equal(fast[0].force.bm, chosen.bm);
+        assert_int_equal(fast[0].force.stages, chosen.stages);
+        int ok = 0;
+        for (int i = 1; i < nf; i++) {
+            sb.len = 0;
+            if (tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", kinds[q].prec, kinds[q].sm,
+                                              &fast[i].force, &got) != TGC_OK) {
+                tgc_clear_error();
+                continue;
+            }
+            ok++;
+            assert_int_equal(got.bm, fast[i].force.bm); /* the forced tile, as asked */
+            assert_int_equal(got.bn, fast[i].force.bn);
+            assert_int_equal(got.stages, fast[i].force.stages);
+            if (fast[i].force.tma_bn)
+                assert_int_equal(got.tma_bn, fast[i].force.tma_bn);
+            int in_full = 0;
+            for (int j = 0; j < nu; j++)
+                in_full |= !memcmp(&full[j].force, &fast[i].force, sizeof full[j].force) &&
+                           full[j].tma == fast[i].tma;
+            assert_true(in_full);
+        }
+        assert_true(ok * 3 >= (nf - 1) * 2); /* at most a third refused */
+        tgc_sb_free(&sb);
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+
+    /* the remembered form */
+    tgc_cuda_tune_cand c = {.force = {.bm = 128,
+                                      .bn = 256,
+                                      .bk = 64,
+                                      .wg = 2,
+                                      .wn = 1,
+                                      .stages = 4,
+                                      .tma_bn = 192},
+                            .tma = 1},
+                       r;
+    char line[96];
+    tgc_cuda_tune_format(&c, line, sizeof line);
+    assert_string_equal(line, "128 256 64 2 0 1 4 192 0 1");
+    assert_int_equal(tgc_cuda_tune_parse(line, strlen(line), &r), 1);
+    assert_memory_equal(&r.force, &c.force, sizeof c.force);
+    assert_int_equal(r.tma, 1);
+    static const char *const bad[] = {"", "128 256 64", "128 256 64 2 0 1 4 192 0 1 7",
+                                      "128 256 64 2 0 1 4 192 0 1x", "-1 256 64 2 0 1 4 0 0 0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(tgc_cuda_tune_parse(bad[i], strlen(bad[i]), &r), 0);
+
+    /* remembered and recalled by key; the cache directory gets the choice */
+    char dir[] = "/tmp/tgc-tune-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *k1 = tgc_cuda_tune_key("program one", 90, 0, TGC_AUTOTUNE_FAST);
+    char *k2 = tgc_cuda_tune_key("program one", 90, 0, TGC_AUTOTUNE_FULL);
+    assert_non_null(k1);
+    assert_non_null(k2);
+    assert_non_null(strstr(k1, "tgc-cuda-tune 1\nlevel 1\n"));
+    assert_non_null(strstr(k1, "program one"));
+    assert_int_equal(tgc_cuda_tune_recall(k1, dir, &r), 0);
+    tgc_cuda_tune_remember(k1, dir, &c);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(tgc_cuda_tune_recall(k1, NULL, &r), 1);
+    assert_memory_equal(&r.force, &c.force, sizeof c.force);
+    assert_int_equal(tgc_cuda_tune_recall(k2, dir, &r), 0);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "test \"$(ls %s | grep -c '^tgc-cuda-sm90-.*\\.tune$')\" = 1", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(k1);
+    free(k2);
+}
+
 static void forced_tiles_are_checked(void **state)
 {
     (void)state;
@@ -921,6 +1027,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(tensor_maps_encode_or_say_why, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(forced_tiles_are_checked, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(autotune_candidates_and_choices, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(embedded_library_matches_its_source, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(unsupported_dtype_and_arch_are_errors, scoped_setup,

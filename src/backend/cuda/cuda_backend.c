@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_autotune.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_classify.h"
 #include "backend/cuda/cuda_conv_grad.h"
@@ -104,6 +105,16 @@ const tgc_backend *tgc_backend_cuda(void)
     return &vtable;
 }
 
+/* Frees what a kernel handle owns (its tensor maps). */
+static void drop_kernel(cuda_kernel *ck)
+{
+    if (ck->maps) {
+        tgc_cuda_tmap_cache_destroy(ck->maps);
+        free(ck->maps);
+        ck->maps = NULL;
+    }
+}
+
 static void release_code(void *code)
 {
     cuda_code *c = code;
@@ -111,10 +122,7 @@ static void release_code(void *code)
         return;
     free(c->native.cache_dir);
     for (int i = 0; c->kernels && i < c->n; i++)
-        if (c->kernels[i].maps) {
-            tgc_cuda_tmap_cache_destroy(c->kernels[i].maps);
-            free(c->kernels[i].maps);
-        }
+        drop_kernel(&c->kernels[i]);
     free(c->kernels);
     free(c);
 }
@@ -265,6 +273,238 @@ static void preload_join(native_preload *p)
     p->started = 0;
 }
 
+/* ---- autotuning (cfg.autotune; cuda_autotune.h) ---- */
+
+typedef struct tpl_launch tpl_launch;
+static void plan_template_launch(const cuda_kernel *ck, const kir_kernel *k, const tgc_gemm_geom *g,
+                                 void *const *bufs, int sms, tpl_launch *L);
+static void template_params(tpl_launch *L, void *const *bufs, const int64_t *sizes,
+                            tgc_gemm_geom *g, void **wsp, void *params[7]);
+static tgc_status time_candidate(const cuda_kernel *ck, const kir_kernel *k, tgc_gemm_geom *g,
+                                 void *const *bufs, const int64_t *sizes, int sms, CUstream s,
+                                 double *us);
+
+/* Candidate cd's program (the heuristic's where cd forces no tile: bm 0) rendered into *text
+ * (malloc'd) and its configuration into *tpl. */
+static tgc_status tune_render(const tgc_config *cfg, int sm, const tgc_plan_kernel *pk,
+                              const tgc_cuda_tune_cand *cd, tgc_cuda_tpl *tpl, char **text)
+{
+    tgc_strbuf sb = {0};
+    tgc_sb_puts(&sb, tgc_cuda_prelude());
+    tgc_status st = cd->force.bm
+                        ? tgc_cuda_render_template_tile(&sb, pk->k, &pk->slots, KERNEL_NAME,
+                                                        cfg->matmul_precision, sm, &cd->force, tpl)
+                        : tgc_cuda_render_template(&sb, pk->k, &pk->slots, KERNEL_NAME,
+                                                   cfg->matmul_precision, sm, tpl);
+    *text = tgc_sb_take(&sb);
+    if (st == TGC_OK && !*text)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", pk->name);
+    if (st != TGC_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
+}
+
+/* Candidate cd's kernel from its compiled program into *out (tpl: its configuration). */
+static tgc_status tune_bind(const tgc_cuda_program *prog, int dev, tgc_plan_kernel *pk,
+                            const tgc_cuda_tune_cand *cd, const tgc_cuda_tpl *tpl, cuda_kernel *out)
+{
+    memset(out, 0, sizeof *out);
+    out->tpl = *tpl;
+    void *handle = pk->handle;
+    tgc_status st = bind_kernel(prog, dev, pk->name, pk, out);
+    pk->handle = handle;
+    if (st == TGC_OK && !cd->tma)
+        out->fn_tma = NULL; /* NAME alone */
+    if (st != TGC_OK)
+        drop_kernel(out);
+    return st;
+}
+
+/* Candidates cds[0..n) of pk rendered, compiled together (NVRTC runs them in parallel; the
+ * program cache answers at once for one compiled before) and bound into ks[i]; ok[i] 0 for
+ * one the templates refuse. TGC_OK when at least one is bound. */
+static tgc_status tune_build(const tgc_config *cfg, int dev, int sm, tgc_plan_kernel *pk,
+                             const tgc_cuda_tune_cand *cds, int n, cuda_kernel *ks, int *ok)
+{
+    char *texts[TGC_CUDA_TUNE_MAX] = {0};
+    tgc_cuda_tpl tpls[TGC_CUDA_TUNE_MAX];
+    tgc_cuda_program_src srcs[TGC_CUDA_TUNE_MAX];
+    const tgc_cuda_program *progs[TGC_CUDA_TUNE_MAX];
+    int idx[TGC_CUDA_TUNE_MAX], m = 0;
+    for (int i = 0; i < n && i < TGC_CUDA_TUNE_MAX; i++) {
+        ok[i] = 0;
+        if (tune_render(cfg, sm, pk, &cds[i], &tpls[i], &texts[i]) != TGC_OK) {
+            tgc_clear_error(); /* a tile the templates refuse */
+            continue;
+        }
+        srcs[m] = (tgc_cuda_program_src){pk->name, texts[i]};
+        idx[m++] = i;
+    }
+    tgc_status st = m ? tgc_cuda_programs_get(m, srcs, sm, cfg->cache_dir, progs, NULL)
+                      : tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate renders");
+    int bound = 0;
+    for (int j = 0; st == TGC_OK && j < m; j++) {
+        int i = idx[j];
+        if (tune_bind(progs[j], dev, pk, &cds[i], &tpls[i], &ks[i]) == TGC_OK) {
+            ok[i] = 1;
+            bound++;
+        } else {
+            tgc_clear_error();
+        }
+    }
+    for (int i = 0; i < n && i < TGC_CUDA_TUNE_MAX; i++)
+        free(texts[i]);
+    if (st == TGC_OK && !bound)
+        st = tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate loads");
+    return st;
+}
+
+static int64_t value_numel(const tgc_graph *g, int32_t v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < g->nodes[v].out.ndim; d++)
+        n *= tgc_sym_eval(g->syms, g->nodes[v].out.shape[d], NULL);
+    return n;
+}
+
+/* Measures the candidates of template kernel pk (the heuristic's bound in *ck) on
+ * scratch buffers of its sizes and installs the fastest in *ck; *win the winner. */
+static tgc_status tune_measure(const tgc_config *cfg, int dev, int sm, const char *name,
+                               const tgc_graph *g, tgc_plan_kernel *pk, cuda_kernel *ck,
+                               tgc_autotune level, tgc_cuda_tune_cand *win)
+{
+    const kir_kernel *k = pk->k;
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    tgc_cuda_tune_cand cands[TGC_CUDA_TUNE_MAX];
+    int nc = tgc_cuda_tune_candidates(&ck->tpl, level, cands, TGC_CUDA_TUNE_MAX);
+    cands[0].force.bm = 0; /* the heuristic: its own text, unforced */
+    void *bufs[64] = {0};
+    int64_t sizes[256] = {0};
+    if (k->n_bufs > 64 || kir_args_words(&pk->slots) > 256)
+        return tgc_set_error(TGC_ERR_UNSUPPORTED, "too many buffers or sizes to measure");
+    for (int j = 0; j < pk->slots.n; j++)
+        sizes[j] = tgc_sym_eval(g->syms, pk->slots.dims[j], NULL);
+    CUstream s = NULL;
+    CUresult r = d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    for (int b = 0; r == CUDA_SUCCESS && b < k->n_bufs; b++) {
+        size_t bytes = (size_t)value_numel(g, k->bufs[b].value) * tgc_dtype_size(k->bufs[b].dtype);
+        CUdeviceptr p = 0;
+        r = d->cuMemAlloc(&p, bytes + 256);
+        if (r == CUDA_SUCCESS) /* finite values in every dtype (0x3c00: 1.0 in f16) */
+            r = d->cuMemsetD32Async(p, 0x3c003c00u, (bytes + 256) / 4, s);
+        bufs[b] = (void *)(uintptr_t)p;
+    }
+    tgc_status st = r == CUDA_SUCCESS ? TGC_OK : tgc_cuda_error(r, "scratch buffers");
+    tgc_gemm_geom geo;
+    tgc_cuda_template_geom(k, g->syms, NULL, &geo);
+    const int sms = tgc_cuda_props_of(dev)->sms;
+    double best = 0, first = 0;
+    int bi = -1, measured = 0;
+    cuda_kernel cks[TGC_CUDA_TUNE_MAX];
+    int ok[TGC_CUDA_TUNE_MAX] = {0};
+    if (st == TGC_OK)
+        st = tune_build(cfg, dev, sm, pk, cands, nc, cks, ok);
+    for (int i = 0; st == TGC_OK && i < nc; i++) {
+        if (!ok[i])
+            continue;
+        double us = 0;
+        if (time_candidate(&cks[i], k, &geo, bufs, sizes, sms, s, &us) != TGC_OK) {
+            st = tgc_last_status();
+            break;
+        }
+        measured++;
+        if (i == 0)
+            first = us;
+        char desc[256];
+        tgc_cuda_tpl_describe(&cks[i].tpl, desc, sizeof desc);
+        tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc cuda: autotune %s of '%s': %.2f us %s%s", pk->name,
+                    name, us, desc, cks[i].fn_tma ? "" : " (no TMA entry)");
+        if (bi < 0 || us < best) {
+            best = us;
+            bi = i;
+        }
+    }
+    cuda_kernel bestk = {0};
+    for (int i = 0; i < nc; i++)
+        if (ok[i]) {
+            if (st == TGC_OK && i == bi)
+                bestk = cks[i];
+            else
+                drop_kernel(&cks[i]);
+        }
+    if (s) {
+        d->cuStreamSynchronize(s);
+        d->cuStreamDestroy(s);
+    }
+    for (int b = 0; b < k->n_bufs; b++)
+        if (bufs[b])
+            d->cuMemFree((CUdeviceptr)(uintptr_t)bufs[b]);
+    if (st != TGC_OK || bi < 0) {
+        drop_kernel(&bestk);
+        return st != TGC_OK ? st : tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate ran");
+    }
+    tgc_log_msg(cfg, TGC_LOG_KERNELS,
+                "tgc cuda: autotune %s of '%s': candidate %d of %d measured, %.2f us (the "
+                "heuristic's %.2f us)",
+                pk->name, name, bi + 1, measured, best, first);
+    *win = cands[bi];
+    drop_kernel(ck);
+    *ck = bestk;
+    return TGC_OK;
+}
+
+/* cfg's autotuning level: cfg.autotune, else FULL for the mode MAX_AUTOTUNE. */
+static tgc_autotune tune_level(const tgc_config *cfg)
+{
+    return cfg->autotune != TGC_AUTOTUNE_OFF    ? cfg->autotune
+           : cfg->mode == TGC_MODE_MAX_AUTOTUNE ? TGC_AUTOTUNE_FULL
+                                                : TGC_AUTOTUNE_OFF;
+}
+
+/* Every template kernel of a variant without symbolic sizes gets its remembered tile, or has
+ * its candidates measured (the choice then remembered). Best effort: a kernel whose tuning
+ * fails keeps the heuristic's tile (said once on the kernels channel). */
+static void autotune_kernels(const tgc_config *cfg, int dev, int sm, const char *name,
+                             const tgc_graph *g, tgc_plan_kernel *ks, int n, cuda_code *c,
+                             char *const *texts)
+{
+    tgc_autotune level = tune_level(cfg);
+    if (level == TGC_AUTOTUNE_OFF || tgc_sym_count(g->syms) != 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (ks[i].k->kind == KIR_LOOP || !texts[i])
+            continue;
+        char *key = tgc_cuda_tune_key(texts[i], sm, dev, level);
+        tgc_cuda_tune_cand win;
+        tgc_status st = key ? TGC_OK : tgc_last_status();
+        if (st == TGC_OK && tgc_cuda_tune_recall(key, cfg->cache_dir, &win)) {
+            cuda_kernel nk;
+            int ok = 0;
+            st = tune_build(cfg, dev, sm, &ks[i], &win, 1, &nk, &ok);
+            if (st == TGC_OK) {
+                drop_kernel(&c->kernels[i]);
+                c->kernels[i] = nk;
+                tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc cuda: autotune %s of '%s': remembered",
+                            ks[i].name, name);
+            }
+        } else if (st == TGC_OK) {
+            st = tune_measure(cfg, dev, sm, name, g, &ks[i], &c->kernels[i], level, &win);
+            if (st == TGC_OK)
+                tgc_cuda_tune_remember(key, cfg->cache_dir, &win);
+        }
+        if (st != TGC_OK) {
+            tgc_log_msg(cfg, TGC_LOG_KERNELS,
+                        "tgc cuda: autotune %s of '%s' kept the heuristic's tile: %s", ks[i].name,
+                        name, tgc_last_error());
+            tgc_clear_error();
+        }
+        ks[i].handle = &c->kernels[i];
+        free(key);
+    }
+}
+
 static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char *name,
                                const tgc_graph *g, tgc_plan_kernel *ks, int n, void **out)
 {
@@ -319,6 +559,8 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
         dump_code(cfg, name, ks, n, texts, ptxs);
     for (int i = 0; st == TGC_OK && i < n; i++)
         st = bind_kernel(progs[i], dev.index, name, &ks[i], &c->kernels[i]);
+    if (st == TGC_OK)
+        autotune_kernels(cfg, dev.index, sm, name, g, ks, n, c, texts);
     for (int i = 0; i < n && texts; i++)
         free(texts[i]);
     for (int i = 0; i < n && ptxs; i++)
@@ -384,6 +626,94 @@ static tgc_status cuda_launch(const tgc_plan_kernel *pk, void *const *bufs, cons
     return launch_fn(pk, ck->fn, grid, block, smem, s, params);
 }
 
+/* A template kernel's launch for one call: the entry (NAME, or NAME_tma where the call's
+ * operands suit it), its grid, block and dynamic shared memory, the split-K workspace it
+ * needs (the first ws_zero bytes cleared), and NAME_tma's maps and k splits. The maps come
+ * from the kernel's recent ones when the operands did not move (a recording keeps them); a
+ * map the driver refuses launches NAME, which needs none. */
+typedef struct tpl_launch {
+    CUfunction fn;
+    int tma, splits;
+    unsigned grid[3], block[3], smem;
+    size_t ws_bytes, ws_zero;
+    CUtensorMap ma, mb;
+} tpl_launch;
+
+static void plan_template_launch(const cuda_kernel *ck, const kir_kernel *k, const tgc_gemm_geom *g,
+                                 void *const *bufs, int sms, tpl_launch *L)
+{
+    tgc_cuda_tma_launch tl;
+    L->tma = ck->fn_tma && tgc_cuda_template_tma(&ck->tpl, k, g, bufs, sms, &tl);
+    if (L->tma && (tgc_cuda_tmap_get(ck->maps, &tl.maps[0], &L->ma) != TGC_OK ||
+                   tgc_cuda_tmap_get(ck->maps, &tl.maps[1], &L->mb) != TGC_OK)) {
+        tgc_clear_error();
+        L->tma = 0;
+    }
+    L->splits = 1;
+    L->ws_zero = 0;
+    if (L->tma) {
+        memcpy(L->grid, tl.grid, sizeof L->grid);
+        memcpy(L->block, tl.block, sizeof L->block);
+        L->smem = tl.smem;
+        L->ws_bytes = tl.ws_bytes;
+        L->ws_zero = tl.ws_zero_bytes;
+        L->splits = tl.splits;
+        L->fn = ck->fn_tma;
+        return;
+    }
+    tgc_cuda_template_launch(&ck->tpl, k, g, sms, L->grid, L->block, &L->smem, &L->ws_bytes);
+    if (L->ws_bytes)
+        L->ws_zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, g, sms);
+    L->fn = ck->fn;
+}
+
+/* The kernel parameters of launch L: NAME (bufs, sizes, g, ws) or NAME_tma (bufs, sizes, g,
+ * maps, ws, splits); *wsp the workspace's address. */
+static void template_params(tpl_launch *L, void *const *bufs, const int64_t *sizes,
+                            tgc_gemm_geom *g, void **wsp, void *params[7])
+{
+    params[0] = (void *)bufs;
+    params[1] = (void *)sizes;
+    params[2] = g;
+    params[3] = wsp;
+    if (L->tma) {
+        params[3] = &L->ma;
+        params[4] = &L->mb;
+        params[5] = wsp;
+        params[6] = &L->splits;
+    }
+}
+
+/* The mean time of one launch of ck's kernel for geometry g on buffers bufs (autotuning). */
+static tgc_status time_candidate(const cuda_kernel *ck, const kir_kernel *k, tgc_gemm_geom *g,
+                                 void *const *bufs, const int64_t *sizes, int sms, CUstream s,
+                                 double *us)
+{
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    tpl_launch L;
+    plan_template_launch(ck, k, g, bufs, sms, &L);
+    CUdeviceptr ws = 0;
+    CUresult r = CUDA_SUCCESS;
+    if (L.ws_bytes) {
+        r = d->cuMemAlloc(&ws, L.ws_bytes);
+        if (r == CUDA_SUCCESS && L.ws_zero)
+            r = d->cuMemsetD8Async(ws, 0, L.ws_zero, s);
+    }
+    if (r != CUDA_SUCCESS) {
+        if (ws)
+            d->cuMemFree(ws);
+        return tgc_cuda_error(r, "a split-K workspace");
+    }
+    void *wsp = (void *)(uintptr_t)ws, *params[7];
+    template_params(&L, bufs, sizes, g, &wsp, params);
+    tgc_status st = tgc_cuda_tune_time(L.fn, L.grid, L.block, L.smem, params, s, us);
+    if (ws) {
+        d->cuStreamSynchronize(s);
+        d->cuMemFree(ws);
+    }
+    return st;
+}
+
 static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs,
                                     const int64_t *sizes, const tgc_launch_env *env)
 {
@@ -398,29 +728,8 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
     tgc_gemm_geom g;
     tgc_cuda_template_geom(k, env->syms, env->symvals, &g);
     int sms = tgc_cuda_props_of(env->device.index)->sms;
-    /* the warp-specialized TMA kernel where this call's operands suit it; the maps come
-     * from the kernel's recent ones when the operands did not move (a recording keeps them) */
-    tgc_cuda_tma_launch tl;
-    CUtensorMap ma, mb;
-    int tma = ck->fn_tma && tgc_cuda_template_tma(&ck->tpl, k, &g, bufs, sms, &tl);
-    if (tma && (tgc_cuda_tmap_get(ck->maps, &tl.maps[0], &ma) != TGC_OK ||
-                tgc_cuda_tmap_get(ck->maps, &tl.maps[1], &mb) != TGC_OK)) {
-        tgc_clear_error(); /* a map the driver refuses: the kernel that needs none */
-        tma = 0;
-    }
-    unsigned grid[3], block[3], smem;
-    size_t ws_bytes = 0, zero = 0;
-    if (tma) {
-        memcpy(grid, tl.grid, sizeof grid);
-        memcpy(block, tl.block, sizeof block);
-        smem = tl.smem;
-        ws_bytes = tl.ws_bytes;
-        zero = tl.ws_zero_bytes;
-    } else {
-        tgc_cuda_template_launch(&ck->tpl, k, &g, sms, grid, block, &smem, &ws_bytes);
-        if (ws_bytes)
-            zero = tgc_cuda_template_ws_zero_bytes(&ck->tpl, k, &g, sms);
-    }
+    tpl_launch L;
+    plan_template_launch(ck, k, &g, bufs, sms, &L);
     /* The split-K workspace: allocated on the launch's stream (the thread's current one:
      * the executor made the plan's stream current for the call) and unreferenced once the
      * launch is queued, so the allocator hands the block out again only to later work on
@@ -428,30 +737,24 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
      * tile counters are cleared on the stream first (a kernel leaves them zero, but a block
      * from the cache may hold anything). */
     tgc_storage *ws = NULL;
-    if (ws_bytes) {
-        ws = tgc_storage_new(ws_bytes, env->device);
+    if (L.ws_bytes) {
+        ws = tgc_storage_new(L.ws_bytes, env->device);
         if (!ws)
             return tgc_keep_error(TGC_ERR_OOM,
                                   "tgc cuda: out of memory for the split-K workspace of %s "
                                   "(%zu bytes)",
-                                  pk->name, ws_bytes);
-        CUresult r = zero ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ws->data, 0, zero, s)
-                          : CUDA_SUCCESS;
+                                  pk->name, L.ws_bytes);
+        CUresult r = L.ws_zero
+                         ? tgc_cuda_drv()->cuMemsetD8Async((CUdeviceptr)ws->data, 0, L.ws_zero, s)
+                         : CUDA_SUCCESS;
         if (r != CUDA_SUCCESS) {
             tgc_storage_unref(ws);
             return tgc_cuda_error(r, "tgc cuda: clearing a split-K workspace");
         }
     }
-    void *wsp = ws ? ws->data : NULL;
-    int splits = tma ? tl.splits : 1;
-    void *params[7] = {(void *)bufs, (void *)sizes, &g, &wsp};
-    if (tma) {
-        params[3] = &ma;
-        params[4] = &mb;
-        params[5] = &wsp;
-        params[6] = &splits;
-    }
-    st = launch_fn(pk, tma ? ck->fn_tma : ck->fn, grid, block, smem, s, params);
+    void *wsp = ws ? ws->data : NULL, *params[7];
+    template_params(&L, bufs, sizes, &g, &wsp, params);
+    st = launch_fn(pk, L.fn, L.grid, L.block, L.smem, s, params);
     if (ws)
         tgc_storage_unref(ws);
     return st;
