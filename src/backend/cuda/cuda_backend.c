@@ -446,9 +446,9 @@ static tgc_status tune_measure(const tgc_config *cfg, int dev, int sm, const cha
         return st != TGC_OK ? st : tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate ran");
     }
     tgc_log_msg(cfg, TGC_LOG_KERNELS,
-                "tgc cuda: autotune %s of '%s': candidate %d of %d measured, %.2f us (the "
-                "heuristic's %.2f us)",
-                pk->name, name, bi + 1, measured, best, first);
+                "tgc cuda: autotune %s of '%s': %d candidates measured, the fastest %.2f us "
+                "(the heuristic's %.2f us)%s",
+                pk->name, name, measured, best, first, bi == 0 ? ": the heuristic's tile" : "");
     *win = cands[bi];
     drop_kernel(ck);
     *ck = bestk;
