@@ -28,20 +28,6 @@ static tgc_status mm_relu(tgc_module *self, tgc_tensor *const *in, int n_in, tgc
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
-typedef struct logbuf {
-    char text[1 << 16];
-    size_t len;
-} logbuf;
-
-static void collect(unsigned channel, const char *message, void *user)
-{
-    (void)channel;
-    logbuf *b = user;
-    int n = snprintf(b->text + b->len, sizeof b->text - b->len, "%s\n", message);
-    if (n > 0 && b->len + (size_t)n < sizeof b->text)
-        b->len += (size_t)n;
-}
-
 static int count(const char *text, const char *what)
 {
     int n = 0;
@@ -51,13 +37,13 @@ static int count(const char *text, const char *what)
 }
 
 /* y = relu(x @ w) of f compiled with cfg (its log into *lb), on the host. */
-static float *run(tgc_config cfg, const char *name, tgc_tensor *x, tgc_tensor *w, logbuf *lb,
+static float *run(tgc_config cfg, const char *name, tgc_tensor *x, tgc_tensor *w, test_log *lb,
                   size_t n)
 {
     cfg.log = TGC_LOG_KERNELS;
-    cfg.log_fn = collect;
+    cfg.log_fn = test_log_capture;
     cfg.log_user = lb;
-    lb->len = 0;
+    lb->n = 0;
     lb->text[0] = 0;
     tgc_fn *f = tgc_compile(mm_relu, name, &cfg);
     assert_non_null(f);
@@ -89,7 +75,7 @@ static void tuned_kernels_compute_what_the_heuristic_computes(void **state)
                *w = tgc_rand(sw, 2, TGC_F32, tgc_cuda(0));
     assert_non_null(x);
     assert_non_null(w);
-    static logbuf lb;
+    static test_log lb;
     static const tgc_matmul_precision precs[2] = {TGC_PRECISION_HIGHEST, TGC_PRECISION_HIGH};
     for (int p = 0; p < 2; p++) {
         tgc_config c = tgc_config_default();
@@ -130,7 +116,7 @@ static void symbolic_sizes_keep_the_heuristic(void **state)
     (void)state;
     GPU_REQUIRE();
     tgc_scope_push();
-    static logbuf lb;
+    static test_log lb;
     tgc_config c = tgc_config_default();
     c.backend = TGC_BACKEND_CUDA;
     c.dynamic = TGC_DYNAMIC_ALWAYS;

@@ -90,22 +90,6 @@ static tgc_status fn_dropout_reductions(tgc_module *m, tgc_tensor *const *in, in
 
 /* ---- running and comparing ---- */
 
-typedef struct logbuf {
-    char text[1 << 16];
-    size_t n;
-} logbuf;
-
-static void capture(unsigned channel, const char *msg, void *user)
-{
-    (void)channel;
-    logbuf *b = user;
-    size_t len = strlen(msg);
-    if (b->n + len + 1 < sizeof b->text) {
-        memcpy(b->text + b->n, msg, len + 1);
-        b->n += len;
-    }
-}
-
 /* Raw bytes of t (contiguous copy). Caller frees. */
 static unsigned char *bytes_of(tgc_tensor *t, size_t *n)
 {
@@ -139,7 +123,7 @@ static void expect_same_bits(const char *what, tgc_tensor *got, tgc_tensor *want
 
 typedef struct compiled {
     tgc_fn *llvm, *interp;
-    logbuf *log;
+    test_log *log;
 } compiled;
 
 static compiled compile_both(tgc_model_fn fn)
@@ -150,7 +134,7 @@ static compiled compile_both(tgc_model_fn fn)
     tgc_config cfg = tgc_config_default();
     cfg.backend = TGC_BACKEND_LLVM;
     cfg.log = TGC_LOG_GRAPH | TGC_LOG_KERNELS;
-    cfg.log_fn = capture;
+    cfg.log_fn = test_log_capture;
     cfg.log_user = c.log;
     c.llvm = tgc_compile(fn, "random", &cfg);
     tgc_config icfg = tgc_config_default();

@@ -8,6 +8,26 @@
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* A log callback's messages (cfg.log_fn = test_log_capture, cfg.log_user = a test_log), one
+ * per line, as many as fit; n is the length of text. */
+typedef struct test_log {
+    char text[1 << 16];
+    size_t n;
+} test_log;
+
+static inline void test_log_capture(unsigned channel, const char *msg, void *user)
+{
+    (void)channel;
+    test_log *b = (test_log *)user;
+    size_t len = strlen(msg);
+    if (b->n + len + 2 < sizeof b->text) {
+        memcpy(b->text + b->n, msg, len);
+        b->n += len;
+        b->text[b->n++] = '\n';
+        b->text[b->n] = 0;
+    }
+}
+
 /* Each test runs in its own scope with no pending error. */
 static inline int scoped_setup(void **state)
 {
