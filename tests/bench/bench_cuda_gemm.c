@@ -1034,6 +1034,7 @@ int main(int argc, char **argv)
             /* two tiles of a long k: split-K in the TMA entry, units over several blocks */
             {"tma splitK", C_MATMUL, 1, {200, 104, 1440}, 0, NULL},
             {"tma bmm NT splitK", C_BMM_NT, 0, {64, 64, 2048, 2}, 0, NULL},
+            {"tma splitK linear+bias+relu", C_LINEAR, 0, {200, 104, 1440}, 1, NULL},
             /* all_modes 2: MEDIUM only, shapes of test_cuda_public's big cases (long K: the
              * stages are refilled many times, split-K) */
             {"bf16x linear 77x768 K768", C_LINEAR, 2, {77, 768, 768}, 1, NULL},
