@@ -2,8 +2,8 @@
 # One device command for the H200: `make test-gpu`, the GPU benchmarks and the PyTorch
 # references, in one run, with a table of ratios in $OUT/summary.txt.
 #
-#   tests/gpu/device_run.sh [--quick] [--train] [--dist] [--no-tests] [--no-memcheck] [--no-bench]
-#                           [--no-torch] [--torch-dir DIR] [--bert-static]
+#   tests/gpu/device_run.sh [--quick] [--train] [--dist] [--gemm] [--no-tests] [--no-memcheck]
+#                           [--no-bench] [--no-torch] [--torch-dir DIR] [--bert-static]
 #
 # Run it on the GPU machine from the repository root, with .deps beside it (made on the
 # development machine by `make gpu-deps`: the cmocka .debs and a copy of the PyTorch reference
@@ -52,18 +52,30 @@
 #   example      60 examples/train_cifar --gpus G --max-steps 50 (global batch 64 G, synthetic
 #                   data), then --accum 2 --mode reduce-overhead --max-steps 20
 #                                                                       -> $OUT/train_cifar.log
+# --gemm: the Hopper GEMM kernels with the warp-specialized TMA entry on (TGC_CUDA_TMA=1), and
+# autotuning:
+#   build       150 tests/gpu/test_gpu.sh --build-only                 -> $OUT/test_gpu.log
+#   gemm_check   60 bench_cuda_gemm quick: every case of both entries against a double
+#                   reference                                          -> $OUT/gemm.log
+#   autotune     60 test_cuda_autotune                                 -> $OUT/autotune.log
+#   gemm_bench   90 bench_cuda_gemm all bert, all 4096 (TFLOP/s)       -> $OUT/gemm.log
+#   cublas       45 tests/bench/torch_gemm_ref.py: cuBLAS on the same shapes -> $OUT/cublas.log
+#   gpu_tests   120 ctest -L gpu                                       -> $OUT/test_gpu.log
+#   sanitize     70 compute-sanitizer memcheck, then racecheck, on bench_cuda_gemm quick tma
+#                                                                      -> $OUT/sanitize.log
 # A phase cut by its budget is marked "timeout" in the summary; what it printed is kept.
 # The files under $OUT stay within 8 (what a remote run brings back).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out/gpu}
 mkdir -p "$OUT"
-quick=0 train=0 dist=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
+quick=0 train=0 dist=0 gemm=0 tests=1 memcheck=1 bench=1 torch=1 torch_dir="" bert_static=""
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
     --train) train=1 ;;
     --dist) dist=1 ;;
+    --gemm) gemm=1 ;;
     --no-tests) tests=0 ;;
     --no-memcheck) memcheck=0 ;;
     --no-bench) bench=0 ;;
@@ -159,6 +171,28 @@ if [ $dist = 1 ]; then
             --timeout 30"
     echo "total $(($(date +%s) - t_start)) -" >>"$PHASES"
     grep -h '^summary\|^check .*->\|^total' "$OUT/bench_ddp.log" "$OUT/train_cifar.log" 2>/dev/null
+    cat "$PHASES"
+    exit 0
+fi
+
+if [ $gemm = 1 ]; then
+    export TGC_CUDA_TMA=1
+    G=$BUILD/tests/bench/bench_cuda_gemm
+    run_phase build 150 "$OUT/test_gpu.log" tests/gpu/test_gpu.sh --build-only
+    # the tests link cmocka, which test_gpu.sh may have unpacked into /tmp/cm
+    cm=$(find /tmp/cm -name 'libcmocka.so*' 2>/dev/null | head -n1)
+    export LD_LIBRARY_PATH="${cm:+$(dirname "$cm"):}${LD_LIBRARY_PATH:-}"
+    run_phase gemm_check 60 "$OUT/gemm.log" "$G" quick
+    run_phase autotune 60 "$OUT/autotune.log" "$BUILD/tests/test_cuda_autotune"
+    run_phase gemm_bench 90 "$OUT/gemm.log" bash -c "$G all bert && $G all 4096"
+    [ $torch = 1 ] && run_phase cublas 45 "$OUT/cublas.log" python3 tests/bench/torch_gemm_ref.py
+    [ $tests = 1 ] && run_phase gpu_tests 120 "$OUT/test_gpu.log" \
+        bash -c "cd $BUILD && ctest -L gpu -j 6 --output-on-failure"
+    [ $memcheck = 1 ] && run_phase sanitize 70 "$OUT/sanitize.log" bash -c "
+        compute-sanitizer --tool memcheck $G quick tma &&
+        compute-sanitizer --tool racecheck $G quick tma"
+    echo "total $(($(date +%s) - t_start)) -" >>"$PHASES"
+    grep -h 'FAIL\|TFLOP' "$OUT/gemm.log" | cut -c1-200
     cat "$PHASES"
     exit 0
 fi
