@@ -129,17 +129,20 @@ static void release_code(void *code)
 
 /* ---- compile ---- */
 
-/* Renders kernel pk as a whole program (prelude + the kernel as KERNEL_NAME) into *text. */
-static tgc_status render_program(tgc_plan_kernel *pk, cuda_kernel *ck, tgc_matmul_precision prec,
-                                 int sm, char **text)
+/* Renders kernel pk as a whole program (prelude + the kernel as KERNEL_NAME) into *text; a
+ * template with the tile `force` when not NULL (autotuning's candidates). */
+static tgc_status render_program(const tgc_plan_kernel *pk, cuda_kernel *ck,
+                                 tgc_matmul_precision prec, int sm, const tgc_cuda_tpl *force,
+                                 char **text)
 {
     const kir_kernel *k = pk->k;
     tgc_strbuf sb = {0};
     tgc_sb_puts(&sb, tgc_cuda_prelude());
     tgc_status st =
-        k->kind == KIR_LOOP
-            ? tgc_cuda_render_loop(&sb, k, &pk->slots, KERNEL_NAME, &ck->loop)
-            : tgc_cuda_render_template(&sb, k, &pk->slots, KERNEL_NAME, prec, sm, &ck->tpl);
+        k->kind == KIR_LOOP ? tgc_cuda_render_loop(&sb, k, &pk->slots, KERNEL_NAME, &ck->loop)
+        : force ? tgc_cuda_render_template_tile(&sb, k, &pk->slots, KERNEL_NAME, prec, sm, force,
+                                                &ck->tpl)
+                : tgc_cuda_render_template(&sb, k, &pk->slots, KERNEL_NAME, prec, sm, &ck->tpl);
     *text = tgc_sb_take(&sb);
     if (st == TGC_OK && !*text)
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", pk->name);
@@ -176,9 +179,10 @@ static void dump_code(const tgc_config *cfg, const char *name, const tgc_plan_ke
     free(t);
 }
 
-/* Kernel i's handle on device dev from its program, with the shared memory it asks for. */
+/* Kernel pk's functions on device dev from its program into *ck, with the shared memory they
+ * ask for. */
 static tgc_status bind_kernel(const tgc_cuda_program *prog, int dev, const char *name,
-                              tgc_plan_kernel *pk, cuda_kernel *ck)
+                              const tgc_plan_kernel *pk, cuda_kernel *ck)
 {
     tgc_status st = tgc_cuda_program_function(prog, dev, KERNEL_NAME, &ck->fn);
     unsigned smem = pk->k->kind == KIR_LOOP ? ck->loop.smem_bytes : ck->tpl.smem_bytes;
@@ -203,7 +207,6 @@ static tgc_status bind_kernel(const tgc_cuda_program *prog, int dev, const char 
         if (st == TGC_OK)
             tgc_cuda_tmap_cache_init(ck->maps);
     }
-    pk->handle = ck;
     return st;
 }
 
@@ -273,237 +276,9 @@ static void preload_join(native_preload *p)
     p->started = 0;
 }
 
-/* ---- autotuning (cfg.autotune; cuda_autotune.h) ---- */
-
-typedef struct tpl_launch tpl_launch;
-static void plan_template_launch(const cuda_kernel *ck, const kir_kernel *k, const tgc_gemm_geom *g,
-                                 void *const *bufs, int sms, tpl_launch *L);
-static void template_params(tpl_launch *L, void *const *bufs, const int64_t *sizes,
-                            tgc_gemm_geom *g, void **wsp, void *params[7]);
-static tgc_status time_candidate(const cuda_kernel *ck, const kir_kernel *k, tgc_gemm_geom *g,
-                                 void *const *bufs, const int64_t *sizes, int sms, CUstream s,
-                                 double *us);
-
-/* Candidate cd's program (the heuristic's where cd forces no tile: bm 0) rendered into *text
- * (malloc'd) and its configuration into *tpl. */
-static tgc_status tune_render(const tgc_config *cfg, int sm, const tgc_plan_kernel *pk,
-                              const tgc_cuda_tune_cand *cd, tgc_cuda_tpl *tpl, char **text)
-{
-    tgc_strbuf sb = {0};
-    tgc_sb_puts(&sb, tgc_cuda_prelude());
-    tgc_status st = cd->force.bm
-                        ? tgc_cuda_render_template_tile(&sb, pk->k, &pk->slots, KERNEL_NAME,
-                                                        cfg->matmul_precision, sm, &cd->force, tpl)
-                        : tgc_cuda_render_template(&sb, pk->k, &pk->slots, KERNEL_NAME,
-                                                   cfg->matmul_precision, sm, tpl);
-    *text = tgc_sb_take(&sb);
-    if (st == TGC_OK && !*text)
-        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", pk->name);
-    if (st != TGC_OK) {
-        free(*text);
-        *text = NULL;
-    }
-    return st;
-}
-
-/* Candidate cd's kernel from its compiled program into *out (tpl: its configuration). */
-static tgc_status tune_bind(const tgc_cuda_program *prog, int dev, tgc_plan_kernel *pk,
-                            const tgc_cuda_tune_cand *cd, const tgc_cuda_tpl *tpl, cuda_kernel *out)
-{
-    memset(out, 0, sizeof *out);
-    out->tpl = *tpl;
-    void *handle = pk->handle;
-    tgc_status st = bind_kernel(prog, dev, pk->name, pk, out);
-    pk->handle = handle;
-    if (st == TGC_OK && !cd->tma)
-        out->fn_tma = NULL; /* NAME alone */
-    if (st != TGC_OK)
-        drop_kernel(out);
-    return st;
-}
-
-/* Candidates cds[0..n) of pk rendered, compiled together (NVRTC runs them in parallel; the
- * program cache answers at once for one compiled before) and bound into ks[i]; ok[i] 0 for
- * one the templates refuse. TGC_OK when at least one is bound. */
-static tgc_status tune_build(const tgc_config *cfg, int dev, int sm, tgc_plan_kernel *pk,
-                             const tgc_cuda_tune_cand *cds, int n, cuda_kernel *ks, int *ok)
-{
-    char *texts[TGC_CUDA_TUNE_MAX] = {0};
-    tgc_cuda_tpl tpls[TGC_CUDA_TUNE_MAX];
-    tgc_cuda_program_src srcs[TGC_CUDA_TUNE_MAX];
-    const tgc_cuda_program *progs[TGC_CUDA_TUNE_MAX];
-    int idx[TGC_CUDA_TUNE_MAX], m = 0;
-    for (int i = 0; i < n && i < TGC_CUDA_TUNE_MAX; i++) {
-        ok[i] = 0;
-        if (tune_render(cfg, sm, pk, &cds[i], &tpls[i], &texts[i]) != TGC_OK) {
-            tgc_clear_error(); /* a tile the templates refuse */
-            continue;
-        }
-        srcs[m] = (tgc_cuda_program_src){pk->name, texts[i]};
-        idx[m++] = i;
-    }
-    tgc_status st = m ? tgc_cuda_programs_get(m, srcs, sm, cfg->cache_dir, progs, NULL)
-                      : tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate renders");
-    int bound = 0;
-    for (int j = 0; st == TGC_OK && j < m; j++) {
-        int i = idx[j];
-        if (tune_bind(progs[j], dev, pk, &cds[i], &tpls[i], &ks[i]) == TGC_OK) {
-            ok[i] = 1;
-            bound++;
-        } else {
-            tgc_clear_error();
-        }
-    }
-    for (int i = 0; i < n && i < TGC_CUDA_TUNE_MAX; i++)
-        free(texts[i]);
-    if (st == TGC_OK && !bound)
-        st = tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate loads");
-    return st;
-}
-
-static int64_t value_numel(const tgc_graph *g, int32_t v)
-{
-    int64_t n = 1;
-    for (int d = 0; d < g->nodes[v].out.ndim; d++)
-        n *= tgc_sym_eval(g->syms, g->nodes[v].out.shape[d], NULL);
-    return n;
-}
-
-/* Measures the candidates of template kernel pk (the heuristic's bound in *ck) on
- * scratch buffers of its sizes and installs the fastest in *ck; *win the winner. */
-static tgc_status tune_measure(const tgc_config *cfg, int dev, int sm, const char *name,
-                               const tgc_graph *g, tgc_plan_kernel *pk, cuda_kernel *ck,
-                               tgc_autotune level, tgc_cuda_tune_cand *win)
-{
-    const kir_kernel *k = pk->k;
-    const tgc_cuda_driver *d = tgc_cuda_drv();
-    tgc_cuda_tune_cand cands[TGC_CUDA_TUNE_MAX];
-    int nc = tgc_cuda_tune_candidates(&ck->tpl, level, cands, TGC_CUDA_TUNE_MAX);
-    cands[0].force.bm = 0; /* the heuristic: its own text, unforced */
-    void *bufs[64] = {0};
-    int64_t sizes[256] = {0};
-    if (k->n_bufs > 64 || kir_args_words(&pk->slots) > 256)
-        return tgc_set_error(TGC_ERR_UNSUPPORTED, "too many buffers or sizes to measure");
-    for (int j = 0; j < pk->slots.n; j++)
-        sizes[j] = tgc_sym_eval(g->syms, pk->slots.dims[j], NULL);
-    CUstream s = NULL;
-    CUresult r = d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
-    for (int b = 0; r == CUDA_SUCCESS && b < k->n_bufs; b++) {
-        size_t bytes = (size_t)value_numel(g, k->bufs[b].value) * tgc_dtype_size(k->bufs[b].dtype);
-        CUdeviceptr p = 0;
-        r = d->cuMemAlloc(&p, bytes + 256);
-        if (r == CUDA_SUCCESS) /* finite values in every dtype (0x3c00: 1.0 in f16) */
-            r = d->cuMemsetD32Async(p, 0x3c003c00u, (bytes + 256) / 4, s);
-        bufs[b] = (void *)(uintptr_t)p;
-    }
-    tgc_status st = r == CUDA_SUCCESS ? TGC_OK : tgc_cuda_error(r, "scratch buffers");
-    tgc_gemm_geom geo;
-    tgc_cuda_template_geom(k, g->syms, NULL, &geo);
-    const int sms = tgc_cuda_props_of(dev)->sms;
-    double best = 0, first = 0;
-    int bi = -1, measured = 0;
-    cuda_kernel cks[TGC_CUDA_TUNE_MAX];
-    int ok[TGC_CUDA_TUNE_MAX] = {0};
-    if (st == TGC_OK)
-        st = tune_build(cfg, dev, sm, pk, cands, nc, cks, ok);
-    for (int i = 0; st == TGC_OK && i < nc; i++) {
-        if (!ok[i])
-            continue;
-        double us = 0;
-        if (time_candidate(&cks[i], k, &geo, bufs, sizes, sms, s, &us) != TGC_OK) {
-            st = tgc_last_status();
-            break;
-        }
-        measured++;
-        if (i == 0)
-            first = us;
-        char desc[256];
-        tgc_cuda_tpl_describe(&cks[i].tpl, desc, sizeof desc);
-        tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc cuda: autotune %s of '%s': %.2f us %s%s", pk->name,
-                    name, us, desc, cks[i].fn_tma ? "" : " (no TMA entry)");
-        if (bi < 0 || us < best) {
-            best = us;
-            bi = i;
-        }
-    }
-    cuda_kernel bestk = {0};
-    for (int i = 0; i < nc; i++)
-        if (ok[i]) {
-            if (st == TGC_OK && i == bi)
-                bestk = cks[i];
-            else
-                drop_kernel(&cks[i]);
-        }
-    if (s) {
-        d->cuStreamSynchronize(s);
-        d->cuStreamDestroy(s);
-    }
-    for (int b = 0; b < k->n_bufs; b++)
-        if (bufs[b])
-            d->cuMemFree((CUdeviceptr)(uintptr_t)bufs[b]);
-    if (st != TGC_OK || bi < 0) {
-        drop_kernel(&bestk);
-        return st != TGC_OK ? st : tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate ran");
-    }
-    tgc_log_msg(cfg, TGC_LOG_KERNELS,
-                "tgc cuda: autotune %s of '%s': %d candidates measured, the fastest %.2f us "
-                "(the heuristic's %.2f us)%s",
-                pk->name, name, measured, best, first, bi == 0 ? ": the heuristic's tile" : "");
-    *win = cands[bi];
-    drop_kernel(ck);
-    *ck = bestk;
-    return TGC_OK;
-}
-
-/* cfg's autotuning level: cfg.autotune, else FULL for the mode MAX_AUTOTUNE. */
-static tgc_autotune tune_level(const tgc_config *cfg)
-{
-    return cfg->autotune != TGC_AUTOTUNE_OFF    ? cfg->autotune
-           : cfg->mode == TGC_MODE_MAX_AUTOTUNE ? TGC_AUTOTUNE_FULL
-                                                : TGC_AUTOTUNE_OFF;
-}
-
-/* Every template kernel of a variant without symbolic sizes gets its remembered tile, or has
- * its candidates measured (the choice then remembered). Best effort: a kernel whose tuning
- * fails keeps the heuristic's tile (said once on the kernels channel). */
 static void autotune_kernels(const tgc_config *cfg, int dev, int sm, const char *name,
                              const tgc_graph *g, tgc_plan_kernel *ks, int n, cuda_code *c,
-                             char *const *texts)
-{
-    tgc_autotune level = tune_level(cfg);
-    if (level == TGC_AUTOTUNE_OFF || tgc_sym_count(g->syms) != 0)
-        return;
-    for (int i = 0; i < n; i++) {
-        if (ks[i].k->kind == KIR_LOOP || !texts[i])
-            continue;
-        char *key = tgc_cuda_tune_key(texts[i], sm, dev, level);
-        tgc_cuda_tune_cand win;
-        tgc_status st = key ? TGC_OK : tgc_last_status();
-        if (st == TGC_OK && tgc_cuda_tune_recall(key, cfg->cache_dir, &win)) {
-            cuda_kernel nk;
-            int ok = 0;
-            st = tune_build(cfg, dev, sm, &ks[i], &win, 1, &nk, &ok);
-            if (st == TGC_OK) {
-                drop_kernel(&c->kernels[i]);
-                c->kernels[i] = nk;
-                tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc cuda: autotune %s of '%s': remembered",
-                            ks[i].name, name);
-            }
-        } else if (st == TGC_OK) {
-            st = tune_measure(cfg, dev, sm, name, g, &ks[i], &c->kernels[i], level, &win);
-            if (st == TGC_OK)
-                tgc_cuda_tune_remember(key, cfg->cache_dir, &win);
-        }
-        if (st != TGC_OK) {
-            tgc_log_msg(cfg, TGC_LOG_KERNELS,
-                        "tgc cuda: autotune %s of '%s' kept the heuristic's tile: %s", ks[i].name,
-                        name, tgc_last_error());
-            tgc_clear_error();
-        }
-        ks[i].handle = &c->kernels[i];
-        free(key);
-    }
-}
+                             char *const *texts);
 
 static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char *name,
                                const tgc_graph *g, tgc_plan_kernel *ks, int n, void **out)
@@ -539,7 +314,7 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
     if (st == TGC_OK && has_native_ops(g))
         preload_start(&pre_ops, ops_preload_main);
     for (int i = 0; st == TGC_OK && i < n; i++) {
-        st = render_program(&ks[i], &c->kernels[i], c->native.precision, sm, &texts[i]);
+        st = render_program(&ks[i], &c->kernels[i], c->native.precision, sm, NULL, &texts[i]);
         srcs[i] = (tgc_cuda_program_src){ks[i].name, texts[i]};
         if (st == TGC_OK && ks[i].k->kind != KIR_LOOP && (cfg->log & TGC_LOG_KERNELS)) {
             char d[256];
@@ -557,8 +332,10 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
     preload_join(&pre_ops);
     if (cfg->dump_dir && texts)
         dump_code(cfg, name, ks, n, texts, ptxs);
-    for (int i = 0; st == TGC_OK && i < n; i++)
+    for (int i = 0; st == TGC_OK && i < n; i++) {
         st = bind_kernel(progs[i], dev.index, name, &ks[i], &c->kernels[i]);
+        ks[i].handle = &c->kernels[i];
+    }
     if (st == TGC_OK)
         autotune_kernels(cfg, dev.index, sm, name, g, ks, n, c, texts);
     for (int i = 0; i < n && texts; i++)
@@ -784,6 +561,195 @@ static void *cuda_use_stream(tgc_device dev, void *stream)
     if (tgc_cuda_enter(dev.index) != TGC_OK)
         return NULL;
     return tgc_cuda_stream_swap(dev.index, (CUstream)stream);
+}
+
+/* ---- autotuning (cfg.autotune; cuda_autotune.h) ---- */
+
+/* Candidates cds[0..n) of pk (cds[i].force.bm 0: the heuristic's tile) rendered, compiled
+ * together (NVRTC runs them in parallel; the program cache answers at once for one compiled
+ * before) and bound into ks[i] (without the TMA entry where cds[i].tma is 0); ok[i] 0 for one
+ * the templates refuse. TGC_OK when at least one is bound. */
+static tgc_status tune_build(const tgc_config *cfg, int dev, int sm, const tgc_plan_kernel *pk,
+                             const tgc_cuda_tune_cand *cds, int n, cuda_kernel *ks, int *ok)
+{
+    char *texts[TGC_CUDA_TUNE_MAX] = {0};
+    tgc_cuda_program_src srcs[TGC_CUDA_TUNE_MAX];
+    const tgc_cuda_program *progs[TGC_CUDA_TUNE_MAX];
+    int idx[TGC_CUDA_TUNE_MAX], m = 0;
+    for (int i = 0; i < n; i++) {
+        ok[i] = 0;
+        memset(&ks[i], 0, sizeof ks[i]);
+        if (render_program(pk, &ks[i], cfg->matmul_precision, sm,
+                           cds[i].force.bm ? &cds[i].force : NULL, &texts[i]) != TGC_OK) {
+            tgc_clear_error(); /* a tile the templates refuse */
+            continue;
+        }
+        srcs[m] = (tgc_cuda_program_src){pk->name, texts[i]};
+        idx[m++] = i;
+    }
+    tgc_status st = m ? tgc_cuda_programs_get(m, srcs, sm, cfg->cache_dir, progs, NULL)
+                      : tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate renders");
+    int bound = 0;
+    for (int j = 0; st == TGC_OK && j < m; j++) {
+        int i = idx[j];
+        if (bind_kernel(progs[j], dev, pk->name, pk, &ks[i]) != TGC_OK) {
+            drop_kernel(&ks[i]);
+            tgc_clear_error();
+            continue;
+        }
+        if (!cds[i].tma)
+            ks[i].fn_tma = NULL; /* NAME alone */
+        ok[i] = 1;
+        bound++;
+    }
+    for (int i = 0; i < n; i++)
+        free(texts[i]);
+    if (st == TGC_OK && !bound)
+        st = tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate loads");
+    return st;
+}
+
+static int64_t value_numel(const tgc_graph *g, int32_t v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < g->nodes[v].out.ndim; d++)
+        n *= tgc_sym_eval(g->syms, g->nodes[v].out.shape[d], NULL);
+    return n;
+}
+
+/* Measures the candidates of template kernel pk (the heuristic's bound in *ck) on
+ * scratch buffers of its sizes and installs the fastest in *ck; *win the winner. */
+static tgc_status tune_measure(const tgc_config *cfg, int dev, int sm, const char *name,
+                               const tgc_graph *g, tgc_plan_kernel *pk, cuda_kernel *ck,
+                               tgc_autotune level, tgc_cuda_tune_cand *win)
+{
+    const kir_kernel *k = pk->k;
+    const tgc_cuda_driver *d = tgc_cuda_drv();
+    tgc_cuda_tune_cand cands[TGC_CUDA_TUNE_MAX];
+    int nc = tgc_cuda_tune_candidates(&ck->tpl, level, cands, TGC_CUDA_TUNE_MAX);
+    cands[0].force.bm = 0; /* the heuristic: its own text, unforced */
+    void *bufs[64] = {0};
+    int64_t sizes[256] = {0};
+    if (k->n_bufs > 64 || kir_args_words(&pk->slots) > 256)
+        return tgc_set_error(TGC_ERR_UNSUPPORTED, "too many buffers or sizes to measure");
+    for (int j = 0; j < pk->slots.n; j++)
+        sizes[j] = tgc_sym_eval(g->syms, pk->slots.dims[j], NULL);
+    CUstream s = NULL;
+    CUresult r = d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    for (int b = 0; r == CUDA_SUCCESS && b < k->n_bufs; b++) {
+        size_t bytes = (size_t)value_numel(g, k->bufs[b].value) * tgc_dtype_size(k->bufs[b].dtype);
+        CUdeviceptr p = 0;
+        r = d->cuMemAlloc(&p, bytes + 256);
+        if (r == CUDA_SUCCESS) /* finite values in every dtype (0x3c00: 1.0 in f16) */
+            r = d->cuMemsetD32Async(p, 0x3c003c00u, (bytes + 256) / 4, s);
+        bufs[b] = (void *)(uintptr_t)p;
+    }
+    tgc_status st = r == CUDA_SUCCESS ? TGC_OK : tgc_cuda_error(r, "scratch buffers");
+    tgc_gemm_geom geo;
+    tgc_cuda_template_geom(k, g->syms, NULL, &geo);
+    const int sms = tgc_cuda_props_of(dev)->sms;
+    double best = 0, first = 0;
+    int bi = -1, measured = 0;
+    cuda_kernel cks[TGC_CUDA_TUNE_MAX];
+    int ok[TGC_CUDA_TUNE_MAX] = {0};
+    if (st == TGC_OK)
+        st = tune_build(cfg, dev, sm, pk, cands, nc, cks, ok);
+    for (int i = 0; st == TGC_OK && i < nc; i++) {
+        if (!ok[i])
+            continue;
+        double us = 0;
+        if (time_candidate(&cks[i], k, &geo, bufs, sizes, sms, s, &us) != TGC_OK) {
+            st = tgc_last_status();
+            break;
+        }
+        measured++;
+        if (i == 0)
+            first = us;
+        char desc[256];
+        tgc_cuda_tpl_describe(&cks[i].tpl, desc, sizeof desc);
+        tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc cuda: autotune %s of '%s': %.2f us %s%s", pk->name,
+                    name, us, desc, cks[i].fn_tma ? "" : " (no TMA entry)");
+        if (bi < 0 || us < best) {
+            best = us;
+            bi = i;
+        }
+    }
+    cuda_kernel bestk = {0};
+    for (int i = 0; i < nc; i++)
+        if (ok[i]) {
+            if (st == TGC_OK && i == bi)
+                bestk = cks[i];
+            else
+                drop_kernel(&cks[i]);
+        }
+    if (s) {
+        d->cuStreamSynchronize(s);
+        d->cuStreamDestroy(s);
+    }
+    for (int b = 0; b < k->n_bufs; b++)
+        if (bufs[b])
+            d->cuMemFree((CUdeviceptr)(uintptr_t)bufs[b]);
+    if (st != TGC_OK || bi < 0) {
+        drop_kernel(&bestk);
+        return st != TGC_OK ? st : tgc_set_error(TGC_ERR_UNSUPPORTED, "no candidate ran");
+    }
+    tgc_log_msg(cfg, TGC_LOG_KERNELS,
+                "tgc cuda: autotune %s of '%s': %d candidates measured, the fastest %.2f us "
+                "(the heuristic's %.2f us)%s",
+                pk->name, name, measured, best, first, bi == 0 ? ": the heuristic's tile" : "");
+    *win = cands[bi];
+    drop_kernel(ck);
+    *ck = bestk;
+    return TGC_OK;
+}
+
+/* cfg's autotuning level: cfg.autotune, else FULL for the mode MAX_AUTOTUNE. */
+static tgc_autotune tune_level(const tgc_config *cfg)
+{
+    return cfg->autotune != TGC_AUTOTUNE_OFF    ? cfg->autotune
+           : cfg->mode == TGC_MODE_MAX_AUTOTUNE ? TGC_AUTOTUNE_FULL
+                                                : TGC_AUTOTUNE_OFF;
+}
+
+/* Every template kernel of a variant without symbolic sizes gets its remembered tile, or has
+ * its candidates measured (the choice then remembered). Best effort: a kernel whose tuning
+ * fails keeps the heuristic's tile (said once on the kernels channel). */
+static void autotune_kernels(const tgc_config *cfg, int dev, int sm, const char *name,
+                             const tgc_graph *g, tgc_plan_kernel *ks, int n, cuda_code *c,
+                             char *const *texts)
+{
+    tgc_autotune level = tune_level(cfg);
+    if (level == TGC_AUTOTUNE_OFF || tgc_sym_count(g->syms) != 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (ks[i].k->kind == KIR_LOOP || !texts[i])
+            continue;
+        char *key = tgc_cuda_tune_key(texts[i], sm, dev, level);
+        tgc_cuda_tune_cand win;
+        tgc_status st = key ? TGC_OK : tgc_last_status();
+        if (st == TGC_OK && tgc_cuda_tune_recall(key, cfg->cache_dir, &win)) {
+            cuda_kernel nk;
+            int ok = 0;
+            st = tune_build(cfg, dev, sm, &ks[i], &win, 1, &nk, &ok);
+            if (st == TGC_OK) {
+                drop_kernel(&c->kernels[i]);
+                c->kernels[i] = nk;
+                tgc_log_msg(cfg, TGC_LOG_KERNELS, "tgc cuda: autotune %s of '%s': remembered",
+                            ks[i].name, name);
+            }
+        } else if (st == TGC_OK) {
+            st = tune_measure(cfg, dev, sm, name, g, &ks[i], &c->kernels[i], level, &win);
+            if (st == TGC_OK)
+                tgc_cuda_tune_remember(key, cfg->cache_dir, &win);
+        }
+        if (st != TGC_OK) {
+            tgc_log_msg(cfg, TGC_LOG_KERNELS,
+                        "tgc cuda: autotune %s of '%s' kept the heuristic's tile: %s", ks[i].name,
+                        name, tgc_last_error());
+            tgc_clear_error();
+        }
+        free(key);
+    }
 }
 
 /* ---- CUDA graphs (REDUCE_OVERHEAD, backend/replay.c) ---- */
