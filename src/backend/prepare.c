@@ -80,16 +80,35 @@ static int operands_unstridable(const tgc_graph *g, int32_t i)
     return 0;
 }
 
-/* The node over contiguous copies of its view operands. */
+/* A permute of v by the 4-element order p. */
+static int32_t emit_permute(tgc_rewriter *rw, int32_t v, const int64_t *p)
+{
+    tgc_attrs a = {.ni = 4};
+    memcpy(a.i, p, 4 * sizeof *p);
+    return tgc_rw_emit(rw, TGC_OP_PERMUTE, &v, 1, &a);
+}
+
+/* The node over contiguous copies of its view operands; a conv of a channels-last x on a
+ * target whose template reads it in place keeps x and gets channels-last weights instead
+ * (OIHW viewed over an OHWI copy: one small pass over the weights, kept between calls where
+ * they come from parameters only). */
 static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 {
     const tgc_node *nd = &g->nodes[i];
-    int32_t in[3];
+    int32_t in[3], base;
     tgc_attrs none = {0};
+    const int cl = tgc_op_info_of(nd->op)->kind == TGC_KIND_CONV && t_target->conv_channels_last &&
+                   kir_is_channels_last_view(g, nd->in[0], &base);
     for (int k = 0; k < nd->n_in; k++) {
         in[k] = tgc_rw_new(rw, nd->in[k]);
-        if (k < 2 && tgc_is_view_op(g->nodes[nd->in[k]].op))
+        if (cl && k == 1) {
+            static const int64_t to_ohwi[4] = {0, 2, 3, 1}, to_oihw[4] = {0, 3, 1, 2};
+            int32_t t = emit_permute(rw, in[k], to_ohwi);
+            t = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &t, 1, &none);
+            in[k] = emit_permute(rw, t, to_oihw);
+        } else if (k < 2 && !(cl && k == 0) && tgc_is_view_op(g->nodes[nd->in[k]].op)) {
             in[k] = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
+        }
     }
     return tgc_rw_emit(rw, nd->op, in, nd->n_in, &nd->attrs);
 }

@@ -130,6 +130,10 @@ typedef struct kir_template {
     tgc_sdim a_off, a_bs, a_rs, a_cs, b_off, b_bs, b_rs, b_cs, c_bs, c_rs;
     /* CONV geometry */
     tgc_sdim cn, cc, ch, cw, co, kh, kw, oh, ow;
+    /* CONV: 1 when x and w are channels-last views (permutes of NHWC and OHWI buffers, read
+     * in place; k runs over (r, s, ci), ci fastest), 0 when both are contiguous NCHW / OIHW.
+     * A target's template takes 1 only where kir_target.conv_channels_last says so. */
+    int cl;
 } kir_template;
 
 typedef struct kir_kernel {

@@ -195,6 +195,27 @@ static int is_contiguous_view(const tgc_graph *g, int32_t u, int32_t *base)
     return 1;
 }
 
+/* u is a channels-last view of 4-D shape [A, B, C, D]: a permute of a contiguous [A, C, D, B]
+ * buffer (strides C D B, 1, D B, B; size-1 dims' strides free) at offset 0. */
+int kir_is_channels_last_view(const tgc_graph *g, int32_t u, int32_t *base)
+{
+    tgc_view vw;
+    const tgc_vinfo *U = &g->nodes[u].out;
+    if (U->ndim != 4 || !tgc_view_of(g, u, &vw) || !tgc_sdim_is(vw.off, 0))
+        return 0;
+    tgc_symtab *t = g->syms;
+    tgc_sdim want[4];
+    want[1] = 1;
+    want[3] = U->shape[1];
+    want[2] = tgc_sym_mul(t, U->shape[3], U->shape[1]);
+    want[0] = tgc_sym_mul(t, U->shape[2], want[2]);
+    for (int d = 0; d < 4; d++)
+        if (!tgc_sdim_is(U->shape[d], 1) && !tgc_sdim_same(want[d], vw.stride[d]))
+            return 0;
+    *base = vw.base;
+    return 1;
+}
+
 static int tpl_geometry(const tgc_graph *g, int32_t node, tpl_geo *geo)
 {
     tgc_symtab *t = g->syms;
@@ -212,9 +233,17 @@ static int tpl_geometry(const tgc_graph *g, int32_t node, tpl_geo *geo)
             return 0;
     if (nd->op == TGC_OP_CONV2D) {
         const tgc_vinfo *x = &g->nodes[nd->in[0]].out, *w = &g->nodes[nd->in[1]].out;
-        if (x->ndim != 4 || !is_contiguous_view(g, nd->in[0], &geo->a_base) ||
-            !is_contiguous_view(g, nd->in[1], &geo->b_base))
+        if (x->ndim != 4)
             return 0;
+        /* both operands contiguous, else both channels-last (a conv of channels-last x
+         * and a contiguous w: the prepare pass gives w a channels-last copy) */
+        if (!is_contiguous_view(g, nd->in[0], &geo->a_base) ||
+            !is_contiguous_view(g, nd->in[1], &geo->b_base)) {
+            if (!kir_is_channels_last_view(g, nd->in[0], &geo->a_base) ||
+                !kir_is_channels_last_view(g, nd->in[1], &geo->b_base))
+                return 0;
+            p->cl = 1;
+        }
         p->cn = x->shape[0];
         p->cc = x->shape[1];
         p->ch = x->shape[2];
@@ -314,7 +343,8 @@ int kir_template_ok(const tgc_graph *g, int32_t node, const kir_target *target)
 {
     tpl_geo geo;
     kir_tpl_kind kind = g->nodes[node].op == TGC_OP_CONV2D ? KIR_TPL_CONV : KIR_TPL_GEMM;
-    return tpl_geometry(g, node, &geo) && kir_target_has_template(target, kind, geo.t.dtype);
+    return tpl_geometry(g, node, &geo) && kir_target_has_template(target, kind, geo.t.dtype) &&
+           (!geo.t.cl || target->conv_channels_last);
 }
 
 /* Epilogue strides of operand u read at output shape S: one merged stride per var. */

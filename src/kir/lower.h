@@ -13,6 +13,10 @@ uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f);
  * the target has that template for (kir_target_has_template), operands of that dtype whose
  * views the template can stride through, batch dims that flatten. */
 int kir_template_ok(const tgc_graph *g, int32_t node, const kir_target *target);
+/* 1 when u is a channels-last view of its 4-D logical shape [N, C, H, W] (the permute to
+ * NCHW of a contiguous NHWC buffer, offset 0; also OIHW over OHWI weights), with *base the
+ * viewed value. A conv whose x and w both are has kir_template.cl set. */
+int kir_is_channels_last_view(const tgc_graph *g, int32_t u, int32_t *base);
 /* The fusion hook: 1 when `node` (of the template's output shape) reading `operand` can be
  * part of template `tpl`'s epilogue. */
 int kir_epilogue_operand_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand);

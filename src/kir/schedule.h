@@ -72,6 +72,9 @@ typedef struct kir_target {
     int block_threads;
     /* Per template kind: a bit (1u << dtype) per dtype the target has that template for. */
     uint32_t template_dtypes[KIR_TPL_COUNT];
+    /* 1: its conv template reads channels-last operands in place (kir_template.cl); 0: such
+     * a conv reads contiguous copies (the prepare pass makes them). */
+    int conv_channels_last;
     /* The kernels it has per fusion class (above). */
     kir_caps caps;
 } kir_target;

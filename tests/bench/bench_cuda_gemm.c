@@ -184,7 +184,8 @@ static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
 /* ---- cases ---- */
 
 /* C_BMM_B2: A [batch, M, K] times a 2-D B [K, N] (B broadcast over the batch) */
-typedef enum { C_MATMUL, C_MATMUL_TA, C_LINEAR, C_BMM_NT, C_BMM_B2, C_CONV } ckind;
+/* C_CONV_CL: the conv of a channels-last x (an NHWC input permuted to NCHW) and w (OHWI) */
+typedef enum { C_MATMUL, C_MATMUL_TA, C_LINEAR, C_BMM_NT, C_BMM_B2, C_CONV, C_CONV_CL } ckind;
 typedef struct tcase {
     const char *name;
     ckind kind;
@@ -196,6 +197,11 @@ typedef struct tcase {
     int epi; /* 0 none, 1 bias + relu (linear / conv), 2 conv bias + residual + relu, 3 x 0.125 */
     const int *tile; /* forced bm bn bk wm wn stages, or NULL */
 } tcase;
+
+static int is_conv(const tcase *tc)
+{
+    return tc->kind == C_CONV || tc->kind == C_CONV_CL;
+}
 
 static uint16_t to_half_bits(float f, tgc_dtype dt)
 {
@@ -274,8 +280,8 @@ static double ref_gemm(const tgc_gemm_geom *G, const float *A, const float *B, i
     return s;
 }
 
-static double ref_conv(const tgc_gemm_geom *G, const int64_t *at, const float *x, const float *w,
-                       int64_t img, int64_t co, int64_t q, double *abssum)
+static double ref_conv(const tgc_gemm_geom *G, const int64_t *at, int cl, const float *x,
+                       const float *w, int64_t img, int64_t co, int64_t q, double *abssum)
 {
     int64_t groups = at[6], cg = G->cc / groups, og = G->co / groups, gi = co / og;
     int64_t oh = q / G->ow, ow = q % G->ow;
@@ -286,8 +292,10 @@ static double ref_conv(const tgc_gemm_geom *G, const int64_t *at, const float *x
                 int64_t ih = oh * at[0] - at[2] + r * at[4], iw = ow * at[1] - at[3] + t * at[5];
                 if (ih < 0 || ih >= G->ch || iw < 0 || iw >= G->cw)
                     continue;
-                double p = (double)x[((img * G->cc + gi * cg + c) * G->ch + ih) * G->cw + iw] *
-                           (double)w[((co * cg + c) * G->kh + r) * G->kw + t];
+                double p = cl ? (double)x[((img * G->ch + ih) * G->cw + iw) * G->cc + gi * cg + c] *
+                                    (double)w[((co * G->kh + r) * G->kw + t) * cg + c]
+                              : (double)x[((img * G->cc + gi * cg + c) * G->ch + ih) * G->cw + iw] *
+                                    (double)w[((co * cg + c) * G->kh + r) * G->kw + t];
                 s += p;
                 as += fabs(p);
             }
@@ -345,9 +353,9 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     fprintf(fp, "static const char *TGC_NAME = \"%s\";\n", tc->name);
     fprintf(fp,
             "static const int TGC_NB = %d, TGC_A = %d, TGC_B = %d, TGC_OUT = %d, TGC_CONV = %d, "
-            "TGC_MODE = %d;\n",
+            "TGC_CL = %d, TGC_MODE = %d;\n",
             k->n_bufs, (int)k->tpl.a, (int)k->tpl.b, (int)k->tpl.out, k->kind == KIR_CONV,
-            cfg->mode);
+            k->kind == KIR_CONV && k->tpl.cl, cfg->mode);
     fprintf(fp, "static const int TGC_DT[] = {");
     for (int i = 0; i < k->n_bufs; i++)
         fprintf(fp, "%d, ", k->bufs[i].dtype == TGC_F32 ? 0 : k->bufs[i].dtype == TGC_F16 ? 1 : 2);
@@ -404,9 +412,18 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     tgc_graph *g = tgc_graph_create();
     int32_t o, bias_id = -1, res_id = -1;
     const int64_t *d = tc->d;
-    if (tc->kind == C_CONV) {
+    if (is_conv(tc)) {
         int64_t sx[4] = {d[0], d[1], d[2], d[3]}, sw[4] = {d[4], d[1] / d[10], d[5], d[6]};
         int32_t in[3] = {add_input(g, tc->dt, 4, sx), add_input(g, tc->dt, 4, sw), -1};
+        if (tc->kind == C_CONV_CL) { /* NHWC and OHWI inputs, viewed as NCHW and OIHW */
+            int64_t cx[4] = {d[0], d[2], d[3], d[1]}, cw[4] = {d[4], d[5], d[6], d[1] / d[10]};
+            tgc_attrs p = {.ni = 4};
+            const int64_t to_nchw[4] = {0, 3, 1, 2};
+            memcpy(p.i, to_nchw, sizeof to_nchw);
+            int32_t xi = add_input(g, tc->dt, 4, cx), wi = add_input(g, tc->dt, 4, cw);
+            in[0] = add_op(g, TGC_OP_PERMUTE, &xi, 1, &p);
+            in[1] = add_op(g, TGC_OP_PERMUTE, &wi, 1, &p);
+        }
         tgc_attrs a = {.ni = 7};
         const int64_t at[7] = {d[7], d[7], d[8], d[8], d[9], d[9], d[10]};
         memcpy(a.i, at, sizeof at);
@@ -644,10 +661,10 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
                              ? s
                              : (size_t)((rng = rng * 6364136223846793005ull + 1) >> 20) % total;
             double as, r;
-            if (tc->kind == C_CONV) {
+            if (is_conv(tc)) {
                 int64_t ohw = geo.oh * geo.ow, img = (int64_t)idx / (geo.co * ohw);
                 int64_t co = ((int64_t)idx / ohw) % geo.co, q = (int64_t)idx % ohw;
-                r = ref_conv(&geo, t->attrs.i, A->f, B->f, img, co, q, &as);
+                r = ref_conv(&geo, t->attrs.i, t->cl, A->f, B->f, img, co, q, &as);
                 r = apply_epi(tc->epi, r, bias ? bias->f : NULL, resb ? resb->f : NULL, co, idx);
             } else {
                 int64_t b = geo.c_bs ? (int64_t)idx / geo.c_bs : 0,
@@ -672,9 +689,9 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
                 worst = err / lim;
         }
         free(raw);
-        double flops = tc->kind == C_CONV ? 2.0 * (double)geo.cn * geo.co * geo.oh * geo.ow *
-                                                (geo.cc / t->attrs.i[6]) * geo.kh * geo.kw
-                                          : 2.0 * (double)geo.batch * geo.M * geo.N * geo.K;
+        double flops = is_conv(tc) ? 2.0 * (double)geo.cn * geo.co * geo.oh * geo.ow *
+                                         (geo.cc / t->attrs.i[6]) * geo.kh * geo.kw
+                                   : 2.0 * (double)geo.batch * geo.M * geo.N * geo.K;
         double tflops = 0;
         if (tc->timed && !quick) {
             void *e0, *e1;
@@ -990,11 +1007,69 @@ int main(int argc, char **argv)
          1,
          1,
          NULL},
+        /* the same convolutions channels-last (x NHWC, w OHWI, read in place) */
+        {"r18 l1 64ch 8x8 +b+res+relu tf32 cl",
+         C_CONV_CL,
+         TGC_F32,
+         T,
+         {64, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         2,
+         NULL},
+        {"r18 l2 128ch 4x4 +b+relu tf32 cl",
+         C_CONV_CL,
+         TGC_F32,
+         T,
+         {64, 128, 4, 4, 128, 3, 3, 1, 1, 1, 1},
+         1,
+         1,
+         NULL},
+        {"r18 l3 256ch 2x2 +b+relu tf32 cl",
+         C_CONV_CL,
+         TGC_F32,
+         T,
+         {64, 256, 2, 2, 256, 3, 3, 1, 1, 1, 1},
+         1,
+         1,
+         NULL},
+        {"r18 l4 512ch 1x1 +b+relu tf32 cl",
+         C_CONV_CL,
+         TGC_F32,
+         T,
+         {64, 512, 1, 1, 512, 3, 3, 1, 1, 1, 1},
+         1,
+         1,
+         NULL},
+        {"r18 l1 64ch 8x8 +b+res+relu bf16 cl",
+         C_CONV_CL,
+         TGC_BF16,
+         H,
+         {64, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         2,
+         NULL},
+        {"conv3x3 f32 highest cl",
+         C_CONV_CL,
+         TGC_F32,
+         H,
+         {64, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         0,
+         NULL},
+        {"conv3x3 256ch tf32 cl",
+         C_CONV_CL,
+         TGC_F32,
+         T,
+         {32, 256, 16, 16, 256, 3, 3, 1, 1, 1, 1},
+         1,
+         0,
+         NULL},
     };
     static const int big_tile[6] = {128, 256, 32, 2, 4, 3};
     /* emit: small shapes with every feature, every mode (the CPU emulator is slow) */
-    enum { NE = 96 };
+    enum { NE = 128 };
     static tcase emu[NE];
+    static int emu_sm[NE]; /* the architecture each is rendered for */
     static char names[NE][64];
     int ne = 0;
     if (g_emit_dir) {
@@ -1004,7 +1079,7 @@ int main(int argc, char **argv)
             int all_modes; /* 0: tf32 and f16 only, 1: every mode, 2: MEDIUM only */
             int64_t d[11];
             int epi;
-            const int *tile;
+            const int *tile; /* a name starting "sm80 " renders for sm_80, others for sm_90 */
         } base[] = {
             {"linear+bias+relu", C_LINEAR, 1, {150, 72, 48}, 1, NULL},
             {"conv+bias+res+relu", C_CONV, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 2, NULL},
@@ -1044,6 +1119,19 @@ int main(int argc, char **argv)
             {"bf16x bmm 3x127x200 K65", C_BMM_B2, 2, {127, 200, 65, 3}, 0, NULL},
             {"bf16x conv stem 7x7/2", C_CONV, 2, {8, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1}, 0, NULL},
             {"bf16x conv s2 d2 g4", C_CONV, 2, {4, 16, 33, 31, 32, 3, 3, 2, 2, 2, 4}, 0, NULL},
+            /* channels-last convolutions: 16-byte chunks of channels (8 and 16 of them), 6
+             * channels (element by element), split-K; on sm_80 the mma.sync paths */
+            {"cl conv+bias+res+relu", C_CONV_CL, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 2, NULL},
+            {"cl conv s2 d2 g2", C_CONV_CL, 0, {3, 32, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, NULL},
+            {"cl conv 6ch", C_CONV_CL, 1, {2, 6, 7, 7, 16, 3, 3, 1, 1, 1, 1}, 0, NULL},
+            {"cl conv splitK", C_CONV_CL, 0, {1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1}, 0, NULL},
+            {"sm80 cl conv+bias+res+relu",
+             C_CONV_CL,
+             0,
+             {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1},
+             2,
+             NULL},
+            {"sm80 cl conv s2 d2 g2", C_CONV_CL, 0, {3, 32, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, NULL},
         };
         const struct {
             const char *tag;
@@ -1066,6 +1154,7 @@ int main(int argc, char **argv)
                     snprintf(names[ne], sizeof names[ne], "%s %s", base[b].name, modes[m].tag);
                 emu[ne] = (tcase){names[ne], base[b].kind, modes[m].dt, modes[m].p, {0},
                                   0,         base[b].epi,  base[b].tile};
+                emu_sm[ne] = strncmp(base[b].name, "sm80 ", 5) ? sm : 80;
                 memcpy(emu[ne].d, base[b].d, sizeof emu[ne].d);
                 ne++;
             }
@@ -1074,7 +1163,7 @@ int main(int argc, char **argv)
     if (g_emit_dir) {
         for (int i = 0; i < ne; i++) {
             g_case_idx = i;
-            fails += run_case(&emu[i], sm, sms, quick, NULL);
+            fails += run_case(&emu[i], emu_sm[i], sms, quick, NULL);
         }
         printf("bench_cuda_gemm: wrote %d cases to %s\n", ne, g_emit_dir);
         return fails ? 1 : 0;

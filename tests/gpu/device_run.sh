@@ -58,10 +58,12 @@
 #   gemm_check   60 bench_cuda_gemm quick: every case of both entries against a double
 #                   reference                                          -> $OUT/gemm.log
 #   autotune     60 test_cuda_autotune                                 -> $OUT/autotune.log
-#   gemm_bench   90 bench_cuda_gemm all bert, all 4096 (TFLOP/s)       -> $OUT/gemm.log
+#   gemm_bench   90 bench_cuda_gemm all bert, all 4096, all r18 (TFLOP/s; ResNet18's convs
+#                   NCHW and channels-last)                            -> $OUT/gemm.log
 #   cublas       45 tests/bench/torch_gemm_ref.py: cuBLAS on the same shapes -> $OUT/cublas.log
 #   gpu_tests   120 ctest -L gpu                                       -> $OUT/test_gpu.log
-#   sanitize     70 compute-sanitizer memcheck, then racecheck, on bench_cuda_gemm quick tma
+#   sanitize     70 compute-sanitizer memcheck, then racecheck, on bench_cuda_gemm quick tma;
+#                   memcheck on the channels-last convs (quick " cl")
 #                                                                      -> $OUT/sanitize.log
 # A phase cut by its budget is marked "timeout" in the summary; what it printed is kept.
 # The files under $OUT stay within 8 (what a remote run brings back).
@@ -184,13 +186,14 @@ if [ $gemm = 1 ]; then
     export LD_LIBRARY_PATH="${cm:+$(dirname "$cm"):}${LD_LIBRARY_PATH:-}"
     run_phase gemm_check 60 "$OUT/gemm.log" "$G" quick
     run_phase autotune 60 "$OUT/autotune.log" "$BUILD/tests/test_cuda_autotune"
-    run_phase gemm_bench 90 "$OUT/gemm.log" bash -c "$G all bert && $G all 4096"
+    run_phase gemm_bench 90 "$OUT/gemm.log" bash -c "$G all bert && $G all 4096 && $G all r18"
     [ $torch = 1 ] && run_phase cublas 45 "$OUT/cublas.log" python3 tests/bench/torch_gemm_ref.py
     [ $tests = 1 ] && run_phase gpu_tests 120 "$OUT/test_gpu.log" \
         bash -c "cd $BUILD && ctest -L gpu -j 6 --output-on-failure"
     [ $memcheck = 1 ] && run_phase sanitize 70 "$OUT/sanitize.log" bash -c "
         compute-sanitizer --tool memcheck $G quick tma &&
-        compute-sanitizer --tool racecheck $G quick tma"
+        compute-sanitizer --tool racecheck $G quick tma &&
+        compute-sanitizer --tool memcheck $G quick ' cl'"
     echo "total $(($(date +%s) - t_start)) -" >>"$PHASES"
     grep -h 'FAIL\|TFLOP' "$OUT/gemm.log" | cut -c1-200
     cat "$PHASES"

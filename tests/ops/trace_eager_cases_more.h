@@ -18,6 +18,8 @@ TE_CASE(pad_crop, "tgc_pad", TE_EXACT, "n:2,D,5 | nT:3,D,6 | h:D,2,4 | g:D,3,3",
 TE_CASE(pad_three_dims, "tgc_pad", TE_EXACT, "n:2,D,3,2 | q:D,2,2", tgc_pad(A0, SHAPE(1, 0, 0, 1, 1, 1), 3, -2.0))
 TE_CASE(conv2d_dead_taps, "tgc_conv2d", TE_REL, "n:D,4,1,1 @n:5,4,3,3 @n:5 | n:D,3,1,3 @n:4,3,3,3 @n:4", tgc_conv2d(A0, P0, P1, &(tgc_conv2d_opts){.padding = {1, 1}}))
 TE_CASE(conv2d_dead_taps_strided, "tgc_conv2d", TE_REL, "n:D,4,2,2 @n:6,4,3,3 | nT:D,4,2,2 @n:6,4,3,3", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {1, 1}}))
+TE_CASE(conv2d_channels_last, "tgc_conv2d tgc_permute", TE_REL, "n:2,D,7,8 @n:16,3,3,8 @n:16 | n:1,5,D,12 @n:16,3,3,12 @n:16 | n:2,D,5,6 @n:4,3,3,6 @n:4", tgc_conv2d(tgc_permute(A0, DIMS(0, 3, 1, 2), 4), tgc_permute(P0, DIMS(0, 3, 1, 2), 4), P1, &(tgc_conv2d_opts){.padding = {1, 1}}))
+TE_CASE(conv2d_channels_last_x, "tgc_conv2d tgc_permute", TE_REL, "n:2,D,6,8 @n:8,8,3,3 | n:1,7,D,4 @n:6,4,3,2", tgc_conv2d(tgc_permute(A0, DIMS(0, 3, 1, 2), 4), P0, NULL, &(tgc_conv2d_opts){.stride = {2, 1}, .padding = {1, 1}}))
 #ifdef TGC_FRONTEND_OPS_GRAD_H
 TE_CASE(conv2d_grad_input_dead_taps, "tgc_conv2d_grad_input", TE_REL, "n:D,5,1,1 n:5,4,3,3 n:D,4,1,1 | n:D,5,1,3 n:5,4,3,3 n:D,4,1,3", tgc_conv2d_grad_input(A0, A1, TE_CONV_SAME, A2))
 TE_CASE(conv2d_grad_weight_dead_taps, "tgc_conv2d_grad_weight", TE_REL, "n:D,4,1,1 n:D,5,1,1 n:5,4,3,3 | n:D,4,1,3 n:D,5,1,3 n:5,4,3,3", tgc_conv2d_grad_weight(A0, A1, TE_CONV_SAME, A2))

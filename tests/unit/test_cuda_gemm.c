@@ -15,6 +15,7 @@
 
 #include "kir/abi.h"
 #include "kir/kir.h"
+#include "kir/lower.h"
 #include "passes/passes.h"
 #include "tgc/tgc.h"
 #include "unit/graph_build_util.h"
@@ -22,6 +23,7 @@
 
 #ifdef TGC_HAVE_CUDA
 #include "backend/cuda/cuda_autotune.h"
+#include "backend/prepare.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_render.h"
@@ -371,6 +373,114 @@ static void conv_shapes_compile(void **state)
         tk_free(&t);
         tgc_graph_free(g);
     }
+}
+
+/* A conv graph: x [n, h, w, c] (channels-last: viewed as NCHW) or [n, c, h, w]; w [o, kh, kw,
+ * c] (channels-last) or [o, c, kh, kw]; 3x3, padding 1. Returns the conv node. */
+static int32_t cl_conv_graph(tgc_graph *g, tgc_dtype dt, int x_cl, int w_cl)
+{
+    static const int64_t to_nchw[4] = {0, 3, 1, 2};
+    tgc_sdim sx[4] = {8, 16, 16, 64}, sw[4] = {128, 3, 3, 64};
+    if (!x_cl)
+        sx[1] = 64, sx[2] = 16, sx[3] = 16;
+    if (!w_cl)
+        sw[1] = 64, sw[2] = 3, sw[3] = 3;
+    int32_t x = gb_input(g, dt, 4, sx), w = gb_input(g, dt, 4, sw);
+    if (x_cl)
+        x = gb_ints(g, TGC_OP_PERMUTE, x, to_nchw, 4);
+    if (w_cl)
+        w = gb_ints(g, TGC_OP_PERMUTE, w, to_nchw, 4);
+    tgc_attrs a = {.ni = 7};
+    const int64_t at[7] = {1, 1, 1, 1, 1, 1, 1};
+    memcpy(a.i, at, sizeof at);
+    int32_t in[2] = {x, w};
+    int32_t o = gb_op(g, TGC_OP_CONV2D, in, 2, &a);
+    gb_outputs(g, &o, 1);
+    return o;
+}
+
+/* The conv node of g (the last one). */
+static int32_t conv_node(const tgc_graph *g)
+{
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
+        if (g->nodes[i].op == TGC_OP_CONV2D)
+            return i;
+    fail_msg("no conv node");
+    return -1;
+}
+
+static void channels_last_conv_reads_in_place(void **state)
+{
+    (void)state;
+    const kir_target *cu = tgc_cuda_kir_target();
+    kir_target plain = *cu; /* a target whose conv template reads NCHW only */
+    plain.conv_channels_last = 0;
+    /* both operands channels-last: the template reads them in place, in every mode */
+    const struct {
+        tgc_dtype dt;
+        tgc_matmul_precision prec;
+        int sm;
+    } modes[] = {{TGC_F32, TGC_PRECISION_HIGHEST, 90}, {TGC_F32, TGC_PRECISION_HIGH, 90},
+                 {TGC_F32, TGC_PRECISION_MEDIUM, 90},  {TGC_BF16, TGC_PRECISION_HIGHEST, 90},
+                 {TGC_F32, TGC_PRECISION_HIGH, 80},    {TGC_F16, TGC_PRECISION_HIGHEST, 80}};
+    for (int m = 0; m < N_OF(modes); m++) {
+        tgc_graph *g = tgc_graph_create();
+        int32_t c = cl_conv_graph(g, modes[m].dt, 1, 1);
+        assert_true(kir_template_ok(g, c, cu));
+        assert_false(kir_template_ok(g, c, &plain));
+        tk t;
+        lower_tpl(g, &t);
+        assert_int_equal(t.k->kind, KIR_CONV);
+        assert_int_equal(t.k->tpl.cl, 1);
+        g_sm = modes[m].sm;
+        tgc_cuda_tpl cfg;
+        char *src = NULL;
+        char *ptx = render_compile(&t, modes[m].prec, &cfg, &src);
+        g_sm = 90;
+        assert_int_equal(cfg.cl, 1);
+        assert_non_null(strstr(src, "tgc_im2col_cl<"));
+        assert_null(strstr(src, "tgc_im2col<"));
+        check_mode_ptx(ptx, &cfg);
+        char desc[256];
+        tgc_cuda_tpl_describe(&cfg, desc, sizeof desc);
+        assert_non_null(strstr(desc, "conv channels-last "));
+        free(ptx);
+        free(src);
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+    /* channels-last x, contiguous w: the prepare pass gives w a channels-last copy on the
+     * CUDA target (x stays in place), and x a contiguous copy on the other */
+    for (int tg = 0; tg < 2; tg++) {
+        tgc_graph *g = tgc_graph_create();
+        int32_t c = cl_conv_graph(g, TGC_F32, 1, 0);
+        assert_false(kir_template_ok(g, c, cu));
+        assert_int_equal(tgc_prepare_template_operands(g, tg ? &plain : cu), TGC_OK);
+        c = conv_node(g);
+        assert_true(kir_template_ok(g, c, tg ? &plain : cu));
+        int32_t base;
+        assert_int_equal(kir_is_channels_last_view(g, g->nodes[c].in[0], &base), !tg);
+        assert_int_equal(kir_is_channels_last_view(g, g->nodes[c].in[1], &base), !tg);
+        if (!tg) /* the weights' copy is [o, kh, kw, c] */
+            assert_int_equal(g->nodes[base].out.shape[3], 64);
+        tk t;
+        lower_tpl(g, &t);
+        assert_int_equal(t.k->tpl.cl, !tg);
+        tk_free(&t);
+        tgc_graph_free(g);
+    }
+    /* contiguous x, channels-last w: w is copied contiguous; the template reads NCHW */
+    tgc_graph *g = tgc_graph_create();
+    int32_t c = cl_conv_graph(g, TGC_F32, 0, 1);
+    assert_false(kir_template_ok(g, c, cu));
+    assert_int_equal(tgc_prepare_template_operands(g, cu), TGC_OK);
+    c = conv_node(g);
+    assert_true(kir_template_ok(g, c, cu));
+    tk t;
+    lower_tpl(g, &t);
+    assert_int_equal(t.k->tpl.cl, 0);
+    tk_free(&t);
+    tgc_graph_free(g);
 }
 
 static void half_conv_compiles(void **state)
@@ -1020,6 +1130,8 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(conv_shapes_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(half_conv_compiles, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(channels_last_conv_reads_in_place, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(hopper_takes_wgmma_where_the_layouts_allow, scoped_setup,
                                         scoped_teardown),

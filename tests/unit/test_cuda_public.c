@@ -102,6 +102,8 @@ X(big_conv_strided, "tgc_conv2d", 33, 32, 17, "n:4,16,D,31 @n:32,4,3,3", tgc_con
 X(big_conv_1x1, "tgc_conv2d", 16, 8, 15, "n:8,64,D,D @n:128,64,1,1", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}})) \
 X(big_conv_stem, "tgc_conv2d", 32, 64, 31, "n:8,3,D,D @n:64,3,7,7", tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {3, 3}})) \
 X(big_conv_bn_res, "tgc_conv2d tgc_batch_norm tgc_add tgc_relu", 16, 8, 15, "n:8,64,D,D @n:64,64,3,3 %n:64 %p:64 @n:64 @n:64", tgc_relu(tgc_add(tgc_batch_norm(tgc_conv2d(A0, P0, NULL, &(tgc_conv2d_opts){.padding = {1, 1}}), P1, P2, P3, P4, 0, 0.1, 1e-5), A0))) \
+X(big_conv_channels_last, "tgc_conv2d tgc_relu tgc_permute", 16, 8, 15, "n:8,D,D,64 @n:128,3,3,64 @n:128 | g:8,D,D,64 @g:128,3,3,64 @g:128", tgc_relu(tgc_conv2d(tgc_permute(A0, DIMS(0, 3, 1, 2), 4), tgc_permute(P0, DIMS(0, 3, 1, 2), 4), P1, &(tgc_conv2d_opts){.padding = {1, 1}}))) \
+X(big_conv_channels_last_x, "tgc_conv2d tgc_permute", 16, 8, 15, "n:8,D,D,32 @n:64,32,3,3 | n:4,D,D,36 @n:64,36,3,3", tgc_conv2d(tgc_permute(A0, DIMS(0, 3, 1, 2), 4), P0, NULL, &(tgc_conv2d_opts){.stride = {2, 2}, .padding = {1, 1}})) \
 X(big_max_pool, "tgc_max_pool2d", 33, 32, 17, "n:8,64,D,31 | h:2,16,D,31", tgc_max_pool2d(A0, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}})) \
 X(big_avg_pool, "tgc_avg_pool2d", 33, 32, 17, "n:8,64,D,31", tgc_avg_pool2d(A0, &(tgc_pool2d_opts){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .exclude_padding = 1})) \
 X(big_adaptive_pool, "tgc_adaptive_avg_pool2d", 37, 32, 17, "n:4,64,D,37", tgc_adaptive_avg_pool2d(A0, 7, 5)) \

@@ -131,8 +131,11 @@ static int check(const ctx_t &c, float *const *f, const char *entry, const unsig
                         long long iw = ow * TGC_ATTR[1] - TGC_ATTR[3] + t * TGC_ATTR[5];
                         if (ih < 0 || ih >= G.ch || iw < 0 || iw >= G.cw)
                             continue;
-                        double p = (double)A[((img * G.cc + gi * cg + ci) * G.ch + ih) * G.cw + iw] *
-                                   (double)B[((co * cg + ci) * G.kh + r) * G.kw + t];
+                        // channels-last (TGC_CL): x NHWC, w OHWI
+                        double p = TGC_CL ? (double)A[((img * G.ch + ih) * G.cw + iw) * G.cc + gi * cg + ci] *
+                                                (double)B[((co * G.kh + r) * G.kw + t) * cg + ci]
+                                          : (double)A[((img * G.cc + gi * cg + ci) * G.ch + ih) * G.cw + iw] *
+                                                (double)B[((co * cg + ci) * G.kh + r) * G.kw + t];
                         s += p;
                         as += fabs(p);
                     }

@@ -244,6 +244,7 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
     const int conv = k->kind == KIR_CONV;
     memset(p, 0, sizeof *p);
     p->c.kind = k->kind;
+    p->c.cl = conv && t->cl;
     p->c.mode = mode;
     p->c.split_k = 1;
     p->es = mode >= TGC_CUDA_TPL_F16 ? 2 : 4;
@@ -322,8 +323,12 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
                 p->b = (opnd){1, padmn, 0, 0};
         }
     }
+    /* the im2col of x: MN-major, gathered by element; channels-last x in K-major 16-byte
+     * chunks (SIMT's stages stay MN-major) */
     if (conv)
-        p->b = (opnd){1, p->b_pad, 0, 0};
+        p->b = t->cl && mode != TGC_CUDA_TPL_SIMT
+                   ? (opnd){0, mode >= TGC_CUDA_TPL_F16 ? 8 : 4, 1, 1}
+                   : (opnd){1, p->b_pad, 0, 0};
     p->c.smem_bytes = smem_of(p);
     if (wgmma) /* TF32 with an MN-major operand: mma.sync, and the TMA entry rewrites it */
         add_tma(k, mode, M, N, p);
@@ -495,6 +500,12 @@ static int force_tile(plan *p, const tgc_cuda_tpl *f)
     const opnd *o[2] = {&p->a, &p->b};
     const int mn[2] = {c->bm, c->bn};
     for (int i = 0; i < 2; i++) {
+        if (i == 1 && conv && c->cl) { /* tgc_im2col_cl's chunks of v channels */
+            int ch = c->bk / v;
+            if (c->bk % v || nt % ch || (c->bn * ch) % nt || (c->bn * c->bk) % nt)
+                return 0;
+            continue;
+        }
         if (i == 1 && conv) {
             int rs = nt >= c->bn ? nt / c->bn : 1;
             if ((c->bn % nt && nt % c->bn) || c->bk % rs)
@@ -612,7 +623,10 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
     if (c->wg) {
         tgc_sb_printf(&o, "    typedef tgc_ld_sw<%d, %d, %d, %d, %d, %d, %d> LA;\n", p.es, c->bm,
                       c->bk, c->threads, p.a.layout, p.a.vec, p.a.kfast);
-        if (conv)
+        if (conv && c->cl)
+            tgc_sb_printf(&o, "    typedef tgc_im2col_cl<%d, %d, %d, %d, 0, 0, 1> LB;\n", p.es,
+                          c->bn, c->bk, c->threads);
+        else if (conv)
             tgc_sb_printf(&o, "    typedef tgc_im2col<%d, %d, %d, %d, 0, 1> LB;\n", p.es, c->bn,
                           c->bk, c->threads);
         else
@@ -621,7 +635,10 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
     } else {
         tgc_sb_printf(&o, "    typedef tgc_ld<%d, %d, %d, %d, %d, %d, %d, %d> LA;\n", p.es, c->bm,
                       c->bk, c->threads, p.a.layout, p.a.pad, p.a.vec, p.a.kfast);
-        if (conv)
+        if (conv && c->cl)
+            tgc_sb_printf(&o, "    typedef tgc_im2col_cl<%d, %d, %d, %d, %d, %d, 0> LB;\n", p.es,
+                          c->bn, c->bk, c->threads, p.b.layout, p.b.pad);
+        else if (conv)
             tgc_sb_printf(&o, "    typedef tgc_im2col<%d, %d, %d, %d, %d> LB;\n", p.es, c->bn,
                           c->bk, c->threads, p.b.pad);
         else
@@ -713,7 +730,10 @@ void tgc_cuda_tpl_describe(const tgc_cuda_tpl *c, char *buf, size_t n)
                  c->tma_bn, 128 / (c->mode >= TGC_CUDA_TPL_F16 ? 2 : 4), c->tma_stages,
                  c->tma_smem);
     snprintf(buf, n, "%s %s %s %dx%dx%d, %s, %d stages, %d threads, %u B smem: %s%s",
-             c->kind == KIR_CONV ? "conv" : "GEMM", mode,
+             c->kind != KIR_CONV ? "GEMM"
+             : c->cl             ? "conv channels-last"
+                                 : "conv",
+             mode,
              c->wg                          ? "wgmma"
              : c->mode == TGC_CUDA_TPL_SIMT ? "fma"
                                             : "mma.sync",

@@ -540,6 +540,139 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
     }
 };
 
+// The im2col operand of a channels-last conv (x NHWC, the weights OHWI: k = (r, s, ci) of one
+// group, ci fastest; n = (img, oh, ow)). Each pixel's k run within one tap is contiguous in
+// x, so a stage is filled in 16-byte chunks of V channels: chunk c of row n of the tile
+// (K-major, L 0, padded or swizzled SW; or MN-major, L 1, fp32 only, as four 4-byte copies).
+// Thread t owns the chunk column (t % C) V of every k tile (its tap decoded once per tile) and
+// the rows t / C + i NT / C (their pixel decoded once, in init, kept as a 32-bit pixel index).
+// `vec` (per call): x 16-byte aligned, the channels of x and of a group multiples of V (no
+// chunk straddles a tap) and fewer than 2^31 pixels; otherwise each element is gathered and
+// decoded on its own.
+template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im2col_cl {
+    static constexpr int L = L_;
+    static constexpr int LD = L == 0 ? BK + PAD : BN + PAD;
+    static constexpr int SIZE = SW ? BN * BK : (L == 0 ? BN : BK) * LD;
+    static constexpr int V = 16 / ES;
+    static constexpr int C = BK / V;
+    static constexpr int CPT = BN * C / NT;
+    static_assert(BK % V == 0 && NT % C == 0 && (BN * C) % NT == 0, "im2col_cl: chunks and threads");
+    static_assert((BN * BK) % NT == 0, "im2col_cl: elements and threads");
+    static_assert(L == 0 || (ES == 4 && !SW), "im2col_cl: MN-major stages are fp32, unswizzled");
+    const char *x;
+    long long K, ohw, ntot, n0;
+    int H, W, CH, CG, KW, OW, SH, SWD, PH, PW, DH, DW, gofs;
+    bool vec;
+    int cpx[CPT]; // the row's pixel (image, ih0, iw0) of x, as (image H + ih0) W + iw0
+    int cih[CPT], ciw[CPT];
+    __device__ __forceinline__ static int row(int i)
+    {
+        return (int)threadIdx.x / C + i * (NT / C);
+    }
+    __device__ __forceinline__ void init(const char *x_, const tgc_gemm_geom &G,
+                                         const tgc_conv_attr &at, long long n0_, long long gi)
+    {
+        x = x_;
+        H = (int)G.ch;
+        W = (int)G.cw;
+        CH = (int)G.cc;
+        CG = (int)(G.cc / at.groups);
+        KW = (int)G.kw;
+        OW = (int)G.ow;
+        SH = at.sh;
+        SWD = at.sw;
+        PH = at.ph;
+        PW = at.pw;
+        DH = at.dh;
+        DW = at.dw;
+        gofs = (int)(gi * CG);
+        K = (long long)CG * G.kh * G.kw;
+        ohw = G.oh * G.ow;
+        ntot = G.cn * ohw;
+        n0 = n0_;
+        vec = (unsigned long long)x % 16 == 0 && CH % V == 0 && CG % V == 0 &&
+              G.cn * G.ch * G.cw < (1LL << 31);
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            long long n = n0 + row(i);
+            if (n < ntot) {
+                long long img = n / ohw, q = n - img * ohw;
+                int oh = (int)(q / OW), ow = (int)(q - (long long)oh * OW);
+                int ih0 = oh * SH - PH, iw0 = ow * SWD - PW;
+                cih[i] = ih0;
+                ciw[i] = iw0;
+                cpx[i] = (int)((img * H + ih0) * W + iw0);
+            } else {
+                cih[i] = -(1 << 28); // every tap out of bounds
+                ciw[i] = 0;
+                cpx[i] = 0;
+            }
+        }
+    }
+    __device__ __forceinline__ static int soff(int n, int k)
+    {
+        return SW ? tgc_sw_off<0, BN, BK, ES>(n, k) : (L == 0 ? n * LD + k : k * LD + n) * ES;
+    }
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        if (!vec) {
+#pragma unroll 1
+            for (int i = 0; i < BN * BK / NT; i++)
+                elem(s, k0, i);
+            return;
+        }
+        const int c = ((int)threadIdx.x % C) * V;
+        const long long kk = k0 + c;
+        int rd = -(1 << 28), td = 0, dp = 0;
+        const char *xc = x;
+        if (kk < K) { // K < 2^31: 32-bit division (by a constant when CG, KW are)
+            int k32 = (int)kk, tap = k32 / CG, ci = k32 - tap * CG;
+            int r = tap / KW, t = tap - r * KW;
+            rd = r * DH;
+            td = t * DW;
+            dp = rd * W + td; // the tap's pixel offset
+            xc = x + (long long)(gofs + ci) * ES;
+        }
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            int ih = cih[i] + rd, iw = ciw[i] + td;
+            bool ok = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+            const char *src = ok ? xc + (long long)(cpx[i] + dp) * (CH * ES) : x;
+            const int n = row(i);
+            if (L == 0) {
+                tgc_cp16(s + soff(n, c), src, ok ? 16 : 0);
+            } else {
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    tgc_cp4(s + soff(n, c + j), ok ? src + 4 * j : x, ok ? 4 : 0);
+            }
+        }
+    }
+    // one element, everything decoded here (the unaligned or odd-channel fallback)
+    __device__ __forceinline__ void elem(char *s, long long k0, int i) const
+    {
+        const int e = (int)threadIdx.x + i * NT, k = e % BK, n = e / BK;
+        const long long kk = k0 + k, nn = n0 + n;
+        bool ok = kk < K && nn < ntot;
+        const char *src = x;
+        if (ok) {
+            long long img = nn / ohw, q = nn - img * ohw;
+            int oh = (int)(q / OW), ow = (int)(q - (long long)oh * OW);
+            int k32 = (int)kk, tap = k32 / CG, ci = k32 - tap * CG;
+            int r = tap / KW, t = tap - r * KW;
+            int ih = oh * SH - PH + r * DH, iw = ow * SWD - PW + t * DW;
+            ok = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+            if (ok)
+                src = x + (((img * H + ih) * W + iw) * CH + gofs + ci) * ES;
+        }
+        if (ES == 4)
+            tgc_cp4(s + soff(n, k), src, ok ? 4 : 0);
+        else
+            *(unsigned short *)(s + soff(n, k)) =
+                ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
+    }
+};
+
 // element (mn, k) of a stage in layout L with row length LD
 template <int L, int LD> __device__ __forceinline__ int tgc_sidx(int mn, int k)
 {
