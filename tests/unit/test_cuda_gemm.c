@@ -375,12 +375,15 @@ static void conv_shapes_compile(void **state)
     }
 }
 
-/* A conv graph: x [n, h, w, c] (channels-last: viewed as NCHW) or [n, c, h, w]; w [o, kh, kw,
+/* A conv graph: x [n, h, w, c] (channels-last: viewed as NCHW; x_cl 2: n and h symbolic) or
+ * [n, c, h, w]; w [o, kh, kw,
  * c] (channels-last) or [o, c, kh, kw]; 3x3, padding 1. Returns the conv node. */
 static int32_t cl_conv_graph(tgc_graph *g, tgc_dtype dt, int x_cl, int w_cl)
 {
     static const int64_t to_nchw[4] = {0, 3, 1, 2};
     tgc_sdim sx[4] = {8, 16, 16, 64}, sw[4] = {128, 3, 3, 64};
+    if (x_cl == 2) /* batch and height symbolic */
+        sx[0] = tgc_sym_new(g->syms, 8, 0, 0), sx[1] = tgc_sym_new(g->syms, 16, 0, 0);
     if (!x_cl)
         sx[1] = 64, sx[2] = 16, sx[3] = 16;
     if (!w_cl)
@@ -425,7 +428,7 @@ static void channels_last_conv_reads_in_place(void **state)
                  {TGC_F32, TGC_PRECISION_HIGH, 80},    {TGC_F16, TGC_PRECISION_HIGHEST, 80}};
     for (int m = 0; m < N_OF(modes); m++) {
         tgc_graph *g = tgc_graph_create();
-        int32_t c = cl_conv_graph(g, modes[m].dt, 1, 1);
+        int32_t c = cl_conv_graph(g, modes[m].dt, m == 1 ? 2 : 1, 1);
         assert_true(kir_template_ok(g, c, cu));
         assert_false(kir_template_ok(g, c, &plain));
         tk t;

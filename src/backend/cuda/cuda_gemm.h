@@ -18,7 +18,8 @@
  * instead (the program then compiles for sm_90a): operand tiles in 128-byte-swizzled stages,
  * one 64-row slab per consumer warpgroup; TF32 needs both operands K-major in memory (stride 1
  * along k, or gathered element-wise: conv's im2col, operands strided both ways), otherwise
- * the kernel keeps mma.sync. TF32 stages are rounded to tf32 in shared memory (cvt.rna, as
+ * the kernel keeps mma.sync. A conv of channels-last operands (kir_template.cl) gathers x
+ * in 16-byte chunks of channels into K-major stages (tgc_im2col_cl). TF32 stages are rounded to tf32 in shared memory (cvt.rna, as
  * the mma.sync path rounds its fragments) before wgmma reads them. The render is a pure function of
  * (k, slots, prec, sm); rendering and launch geometry are thread-safe. */
 #ifndef TGC_BACKEND_CUDA_GEMM_H
