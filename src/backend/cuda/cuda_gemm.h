@@ -19,9 +19,10 @@
  * one 64-row slab per consumer warpgroup; TF32 needs both operands K-major in memory (stride 1
  * along k, or gathered element-wise: conv's im2col, operands strided both ways), otherwise
  * the kernel keeps mma.sync. A conv of channels-last operands (kir_template.cl) gathers x
- * in 16-byte chunks of channels into K-major stages (tgc_im2col_cl). TF32 stages are rounded to tf32 in shared memory (cvt.rna, as
- * the mma.sync path rounds its fragments) before wgmma reads them. The render is a pure function of
- * (k, slots, prec, sm); rendering and launch geometry are thread-safe. */
+ * in 16-byte chunks of channels into K-major stages (tgc_im2col_cl). TF32 stages are
+ * rounded to tf32 in shared memory (cvt.rna, as the mma.sync path rounds its fragments)
+ * before wgmma reads them. The render is a pure function of (k, slots, prec, sm); rendering
+ * and launch geometry are thread-safe. */
 #ifndef TGC_BACKEND_CUDA_GEMM_H
 #define TGC_BACKEND_CUDA_GEMM_H
 
