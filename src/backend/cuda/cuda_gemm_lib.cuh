@@ -547,8 +547,9 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
 // Thread t owns the chunk column (t % C) V of every k tile (its tap decoded once per tile) and
 // the rows t / C + i NT / C (their pixel decoded once, in init, kept as a 32-bit pixel index).
 // `vec` (per call): x 16-byte aligned, the channels of x and of a group multiples of V (no
-// chunk straddles a tap) and fewer than 2^31 pixels; otherwise each element is gathered and
-// decoded on its own.
+// chunk straddles a tap) and fewer than 2^31 pixels (`pix`). Otherwise, with `pix`, the same
+// rows take their chunk's V elements one by one, each element's tap decoded once for all the
+// rows (3-channel stems, odd channel counts); without it each element is decoded alone.
 template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im2col_cl {
     static constexpr int L = L_;
     static constexpr int LD = L == 0 ? BK + PAD : BN + PAD;
@@ -562,7 +563,7 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im
     const char *x;
     long long K, ohw, ntot, n0;
     int H, W, CH, CG, KW, OW, SH, SWD, PH, PW, DH, DW, gofs;
-    bool vec;
+    bool vec, pix;
     int cpx[CPT]; // the row's pixel (image, ih0, iw0) of x, as (image H + ih0) W + iw0
     int cih[CPT], ciw[CPT];
     __device__ __forceinline__ static int row(int i)
@@ -590,8 +591,8 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im
         ohw = G.oh * G.ow;
         ntot = G.cn * ohw;
         n0 = n0_;
-        vec = (unsigned long long)x % 16 == 0 && CH % V == 0 && CG % V == 0 &&
-              G.cn * G.ch * G.cw < (1LL << 31);
+        pix = G.cn * G.ch * G.cw < (1LL << 31);
+        vec = pix && (unsigned long long)x % 16 == 0 && CH % V == 0 && CG % V == 0;
 #pragma unroll
         for (int i = 0; i < CPT; i++) {
             long long n = n0 + row(i);
@@ -616,9 +617,15 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
         if (!vec) {
+            if (pix) {
 #pragma unroll 1
-            for (int i = 0; i < BN * BK / NT; i++)
-                elem(s, k0, i);
+                for (int j = 0; j < V; j++)
+                    elems(s, k0, j);
+            } else {
+#pragma unroll 1
+                for (int i = 0; i < BN * BK / NT; i++)
+                    elem(s, k0, i);
+            }
             return;
         }
         const int c = ((int)threadIdx.x % C) * V;
@@ -648,7 +655,34 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im
             }
         }
     }
-    // one element, everything decoded here (the unaligned or odd-channel fallback)
+    // element j of this thread's chunk in each of its rows (k decoded once for them)
+    __device__ __forceinline__ void elems(char *s, long long k0, int j) const
+    {
+        const int c = ((int)threadIdx.x % C) * V + j;
+        const long long kk = k0 + c;
+        int rd = -(1 << 28), td = 0, dp = 0;
+        const char *xc = x;
+        if (kk < K) {
+            int k32 = (int)kk, tap = k32 / CG, ci = k32 - tap * CG;
+            int r = tap / KW, t = tap - r * KW;
+            rd = r * DH;
+            td = t * DW;
+            dp = rd * W + td;
+            xc = x + (long long)(gofs + ci) * ES;
+        }
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            int ih = cih[i] + rd, iw = ciw[i] + td;
+            bool ok = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+            const char *src = ok ? xc + (long long)(cpx[i] + dp) * (CH * ES) : x;
+            char *dst = s + soff(row(i), c);
+            if (ES == 4)
+                tgc_cp4(dst, src, ok ? 4 : 0);
+            else
+                *(unsigned short *)dst = ok ? __ldg((const unsigned short *)src) : (unsigned short)0;
+        }
+    }
+    // one element, everything decoded here (more than 2^31 pixels)
     __device__ __forceinline__ void elem(char *s, long long k0, int i) const
     {
         const int e = (int)threadIdx.x + i * NT, k = e % BK, n = e / BK;
