@@ -879,6 +879,9 @@ static void tensor_maps_encode_or_say_why(void **state)
         free(c);
         return;
     }
+    /* the driver encodes maps only with a context current (the backend's launches have one) */
+    if (tgc_cuda_enter(0) != TGC_OK)
+        fail_msg("%s", tgc_last_error());
     if (tgc_cuda_tmap_encode(&d, map) != TGC_OK)
         fail_msg("a valid map was refused: %s", tgc_last_error());
     /* the cache: the first get encodes, an equal description is a hit with the same bytes,
