@@ -24,8 +24,9 @@ typedef struct tgc_cuda_tmap_desc {
 
 /* Encodes d into out (128 bytes, 64-byte aligned: a CUtensorMap). The CUDA driver must be
  * loaded (tgc_cuda_load) and a context current on the calling thread (tgc_cuda_enter; without
- * one the driver answers CUDA_ERROR_INVALID_CONTEXT). TGC_ERR_INVALID_ARG when the driver refuses the description (the
- * caller then launches a kernel that does not need the map), with its message. */
+ * one the driver answers CUDA_ERROR_INVALID_CONTEXT). TGC_ERR_INVALID_ARG when the driver refuses
+ * the description (the caller then launches a kernel that does not need the map), with its message.
+ */
 tgc_status tgc_cuda_tmap_encode(const tgc_cuda_tmap_desc *d, void *out);
 
 /* The maps a kernel launched with lately, so that a launch whose operands did not move (the
