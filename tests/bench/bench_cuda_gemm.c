@@ -750,6 +750,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
 int main(int argc, char **argv)
 {
     setenv("TGC_CUDA_TMA", "1", 0); /* both entries checked and timed, unless asked otherwise */
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a run cut by a time limit keeps every finished line */
     int quick = argc > 1 && !strcmp(argv[1], "quick");
     int wsweep = argc > 1 && !strcmp(argv[1], "sweep-wgmma");
     int sweep = wsweep || (argc > 1 && !strcmp(argv[1], "sweep"));
