@@ -547,9 +547,10 @@ template <int ES, int BN, int BK, int NT, int PAD, int SW = 0> struct tgc_im2col
 // Thread t owns the chunk column (t % C) V of every k tile (its tap decoded once per tile) and
 // the rows t / C + i NT / C (their pixel decoded once, in init, kept as a 32-bit pixel index).
 // `vec` (per call): x 16-byte aligned, the channels of x and of a group multiples of V (no
-// chunk straddles a tap) and fewer than 2^31 pixels (`pix`). Otherwise, with `pix`, the same
-// rows take their chunk's V elements one by one, each element's tap decoded once for all the
-// rows (3-channel stems, odd channel counts); without it each element is decoded alone.
+// chunk straddles a tap) and fewer than 2^31 pixels (`pix`). Otherwise channel counts no
+// multiple of V (3-channel stems) take the same rows' chunk elements one by one, each
+// element's tap decoded once for all the rows; an unaligned x or more pixels decodes each
+// element alone.
 template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im2col_cl {
     static constexpr int L = L_;
     static constexpr int LD = L == 0 ? BK + PAD : BN + PAD;
@@ -617,7 +618,9 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SW> struct tgc_im
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
         if (!vec) {
-            if (pix) {
+            // channel counts no multiple of V (constant: the other branch compiles away when
+            // they are multiples, keeping this one's registers out of the chunked kernels)
+            if (pix && (CH % V || CG % V)) {
 #pragma unroll 1
                 for (int j = 0; j < V; j++)
                     elems(s, k0, j);
