@@ -24,12 +24,14 @@
  * shared-memory value shows as an error of the size of a product, far above the bound (the
  * rounding of the operands alone makes errors of about 2^-8 of a product, which a bound of
  * 1e-2 of sum |a_k b_k| can never see). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tgc/tgc.h"
 
@@ -50,6 +52,14 @@ int main(void)
 #include "kir/lower.h"
 #include "passes/fuse.h"
 #include "runtime/cuda_host.h"
+
+/* seconds of wall time, for the per-case cost printed after each line */
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* ---- the driver API, by hand (cuda.h is for runtime/ and src/backend/cuda only) ---- */
 typedef int CUres;
@@ -543,10 +553,13 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         tgc_graph_free(g);
         return r;
     }
+    double t_compile = wall_s();
     if (tgc_nvrtc_compile(tc->name, src, sm, &cubin, &cubin_n, NULL) != TGC_OK) {
         fprintf(stderr, "%s: %s\n", tc->name, tgc_last_error());
         return 1;
     }
+    t_compile = wall_s() - t_compile;
+    double t_fill = wall_s();
     void *mod, *fn;
     CU(cu.ModuleLoadData(&mod, cubin));
     CU(cu.ModuleGetFunction(&fn, mod, "tgc_k"));
@@ -615,6 +628,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         }
     }
     void *twsp = (void *)(uintptr_t)tws;
+    t_fill = wall_s() - t_fill;
     int bad_any = 0;
     for (int variant = 0; variant < (fn_tma ? 2 : 1); variant++) {
         void *params[7] = {bufs, sizes, &geo, &wsp, NULL, NULL, NULL};
@@ -633,6 +647,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
             const hostbuf *ob = &hb[k->tpl.out];
             CU(cu.MemsetD8(ob->d, 0xff, ob->n * tgc_dtype_size(ob->dt)));
         }
+        double t_check = wall_s();
         CU(cu.Launch(vfn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, NULL,
                      params, NULL));
         CU(cu.CtxSync());
@@ -689,6 +704,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
                 worst = err / lim;
         }
         free(raw);
+        t_check = wall_s() - t_check;
         double flops = is_conv(tc) ? 2.0 * (double)geo.cn * geo.co * geo.oh * geo.ow *
                                          (geo.cc / t->attrs.i[6]) * geo.kh * geo.kw
                                    : 2.0 * (double)geo.batch * geo.M * geo.N * geo.K;
@@ -725,7 +741,11 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
                total);
         if (tflops > 0)
             printf("  %.1f TFLOP/s", tflops);
-        printf("\n");
+        /* where a case's seconds go (the first line of a case: compile and setup too) */
+        if (variant)
+            printf("  [check %.2f s]\n", t_check);
+        else
+            printf("  [compile %.2f s, setup %.2f s, check %.2f s]\n", t_compile, t_fill, t_check);
         bad_any |= bad != 0;
     }
     for (int i = 0; i < nb; i++) {
@@ -749,7 +769,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
 
 int main(int argc, char **argv)
 {
-    setenv("TGC_CUDA_TMA", "1", 0); /* both entries checked and timed, unless asked otherwise */
+    setenv("TGC_CUDA_TMA", "1", 0);   /* both entries checked and timed, unless asked otherwise */
     setvbuf(stdout, NULL, _IOLBF, 0); /* a run cut by a time limit keeps every finished line */
     int quick = argc > 1 && !strcmp(argv[1], "quick");
     int wsweep = argc > 1 && !strcmp(argv[1], "sweep-wgmma");
@@ -1128,6 +1148,12 @@ int main(int argc, char **argv)
             {"bf16x bmm 3x127x200 K65", C_BMM_B2, 2, {127, 200, 65, 3}, 0, NULL},
             {"bf16x conv stem 7x7/2", C_CONV, 2, {8, 3, 32, 32, 64, 7, 7, 2, 3, 1, 1}, 0, NULL},
             {"bf16x conv s2 d2 g4", C_CONV, 2, {4, 16, 33, 31, 32, 3, 3, 2, 2, 2, 4}, 0, NULL},
+            {"bf16x cl conv 64ch 16x16 +b+relu",
+             C_CONV_CL,
+             2,
+             {8, 64, 16, 16, 128, 3, 3, 1, 1, 1, 1},
+             1,
+             NULL},
             /* channels-last convolutions: 16-byte chunks of channels (8 and 16 of them), 6
              * channels (element by element), split-K; on sm_80 the mma.sync paths */
             {"cl conv+bias+res+relu", C_CONV_CL, 1, {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 2, NULL},

@@ -128,8 +128,7 @@ void tgc_cuda_template_launch(const tgc_cuda_tpl *cfg, const kir_kernel *k, cons
 
 /* 1 when sm_90a GEMM programs get the warp-specialized TMA entry (tgc_cuda_tpl.tma_bn): the
  * environment's TGC_CUDA_TMA (1 or 0), read once per process, else the library's default
- * (off in this build: the entry is new and opt-in until it has run on every GPU test).
- * Thread-safe. */
+ * (on). Thread-safe. */
 int tgc_cuda_gemm_tma(void);
 
 /* A launch of the warp-specialized TMA kernel: the tensor maps of A and B to encode

@@ -1289,8 +1289,13 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
     const long long total = pb.batch * tiles_m * tiles_n, units = total * splits;
     const int ktiles = (int)((pb.K + BK - 1) / BK);
     // registers: the producer's TMA loop needs few, its TF32 rounding warps some more; the
-    // consumers take the rest (128 x PRODUCER + 256 x CONSUMER <= 64 K)
-    constexpr int PREG = ROUND ? 64 : 40, CREG = ROUND ? 224 : 232;
+    // consumers take what the producer gives back. setmaxnreg.inc draws on the CTA's pool
+    // only, which holds what the launch allocated (LREG a thread: 64 K / 384 in units of 8)
+    // and what setmaxnreg.dec released; an increase the pool cannot meet blocks for ever.
+    constexpr int LREG = 65536 / (128 * (NC + 1)) / 8 * 8, PREG = ROUND ? 64 : 40;
+    constexpr int CREG = (LREG + (LREG - PREG) / NC) / 8 * 8;
+    static_assert(NC * (CREG - LREG) <= LREG - PREG && CREG % 8 == 0 && PREG % 8 == 0,
+                  "setmaxnreg: the consumers ask for more registers than the producer frees");
     if (wg == 0) {
         tgc_setmaxnreg_dec<PREG>();
         if (threadIdx.x == 0) {
