@@ -559,7 +559,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         return 1;
     }
     t_compile = wall_s() - t_compile;
-    double t_fill = wall_s();
+    double t_setup = wall_s();
     void *mod, *fn;
     CU(cu.ModuleLoadData(&mod, cubin));
     CU(cu.ModuleGetFunction(&fn, mod, "tgc_k"));
@@ -628,7 +628,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         }
     }
     void *twsp = (void *)(uintptr_t)tws;
-    t_fill = wall_s() - t_fill;
+    t_setup = wall_s() - t_setup;
     int bad_any = 0;
     for (int variant = 0; variant < (fn_tma ? 2 : 1); variant++) {
         void *params[7] = {bufs, sizes, &geo, &wsp, NULL, NULL, NULL};
@@ -745,7 +745,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         if (variant)
             printf("  [check %.2f s]\n", t_check);
         else
-            printf("  [compile %.2f s, setup %.2f s, check %.2f s]\n", t_compile, t_fill, t_check);
+            printf("  [compile %.2f s, setup %.2f s, check %.2f s]\n", t_compile, t_setup, t_check);
         bad_any |= bad != 0;
     }
     for (int i = 0; i < nb; i++) {

@@ -132,12 +132,12 @@ static void check_mode_ptx(const char *ptx, const tgc_cuda_tpl *cfg)
          * lowers its own from the 168 a thread of 384 gets at launch: setmaxnreg.inc takes
          * them from the block's pool alone, and an increase it cannot meet hangs the kernel
          * (the TF32 entry once asked 224 against a producer's 64) */
-        const char *inc = strstr(ptx, "setmaxnreg.inc.sync.aligned.u32 ");
-        const char *dec = strstr(ptx, "setmaxnreg.dec.sync.aligned.u32 ");
+        static const char inc_op[] = "setmaxnreg.inc.sync.aligned.u32 ",
+                          dec_op[] = "setmaxnreg.dec.sync.aligned.u32 ";
+        const char *inc = strstr(ptx, inc_op), *dec = strstr(ptx, dec_op);
         assert_non_null(inc);
         assert_non_null(dec);
-        int ri = atoi(inc + strlen("setmaxnreg.inc.sync.aligned.u32 "));
-        int rd = atoi(dec + strlen("setmaxnreg.dec.sync.aligned.u32 "));
+        int ri = atoi(inc + sizeof inc_op - 1), rd = atoi(dec + sizeof dec_op - 1);
         assert_true(ri > 168 && rd < 168);
         assert_true(2 * (ri - 168) <= 168 - rd);
     }
