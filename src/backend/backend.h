@@ -167,6 +167,13 @@ void tgc_backend_release(const tgc_backend *b, void *artifact);
 int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
                                    const char *indent);
 
+/* Appends "<indent>channels-last: N activations stored NHWC, M of K convs read NHWC input in
+ * place\n" for a compiled plan whose prepared graph keeps activations channels-last (copies
+ * of NHWC permutes: tgc_prepare_channels_last, or the caller's own); returns N (0: nothing
+ * appended; graph runners). */
+int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
+                                const char *indent);
+
 /* The number of leading steps of a compiled plan whose results are kept between calls (they
  * read module tensors and constants only: plan.h's tgc_plan_kept), and in *n_values how many
  * results; 0 for graph runners. */

@@ -131,6 +131,34 @@ int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, t
     return n;
 }
 
+int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
+                                const char *indent)
+{
+    const tgc_plan *p = artifact;
+    if (b->graph || !p)
+        return 0;
+    const tgc_graph *g = p->g;
+    int stored = 0, convs = 0, convs_cl = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        int32_t src, base;
+        int64_t perm[TGC_MAX_DIMS];
+        if (g->nodes[i].out.ndim == 4 && tgc_permuted_copy_of(g, i, &src, perm) && perm[0] == 0 &&
+            perm[1] == 2 && perm[2] == 3 && perm[3] == 1)
+            stored++;
+        if (g->nodes[i].op == TGC_OP_CONV2D) {
+            convs++;
+            convs_cl += kir_is_channels_last_view(g, g->nodes[i].in[0], &base);
+        }
+    }
+    if (stored)
+        tgc_sb_printf(sb,
+                      "%schannels-last: %d activation%s stored NHWC, %d of %d conv%s read NHWC "
+                      "input in place\n",
+                      indent, stored, stored == 1 ? "" : "s", convs_cl, convs,
+                      convs == 1 ? "" : "s");
+    return stored;
+}
+
 /* One perf line per op the backend hands to interp (or runs unfused on its own kernel) in
  * this variant. */
 static void log_fallbacks(const tgc_plan *p, const tgc_config *cfg, const char *name)

@@ -1,12 +1,15 @@
 /* Graph preparations the compiled backends share (their prepare hooks call them): contiguous
- * copies in front of views no affine access expresses, contiguous copies of GEMM / conv
+ * copies in front of views no affine access expresses, channels-last activations between
+ * convs (targets whose conv templates read and store NHWC), contiguous copies of GEMM / conv
  * operands a target's templates cannot stride through, and parameter-only nodes moved first
  * so their results can join template epilogues. Each takes the driver's clone of the graph;
  * `who` names the backend in messages. Thread-safe (the target of the operand pass is
  * thread-local for the call). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/classify.h"
 #include "backend/prepare.h"
 #include "ir/view_access.h"
 #include "kir/lower.h"
@@ -113,6 +116,110 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
     return tgc_rw_emit(rw, nd->op, in, nd->n_in, &nd->attrs);
 }
 
+/* ---- channels-last activations ---- */
+
+/* TGC_CHANNELS_LAST=0 in the environment keeps every activation NCHW (read once). */
+static pthread_once_t cl_once = PTHREAD_ONCE_INIT;
+static int cl_on = 1;
+
+static void read_cl(void)
+{
+    const char *e = getenv("TGC_CHANNELS_LAST");
+    cl_on = !(e && !strcmp(e, "0"));
+}
+
+/* The values tgc_prepare_channels_last stores NHWC, for its rewrite's predicate. */
+static _Thread_local const uint8_t *t_cl;
+
+static int cl_selected(const tgc_graph *g, int32_t i)
+{
+    (void)g;
+    return t_cl[i];
+}
+
+/* v, stored NHWC: its NCHW view over a channels-last copy (fusion makes the copy v's store). */
+static int32_t emit_channels_last(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
+{
+    (void)g;
+    static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    tgc_attrs none = {0};
+    int32_t v = tgc_rw_copy(rw, i);
+    int32_t t = v < 0 ? -1 : emit_permute(rw, v, to_nhwc);
+    t = t < 0 ? -1 : tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &t, 1, &none);
+    return t < 0 ? -1 : emit_permute(rw, t, to_nchw);
+}
+
+/* 1 when value v of g may be stored NHWC: a 4-D activation of a dtype the conv template has,
+ * computed by a kernel that can store it in another order (a conv template, a pointwise or
+ * window loop), no graph output and never written in place, read directly (no view) by at
+ * least one conv as its input and otherwise only by kernels that read it through strides
+ * (pointwise, reductions, pools; not conv gradients, opaque nodes or matmuls). */
+static int wants_channels_last(const tgc_graph *g, int32_t v, const kir_target *t,
+                               const uint8_t *is_output, const uint8_t *written)
+{
+    const tgc_node *nd = &g->nodes[v];
+    if (nd->out.ndim != 4 || nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op) || is_output[v] ||
+        written[v] || (nd->flags & TGC_NODE_MUTATES) || tgc_node_effects(nd) ||
+        !kir_target_has_template(t, KIR_TPL_CONV, nd->out.dtype))
+        return 0;
+    tgc_fuse_class pc = tgc_backend_classify(g, v, t);
+    if (pc != TGC_FUSE_POINTWISE && pc != TGC_FUSE_WINDOW &&
+        !(pc == TGC_FUSE_TEMPLATE && nd->op == TGC_OP_CONV2D))
+        return 0;
+    int convs = 0;
+    for (int32_t j = v + 1; j < g->n_nodes; j++) {
+        const tgc_node *u = &g->nodes[j];
+        for (int k = 0; k < u->n_in; k++) {
+            if (u->in[k] != v)
+                continue;
+            if (tgc_is_view_op(u->op))
+                return 0;
+            tgc_fuse_class c = tgc_backend_classify(g, j, t);
+            if (c == TGC_FUSE_TEMPLATE && u->op == TGC_OP_CONV2D && k == 0 &&
+                u->out.dtype == nd->out.dtype)
+                convs++;
+            else if (c != TGC_FUSE_POINTWISE && c != TGC_FUSE_REDUCE && c != TGC_FUSE_WINDOW)
+                return 0;
+        }
+    }
+    return convs > 0;
+}
+
+tgc_status tgc_prepare_channels_last(tgc_graph *g, const kir_target *t, int *n_values)
+{
+    int n = 0;
+    if (n_values)
+        *n_values = 0;
+    pthread_once(&cl_once, read_cl);
+    if (!t->conv_channels_last || !cl_on)
+        return TGC_OK;
+    size_t sz = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    uint8_t *sel = calloc(sz, 1), *is_output = calloc(sz, 1);
+    uint8_t *written = tgc_pass_mutated_values(g);
+    if (!sel || !is_output || !written) {
+        free(sel);
+        free(is_output);
+        free(written);
+        return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", t->name);
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        is_output[g->outputs[i]] = 1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        n += sel[i] = (uint8_t)wants_channels_last(g, i, t, is_output, written);
+    tgc_status st = TGC_OK;
+    if (n) {
+        t_cl = sel;
+        st = tgc_rw_nodes(g, cl_selected, emit_channels_last, NULL);
+        t_cl = NULL;
+    }
+    free(sel);
+    free(is_output);
+    free(written);
+    if (st == TGC_OK && n_values)
+        *n_values = n;
+    return st;
+}
+
 /* Moves every node that depends only on parameters and constants (batch-norm scale and shift from
  * the parameters, masks from constants) ahead of the rest, keeping order otherwise. Fusion lets a
  * node join a group only when its other operands come from older groups, so this is what lets a
@@ -185,8 +292,11 @@ tgc_status tgc_prepare_template_operands(tgc_graph *g, const kir_target *t)
 tgc_status tgc_prepare_for_target(tgc_graph *g, const kir_target *t)
 {
     tgc_status st = tgc_prepare_views(g, t->name);
+    if (st == TGC_OK) /* activations between convs channels-last, where the target has it */
+        st = tgc_prepare_channels_last(g, t, NULL);
     if (st == TGC_OK) /* copies of GEMM / conv operands the templates cannot stride through
-                       * (attention's per-head q and k): one pass buys the packed GEMM */
+                       * (attention's per-head q and k), channels-last weights for the convs
+                       * of channels-last activations: one pass buys the packed GEMM */
         st = tgc_prepare_template_operands(g, t);
     if (st == TGC_OK)
         st = tgc_prepare_hoist_input_only(g, t->name);

@@ -163,3 +163,32 @@ int tgc_view_of(const tgc_graph *g, int32_t v, tgc_view *out)
     default: return 0;
     }
 }
+
+int tgc_permuted_copy_of(const tgc_graph *g, int32_t i, int32_t *src, int64_t *perm)
+{
+    const tgc_node *nd = &g->nodes[i];
+    if (nd->op != TGC_OP_CONTIGUOUS || nd->n_in != 1)
+        return 0;
+    const tgc_node *p = &g->nodes[nd->in[0]];
+    if (p->op != TGC_OP_PERMUTE || p->n_in != 1 || tgc_is_view_op(g->nodes[p->in[0]].op) ||
+        p->attrs.ni != p->out.ndim)
+        return 0;
+    *src = p->in[0];
+    if (perm)
+        for (int j = 0; j < p->attrs.ni; j++)
+            perm[j] = p->attrs.i[j];
+    return 1;
+}
+
+void tgc_permuted_copy_strides(const tgc_graph *g, int32_t i, tgc_sdim *strides)
+{
+    int32_t src;
+    int64_t perm[TGC_MAX_DIMS];
+    tgc_sdim cs[TGC_MAX_DIMS];
+    const tgc_vinfo *v = &g->nodes[i].out;
+    if (!tgc_permuted_copy_of(g, i, &src, perm))
+        return;
+    tgc_sym_contiguous_strides(g->syms, v, cs);
+    for (int j = 0; j < v->ndim; j++)
+        strides[perm[j]] = cs[j];
+}

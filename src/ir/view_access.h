@@ -24,6 +24,13 @@ void tgc_sym_contiguous_strides(tgc_symtab *t, const tgc_vinfo *v, tgc_sdim *str
  * stride[d+1] * size[d+1]; size-1 dims are ignored. *merged gets the inner stride. */
 int tgc_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *strides, int a, int b,
                        tgc_sdim *merged);
+/* 1 when node i is a contiguous copy of a permute of a non-view value *src (CONTIGUOUS over
+ * PERMUTE over src): src's elements stored in another dim order. perm (may be NULL; as many
+ * entries as dims) gets the order: dim j of i is dim perm[j] of src. */
+int tgc_permuted_copy_of(const tgc_graph *g, int32_t i, int32_t *src, int64_t *perm);
+/* For such a copy i: where element (i_0, ..) of its source lands in i's buffer, as one
+ * stride per dim of the source (sum_d strides[d] * i_d). */
+void tgc_permuted_copy_strides(const tgc_graph *g, int32_t i, tgc_sdim *strides);
 /* 1 when a and b are the same dim (constants compare by value). */
 static inline int tgc_sdim_same(tgc_sdim a, tgc_sdim b)
 {

@@ -75,6 +75,7 @@ char *tgc_fn_explain(const tgc_fn *cf)
             else if (!v->backend->graph)
                 tgc_sb_puts(&sb, "  no step on interp\n");
             tgc_free(fb_text);
+            tgc_backend_describe_layout(v->backend, v->artifact, &sb, "  ");
             int n_kept_values = 0,
                 n_kept = tgc_backend_kept_steps(v->backend, v->artifact, &n_kept_values);
             if (n_kept)

@@ -180,8 +180,9 @@ char *kir_kernel_to_text(const kir_kernel *k, const tgc_symtab *syms)
         put_dim(&sb, syms, k->tpl.N);
         tgc_sb_puts(&sb, " K ");
         put_dim(&sb, syms, k->tpl.K);
-        tgc_sb_printf(&sb, " a=buf%d b=buf%d out=buf%d %s\n", k->tpl.a, k->tpl.b, k->tpl.out,
-                      tgc_dtype_name(k->tpl.dtype));
+        tgc_sb_printf(&sb, " a=buf%d b=buf%d out=buf%d %s%s%s\n", k->tpl.a, k->tpl.b, k->tpl.out,
+                      tgc_dtype_name(k->tpl.dtype), k->tpl.cl ? " reads NHWC" : "",
+                      k->tpl.out_cl ? " stores NHWC" : "");
     }
     for (int i = 0; i < k->n_bufs; i++)
         tgc_sb_printf(&sb, "  buf%d = %%%d %s%s\n", i, k->bufs[i].value,

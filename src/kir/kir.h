@@ -134,6 +134,10 @@ typedef struct kir_template {
      * in place; k runs over (r, s, ci), ci fastest), 0 when both are contiguous NCHW / OIHW.
      * A target's template takes 1 only where kir_target.conv_channels_last says so. */
     int cl;
+    /* CONV: 1 when the result is stored channels-last: out is a [N, OH, OW, O] buffer (the
+     * epilogue's (image, channel, pixel) at (image OH OW + pixel) O + channel), 0: NCHW.
+     * Only where kir_target.conv_channels_last says so (kir_permuted_store_ok). */
+    int out_cl;
 } kir_template;
 
 typedef struct kir_kernel {

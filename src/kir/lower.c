@@ -121,6 +121,14 @@ static int reads_through_values(const tgc_graph *g, const tgc_fusion *f, int32_t
     return gr->kind == TGC_GROUP_TEMPLATE && i != gr->anchor;
 }
 
+/* 1 when node i is the store of a value *src of its own group in another dim order (a
+ * contiguous copy of a permute of *src that fusion joined to *src's group). */
+static int permuted_member(const tgc_graph *g, const tgc_fusion *f, int32_t i, int32_t *src)
+{
+    return f->group_of[i] >= 0 && tgc_permuted_copy_of(g, i, src, NULL) &&
+           f->group_of[*src] == f->group_of[i];
+}
+
 uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
 {
     uint8_t *m = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
@@ -134,7 +142,8 @@ uint8_t *kir_materialized(const tgc_graph *g, const tgc_fusion *f)
     for (int32_t i = 0; i < g->n_nodes; i++) {
         const tgc_node *nd = &g->nodes[i];
         base[i] = tgc_is_view_op(nd->op) ? base[nd->in[0]] : i;
-        if (tgc_is_view_op(nd->op))
+        int32_t src;
+        if (tgc_is_view_op(nd->op) || permuted_member(g, f, i, &src))
             continue;
         for (int k = 0; k < nd->n_in; k++) {
             int32_t u = nd->in[k], b = base[u];
@@ -361,6 +370,16 @@ static int epilogue_access(const tgc_graph *g, const tpl_geo *geo, const tgc_vin
             !tgc_dims_mergeable(g->syms, S->shape, st, geo->vlo[v], geo->vhi[v], &acc->stride[v]))
             return 0;
     return 1;
+}
+
+int kir_permuted_store_ok(const tgc_graph *g, int32_t tpl, int32_t node)
+{
+    int32_t src;
+    int64_t p[TGC_MAX_DIMS];
+    const tgc_node *t = &g->nodes[tpl];
+    return t->op == TGC_OP_CONV2D && t->out.ndim == 4 && tgc_permuted_copy_of(g, node, &src, p) &&
+           g->nodes[node].out.ndim == 4 && p[0] == 0 && p[1] == 2 && p[2] == 3 && p[3] == 1 &&
+           g->nodes[node].out.dtype == t->out.dtype;
 }
 
 int kir_epilogue_operand_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand)
@@ -743,7 +762,20 @@ static int add_store(lctx *c, int32_t i, int32_t val, int phase)
 {
     const tgc_vinfo *v = &c->g->nodes[i].out;
     kir_store s = {0};
-    own_access(c, v, &s.at);
+    int32_t src;
+    if (permuted_member(c->g, c->f, i, &src)) {
+        /* src's elements, in i's order: i's strides per dim of src, over src's vars */
+        const tgc_vinfo *sv = &c->g->nodes[src].out;
+        tgc_sdim st[TGC_MAX_DIMS];
+        int dd[TGC_MAX_DIMS];
+        tgc_permuted_copy_strides(c->g, i, st);
+        node_dims(c, sv, dd);
+        for (int j = 0; j < sv->ndim; j++)
+            if (!tgc_sdim_is(sv->shape[j], 1))
+                s.at.stride[c->var_of_dim[dd[j]]] = st[j];
+    } else {
+        own_access(c, v, &s.at);
+    }
     s.at.buf = kir_buf_of(c->k, i, v->dtype, 1);
     s.val = val;
     s.dtype = v->dtype;
@@ -857,8 +889,10 @@ static tgc_status lower_loop(lctx *c)
     for (int m = 0; m < gr->n_members; m++) {
         int32_t i = gr->members[m];
         const tgc_node *nd = &c->g->nodes[i];
-        int32_t v;
-        if (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) {
+        int32_t v, src;
+        if (permuted_member(c->g, c->f, i, &src)) {
+            v = c->val_of[src]; /* src's value, stored in i's order (add_store) */
+        } else if (nd->op == TGC_OP_MAX_POOL2D || nd->op == TGC_OP_AVG_POOL2D) {
             v = lower_window(c, i);
         } else if (nd->op == TGC_OP_FLIP) {
             v = lower_flip(c, i);
@@ -951,7 +985,21 @@ static tgc_status lower_template(lctx *c)
     for (int m = 1; m < gr->n_members; m++) {
         int32_t i = gr->members[m];
         const tgc_node *nd = &g->nodes[i];
-        int32_t ins[3];
+        int32_t ins[3], src;
+        int64_t perm[TGC_MAX_DIMS];
+        if (permuted_member(g, c->f, i, &src)) {
+            /* the result stored channels-last (fusion takes such a copy only as the tip of
+             * a conv whose backend said it can, kir_permuted_store_ok) */
+            tgc_permuted_copy_of(g, i, &src, perm);
+            if (i != gr->tip || tn->op != TGC_OP_CONV2D || perm[0] != 0 || perm[1] != 2 ||
+                perm[2] != 3 || perm[3] != 1)
+                return tgc_set_error(TGC_ERR_INTERNAL,
+                                     "tgc lower: %%%d is no channels-last store of conv %%%d", i,
+                                     T);
+            k->tpl.out_cl = 1;
+            c->val_of[i] = c->val_of[src];
+            continue;
+        }
         for (int j = 0; j < nd->n_in && j < 3; j++) {
             int32_t u = nd->in[j];
             if (c->f->group_of[u] == c->f->group_of[i]) {

@@ -21,6 +21,11 @@ int kir_is_channels_last_view(const tgc_graph *g, int32_t u, int32_t *base);
  * part of template `tpl`'s epilogue. */
 int kir_epilogue_operand_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand);
 
+/* The fusion hook of a target whose conv template stores channels-last (kir_template.out_cl):
+ * 1 when `node` is a contiguous copy of the NHWC permute of conv `tpl`'s result, of its dtype
+ * (the template's epilogue then writes that copy instead of the NCHW result). */
+int kir_permuted_store_ok(const tgc_graph *g, int32_t tpl, int32_t node);
+
 /* Builds the kernel of LOOP or TEMPLATE group gid for `target` (a LOOP kernel's schedule,
  * kir/schedule.h, comes from it). *out is NULL for an empty group. RAND members become
  * KV_RAND draws, DROPOUT members a draw and the keep-and-scale arithmetic. */

@@ -210,6 +210,35 @@ static int try_join_pointwise(fuse_ctx *c, int gid, int32_t i)
     return add_member(f, gid, i);
 }
 
+/* Node i, a contiguous copy of a permute of v (tgc_permuted_copy_of), joins v's group as
+ * v's store in i's order where v is read by nothing else: the tip of a template group whose
+ * backend stores its epilogue so, or a full-shaped member of a LOOP group. */
+static int try_join_permuted(fuse_ctx *c, int32_t i)
+{
+    tgc_fusion *f = c->f;
+    int32_t v;
+    if (!tgc_permuted_copy_of(c->g, i, &v, NULL) || c->n_users[v] != 1 || c->is_output[v] ||
+        c->written[v] || c->written[i] || tgc_node_effects(&c->g->nodes[i]) ||
+        (c->g->nodes[i].flags & TGC_NODE_MUTATES))
+        return 0;
+    int gid = f->group_of[v];
+    if (gid < 0)
+        return 0;
+    tgc_group *gr = &f->groups[gid];
+    if (gr->kind == TGC_GROUP_TEMPLATE) {
+        if (gr->tip != v || !c->h->permuted_store_ok ||
+            !c->h->permuted_store_ok(c->g, gr->anchor, i))
+            return 0;
+        gr->tip = i;
+        return add_member(f, gid, i);
+    }
+    if (gr->kind != TGC_GROUP_LOOP || f->is_row[v] || !same_shape(&c->g->nodes[v].out, &gr->domain))
+        return 0;
+    f->level[i] = f->level[v];
+    f->is_row[i] = 0;
+    return add_member(f, gid, i);
+}
+
 static int try_join_reduce(fuse_ctx *c, int gid, int32_t i)
 {
     tgc_fusion *f = c->f;
@@ -249,6 +278,8 @@ static tgc_status fuse_nodes(fuse_ctx *c)
                 return tgc_set_error(TGC_ERR_OOM, "tgc: out of memory fusing a graph");
             continue;
         }
+        if (cls == TGC_FUSE_POINTWISE && try_join_permuted(c, i))
+            continue;
         if (cls == TGC_FUSE_POINTWISE || cls == TGC_FUSE_REDUCE) {
             /* the newest producer group first: longest chains, fewest buffers */
             int tried[8], n_tried = 0;

@@ -9,6 +9,11 @@
  *    epilogue.
  *  - OPAQUE groups: one node the backend runs through its fallback (interp).
  *
+ * A contiguous copy of a permute of a value that only the copy reads joins the value's group
+ * as its store in the copy's dim order (the value itself gets no buffer): a LOOP group's
+ * member, or a template's result where the backend stores it so (a conv's output written
+ * channels-last).
+ *
  * Views (except contiguous) belong to no group: consumers read through them. Every group
  * reads only values of earlier groups, so running groups in id order is a valid schedule. */
 #ifndef TGC_PASSES_FUSE_H
@@ -54,6 +59,11 @@ typedef struct tgc_fuse_hooks {
     /* 1 when `node`, reading `operand` (not computed by the template group), can join the
      * epilogue of template node `tpl` (the backend can index the operand there). */
     int (*epilogue_ok)(const tgc_graph *g, int32_t tpl, int32_t node, int32_t operand);
+    /* Optional: 1 when the epilogue of template node `tpl` can store its result as `node`,
+     * a contiguous copy of a permute of that result (tgc_permuted_copy_of): a conv's output
+     * stored channels-last. NULL: templates store in their own order only (LOOP groups
+     * always take such a copy, as a store with the copy's strides). */
+    int (*permuted_store_ok)(const tgc_graph *g, int32_t tpl, int32_t node);
 } tgc_fuse_hooks;
 
 /* Reduced-dim mask of a REDUCE-class node (sum/mean/max, adaptive_avg_pool2d to 1x1). */

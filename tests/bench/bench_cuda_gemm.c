@@ -179,6 +179,8 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
     const tgc_node *nd = &g->nodes[i];
     if (nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op))
         return TGC_FUSE_FREE;
+    if (nd->op == TGC_OP_CONTIGUOUS) /* a copy (the channels-last store of a result) */
+        return TGC_FUSE_POINTWISE;
     switch (tgc_op_info_of(nd->op)->kind) {
     case TGC_KIND_MATMUL:
     case TGC_KIND_CONV:
@@ -189,13 +191,24 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
     default: return TGC_FUSE_OPAQUE;
     }
 }
-static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
+static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok, kir_permuted_store_ok};
 
 /* ---- cases ---- */
 
 /* C_BMM_B2: A [batch, M, K] times a 2-D B [K, N] (B broadcast over the batch) */
 /* C_CONV_CL: the conv of a channels-last x (an NHWC input permuted to NCHW) and w (OHWI) */
-typedef enum { C_MATMUL, C_MATMUL_TA, C_LINEAR, C_BMM_NT, C_BMM_B2, C_CONV, C_CONV_CL } ckind;
+/* C_CONV_CLO: the same, its result (after the epilogue) stored channels-last: the graph's
+ * output is the contiguous copy of its NHWC permute, which the epilogue writes */
+typedef enum {
+    C_MATMUL,
+    C_MATMUL_TA,
+    C_LINEAR,
+    C_BMM_NT,
+    C_BMM_B2,
+    C_CONV,
+    C_CONV_CL,
+    C_CONV_CLO
+} ckind;
 typedef struct tcase {
     const char *name;
     ckind kind;
@@ -210,7 +223,7 @@ typedef struct tcase {
 
 static int is_conv(const tcase *tc)
 {
-    return tc->kind == C_CONV || tc->kind == C_CONV_CL;
+    return tc->kind == C_CONV || tc->kind == C_CONV_CL || tc->kind == C_CONV_CLO;
 }
 
 static uint16_t to_half_bits(float f, tgc_dtype dt)
@@ -363,9 +376,9 @@ static int emit_case(int idx, const tcase *tc, const kir_kernel *k, const tgc_gr
     fprintf(fp, "static const char *TGC_NAME = \"%s\";\n", tc->name);
     fprintf(fp,
             "static const int TGC_NB = %d, TGC_A = %d, TGC_B = %d, TGC_OUT = %d, TGC_CONV = %d, "
-            "TGC_CL = %d, TGC_MODE = %d;\n",
+            "TGC_CL = %d, TGC_OCL = %d, TGC_MODE = %d;\n",
             k->n_bufs, (int)k->tpl.a, (int)k->tpl.b, (int)k->tpl.out, k->kind == KIR_CONV,
-            k->kind == KIR_CONV && k->tpl.cl, cfg->mode);
+            k->kind == KIR_CONV && k->tpl.cl, k->kind == KIR_CONV && k->tpl.out_cl, cfg->mode);
     fprintf(fp, "static const int TGC_DT[] = {");
     for (int i = 0; i < k->n_bufs; i++)
         fprintf(fp, "%d, ", k->bufs[i].dtype == TGC_F32 ? 0 : k->bufs[i].dtype == TGC_F16 ? 1 : 2);
@@ -425,7 +438,7 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
     if (is_conv(tc)) {
         int64_t sx[4] = {d[0], d[1], d[2], d[3]}, sw[4] = {d[4], d[1] / d[10], d[5], d[6]};
         int32_t in[3] = {add_input(g, tc->dt, 4, sx), add_input(g, tc->dt, 4, sw), -1};
-        if (tc->kind == C_CONV_CL) { /* NHWC and OHWI inputs, viewed as NCHW and OIHW */
+        if (tc->kind != C_CONV) { /* NHWC and OHWI inputs, viewed as NCHW and OIHW */
             int64_t cx[4] = {d[0], d[2], d[3], d[1]}, cw[4] = {d[4], d[5], d[6], d[1] / d[10]};
             tgc_attrs p = {.ni = 4};
             const int64_t to_nchw[4] = {0, 3, 1, 2};
@@ -484,6 +497,13 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
         tgc_attrs sc = {.nf = 1};
         sc.f[0] = 0.125;
         o = add_op(g, TGC_OP_MUL_SCALAR, &o, 1, &sc);
+    }
+    if (tc->kind == C_CONV_CLO) {
+        tgc_attrs p = {.ni = 4};
+        const int64_t to_nhwc[4] = {0, 2, 3, 1};
+        memcpy(p.i, to_nhwc, sizeof to_nhwc);
+        o = add_op(g, TGC_OP_PERMUTE, &o, 1, &p);
+        o = add_op(g, TGC_OP_CONTIGUOUS, &o, 1, NULL);
     }
     tgc_graph_set_outputs(g, &o, 1);
     tgc_fusion f;
@@ -679,8 +699,11 @@ static int run_case(const tcase *tc, int sm, int sms, int quick, const tgc_cuda_
             if (is_conv(tc)) {
                 int64_t ohw = geo.oh * geo.ow, img = (int64_t)idx / (geo.co * ohw);
                 int64_t co = ((int64_t)idx / ohw) % geo.co, q = (int64_t)idx % ohw;
+                if (t->out_cl) /* the output is [n, oh, ow, co] */
+                    q = ((int64_t)idx / geo.co) % ohw, co = (int64_t)idx % geo.co;
+                size_t nchw = (size_t)((img * geo.co + co) * ohw + q);
                 r = ref_conv(&geo, t->attrs.i, t->cl, A->f, B->f, img, co, q, &as);
-                r = apply_epi(tc->epi, r, bias ? bias->f : NULL, resb ? resb->f : NULL, co, idx);
+                r = apply_epi(tc->epi, r, bias ? bias->f : NULL, resb ? resb->f : NULL, co, nchw);
             } else {
                 int64_t b = geo.c_bs ? (int64_t)idx / geo.c_bs : 0,
                         rem = (int64_t)idx - b * geo.c_bs;
@@ -1045,6 +1068,14 @@ int main(int argc, char **argv)
          1,
          2,
          NULL},
+        {"r18 l1 64ch 8x8 +b+res+relu tf32 cl nhwc",
+         C_CONV_CLO,
+         TGC_F32,
+         T,
+         {64, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},
+         1,
+         2,
+         NULL},
         {"r18 l2 128ch 4x4 +b+relu tf32 cl",
          C_CONV_CL,
          TGC_F32,
@@ -1168,6 +1199,31 @@ int main(int argc, char **argv)
              2,
              NULL},
             {"sm80 cl conv s2 d2 g2", C_CONV_CL, 0, {3, 32, 15, 17, 32, 3, 3, 2, 2, 2, 2}, 0, NULL},
+            /* the result stored channels-last (NHWC) by the epilogue, split-K included */
+            {"cl conv+bias+res+relu nhwc out",
+             C_CONV_CLO,
+             1,
+             {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1},
+             2,
+             NULL},
+            {"cl conv s2 d2 g2 nhwc out",
+             C_CONV_CLO,
+             0,
+             {3, 32, 15, 17, 32, 3, 3, 2, 2, 2, 2},
+             0,
+             NULL},
+            {"cl conv splitK nhwc out",
+             C_CONV_CLO,
+             0,
+             {1, 64, 4, 4, 64, 3, 3, 1, 1, 1, 1},
+             0,
+             NULL},
+            {"sm80 cl conv+bias+res+relu nhwc out",
+             C_CONV_CLO,
+             0,
+             {2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1},
+             2,
+             NULL},
         };
         const struct {
             const char *tag;

@@ -127,7 +127,7 @@ static inline tgc_fuse_class gb_classify(const tgc_graph *g, int32_t i)
     return tgc_backend_classify(g, i, gb_target());
 }
 
-static const tgc_fuse_hooks gb_hooks = {gb_classify, kir_epilogue_operand_ok};
+static const tgc_fuse_hooks gb_hooks = {gb_classify, kir_epilogue_operand_ok, NULL};
 
 static inline void gb_fuse(const tgc_graph *g, tgc_fusion *f)
 {

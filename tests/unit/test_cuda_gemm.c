@@ -3,6 +3,7 @@
  * compiled by NVRTC for sm_90 (skipped, with a visible count, where NVRTC is absent); the
  * mode's instruction is in the PTX; the launch geometry and split-K workspace for given
  * sizes. No GPU is needed. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include "unit/unit_test_util.h"
 
 #ifdef TGC_HAVE_CUDA
+#include "backend/backend.h"
 #include "backend/cuda/cuda_autotune.h"
 #include "backend/prepare.h"
 #include "backend/cuda/cuda_gemm.h"
@@ -43,7 +45,8 @@ static tgc_fuse_class cu_classify(const tgc_graph *g, int32_t i)
     return gb_classify(g, i);
 }
 
-static const tgc_fuse_hooks cu_hooks = {cu_classify, kir_epilogue_operand_ok};
+static const tgc_fuse_hooks cu_hooks = {cu_classify, kir_epilogue_operand_ok,
+                                        kir_permuted_store_ok};
 
 typedef struct tk {
     tgc_fusion f;
@@ -497,6 +500,223 @@ static void channels_last_conv_reads_in_place(void **state)
     lower_tpl(g, &t);
     assert_int_equal(t.k->tpl.cl, 0);
     tk_free(&t);
+    tgc_graph_free(g);
+}
+
+/* Runs g on interp with args in (every input an argument); outputs in out. */
+static void interp_graph(const tgc_graph *g, tgc_tensor **in, int n_in, tgc_tensor **out)
+{
+    const tgc_backend *b = tgc_backend_interp();
+    int64_t symvals[1] = {0};
+    tgc_exec_args a = {in, n_in, NULL, 0, NULL, 0, symvals};
+    void *art = NULL;
+    tgc_config cfg = tgc_config_default();
+    assert_int_equal(tgc_backend_compile(b, g, &cfg, tgc_cpu(), "test", &art), TGC_OK);
+    tgc_status st = tgc_backend_run(b, art, g, &a, out);
+    tgc_backend_release(b, art);
+    if (st != TGC_OK)
+        fail_msg("interp: %s", tgc_last_error());
+}
+
+/* The node of g whose op is `op`, the n-th of them (0: the first). */
+static int32_t nth_node(const tgc_graph *g, tgc_op op, int n)
+{
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == op && n-- == 0)
+            return i;
+    fail_msg("no %s number %d", tgc_op_name(op), n);
+    return -1;
+}
+
+/* x -> conv1 (+bias) -> relu r -> conv2 -> + r = a -> max pool p -> conv3 -> output; r also a
+ * graph output in variant 1 (then it stays NCHW). 2 images of 16 channels, 9 x 9. */
+static tgc_graph *cl_chain_graph(int r_is_output, int32_t *r_out)
+{
+    tgc_graph *g = tgc_graph_create();
+    const tgc_sdim sx[4] = {2, 16, 9, 9}, sw[4] = {16, 16, 3, 3}, sb[1] = {16};
+    int32_t x = gb_input(g, TGC_F32, 4, sx), w1 = gb_input(g, TGC_F32, 4, sw),
+            b1 = gb_input(g, TGC_F32, 1, sb), w2 = gb_input(g, TGC_F32, 4, sw),
+            w3 = gb_input(g, TGC_F32, 4, sw);
+    tgc_attrs ca = {.ni = 7};
+    const int64_t at[7] = {1, 1, 1, 1, 1, 1, 1};
+    memcpy(ca.i, at, sizeof at);
+    int32_t c1 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){x, w1, b1}, 3, &ca);
+    int32_t r = gb_un(g, TGC_OP_RELU, c1);
+    int32_t c2 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){r, w2}, 2, &ca);
+    int32_t a = gb_bin(g, TGC_OP_ADD, c2, r);
+    const int64_t pool[7] = {2, 2, 1, 1, 0, 0, 0};
+    int32_t p = gb_ints(g, TGC_OP_MAX_POOL2D, a, pool, 7);
+    int32_t c3 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){p, w3}, 2, &ca);
+    gb_outputs(g, (int32_t[]){c3, r}, r_is_output ? 2 : 1);
+    *r_out = r;
+    return g;
+}
+
+/* 1 when node i of g is the NHWC copy of value v (CONTIGUOUS over the NHWC permute). */
+static int is_nhwc_copy_of(const tgc_graph *g, int32_t i, int32_t v)
+{
+    int32_t src;
+    int64_t p[4];
+    return tgc_permuted_copy_of(g, i, &src, p) && src == v && p[0] == 0 && p[1] == 2 && p[2] == 3 &&
+           p[3] == 1;
+}
+
+static void activations_between_convs_are_channels_last(void **state)
+{
+    (void)state;
+    const kir_target *cu = tgc_cuda_kir_target();
+    int32_t r;
+    tgc_graph *g = cl_chain_graph(0, &r), *before = tgc_graph_clone(g);
+    assert_non_null(before);
+    /* r (read by conv2 and the add) and p (by conv3) go NHWC; a (read by the pool alone),
+     * conv1's x (a graph input) and conv3's result (the output) stay NCHW */
+    int n = -1;
+    assert_int_equal(tgc_prepare_channels_last(g, cu, &n), TGC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(tgc_prepare_template_operands(g, cu), TGC_OK);
+    assert_int_equal(tgc_graph_verify(g), TGC_OK);
+    int32_t c1 = nth_node(g, TGC_OP_CONV2D, 0), c2 = nth_node(g, TGC_OP_CONV2D, 1),
+            c3 = nth_node(g, TGC_OP_CONV2D, 2), pool = nth_node(g, TGC_OP_MAX_POOL2D, 0), base;
+    assert_false(kir_is_channels_last_view(g, g->nodes[c1].in[0], &base));
+    assert_true(kir_is_channels_last_view(g, g->nodes[c2].in[0], &base));
+    assert_true(kir_is_channels_last_view(g, g->nodes[c3].in[0], &base));
+    assert_false(kir_is_channels_last_view(g, g->nodes[pool].in[0], &base));
+    for (int k = 0; k < 3; k++)
+        assert_true(kir_template_ok(g, nth_node(g, TGC_OP_CONV2D, k), cu));
+    /* the same values on interp (the rewrite only adds views and copies) */
+    tgc_tensor *in[5], *want[1] = {0}, *got[1] = {0};
+    const int64_t sx[4] = {2, 16, 9, 9}, sw[4] = {16, 16, 3, 3}, sb[1] = {16};
+    tgc_manual_seed(40);
+    for (int k = 0; k < 5; k++) {
+        in[k] = tgc_randn(k == 0 ? sx : k == 2 ? sb : sw, k == 2 ? 1 : 4, TGC_F32, tgc_cpu());
+        assert_non_null(in[k]);
+    }
+    interp_graph(before, in, 5, want);
+    interp_graph(g, in, 5, got);
+    float *pw = malloc(2 * 16 * 8 * 8 * sizeof *pw), *pg = malloc(2 * 16 * 8 * 8 * sizeof *pg);
+    assert_int_equal(tgc_numel(got[0]), 2 * 16 * 8 * 8);
+    assert_int_equal(tgc_copy_to_host(want[0], pw, 2 * 16 * 8 * 8 * sizeof *pw), TGC_OK);
+    assert_int_equal(tgc_copy_to_host(got[0], pg, 2 * 16 * 8 * 8 * sizeof *pg), TGC_OK);
+    for (int i = 0; i < 2 * 16 * 8 * 8; i++)
+        assert_float_equal(pg[i], pw[i], 1e-5 * (1 + fabsf(pw[i])));
+    free(pw);
+    free(pg);
+    for (int k = 0; k < 5; k++)
+        tgc_tensor_free(in[k]);
+    tgc_tensor_free(want[0]);
+    tgc_tensor_free(got[0]);
+    /* fusion: each NHWC copy is its producer's store (conv1's epilogue, the pool's loop), so
+     * r and p get no buffer of their own */
+    tgc_fusion f;
+    assert_int_equal(tgc_pass_fuse(g, &cu_hooks, &f), TGC_OK);
+    uint8_t *mat = kir_materialized(g, &f);
+    assert_non_null(mat);
+    int copies = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        int32_t src;
+        if (!tgc_permuted_copy_of(g, i, &src, NULL))
+            continue;
+        assert_true(mat[i]);
+        if (g->nodes[src].op == TGC_OP_INPUT) /* the OHWI copies of conv2's and conv3's weights */
+            continue;
+        copies++;
+        assert_int_equal(f.group_of[i], f.group_of[src]);
+        assert_false(mat[src]);
+    }
+    assert_int_equal(copies, 2);
+    int n_cl_out = 0, n_loop_perm = 0;
+    for (int gi = 0; gi < f.n_groups; gi++) {
+        kir_kernel *k = NULL;
+        if (kir_lower_group(g, &f, gi, mat, cu, &k) != TGC_OK)
+            fail_msg("lower group %d: %s", gi, tgc_last_error());
+        if (!k)
+            continue;
+        if (k->kind == KIR_CONV) {
+            int32_t out = k->bufs[k->tpl.out].value;
+            n_cl_out += k->tpl.out_cl;
+            /* conv1 stores NHWC (its tip is r's copy); conv2 stores a, conv3 the output */
+            assert_int_equal(k->tpl.out_cl, g->nodes[out].op == TGC_OP_CONTIGUOUS);
+            assert_int_equal(k->tpl.cl, f.groups[gi].anchor != c1);
+            tk t = {.k = k};
+            kir_args_collect(k, &t.slots);
+            tgc_cuda_tpl cfg;
+            char *src = NULL;
+            char *ptx = render_compile(&t, TGC_PRECISION_HIGH, &cfg, &src);
+            assert_int_equal(cfg.out_cl, k->tpl.out_cl);
+            assert_int_equal(strstr(src, "[v0 * c_bs + v2 * c_rs + v1]") != NULL, k->tpl.out_cl);
+            char desc[256];
+            tgc_cuda_tpl_describe(&cfg, desc, sizeof desc);
+            assert_int_equal(strstr(desc, "channels-last out") != NULL ||
+                                 strstr(desc, "channels-last in and out") != NULL,
+                             k->tpl.out_cl);
+            free(ptx);
+            free(src);
+        } else if (k->kind == KIR_LOOP) {
+            for (int s2 = 0; s2 < k->n_stores; s2++) {
+                int32_t v = k->bufs[k->stores[s2].at.buf].value;
+                if (!is_nhwc_copy_of(g, v, g->nodes[g->nodes[v].in[0]].in[0]))
+                    continue;
+                /* the pool's loop over its NCHW output stores [n, h, w, c]: some var walks
+                 * the channels with stride 1, none the width with stride 1 */
+                if (g->nodes[g->nodes[g->nodes[v].in[0]].in[0]].op == TGC_OP_INPUT)
+                    continue; /* the weights' OHWI copies */
+                n_loop_perm++;
+                int unit = 0;
+                for (int d = 0; d < k->n_outer + k->n_inner; d++)
+                    unit += TGC_SDIM_IS_CONST(k->stores[s2].at.stride[d]) &&
+                            k->stores[s2].at.stride[d] == 1;
+                assert_int_equal(unit, 1);
+                assert_false(k->stores[s2].at.stride[k->n_outer + k->n_inner - 1] == 1);
+            }
+        }
+        kir_kernel_free(k);
+    }
+    assert_int_equal(n_cl_out, 1);
+    assert_int_equal(n_loop_perm, 1);
+    free(mat);
+    tgc_fusion_free(&f);
+    tgc_graph_free(g);
+    tgc_graph_free(before);
+    /* r also an output: it stays NCHW (p still goes NHWC); the LLVM-like target (no
+     * channels-last convs) changes nothing */
+    g = cl_chain_graph(1, &r);
+    assert_int_equal(tgc_prepare_channels_last(g, cu, &n), TGC_OK);
+    assert_int_equal(n, 1);
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        assert_false(is_nhwc_copy_of(g, i, r));
+    tgc_graph_free(g);
+    g = cl_chain_graph(0, &r);
+    int before_nodes = g->n_nodes;
+    assert_int_equal(tgc_prepare_channels_last(g, gb_target(), &n), TGC_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(g->n_nodes, before_nodes);
+    tgc_graph_free(g);
+}
+
+/* A value read by a conv and by a node that needs it NCHW (a conv's weight gradient, on
+ * interp / a native kernel) stays NCHW. */
+static void values_read_by_conv_gradients_stay_nchw(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    const tgc_sdim sx[4] = {2, 16, 9, 9}, sw[4] = {16, 16, 3, 3};
+    int32_t x = gb_input(g, TGC_F32, 4, sx), w1 = gb_input(g, TGC_F32, 4, sw),
+            w2 = gb_input(g, TGC_F32, 4, sw), dy = gb_input(g, TGC_F32, 4, sx);
+    tgc_attrs ca = {.ni = 7};
+    const int64_t at[7] = {1, 1, 1, 1, 1, 1, 1};
+    memcpy(ca.i, at, sizeof at);
+    int32_t c1 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){x, w1}, 2, &ca);
+    int32_t r = gb_un(g, TGC_OP_RELU, c1);
+    int32_t c2 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){r, w2}, 2, &ca);
+    tgc_attrs ga = tgc_attrs_of(TGC_OP_CONV2D_GRAD_WEIGHT);
+    memcpy(ga.i, at, sizeof at);
+    ga.i[7] = 3;
+    ga.i[8] = 3;
+    int32_t dw = gb_op(g, TGC_OP_CONV2D_GRAD_WEIGHT, (int32_t[]){r, dy}, 2, &ga);
+    gb_outputs(g, (int32_t[]){c2, dw}, 2);
+    int n = -1;
+    assert_int_equal(tgc_prepare_channels_last(g, tgc_cuda_kir_target(), &n), TGC_OK);
+    assert_int_equal(n, 0);
     tgc_graph_free(g);
 }
 
@@ -1147,6 +1367,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(conv_shapes_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(half_conv_compiles, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(channels_last_conv_reads_in_place, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(activations_between_convs_are_channels_last, scoped_setup,
+                                        scoped_teardown),
+        cmocka_unit_test_setup_teardown(values_read_by_conv_gradients_stay_nchw, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(hopper_takes_wgmma_where_the_layouts_allow, scoped_setup,

@@ -51,7 +51,7 @@ static int mini_epilogue_ok(const tgc_graph *g, int32_t tpl, int32_t node, int32
     return 0;
 }
 
-static const tgc_fuse_hooks mini_hooks = {mini_classify, mini_epilogue_ok};
+static const tgc_fuse_hooks mini_hooks = {mini_classify, mini_epilogue_ok, NULL};
 
 /* "Compiling" keeps the kernel IR as the code: launch interprets it. */
 static tgc_status mini_compile(const tgc_config *cfg, tgc_device dev, const char *name,
@@ -753,7 +753,7 @@ static tgc_fuse_class reduce_classify(const tgc_graph *g, int32_t i)
     return mini_classify(g, i);
 }
 
-static const tgc_fuse_hooks reduce_hooks = {reduce_classify, mini_epilogue_ok};
+static const tgc_fuse_hooks reduce_hooks = {reduce_classify, mini_epilogue_ok, NULL};
 
 static void test_backend_compile_error(void **state)
 {

@@ -75,7 +75,7 @@ static tgc_fuse_class classify_random(const tgc_graph *g, int32_t i)
 static kir_kernel *lower_one(const tgc_graph *g, const kir_target *t, int random)
 {
     tgc_fusion f;
-    const tgc_fuse_hooks hooks = {classify_random, kir_epilogue_operand_ok};
+    const tgc_fuse_hooks hooks = {classify_random, kir_epilogue_operand_ok, NULL};
     if (tgc_pass_fuse(g, random ? &hooks : &gb_hooks, &f) != TGC_OK)
         fail_msg("fuse: %s", tgc_last_error());
     assert_int_equal(f.n_groups, 1);

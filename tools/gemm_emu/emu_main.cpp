@@ -162,8 +162,13 @@ static int check(const ctx_t &c, float *const *f, const char *entry, const unsig
         double mag = fabs(s);
         if (TGC_EPI && to > 0) // every 16-bit epilogue op rounds
             mag = 2 * (as + (TGC_EPI == 1 || TGC_EPI == 2) + (TGC_EPI == 2));
-        double got = odt ? tgc_bits_f32(((unsigned short *)c.b.p[TGC_OUT])[idx], odt == 2)
-                         : ((float *)c.b.p[TGC_OUT])[idx];
+        size_t oidx = idx; // channels-last output (TGC_OCL): [n, oh, ow, co]
+        if (TGC_CONV && TGC_OCL) {
+            long long ohw = G.oh * G.ow, img = (long long)idx / (G.co * ohw);
+            oidx = (size_t)((img * ohw + (long long)idx % ohw) * G.co + ((long long)idx / ohw) % G.co);
+        }
+        double got = odt ? tgc_bits_f32(((unsigned short *)c.b.p[TGC_OUT])[oidx], odt == 2)
+                         : ((float *)c.b.p[TGC_OUT])[oidx];
         double err = fabs(got - s), lim = ts * as + to * mag + 1e-30;
         if (!(err <= lim)) {
             if (bad < 5)

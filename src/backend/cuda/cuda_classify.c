@@ -12,7 +12,8 @@ static tgc_fuse_class classify(const tgc_graph *g, int32_t i)
     return tgc_backend_classify(g, i, tgc_cuda_kir_target());
 }
 
-static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
+/* its conv template stores channels-last (kir_target.conv_channels_last) */
+static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok, kir_permuted_store_ok};
 
 const tgc_fuse_hooks *tgc_cuda_fuse_hooks(void)
 {

@@ -245,6 +245,7 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
     memset(p, 0, sizeof *p);
     p->c.kind = k->kind;
     p->c.cl = conv && t->cl;
+    p->c.out_cl = conv && t->out_cl;
     p->c.mode = mode;
     p->c.split_k = 1;
     p->es = mode >= TGC_CUDA_TPL_F16 ? 2 : 4;
@@ -399,7 +400,8 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
                   "    __device__ __forceinline__ void store(long long v0, long long v1, "
                   "long long v2, float v) const\n    {\n",
                   name);
-    const char *idx = "v0 * c_bs + v1 * c_rs + v2";
+    /* NCHW / GEMM rows: pixel or column fastest; channels-last: the channel (var m) */
+    const char *idx = t->out_cl ? "v0 * c_bs + v2 * c_rs + v1" : "v0 * c_bs + v1 * c_rs + v2";
     if (t->out_dtype == TGC_F32)
         tgc_sb_printf(o, "        ((float *)b.p[%d])[%s] = v;\n", (int)t->out, idx);
     else
@@ -670,11 +672,14 @@ static tgc_status render(tgc_strbuf *out, const kir_kernel *k, const kir_args *s
                       "    pb.at.sh = %lld;\n    pb.at.sw = %lld;\n    pb.at.ph = %lld;\n"
                       "    pb.at.pw = %lld;\n    pb.at.dh = %lld;\n    pb.at.dw = %lld;\n"
                       "    pb.at.groups = %lld;\n"
-                      "    pb.ep.c_rs = G.oh * G.ow;\n"
-                      "    pb.ep.c_bs = G.co * pb.ep.c_rs;\n",
+                      "%s",
                       (long long)a->stride_h, (long long)a->stride_w, (long long)a->pad_h,
                       (long long)a->pad_w, (long long)a->dil_h, (long long)a->dil_w,
-                      (long long)a->groups);
+                      (long long)a->groups,
+                      k->tpl.out_cl ? "    pb.ep.c_rs = G.co;\n"
+                                      "    pb.ep.c_bs = G.oh * G.ow * G.co;\n"
+                                    : "    pb.ep.c_rs = G.oh * G.ow;\n"
+                                      "    pb.ep.c_bs = G.co * pb.ep.c_rs;\n");
     } else {
         tgc_sb_puts(&o, "    pb.ep.c_bs = G.c_bs;\n    pb.ep.c_rs = G.c_rs;\n");
     }
@@ -731,8 +736,9 @@ void tgc_cuda_tpl_describe(const tgc_cuda_tpl *c, char *buf, size_t n)
                  c->tma_smem);
     snprintf(buf, n, "%s %s %s %dx%dx%d, %s, %d stages, %d threads, %u B smem: %s%s",
              c->kind != KIR_CONV ? "GEMM"
-             : c->cl             ? "conv channels-last"
-                                 : "conv",
+             : c->cl     ? (c->out_cl ? "conv channels-last in and out" : "conv channels-last")
+             : c->out_cl ? "conv channels-last out"
+                         : "conv",
              mode,
              c->wg                          ? "wgmma"
              : c->mode == TGC_CUDA_TPL_SIMT ? "fma"

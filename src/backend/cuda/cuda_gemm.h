@@ -58,8 +58,9 @@ typedef struct tgc_cuda_tpl {
     int threads;    /* block threads */
     unsigned smem_bytes; /* dynamic shared memory (> 48 KiB needs the opt-in attribute) */
     int split_k;         /* split-K allowed (the launch picks the split count per call) */
-    int cl; /* conv of channels-last operands (kir_template.cl): x gathered in 16-byte chunks */
-    int wg; /* sm_90a wgmma path: consumer warpgroups (bm = 64 wg); 0: mma.sync */
+    int cl;     /* conv of channels-last operands (kir_template.cl): x gathered in 16-byte chunks */
+    int out_cl; /* conv whose result is stored channels-last (kir_template.out_cl) */
+    int wg;     /* sm_90a wgmma path: consumer warpgroups (bm = 64 wg); 0: mma.sync */
     const char *why; /* the reason for the tile, a static string (tgc_cuda_tpl_describe) */
     /* sm_90a GEMMs whose operands are contiguous along k or along m / n: the program also has
      * NAME_tma, the warp-specialized TMA kernel (128 x tma_bn tiles, k tiles of 128 bytes,

@@ -64,7 +64,7 @@ const char *tgc_llvm_opaque_reason(const tgc_graph *g, int32_t node)
     return NULL;
 }
 
-static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok};
+static const tgc_fuse_hooks hooks = {classify, kir_epilogue_operand_ok, NULL};
 
 const tgc_fuse_hooks *tgc_llvm_fuse_hooks(void)
 {
