@@ -131,6 +131,15 @@ int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, t
     return n;
 }
 
+/* 1 when node i of g is a contiguous copy of the NHWC permute of a 4-D value. */
+static int nhwc_copy(const tgc_graph *g, int32_t i)
+{
+    int32_t src;
+    int64_t perm[TGC_MAX_DIMS];
+    return g->nodes[i].out.ndim == 4 && tgc_permuted_copy_of(g, i, &src, perm) && perm[0] == 0 &&
+           perm[1] == 2 && perm[2] == 3 && perm[3] == 1;
+}
+
 int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
                                 const char *indent)
 {
@@ -138,18 +147,31 @@ int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_
     if (b->graph || !p)
         return 0;
     const tgc_graph *g = p->g;
+    uint8_t *act = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!act)
+        return 0;
     int stored = 0, convs = 0, convs_cl = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-        int32_t src, base;
-        int64_t perm[TGC_MAX_DIMS];
-        if (g->nodes[i].out.ndim == 4 && tgc_permuted_copy_of(g, i, &src, perm) && perm[0] == 0 &&
-            perm[1] == 2 && perm[2] == 3 && perm[3] == 1)
-            stored++;
-        if (g->nodes[i].op == TGC_OP_CONV2D) {
+    /* an NHWC copy holds an activation when something reads it other than as a conv's
+     * weights (those get OHWI copies of the same form) */
+    for (int32_t j = 0; j < g->n_nodes; j++) {
+        const tgc_node *nd = &g->nodes[j];
+        if (tgc_is_view_op(nd->op))
+            continue;
+        for (int k = 0; k < nd->n_in; k++) {
+            const tgc_node *u = &g->nodes[nd->in[k]];
+            if (u->op == TGC_OP_PERMUTE && nhwc_copy(g, u->in[0]) &&
+                !(nd->op == TGC_OP_CONV2D && k == 1))
+                act[u->in[0]] = 1;
+        }
+        if (nd->op == TGC_OP_CONV2D) {
+            int32_t base;
             convs++;
-            convs_cl += kir_is_channels_last_view(g, g->nodes[i].in[0], &base);
+            convs_cl += kir_is_channels_last_view(g, nd->in[0], &base);
         }
     }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        stored += act[i];
+    free(act);
     if (stored)
         tgc_sb_printf(sb,
                       "%schannels-last: %d activation%s stored NHWC, %d of %d conv%s read NHWC "

@@ -2,8 +2,9 @@
  * tests/gpu/device_run.sh in the same device command as the PyTorch references, which it
  * joins into a table of ratios).
  *
- *   bench_gpu [--only compile,gemm,pointwise,models,eager,overhead,sweep,convgrad] [--iters 50]
- *             [--budget 3] [--json out.jsonl] [--quick]
+ *   bench_gpu [--only compile,gemm,pointwise,models,eager,overhead,sweep,convgrad]
+ *             [--models seed_cnn,resnet18,bert] [--iters 50] [--budget 3] [--json out.jsonl]
+ *             [--quick]
  *
  * Parts (in this order; the cold compile runs first so that nothing warmed the compiler):
  *   compile    cold compile of ResNet18 inference (batch 64, DEFAULT, HIGHEST): the first
@@ -14,7 +15,8 @@
  *              kernel expected) and eager: GB/s counting one read and one write of 256 MiB,
  *              against a device-to-device copy of the same bytes (tgc_copy_) in the same run;
  *   models     seed CNN and ResNet18 inference, batch 64 3x32x32, and BERT-base batch 8
- *              seq 128, in DEFAULT and REDUCE_OVERHEAD and each precision: ms per call;
+ *              seq 128, in DEFAULT and REDUCE_OVERHEAD and each precision: ms per call
+ *              (--models: only those named);
  *   eager      ResNet18 inference with cfg.backend = EAGER on GPU tensors: ms per call;
  *   overhead   REDUCE_OVERHEAD cache hits on a tiny model (linear 16x16 + relu): host us per
  *              tgc_call (calls issued back to back, synchronized once at the end; and with a
@@ -60,24 +62,30 @@
 #include "examples/models/seed_cnn.h"
 
 typedef struct options {
-    const char *only, *json;
+    const char *only, *json, *models;
     int iters, quick;
     double budget;
 } options;
 
-static options opt = {NULL, NULL, 50, 0, 3.0};
+static options opt = {NULL, NULL, NULL, 50, 0, 3.0};
 static FILE *json_fp;
 static const char *prec_names[3] = {"highest", "high", "medium"};
 
-static int want(const char *part)
+/* 1 when the comma-separated list (NULL: everything) names item */
+static int listed(const char *list, const char *item)
 {
-    if (!opt.only)
+    if (!list)
         return 1;
-    size_t n = strlen(part);
-    for (const char *p = opt.only; (p = strstr(p, part)); p += n)
-        if ((p == opt.only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+    size_t n = strlen(item);
+    for (const char *p = list; (p = strstr(p, item)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
             return 1;
     return 0;
+}
+
+static int want(const char *part)
+{
+    return listed(opt.only, part);
 }
 
 /* One JSON object per line: "{\"bench\": ..., fields}". fmt holds the fields. */
@@ -299,6 +307,8 @@ static void bench_models(void)
 {
     static const char *const names[3] = {"seed_cnn", "resnet18", "bert"};
     for (int k = 0; k < 3; k++) {
+        if (!listed(opt.models, names[k]))
+            continue;
         tgc_scope_push();
         model mo;
         if (!model_make(names[k], &mo, 128)) {
@@ -694,7 +704,8 @@ static void usage(FILE *fp)
     fprintf(
         fp,
         "usage: bench_gpu [--only compile,gemm,pointwise,models,eager,overhead,sweep,convgrad]\n"
-        "                 [--iters N] [--budget SECONDS] [--json FILE] [--quick]\n");
+        "                 [--models seed_cnn,resnet18,bert] [--iters N] [--budget SECONDS]\n"
+        "                 [--json FILE] [--quick]\n");
 }
 
 int main(int argc, char **argv)
@@ -706,6 +717,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--only") == 0 && v) {
             opt.only = v, i++;
+        } else if (strcmp(a, "--models") == 0 && v) {
+            opt.models = v, i++;
         } else if (strcmp(a, "--json") == 0 && v) {
             opt.json = v, i++;
         } else if (strcmp(a, "--iters") == 0 && v) {

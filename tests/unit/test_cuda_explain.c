@@ -12,8 +12,10 @@
 #include "unit_test_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test_util.h"
 #include "tgc/tgc.h"
 
 static tgc_status gelu_sum(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
@@ -49,10 +51,86 @@ static void auto_function_on_gpu_inputs_reports_backend_cuda(void **state)
     assert_int_equal(tgc_scope_pop(), TGC_OK);
 }
 
+/* in: x [N, 16, 10, 10], w1, w2, w3 [16, 16, 3, 3], b1 [16]. y1 = relu(conv(x) + b1) is read
+ * by conv2 and the residual add, the pool's result by conv3: both kept NHWC on the GPU; the
+ * rest NCHW. */
+static tgc_status conv_chain(tgc_module *self, tgc_tensor *const *in, int n_in, tgc_tensor **out,
+                             int n_out)
+{
+    (void)self, (void)n_in, (void)n_out;
+    const tgc_conv2d_opts pad1 = {.padding = {1, 1}};
+    tgc_tensor *y1 = tgc_relu(tgc_conv2d(in[0], in[1], in[4], &pad1));
+    tgc_tensor *y2 = tgc_relu(tgc_add(tgc_conv2d(y1, in[2], NULL, &pad1), y1));
+    tgc_tensor *p = tgc_max_pool2d(y2, &(tgc_pool2d_opts){.kernel = {2, 2}});
+    const int hw[2] = {2, 3};
+    out[0] = tgc_mean(tgc_relu(tgc_conv2d(p, in[3], NULL, &pad1)), hw, 2, 0);
+    return out[0] ? TGC_OK : tgc_last_status();
+}
+
+/* On the GPU the activations between convs are kept channels-last (the explain line says
+ * how many, and which convs read them in place), and the result equals interp's on the CPU:
+ * fp32 at HIGHEST, f16 operands, TF32 at HIGH. */
+static void conv_chain_keeps_activations_channels_last(void **state)
+{
+    (void)state;
+    GPU_REQUIRE();
+    const char *e = getenv("TGC_CHANNELS_LAST");
+    const int on = !(e && !strcmp(e, "0"));
+    const struct {
+        tgc_dtype dt;
+        tgc_matmul_precision prec;
+    } cases[] = {{TGC_F32, TGC_PRECISION_HIGHEST},
+                 {TGC_F16, TGC_PRECISION_HIGHEST},
+                 {TGC_F32, TGC_PRECISION_HIGH}};
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        tgc_scope_push();
+        tgc_manual_seed(7);
+        const int64_t sx[4] = {4, 16, 10, 10}, sw[4] = {16, 16, 3, 3}, sb[1] = {16};
+        tgc_tensor *cpu[5], *gpu[5];
+        for (int k = 0; k < 5; k++) {
+            cpu[k] = tgc_randn(k == 0 ? sx : k == 4 ? sb : sw, k == 4 ? 1 : 4, TGC_F32, tgc_cpu());
+            if (k > 0)
+                cpu[k] = tgc_mul_scalar(cpu[k], 0.25);
+            cpu[k] = tgc_cast(cpu[k], cases[c].dt);
+            gpu[k] = tgc_to(cpu[k], tgc_cuda(0));
+            assert_non_null(gpu[k]);
+        }
+        tgc_config cg = tgc_config_default(), cc = tgc_config_default();
+        cg.matmul_precision = cases[c].prec;
+        cc.backend = TGC_BACKEND_INTERP;
+        tgc_fn *fg = tgc_compile(conv_chain, "conv_chain", &cg);
+        tgc_fn *fc = tgc_compile(conv_chain, "conv_chain_cpu", &cc);
+        tgc_tensor *got = NULL, *want = NULL;
+        assert_int_equal(tgc_call(fg, NULL, gpu, 5, &got, 1), TGC_OK);
+        assert_int_equal(tgc_call(fc, NULL, cpu, 5, &want, 1), TGC_OK);
+        char *r = tgc_fn_explain(fg);
+        assert_non_null(r);
+        const char *line = strstr(r, "channels-last: ");
+        if (on && (!line || strncmp(line,
+                                    "channels-last: 2 activations stored NHWC, 2 of 3 convs read "
+                                    "NHWC input in place",
+                                    73) != 0))
+            fail_msg("case %d: explain says:\n%s", c, r);
+        if (!on && line)
+            fail_msg("TGC_CHANNELS_LAST=0, explain says:\n%s", r);
+        tgc_free(r);
+        /* three products in a row: three times a product's row-norm tolerance (f16
+         * operands: its own rounding of each layer's result, 2^-10 relative, five ops deep) */
+        double rowtol = cases[c].dt == TGC_F16 ? 1e-2 : 3 * gpu_precision_tol(cases[c].prec);
+        gpu_cmp cmp = gpu_compare(tgc_to(got, tgc_cpu()), want, rowtol, 1.0);
+        if (!cmp.ok)
+            fail_msg("case %d: %s", c, cmp.msg);
+        tgc_fn_free(fg);
+        tgc_fn_free(fc);
+        assert_int_equal(tgc_scope_pop(), TGC_OK);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(auto_function_on_gpu_inputs_reports_backend_cuda),
+        cmocka_unit_test(conv_chain_keeps_activations_channels_last),
     };
     return gpu_skip_finish(cmocka_run_group_tests(tests, NULL, NULL));
 }
