@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/classify.h"
 #include "ir/shape_infer.h"
 #include "ir/view_access.h"
@@ -133,6 +134,29 @@ static inline void gb_fuse(const tgc_graph *g, tgc_fusion *f)
 {
     if (tgc_pass_fuse(g, &gb_hooks, f) != TGC_OK)
         fail_msg("fuse: %s", tgc_last_error());
+}
+
+/* The nth node of g (0: the first) whose op is op. */
+static inline int32_t gb_find_op(const tgc_graph *g, tgc_op op, int nth)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == op && nth-- == 0)
+            return i;
+    fail_msg("no %s #%d in the graph", tgc_op_name(op), nth);
+    return -1;
+}
+
+/* Runs g on interp with bindings a; its outputs in out. */
+static inline void gb_run_interp(const tgc_graph *g, const tgc_exec_args *a, tgc_tensor **out)
+{
+    const tgc_backend *b = tgc_backend_interp();
+    void *art = NULL;
+    tgc_config cfg = tgc_config_default();
+    assert_int_equal(tgc_backend_compile(b, g, &cfg, tgc_cpu(), "test", &art), TGC_OK);
+    tgc_status st = tgc_backend_run(b, art, g, a, out);
+    tgc_backend_release(b, art);
+    if (st != TGC_OK)
+        fail_msg("run failed: %s", tgc_last_error());
 }
 
 #endif

@@ -506,26 +506,9 @@ static void channels_last_conv_reads_in_place(void **state)
 /* Runs g on interp with args in (every input an argument); outputs in out. */
 static void interp_graph(const tgc_graph *g, tgc_tensor **in, int n_in, tgc_tensor **out)
 {
-    const tgc_backend *b = tgc_backend_interp();
     int64_t symvals[1] = {0};
     tgc_exec_args a = {in, n_in, NULL, 0, NULL, 0, symvals};
-    void *art = NULL;
-    tgc_config cfg = tgc_config_default();
-    assert_int_equal(tgc_backend_compile(b, g, &cfg, tgc_cpu(), "test", &art), TGC_OK);
-    tgc_status st = tgc_backend_run(b, art, g, &a, out);
-    tgc_backend_release(b, art);
-    if (st != TGC_OK)
-        fail_msg("interp: %s", tgc_last_error());
-}
-
-/* The node of g whose op is `op`, the n-th of them (0: the first). */
-static int32_t nth_node(const tgc_graph *g, tgc_op op, int n)
-{
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == op && n-- == 0)
-            return i;
-    fail_msg("no %s number %d", tgc_op_name(op), n);
-    return -1;
+    gb_run_interp(g, &a, out);
 }
 
 /* x -> conv1 (+bias) -> relu r -> conv2 -> + r = a -> max pool p -> conv3 -> output; r also a
@@ -575,14 +558,14 @@ static void activations_between_convs_are_channels_last(void **state)
     assert_int_equal(n, 2);
     assert_int_equal(tgc_prepare_template_operands(g, cu), TGC_OK);
     assert_int_equal(tgc_graph_verify(g), TGC_OK);
-    int32_t c1 = nth_node(g, TGC_OP_CONV2D, 0), c2 = nth_node(g, TGC_OP_CONV2D, 1),
-            c3 = nth_node(g, TGC_OP_CONV2D, 2), pool = nth_node(g, TGC_OP_MAX_POOL2D, 0), base;
+    int32_t c1 = gb_find_op(g, TGC_OP_CONV2D, 0), c2 = gb_find_op(g, TGC_OP_CONV2D, 1),
+            c3 = gb_find_op(g, TGC_OP_CONV2D, 2), pool = gb_find_op(g, TGC_OP_MAX_POOL2D, 0), base;
     assert_false(kir_is_channels_last_view(g, g->nodes[c1].in[0], &base));
     assert_true(kir_is_channels_last_view(g, g->nodes[c2].in[0], &base));
     assert_true(kir_is_channels_last_view(g, g->nodes[c3].in[0], &base));
     assert_false(kir_is_channels_last_view(g, g->nodes[pool].in[0], &base));
     for (int k = 0; k < 3; k++)
-        assert_true(kir_template_ok(g, nth_node(g, TGC_OP_CONV2D, k), cu));
+        assert_true(kir_template_ok(g, gb_find_op(g, TGC_OP_CONV2D, k), cu));
     /* the same values on interp (the rewrite only adds views and copies) */
     tgc_tensor *in[5], *want[1] = {0}, *got[1] = {0};
     const int64_t sx[4] = {2, 16, 9, 9}, sw[4] = {16, 16, 3, 3}, sb[1] = {16};

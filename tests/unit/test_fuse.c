@@ -62,15 +62,6 @@ static int n_compute(const tgc_graph *g)
     return n;
 }
 
-static int32_t find_op(const tgc_graph *g, tgc_op op, int nth)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == op && nth-- == 0)
-            return i;
-    fail_msg("no %s #%d in the graph", tgc_op_name(op), nth);
-    return -1;
-}
-
 /* Checks the invariants every fusion has: each compute node in exactly one group, members
  * in topological order, groups reading only older groups. */
 static void expect_well_formed(const tgc_graph *g, const tgc_fusion *f)
@@ -265,8 +256,8 @@ static void softmax_is_one_group_of_three_phases(void **state)
     assert_int_equal(gr->domain.shape[1], 10);
     assert_int_equal(gr->n_members, 5); /* max sub exp sum div */
     assert_int_equal(max_level(&f, gr), 2);
-    int32_t mx = find_op(g, TGC_OP_MAX, 0), sm = find_op(g, TGC_OP_SUM, 0);
-    int32_t ex = find_op(g, TGC_OP_EXP, 0), dv = find_op(g, TGC_OP_DIV, 0);
+    int32_t mx = gb_find_op(g, TGC_OP_MAX, 0), sm = gb_find_op(g, TGC_OP_SUM, 0);
+    int32_t ex = gb_find_op(g, TGC_OP_EXP, 0), dv = gb_find_op(g, TGC_OP_DIV, 0);
     assert_int_equal(f.level[mx], 1);
     assert_int_equal(f.level[ex], 1);
     assert_int_equal(f.level[sm], 2);
@@ -308,7 +299,7 @@ static void layer_norm_with_affine_is_one_group(void **state)
     assert_int_equal(gr->domain.ndim, 3);
     assert_int_equal(max_level(&f, gr), 2);
     /* the variance's eps and rsqrt are per row */
-    int32_t rs = find_op(g, TGC_OP_RSQRT, 0);
+    int32_t rs = gb_find_op(g, TGC_OP_RSQRT, 0);
     assert_true(f.is_row[rs]);
     assert_int_equal(f.level[rs], 2);
     tgc_fusion_free(&f);
@@ -328,7 +319,7 @@ static void sum_over_middle_dim_takes_prologue_and_row_epilogue(void **state)
     assert_int_equal(g->nodes[gr->anchor].op, TGC_OP_SUM);
     assert_int_equal(gr->red_mask, 0x2);
     assert_int_equal(gr->domain.shape[1], 6);
-    int32_t ex = find_op(g, TGC_OP_EXP, 0), sc = find_op(g, TGC_OP_MUL_SCALAR, 0);
+    int32_t ex = gb_find_op(g, TGC_OP_EXP, 0), sc = gb_find_op(g, TGC_OP_MUL_SCALAR, 0);
     assert_false(f.is_row[ex]);
     assert_true(f.is_row[sc]); /* [4, 5]: the kept dims */
     tgc_fusion_free(&f);
@@ -344,8 +335,8 @@ static void reductions_over_different_dims_get_their_own_groups(void **state)
     gb_fuse(g, &f);
     expect_well_formed(g, &f);
     assert_int_equal(f.n_groups, 2);
-    int32_t ex = find_op(g, TGC_OP_EXP, 0), sm = find_op(g, TGC_OP_SUM, 0);
-    int32_t mx = find_op(g, TGC_OP_MAX, 0);
+    int32_t ex = gb_find_op(g, TGC_OP_EXP, 0), sm = gb_find_op(g, TGC_OP_SUM, 0);
+    int32_t mx = gb_find_op(g, TGC_OP_MAX, 0);
     assert_int_equal(f.group_of[ex], f.group_of[sm]);
     assert_int_equal(f.groups[f.group_of[sm]].red_mask, 0x1);
     assert_int_not_equal(f.group_of[mx], f.group_of[ex]);
@@ -464,8 +455,8 @@ static void template_output_used_twice_stops_the_epilogue(void **state)
     tgc_fusion f;
     gb_fuse(g, &f);
     expect_well_formed(g, &f);
-    int32_t lin = find_op(g, TGC_OP_LINEAR, 0), re = find_op(g, TGC_OP_RELU, 0);
-    int32_t sg = find_op(g, TGC_OP_SIGMOID, 0);
+    int32_t lin = gb_find_op(g, TGC_OP_LINEAR, 0), re = gb_find_op(g, TGC_OP_RELU, 0);
+    int32_t sg = gb_find_op(g, TGC_OP_SIGMOID, 0);
     const tgc_group *gr = &f.groups[f.group_of[lin]];
     assert_int_equal(gr->kind, TGC_GROUP_TEMPLATE);
     assert_int_equal(gr->n_members, 1);
@@ -485,7 +476,7 @@ static void template_output_that_is_a_graph_output_stops_the_epilogue(void **sta
     tgc_fusion f;
     gb_fuse(g, &f);
     expect_well_formed(g, &f);
-    int32_t lin = find_op(g, TGC_OP_LINEAR, 0), ge = find_op(g, TGC_OP_GELU, 0);
+    int32_t lin = gb_find_op(g, TGC_OP_LINEAR, 0), ge = gb_find_op(g, TGC_OP_GELU, 0);
     assert_int_equal(f.n_groups, 2);
     assert_int_equal(f.groups[f.group_of[lin]].n_members, 1);
     assert_int_not_equal(f.group_of[ge], f.group_of[lin]);

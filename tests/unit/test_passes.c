@@ -22,6 +22,7 @@
 #include "ir/conv_taps.h"
 #include "passes/passes.h"
 #include "tgc/tgc.h"
+#include "unit/graph_build_util.h"
 #include "unit/unit_test_util.h"
 
 /* ---- fixture: trace a function on interp, take its graph ---- */
@@ -66,7 +67,6 @@ static void fx_free(fx *x)
 /* Runs g on interp with the variant's bindings. */
 static void run_graph(const fx *x, const tgc_graph *g, tgc_tensor **in, int n_in, tgc_tensor **out)
 {
-    const tgc_backend *b = tgc_backend_interp();
     int64_t symvals[16] = {0};
     for (int k = 0; k < tgc_sym_count(g->syms) && k < 16; k++) {
         int input, dim;
@@ -74,13 +74,7 @@ static void run_graph(const fx *x, const tgc_graph *g, tgc_tensor **in, int n_in
         symvals[k] = tgc_size(in[input], dim);
     }
     tgc_exec_args a = {in, n_in, NULL, 0, x->v->bound, x->v->guards.n_captured, symvals};
-    void *art = NULL;
-    tgc_config cfg = tgc_config_default();
-    assert_int_equal(tgc_backend_compile(b, g, &cfg, tgc_cpu(), "test", &art), TGC_OK);
-    tgc_status st = tgc_backend_run(b, art, g, &a, out);
-    tgc_backend_release(b, art);
-    if (st != TGC_OK)
-        fail_msg("run failed: %s", tgc_last_error());
+    gb_run_interp(g, &a, out);
 }
 
 static double *host_f64(tgc_tensor *t)
