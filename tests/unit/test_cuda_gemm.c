@@ -35,14 +35,10 @@
 static int g_skipped;
 static int g_sm = 90; /* the architecture render_compile renders and compiles for */
 
-/* gb_classify with the CUDA target's templates (f32, f16, bf16). */
+/* The CUDA backend's classification (templates for f32, f16, bf16; loops of every dtype). */
 static tgc_fuse_class cu_classify(const tgc_graph *g, int32_t i)
 {
-    const tgc_node *nd = &g->nodes[i];
-    tgc_op_kind kd = tgc_op_info_of(nd->op)->kind;
-    if (kd == TGC_KIND_MATMUL || kd == TGC_KIND_CONV)
-        return kir_template_ok(g, i, tgc_cuda_kir_target()) ? TGC_FUSE_TEMPLATE : TGC_FUSE_OPAQUE;
-    return gb_classify(g, i);
+    return tgc_backend_classify(g, i, tgc_cuda_kir_target());
 }
 
 static const tgc_fuse_hooks cu_hooks = {cu_classify, kir_epilogue_operand_ok,
@@ -512,14 +508,18 @@ static void interp_graph(const tgc_graph *g, tgc_tensor **in, int n_in, tgc_tens
 }
 
 /* x -> conv1 (+bias) -> relu r -> conv2 -> + r = a -> max pool p -> conv3 -> output; r also a
- * graph output in variant 1 (then it stays NCHW). 2 images of 16 channels, 9 x 9. */
-static tgc_graph *cl_chain_graph(int r_is_output, int32_t *r_out)
+ * graph output in variant 1 (then it stays NCHW); variant 2: the batch symbolic, bf16. 2
+ * images of 16 channels, 9 x 9. */
+static tgc_graph *cl_chain_graph(int variant, int32_t *r_out)
 {
     tgc_graph *g = tgc_graph_create();
-    const tgc_sdim sx[4] = {2, 16, 9, 9}, sw[4] = {16, 16, 3, 3}, sb[1] = {16};
-    int32_t x = gb_input(g, TGC_F32, 4, sx), w1 = gb_input(g, TGC_F32, 4, sw),
-            b1 = gb_input(g, TGC_F32, 1, sb), w2 = gb_input(g, TGC_F32, 4, sw),
-            w3 = gb_input(g, TGC_F32, 4, sw);
+    tgc_sdim sx[4] = {2, 16, 9, 9};
+    const tgc_sdim sw[4] = {16, 16, 3, 3}, sb[1] = {16};
+    const tgc_dtype dt = variant == 2 ? TGC_BF16 : TGC_F32;
+    if (variant == 2)
+        sx[0] = tgc_sym_new(g->syms, 2, 0, 0);
+    int32_t x = gb_input(g, dt, 4, sx), w1 = gb_input(g, dt, 4, sw), b1 = gb_input(g, dt, 1, sb),
+            w2 = gb_input(g, dt, 4, sw), w3 = gb_input(g, dt, 4, sw);
     tgc_attrs ca = {.ni = 7};
     const int64_t at[7] = {1, 1, 1, 1, 1, 1, 1};
     memcpy(ca.i, at, sizeof at);
@@ -530,7 +530,7 @@ static tgc_graph *cl_chain_graph(int r_is_output, int32_t *r_out)
     const int64_t pool[7] = {2, 2, 1, 1, 0, 0, 0};
     int32_t p = gb_ints(g, TGC_OP_MAX_POOL2D, a, pool, 7);
     int32_t c3 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){p, w3}, 2, &ca);
-    gb_outputs(g, (int32_t[]){c3, r}, r_is_output ? 2 : 1);
+    gb_outputs(g, (int32_t[]){c3, r}, variant == 1 ? 2 : 1);
     *r_out = r;
     return g;
 }
@@ -667,6 +667,32 @@ static void activations_between_convs_are_channels_last(void **state)
     assert_int_equal(n, 1);
     for (int32_t i = 0; i < g->n_nodes; i++)
         assert_false(is_nhwc_copy_of(g, i, r));
+    tgc_graph_free(g);
+    /* a symbolic batch, bf16: the same layout; each kernel compiles, conv1's storing NHWC */
+    g = cl_chain_graph(2, &r);
+    assert_int_equal(tgc_prepare_for_target(g, cu), TGC_OK);
+    assert_int_equal(tgc_pass_fuse(g, &cu_hooks, &f), TGC_OK);
+    mat = kir_materialized(g, &f);
+    assert_non_null(mat);
+    n_cl_out = 0;
+    for (int gi = 0; gi < f.n_groups; gi++) {
+        kir_kernel *k = NULL;
+        if (kir_lower_group(g, &f, gi, mat, cu, &k) != TGC_OK)
+            fail_msg("lower group %d: %s", gi, tgc_last_error());
+        if (k && k->kind == KIR_CONV) {
+            assert_false(TGC_SDIM_IS_CONST(k->tpl.cn));
+            n_cl_out += k->tpl.out_cl;
+            tk t = {.k = k};
+            kir_args_collect(k, &t.slots);
+            tgc_cuda_tpl cfg;
+            free(render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL));
+            assert_int_equal(cfg.mode, TGC_CUDA_TPL_BF16);
+        }
+        kir_kernel_free(k);
+    }
+    assert_int_equal(n_cl_out, 1);
+    free(mat);
+    tgc_fusion_free(&f);
     tgc_graph_free(g);
     g = cl_chain_graph(0, &r);
     int before_nodes = g->n_nodes;
