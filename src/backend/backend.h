@@ -168,9 +168,9 @@ int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, t
                                    const char *indent);
 
 /* Appends "<indent>channels-last: N activations stored NHWC, M of K convs read NHWC input in
- * place\n" for a compiled plan whose prepared graph keeps activations channels-last (copies
- * of NHWC permutes: tgc_prepare_channels_last, or the caller's own); returns N (0: nothing
- * appended; graph runners). */
+ * place\n" for a compiled plan whose prepared graph keeps activations channels-last for its
+ * convs (copies of NHWC permutes that convs read: tgc_prepare_channels_last, or the caller's
+ * own); returns N (0: nothing appended; graph runners). */
 int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
                                 const char *indent);
 

@@ -172,6 +172,8 @@ int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_
     for (int32_t i = 0; i < g->n_nodes; i++)
         stored += act[i];
     free(act);
+    if (!convs_cl)
+        stored = 0; /* a layout of the caller's own, no conv reading it */
     if (stored)
         tgc_sb_printf(sb,
                       "%schannels-last: %d activation%s stored NHWC, %d of %d conv%s read NHWC "

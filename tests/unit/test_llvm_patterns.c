@@ -629,6 +629,44 @@ static void views_fold_into_accesses(void **state)
     tgc_fn_free(f);
 }
 
+/* Values stored in another dim order: a contiguous copy of a permute of a value only the copy
+ * reads is that value's store (no kernel of its own): after a pointwise chain, after a max
+ * pool (its window loop), and after a reduction's epilogue; read back through the inverse
+ * permute by a pointwise consumer. */
+MODEL(fn_permuted_stores)
+{
+    UNUSED_ARGS;
+    tgc_tensor *x = in[0]; /* [2, 6, 5, 7] */
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    int k = 0;
+    tgc_tensor *a = tgc_contiguous(tgc_permute(tgc_relu(tgc_mul_scalar(x, 2.0)), to_nhwc, 4));
+    out[k++] = a;
+    out[k++] = tgc_add_scalar(tgc_permute(a, to_nchw, 4), 1.0);
+    tgc_tensor *p = tgc_max_pool2d(x, &(tgc_pool2d_opts){.kernel = {2, 2}, .stride = {1, 1}});
+    out[k++] = tgc_contiguous(tgc_permute(p, to_nhwc, 4));
+    const int d3[1] = {3};
+    tgc_tensor *c = tgc_sub(x, tgc_mean(x, d3, 1, 1)); /* a reduction group's epilogue */
+    out[k++] = tgc_contiguous(tgc_permute(c, (const int[]){3, 1, 0, 2}, 4));
+    return all_set(out, k);
+}
+
+static void permuted_copies_are_their_producers_stores(void **state)
+{
+    (void)state;
+    tgc_tensor *in[1] = {normal(SHAPE(2, 6, 5, 7), TGC_F32)};
+    /* four kernels: the relu chain, the pool and the centring each storing its permuted
+     * copy itself, and the +1 that reads the first copy back */
+    assert_int_equal(check_static(fn_permuted_stores, "permuted_stores", in, 1, 4), 4);
+    tgc_fn *f = compile_llvm(fn_permuted_stores, "permuted_stores_dyn", TGC_DYNAMIC_AUTO);
+    tgc_mark_dynamic(in[0], 0);
+    expect_call(f, fn_permuted_stores, "permuted_stores_dyn", in, 1, 4);
+    tgc_tensor *in2[1] = {normal(SHAPE(3, 6, 5, 7), TGC_F32)};
+    tgc_mark_dynamic(in2[0], 0);
+    expect_call(f, fn_permuted_stores, "permuted_stores_dyn", in2, 1, 4);
+    expect_compiled(f, 1);
+    tgc_fn_free(f);
+}
+
 MODEL(fn_broadcast)
 {
     UNUSED_ARGS;
@@ -1617,6 +1655,7 @@ int main(void)
         T(exp_just_below_overflow_matches_interp),
         T(pow_half_of_negative_infinity),
         T(binary_and_scalar_ops_with_broadcasting),
+        T(permuted_copies_are_their_producers_stores),
         T(pow_over_bases_and_exponents),
         T(pow_of_negative_and_special_bases),
         T(compare_and_where_with_broadcasting),
