@@ -634,6 +634,7 @@ static void activations_between_convs_are_channels_last(void **state)
                              k->tpl.out_cl);
             free(ptx);
             free(src);
+            kir_args_free(&t.slots);
         } else if (k->kind == KIR_LOOP) {
             for (int s2 = 0; s2 < k->n_stores; s2++) {
                 int32_t v = k->bufs[k->stores[s2].at.buf].value;
@@ -644,6 +645,26 @@ static void activations_between_convs_are_channels_last(void **state)
                 if (g->nodes[g->nodes[g->nodes[v].in[0]].in[0]].op == TGC_OP_INPUT)
                     continue; /* the weights' OHWI copies */
                 n_loop_perm++;
+                /* it renders and compiles as CUDA */
+                tgc_strbuf sb = {0};
+                kir_args ls = {0};
+                tgc_cuda_launch launch;
+                kir_args_collect(k, &ls);
+                tgc_sb_puts(&sb, tgc_cuda_prelude());
+                assert_int_equal(tgc_cuda_render_loop(&sb, k, &ls, "tgc_pool", &launch), TGC_OK);
+                char *lsrc = tgc_sb_take(&sb), *cubin = NULL, *lptx = NULL;
+                size_t nb = 0;
+                if (tgc_nvrtc_load() == TGC_OK) {
+                    if (tgc_nvrtc_compile("tgc_pool", lsrc, 90, &cubin, &nb, &lptx) != TGC_OK)
+                        fail_msg("%s", tgc_last_error());
+                    assert_true(nb > 0);
+                } else {
+                    g_skipped++;
+                }
+                free(cubin);
+                free(lptx);
+                free(lsrc);
+                kir_args_free(&ls);
                 int unit = 0;
                 for (int d = 0; d < k->n_outer + k->n_inner; d++)
                     unit += TGC_SDIM_IS_CONST(k->stores[s2].at.stride[d]) &&
@@ -687,6 +708,7 @@ static void activations_between_convs_are_channels_last(void **state)
             tgc_cuda_tpl cfg;
             free(render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL));
             assert_int_equal(cfg.mode, TGC_CUDA_TPL_BF16);
+            kir_args_free(&t.slots);
         }
         kir_kernel_free(k);
     }
