@@ -118,14 +118,22 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 
 /* ---- channels-last activations ---- */
 
-/* TGC_CHANNELS_LAST=0 in the environment keeps every activation NCHW (read once). */
+/* TGC_CHANNELS_LAST=1 / 0 in the environment turns the layout on or off for the process (read
+ * once); unset, CL_DEFAULT decides. */
+#define CL_DEFAULT 0
 static pthread_once_t cl_once = PTHREAD_ONCE_INIT;
-static int cl_on = 1;
+static int cl_on;
 
 static void read_cl(void)
 {
     const char *e = getenv("TGC_CHANNELS_LAST");
-    cl_on = !(e && !strcmp(e, "0"));
+    cl_on = e && *e ? strcmp(e, "0") != 0 : CL_DEFAULT;
+}
+
+int tgc_prepare_channels_last_on(void)
+{
+    pthread_once(&cl_once, read_cl);
+    return cl_on;
 }
 
 /* The values tgc_prepare_channels_last stores NHWC, for its rewrite's predicate. */
@@ -190,8 +198,7 @@ tgc_status tgc_prepare_channels_last(tgc_graph *g, const kir_target *t, int *n_v
     int n = 0;
     if (n_values)
         *n_values = 0;
-    pthread_once(&cl_once, read_cl);
-    if (!t->conv_channels_last || !cl_on)
+    if (!t->conv_channels_last)
         return TGC_OK;
     size_t sz = (size_t)(g->n_nodes ? g->n_nodes : 1);
     uint8_t *sel = calloc(sz, 1), *is_output = calloc(sz, 1);
@@ -292,7 +299,9 @@ tgc_status tgc_prepare_template_operands(tgc_graph *g, const kir_target *t)
 tgc_status tgc_prepare_for_target(tgc_graph *g, const kir_target *t)
 {
     tgc_status st = tgc_prepare_views(g, t->name);
-    if (st == TGC_OK) /* activations between convs channels-last, where the target has it */
+    if (st == TGC_OK && tgc_prepare_channels_last_on()) /* activations between convs
+                                                         * channels-last, where the target
+                                                         * has it */
         st = tgc_prepare_channels_last(g, t, NULL);
     if (st == TGC_OK) /* copies of GEMM / conv operands the templates cannot stride through
                        * (attention's per-head q and k), channels-last weights for the convs

@@ -74,7 +74,7 @@ typedef struct kir_target {
     uint32_t template_dtypes[KIR_TPL_COUNT];
     /* 1: its conv template reads channels-last operands in place (kir_template.cl) and
      * stores channels-last results (kir_template.out_cl, its fusion hooks' permuted_store_ok),
-     * and the prepare pass keeps the activations between convs channels-last
+     * and the prepare pass can keep the activations between convs channels-last
      * (tgc_prepare_channels_last); 0: such a conv reads contiguous copies (the prepare pass
      * makes them) and every template stores in its own order. */
     int conv_channels_last;

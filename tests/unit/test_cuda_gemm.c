@@ -691,7 +691,9 @@ static void activations_between_convs_are_channels_last(void **state)
     tgc_graph_free(g);
     /* a symbolic batch, bf16: the same layout; each kernel compiles, conv1's storing NHWC */
     g = cl_chain_graph(2, &r);
-    assert_int_equal(tgc_prepare_for_target(g, cu), TGC_OK);
+    assert_int_equal(tgc_prepare_channels_last(g, cu, &n), TGC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(tgc_prepare_for_target(g, cu), TGC_OK); /* (a second pass adds nothing) */
     assert_int_equal(tgc_pass_fuse(g, &cu_hooks, &f), TGC_OK);
     mat = kir_materialized(g, &f);
     assert_non_null(mat);
@@ -715,6 +717,15 @@ static void activations_between_convs_are_channels_last(void **state)
     assert_int_equal(n_cl_out, 1);
     free(mat);
     tgc_fusion_free(&f);
+    tgc_graph_free(g);
+    /* tgc_prepare_for_target applies it only where tgc_prepare_channels_last_on says so
+     * (TGC_CHANNELS_LAST; off when unset) */
+    g = cl_chain_graph(0, &r);
+    assert_int_equal(tgc_prepare_for_target(g, cu), TGC_OK);
+    int nhwc = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        nhwc += is_nhwc_copy_of(g, i, r);
+    assert_int_equal(nhwc, tgc_prepare_channels_last_on());
     tgc_graph_free(g);
     g = cl_chain_graph(0, &r);
     int before_nodes = g->n_nodes;
