@@ -120,7 +120,7 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 
 /* TGC_CHANNELS_LAST=1 / 0 in the environment turns the layout on or off for the process (read
  * once); unset, CL_DEFAULT decides. */
-#define CL_DEFAULT 0
+#define CL_DEFAULT 1
 static pthread_once_t cl_once = PTHREAD_ONCE_INIT;
 static int cl_on;
 

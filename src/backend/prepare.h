@@ -18,7 +18,7 @@ tgc_status tgc_prepare_views(tgc_graph *g, const char *who);
  * *n_values (may be NULL): how many values became NHWC. TGC_ERR_OOM. */
 tgc_status tgc_prepare_channels_last(tgc_graph *g, const kir_target *t, int *n_values);
 /* 1 when tgc_prepare_for_target keeps activations channels-last: the environment's
- * TGC_CHANNELS_LAST (1 on, 0 off; read once per process), else off. Thread-safe. */
+ * TGC_CHANNELS_LAST (1 on, 0 off; read once per process), else on. Thread-safe. */
 int tgc_prepare_channels_last_on(void);
 /* Contiguous copies of the view operands of matmul / linear / conv2d nodes target t has a
  * template for but cannot stride through. */

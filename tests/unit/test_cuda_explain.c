@@ -68,9 +68,9 @@ static tgc_status conv_chain(tgc_module *self, tgc_tensor *const *in, int n_in, 
     return out[0] ? TGC_OK : tgc_last_status();
 }
 
-/* With TGC_CHANNELS_LAST=1 the GPU variant keeps the activations between convs channels-last
- * (the explain line says how many, and which convs read them in place), and the result
- * equals interp's on the CPU: fp32 at HIGHEST, f16 operands, TF32 at HIGH. */
+/* The GPU variant keeps the activations between convs channels-last (the explain line says
+ * how many, and which convs read them in place), and the result equals interp's on the CPU:
+ * fp32 at HIGHEST, f16 operands, TF32 at HIGH. */
 static void conv_chain_keeps_activations_channels_last(void **state)
 {
     (void)state;
@@ -125,7 +125,8 @@ static void conv_chain_keeps_activations_channels_last(void **state)
 
 int main(void)
 {
-    /* the channels-last layout on for this process (the library reads it once) */
+    /* the channels-last layout on for this process whatever the caller's environment says
+     * (the library reads it once) */
     setenv("TGC_CHANNELS_LAST", "1", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(auto_function_on_gpu_inputs_reports_backend_cuda),
