@@ -5,7 +5,6 @@
  * so their results can join template epilogues. Each takes the driver's clone of the graph;
  * `who` names the backend in messages. Thread-safe (the target of the operand pass is
  * thread-local for the call). */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +13,7 @@
 #include "ir/view_access.h"
 #include "kir/lower.h"
 #include "passes/passes.h"
+#include "support/config_env.h"
 #include "support/error.h"
 
 /* The target tgc_prepare_template_operands is working for (the rewriter's predicates take
@@ -118,22 +118,9 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 
 /* ---- channels-last activations ---- */
 
-/* TGC_CHANNELS_LAST=1 / 0 in the environment turns the layout on or off for the process (read
- * once); unset, CL_DEFAULT decides. */
-#define CL_DEFAULT 1
-static pthread_once_t cl_once = PTHREAD_ONCE_INIT;
-static int cl_on;
-
-static void read_cl(void)
-{
-    const char *e = getenv("TGC_CHANNELS_LAST");
-    cl_on = e && *e ? strcmp(e, "0") != 0 : CL_DEFAULT;
-}
-
 int tgc_prepare_channels_last_on(void)
 {
-    pthread_once(&cl_once, read_cl);
-    return cl_on;
+    return tgc_env_channels_last();
 }
 
 /* The values tgc_prepare_channels_last stores NHWC, for its rewrite's predicate. */

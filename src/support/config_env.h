@@ -11,6 +11,12 @@ int tgc_env_eager_interp(void);
 /* 1 with TGC_PROFILE set: the executor logs one line per step and call (TGC_LOG_PROFILE; a
  * debugging aid). */
 int tgc_env_profile(void);
+/* TGC_CUDA_TMA: 1 (the default) when sm_90a GEMM programs get the warp-specialized TMA entry,
+ * 0 when the variable is 0. */
+int tgc_env_cuda_tma(void);
+/* TGC_CHANNELS_LAST: 1 (the default) when GPU variants keep activations between convolutions
+ * channels-last, 0 when the variable is 0. */
+int tgc_env_channels_last(void);
 /* TGC_LLVM_CPU / TGC_LLVM_FEATURES: the LLVM backend's target CPU and features instead of the
  * host's; NULL when unset. */
 const char *tgc_env_llvm_cpu(void);

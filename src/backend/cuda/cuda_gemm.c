@@ -3,7 +3,6 @@
  * configuration and operand layouts per kernel, compiles the kernel's constant sizes in and
  * writes a small wrapper: the ABI structs, the epilogue functor and the __global__ entry that
  * instantiates the library's templates. Pure functions of their arguments; thread-safe. */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_render.h"
+#include "support/config_env.h"
 #include "support/error.h"
 
 #include "backend/cuda/cuda_gemm_lib.cuh.h"
@@ -192,22 +192,9 @@ static int tma_bn_for(int64_t M, int64_t N)
     return best;
 }
 
-/* TGC_CUDA_TMA=1 / 0 in the environment turns the TMA entry on or off for the process (read
- * once); unset, TMA_DEFAULT decides. */
-#define TMA_DEFAULT 1
-static pthread_once_t tma_once = PTHREAD_ONCE_INIT;
-static int tma_on;
-
-static void read_tma(void)
-{
-    const char *e = getenv("TGC_CUDA_TMA");
-    tma_on = e && *e ? strcmp(e, "0") != 0 : TMA_DEFAULT;
-}
-
 int tgc_cuda_gemm_tma(void)
 {
-    pthread_once(&tma_once, read_tma);
-    return tma_on;
+    return tgc_env_cuda_tma();
 }
 
 /* The TMA entry of an sm_90a GEMM in mode (TF32, F16, BF16) whose operands are contiguous
