@@ -131,15 +131,6 @@ int tgc_backend_describe_fallbacks(const tgc_backend *b, const void *artifact, t
     return n;
 }
 
-/* 1 when node i of g is a contiguous copy of the NHWC permute of a 4-D value. */
-static int nhwc_copy(const tgc_graph *g, int32_t i)
-{
-    int32_t src;
-    int64_t perm[TGC_MAX_DIMS];
-    return g->nodes[i].out.ndim == 4 && tgc_permuted_copy_of(g, i, &src, perm) && perm[0] == 0 &&
-           perm[1] == 2 && perm[2] == 3 && perm[3] == 1;
-}
-
 int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_strbuf *sb,
                                 const char *indent)
 {
@@ -159,7 +150,8 @@ int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_
             continue;
         for (int k = 0; k < nd->n_in; k++) {
             const tgc_node *u = &g->nodes[nd->in[k]];
-            if (u->op == TGC_OP_PERMUTE && nhwc_copy(g, u->in[0]) &&
+            int32_t src;
+            if (u->op == TGC_OP_PERMUTE && tgc_nhwc_copy_of(g, u->in[0], &src) &&
                 !(nd->op == TGC_OP_CONV2D && k == 1))
                 act[u->in[0]] = 1;
         }

@@ -83,6 +83,9 @@ static int operands_unstridable(const tgc_graph *g, int32_t i)
     return 0;
 }
 
+/* NCHW -> NHWC (and OIHW -> OHWI), and back */
+static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+
 /* A permute of v by the 4-element order p. */
 static int32_t emit_permute(tgc_rewriter *rw, int32_t v, const int64_t *p)
 {
@@ -105,10 +108,9 @@ static int32_t emit_on_copies(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
     for (int k = 0; k < nd->n_in; k++) {
         in[k] = tgc_rw_new(rw, nd->in[k]);
         if (cl && k == 1) {
-            static const int64_t to_ohwi[4] = {0, 2, 3, 1}, to_oihw[4] = {0, 3, 1, 2};
-            int32_t t = emit_permute(rw, in[k], to_ohwi);
+            int32_t t = emit_permute(rw, in[k], to_nhwc);
             t = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &t, 1, &none);
-            in[k] = emit_permute(rw, t, to_oihw);
+            in[k] = emit_permute(rw, t, to_nchw);
         } else if (k < 2 && !(cl && k == 0) && tgc_is_view_op(g->nodes[nd->in[k]].op)) {
             in[k] = tgc_rw_emit(rw, TGC_OP_CONTIGUOUS, &in[k], 1, &none);
         }
@@ -136,7 +138,6 @@ static int cl_selected(const tgc_graph *g, int32_t i)
 static int32_t emit_channels_last(tgc_rewriter *rw, const tgc_graph *g, int32_t i)
 {
     (void)g;
-    static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
     tgc_attrs none = {0};
     int32_t v = tgc_rw_copy(rw, i);
     int32_t t = v < 0 ? -1 : emit_permute(rw, v, to_nhwc);
@@ -147,37 +148,21 @@ static int32_t emit_channels_last(tgc_rewriter *rw, const tgc_graph *g, int32_t 
 /* 1 when value v of g may be stored NHWC: a 4-D activation of a dtype the conv template has,
  * computed by a kernel that can store it in another order (a conv template, a pointwise or
  * window loop), no graph output and never written in place, read directly (no view) by at
- * least one conv as its input and otherwise only by kernels that read it through strides
- * (pointwise, reductions, pools; not conv gradients, opaque nodes or matmuls). */
+ * least one conv as its input (convs[v]) and otherwise only by kernels that read it through
+ * strides (bad[v] 0: pointwise, reductions, pools; not conv gradients, opaque nodes,
+ * matmuls or views). */
 static int wants_channels_last(const tgc_graph *g, int32_t v, const kir_target *t,
-                               const uint8_t *is_output, const uint8_t *written)
+                               const uint8_t *is_output, const uint8_t *written,
+                               const uint8_t *convs, const uint8_t *bad)
 {
     const tgc_node *nd = &g->nodes[v];
-    if (nd->out.ndim != 4 || nd->op == TGC_OP_INPUT || tgc_is_view_op(nd->op) || is_output[v] ||
-        written[v] || (nd->flags & TGC_NODE_MUTATES) || tgc_node_effects(nd) ||
-        !kir_target_has_template(t, KIR_TPL_CONV, nd->out.dtype))
+    if (!convs[v] || bad[v] || nd->out.ndim != 4 || nd->op == TGC_OP_INPUT ||
+        tgc_is_view_op(nd->op) || is_output[v] || written[v] || (nd->flags & TGC_NODE_MUTATES) ||
+        tgc_node_effects(nd) || !kir_target_has_template(t, KIR_TPL_CONV, nd->out.dtype))
         return 0;
     tgc_fuse_class pc = tgc_backend_classify(g, v, t);
-    if (pc != TGC_FUSE_POINTWISE && pc != TGC_FUSE_WINDOW &&
-        !(pc == TGC_FUSE_TEMPLATE && nd->op == TGC_OP_CONV2D))
-        return 0;
-    int convs = 0;
-    for (int32_t j = v + 1; j < g->n_nodes; j++) {
-        const tgc_node *u = &g->nodes[j];
-        for (int k = 0; k < u->n_in; k++) {
-            if (u->in[k] != v)
-                continue;
-            if (tgc_is_view_op(u->op))
-                return 0;
-            tgc_fuse_class c = tgc_backend_classify(g, j, t);
-            if (c == TGC_FUSE_TEMPLATE && u->op == TGC_OP_CONV2D && k == 0 &&
-                u->out.dtype == nd->out.dtype)
-                convs++;
-            else if (c != TGC_FUSE_POINTWISE && c != TGC_FUSE_REDUCE && c != TGC_FUSE_WINDOW)
-                return 0;
-        }
-    }
-    return convs > 0;
+    return pc == TGC_FUSE_POINTWISE || pc == TGC_FUSE_WINDOW ||
+           (pc == TGC_FUSE_TEMPLATE && nd->op == TGC_OP_CONV2D);
 }
 
 tgc_status tgc_prepare_channels_last(tgc_graph *g, const kir_target *t, int *n_values)
@@ -188,26 +173,42 @@ tgc_status tgc_prepare_channels_last(tgc_graph *g, const kir_target *t, int *n_v
     if (!t->conv_channels_last)
         return TGC_OK;
     size_t sz = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    uint8_t *sel = calloc(sz, 1), *is_output = calloc(sz, 1);
+    uint8_t *sel = calloc(sz, 1), *is_output = calloc(sz, 1), *convs = calloc(sz, 1),
+            *bad = calloc(sz, 1);
     uint8_t *written = tgc_pass_mutated_values(g);
-    if (!sel || !is_output || !written) {
-        free(sel);
-        free(is_output);
-        free(written);
-        return tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", t->name);
-    }
-    for (int i = 0; i < g->n_outputs; i++)
-        is_output[g->outputs[i]] = 1;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        n += sel[i] = (uint8_t)wants_channels_last(g, i, t, is_output, written);
     tgc_status st = TGC_OK;
-    if (n) {
+    if (!sel || !is_output || !convs || !bad || !written)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", t->name);
+    for (int i = 0; st == TGC_OK && i < g->n_outputs; i++)
+        is_output[g->outputs[i]] = 1;
+    /* each reader once: a conv reading its input (convs), or one that cannot read NHWC (bad) */
+    for (int32_t j = 0; st == TGC_OK && j < g->n_nodes; j++) {
+        const tgc_node *u = &g->nodes[j];
+        if (!u->n_in)
+            continue;
+        int view = tgc_is_view_op(u->op);
+        tgc_fuse_class c = view ? TGC_FUSE_FREE : tgc_backend_classify(g, j, t);
+        for (int k = 0; k < u->n_in; k++) {
+            int32_t v = u->in[k];
+            if (!view && c == TGC_FUSE_TEMPLATE && u->op == TGC_OP_CONV2D && k == 0 &&
+                u->out.dtype == g->nodes[v].out.dtype)
+                convs[v] = 1;
+            else if (view ||
+                     (c != TGC_FUSE_POINTWISE && c != TGC_FUSE_REDUCE && c != TGC_FUSE_WINDOW))
+                bad[v] = 1;
+        }
+    }
+    for (int32_t i = 0; st == TGC_OK && i < g->n_nodes; i++)
+        n += sel[i] = (uint8_t)wants_channels_last(g, i, t, is_output, written, convs, bad);
+    if (st == TGC_OK && n) {
         t_cl = sel;
         st = tgc_rw_nodes(g, cl_selected, emit_channels_last, NULL);
         t_cl = NULL;
     }
     free(sel);
     free(is_output);
+    free(convs);
+    free(bad);
     free(written);
     if (st == TGC_OK && n_values)
         *n_values = n;

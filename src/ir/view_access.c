@@ -180,6 +180,13 @@ int tgc_permuted_copy_of(const tgc_graph *g, int32_t i, int32_t *src, int64_t *p
     return 1;
 }
 
+int tgc_nhwc_copy_of(const tgc_graph *g, int32_t i, int32_t *src)
+{
+    int64_t p[TGC_MAX_DIMS];
+    return g->nodes[i].out.ndim == 4 && tgc_permuted_copy_of(g, i, src, p) && p[0] == 0 &&
+           p[1] == 2 && p[2] == 3 && p[3] == 1;
+}
+
 void tgc_permuted_copy_strides(const tgc_graph *g, int32_t i, tgc_sdim *strides)
 {
     int32_t src;

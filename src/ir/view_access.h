@@ -28,6 +28,8 @@ int tgc_dims_mergeable(tgc_symtab *t, const tgc_sdim *sizes, const tgc_sdim *str
  * PERMUTE over src): src's elements stored in another dim order. perm (may be NULL; as many
  * entries as dims) gets the order: dim j of i is dim perm[j] of src. */
 int tgc_permuted_copy_of(const tgc_graph *g, int32_t i, int32_t *src, int64_t *perm);
+/* 1 when node i is such a copy of a 4-D *src in the order (0, 2, 3, 1): NCHW stored NHWC. */
+int tgc_nhwc_copy_of(const tgc_graph *g, int32_t i, int32_t *src);
 /* For such a copy i: where element (i_0, ..) of its source lands in i's buffer, as one
  * stride per dim of the source (sum_d strides[d] * i_d). */
 void tgc_permuted_copy_strides(const tgc_graph *g, int32_t i, tgc_sdim *strides);

@@ -375,10 +375,8 @@ static int epilogue_access(const tgc_graph *g, const tpl_geo *geo, const tgc_vin
 int kir_permuted_store_ok(const tgc_graph *g, int32_t tpl, int32_t node)
 {
     int32_t src;
-    int64_t p[TGC_MAX_DIMS];
     const tgc_node *t = &g->nodes[tpl];
-    return t->op == TGC_OP_CONV2D && t->out.ndim == 4 && tgc_permuted_copy_of(g, node, &src, p) &&
-           g->nodes[node].out.ndim == 4 && p[0] == 0 && p[1] == 2 && p[2] == 3 && p[3] == 1 &&
+    return t->op == TGC_OP_CONV2D && tgc_nhwc_copy_of(g, node, &src) &&
            g->nodes[node].out.dtype == t->out.dtype;
 }
 
@@ -986,13 +984,10 @@ static tgc_status lower_template(lctx *c)
         int32_t i = gr->members[m];
         const tgc_node *nd = &g->nodes[i];
         int32_t ins[3], src;
-        int64_t perm[TGC_MAX_DIMS];
         if (permuted_member(g, c->f, i, &src)) {
             /* the result stored channels-last (fusion takes such a copy only as the tip of
              * a conv whose backend said it can, kir_permuted_store_ok) */
-            tgc_permuted_copy_of(g, i, &src, perm);
-            if (i != gr->tip || tn->op != TGC_OP_CONV2D || perm[0] != 0 || perm[1] != 2 ||
-                perm[2] != 3 || perm[3] != 1)
+            if (i != gr->tip || tn->op != TGC_OP_CONV2D || !tgc_nhwc_copy_of(g, i, &src))
                 return tgc_set_error(TGC_ERR_INTERNAL,
                                      "tgc lower: %%%d is no channels-last store of conv %%%d", i,
                                      T);
