@@ -840,6 +840,7 @@ int main(int argc, char **argv)
         {"bert ffn1 tf32", C_LINEAR, TGC_F32, T, {1024, 3072, 768}, 1, 0, NULL},
         {"bert ffn2 tf32", C_LINEAR, TGC_F32, T, {1024, 768, 3072}, 1, 0, NULL},
         {"linear tf32 4096", C_LINEAR, TGC_F32, T, {4096, 4096, 4096}, 1, 0, NULL},
+        {"linear f32 bf16 4096", C_LINEAR, TGC_F32, M, {4096, 4096, 4096}, 1, 0, NULL},
         {"linear bf16 4096", C_LINEAR, TGC_BF16, H, {4096, 4096, 4096}, 1, 0, NULL},
         {"linear f16 edges", C_LINEAR, TGC_F16, H, {1000, 1000, 1000}, 0, 0, NULL},
         {"bmm NT bf16 batched", C_BMM_NT, TGC_BF16, H, {512, 512, 128, 24}, 1, 0, NULL},

@@ -140,20 +140,26 @@ static void check_mode_ptx(const char *ptx, const tgc_cuda_tpl *cfg)
         assert_true(ri > 168 && rd < 168);
         assert_true(2 * (ri - 168) <= 168 - rd);
     }
+    /* fp32 operands on wgmma (TF32, MEDIUM's bf16 of fp32) take tf32 wgmma from stages rounded
+     * first: to tf32 (cvt.rna), or to bf16 (cvt.rn) */
+    const int f32_wg = mode == TGC_CUDA_TPL_TF32 || mode == TGC_CUDA_TPL_BF16X;
+    if (f32_wg && (cfg->wg || cfg->tma_bn))
+        assert_non_null(
+            strstr(ptx, mode == TGC_CUDA_TPL_TF32 ? "cvt.rna.tf32.f32" : "cvt.rn.bf16.f32"));
     if (cfg->wg) {
         char want[96];
-        const char *ty = mode == TGC_CUDA_TPL_TF32   ? "tf32"
-                         : mode == TGC_CUDA_TPL_BF16 ? "bf16"
-                                                     : "f16";
+        const char *ty = f32_wg ? "tf32" : mode == TGC_CUDA_TPL_BF16 ? "bf16" : "f16";
         /* wn warpgroups side by side along N, each an m64 x bn / wn slab */
         assert_true(cfg->wn == 1 || cfg->wn == 2);
         snprintf(want, sizeof want, "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s",
-                 cfg->bn / cfg->wn, mode == TGC_CUDA_TPL_TF32 ? 8 : 16, ty, ty);
+                 cfg->bn / cfg->wn, f32_wg ? 8 : 16, ty, ty);
         assert_non_null(strstr(ptx, want));
         assert_non_null(strstr(ptx, ".target sm_90a"));
         assert_int_equal(cfg->bm, 64 * cfg->wg / cfg->wn);
         assert_int_equal(cfg->threads, 128 * cfg->wg);
         assert_int_equal(tf32 + bf16 + f16, 0);
+        if (mode == TGC_CUDA_TPL_BF16X) /* no tf32 rounding left anywhere */
+            assert_null(strstr(ptx, "cvt.rna.tf32.f32"));
     } else {
         assert_int_equal(tf32, mode == TGC_CUDA_TPL_TF32);
         assert_int_equal(bf16, mode == TGC_CUDA_TPL_BF16X || mode == TGC_CUDA_TPL_BF16);
@@ -881,15 +887,25 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     /* N = 2304 at M = 1024: one wave of 96 tiles of 128 x 192 (128 x 128: 144 tiles, two
      * waves on 132 SMs) */
     assert_int_equal(cfg.tma_bn, 192);
-    /* HIGHEST (exact fp32) and MEDIUM (bf16 of fp32 operands) stay on their templates */
-    for (int p = 0; p < 3; p += 2) {
-        ptx = render_compile(&t, (tgc_matmul_precision)p, &cfg, NULL);
-        assert_int_equal(cfg.wg, 0);
-        check_mode_ptx(ptx, &cfg);
-        free(ptx);
-        assert_string_equal(cfg.why, p == 0 ? "exact fp32 (HIGHEST): SIMT"
-                                            : "bf16 of fp32 operands (MEDIUM): mma.sync");
-    }
+    /* HIGHEST (exact fp32) stays on SIMT */
+    ptx = render_compile(&t, TGC_PRECISION_HIGHEST, &cfg, NULL);
+    assert_int_equal(cfg.wg, 0);
+    check_mode_ptx(ptx, &cfg);
+    free(ptx);
+    assert_string_equal(cfg.why, "exact fp32 (HIGHEST): SIMT");
+    /* MEDIUM (bf16 of fp32 operands) takes TF32's kernels, both entries, with its stages
+     * rounded to bf16 */
+    ptx = render_compile(&t, TGC_PRECISION_MEDIUM, &cfg, &src);
+    assert_int_equal(cfg.mode, TGC_CUDA_TPL_BF16X);
+    assert_int_equal(cfg.wg, 2);
+    assert_int_equal(cfg.bk, 32);
+    assert_int_equal(cfg.tma_bn, 192);
+    assert_non_null(strstr(src, "tgc_wgmma_comp<2, 128, 128, 32, 2, 1, LA, LB, tgc_k_mma>"));
+    check_mode_ptx(ptx, &cfg);
+    free(ptx);
+    free(src);
+    tgc_cuda_tpl_describe(&cfg, desc, sizeof desc);
+    assert_non_null(strstr(desc, "GEMM bf16 of fp32 wgmma 128x128x32"));
     /* forced wgmma tiles */
     tgc_strbuf sb = {0};
     tgc_cuda_tpl want = {.bm = 64, .bn = 192, .bk = 64, .wg = 1, .stages = 3}, got;
@@ -926,6 +942,15 @@ static void hopper_takes_wgmma_where_the_layouts_allow(void **state)
     check_mode_ptx(ptx, &cfg);
     free(ptx);
     assert_string_equal(cfg.why, "TF32 with an MN-major operand: mma.sync");
+    /* MEDIUM likewise, and alone: its bf16 mma.sync beats the TMA entry's rewrite of B into
+     * tf32 stages */
+    ptx = render_compile(&t, TGC_PRECISION_MEDIUM, &cfg, NULL);
+    assert_int_equal(cfg.wg, 0);
+    assert_int_equal(cfg.tma_bn, 0);
+    check_mode_ptx(ptx, &cfg);
+    free(ptx);
+    assert_string_equal(cfg.why,
+                        "bf16 of fp32 operands (MEDIUM) with an MN-major operand: mma.sync");
     check_error(
         tgc_cuda_render_template_tile(&sb, t.k, &t.slots, "k", TGC_PRECISION_HIGH, 90, &want, &got),
         TGC_ERR_INVALID_ARG, "no wgmma template");

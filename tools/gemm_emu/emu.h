@@ -148,6 +148,11 @@ inline unsigned short tgc_bf16_rn(float f)
         return (unsigned short)((u >> 16) | 0x40);
     return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+// cvt.rn.bf16.f32, widened back to fp32 bits
+inline unsigned tgc_to_bf16_f32(float x)
+{
+    return (unsigned)tgc_bf16_rn(x) << 16;
+}
 inline float tgc_f16_to_f32(unsigned short h)
 {
     unsigned s = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;

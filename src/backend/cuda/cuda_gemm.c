@@ -29,6 +29,13 @@ int tgc_cuda_f32_mode(tgc_matmul_precision prec)
 
 /* ---- configuration ---- */
 
+/* fp32 operands on wgmma (TF32, and MEDIUM's bf16 of fp32): tf32 wgmma of stages rounded
+ * first (to tf32, or to bf16, whose products tf32 computes exactly), K-major only */
+static int f32_wgmma(int mode)
+{
+    return mode == TGC_CUDA_TPL_TF32 || mode == TGC_CUDA_TPL_BF16X;
+}
+
 static int is_const(tgc_sdim d, int64_t v)
 {
     return TGC_SDIM_IS_CONST(d) && d == v;
@@ -69,12 +76,12 @@ static int stage_elems(int layout, int bmn, int bk, int pad)
 }
 
 /* Operand layouts of the wgmma path (stages swizzled, no pads): 0 when it has none for this
- * kernel. TF32 wgmma reads both operands K-major; f16 / bf16 take either. */
+ * kernel. fp32 operands (tf32 wgmma) are read K-major; f16 / bf16 take either. */
 static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, plan *p)
 {
     const kir_template *t = &k->tpl;
     const int conv = k->kind == KIR_CONV, h16 = mode >= TGC_CUDA_TPL_F16;
-    if (mode != TGC_CUDA_TPL_TF32 && !h16)
+    if (!f32_wgmma(mode) && !h16)
         return 0;
     opnd a, b = {0, 0, 0, 0};
     if (conv || is_const(t->a_cs, 1))
@@ -135,7 +142,7 @@ static int choose_wgmma(const kir_kernel *k, int mode, int64_t M, int64_t N, pla
  * memory). */
 static unsigned tma_smem_of(const tgc_cuda_tpl *c, int bn, int stages)
 {
-    const int tf32 = c->mode == TGC_CUDA_TPL_TF32;
+    const int tf32 = f32_wgmma(c->mode);
     const int per =
         (128 + bn) * 128 + (tf32 && c->tma_al ? 128 * 128 : 0) + (tf32 && c->tma_bl ? bn * 128 : 0);
     return (unsigned)(stages * per + 1024);
@@ -204,14 +211,17 @@ int tgc_cuda_gemm_tma(void)
 static void add_tma(const kir_kernel *k, int mode, int64_t M, int64_t N, plan *p)
 {
     const kir_template *t = &k->tpl;
-    if (!tgc_cuda_gemm_tma() || k->kind != KIR_GEMM ||
-        (mode != TGC_CUDA_TPL_TF32 && mode != TGC_CUDA_TPL_F16 && mode != TGC_CUDA_TPL_BF16))
+    if (!tgc_cuda_gemm_tma() || k->kind != KIR_GEMM || mode == TGC_CUDA_TPL_SIMT)
         return;
     int al = is_const(t->a_cs, 1) ? 0 : is_const(t->a_rs, 1) ? 1 : -1;
     int bl = is_const(t->b_rs, 1) ? 0 : is_const(t->b_cs, 1) ? 1 : -1;
     if (al < 0 || bl < 0)
         return;
-    int raw = mode == TGC_CUDA_TPL_TF32 && (al || bl);
+    int raw = f32_wgmma(mode) && (al || bl);
+    /* MEDIUM with an MN-major operand: bf16 mma.sync (117 TFLOP/s at 4096^3 on an H100)
+     * beats the entry's rewrite into tf32 stages (79) */
+    if (raw && mode == TGC_CUDA_TPL_BF16X)
+        return;
     choose_tma(p, al, bl, raw ? 128 : tma_bn_for(M, N), 0);
 }
 
@@ -250,7 +260,8 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
     p->c.why = !wgmma                       ? "mma.sync / SIMT templates (not sm_90)"
                : mode == TGC_CUDA_TPL_TF32  ? "TF32 with an MN-major operand: mma.sync"
                : mode == TGC_CUDA_TPL_SIMT  ? "exact fp32 (HIGHEST): SIMT"
-               : mode == TGC_CUDA_TPL_BF16X ? "bf16 of fp32 operands (MEDIUM): mma.sync"
+               : mode == TGC_CUDA_TPL_BF16X ? "bf16 of fp32 operands (MEDIUM) with an MN-major "
+                                              "operand: mma.sync"
                                             : "mma.sync";
     if (mode == TGC_CUDA_TPL_SIMT) {
         p->c.bm = p->c.bn = 128;
@@ -318,7 +329,7 @@ static void choose(const kir_kernel *k, int mode, int wgmma, plan *p)
                    ? (opnd){0, mode >= TGC_CUDA_TPL_F16 ? 8 : 4, 1, 1}
                    : (opnd){1, p->b_pad, 0, 0};
     p->c.smem_bytes = smem_of(p);
-    if (wgmma) /* TF32 with an MN-major operand: mma.sync, and the TMA entry rewrites it */
+    if (wgmma) /* fp32 with an MN-major operand: mma.sync, and the TMA entry rewrites it */
         add_tma(k, mode, M, N, p);
 }
 
@@ -401,7 +412,7 @@ static tgc_status render_epilogue(tgc_strbuf *o, const kir_kernel *k, const kir_
 /* (cuda_gemm.h) */
 void tgc_cuda_render_wgmma(tgc_strbuf *o, const char *fname, int mode, int n, int ta, int tb)
 {
-    const int tf32 = mode == TGC_CUDA_TPL_TF32, nacc = n / 2;
+    const int tf32 = f32_wgmma(mode), nacc = n / 2;
     const char *ty = tf32 ? "tf32" : mode == TGC_CUDA_TPL_BF16 ? "bf16" : "f16";
     tgc_sb_printf(o,
                   "struct %s_mma {\n"
@@ -519,8 +530,8 @@ static void render_tma(tgc_strbuf *o, const kir_kernel *k, const plan *p, const 
     const tgc_cuda_tpl *c = &p->c;
     char mma[80];
     snprintf(mma, sizeof mma, "%s_tma", fname);
-    tgc_cuda_render_wgmma(o, mma, c->mode, c->tma_bn, c->mode == TGC_CUDA_TPL_TF32 ? 0 : c->tma_al,
-                          c->mode == TGC_CUDA_TPL_TF32 ? 0 : c->tma_bl);
+    const int tf32 = f32_wgmma(c->mode);
+    tgc_cuda_render_wgmma(o, mma, c->mode, c->tma_bn, tf32 ? 0 : c->tma_al, tf32 ? 0 : c->tma_bl);
     tgc_sb_printf(o,
                   "extern \"C\" __global__ void __launch_bounds__(384, 1) %s_tma(%s_b b, %s_s s, "
                   "tgc_gemm_geom g, const __grid_constant__ tgc_tmap ta, "
@@ -530,9 +541,8 @@ static void render_tma(tgc_strbuf *o, const kir_kernel *k, const plan *p, const 
                   fname, fname, fname);
     put_consts(o, k);
     const int bk = 128 / p->es;
-    /* the stages wgmma reads: TF32's always K-major (the producer rewrites an MN-major one) */
-    const int tf32 = c->mode == TGC_CUDA_TPL_TF32, sa = tf32 ? 0 : c->tma_al,
-              sbl = tf32 ? 0 : c->tma_bl;
+    /* the stages wgmma reads: fp32's always K-major (the producer rewrites an MN-major one) */
+    const int sa = tf32 ? 0 : c->tma_al, sbl = tf32 ? 0 : c->tma_bl;
     tgc_sb_printf(
         o,
         "    typedef tgc_lay<%d> LA;\n    typedef tgc_lay<%d> LB;\n"
@@ -860,7 +870,7 @@ int tgc_cuda_template_tma(const tgc_cuda_tpl *cfg, const kir_kernel *k, const tg
         return 0;
     const kir_template *t = &k->tpl;
     const int es = cfg->mode >= TGC_CUDA_TPL_F16 ? 2 : 4, bk = 128 / es;
-    const tgc_dtype dt = cfg->mode == TGC_CUDA_TPL_TF32  ? TGC_F32
+    const tgc_dtype dt = f32_wgmma(cfg->mode)            ? TGC_F32
                          : cfg->mode == TGC_CUDA_TPL_F16 ? TGC_F16
                                                          : TGC_BF16;
     const char *a = (const char *)bufs[t->a] + g->a_off * es;

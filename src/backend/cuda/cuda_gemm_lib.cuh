@@ -23,8 +23,14 @@ typedef struct tgc_gemm_geom {
 #define TGC_TPL_SIMT 0  // fp32 FFMA
 #define TGC_TPL_TF32 1  // fp32 smem, mma m16n8k8 tf32
 #define TGC_TPL_BF16X 2 // fp32 smem, converted to bf16 at fragment load, mma m16n8k16 bf16
+                        // (wgmma: rounded to bf16 in the stage, tf32 wgmma)
 #define TGC_TPL_F16 3   // f16 smem, ldmatrix, mma m16n8k16 f16
 #define TGC_TPL_BF16 4  // bf16 smem, ldmatrix, mma m16n8k16 bf16
+// fp32 operands on Hopper: wgmma reads fp32 stages as tf32 (it drops the low 13 mantissa
+// bits), so the stages are rounded first, to tf32 (TF32) or to bf16 (BF16X: products of bf16
+// values are exact in tf32 and fp32, so the tf32 wgmma of bf16-rounded operands computes what
+// a bf16 one would, with the fp32 stages and loaders of TF32)
+#define TGC_TPL_ROUNDS(MODE) ((MODE) == TGC_TPL_TF32 || (MODE) == TGC_TPL_BF16X)
 
 // The dynamic shared memory of a template kernel, and the few instructions the library
 // uses through inline PTX. tools/gemm_emu/emu.h defines TGC_GEMM_EMU and provides host
@@ -73,6 +79,13 @@ __device__ __forceinline__ unsigned tgc_to_tf32(float x)
     unsigned r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
     return r;
+}
+// fp32 rounded to bf16 (to nearest even) and widened back, as fp32 bits
+__device__ __forceinline__ unsigned tgc_to_bf16_f32(float x)
+{
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return ((unsigned)h) << 16;
 }
 // lo -> bits 0..15 (the element of the smaller index), hi -> bits 16..31
 __device__ __forceinline__ unsigned tgc_pack_bf16(float lo, float hi)
@@ -348,26 +361,34 @@ template <int L, int BMN, int BK, int ES> __device__ __forceinline__ int tgc_sw_
     return (b >> 7) * (BK * 128) + k * 128 + ((((b >> 4) & 7) ^ (k & 7)) << 4) + (b & 15);
 }
 
-// An fp32 stage of BYTES bytes rounded to tf32 in place (cvt.rna), in 16-byte chunks spread
-// over nt threads (tid < nt): consecutive threads, consecutive chunks (no bank conflicts).
-template <int BYTES>
+// An fp32 operand value rounded for the wgmma of MODE (TGC_TPL_ROUNDS): to tf32 (cvt.rna)
+// or to bf16 (cvt.rn), as fp32 bits
+template <int MODE> __device__ __forceinline__ float tgc_round_op(float x)
+{
+    return __uint_as_float(MODE == TGC_TPL_BF16X ? tgc_to_bf16_f32(x) : tgc_to_tf32(x));
+}
+
+// An fp32 stage of BYTES bytes rounded in place for MODE (tgc_round_op), in 16-byte chunks
+// spread over nt threads (tid < nt): consecutive threads, consecutive chunks (no bank
+// conflicts).
+template <int BYTES, int MODE>
 __device__ __forceinline__ void tgc_round_chunks(char *s, int tid, int nt)
 {
-    static_assert(BYTES % 16 == 0, "tf32 rounding: whole 16-byte chunks");
+    static_assert(BYTES % 16 == 0, "fp32 stage rounding: whole 16-byte chunks");
 #pragma unroll 4
     for (int i = tid; i < BYTES / 16; i += nt) {
         float4 v = *(float4 *)(s + 16 * i);
-        v.x = __uint_as_float(tgc_to_tf32(v.x));
-        v.y = __uint_as_float(tgc_to_tf32(v.y));
-        v.z = __uint_as_float(tgc_to_tf32(v.z));
-        v.w = __uint_as_float(tgc_to_tf32(v.w));
+        v.x = tgc_round_op<MODE>(v.x);
+        v.y = tgc_round_op<MODE>(v.y);
+        v.z = tgc_round_op<MODE>(v.z);
+        v.w = tgc_round_op<MODE>(v.w);
         *(float4 *)(s + 16 * i) = v;
     }
 }
 // the same by all the block's threads
-template <int BYTES> __device__ __forceinline__ void tgc_round_stage(char *s)
+template <int BYTES, int MODE> __device__ __forceinline__ void tgc_round_stage(char *s)
 {
-    tgc_round_chunks<BYTES>(s, (int)threadIdx.x, (int)blockDim.x);
+    tgc_round_chunks<BYTES, MODE>(s, (int)threadIdx.x, (int)blockDim.x);
 }
 
 // tgc_ld's operand loader for a swizzled stage (same fields, same bounds; no pads).
@@ -735,9 +756,10 @@ template <class C> struct tgc_async_of<C, decltype((void)C::ASYNC_PROXY)> {
 // is issued: tiles are prefetched ST - 2 ahead, so the stage a load overwrites is two tiles
 // old, and the wgmma that read it was retired by the compute's wait (at most one group
 // pending) before this iteration's barrier. Before the barrier each thread fences its writes
-// for the async proxy. TF32 (COMPUTE::ROUND_TF32): wgmma would drop the low 13 mantissa bits
-// of the fp32 values (truncation, biased toward zero), so the stage is rounded to tf32 first
-// (cvt.rna, as the mma.sync path rounds its fragments), by all threads over the whole stage
+// for the async proxy. fp32 operands (COMPUTE::ROUND, the mode): wgmma would drop the low 13
+// mantissa bits of the fp32 values (truncation, biased toward zero), so the stage is rounded
+// first (tgc_round_op: to tf32 with cvt.rna, as the mma.sync path rounds its fragments, or to
+// bf16 for BF16X), by all threads over the whole stage
 // in 16-byte chunks (tgc_round_stage) between a barrier that makes every thread's copies
 // visible and the one before the wgmmas: a third of the instructions of rounding each
 // thread's own gathered elements, and no bank conflicts.
@@ -759,10 +781,10 @@ __device__ __forceinline__ void tgc_pipeline_async(const LA &la, const LB &lb, i
     for (int kt = kb; kt < ke; kt++) {
         tgc_cp_wait<ST - 3>();
         int st = (kt - kb) % ST;
-        if constexpr (COMPUTE::ROUND_TF32) {
+        if constexpr (COMPUTE::ROUND != 0) {
             __syncthreads();
-            tgc_round_stage<LA::SIZE * 4>(sA + st * sa);
-            tgc_round_stage<LB::SIZE * 4>(sB + st * sb);
+            tgc_round_stage<LA::SIZE * 4, COMPUTE::ROUND>(sA + st * sa);
+            tgc_round_stage<LB::SIZE * 4, COMPUTE::ROUND>(sB + st * sb);
         }
         tgc_fence_async_smem<0>();
         __syncthreads();
@@ -1006,22 +1028,23 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
 
 // Hopper compute of one stage: NWG consumer warpgroups, WGN of them side by side along N,
 // NWG / WGN along M: each a 64 x (BN / WGN) slab of the tile with wgmma m64nNk16 (f16 /
-// bf16) or m64nNk8 (tf32), N = BN / WGN, from the swizzled stages (MMA: the rendered
+// bf16) or m64nNk8 (tf32, and BF16X's bf16-rounded fp32), N = BN / WGN, from the swizzled stages (MMA: the rendered
 // instruction, MMA::run(acc, desc_a, desc_b)). The stage's wgmmas are committed as one group
 // before returning it waits until at most that group is pending (tgc_pipeline_async),
 // drain() until none is.
 template <int MODE, int BM, int BN, int BK, int NWG, int WGN, class LA, class LB, class MMA>
 struct tgc_wgmma_comp {
     static constexpr int ASYNC_PROXY = 1;
-    static constexpr int ROUND_TF32 = MODE == TGC_TPL_TF32;
+    // the mode whose rounding the fp32 stages take (tgc_round_op), 0 for f16 / bf16 stages
+    static constexpr int ROUND = TGC_TPL_ROUNDS(MODE) ? MODE : 0;
     static constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4;
-    static constexpr int KS = MODE == TGC_TPL_TF32 ? 8 : 16;
+    static constexpr int KS = ROUND ? 8 : 16;
     static constexpr int WGM = NWG / WGN, WN = BN / WGN;
     static_assert(NWG % WGN == 0 && BM == 64 * WGM && BN % WGN == 0 && WN % 16 == 0 &&
                       WN <= 256 && BK % KS == 0,
                   "wgmma tile");
     static_assert(LB::L == 0 || (WN * ES) % 128 == 0, "wgmma: MN-major B slabs of 128 bytes");
-    static_assert(MODE != TGC_TPL_TF32 || (LA::L == 0 && LB::L == 0), "tf32 wgmma: K-major");
+    static_assert(!ROUND || (LA::L == 0 && LB::L == 0), "tf32 wgmma: K-major");
     static constexpr int NACC = WN / 2;
     float acc[NACC];
     int wgm, wgn, wl;
@@ -1215,12 +1238,12 @@ __device__ __forceinline__ void tgc_tma_tile(unsigned dst, const tgc_tmap *m, un
         tgc_tma_load3<0>(dst + j * BK * 128, m, bar, mn0 + BOX * j, k0, bi);
 }
 
-// A TF32 tile stored MN-major by TMA (raw: BMN / 32 boxes, each BK rows of 32 floats with the
-// 128-byte swizzle) rounded to tf32 (cvt.rna) into the K-major swizzled stage dst (BMN rows
-// of BK floats) that tf32 wgmma needs, by NT threads (tid < NT). Each thread takes four
+// An fp32 tile stored MN-major by TMA (raw: BMN / 32 boxes, each BK rows of 32 floats with the
+// 128-byte swizzle) rounded for MODE (tgc_round_op) into the K-major swizzled stage dst (BMN
+// rows of BK floats) that tf32 wgmma needs, by NT threads (tid < NT). Each thread takes four
 // consecutive mn at one k, consecutive threads consecutive k: the 16-byte reads and the
 // 4-byte writes of a warp fall in distinct banks.
-template <int BMN, int BK, int NT>
+template <int BMN, int BK, int NT, int MODE>
 __device__ __forceinline__ void tgc_tf32_transpose(const char *raw, char *dst, int tid)
 {
     static_assert(BK * 4 == 128 && BMN % 32 == 0, "tf32 transpose: 128-byte k rows");
@@ -1232,8 +1255,7 @@ __device__ __forceinline__ void tgc_tf32_transpose(const char *raw, char *dst, i
         const float e[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            *(float *)(dst + tgc_sw_off<0, BMN, BK, 4>(mn4 * 4 + i, k)) =
-                __uint_as_float(tgc_to_tf32(e[i]));
+            *(float *)(dst + tgc_sw_off<0, BMN, BK, 4>(mn4 * 4 + i, k)) = tgc_round_op<MODE>(e[i]);
     }
 }
 
@@ -1243,10 +1265,11 @@ __device__ __forceinline__ void tgc_tf32_transpose(const char *raw, char *dst, i
 // with TMA (ta, tb: rank-3 maps {inner, outer, batch} of the operands, boxes of 128 bytes by
 // BM / BN rows for a K-major operand, of 64 elements by BK rows for an MN-major one, swizzled
 // as the wgmma descriptors read them), after waiting for the stage's `empty` barrier; the
-// TMA's bytes complete its `full` barrier. TF32: wgmma would truncate fp32 to tf32, so the
-// producer's other three warps round each full stage in place (cvt.rna, as every other TF32
-// path rounds) and arrive on its `ready` barrier, which the consumers wait on instead; an
-// MN-major TF32 operand (which tf32 wgmma cannot read) lands in a raw slot of the stage
+// TMA's bytes complete its `full` barrier. fp32 operands (TF32, BF16X): wgmma would truncate
+// fp32 to tf32, so the producer's other three warps round each full stage in place
+// (tgc_round_op, as every other path of the mode rounds) and arrive on its `ready` barrier,
+// which the consumers wait on instead; an MN-major fp32 operand (which tf32 wgmma cannot
+// read) lands in a raw slot of the stage
 // instead, and those warps write it K-major as they round it (tgc_tf32_transpose). The
 // BM / 64 consumer warpgroups (registers raised with setmaxnreg, the producer's lowered) each
 // run wgmma over a 64 x BN slab of the stage with one group in flight, release the stage
@@ -1261,7 +1284,7 @@ template <int MODE, int ST, int BM, int BN, int BK, int AL, int BL, class COMP, 
 __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, const tgc_tmap *tb,
                                            void *ws, int splits, char *smem)
 {
-    constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4, NC = BM / 64, ROUND = MODE == TGC_TPL_TF32;
+    constexpr int ES = MODE >= TGC_TPL_F16 ? 2 : 4, NC = BM / 64, ROUND = TGC_TPL_ROUNDS(MODE);
     constexpr unsigned SA = BM * BK * ES, SB = BN * BK * ES;
     static_assert(BK * ES == 128 && BM % 64 == 0 && BN % 64 == 0 && BN <= 256 && BM <= 256,
                   "warp-specialized GEMM tile");
@@ -1334,14 +1357,14 @@ __device__ __forceinline__ void tgc_ws_run(const PROB &pb, const tgc_tmap *ta, c
                     tgc_mbar_wait<0>(bar0 + 8 * s, (it / ST) & 1);
                     const int tid = (int)threadIdx.x - 32;
                     if constexpr (RA)
-                        tgc_tf32_transpose<BM, BK, 96>(raw_a + s * SA, base + s * SA, tid);
+                        tgc_tf32_transpose<BM, BK, 96, MODE>(raw_a + s * SA, base + s * SA, tid);
                     else
-                        tgc_round_chunks<SA>(base + s * SA, tid, 96);
+                        tgc_round_chunks<SA, MODE>(base + s * SA, tid, 96);
                     if constexpr (RB)
-                        tgc_tf32_transpose<BN, BK, 96>(raw_b + s * SB, base + ST * SA + s * SB,
-                                                       tid);
+                        tgc_tf32_transpose<BN, BK, 96, MODE>(raw_b + s * SB,
+                                                             base + ST * SA + s * SB, tid);
                     else
-                        tgc_round_chunks<SB>(base + ST * SA + s * SB, tid, 96);
+                        tgc_round_chunks<SB, MODE>(base + ST * SA + s * SB, tid, 96);
                     tgc_fence_async_smem<0>();
                     tgc_mbar_arrive<0>(bar0 + 8 * (2 * ST + s));
                 }

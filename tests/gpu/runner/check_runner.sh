@@ -47,6 +47,7 @@ has() { grep -qE "$1" "$work/out" || { echo "  no line matching: $1"; sed 's/^/ 
 entry t_ok 1 'exit 0'
 entry t_oom 1 'exit 0' "FAKE_API=CUDA_ERROR_OUT_OF_MEMORY:cuMemAlloc_v2 CUDA_ERROR_OUT_OF_MEMORY:cuMemAlloc_v2"
 entry t_api 1 'exit 0' "FAKE_API=CUDA_ERROR_OUT_OF_MEMORY:cuMemAlloc_v2 CUDA_ERROR_INVALID_VALUE:cuMemcpyHtoD_v2"
+entry t_tmap 1 'exit 0' "FAKE_API=CUDA_ERROR_INVALID_VALUE:cuTensorMapEncodeTiled"
 entry t_comm_probe 1 'exit 0' "FAKE_API=CUDA_ERROR_INVALID_IMAGE:cuFuncGetAttribute"
 entry t_mem 1 'exit 0' "FAKE_MEM=1"
 entry t_exit 1 'echo broken; exit 3'
@@ -61,13 +62,15 @@ check "memcheck: out-of-memory API errors are expected" \
     has '^memcheck: t_oom: ok, .*2 errors, 2 expected.*CUDA_ERROR_OUT_OF_MEMORY@cuMemAlloc_v2 x2'
 check "memcheck: another API error fails" \
     has '^memcheck: t_api: FAIL, .*1 unexpected sanitizer errors.*CUDA_ERROR_INVALID_VALUE@cuMemcpyHtoD_v2 x1'
+check "memcheck: the tensor-map encoder's refusals are expected" \
+    has '^memcheck: t_tmap: ok, .*1 errors, 1 expected'
 check "memcheck: the NCCL tests run without API-error reports" has "^memcheck: t_comm_probe: ok, "
 check "memcheck: a memory error fails" has '^memcheck: t_mem: FAIL, .*1 unexpected'
 check "memcheck: a failing test fails, its output shown" has '^memcheck: t_exit: FAIL, .*: exit status 3'
 check "memcheck: ... with the tail of its log" has '^    \| broken'
 check "memcheck: skipped GPU cases fail" has '^memcheck: t_skip: FAIL, .*: GPU cases skipped'
 check "memcheck: the test's environment and --env reach it" has '^memcheck: t_shard: ok'
-check "memcheck: the summary counts" has '^memcheck summary: 4 passed, 4 failed, 0 not run of 8 tests'
+check "memcheck: the summary counts" has '^memcheck summary: 5 passed, 4 failed, 0 not run of 9 tests'
 check "memcheck: one log per test" test -s "$work/logs/memcheck-t_exit.log"
 
 entry t_skip 1 'echo tgc: 2 GPU tests skipped: no device; exit 77'
