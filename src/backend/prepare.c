@@ -287,9 +287,8 @@ tgc_status tgc_prepare_template_operands(tgc_graph *g, const kir_target *t)
 tgc_status tgc_prepare_for_target(tgc_graph *g, const kir_target *t)
 {
     tgc_status st = tgc_prepare_views(g, t->name);
-    if (st == TGC_OK && tgc_prepare_channels_last_on()) /* activations between convs
-                                                         * channels-last, where the target
-                                                         * has it */
+    /* activations between convs channels-last, where the target has it */
+    if (st == TGC_OK && tgc_prepare_channels_last_on())
         st = tgc_prepare_channels_last(g, t, NULL);
     if (st == TGC_OK) /* copies of GEMM / conv operands the templates cannot stride through
                        * (attention's per-head q and k), channels-last weights for the convs

@@ -9,10 +9,10 @@
  * TGC_ERR_OOM, TGC_ERR_INTERNAL. */
 tgc_status tgc_prepare_views(tgc_graph *g, const char *who);
 /* Where target t's conv templates read and store channels-last (t->conv_channels_last): every
- * 4-D activation that a conv reads as its
- * input, and that only kernels reading through strides read otherwise, made NHWC: its uses
- * read an NCHW view (permute) of a channels-last copy (contiguous of the NHWC permute), which
- * fusion makes the producing kernel's store (tgc_pass_fuse). The convs then read it in place
+ * 4-D activation that a conv reads as its input, and that only kernels reading through
+ * strides read otherwise, made NHWC: its uses read an NCHW view (permute) of a channels-last
+ * copy (contiguous of the NHWC permute), which fusion makes the producing kernel's store
+ * (tgc_pass_fuse). The convs then read it in place
  * (kir_template.cl; the weights get OHWI copies from tgc_prepare_template_operands). Graph
  * inputs and outputs, values read by conv gradients, opaque nodes, matmuls or views stay NCHW.
  * *n_values (may be NULL): how many values became NHWC. TGC_ERR_OOM. */

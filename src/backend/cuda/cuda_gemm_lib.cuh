@@ -759,10 +759,10 @@ template <class C> struct tgc_async_of<C, decltype((void)C::ASYNC_PROXY)> {
 // for the async proxy. fp32 operands (COMPUTE::ROUND, the mode): wgmma would drop the low 13
 // mantissa bits of the fp32 values (truncation, biased toward zero), so the stage is rounded
 // first (tgc_round_op: to tf32 with cvt.rna, as the mma.sync path rounds its fragments, or to
-// bf16 for BF16X), by all threads over the whole stage
-// in 16-byte chunks (tgc_round_stage) between a barrier that makes every thread's copies
-// visible and the one before the wgmmas: a third of the instructions of rounding each
-// thread's own gathered elements, and no bank conflicts.
+// bf16 for BF16X), by all threads over the whole stage in 16-byte chunks (tgc_round_stage)
+// between a barrier that makes every thread's copies visible and the one before the wgmmas:
+// a third of the instructions of rounding each thread's own gathered elements, and no bank
+// conflicts.
 template <int ST, class LA, class LB, class COMPUTE>
 __device__ __forceinline__ void tgc_pipeline_async(const LA &la, const LB &lb, int kb, int ke,
                                                    char *sA, char *sB, int es, int bk,
@@ -1028,8 +1028,8 @@ __device__ __forceinline__ unsigned long long tgc_wgmma_desc(unsigned addr, unsi
 
 // Hopper compute of one stage: NWG consumer warpgroups, WGN of them side by side along N,
 // NWG / WGN along M: each a 64 x (BN / WGN) slab of the tile with wgmma m64nNk16 (f16 /
-// bf16) or m64nNk8 (tf32, and BF16X's bf16-rounded fp32), N = BN / WGN, from the swizzled stages (MMA: the rendered
-// instruction, MMA::run(acc, desc_a, desc_b)). The stage's wgmmas are committed as one group
+// bf16) or m64nNk8 (tf32, and BF16X's bf16-rounded fp32), N = BN / WGN, from the swizzled
+// stages (MMA: the rendered instruction, MMA::run(acc, desc_a, desc_b)). The stage's wgmmas are committed as one group
 // before returning it waits until at most that group is pending (tgc_pipeline_async),
 // drain() until none is.
 template <int MODE, int BM, int BN, int BK, int NWG, int WGN, class LA, class LB, class MMA>
@@ -1269,8 +1269,8 @@ __device__ __forceinline__ void tgc_tf32_transpose(const char *raw, char *dst, i
 // fp32 to tf32, so the producer's other three warps round each full stage in place
 // (tgc_round_op, as every other path of the mode rounds) and arrive on its `ready` barrier,
 // which the consumers wait on instead; an MN-major fp32 operand (which tf32 wgmma cannot
-// read) lands in a raw slot of the stage
-// instead, and those warps write it K-major as they round it (tgc_tf32_transpose). The
+// read) lands in a raw slot of the stage instead, and those warps write it K-major as they
+// round it (tgc_tf32_transpose). The
 // BM / 64 consumer warpgroups (registers raised with setmaxnreg, the producer's lowered) each
 // run wgmma over a 64 x BN slab of the stage with one group in flight, release the stage
 // before it (one arrival per warp on `empty`) and, at the end of a tile, apply the epilogue
