@@ -59,10 +59,11 @@ typedef struct tgc_stats {
     uint64_t graph_breaks;    /* traces that hit a graph break (not compiles): the variant runs
                                  eagerly, or with cfg.fullgraph the call failed */
     int variants;
-    int cache_limit_hit; /* 1 once the function reached a cache limit */
-    double compile_seconds;    /* total */
-    double guard_ns_per_call;  /* mean guard-check time of cache hits */
-    int kernels_last_variant;  /* kernels (launches) of the most recent variant */
+    int cache_limit_hit;      /* 1 once the function reached a cache limit */
+    double compile_seconds;   /* total */
+    double guard_ns_per_call; /* mean guard-check time of cache hits */
+    int kernels_last_variant; /* kernels of the most recent variant (tgc_fn_explain says how
+                               * many of them share a batched launch) */
     char last_recompile_reason[256];
     char backend[16]; /* the backend of the most recently used compiled variant ("cuda" for
                        * one on a GPU), else the one the config resolved to: "llvm", "interp" */

@@ -104,6 +104,18 @@ typedef struct tgc_backend {
      * thread, concurrently with other calls of the same code. */
     tgc_status (*launch)(const struct tgc_plan_kernel *k, void *const *bufs, const int64_t *sizes,
                          const struct tgc_launch_env *env);
+    /* Optional (both or neither): batched launches of LOOP kernels that do not depend on
+     * each other (an optimizer's per-parameter updates). batch_fits says whether kernels
+     * ks[0..n) (consecutive in the plan, none reading or writing what another writes) can
+     * be one launch; the driver then marks them in ks[].batch before compile, and the
+     * executor runs them with launch_batch: bufs[j] and sizes[j] are kernel j's arguments as
+     * launch takes them; one_by_one: launch them one after another in order instead (inputs
+     * the compile took for distinct are one storage in this call). launch_batch must give
+     * every kernel's elements exactly the values its own launch would. */
+    int (*batch_fits)(const struct tgc_plan_kernel *ks, int n);
+    tgc_status (*launch_batch)(const struct tgc_plan_kernel *ks, int n, void *const *const *bufs,
+                               const int64_t *const *sizes, int one_by_one,
+                               const struct tgc_launch_env *env);
     /* Optional (NULL when its fuse hooks never classify TGC_FUSE_TEMPLATE): runs a GEMM /
      * CONV template kernel with its epilogue; same arguments and rules as launch. */
     tgc_status (*run_template)(const struct tgc_plan_kernel *k, void *const *bufs,
@@ -154,8 +166,11 @@ tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const t
  * innermost scope (all NULL on failure, error set). Thread-safe over one artifact. */
 tgc_status tgc_backend_run(const tgc_backend *b, void *artifact, const tgc_graph *g,
                            const tgc_exec_args *x, tgc_tensor **outs);
-/* Kernel launches per run, for tgc_stats. */
+/* Kernels per run, for tgc_stats (a batched launch counts each kernel it runs). */
 int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact);
+/* The kernels of a compiled plan that run in batched launches (backend.h's launch_batch), and
+ * in *n_launches how many launches those are; 0 for graph runners. */
+int tgc_backend_batched(const tgc_backend *b, const void *artifact, int *n_launches);
 /* The bytes of the arena a compiled plan keeps for its intermediates (the memory plan's peak
  * for the sizes of its latest call); 0 for graph runners and before the first call. */
 size_t tgc_backend_arena_bytes(const tgc_backend *b, void *artifact);

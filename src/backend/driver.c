@@ -286,9 +286,14 @@ static tgc_status plan_memory(tgc_plan *p, const uint8_t *mat)
         const tgc_step *s = &p->steps[si];
         slotted[si] = s->kernel >= 0;
         if (s->kernel >= 0) {
-            const kir_kernel *k = p->kernels[s->kernel].k;
-            for (int b = 0; b < k->n_bufs; b++)
-                uses[u++] = (tgc_mem_use){k->bufs[b].value, (uint8_t)(k->bufs[b].written != 0)};
+            /* a batch's uses are all at its first kernel's step, where it launches; its other
+             * kernels' steps use nothing */
+            const tgc_plan_kernel *pk = &p->kernels[s->kernel];
+            for (int j = 0; j < pk->batch; j++) {
+                const kir_kernel *k = pk[j].k;
+                for (int b = 0; b < k->n_bufs; b++)
+                    uses[u++] = (tgc_mem_use){k->bufs[b].value, (uint8_t)(k->bufs[b].written != 0)};
+            }
         } else {
             const tgc_node *nd = &p->g->nodes[s->node];
             for (int i = 0; i < nd->n_in; i++)
@@ -496,14 +501,16 @@ tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *src, const tg
         st = TGC_ERR_OOM;
     if (st == TGC_OK)
         st = lower_groups(p, &fu, mat, cfg, name);
-    if (st == TGC_OK)
-        st = b->compile(cfg, p->device, name, p->g, p->kernels, p->n_kernels, &p->code);
     if (st == TGC_OK && writes_inputs(p->g) && !(p->mutated = tgc_pass_mutated_values(p->g)))
         st = tgc_last_status();
     if (st == TGC_OK && p->mutated)
         st = forward_writes(p);
     if (st == TGC_OK)
         st = tgc_plan_kept_find(p, mat);
+    if (st == TGC_OK)
+        st = tgc_plan_batches(p, cfg, name);
+    if (st == TGC_OK)
+        st = b->compile(cfg, p->device, name, p->g, p->kernels, p->n_kernels, &p->code);
     if (st == TGC_OK)
         st = plan_memory(p, mat);
     free(mat);
@@ -537,6 +544,12 @@ tgc_status tgc_backend_compile(const tgc_backend *b, const tgc_graph *g, const t
 int tgc_backend_kernel_count(const tgc_backend *b, const void *artifact)
 {
     return b->graph ? b->graph->kernel_count(artifact) : ((const tgc_plan *)artifact)->n_kernels;
+}
+
+int tgc_backend_batched(const tgc_backend *b, const void *artifact, int *n_launches)
+{
+    *n_launches = 0;
+    return b->graph || !artifact ? 0 : tgc_plan_batched(artifact, n_launches);
 }
 
 int tgc_backend_kept_steps(const tgc_backend *b, const void *artifact, int *n_values)

@@ -191,6 +191,103 @@ static tgc_status run_kernel(run_ctx *r, const tgc_plan_kernel *pk)
     return st;
 }
 
+/* One storage of an input that batch member `member` touches (written or only read). */
+typedef struct batch_use {
+    const tgc_storage *storage;
+    int member;
+    int written;
+} batch_use;
+
+/* 1 when two members of a batch touch one input storage and one of them writes it: inputs
+ * the compile took for distinct (a caller passing one tensor twice), which only launches in
+ * plan order keep right. An open-addressing table of the inputs' storages. */
+static int batch_inputs_overlap(run_ctx *r, const tgc_plan_kernel *ks, int n)
+{
+    const tgc_graph *g = r->p->g;
+    int count = 0;
+    for (int j = 0; j < n; j++)
+        count += ks[j].k->n_bufs;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)count)
+        cap *= 2;
+    batch_use *tab = calloc(cap, sizeof *tab);
+    if (!tab)
+        return 1; /* unknown: the safe answer */
+    int overlap = 0;
+    for (int j = 0; j < n && !overlap; j++) {
+        const kir_kernel *k = ks[j].k;
+        for (int b = 0; b < k->n_bufs && !overlap; b++) {
+            int32_t v = k->bufs[b].value;
+            while (tgc_is_view_op(g->nodes[v].op))
+                v = g->nodes[v].in[0];
+            if (r->p->write_to && r->p->write_to[v] >= 0)
+                v = r->p->write_to[v];
+            if (g->nodes[v].op != TGC_OP_INPUT || !r->vals[v] || !r->vals[v]->storage)
+                continue;
+            const tgc_storage *st = r->vals[v]->storage;
+            size_t h = ((uintptr_t)st >> 4) * 0x9e3779b97f4a7c15ull & (cap - 1);
+            for (;; h = (h + 1) & (cap - 1)) {
+                batch_use *e = &tab[h];
+                if (!e->storage) {
+                    *e = (batch_use){st, j, k->bufs[b].written != 0};
+                    break;
+                }
+                if (e->storage != st)
+                    continue;
+                if (e->member != j && (e->written || k->bufs[b].written)) {
+                    overlap = 1;
+                    break;
+                }
+                /* the same member again, or reads only: keep probing for other entries */
+                if (e->member == j) {
+                    e->written |= k->bufs[b].written != 0;
+                    break;
+                }
+            }
+        }
+    }
+    free(tab);
+    return overlap;
+}
+
+/* Batch ks[0..n) (plan.h): every member bound in plan order (their draws and buffers as
+ * their own steps would take them), then one launch, or one per member when inputs overlap.
+ * A member whose launch alone is what overlap needs runs through launch_batch too: the
+ * backend compiled the batch's kernels as one program. */
+static tgc_status run_batch(run_ctx *r, const tgc_plan_kernel *ks, int n)
+{
+    int words = 0, nb = 0;
+    for (int j = 0; j < n; j++) {
+        nb += ks[j].k->n_bufs;
+        words += kir_args_words(&ks[j].slots);
+    }
+    void **bufs = malloc((size_t)(nb ? nb : 1) * sizeof *bufs);
+    int64_t *sizes = malloc((size_t)(words ? words : 1) * sizeof *sizes);
+    void **bp = malloc((size_t)n * sizeof *bp);
+    int64_t **sp = malloc((size_t)n * sizeof *sp);
+    tgc_status st = TGC_OK;
+    if (!bufs || !sizes || !bp || !sp)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", r->p->backend->name);
+    for (int j = 0, ob = 0, ow = 0; j < n && st == TGC_OK; j++) {
+        bp[j] = &bufs[ob];
+        sp[j] = &sizes[ow];
+        st = bind_kernel(r, &ks[j], &bufs[ob], &sizes[ow]);
+        ob += ks[j].k->n_bufs;
+        ow += kir_args_words(&ks[j].slots);
+    }
+    tgc_launch_env env = {r->p->g->syms, r->x->symvals, r->p->n_threads,
+                          r->p->device,  r->p->stream,  r->p->code};
+    if (st == TGC_OK)
+        st =
+            r->p->backend->launch_batch(ks, n, (void *const *const *)bp, (const int64_t *const *)sp,
+                                        batch_inputs_overlap(r, ks, n), &env);
+    free(bufs);
+    free(sizes);
+    free(bp);
+    free(sp);
+    return st;
+}
+
 /* ASSIGN(dst, src): src's elements into dst's buffer (the bound input, or its contiguous copy
  * that write_back returns), on the plan's device: a device copy queued on the stream where
  * the backend can (so it is also recorded by a capture), else the tensor core's copy. */
@@ -437,7 +534,8 @@ static void profile_line(const tgc_plan *p, int si, const struct timespec *t0)
     /* the kernel's name (or the node's %id) last, to find it in a TGC_DUMP_DIR dump */
     char who[40];
     if (k)
-        snprintf(who, sizeof who, "%s", p->kernels[s->kernel].name);
+        snprintf(who, sizeof who, p->kernels[s->kernel].batch > 1 ? "%s+%d" : "%s",
+                 p->kernels[s->kernel].name, p->kernels[s->kernel].batch - 1);
     else
         snprintf(who, sizeof who, "%%%d", (int)s->node);
     snprintf(line, sizeof line, "tgc profile: step %d %s %.3f ms %s", si,
@@ -584,9 +682,15 @@ static tgc_status run_plan(tgc_plan *p, const tgc_exec_args *x, tgc_tensor **out
         struct timespec t0;
         if (prof)
             clock_gettime(CLOCK_MONOTONIC, &t0);
-        st = s->kernel >= 0 ? run_kernel(&r, &p->kernels[s->kernel]) : run_opaque(&r, s->node);
-        if (prof)
-            profile_line(p, si, &t0);
+        const tgc_plan_kernel *pk = s->kernel >= 0 ? &p->kernels[s->kernel] : NULL;
+        /* a batch's later kernels were launched with it, at its first step */
+        if (!pk || pk->batch) {
+            st = !pk             ? run_opaque(&r, s->node)
+                 : pk->batch > 1 ? run_batch(&r, pk, pk->batch)
+                                 : run_kernel(&r, pk);
+            if (prof)
+                profile_line(p, si, &t0);
+        }
         if (st == TGC_OK && r.kept && si == p->kept.n_steps - 1)
             tgc_kept_filled(r.kept);
     }

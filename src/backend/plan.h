@@ -23,6 +23,11 @@ typedef struct tgc_plan_kernel {
     kir_args slots; /* its size slots, collected by the driver (the kernel ABI) */
     char name[32];  /* "k<group>": unique within the variant */
     void *handle;   /* the backend's: set by its compile, read by launch / run_template */
+    /* Batched launches (the backend's launch_batch): n >= 2 at the first kernel of a batch,
+     * whose n - 1 successors (kernels i + 1 .. i + n - 1, of later steps) launch with it in
+     * its step; 0 at those successors (their own steps do nothing); 1 for a kernel launched
+     * alone. Set by the driver before compile (plan_batches in driver.c). */
+    int batch;
 } tgc_plan_kernel;
 
 /* What a launch may need besides buffers and sizes: the symbols of this call (to evaluate
@@ -148,6 +153,15 @@ void tgc_kept_filled(tgc_kept_cache *c);
 tgc_storage *tgc_kept_buffer(const tgc_plan *p, tgc_kept_cache *c, int j, size_t bytes);
 void tgc_kept_cache_clear(const tgc_plan *p, tgc_kept_cache *c);
 size_t tgc_kept_bytes(const tgc_plan *p, const tgc_kept_cache *c);
+
+/* Batched launches (batch.c): marks p->kernels[].batch (1 everywhere, or the batches the
+ * backend can launch as one: kernels of consecutive steps, forwarded ASSIGN steps between
+ * them allowed, none depending on another, on one side of the kept steps' boundary). The
+ * driver calls it once the forwarded writes and the kept steps are known, before the
+ * backend's compile; a kernels line per batch goes to cfg's log. TGC_ERR_OOM. */
+tgc_status tgc_plan_batches(tgc_plan *p, const tgc_config *cfg, const char *name);
+/* The kernels of p that run in batched launches; *n_launches: those launches. */
+int tgc_plan_batched(const tgc_plan *p, int *n_launches);
 
 /* The driver (driver.c): compiles g for compiled backend b into a plan. */
 tgc_status tgc_plan_compile(const tgc_backend *b, const tgc_graph *g, const tgc_config *cfg,

@@ -1706,9 +1706,7 @@ tgc_status tgc_c_render_loop(const tgc_c_dialect *d, tgc_strbuf *out, const kir_
     launch->warp_size = d->warp_size;
     launch->blocks_per_sm = d->threads_per_sm / d->block_threads;
     launch->vec = 1;
-    int rows = k->n_reduces > 0 || k->n_phases > 1;
-    for (int s = 0; s < k->n_stores; s++)
-        rows |= k->stores[s].phase != 0;
+    int rows = !tgc_c_loop_is_flat(k);
     launch->shape = rows ? TGC_C_SHAPE_ROWS : TGC_C_SHAPE_FLAT;
     rc c;
     rc_init(&c, d, out, k, slots);
@@ -1743,6 +1741,85 @@ tgc_status tgc_c_render_loop(const tgc_c_dialect *d, tgc_strbuf *out, const kir_
     free(c.emitted);
     rc_free(&c);
     return st;
+}
+
+int tgc_c_loop_is_flat(const kir_kernel *k)
+{
+    if (k->kind != KIR_LOOP || k->n_reduces > 0 || k->n_phases > 1)
+        return 0;
+    for (int s = 0; s < k->n_stores; s++)
+        if (k->stores[s].phase != 0)
+            return 0;
+    return 1;
+}
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+tgc_status tgc_c_render_batch(const tgc_c_dialect *d, tgc_strbuf *out, const kir_kernel *const *ks,
+                              const kir_args *const *slots, int n, const char *fname,
+                              tgc_c_launch *launches)
+{
+    tgc_status st = dialect_check(d);
+    if (st != TGC_OK)
+        return st;
+    if (!out || !ks || !slots || !fname || !launches || n < 1)
+        return tgc_set_error(TGC_ERR_INVALID_ARG,
+                             "tgc %s: rendering a batch needs out, kernels, slots, fname and "
+                             "launches",
+                             d->tag);
+    for (int j = 0; j < n; j++)
+        if (!ks[j] || !tgc_c_loop_is_flat(ks[j]))
+            return tgc_set_error(TGC_ERR_INVALID_ARG,
+                                 "tgc %s: a batch holds flat LOOP kernels only (member %d)", d->tag,
+                                 j);
+    /* members: device functions whose block index and grid size are the batch's share of
+     * the grid, which the entry puts in shared memory for the block */
+    char kq[160];
+    snprintf(kq, sizeof kq, "%s void", d->device_fn);
+    tgc_c_dialect md = *d;
+    md.kernel = kq;
+    md.launch_bounds = NULL;
+    md.block_idx = "tgc_bx_";
+    md.grid_dim = "tgc_gx_";
+    tgc_sb_printf(out,
+                  "/* a batch of %d flat loop kernels launched as one: blocks [e[j - 1], e[j]) "
+                  "run member j */\nstatic %sunsigned tgc_bx_, tgc_gx_;\n",
+                  n, d->shared);
+    char name[64];
+    for (int j = 0; j < n && st == TGC_OK; j++) {
+        snprintf(name, sizeof name, "%s_m%d", fname, j);
+        st = tgc_c_render_loop(&md, out, ks[j], slots[j], name, &launches[j]);
+    }
+    if (st != TGC_OK)
+        return st;
+    tgc_sb_printf(out, "struct %s_e { unsigned e[%d]; };\n", fname, n);
+    tgc_sb_printf(out, "%s", d->kernel);
+    if (d->launch_bounds) {
+        char bt[16];
+        snprintf(bt, sizeof bt, "%d", d->block_threads);
+        tgc_sb_puts(out, " ");
+        const char *arg = bt;
+        sb_subst(out, d->launch_bounds, 1, &arg);
+    }
+    tgc_sb_printf(out, " %s(", fname);
+    for (int j = 0; j < n; j++)
+        tgc_sb_printf(out, "%s_m%d_b b%d, %s_m%d_s s%d, ", fname, j, j, fname, j, j);
+    tgc_sb_printf(out, "%s_e e)\n{\n    const unsigned x_ = %s;\n", fname, d->block_idx);
+    for (int j = 0; j < n; j++) {
+        tgc_sb_printf(out, "    if (x_ < e.e[%d]) {\n        if (%s == 0) {\n", j, d->thread_idx);
+        if (j)
+            tgc_sb_printf(out,
+                          "            tgc_bx_ = x_ - e.e[%d];\n"
+                          "            tgc_gx_ = e.e[%d] - e.e[%d];\n",
+                          j - 1, j, j - 1);
+        else
+            tgc_sb_puts(out, "            tgc_bx_ = x_;\n            tgc_gx_ = e.e[0];\n");
+        tgc_sb_printf(out,
+                      "        }\n        %s;\n        %s_m%d(b%d, s%d);\n        return;\n    }\n",
+                      d->barrier, fname, j, j, j);
+    }
+    tgc_sb_puts(out, "}\n\n");
+    return out->failed ? tgc_set_error(TGC_ERR_OOM, "tgc %s: out of memory", d->tag) : TGC_OK;
 }
 
 /* ---- launch ------------------------------------------------------------------------------ */

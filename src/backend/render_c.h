@@ -193,6 +193,22 @@ tgc_status tgc_c_prelude(const tgc_c_dialect *d, tgc_strbuf *out);
 tgc_status tgc_c_render_loop(const tgc_c_dialect *d, tgc_strbuf *out, const kir_kernel *k,
                              const kir_args *slots, const char *fname, tgc_c_launch *launch);
 
+/* 1 when LOOP kernel k renders as a flat kernel (one phase, no reductions, phase stores
+ * only: pointwise work), the kind a batch holds. */
+int tgc_c_loop_is_flat(const kir_kernel *k);
+
+/* Appends flat LOOP kernels ks[0..n) as one batch: each rendered as tgc_c_render_loop does
+ * (launches[j] filled), as a device function `fname_mJ(fname_mJ_b, fname_mJ_s)`, and the
+ * kernel entry `fname(fname_m0_b b0, fname_m0_s s0, ..., fname_e e)` with
+ * `struct fname_e { unsigned e[n]; }`: blocks [e[j - 1], e[j]) of the grid (e[-1] = 0) run
+ * member j as if they were its own launch of e[j] - e[j - 1] blocks (tgc_c_launch_dims's,
+ * or fewer: the members loop over their domain). The launcher fills e from each member's
+ * grid; a member given no blocks (e[j] = e[j - 1]) does not run. TGC_ERR_INVALID_ARG for a
+ * kernel that is not flat; otherwise tgc_c_render_loop's errors. */
+tgc_status tgc_c_render_batch(const tgc_c_dialect *d, tgc_strbuf *out, const kir_kernel *const *ks,
+                              const kir_args *const *slots, int n, const char *fname,
+                              tgc_c_launch *launches);
+
 /* The launch of a kernel rendered with launch l for this call: extents[d] is the value of
  * k->extent[d], sms the device's multiprocessor count. grid[1] = grid[2] = block[1] =
  * block[2] = 1. */

@@ -76,6 +76,12 @@ char *tgc_fn_explain(const tgc_fn *cf)
                 tgc_sb_puts(&sb, "  no step on interp\n");
             tgc_free(fb_text);
             tgc_backend_describe_layout(v->backend, v->artifact, &sb, "  ");
+            int n_launches = 0,
+                n_batched = tgc_backend_batched(v->backend, v->artifact, &n_launches);
+            if (n_batched)
+                tgc_sb_printf(&sb,
+                              "  %d independent pointwise kernels run in %d batched launch%s\n",
+                              n_batched, n_launches, n_launches == 1 ? "" : "es");
             int n_kept_values = 0,
                 n_kept = tgc_backend_kept_steps(v->backend, v->artifact, &n_kept_values);
             if (n_kept)

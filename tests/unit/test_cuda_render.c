@@ -804,6 +804,147 @@ static void text_reduction_uses_shuffles(void **state)
     kir_kernel_free(k);
 }
 
+/* ---- batches ---- */
+
+static int g_batch_heads, g_batch_members;
+
+static int text_batch_fits(const tgc_plan_kernel *ks, int n)
+{
+    for (int j = 0; j < n; j++)
+        if (!tgc_c_loop_is_flat(ks[j].k))
+            return 0;
+    return 1;
+}
+
+static tgc_status text_launch_batch(const tgc_plan_kernel *ks, int n, void *const *const *bufs,
+                                    const int64_t *const *sizes, int one_by_one,
+                                    const tgc_launch_env *env)
+{
+    (void)ks, (void)n, (void)bufs, (void)sizes, (void)one_by_one, (void)env;
+    return tgc_set_error(TGC_ERR_UNSUPPORTED, "text backend: no launches");
+}
+
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
+/* Renders each batch the driver formed as the CUDA backend does (the prelude, the batch as
+ * tgc_k) and compiles it with NVRTC. */
+static tgc_status text_compile_batches(const tgc_config *cfg, tgc_device dev, const char *name,
+                                       const tgc_graph *g, tgc_plan_kernel *ks, int n, void **code)
+{
+    (void)cfg, (void)dev, (void)g;
+    for (int i = 0; i < n; i++) {
+        if (ks[i].batch < 2)
+            continue;
+        int m = ks[i].batch;
+        const kir_kernel *kk[8];
+        const kir_args *sl[8];
+        tgc_cuda_launch ls[8];
+        assert_true(m <= 8);
+        for (int j = 0; j < m; j++) {
+            kk[j] = ks[i + j].k;
+            sl[j] = &ks[i + j].slots;
+        }
+        tgc_strbuf sb = {0};
+        tgc_sb_puts(&sb, tgc_cuda_prelude());
+        size_t at = sb.len;
+        assert_int_equal(tgc_cuda_render_batch(&sb, kk, sl, m, "tgc_k", ls), TGC_OK);
+        char *text = tgc_sb_take(&sb);
+        assert_non_null(text);
+        const char *b = text + at;
+        assert_int_equal(count_of(b, "__global__"), 1); /* the entry; members are device code */
+        assert_non_null(strstr(b, "static __shared__ unsigned tgc_bx_, tgc_gx_;"));
+        char want[96];
+        snprintf(want, sizeof want, "struct tgc_k_e { unsigned e[%d]; };", m);
+        assert_non_null(strstr(b, want));
+        for (int j = 0; j < m; j++) {
+            snprintf(want, sizeof want, "static __device__ __forceinline__ void tgc_k_m%d(", j);
+            assert_non_null(strstr(b, want));
+            snprintf(want, sizeof want, "tgc_k_m%d(b%d, s%d);", j, j, j);
+            assert_non_null(strstr(b, want));
+            assert_int_equal(ls[j].shape, TGC_CUDA_SHAPE_FLAT);
+        }
+        /* the members read the batch's share of the grid, never the grid itself */
+        assert_int_equal(count_of(b, "gridDim.x"), 0);
+        assert_int_equal(count_of(b, "blockIdx.x"), 1);
+        if (have_nvrtc()) {
+            char *cubin = NULL;
+            size_t size = 0;
+            tgc_status st = tgc_nvrtc_compile(name, text, 90, &cubin, &size, NULL);
+            if (st != TGC_OK) {
+                FILE *f = fopen("/tmp/tgc_cuda_render_failed_batch.cu", "w");
+                if (f) {
+                    fputs(text, f);
+                    fclose(f);
+                }
+                fail_msg("NVRTC (source in /tmp/tgc_cuda_render_failed_batch.cu): %s",
+                         tgc_last_error());
+            }
+            assert_true(size > 0);
+            free(cubin);
+        }
+        free(text);
+        g_batch_heads++;
+        g_batch_members += m;
+    }
+    *code = calloc(1, 1);
+    return *code ? TGC_OK : TGC_ERR_OOM;
+}
+
+/* An optimizer-like step: p_i <- p_i - g_i * g_i for parameters of three shapes and two
+ * dtypes, and a symbolic batch size elsewhere: the driver forms one batch of the three
+ * updates; the batch renders with one entry and compiles. A template (no flat kernel) is
+ * refused. */
+static void batched_updates_render_and_compile(void **state)
+{
+    (void)state;
+    tgc_graph *g = tgc_graph_create();
+    static const tgc_sdim s64[1] = {64}, s337[2] = {3, 37}, s107[2] = {10, 7};
+    const tgc_sdim *shapes[3] = {s64, s337, s107};
+    const int ranks[3] = {1, 2, 2};
+    const tgc_dtype dts[3] = {TGC_F32, TGC_F32, TGC_F16};
+    for (int i = 0; i < 3; i++) {
+        int32_t p = gb_input(g, dts[i], ranks[i], shapes[i]);
+        int32_t gr = gb_input(g, dts[i], ranks[i], shapes[i]);
+        gb_bin(g, TGC_OP_ASSIGN, p, gb_bin(g, TGC_OP_SUB, p, gb_bin(g, TGC_OP_MUL, gr, gr)));
+    }
+    tgc_sdim sx[2] = {tgc_sym_new(g->syms, 4, 6, 0), 5};
+    int32_t x = gb_input(g, TGC_F32, 2, sx);
+    int32_t y = gb_un(g, TGC_OP_EXP, x);
+    gb_outputs(g, &y, 1);
+    tgc_backend b = text_backend();
+    b.compile = text_compile_batches;
+    b.batch_fits = text_batch_fits;
+    b.launch_batch = text_launch_batch;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    tgc_plan *p = NULL;
+    g_batch_heads = g_batch_members = 0;
+    if (tgc_plan_compile(&b, g, &cfg, tgc_cpu(), "batch", &p) != TGC_OK)
+        fail_msg("batch: %s", tgc_last_error());
+    assert_int_equal(g_batch_heads, 1);
+    assert_int_equal(g_batch_members, 4); /* the three updates and exp(x) */
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+
+    kir_kernel *t = kir_kernel_new(KIR_GEMM);
+    assert_non_null(t);
+    kir_args none = {0};
+    const kir_kernel *kk[1] = {t};
+    const kir_args *sl[1] = {&none};
+    tgc_cuda_launch ls[1];
+    tgc_strbuf sb = {0};
+    check_error(tgc_cuda_render_batch(&sb, kk, sl, 1, "tgc_k", ls), TGC_ERR_INVALID_ARG,
+                "flat LOOP kernels only");
+    tgc_sb_free(&sb);
+    kir_kernel_free(t);
+}
+
 /* Few long rows: the split pair, its grids and scratch. */
 static void text_split_reduction(void **state)
 {
@@ -962,6 +1103,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(text_reduction_uses_shuffles, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(text_split_reduction, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(batched_updates_render_and_compile, scoped_setup,
+                                        scoped_teardown),
         cmocka_unit_test_setup_teardown(text_epilogue_values, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(prelude_compiles_and_errors_report, scoped_setup,
                                         scoped_teardown),

@@ -988,6 +988,135 @@ static void test_kept_values(void **state)
     tgc_graph_free(g);
 }
 
+/* ---- batched launches ---- */
+
+/* A mini that batches up to batch_cap kernels and runs a batch's kernels in reverse order
+ * (in order when told one by one), so a batch holding a kernel that depends on another one
+ * of it gives wrong values. */
+static int batch_cap, batch_calls, batch_members, batch_serial;
+
+static int mini_batch_fits(const tgc_plan_kernel *ks, int n)
+{
+    (void)ks;
+    return n <= batch_cap;
+}
+
+static tgc_status mini_launch_batch(const tgc_plan_kernel *ks, int n, void *const *const *bufs,
+                                    const int64_t *const *sizes, int one_by_one,
+                                    const tgc_launch_env *env)
+{
+    batch_calls++;
+    batch_members += n;
+    batch_serial += one_by_one != 0;
+    for (int j = 0; j < n; j++) {
+        int m = one_by_one ? j : n - 1 - j;
+        tgc_status st = mini_launch(&ks[m], bufs[m], sizes[m], env);
+        if (st != TGC_OK)
+            return st;
+    }
+    return TGC_OK;
+}
+
+static float host_at(const tgc_tensor *t, int i)
+{
+    return ((const float *)tgc_host_data(t))[i];
+}
+
+/* p_i <- p_i - g_i for three parameters of three shapes (an optimizer's updates: fusion
+ * makes one kernel of each shape), y = q * q and z = y^T * y^T (reading y's buffer): the
+ * updates and y launch as one batch, z after it; values as in plan order. With
+ * g_2 bound to p_1's tensor (one storage under two inputs) the batch runs one by one, so p_2
+ * reads p_1 updated, as plan order has it. A backend that batches one kernel at a time gets
+ * no batch. */
+static void test_batched_launches(void **state)
+{
+    (void)state;
+    static const tgc_sdim s20[1] = {20}, s2x10[2] = {2, 10}, s32[2] = {3, 2};
+    const tgc_sdim *shapes[3] = {s45, s20, s2x10};
+    const int ranks[3] = {2, 1, 2};
+    tgc_graph *g = tgc_graph_create();
+    int32_t pv[3], gv[3];
+    for (int i = 0; i < 3; i++) {
+        pv[i] = gb_input(g, TGC_F32, ranks[i], shapes[i]);
+        gv[i] = gb_input(g, TGC_F32, ranks[i], shapes[i]);
+    }
+    int32_t q = gb_input(g, TGC_F32, 2, s32);
+    for (int i = 0; i < 3; i++)
+        gb_bin(g, TGC_OP_ASSIGN, pv[i], gb_bin(g, TGC_OP_SUB, pv[i], gv[i]));
+    int32_t y = gb_bin(g, TGC_OP_MUL, q, q);
+    int32_t yt = gb_ints(g, TGC_OP_PERMUTE, y, (int64_t[]){1, 0}, 2);
+    int32_t z = gb_bin(g, TGC_OP_MUL, yt, yt);
+    gb_outputs(g, (int32_t[]){y, z}, 2);
+    tgc_backend batched = mini;
+    batched.batch_fits = mini_batch_fits;
+    batched.launch_batch = mini_launch_batch;
+    tgc_config cfg = tgc_config_default();
+    cfg.log = 0;
+    batch_cap = 8;
+    tgc_plan *p = NULL;
+    assert_int_equal(tgc_plan_compile(&batched, g, &cfg, tgc_cpu(), "batch", &p), TGC_OK);
+    assert_non_null(p->write_to); /* the updates store straight into the parameters */
+    assert_int_equal(p->n_kernels, 5);
+    assert_int_equal(p->kernels[0].batch, 4);
+    for (int i = 1; i < 4; i++)
+        assert_int_equal(p->kernels[i].batch, 0);
+    assert_int_equal(p->kernels[4].batch, 1);
+    int n_launches = 0;
+    assert_int_equal(tgc_plan_batched(p, &n_launches), 4);
+    assert_int_equal(n_launches, 1);
+
+    for (int alias = 0; alias < 2; alias++) {
+        tgc_tensor *in[7];
+        float p0[20], p1[20], p2[20], g0[20], g1[20], g2[20], qh[6];
+        static const int64_t d0[3] = {4, 20, 2}, d1[3] = {5, 0, 10};
+        for (int i = 0; i < 6; i++)
+            in[i] = rnd(d0[i / 2], d1[i / 2]);
+        in[6] = rnd(3, 2);
+        if (alias)
+            in[5] = in[2]; /* g_2 is p_1 */
+        for (int e = 0; e < 20; e++) {
+            p0[e] = host_at(in[0], e), g0[e] = host_at(in[1], e);
+            p1[e] = host_at(in[2], e), g1[e] = host_at(in[3], e);
+            p2[e] = host_at(in[4], e), g2[e] = host_at(in[5], e);
+        }
+        for (int e = 0; e < 6; e++)
+            qh[e] = host_at(in[6], e);
+        int64_t symvals[1] = {0};
+        tgc_exec_args ex = {in, 7, NULL, 0, NULL, 0, symvals};
+        tgc_tensor *outs[2] = {NULL, NULL};
+        batch_calls = batch_members = batch_serial = 0;
+        mini_launches = 0;
+        assert_int_equal(tgc_plan_run(p, &ex, outs), TGC_OK);
+        assert_int_equal(batch_calls, 1);
+        assert_int_equal(batch_members, 4);
+        assert_int_equal(batch_serial, alias);
+        assert_int_equal(mini_launches, 5);
+        for (int e = 0; e < 20; e++) {
+            float n0 = p0[e] - g0[e], n1 = p1[e] - g1[e];
+            assert_true(host_at(in[0], e) == n0);
+            assert_true(host_at(in[2], e) == n1);
+            assert_true(host_at(in[4], e) == p2[e] - (alias ? n1 : g2[e]));
+        }
+        for (int e = 0; e < 6; e++) {
+            float yv = qh[e] * qh[e];
+            assert_true(host_at(outs[0], e) == yv);
+            assert_true(host_at(outs[1], (e % 2) * 3 + e / 2) == yv * yv); /* z[j][i] */
+        }
+        tgc_tensor_free(outs[0]);
+        tgc_tensor_free(outs[1]);
+    }
+    tgc_plan_free(p);
+
+    batch_cap = 1;
+    assert_int_equal(tgc_plan_compile(&batched, g, &cfg, tgc_cpu(), "batch", &p), TGC_OK);
+    assert_int_equal(tgc_plan_batched(p, &n_launches), 0);
+    assert_int_equal(n_launches, 0);
+    for (int i = 0; i < p->n_kernels; i++)
+        assert_int_equal(p->kernels[i].batch, 1);
+    tgc_plan_free(p);
+    tgc_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1002,6 +1131,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backend_compile_error, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_memplan_slots, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(test_kept_values, scoped_setup, scoped_teardown),
+        cmocka_unit_test_setup_teardown(test_batched_launches, scoped_setup, scoped_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, group_shutdown);
 }

@@ -153,6 +153,39 @@ static tgc_status render_program(const tgc_plan_kernel *pk, cuda_kernel *ck,
     return st;
 }
 
+/* Renders the batch of flat LOOP kernels ks[0..n) (plan.h) as one program (prelude + the
+ * batch's entry as KERNEL_NAME) into *text; each member's launch into cks[j].loop. */
+static tgc_status render_batch_program(const tgc_plan_kernel *ks, int n, cuda_kernel *cks,
+                                       char **text)
+{
+    const kir_kernel **kk = malloc((size_t)n * sizeof *kk);
+    const kir_args **sl = malloc((size_t)n * sizeof *sl);
+    tgc_cuda_launch *ls = malloc((size_t)n * sizeof *ls);
+    tgc_strbuf sb = {0};
+    tgc_status st = kk && sl && ls ? TGC_OK : tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory");
+    for (int j = 0; j < n && st == TGC_OK; j++) {
+        kk[j] = ks[j].k;
+        sl[j] = &ks[j].slots;
+    }
+    if (st == TGC_OK) {
+        tgc_sb_puts(&sb, tgc_cuda_prelude());
+        st = tgc_cuda_render_batch(&sb, kk, sl, n, KERNEL_NAME, ls);
+    }
+    for (int j = 0; j < n && st == TGC_OK; j++)
+        cks[j].loop = ls[j];
+    *text = tgc_sb_take(&sb);
+    if (st == TGC_OK && !*text)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory rendering kernel %s", ks[0].name);
+    if (st != TGC_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    free(kk);
+    free(sl);
+    free(ls);
+    return st;
+}
+
 /* TGC_DUMP_DIR: every kernel's program as <name>.cu, the PTX of those compiled now as
  * <name>.ptx (kernels found in the cache were compiled earlier: their PTX is not redone). */
 static void dump_code(const tgc_config *cfg, const char *name, const tgc_plan_kernel *ks, int n,
@@ -161,15 +194,19 @@ static void dump_code(const tgc_config *cfg, const char *name, const tgc_plan_ke
     if (!cfg->dump_dir)
         return;
     tgc_strbuf cu = {0}, ptx = {0};
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, pi = 0; i < n; i++) {
+        if (!ks[i].batch) /* in its batch's program */
+            continue;
+        const char *what = ks[i].batch > 1 ? "batch from kernel" : "kernel";
         if (texts[i]) {
-            tgc_sb_printf(&cu, "// ---- kernel %s (%d of %d) ----\n", ks[i].name, i + 1, n);
+            tgc_sb_printf(&cu, "// ---- %s %s (%d of %d) ----\n", what, ks[i].name, i + 1, n);
             tgc_sb_puts(&cu, texts[i]);
         }
-        if (ptxs && ptxs[i]) {
-            tgc_sb_printf(&ptx, "// ---- kernel %s ----\n", ks[i].name);
-            tgc_sb_puts(&ptx, ptxs[i]);
+        if (ptxs && ptxs[pi]) {
+            tgc_sb_printf(&ptx, "// ---- %s %s ----\n", what, ks[i].name);
+            tgc_sb_puts(&ptx, ptxs[pi]);
         }
+        pi++;
     }
     char *t = tgc_sb_take(&cu);
     tgc_backend_dump_text(cfg, name, "cu", t);
@@ -313,9 +350,14 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
         preload_start(&pre_cg, cg_preload_main);
     if (st == TGC_OK && has_native_ops(g))
         preload_start(&pre_ops, ops_preload_main);
+    int np = 0; /* programs: one per kernel, one per batch (its other kernels have none) */
     for (int i = 0; st == TGC_OK && i < n; i++) {
-        st = render_program(&ks[i], &c->kernels[i], c->native.precision, sm, NULL, &texts[i]);
-        srcs[i] = (tgc_cuda_program_src){ks[i].name, texts[i]};
+        if (!ks[i].batch)
+            continue;
+        st = ks[i].batch > 1
+                 ? render_batch_program(&ks[i], ks[i].batch, &c->kernels[i], &texts[i])
+                 : render_program(&ks[i], &c->kernels[i], c->native.precision, sm, NULL, &texts[i]);
+        srcs[np++] = (tgc_cuda_program_src){ks[i].name, texts[i]};
         if (st == TGC_OK && ks[i].k->kind != KIR_LOOP && (cfg->log & TGC_LOG_KERNELS)) {
             char d[256];
             tgc_cuda_tpl_describe(&c->kernels[i].tpl, d, sizeof d);
@@ -324,7 +366,8 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
         }
     }
     if (st == TGC_OK) {
-        st = tgc_cuda_programs_get(n, srcs, sm, cfg->cache_dir, progs, cfg->dump_dir ? ptxs : NULL);
+        st =
+            tgc_cuda_programs_get(np, srcs, sm, cfg->cache_dir, progs, cfg->dump_dir ? ptxs : NULL);
         if (st != TGC_OK) /* keep the name of the variant with NVRTC's reason */
             tgc_keep_error(st, "tgc cuda: compiling '%s'", name);
     }
@@ -332,8 +375,9 @@ static tgc_status cuda_compile(const tgc_config *cfg, tgc_device dev, const char
     preload_join(&pre_ops);
     if (cfg->dump_dir && texts)
         dump_code(cfg, name, ks, n, texts, ptxs);
-    for (int i = 0; st == TGC_OK && i < n; i++) {
-        st = bind_kernel(progs[i], dev.index, name, &ks[i], &c->kernels[i]);
+    for (int i = 0, pi = 0; st == TGC_OK && i < n; i++) {
+        if (ks[i].batch) /* a batch's entry is its first kernel's function */
+            st = bind_kernel(progs[pi++], dev.index, name, &ks[i], &c->kernels[i]);
         ks[i].handle = &c->kernels[i];
     }
     if (st == TGC_OK)
@@ -401,6 +445,81 @@ static tgc_status cuda_launch(const tgc_plan_kernel *pk, void *const *bufs, cons
                          block, &smem);
     void *params[2] = {(void *)bufs, (void *)sizes};
     return launch_fn(pk, ck->fn, grid, block, smem, s, params);
+}
+
+/* Kernel parameters a batch may take: 4096 bytes is what every driver and architecture
+ * accepts; the rest is slack. */
+#define BATCH_PARAM_BYTES 4000
+
+/* The parameter bytes of batch member k: its buffer and size structs (render_c.c: at least
+ * one 8-byte word each) and its entry in the block ends. */
+static size_t batch_member_bytes(const tgc_plan_kernel *pk)
+{
+    int nb = pk->k->n_bufs, nw = kir_args_words(&pk->slots);
+    return 8 * (size_t)((nb > 0 ? nb : 1) + (nw > 0 ? nw : 1)) + 4;
+}
+
+static int cuda_batch_fits(const tgc_plan_kernel *ks, int n)
+{
+    size_t bytes = 0;
+    for (int j = 0; j < n; j++) {
+        if (!tgc_c_loop_is_flat(ks[j].k))
+            return 0;
+        bytes += batch_member_bytes(&ks[j]);
+    }
+    return bytes <= BATCH_PARAM_BYTES;
+}
+
+/* A batch (plan.h): each member's grid as its own launch would have it, blocks of the one
+ * entry in member order (the block ends e[j] the entry reads); one_by_one: one launch per
+ * member, the others given no blocks. */
+static tgc_status cuda_launch_batch(const tgc_plan_kernel *ks, int n, void *const *const *bufs,
+                                    const int64_t *const *sizes, int one_by_one,
+                                    const tgc_launch_env *env)
+{
+    const cuda_kernel *head = ks[0].handle;
+    tgc_status st = tgc_cuda_enter(env->device.index);
+    if (st != TGC_OK)
+        return st;
+    CUstream s = stream_of(env);
+    if (!s)
+        return tgc_last_status();
+    unsigned *blocks = malloc((size_t)n * sizeof *blocks), *ends = malloc((size_t)n * sizeof *ends);
+    void **params = malloc((size_t)(2 * n + 1) * sizeof *params);
+    if (!blocks || !ends || !params)
+        st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory launching a batch");
+    int sms = tgc_cuda_props_of(env->device.index)->sms;
+    unsigned block[3] = {TGC_CUDA_BLOCK_THREADS, 1, 1}, total = 0;
+    for (int j = 0; j < n && st == TGC_OK; j++) {
+        const kir_kernel *k = ks[j].k;
+        const cuda_kernel *ck = ks[j].handle;
+        int64_t extents[KIR_MAX_DIMS];
+        for (int d = 0; d < k->n_outer + k->n_inner; d++)
+            extents[d] = ev(env, k->extent[d]);
+        unsigned grid[3], blk[3], smem;
+        tgc_cuda_launch_dims(&ck->loop, k, extents, sms, grid, blk, &smem);
+        blocks[j] = grid[0];
+        total += grid[0];
+        ends[j] = total;
+        params[2 * j] = (void *)bufs[j];
+        params[2 * j + 1] = (void *)sizes[j];
+    }
+    if (st == TGC_OK)
+        params[2 * n] = ends;
+    if (st == TGC_OK && !one_by_one) {
+        unsigned grid[3] = {total, 1, 1};
+        st = launch_fn(&ks[0], head->fn, grid, block, 0, s, params);
+    }
+    for (int j = 0; one_by_one && j < n && st == TGC_OK; j++) {
+        for (int i = 0; i < n; i++)
+            ends[i] = i < j ? 0 : blocks[j];
+        unsigned grid[3] = {blocks[j], 1, 1};
+        st = launch_fn(&ks[j], head->fn, grid, block, 0, s, params);
+    }
+    free(blocks);
+    free(ends);
+    free(params);
+    return st;
 }
 
 /* A template kernel's launch for one call: the entry (NAME, or NAME_tma where the call's
@@ -881,6 +1000,8 @@ static void fill_vtable(void)
         .target = tgc_cuda_kir_target,
         .compile = cuda_compile,
         .launch = cuda_launch,
+        .batch_fits = cuda_batch_fits,
+        .launch_batch = cuda_launch_batch,
         .run_template = cuda_run_template,
         .run_node = cuda_run_node,
         .node_supported = tgc_cuda_op_supported,

@@ -105,6 +105,13 @@ tgc_status tgc_cuda_render_vals(tgc_strbuf *out, const kir_kernel *k, const kir_
     return tgc_c_render_vals(&g_cuda, out, k, slots, env, result, name, name_len, emitted);
 }
 
+tgc_status tgc_cuda_render_batch(tgc_strbuf *out, const kir_kernel *const *ks,
+                                 const kir_args *const *slots, int n, const char *fname,
+                                 tgc_cuda_launch *launches)
+{
+    return tgc_c_render_batch(&g_cuda, out, ks, slots, n, fname, launches);
+}
+
 void tgc_cuda_launch_dims(const tgc_cuda_launch *l, const kir_kernel *k, const int64_t *extents,
                           int sms, unsigned grid[3], unsigned block[3], unsigned *smem)
 {

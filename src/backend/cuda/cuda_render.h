@@ -43,6 +43,12 @@ const char *tgc_cuda_prelude(void);
 tgc_status tgc_cuda_render_loop(tgc_strbuf *out, const kir_kernel *k, const kir_args *slots,
                                 const char *fname, tgc_cuda_launch *launch);
 
+/* tgc_c_render_batch in CUDA: flat LOOP kernels ks[0..n) as one entry `extern "C"
+ * __global__ void fname(fname_m0_b b0, fname_m0_s s0, ..., fname_e e)`. */
+tgc_status tgc_cuda_render_batch(tgc_strbuf *out, const kir_kernel *const *ks,
+                                 const kir_args *const *slots, int n, const char *fname,
+                                 tgc_cuda_launch *launches);
+
 /* tgc_c_launch_dims: the launch of a kernel rendered with launch l (sms: the device's SM
  * count). */
 void tgc_cuda_launch_dims(const tgc_cuda_launch *l, const kir_kernel *k, const int64_t *extents,
