@@ -3,8 +3,9 @@
  *   clone -> passes (tgc_passes_run_opts, with the backend's decompose-keep flags; constant
  *   folding evaluates on interp) -> the backend's prepare (optional) -> fusion with the
  *   backend's hooks -> graph logs and dumps -> kir_lower_group per LOOP / TEMPLATE group ->
- *   the backend's compile of ALL kernels of the variant in one call (LLVM: one unit, one O3
- *   run) -> the memory plan (memplan.h) over the steps.
+ *   store forwarding, kept steps (kept.c) and batched launches (batch.c) -> the backend's
+ *   compile of ALL kernels of the variant in one call (LLVM: one unit, one O3 run) -> the
+ *   memory plan (memplan.h) over the steps.
  * OPAQUE groups become steps run on interp (exec.c); each such op is named once per variant
  * on the perf channel, here, so calls pay nothing for it.
  *
