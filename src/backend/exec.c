@@ -251,9 +251,8 @@ static int batch_inputs_overlap(run_ctx *r, const tgc_plan_kernel *ks, int n)
 }
 
 /* Batch ks[0..n) (plan.h): every member bound in plan order (their draws and buffers as
- * their own steps would take them), then one launch, or one per member when inputs overlap.
- * A member whose launch alone is what overlap needs runs through launch_batch too: the
- * backend compiled the batch's kernels as one program. */
+ * their own steps would take them), then one launch; when inputs overlap, launch_batch runs
+ * the members one by one (the backend has the batch's kernels as one program, no others). */
 static tgc_status run_batch(run_ctx *r, const tgc_plan_kernel *ks, int n)
 {
     int words = 0, nb = 0;
@@ -261,8 +260,10 @@ static tgc_status run_batch(run_ctx *r, const tgc_plan_kernel *ks, int n)
         nb += ks[j].k->n_bufs;
         words += kir_args_words(&ks[j].slots);
     }
-    void **bufs = malloc((size_t)(nb ? nb : 1) * sizeof *bufs);
-    int64_t *sizes = malloc((size_t)(words ? words : 1) * sizeof *sizes);
+    /* one spare word each: a member without buffers or size words still passes a struct of
+     * one word (render_c.c), read from where its arguments would start */
+    void **bufs = calloc((size_t)nb + 1, sizeof *bufs);
+    int64_t *sizes = calloc((size_t)words + 1, sizeof *sizes);
     void **bp = malloc((size_t)n * sizeof *bp);
     int64_t **sp = malloc((size_t)n * sizeof *sp);
     tgc_status st = TGC_OK;
