@@ -41,6 +41,7 @@
 #include "backend/plan.h"
 #include "runtime/cuda.h"
 #include "runtime/storage.h"
+#include "support/config_env.h"
 #include "support/error.h"
 #include "support/log.h"
 #include "support/strbuf.h"
@@ -461,6 +462,8 @@ static size_t batch_member_bytes(const tgc_plan_kernel *pk)
 
 static int cuda_batch_fits(const tgc_plan_kernel *ks, int n)
 {
+    if (!tgc_env_cuda_batch()) /* TGC_CUDA_BATCH=0 */
+        return 0;
     size_t bytes = 0;
     for (int j = 0; j < n; j++) {
         if (!tgc_c_loop_is_flat(ks[j].k))
