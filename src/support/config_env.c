@@ -152,7 +152,7 @@ static void read_switches(void)
     profile = getenv("TGC_PROFILE") != NULL;
     cuda_tma = env_on_off("TGC_CUDA_TMA", 1);
     channels_last = env_on_off("TGC_CHANNELS_LAST", 1);
-    cuda_batch = env_on_off("TGC_CUDA_BATCH", 1);
+    cuda_batch = env_on_off("TGC_CUDA_BATCH", 0);
 }
 
 int tgc_env_cuda_tma(void)

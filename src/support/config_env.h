@@ -17,8 +17,8 @@ int tgc_env_cuda_tma(void);
 /* TGC_CHANNELS_LAST: 1 (the default) when GPU variants keep activations between convolutions
  * channels-last, 0 when the variable is 0. */
 int tgc_env_channels_last(void);
-/* TGC_CUDA_BATCH: 1 (the default) when CUDA variants launch independent pointwise kernels as
- * batches (backend/batch.c), 0 when the variable is 0. */
+/* TGC_CUDA_BATCH: 1 when the variable is 1: CUDA variants launch independent pointwise kernels
+ * as batches (backend/batch.c); 0 (the default) launches each kernel on its own. */
 int tgc_env_cuda_batch(void);
 /* TGC_LLVM_CPU / TGC_LLVM_FEATURES: the LLVM backend's target CPU and features instead of the
  * host's; NULL when unset. */
