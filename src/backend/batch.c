@@ -25,8 +25,7 @@
 
 enum { MARK_READ = 1, MARK_WRITTEN = 2 };
 
-/* The value whose buffer v is at run time. */
-static int32_t root_of(const tgc_plan *p, int32_t v)
+int32_t tgc_plan_root(const tgc_plan *p, int32_t v)
 {
     while (tgc_is_view_op(p->g->nodes[v].op))
         v = p->g->nodes[v].in[0];
@@ -47,7 +46,7 @@ static int forwarded_assign(const tgc_plan *p, int si)
 static int independent(const tgc_plan *p, const kir_kernel *k, const uint8_t *mark)
 {
     for (int b = 0; b < k->n_bufs; b++) {
-        uint8_t m = mark[root_of(p, k->bufs[b].value)];
+        uint8_t m = mark[tgc_plan_root(p, k->bufs[b].value)];
         if (k->bufs[b].written ? m != 0 : (m & MARK_WRITTEN) != 0)
             return 0;
     }
@@ -58,7 +57,7 @@ static void add_marks(const tgc_plan *p, const kir_kernel *k, uint8_t *mark, int
                       int *n_touched)
 {
     for (int b = 0; b < k->n_bufs; b++) {
-        int32_t r = root_of(p, k->bufs[b].value);
+        int32_t r = tgc_plan_root(p, k->bufs[b].value);
         if (!mark[r])
             touched[(*n_touched)++] = r;
         mark[r] |= k->bufs[b].written ? MARK_WRITTEN : MARK_READ;

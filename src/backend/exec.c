@@ -217,11 +217,7 @@ static int batch_inputs_overlap(run_ctx *r, const tgc_plan_kernel *ks, int n)
     for (int j = 0; j < n && !overlap; j++) {
         const kir_kernel *k = ks[j].k;
         for (int b = 0; b < k->n_bufs && !overlap; b++) {
-            int32_t v = k->bufs[b].value;
-            while (tgc_is_view_op(g->nodes[v].op))
-                v = g->nodes[v].in[0];
-            if (r->p->write_to && r->p->write_to[v] >= 0)
-                v = r->p->write_to[v];
+            int32_t v = tgc_plan_root(r->p, k->bufs[b].value);
             if (g->nodes[v].op != TGC_OP_INPUT || !r->vals[v] || !r->vals[v]->storage)
                 continue;
             const tgc_storage *st = r->vals[v]->storage;

@@ -160,6 +160,9 @@ size_t tgc_kept_bytes(const tgc_plan *p, const tgc_kept_cache *c);
  * driver calls it once the forwarded writes and the kept steps are known, before the
  * backend's compile; a kernels line per batch goes to cfg's log. TGC_ERR_OOM. */
 tgc_status tgc_plan_batches(tgc_plan *p, const tgc_config *cfg, const char *name);
+/* The value whose buffer value v is at run time: a view's viewed value, a value stored
+ * straight into an input (write_to) that input, else v. */
+int32_t tgc_plan_root(const tgc_plan *p, int32_t v);
 /* The kernels of p that run in batched launches; *n_launches: those launches. */
 int tgc_plan_batched(const tgc_plan *p, int *n_launches);
 

@@ -413,6 +413,29 @@ static CUstream stream_of(const tgc_launch_env *env)
     return env->stream ? (CUstream)env->stream : tgc_cuda_stream(env->device.index);
 }
 
+/* Makes the launch's device current and gives the stream its launches go to. */
+static tgc_status enter_stream(const tgc_launch_env *env, CUstream *s)
+{
+    tgc_status st = tgc_cuda_enter(env->device.index);
+    if (st != TGC_OK)
+        return st;
+    *s = stream_of(env);
+    return *s ? TGC_OK : tgc_last_status();
+}
+
+/* LOOP kernel pk's launch for this call's extents. */
+static void loop_dims(const tgc_plan_kernel *pk, const tgc_launch_env *env, unsigned grid[3],
+                      unsigned block[3], unsigned *smem)
+{
+    const kir_kernel *k = pk->k;
+    const cuda_kernel *ck = pk->handle;
+    int64_t extents[KIR_MAX_DIMS];
+    for (int d = 0; d < k->n_outer + k->n_inner; d++)
+        extents[d] = ev(env, k->extent[d]);
+    tgc_cuda_launch_dims(&ck->loop, k, extents, tgc_cuda_props_of(env->device.index)->sms, grid,
+                         block, smem);
+}
+
 static tgc_status launch_fn(const tgc_plan_kernel *pk, CUfunction fn, const unsigned grid[3],
                             const unsigned block[3], unsigned smem, CUstream s, void **params)
 {
@@ -430,20 +453,13 @@ static tgc_status launch_fn(const tgc_plan_kernel *pk, CUfunction fn, const unsi
 static tgc_status cuda_launch(const tgc_plan_kernel *pk, void *const *bufs, const int64_t *sizes,
                               const tgc_launch_env *env)
 {
-    const kir_kernel *k = pk->k;
     const cuda_kernel *ck = pk->handle;
-    tgc_status st = tgc_cuda_enter(env->device.index);
+    CUstream s;
+    tgc_status st = enter_stream(env, &s);
     if (st != TGC_OK)
         return st;
-    CUstream s = stream_of(env);
-    if (!s)
-        return tgc_last_status();
-    int64_t extents[KIR_MAX_DIMS];
-    for (int d = 0; d < k->n_outer + k->n_inner; d++)
-        extents[d] = ev(env, k->extent[d]);
     unsigned grid[3], block[3], smem;
-    tgc_cuda_launch_dims(&ck->loop, k, extents, tgc_cuda_props_of(env->device.index)->sms, grid,
-                         block, &smem);
+    loop_dims(pk, env, grid, block, &smem);
     void *params[2] = {(void *)bufs, (void *)sizes};
     return launch_fn(pk, ck->fn, grid, block, smem, s, params);
 }
@@ -481,26 +497,18 @@ static tgc_status cuda_launch_batch(const tgc_plan_kernel *ks, int n, void *cons
                                     const tgc_launch_env *env)
 {
     const cuda_kernel *head = ks[0].handle;
-    tgc_status st = tgc_cuda_enter(env->device.index);
+    CUstream s;
+    tgc_status st = enter_stream(env, &s);
     if (st != TGC_OK)
         return st;
-    CUstream s = stream_of(env);
-    if (!s)
-        return tgc_last_status();
     unsigned *blocks = malloc((size_t)n * sizeof *blocks), *ends = malloc((size_t)n * sizeof *ends);
     void **params = malloc((size_t)(2 * n + 1) * sizeof *params);
     if (!blocks || !ends || !params)
         st = tgc_set_error(TGC_ERR_OOM, "tgc cuda: out of memory launching a batch");
-    int sms = tgc_cuda_props_of(env->device.index)->sms;
     unsigned block[3] = {TGC_CUDA_BLOCK_THREADS, 1, 1}, total = 0;
     for (int j = 0; j < n && st == TGC_OK; j++) {
-        const kir_kernel *k = ks[j].k;
-        const cuda_kernel *ck = ks[j].handle;
-        int64_t extents[KIR_MAX_DIMS];
-        for (int d = 0; d < k->n_outer + k->n_inner; d++)
-            extents[d] = ev(env, k->extent[d]);
         unsigned grid[3], blk[3], smem;
-        tgc_cuda_launch_dims(&ck->loop, k, extents, sms, grid, blk, &smem);
+        loop_dims(&ks[j], env, grid, blk, &smem);
         blocks[j] = grid[0];
         total += grid[0];
         ends[j] = total;
@@ -618,12 +626,10 @@ static tgc_status cuda_run_template(const tgc_plan_kernel *pk, void *const *bufs
 {
     const kir_kernel *k = pk->k;
     const cuda_kernel *ck = pk->handle;
-    tgc_status st = tgc_cuda_enter(env->device.index);
+    CUstream s;
+    tgc_status st = enter_stream(env, &s);
     if (st != TGC_OK)
         return st;
-    CUstream s = stream_of(env);
-    if (!s)
-        return tgc_last_status();
     tgc_gemm_geom g;
     tgc_cuda_template_geom(k, env->syms, env->symvals, &g);
     int sms = tgc_cuda_props_of(env->device.index)->sms;
