@@ -142,7 +142,7 @@ int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_
     uint8_t *act = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
     if (!act)
         return 0;
-    int stored = 0, convs = 0, convs_cl = 0;
+    int stored = 0, convs = 0, convs_cl = 0, grads = 0, grads_cl = 0;
     /* an NHWC copy holds an activation when something reads it other than as a conv's
      * weights (those get OHWI copies of the same form) */
     for (int32_t j = 0; j < g->n_nodes; j++) {
@@ -156,10 +156,16 @@ int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_
                 !(nd->op == TGC_OP_CONV2D && k == 1))
                 act[u->in[0]] = 1;
         }
+        int32_t base;
         if (nd->op == TGC_OP_CONV2D) {
-            int32_t base;
             convs++;
             convs_cl += kir_is_channels_last_view(g, nd->in[0], &base);
+        } else if (nd->op == TGC_OP_CONV2D_GRAD_INPUT || nd->op == TGC_OP_CONV2D_GRAD_WEIGHT) {
+            /* a gradient reading its dy (and a weight gradient its x) channels-last */
+            const int dyk = nd->op == TGC_OP_CONV2D_GRAD_WEIGHT;
+            grads++;
+            grads_cl += kir_is_channels_last_view(g, nd->in[dyk], &base) ||
+                        (dyk && kir_is_channels_last_view(g, nd->in[0], &base));
         }
     }
     for (int32_t i = 0; i < g->n_nodes; i++)
@@ -167,12 +173,16 @@ int tgc_backend_describe_layout(const tgc_backend *b, const void *artifact, tgc_
     free(act);
     if (!convs_cl)
         stored = 0; /* a layout of the caller's own, no conv reading it */
-    if (stored)
+    if (stored) {
         tgc_sb_printf(sb,
                       "%schannels-last: %d activation%s stored NHWC, %d of %d conv%s read NHWC "
-                      "input in place\n",
+                      "input in place",
                       indent, stored, stored == 1 ? "" : "s", convs_cl, convs,
                       convs == 1 ? "" : "s");
+        if (grads_cl)
+            tgc_sb_printf(sb, ", %d of %d conv gradients read NHWC operands", grads_cl, grads);
+        tgc_sb_puts(sb, "\n");
+    }
     return stored;
 }
 

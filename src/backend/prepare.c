@@ -148,9 +148,10 @@ static int32_t emit_channels_last(tgc_rewriter *rw, const tgc_graph *g, int32_t 
 /* 1 when value v of g may be stored NHWC: a 4-D activation of a dtype the conv template has,
  * computed by a kernel that can store it in another order (a conv template, a pointwise or
  * window loop), no graph output and never written in place, read directly (no view) by at
- * least one conv as its input (convs[v]) and otherwise only by kernels that read it through
- * strides (bad[v] 0: pointwise, reductions, pools; not conv gradients, opaque nodes,
- * matmuls or views). */
+ * least one conv as its input (convs[v]; with conv gradients on, an input gradient's dy
+ * counts: it is a conv of dy) and otherwise only by kernels that read it through strides
+ * (bad[v] 0: pointwise, reductions, pools, and where conv_grad_reads_nhwc the conv
+ * gradients; not other opaque nodes, matmuls or views). */
 static int wants_channels_last(const tgc_graph *g, int32_t v, const kir_target *t,
                                const uint8_t *is_output, const uint8_t *written,
                                const uint8_t *convs, const uint8_t *bad)
@@ -163,6 +164,16 @@ static int wants_channels_last(const tgc_graph *g, int32_t v, const kir_target *
     tgc_fuse_class pc = tgc_backend_classify(g, v, t);
     return pc == TGC_FUSE_POINTWISE || pc == TGC_FUSE_WINDOW ||
            (pc == TGC_FUSE_TEMPLATE && nd->op == TGC_OP_CONV2D);
+}
+
+/* 1 when reader u's operand k is one a conv-gradient kernel reads channels-last in place: the
+ * weight gradient's x and dy, the input gradient's dy (target t and the environment allowing) */
+static int conv_grad_reads_nhwc(const tgc_node *u, int k, const kir_target *t)
+{
+    if (!t->conv_grad_channels_last || !tgc_env_channels_last_grad())
+        return 0;
+    return (u->op == TGC_OP_CONV2D_GRAD_WEIGHT && k < 2) ||
+           (u->op == TGC_OP_CONV2D_GRAD_INPUT && k == 0);
 }
 
 tgc_status tgc_prepare_channels_last(tgc_graph *g, const kir_target *t, int *n_values)
@@ -193,6 +204,8 @@ tgc_status tgc_prepare_channels_last(tgc_graph *g, const kir_target *t, int *n_v
             if (!view && c == TGC_FUSE_TEMPLATE && u->op == TGC_OP_CONV2D && k == 0 &&
                 u->out.dtype == g->nodes[v].out.dtype)
                 convs[v] = 1;
+            else if (!view && conv_grad_reads_nhwc(u, k, t))
+                convs[v] |= (uint8_t)(u->op == TGC_OP_CONV2D_GRAD_INPUT);
             else if (view ||
                      (c != TGC_FUSE_POINTWISE && c != TGC_FUSE_REDUCE && c != TGC_FUSE_WINDOW))
                 bad[v] = 1;

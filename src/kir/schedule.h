@@ -78,6 +78,10 @@ typedef struct kir_target {
      * (tgc_prepare_channels_last); 0: such a conv reads contiguous copies (the prepare pass
      * makes them) and every template stores in its own order. */
     int conv_channels_last;
+    /* 1: its conv-gradient nodes read channels-last operands in place (the weight gradient x
+     * and dy, the input gradient dy), so the prepare pass may keep the activations they read
+     * channels-last too (where tgc_env_channels_last_grad() says so); 0: those stay NCHW. */
+    int conv_grad_channels_last;
     /* The kernels it has per fusion class (above). */
     kir_caps caps;
 } kir_target;

@@ -136,7 +136,7 @@ tgc_status tgc_config_default_sized(tgc_config *cfg, size_t size)
 
 /* Read once: eager ops and compiled calls test them on every call, on many threads. */
 static pthread_once_t switches_once = PTHREAD_ONCE_INIT;
-static int eager_interp, profile, cuda_tma, channels_last, cuda_batch;
+static int eager_interp, profile, cuda_tma, channels_last, channels_last_grad, cuda_batch;
 
 /* 1 / 0 for a variable set to something other than / to "0", dflt when unset or empty */
 static int env_on_off(const char *name, int dflt)
@@ -152,6 +152,7 @@ static void read_switches(void)
     profile = getenv("TGC_PROFILE") != NULL;
     cuda_tma = env_on_off("TGC_CUDA_TMA", 1);
     channels_last = env_on_off("TGC_CHANNELS_LAST", 1);
+    channels_last_grad = env_on_off("TGC_CHANNELS_LAST_GRAD", 0);
     cuda_batch = env_on_off("TGC_CUDA_BATCH", 0);
 }
 
@@ -165,6 +166,12 @@ int tgc_env_channels_last(void)
 {
     pthread_once(&switches_once, read_switches);
     return channels_last;
+}
+
+int tgc_env_channels_last_grad(void)
+{
+    pthread_once(&switches_once, read_switches);
+    return channels_last && channels_last_grad;
 }
 
 int tgc_env_cuda_batch(void)

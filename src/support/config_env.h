@@ -17,6 +17,10 @@ int tgc_env_cuda_tma(void);
 /* TGC_CHANNELS_LAST: 1 (the default) when GPU variants keep activations between convolutions
  * channels-last, 0 when the variable is 0. */
 int tgc_env_channels_last(void);
+/* TGC_CHANNELS_LAST_GRAD: 1 when the variable is 1 (and TGC_CHANNELS_LAST is not 0): the
+ * activations that conv gradients read may be channels-last too (a training step's), on
+ * targets whose conv-gradient kernels read them in place; 0 (the default) keeps those NCHW. */
+int tgc_env_channels_last_grad(void);
 /* TGC_CUDA_BATCH: 1 when the variable is 1: CUDA variants launch independent pointwise kernels
  * as batches (backend/batch.c); 0 (the default) launches each kernel on its own. */
 int tgc_env_cuda_batch(void);

@@ -31,6 +31,7 @@
 #include "backend/cuda/cuda_render.h"
 #include "backend/cuda/cuda_target.h"
 #include "runtime/cuda_host.h"
+#include "support/config_env.h"
 
 static int g_skipped;
 static int g_sm = 90; /* the architecture render_compile renders and compiles for */
@@ -741,9 +742,11 @@ static void activations_between_convs_are_channels_last(void **state)
     tgc_graph_free(g);
 }
 
-/* A value read by a conv and by a node that needs it NCHW (a conv's weight gradient, on
- * interp / a native kernel) stays NCHW. */
-static void values_read_by_conv_gradients_stay_nchw(void **state)
+/* A value read by a conv and by a conv's weight gradient (and a dy read by an input gradient
+ * alone): NCHW by default; where the conv gradients read channels-last
+ * (TGC_CHANNELS_LAST_GRAD=1: this test's _cl_grad run) both go NHWC and the gradients read
+ * the views in place. */
+static void values_read_by_conv_gradients(void **state)
 {
     (void)state;
     tgc_graph *g = tgc_graph_create();
@@ -756,14 +759,46 @@ static void values_read_by_conv_gradients_stay_nchw(void **state)
     int32_t c1 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){x, w1}, 2, &ca);
     int32_t r = gb_un(g, TGC_OP_RELU, c1);
     int32_t c2 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){r, w2}, 2, &ca);
+    int32_t t = gb_un(g, TGC_OP_NEG, dy);
     tgc_attrs ga = tgc_attrs_of(TGC_OP_CONV2D_GRAD_WEIGHT);
     memcpy(ga.i, at, sizeof at);
     ga.i[7] = 3;
     ga.i[8] = 3;
-    int32_t dw = gb_op(g, TGC_OP_CONV2D_GRAD_WEIGHT, (int32_t[]){r, dy}, 2, &ga);
-    gb_outputs(g, (int32_t[]){c2, dw}, 2);
+    int32_t dw = gb_op(g, TGC_OP_CONV2D_GRAD_WEIGHT, (int32_t[]){r, t}, 2, &ga);
+    tgc_attrs gi = tgc_attrs_of(TGC_OP_CONV2D_GRAD_INPUT);
+    memcpy(gi.i, at, sizeof at);
+    gi.i[7] = 9;
+    gi.i[8] = 9;
+    int32_t dx = gb_op(g, TGC_OP_CONV2D_GRAD_INPUT, (int32_t[]){t, w2}, 2, &gi);
+    gb_outputs(g, (int32_t[]){c2, dw, dx}, 3);
+    const int on = tgc_env_channels_last_grad();
     int n = -1;
     assert_int_equal(tgc_prepare_channels_last(g, tgc_cuda_kir_target(), &n), TGC_OK);
+    assert_int_equal(n, on ? 2 : 0);
+    assert_int_equal(tgc_graph_verify(g), TGC_OK);
+    int32_t base, wg = gb_find_op(g, TGC_OP_CONV2D_GRAD_WEIGHT, 0),
+                  dg = gb_find_op(g, TGC_OP_CONV2D_GRAD_INPUT, 0);
+    assert_int_equal(kir_is_channels_last_view(g, g->nodes[wg].in[0], &base), on);
+    assert_int_equal(kir_is_channels_last_view(g, g->nodes[wg].in[1], &base), on);
+    assert_int_equal(kir_is_channels_last_view(g, g->nodes[dg].in[0], &base), on);
+    assert_int_equal(
+        kir_is_channels_last_view(g, g->nodes[gb_find_op(g, TGC_OP_CONV2D, 1)].in[0], &base), on);
+    tgc_graph_free(g);
+    /* a target whose conv gradients read NCHW only keeps both NCHW either way */
+    kir_target nchw_grads = *tgc_cuda_kir_target();
+    nchw_grads.conv_grad_channels_last = 0;
+    g = tgc_graph_create();
+    x = gb_input(g, TGC_F32, 4, sx);
+    w1 = gb_input(g, TGC_F32, 4, sw);
+    w2 = gb_input(g, TGC_F32, 4, sw);
+    dy = gb_input(g, TGC_F32, 4, sx);
+    r = gb_un(g, TGC_OP_RELU, gb_op(g, TGC_OP_CONV2D, (int32_t[]){x, w1}, 2, &ca));
+    c2 = gb_op(g, TGC_OP_CONV2D, (int32_t[]){r, w2}, 2, &ca);
+    t = gb_un(g, TGC_OP_NEG, dy);
+    dw = gb_op(g, TGC_OP_CONV2D_GRAD_WEIGHT, (int32_t[]){r, t}, 2, &ga);
+    dx = gb_op(g, TGC_OP_CONV2D_GRAD_INPUT, (int32_t[]){t, w2}, 2, &gi);
+    gb_outputs(g, (int32_t[]){c2, dw, dx}, 3);
+    assert_int_equal(tgc_prepare_channels_last(g, &nchw_grads, &n), TGC_OK);
     assert_int_equal(n, 0);
     tgc_graph_free(g);
 }
@@ -1437,7 +1472,7 @@ int main(void)
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(activations_between_convs_are_channels_last, scoped_setup,
                                         scoped_teardown),
-        cmocka_unit_test_setup_teardown(values_read_by_conv_gradients_stay_nchw, scoped_setup,
+        cmocka_unit_test_setup_teardown(values_read_by_conv_gradients, scoped_setup,
                                         scoped_teardown),
         cmocka_unit_test_setup_teardown(fused_epilogues_compile, scoped_setup, scoped_teardown),
         cmocka_unit_test_setup_teardown(hopper_takes_wgmma_where_the_layouts_allow, scoped_setup,

@@ -9,10 +9,11 @@
  * the programs are written there for tools/gemm_emu/conv_grad_emu.sh (the CPU emulator).
  *
  * With a GPU (skipped through gpu_skip.h otherwise): each backward op on odd shapes
- * (strides, padding, dilation, groups, depthwise, non-contiguous dy, f16 / f64 through the
- * generic kernels; max-pool ties and NaN; exclude_padding; adaptive windows; repeated and
- * out-of-range indices) eager and compiled on cuda:0 against interp on the CPU, with
- * gpu_test_util.h's tolerances; conv grads run twice and must give the same bits. */
+ * (strides, padding, dilation, groups, depthwise, non-contiguous dy, channels-last x and dy
+ * (both, and each alone), f16 / f64 through the generic kernels; max-pool ties and NaN;
+ * exclude_padding; adaptive windows; repeated and out-of-range indices) eager and compiled on
+ * cuda:0 against interp on the CPU, with gpu_test_util.h's tolerances; conv grads run twice and
+ * must give the same bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -117,6 +118,9 @@ static void conv_grad_programs_compile(void **state)
             assert_non_null(strstr(ptx, ".entry tgc_cg_dgrad"));
             assert_non_null(strstr(ptx, ".entry tgc_cg_wgrad"));
             assert_non_null(strstr(ptx, ".entry tgc_cg_pack"));
+            /* the channels-last entries: dgrad everywhere, wgrad but for the wgmma tiles */
+            assert_non_null(strstr(ptx, ".entry tgc_cg_dgrad_cl"));
+            assert_int_equal(strstr(ptx, ".entry tgc_cg_wgrad_cl") != NULL, !wg);
             /* deterministic: no float atomics anywhere (the split-K counters are integers) */
             assert_null(strstr(ptx, "atom.global.add.f32"));
             assert_null(strstr(ptx, "red.global.add.f32"));
@@ -283,12 +287,24 @@ static void launch_plans(void **state)
     assert_int_equal(l.threads, 256);
     assert_int_equal(l.grid[0], 64 * 32 * 32 / 128);
     assert_int_equal(l.grid[1], 1);
-    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 3, &th, &sd, &sw);
+    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 3, 0, &th, &sd, &sw);
     assert_int_equal(l.smem, sd);
     assert_int_equal(sd, 4 * (64 + 128) * 32 * 4 + 1024);
     tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 80, 132, &l);
     assert_int_equal(l.variant, 1);
     assert_int_equal(l.threads, 128);
+    /* channels-last: the same tiles, the stages of its loaders (dgrad's B K-major, padded;
+     * wgrad's A and B MN-major, padded by 8 for mma.sync); wgmma tiles have no such wgrad */
+    a.cl = 1;
+    tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_HIGH, 80, 132, &l);
+    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 1, 1, &th, &sd, &sw);
+    assert_int_equal(l.smem, sd);
+    assert_int_equal(sd, 3 * (64 * 36 + 128 * 36) * 4);
+    assert_int_equal(sw, 3 * (32 * 72 + 32 * 136) * 4);
+    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 3, 1, &th, &sd, &sw);
+    assert_int_equal(sd, 4 * (64 + 128) * 32 * 4 + 1024);
+    assert_int_equal(sw, 0);
+    a.cl = 0;
     /* layer4 wgrad: enough tiles, no split */
     a = cg(1, 64, 512, 4, 4, 512, 3, 1, 1, 1);
     tgc_cuda_conv_grad_plan(&a, TGC_PRECISION_MEDIUM, 90, 132, &l);
@@ -304,7 +320,7 @@ static void launch_plans(void **state)
     assert_int_equal(l.threads, 256);
     assert_int_equal(l.grid[0], 4 * (64 * 4 * 4 / 128));
     assert_int_equal(l.grid[1], 9); /* 32 tiles: split over K, about two blocks per SM */
-    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 2, &th, &sd, &sw);
+    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_TF32, 2, 0, &th, &sd, &sw);
     assert_int_equal(l.smem, sd);
     assert_int_equal(sd, 4 * (128 + 128) * 32 * 4 + 1024);
     /* a stride-2 dgrad: one GEMM per (group, phase); the weights packed */
@@ -316,7 +332,7 @@ static void launch_plans(void **state)
     assert_int_equal(l.grid[0], 1 * (64 * 16 * 16 / 128));
     assert_int_equal(l.packed, (size_t)128 * 64 * 9);
     assert_int_equal(l.threads, 256);
-    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_SIMT, 0, &th, &sd, &sw);
+    tgc_cuda_conv_grad_config(TGC_CUDA_TPL_SIMT, 0, 0, &th, &sd, &sw);
     assert_int_equal(l.smem, sd);
     /* the limits: a stride and a dilation above 1 on one axis is the generic kernel's (for
      * dgrad), channels not divisible by the groups never fit */
@@ -496,6 +512,17 @@ static tgc_tensor *run_direct(const char *what, tgc_tensor *const *in_g, const t
 /* Runs the case on interp (reference) and on cuda:0 eager and compiled; compares. rowtol > 0:
  * the row-norm rule of a matrix product. repeat: a second eager GPU run must be bit-equal. */
 static tgc_tensor *g_base_dy; /* set: dy on the device is transpose(base, 2, 3), a strided view */
+static int g_cl; /* conv grads: bit 0 x, bit 1 dy on the device channels-last (NHWC contiguous) */
+
+/* t [n, c, h, w] on the device as an NCHW view of an NHWC contiguous copy */
+static tgc_tensor *channels_last(tgc_tensor *t)
+{
+    static const int nhwc[4] = {0, 2, 3, 1}, nchw[4] = {0, 3, 1, 2};
+    tgc_tensor *v = tgc_permute(tgc_contiguous(tgc_permute(t, nhwc, 4)), nchw, 4);
+    assert_non_null(v);
+    assert_true(t->shape[1] == 1 || !tgc_is_contiguous(v));
+    return v;
+}
 
 static void check_case(const char *what, tgc_tensor *const *host, double rowtol, int repeat)
 {
@@ -514,6 +541,11 @@ static void check_case(const char *what, tgc_tensor *const *host, double rowtol,
         assert_non_null(in_g[k]);
         assert_false(tgc_is_contiguous(in_g[k]));
     }
+    const int wg = g_case.op == TGC_OP_CONV2D_GRAD_WEIGHT;
+    if (g_cl & 1 && wg)
+        in_g[0] = channels_last(in_g[0]);
+    if (g_cl & 2)
+        in_g[wg ? 1 : 0] = channels_last(in_g[wg ? 1 : 0]);
     gpu_cmp r = gpu_compare(run_direct(what, in_g, want), want, rowtol, 1.0);
     if (!r.ok)
         fail_msg("%s, run_node: %s", what, r.msg);
@@ -598,9 +630,22 @@ static void conv_grads_match_interp(void **state)
         snprintf(what, sizeof what, "conv case %zu dgrad", i);
         /* the emulation has no driver: the f32 geometries the templates take are
          * tools/gemm_emu's */
-        tgc_cg_args ca = {0,         k->n, k->c,  k->h,  k->w,  k->o,  k->kh, k->kw,
-                          oh,        ow,   k->sh, k->sw, k->ph, k->pw, k->dh, k->dw,
-                          k->groups, NULL, NULL,  NULL,  {0},   NULL};
+        tgc_cg_args ca = {.n = k->n,
+                          .c = k->c,
+                          .h = k->h,
+                          .w = k->w,
+                          .o = k->o,
+                          .kh = k->kh,
+                          .kw = k->kw,
+                          .oh = oh,
+                          .ow = ow,
+                          .sh = k->sh,
+                          .sw = k->sw,
+                          .ph = k->ph,
+                          .pw = k->pw,
+                          .dh = k->dh,
+                          .dw = k->dw,
+                          .groups = k->groups};
         g_case.op = TGC_OP_CONV2D_GRAD_INPUT;
         tgc_tensor *d_in[3] = {dy, w, x};
         if (!g_emu || k->dt != TGC_F32 || !tgc_cuda_conv_grad_fits(&ca))
@@ -611,6 +656,21 @@ static void conv_grads_match_interp(void **state)
         ca.wgrad = 1;
         if (!g_emu || k->dt != TGC_F32 || !tgc_cuda_conv_grad_fits(&ca))
             check_case(what, w_in, tol, 1);
+        /* the channels-last entries: x and dy NHWC, and each alone (the other made NHWC) */
+        for (g_cl = 1; g_cl <= 3 && k->dt == TGC_F32 && !k->strided_dy; g_cl++) {
+            snprintf(what, sizeof what, "conv case %zu wgrad, channels-last %s", i,
+                     g_cl == 3   ? "x and dy"
+                     : g_cl == 1 ? "x"
+                                 : "dy");
+            if (!g_emu)
+                check_case(what, w_in, tol, 1);
+            g_case.op = TGC_OP_CONV2D_GRAD_INPUT;
+            snprintf(what, sizeof what, "conv case %zu dgrad, channels-last dy", i);
+            if (!g_emu && g_cl == 2)
+                check_case(what, d_in, tol, 1);
+            g_case.op = TGC_OP_CONV2D_GRAD_WEIGHT;
+        }
+        g_cl = 0;
         g_base_dy = NULL;
         tgc_scope_pop();
     }

@@ -44,6 +44,11 @@ static void dg_body(void *p)
     dg_ctx *c = (dg_ctx *)p;
     tgc_cg_dgrad(c->g, c->dy, c->wt, c->dx, c->ws);
 }
+static void dg_cl_body(void *p)
+{
+    dg_ctx *c = (dg_ctx *)p;
+    tgc_cg_dgrad_cl(c->g, c->dy, c->wt, c->dx, c->ws);
+}
 struct wg_ctx {
     tgc_cg_geom g;
     const float *x, *dy;
@@ -54,6 +59,24 @@ static void wg_body(void *p)
 {
     wg_ctx *c = (wg_ctx *)p;
     tgc_cg_wgrad(c->g, c->x, c->dy, c->dw, c->ws);
+}
+#if TGC_WG_CL
+static void wg_cl_body(void *p)
+{
+    wg_ctx *c = (wg_ctx *)p;
+    tgc_cg_wgrad_cl(c->g, c->x, c->dy, c->dw, c->ws);
+}
+#endif
+
+// a [n][c][h][w] array as [n][h][w][c]
+static float *to_nhwc(const float *a, long long n, long long c, long long h, long long w)
+{
+    float *r = (float *)aligned_alloc(64, (size_t)(n * c * h * w + 16) * 4);
+    for (long long b = 0; b < n; b++)
+        for (long long ci = 0; ci < c; ci++)
+            for (long long y = 0; y < h * w; y++)
+                r[(b * h * w + y) * c + ci] = a[(b * c + ci) * h * w + y];
+    return r;
 }
 struct pk_ctx {
     tgc_cg_geom g;
@@ -100,7 +123,9 @@ static int run_case(const cg_case &k)
           *w = (float *)aligned_alloc(64, (size_t)(nw + 16) * 4),
           *wt = (float *)aligned_alloc(64, (size_t)(nw + 16) * 4),
           *dx = (float *)aligned_alloc(64, (size_t)(nx + 16) * 4),
-          *dw = (float *)aligned_alloc(64, (size_t)(nw + 16) * 4);
+          *dw = (float *)aligned_alloc(64, (size_t)(nw + 16) * 4),
+          *dx_cl = (float *)aligned_alloc(64, (size_t)(nx + 16) * 4),
+          *dw_cl = (float *)aligned_alloc(64, (size_t)(nw + 16) * 4);
     for (long long i = 0; i < nx; i++)
         x[i] = frand();
     for (long long i = 0; i < ny; i++)
@@ -108,9 +133,11 @@ static int run_case(const cg_case &k)
     for (long long i = 0; i < nw; i++)
         w[i] = frand();
     for (long long i = 0; i < nx; i++)
-        dx[i] = NAN;
+        dx[i] = dx_cl[i] = NAN;
     for (long long i = 0; i < nw; i++)
-        dw[i] = NAN, wt[i] = NAN;
+        dw[i] = dw_cl[i] = wt[i] = NAN;
+    // the channels-last entries read the same values NHWC (dx and dw keep their layouts)
+    float *x_cl = to_nhwc(x, k.n, k.c, k.h, k.w), *dy_cl = to_nhwc(dy, k.n, k.o, g.oh, g.ow);
     // pack + dgrad
     unsigned pg[3] = {(unsigned)cdiv(nw, 256), 1, 1};
     pk_ctx pc = {g, w, wt};
@@ -125,20 +152,28 @@ static int run_case(const cg_case &k)
     const long long tiles_wg = cdiv(og, TGC_BM) * cdiv(cg * k.kh * k.kw, TGC_BN);
     size_t wsb = 0;
     std::vector<char> ws;
-    for (int pass = 0; pass < 2; pass++) {
-        long long tiles = pass ? tiles_wg : tiles_dg, z = pass ? k.groups : z_dg;
+    // passes: dgrad, wgrad, then both over channels-last operands (no wgrad_cl for wgmma tiles)
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass == 3 && !TGC_WG_CL)
+            continue;
+        long long tiles = pass % 2 ? tiles_wg : tiles_dg, z = pass % 2 ? k.groups : z_dg;
         int splits = k.splits;
         wsb = splits > 1 ? (size_t)((tiles * z * 4 + 255) / 256 * 256) +
                                (size_t)(tiles * z * splits) * TGC_BM * TGC_BN * 4
                          : 0;
         ws.assign(wsb + 16, 0);
         unsigned grid[3] = {(unsigned)tiles, (unsigned)splits, (unsigned)z};
-        if (!pass) {
-            dg_ctx c = {g, dy, wt, dx, wsb ? ws.data() : nullptr};
-            tgc_emu_launch(grid, TGC_NT, 200 * 1024, dg_body, &c);
-        } else {
+        if (pass % 2 == 0) {
+            dg_ctx c = {g, pass ? dy_cl : dy, wt, pass ? dx_cl : dx, wsb ? ws.data() : nullptr};
+            tgc_emu_launch(grid, TGC_NT, 200 * 1024, pass ? dg_cl_body : dg_body, &c);
+        } else if (pass == 1) {
             wg_ctx c = {g, x, dy, dw, wsb ? ws.data() : nullptr};
             tgc_emu_launch(grid, TGC_NT, 200 * 1024, wg_body, &c);
+        } else {
+#if TGC_WG_CL
+            wg_ctx c = {g, x_cl, dy_cl, dw_cl, wsb ? ws.data() : nullptr};
+            tgc_emu_launch(grid, TGC_NT, 200 * 1024, wg_cl_body, &c);
+#endif
         }
         for (size_t i = 0; wsb && i < (size_t)(tiles * z); i++)
             if (((unsigned *)ws.data())[i]) {
@@ -176,16 +211,20 @@ static int run_case(const cg_case &k)
                             }
                 }
     int bad = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const float *got = pass ? dw : dx;
-        const std::vector<double> &want = pass ? gw : gx, &mag = pass ? aw : ax;
-        long long n = pass ? nw : nx;
+    static const char *const what[4] = {"dx", "dw", "dx (cl)", "dw (cl)"};
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass == 3 && !TGC_WG_CL)
+            continue;
+        const float *const outs[4] = {dx, dw, dx_cl, dw_cl};
+        const float *got = outs[pass];
+        const std::vector<double> &want = pass % 2 ? gw : gx, &mag = pass % 2 ? aw : ax;
+        long long n = pass % 2 ? nw : nx;
         for (long long i = 0; i < n; i++) {
             double err = fabs((double)got[i] - want[i]), lim = 1e-5 * mag[i] + 1e-30;
             if (!(err <= lim)) {
                 if (bad < 5)
                     printf("  %s element %lld: got %.9g want %.9g (limit %.3g)\n",
-                           pass ? "dw" : "dx", i, got[i], want[i], lim);
+                           what[pass], i, got[i], want[i], lim);
                 bad++;
             }
         }
@@ -199,6 +238,10 @@ static int run_case(const cg_case &k)
     free(wt);
     free(dx);
     free(dw);
+    free(dx_cl);
+    free(dw_cl);
+    free(x_cl);
+    free(dy_cl);
     return bad != 0;
 }
 
@@ -215,6 +258,11 @@ int main()
         // several m / n tiles and k tiles (the vector loads, the pipeline's stage reuse)
         {2, 70, 6, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
         {3, 20, 9, 11, 130, 3, 3, 2, 2, 1, 1, 1, 1, 1, 2},
+        // channel counts of multiples of 4 (the channels-last loaders' 16-byte chunks): several
+        // n tiles of (tap, channel) columns, groups of 4 channels, a strided dgrad
+        {2, 36, 5, 6, 136, 3, 3, 2, 2, 1, 1, 1, 1, 1, 2},
+        {2, 8, 7, 7, 8, 3, 3, 2, 2, 1, 1, 1, 1, 2, 1},
+        {2, 16, 6, 6, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2},
     };
     int fails = 0;
     for (const cg_case &k : cases)

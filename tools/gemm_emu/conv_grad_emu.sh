@@ -1,7 +1,7 @@
 #!/bin/sh
-# Runs the conv-grad programs (dgrad, wgrad, weight packing) on the CPU emulator against a
-# double reference: writes the programs with test_cuda_grad_ops (TGC_CG_EMIT_DIR), then builds
-# conv_grad_emu.cpp once per (mode, tile variant) and runs it.
+# Runs the conv-grad programs (dgrad, wgrad, weight packing; the NCHW and channels-last entries)
+# on the CPU emulator against a double reference: writes the programs with test_cuda_grad_ops
+# (TGC_CG_EMIT_DIR), then builds conv_grad_emu.cpp once per (mode, tile variant) and runs it.
 #   tools/gemm_emu/conv_grad_emu.sh BUILD_DIR
 # ONLY="tf32-wgmma/128 simt" runs only those programs; FLIPS="0" one warp order.
 set -e
@@ -22,7 +22,7 @@ for cfg in "0 0 256 128 simt" "1 0 256 128 tf32/128" "1 1 128 64 tf32/64" "2 0 2
   f="$out/cg_m$1_v$2.cu"
   [ -f "$f" ] || { echo "missing $f"; fails=$((fails + 1)); continue; }
   c++ -O1 -std=c++17 -w -DTGC_CASE="\"$f\"" -DTGC_MODE=$1 -DTGC_BM=$4 -DTGC_BN=128 -DTGC_NT=$3 \
-      -DTGC_NAME="\"$5\"" -I"$here" "$here/conv_grad_emu.cpp" "$out/emu.o" -lpthread \
+      -DTGC_NAME="\"$5\"" -DTGC_WG_CL=$([ "$2" -ge 2 ] && echo 0 || echo 1) -I"$here" "$here/conv_grad_emu.cpp" "$out/emu.o" -lpthread \
       -o "$out/cg_$1_$2"
   for fl in ${FLIPS:-0 1}; do
     TGC_EMU_FLIP=$fl "$out/cg_$1_$2" || fails=$((fails + 1))

@@ -19,9 +19,17 @@
 
 #define CG_MODES    3 /* SIMT, TF32, BF16X */
 #define CG_VARIANTS 4 /* mma.sync / SIMT 128 and 64 rows; TF32 wgmma (sm_90) 128 and 64 rows */
-#define CG_ENTRIES  3
+#define CG_ENTRIES  5
 
-static const char *const entry_names[CG_ENTRIES] = {"tgc_cg_dgrad", "tgc_cg_wgrad", "tgc_cg_pack"};
+/* dgrad, wgrad, the weight packing, then the channels-last dgrad and wgrad (x and dy NHWC) */
+static const char *const entry_names[CG_ENTRIES] = {"tgc_cg_dgrad", "tgc_cg_wgrad", "tgc_cg_pack",
+                                                    "tgc_cg_dgrad_cl", "tgc_cg_wgrad_cl"};
+
+/* the entry of op (0 dgrad, 1 wgrad) over NCHW (cl 0) or channels-last operands */
+static int entry_of(int wgrad, int cl)
+{
+    return cl ? 3 + wgrad : wgrad;
+}
 
 /* The tile of a (mode, variant): block tile, warps (mma.sync) or warpgroups and how many of
  * them side by side along N (wgmma: wg > 0), stages, threads. */
@@ -47,13 +55,20 @@ static int tile_of(int mode, int variant, cg_tile *t)
     return 1;
 }
 
-/* shared-memory floats of one stage: A then B, as the library's SIZE constants */
-static void stage_sizes(int mode, const cg_tile *t, int wgrad, int *sa, int *sb)
+/* shared-memory floats of one stage: A then B, as the library's SIZE constants (cl: the
+ * channels-last entries' loaders: dgrad's B K-major, wgrad's A and B MN-major) */
+static void stage_sizes(int mode, const cg_tile *t, int wgrad, int cl, int *sa, int *sb)
 {
-    const int simt = mode == TGC_CUDA_TPL_SIMT;
+    const int simt = mode == TGC_CUDA_TPL_SIMT, pad = simt ? 4 : 8;
     if (t->wg) { /* swizzled, no pads */
         *sa = t->bm * t->bk;
         *sb = t->bn * t->bk;
+    } else if (cl && !wgrad) {
+        *sa = simt ? t->bk * (t->bm + 4) : t->bm * (t->bk + 4);
+        *sb = simt ? t->bk * (t->bn + 4) : t->bn * (t->bk + 4);
+    } else if (cl) {
+        *sa = t->bk * (t->bm + pad);
+        *sb = t->bk * (t->bn + pad);
     } else if (!wgrad) {
         *sa = simt ? t->bk * (t->bm + 4) : t->bm * (t->bk + 4);
         *sb = t->bk * (t->bn + (simt ? 4 : 8));
@@ -63,15 +78,15 @@ static void stage_sizes(int mode, const cg_tile *t, int wgrad, int *sa, int *sb)
     }
 }
 
-static unsigned smem_of(int mode, const cg_tile *t, int wgrad)
+static unsigned smem_of(int mode, const cg_tile *t, int wgrad, int cl)
 {
     int sa, sb;
-    stage_sizes(mode, t, wgrad, &sa, &sb);
+    stage_sizes(mode, t, wgrad, cl, &sa, &sb);
     /* wgmma: plus the slack that aligns the stages to 1024 bytes */
     return (unsigned)(t->st * (sa + sb) * 4 + (t->wg ? 1024 : 0));
 }
 
-void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *smem_dgrad,
+void tgc_cuda_conv_grad_config(int mode, int variant, int cl, int *threads, unsigned *smem_dgrad,
                                unsigned *smem_wgrad)
 {
     cg_tile t;
@@ -81,11 +96,13 @@ void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *sm
         return;
     }
     *threads = t.nt;
-    *smem_dgrad = smem_of(mode, &t, 0);
-    *smem_wgrad = smem_of(mode, &t, 1);
+    *smem_dgrad = smem_of(mode, &t, 0, cl);
+    *smem_wgrad = t.wg && cl ? 0 : smem_of(mode, &t, 1, cl);
 }
 
-/* which: 1 the dgrad entry, 2 the wgrad entry, 3 both (tgc_cg_pack is in the library) */
+/* which: 1 the dgrad entries, 2 the wgrad entries, 3 both (tgc_cg_pack is in the library); each
+ * over NCHW and over channels-last operands, but for wgmma tiles no channels-last wgrad (its
+ * loaders fill MN-major stages, which tf32 wgmma cannot read) */
 static char *render(int mode, int variant, int which)
 {
     cg_tile t;
@@ -107,8 +124,10 @@ static char *render(int mode, int variant, int which)
                       "typedef tgc_ld_sw<4, %d, %d, %d, 0, 1, 1> TGC_DG_LA;\n"
                       "typedef tgc_dcol<4, %d, %d, %d, 0, 1> TGC_DG_LB;\n"
                       "typedef tgc_wdy<4, %d, %d, %d, 0, 0, 1> TGC_WG_LA;\n"
-                      "typedef tgc_wcol<4, %d, %d, %d, 0, 0, 1> TGC_WG_LB;\n",
-                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
+                      "typedef tgc_wcol<4, %d, %d, %d, 0, 0, 1> TGC_WG_LB;\n"
+                      "typedef tgc_dcol_cl<4, %d, %d, %d, 0, 0, 1> TGC_DGC_LB;\n",
+                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bn,
+                      t.bk, t.nt);
         snprintf(comp, sizeof comp,
                  "tgc_wgmma_comp<%d, %d, %d, %d, %d, %d, TGC_%%s_LA, TGC_%%s_LB, tgc_cg_mma>", mode,
                  t.bm, t.bn, t.bk, t.wg, t.wgn);
@@ -117,52 +136,65 @@ static char *render(int mode, int variant, int which)
                       "typedef tgc_ld<4, %d, %d, %d, 1, 4, 0, 1> TGC_DG_LA;\n"
                       "typedef tgc_dcol<4, %d, %d, %d, 4> TGC_DG_LB;\n"
                       "typedef tgc_wdy<4, %d, %d, %d, 1, 4> TGC_WG_LA;\n"
-                      "typedef tgc_wcol<4, %d, %d, %d, 1, 4> TGC_WG_LB;\n",
-                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
+                      "typedef tgc_wcol<4, %d, %d, %d, 1, 4> TGC_WG_LB;\n"
+                      "typedef tgc_dcol_cl<4, %d, %d, %d, 1, 4> TGC_DGC_LB;\n"
+                      "typedef tgc_wdy_cl<4, %d, %d, %d, 4> TGC_WGC_LA;\n"
+                      "typedef tgc_wcol_cl<4, %d, %d, %d, 4> TGC_WGC_LB;\n",
+                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bn,
+                      t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
         snprintf(comp, sizeof comp, "tgc_simt_comp<%d, TGC_%%s_LA, TGC_%%s_LB>", t.bk);
     } else {
         tgc_sb_printf(&o,
                       "typedef tgc_ld<4, %d, %d, %d, 0, 4, 1, 1> TGC_DG_LA;\n"
                       "typedef tgc_dcol<4, %d, %d, %d, 8> TGC_DG_LB;\n"
                       "typedef tgc_wdy<4, %d, %d, %d, 0, 4> TGC_WG_LA;\n"
-                      "typedef tgc_wcol<4, %d, %d, %d, 0, 4> TGC_WG_LB;\n",
-                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
+                      "typedef tgc_wcol<4, %d, %d, %d, 0, 4> TGC_WG_LB;\n"
+                      "typedef tgc_dcol_cl<4, %d, %d, %d, 0, 4> TGC_DGC_LB;\n"
+                      "typedef tgc_wdy_cl<4, %d, %d, %d, 8> TGC_WGC_LA;\n"
+                      "typedef tgc_wcol_cl<4, %d, %d, %d, 8> TGC_WGC_LB;\n",
+                      t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt, t.bn,
+                      t.bk, t.nt, t.bm, t.bk, t.nt, t.bn, t.bk, t.nt);
         snprintf(comp, sizeof comp, "tgc_tc_comp<%d, %d, %d, %d, %d, %d, TGC_%%s_LA, TGC_%%s_LB>",
                  mode, t.bm, t.bn, t.bk, t.wm, t.wn);
     }
-    char cdg[200], cwg[200];
-    snprintf(cdg, sizeof cdg, comp, "DG", "DG");
-    snprintf(cwg, sizeof cwg, comp, "WG", "WG");
-    if (which & 1)
-        tgc_sb_printf(
-            &o,
-            "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_dgrad(tgc_cg_geom "
-            "g, const float *dy, const float *wt, float *dx, void *ws)\n{\n"
-            "    TGC_DYN_SMEM(tgc_smem);\n"
-            "    typedef %s COMP;\n"
-            "    tgc_dg_prob<TGC_DG_LA, TGC_DG_LB> pb;\n"
-            "    pb.G = g;\n"
-            "    pb.dy = (const char *)dy;\n"
-            "    pb.wt = (const char *)wt;\n"
-            "    pb.dx = dx;\n"
-            "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
-            "}\n",
-            t.nt, cdg, t.st, t.bm, t.bn, t.bk, t.nt);
-    if (which & 2)
-        tgc_sb_printf(
-            &o,
-            "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_wgrad(tgc_cg_geom "
-            "g, const float *x, const float *dy, float *dw, void *ws)\n{\n"
-            "    TGC_DYN_SMEM(tgc_smem);\n"
-            "    typedef %s COMP;\n"
-            "    tgc_wg_prob<TGC_WG_LA, TGC_WG_LB> pb;\n"
-            "    pb.G = g;\n"
-            "    pb.x = (const char *)x;\n"
-            "    pb.dy = (const char *)dy;\n"
-            "    pb.dw = dw;\n"
-            "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
-            "}\n",
-            t.nt, cwg, t.st, t.bm, t.bn, t.bk, t.nt);
+    tgc_sb_puts(&o, "typedef TGC_DG_LA TGC_DGC_LA;\n");
+    for (int cl = 0; cl < 2; cl++) {
+        const char *sfx = cl ? "_cl" : "";
+        char cdg[200], cwg[200];
+        snprintf(cdg, sizeof cdg, comp, cl ? "DGC" : "DG", cl ? "DGC" : "DG");
+        snprintf(cwg, sizeof cwg, comp, cl ? "WGC" : "WG", cl ? "WGC" : "WG");
+        if (which & 1)
+            tgc_sb_printf(
+                &o,
+                "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_dgrad%s(tgc_cg_geom "
+                "g, const float *dy, const float *wt, float *dx, void *ws)\n{\n"
+                "    TGC_DYN_SMEM(tgc_smem);\n"
+                "    typedef %s COMP;\n"
+                "    tgc_dg_prob<TGC_%s_LA, TGC_%s_LB> pb;\n"
+                "    pb.G = g;\n"
+                "    pb.dy = (const char *)dy;\n"
+                "    pb.wt = (const char *)wt;\n"
+                "    pb.dx = dx;\n"
+                "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
+                "}\n",
+                t.nt, sfx, cdg, cl ? "DGC" : "DG", cl ? "DGC" : "DG", t.st, t.bm, t.bn, t.bk, t.nt);
+        if ((which & 2) && !(cl && t.wg))
+            tgc_sb_printf(
+                &o,
+                "extern \"C\" __global__ void __launch_bounds__(%d, 1) tgc_cg_wgrad%s(tgc_cg_geom "
+                "g, const float *x, const float *dy, float *dw, void *ws)\n{\n"
+                "    TGC_DYN_SMEM(tgc_smem);\n"
+                "    typedef %s COMP;\n"
+                "    tgc_wg_prob<TGC_%s_LA, TGC_%s_LB, %d> pb;\n"
+                "    pb.G = g;\n"
+                "    pb.x = (const char *)x;\n"
+                "    pb.dy = (const char *)dy;\n"
+                "    pb.dw = dw;\n"
+                "    tgc_cg_run<%d, %d, %d, %d, %d, 4, COMP>(pb, ws, tgc_smem);\n"
+                "}\n",
+                t.nt, sfx, cwg, cl ? "WGC" : "WG", cl ? "WGC" : "WG", cl, t.st, t.bm, t.bn, t.bk,
+                t.nt);
+    }
     return tgc_sb_take(&o);
 }
 
@@ -247,7 +279,7 @@ void tgc_cuda_conv_grad_plan(const tgc_cg_args *a, tgc_matmul_precision prec, in
     l->grid[1] = (unsigned)splits;
     l->grid[2] = (unsigned)z;
     l->threads = (unsigned)t.nt;
-    l->smem = smem_of(l->mode, &t, a->wgrad);
+    l->smem = smem_of(l->mode, &t, a->wgrad, a->cl);
     if (splits > 1) {
         int64_t ntiles = tiles * z;
         l->zero_bytes = (size_t)((ntiles * 4 + 255) / 256 * 256);
@@ -264,8 +296,8 @@ typedef struct cg_mod {
     int state; /* 0 not tried, 1 loaded, -1 failed */
     tgc_status status;
     char msg[512];
-    CUfunction fn[CG_VARIANTS][CG_ENTRIES]; /* dgrad and pack from [v][0], wgrad from [v][1] */
-    int smem_set[CG_VARIANTS][2];
+    CUfunction fn[CG_VARIANTS][CG_ENTRIES]; /* [v][e]: entry_names[e] of variant v */
+    int smem_set[CG_VARIANTS][CG_ENTRIES];
 } cg_mod;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -308,8 +340,12 @@ static tgc_status load_mod(int dev, int mode, const char *cache_dir, cg_mod *m)
         free(src[p]);
     for (int i = 0; i < nv && st == TGC_OK; i++)
         for (int e = 0; e < CG_ENTRIES && st == TGC_OK; e++) {
-            /* dgrad and pack from the dgrad program, wgrad from its own */
-            const int op = e == 1;
+            /* dgrad, pack and the channels-last dgrad from the dgrad program, the wgrads from
+             * their own (a wgmma wgrad program has no channels-last entry) */
+            const int op = e == 1 || e == 4;
+            cg_tile t;
+            if (e == 4 && tile_of(mode, v0[op] + i, &t) && t.wg)
+                continue;
             st = tgc_cuda_program_function(progs[2 * i + op], dev, entry_names[e],
                                            &m->fn[v0[op] + i][e]);
         }
@@ -398,7 +434,7 @@ tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision pre
     if (!s)
         return tgc_last_status() != TGC_OK ? tgc_last_status() : TGC_ERR_DEVICE;
     const tgc_cuda_driver *d = tgc_cuda_drv();
-    const int v = l.variant, e = a->wgrad ? 1 : 0;
+    const int v = l.variant, e = entry_of(a->wgrad, a->cl);
     CUfunction fn = m->fn[v][e];
     if (l.smem > 48 * 1024) {
         pthread_mutex_lock(&g_lock);

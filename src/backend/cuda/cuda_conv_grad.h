@@ -12,7 +12,10 @@
  * several threads, once per process and architecture (or loaded from the cache directory),
  * and loaded once per device. cuda_ops.c calls tgc_cuda_conv_grad_run for f32 nodes whose
  * geometry tgc_cuda_conv_grad_fits accepts (the generic kernel of cuda_ops_kernels.cu takes
- * the rest, and every other dtype).
+ * the rest, and every other dtype). Each program has entries over NCHW operands and over
+ * channels-last ones (x and dy NHWC, their loaders moving 16-byte chunks of channels; dx and
+ * dw keep their layouts), so a training step whose activations are channels-last reads them
+ * in place.
  *
  * Thread-safety: every function may be called from any thread (one mutex guards the
  * per-device kernel tables; launches run outside it). */
@@ -28,17 +31,19 @@
 /* One conv backward call. x [n, c, h, w], dy [n, o, oh, ow], w [o, c / groups, kh, kw]. */
 typedef struct tgc_cg_args {
     int wgrad; /* 0: dx = dgrad(dy, w); 1: dw = wgrad(x, dy) */
+    int cl;    /* 1: dy (and for wgrad x) channels-last, NHWC contiguous; dx and dw as below */
     int64_t n, c, h, w, o, kh, kw, oh, ow;
     int64_t sh, sw, ph, pw, dh, dw, groups;
-    const void *x;  /* wgrad: x, NCHW contiguous f32 */
-    const void *dy; /* dy, NCHW contiguous f32 */
+    const void *x;  /* wgrad: x, NCHW contiguous f32 (cl: NHWC) */
+    const void *dy; /* dy, NCHW contiguous f32 (cl: NHWC) */
     const void *wt; /* dgrad: the weights, f32 with strides wst (elements) */
     int64_t wst[4];
     void *out; /* dx [n, c, h, w] or dw [o, c / groups, kh, kw], contiguous f32 */
 } tgc_cg_args;
 
 /* 1 when the templates take a's geometry (positive sizes, every index below 2^31, per axis
- * not both a stride and a dilation above 1 for dgrad, at most 65535 (group, phase) pairs). */
+ * not both a stride and a dilation above 1 for dgrad, at most 65535 (group, phase) pairs),
+ * in either layout. */
 int tgc_cuda_conv_grad_fits(const tgc_cg_args *a);
 
 /* Queues the kernels for a on device dev's stream `stream` (NULL: the thread's own): for
@@ -62,12 +67,15 @@ tgc_status tgc_cuda_conv_grad_run(const tgc_cg_args *a, tgc_matmul_precision pre
  * variant (0: 128-row tiles, 1: 64-row tiles, mma.sync or SIMT; SIMT has only 0; TF32 also
  * 2: 128-row and 3: 64-row wgmma tiles, for sm_90a): malloc'd text (caller frees),
  * NULL for a bad mode / variant or out of memory. Entry points tgc_cg_dgrad, tgc_cg_wgrad,
- * tgc_cg_pack. Pure; for tests (NVRTC in CI, the CPU emulator). */
+ * tgc_cg_pack, tgc_cg_dgrad_cl and (but for wgmma tiles) tgc_cg_wgrad_cl. Pure; for tests (NVRTC in
+ * CI, the CPU emulator). */
 char *tgc_cuda_conv_grad_source(int mode, int variant);
 
 /* The launch configuration of a program (for the emulator and tests): block threads and the
- * dynamic shared memory of its dgrad / wgrad entry. */
-void tgc_cuda_conv_grad_config(int mode, int variant, int *threads, unsigned *smem_dgrad,
+ * dynamic shared memory of its dgrad / wgrad entry over NCHW operands (cl 0: tgc_cg_dgrad,
+ * tgc_cg_wgrad) or channels-last ones (cl 1: tgc_cg_dgrad_cl, tgc_cg_wgrad_cl; *smem_wgrad 0
+ * for the wgmma variants, which have no channels-last wgrad). */
+void tgc_cuda_conv_grad_config(int mode, int variant, int cl, int *threads, unsigned *smem_dgrad,
                                unsigned *smem_wgrad);
 
 /* How a call is launched (tgc_cuda_conv_grad_run's choice, exposed for the emulator and

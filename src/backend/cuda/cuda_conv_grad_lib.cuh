@@ -4,7 +4,8 @@
 // (cuda_gemm_lib.cuh, which a program includes first).
 // Embedded by the build as every .cu / .cuh (CMakeLists.txt, tools/embed_text.cmake);
 // cuda_conv_grad.c appends it to every conv-grad program, then the entry points.
-// f32 operands and results, NCHW contiguous x / dy / dx, weights [O][C/groups][KH][KW].
+// f32 operands and results, weights [O][C/groups][KH][KW]; x / dy / dx NCHW contiguous, or
+// x and dy channels-last (NHWC contiguous: the _cl loaders below; dx stays NCHW).
 //
 // dgrad, dx = conv_transpose(dy, w): the pixels of dx split into SH x SW phases (h mod SH,
 // w mod SW); within one phase every pixel is reached by the same taps (r = r0 + j*SH), so
@@ -203,6 +204,121 @@ template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol 
     }
 };
 
+// B of dgrad over a channels-last dy (NHWC: [image][oh][ow][o]): k = tap * Og + o with o
+// fastest, so within one tap a pixel's k run is Og contiguous floats of dy. A K-major stage
+// (L 0: padded, or swizzled SWZ, the wgmma path) takes 16-byte chunks of 4 o; an MN-major one
+// (L 1, the SIMT compute) the same 4 values one by one. Thread t owns the chunk column
+// (t % C) 4 of every k tile (its tap decoded once per tile) and the rows t / C + i NT / C (their
+// pixel decoded once, in init); a warp reads 8 chunks (128 bytes) of each of 4 pixels. `vec`
+// (per call): dy 16-byte aligned, O and Og multiples of 4 (no chunk straddles a tap);
+// otherwise the chunk's 4 values are gathered one by one, each one's tap decoded.
+template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct tgc_dcol_cl {
+    static constexpr int L = L_;
+    static constexpr int LD = L == 0 ? BK + PAD : BN + PAD;
+    static constexpr int SIZE = SWZ ? BN * BK : (L == 0 ? BN : BK) * LD;
+    static constexpr int V = 4, C = BK / V, CPT = BN * C / NT;
+    static_assert(ES == 4 && BK % V == 0 && NT % C == 0 && (BN * C) % NT == 0,
+                  "dcol_cl: fp32 chunks and threads");
+    static_assert(!SWZ || L == 0, "dcol_cl: swizzled stages are K-major");
+    const char *dy; // dy at channel gi * Og
+    long long K;
+    int OH, OW, O, Og, nsw, jsh, jsw;
+    bool vec;
+    tgc_fdiv f_og, f_ns;
+    int cpx[CPT]; // the row's pixel at tap 0, (image OH + oh) OW + ow (may leave dy: tested per tap)
+    int ch[CPT], cw[CPT];
+    __device__ __forceinline__ static int row(int i)
+    {
+        return (int)threadIdx.x / C + i * (NT / C);
+    }
+    __device__ __forceinline__ void init(const char *dy_, const tgc_cg_geom &G, int gi, int Og_,
+                                         const tgc_dg_axis &ah, const tgc_dg_axis &aw,
+                                         const tgc_fdiv &f_pix, const tgc_fdiv &f_npw,
+                                         long long n0)
+    {
+        dy = dy_ + (long long)gi * Og_ * ES;
+        OH = (int)G.oh;
+        OW = (int)G.ow;
+        O = (int)G.o;
+        Og = Og_;
+        nsw = aw.nr;
+        jsh = ah.js;
+        jsw = aw.js;
+        K = (long long)Og * ah.nr * aw.nr;
+        f_og.set(Og);
+        f_ns.set(nsw > 0 ? nsw : 1);
+        vec = (unsigned long long)dy % 16 == 0 && O % V == 0 && Og % V == 0;
+        const long long pix = (long long)ah.np * aw.np, ntot = G.n * pix;
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            long long n = n0 + row(i);
+            if (n < ntot) {
+                int img = f_pix.div((int)n), q = (int)n - img * (int)pix;
+                int hh = f_npw.div(q), ww = q - hh * aw.np;
+                ch[i] = ah.base + hh;
+                cw[i] = aw.base + ww;
+                cpx[i] = (img * OH + ch[i]) * OW + cw[i];
+            } else {
+                ch[i] = -(1 << 28); // every tap out of bounds
+                cw[i] = 0;
+                cpx[i] = 0;
+            }
+        }
+    }
+    __device__ __forceinline__ static int off(int n, int k)
+    {
+        return SWZ ? tgc_sw_off<0, BN, BK, ES>(n, k) : (L == 0 ? n * LD + k : k * LD + n) * ES;
+    }
+    // the tap of k (its offsets in dy: rows rd, columns sd) and its o; rd out of range past K
+    __device__ __forceinline__ void tap_of(long long kk, int &rd, int &sd, int &o) const
+    {
+        rd = -(1 << 28);
+        sd = 0;
+        o = 0;
+        if (kk < K) {
+            int k32 = (int)kk, t = f_og.div(k32), j = f_ns.div(t);
+            o = k32 - t * Og;
+            rd = -j * jsh;
+            sd = -(t - j * nsw) * jsw;
+        }
+    }
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        const int c = ((int)threadIdx.x % C) * V;
+        if (!vec) {
+#pragma unroll 1
+            for (int j = 0; j < V; j++) {
+                int rd, sd, o;
+                tap_of(k0 + c + j, rd, sd, o);
+#pragma unroll
+                for (int i = 0; i < CPT; i++) {
+                    int oh = ch[i] + rd, ow = cw[i] + sd;
+                    bool ok = (unsigned)oh < (unsigned)OH && (unsigned)ow < (unsigned)OW;
+                    const char *src =
+                        ok ? dy + ((long long)(cpx[i] + rd * OW + sd) * O + o) * ES : dy;
+                    tgc_cp4(s + off(row(i), c + j), src, ok ? 4 : 0);
+                }
+            }
+            return;
+        }
+        int rd, sd, o;
+        tap_of(k0 + c, rd, sd, o);
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            int oh = ch[i] + rd, ow = cw[i] + sd;
+            bool ok = (unsigned)oh < (unsigned)OH && (unsigned)ow < (unsigned)OW;
+            const char *src = ok ? dy + ((long long)(cpx[i] + rd * OW + sd) * O + o) * ES : dy;
+            if (L == 0) {
+                tgc_cp16(s + off(row(i), c), src, ok ? 16 : 0);
+            } else {
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    tgc_cp4(s + off(row(i), c + j), ok ? src + 4 * j : dy, ok ? 4 : 0);
+            }
+        }
+    }
+};
+
 template <class LA_, class LB_> struct tgc_dg_prob {
     typedef LA_ LA;
     typedef LB_ LB;
@@ -385,7 +501,153 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct t
     }
 };
 
-template <class LA_, class LB_> struct tgc_wg_prob {
+// A of wgrad over a channels-last dy (NHWC): element (m = o, k = (image, pixel)) at dy row k,
+// channel gi Og + m0 + m: a k row's channels are contiguous, so an MN-major stage (L 1) takes
+// 16-byte chunks along m, a warp one contiguous run of a row, with no index decoding at all.
+// vec (per call): dy 16-byte aligned, O and Og multiples of 4; else element by element.
+template <int ES, int BM, int BK, int NT, int PAD> struct tgc_wdy_cl {
+    static constexpr int L = 1;
+    static constexpr int LD = BM + PAD;
+    static constexpr int SIZE = BK * LD;
+    static constexpr int V = 4, C = BM / V;
+    static_assert(ES == 4 && (BK * C) % NT == 0 && (BM * BK) % NT == 0 && LD % V == 0,
+                  "wdy_cl: fp32 chunks and threads");
+    const char *p; // dy at (pixel 0, channel gi * Og + m0)
+    long long O, MN, K;
+    bool vec;
+    __device__ __forceinline__ void init(const char *dy, const tgc_cg_geom &G, int gi, int Og,
+                                         long long m0, long long MN_, long long K_)
+    {
+        p = dy + ((long long)gi * Og + m0) * ES;
+        O = G.o;
+        MN = MN_;
+        K = K_;
+        vec = (unsigned long long)dy % 16 == 0 && G.o % V == 0 && Og % V == 0;
+    }
+    __device__ __forceinline__ static int off(int m, int k)
+    {
+        return (k * LD + m) * ES;
+    }
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        if (vec) {
+#pragma unroll
+            for (int i = 0; i < BK * C / NT; i++) {
+                int e = (int)threadIdx.x + i * NT, k = e / C, m = (e % C) * V;
+                long long kk = k0 + k;
+                bool ok = m < MN && kk < K;
+                tgc_cp16(s + off(m, k), ok ? p + (kk * O + m) * ES : p, ok ? 16 : 0);
+            }
+            return;
+        }
+#pragma unroll 4
+        for (int i = 0; i < BM * BK / NT; i++) {
+            int e = (int)threadIdx.x + i * NT, k = e / BM, m = e % BM;
+            long long kk = k0 + k;
+            bool ok = m < MN && kk < K;
+            tgc_cp4(s + off(m, k), ok ? p + (kk * O + m) * ES : p, ok ? 4 : 0);
+        }
+    }
+};
+
+// B of wgrad over a channels-last x (NHWC): element (n = tap Cg + c with c fastest, tap = r KW
+// + s; k = (image, oh, ow)) = x[image][oh SH - PH + r DH][ow SW - PW + s DW][gi Cg + c], zeros
+// outside x: within one tap a pixel's n run is contiguous in x, so an MN-major stage (L 1)
+// takes 16-byte chunks along n. Thread t owns the chunk column (t % C) 4 (its taps decoded
+// once, in init) and the rows t / C + i NT / C of every stage (each row's pixel decoded once
+// per stage: two multiply-high divisions for a chunk); a warp reads 32 chunks of one pixel.
+// vec (per call): x 16-byte aligned, C and Cg multiples of 4 (no chunk straddles a tap);
+// otherwise the chunk's 4 values are gathered one by one.
+template <int ES, int BN, int BK, int NT, int PAD> struct tgc_wcol_cl {
+    static constexpr int L = 1;
+    static constexpr int LD = BN + PAD;
+    static constexpr int SIZE = BK * LD;
+    static constexpr int V = 4, C = BN / V, RPT = BK * C / NT;
+    static_assert(ES == 4 && NT % C == 0 && (BK * C) % NT == 0 && LD % V == 0,
+                  "wcol_cl: fp32 chunks and threads");
+    const char *x; // x at channel gi * Cg
+    long long K;
+    int H, W, CH, OW, OHW, SH, SW, PH, PW;
+    bool vec;
+    tgc_fdiv f_ohw, f_ow;
+    int crd[V], csd[V], cco[V]; // each column's tap offsets (rows, columns of x) and channel
+    unsigned mask;              // the columns inside N
+    __device__ __forceinline__ void init(const char *x_, const tgc_cg_geom &G, int gi, int Cg,
+                                         long long n0, long long N, long long K_)
+    {
+        x = x_ + (long long)gi * Cg * ES;
+        K = K_;
+        H = (int)G.h;
+        W = (int)G.w;
+        CH = (int)G.c;
+        OW = (int)G.ow;
+        OHW = (int)(G.oh * G.ow);
+        SH = G.sh;
+        SW = G.sw;
+        PH = G.ph;
+        PW = G.pw;
+        f_ohw.set(OHW > 0 ? OHW : 1);
+        f_ow.set(OW > 0 ? OW : 1);
+        vec = (unsigned long long)x_ % 16 == 0 && CH % V == 0 && Cg % V == 0;
+        const int col = ((int)threadIdx.x % C) * V, kw = (int)G.kw;
+        mask = 0;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            long long n = n0 + col + j;
+            crd[j] = -(1 << 28);
+            csd[j] = 0;
+            cco[j] = 0;
+            if (n < N) {
+                int nn = (int)n, tap = nn / Cg, r = tap / kw;
+                crd[j] = r * G.dh;
+                csd[j] = (tap - r * kw) * G.dw;
+                cco[j] = nn - tap * Cg;
+                mask |= 1u << j;
+            }
+        }
+    }
+    __device__ __forceinline__ static int off(int n, int k)
+    {
+        return (k * LD + n) * ES;
+    }
+    __device__ __forceinline__ void load(char *s, long long k0) const
+    {
+        const int col = ((int)threadIdx.x % C) * V;
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            const int k = (int)threadIdx.x / C + i * (NT / C);
+            const long long kk = k0 + k;
+            int ih0 = -(1 << 28), iw0 = 0, img = 0;
+            if (kk < K) {
+                img = f_ohw.div((int)kk);
+                int q = (int)kk - img * OHW, oh = f_ow.div(q);
+                ih0 = oh * SH - PH;
+                iw0 = (q - oh * OW) * SW - PW;
+            }
+            if (vec) {
+                int ih = ih0 + crd[0], iw = iw0 + csd[0];
+                bool ok = (mask & 1u) && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+                const char *src =
+                    ok ? x + ((long long)((img * H + ih) * W + iw) * CH + cco[0]) * ES : x;
+                tgc_cp16(s + off(col, k), src, ok ? 16 : 0);
+            } else {
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    int ih = ih0 + crd[j], iw = iw0 + csd[j];
+                    bool ok = ((mask >> j) & 1u) && (unsigned)ih < (unsigned)H &&
+                              (unsigned)iw < (unsigned)W;
+                    const char *src =
+                        ok ? x + ((long long)((img * H + ih) * W + iw) * CH + cco[j]) * ES : x;
+                    tgc_cp4(s + off(col + j, k), src, ok ? 4 : 0);
+                }
+            }
+        }
+    }
+};
+
+// CL: x and dy channels-last (tgc_wdy_cl, tgc_wcol_cl: n = tap Cg + c), else NCHW (tgc_wdy,
+// tgc_wcol: n = (c, r, s)); dw is OIHW either way.
+template <class LA_, class LB_, int CL = 0> struct tgc_wg_prob {
     typedef LA_ LA;
     typedef LB_ LB;
     tgc_cg_geom G;
@@ -407,19 +669,28 @@ template <class LA_, class LB_> struct tgc_wg_prob {
     }
     __device__ __forceinline__ void loaders(long long m0, long long n0, LA &la, LB &lb) const
     {
-        const long long ohw = G.oh * G.ow;
-        la.p = dy + ((long long)gi * Og + m0) * ohw * 4;
-        la.OHW = ohw;
-        la.O = G.o;
-        la.MN = M - m0;
-        la.K = K;
-        la.vec = ((unsigned long long)dy % 16 == 0) && ohw % 4 == 0;
-        la.f_ohw = f_ohw;
+        if constexpr (CL) {
+            la.init(dy, G, gi, Og, m0, M - m0, K);
+        } else {
+            const long long ohw = G.oh * G.ow;
+            la.p = dy + ((long long)gi * Og + m0) * ohw * 4;
+            la.OHW = ohw;
+            la.O = G.o;
+            la.MN = M - m0;
+            la.K = K;
+            la.vec = ((unsigned long long)dy % 16 == 0) && ohw % 4 == 0;
+            la.f_ohw = f_ohw;
+        }
         lb.init(x, G, gi, Cg, n0, N, K);
     }
     __device__ __forceinline__ void out(long long m, long long n, float v) const
     {
-        dw[((long long)gi * Og + m) * N + n] = v;
+        if constexpr (CL) {
+            const long long khw = G.kh * G.kw, tap = n / Cg;
+            dw[(((long long)gi * Og + m) * Cg + (n - tap * Cg)) * khw + tap] = v;
+        } else {
+            dw[((long long)gi * Og + m) * N + n] = v;
+        }
     }
 };
 

@@ -1315,8 +1315,50 @@ static tgc_status contiguous_of(const ops_ctx *c, const tgc_tensor *t, const tgc
     return copy_into(c, dptr(*tmp), st, t->dtype, t, dptr(t), t->shape, t->ndim, t->strides);
 }
 
+/* the NHWC strides of a 4-D shape [n, c, h, w] */
+static void nhwc_strides(const int64_t *sh, int64_t *st)
+{
+    st[1] = 1;
+    st[3] = sh[1];
+    st[2] = sh[3] * sh[1];
+    st[0] = sh[2] * st[2];
+}
+
+/* 1 when 4-D t [n, c, h, w] is channels-last: NHWC contiguous (and not NCHW contiguous) */
+static int is_nhwc(const tgc_tensor *t)
+{
+    int64_t st[4];
+    if (t->ndim != 4 || is_contiguous(t))
+        return 0;
+    nhwc_strides(t->shape, st);
+    for (int d = 0; d < 4; d++)
+        if (t->shape[d] != 1 && t->strides[d] != st[d])
+            return 0;
+    return 1;
+}
+
+/* t itself when channels-last, else an NHWC copy in *tmp (the caller frees it; *res then is
+ * that buffer as an NCHW tensor: only its data pointer may be used) */
+static tgc_status nhwc_of(const ops_ctx *c, const tgc_tensor *t, const tgc_tensor **res,
+                          tgc_tensor **tmp)
+{
+    *tmp = NULL;
+    *res = t;
+    if (is_nhwc(t))
+        return TGC_OK;
+    tgc_status s = new_out(c, t->shape, t->ndim, t->dtype, tmp);
+    if (s != TGC_OK)
+        return s;
+    int64_t st[4];
+    nhwc_strides(t->shape, st);
+    *res = *tmp;
+    return copy_into(c, dptr(*tmp), st, t->dtype, t, dptr(t), t->shape, t->ndim, t->strides);
+}
+
 /* CONV2D_GRAD_INPUT(dy, w) -> dx [N, C, H, W]; CONV2D_GRAD_WEIGHT(x, dy) -> dw. f32 with a
- * geometry the templates take: cuda_conv_grad.h; else the generic double kernel. */
+ * geometry the templates take: cuda_conv_grad.h, reading channels-last operands in place
+ * (dgrad: dy NHWC; wgrad: x or dy NHWC, the other made NHWC when it is not); else the generic
+ * double kernel. */
 static tgc_status run_conv_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor *const *in,
                                 const int64_t *shape, tgc_tensor **out)
 {
@@ -1387,9 +1429,10 @@ static tgc_status run_conv_grad(const ops_ctx *c, const tgc_node *nd, tgc_tensor
         if (tgc_cuda_conv_grad_fits(&ca)) {
             const tgc_tensor *dyc = dy, *xc = other;
             tgc_tensor *t1 = NULL, *t2 = NULL;
-            s = contiguous_of(c, dy, &dyc, &t1);
+            ca.cl = is_nhwc(dy) || (wgrad && is_nhwc(other));
+            s = ca.cl ? nhwc_of(c, dy, &dyc, &t1) : contiguous_of(c, dy, &dyc, &t1);
             if (s == TGC_OK && wgrad)
-                s = contiguous_of(c, other, &xc, &t2);
+                s = ca.cl ? nhwc_of(c, other, &xc, &t2) : contiguous_of(c, other, &xc, &t2);
             if (s == TGC_OK) {
                 ca.dy = dptr(dyc);
                 ca.x = wgrad ? dptr(xc) : NULL;

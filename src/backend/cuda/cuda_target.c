@@ -24,6 +24,7 @@ static const kir_target g_target = {
             [KIR_TPL_CONV] = (1u << TGC_F32) | (1u << TGC_F16) | (1u << TGC_BF16),
         },
     .conv_channels_last = 1,
+    .conv_grad_channels_last = 1, /* cuda_conv_grad.h's _cl entries */
     /* the renderer computes every pointwise op, copy and reduction for every dtype (floats
      * sum in double, integers in i64); pools and draws of floats; arange is a native op */
     .caps =
