@@ -153,7 +153,7 @@ static void read_switches(void)
     cuda_tma = env_on_off("TGC_CUDA_TMA", 1);
     channels_last = env_on_off("TGC_CHANNELS_LAST", 1);
     channels_last_grad = env_on_off("TGC_CHANNELS_LAST_GRAD", 0);
-    cuda_batch = env_on_off("TGC_CUDA_BATCH", 0);
+    cuda_batch = env_on_off("TGC_CUDA_BATCH", 1);
 }
 
 int tgc_env_cuda_tma(void)

@@ -21,8 +21,8 @@ int tgc_env_channels_last(void);
  * activations that conv gradients read may be channels-last too (a training step's), on
  * targets whose conv-gradient kernels read them in place; 0 (the default) keeps those NCHW. */
 int tgc_env_channels_last_grad(void);
-/* TGC_CUDA_BATCH: 1 when the variable is 1: CUDA variants launch independent pointwise kernels
- * as batches (backend/batch.c); 0 (the default) launches each kernel on its own. */
+/* TGC_CUDA_BATCH: 1 (the default) when CUDA variants launch independent pointwise kernels as
+ * batches (backend/batch.c), 0 when the variable is 0 (each kernel launched on its own). */
 int tgc_env_cuda_batch(void);
 /* TGC_LLVM_CPU / TGC_LLVM_FEATURES: the LLVM backend's target CPU and features instead of the
  * host's; NULL when unset. */

@@ -478,7 +478,7 @@ static size_t batch_member_bytes(const tgc_plan_kernel *pk)
 
 static int cuda_batch_fits(const tgc_plan_kernel *ks, int n)
 {
-    if (!tgc_env_cuda_batch()) /* off unless TGC_CUDA_BATCH=1 */
+    if (!tgc_env_cuda_batch()) /* TGC_CUDA_BATCH=0 */
         return 0;
     size_t bytes = 0;
     for (int j = 0; j < n; j++) {

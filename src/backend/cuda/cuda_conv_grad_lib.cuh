@@ -99,13 +99,62 @@ __device__ __forceinline__ int tgc_dg_taps_before(const tgc_cg_geom &G, int p)
     return pre;
 }
 
+// What both dgrad B loaders (tgc_dcol, tgc_dcol_cl) know of a (group, phase): k = tap * Og + o
+// (tap = j * nr_w + i) and the dy pixel of a phase column n at tap 0.
+struct tgc_dg_taps {
+    long long K;
+    int OH, OW, Og, nsw, jsh, jsw;
+    tgc_fdiv f_og, f_ns;
+    __device__ __forceinline__ void set(const tgc_cg_geom &G, int Og_, const tgc_dg_axis &ah,
+                                        const tgc_dg_axis &aw)
+    {
+        OH = (int)G.oh;
+        OW = (int)G.ow;
+        Og = Og_;
+        nsw = aw.nr;
+        jsh = ah.js;
+        jsw = aw.js;
+        K = (long long)Og * ah.nr * aw.nr;
+        f_og.set(Og);
+        f_ns.set(nsw > 0 ? nsw : 1);
+    }
+    // the tap of k (its offsets in dy: rows rd, columns sd) and its o; rd out of range past K
+    __device__ __forceinline__ void tap_of(long long kk, int &rd, int &sd, int &o) const
+    {
+        rd = -(1 << 28);
+        sd = 0;
+        o = 0;
+        if (kk < K) {
+            int k32 = (int)kk, t = f_og.div(k32), j = f_ns.div(t);
+            o = k32 - t * Og;
+            rd = -j * jsh;
+            sd = -(t - j * nsw) * jsw;
+        }
+    }
+    // column n's image and dy pixel (oh, ow) at tap 0 (false past the phase's columns)
+    __device__ __forceinline__ static bool pixel(long long n, const tgc_cg_geom &G,
+                                                 const tgc_dg_axis &ah, const tgc_dg_axis &aw,
+                                                 const tgc_fdiv &f_pix, const tgc_fdiv &f_npw,
+                                                 int &img, int &oh, int &ow)
+    {
+        const int pix = ah.np * aw.np;
+        if (n >= G.n * pix)
+            return false;
+        img = f_pix.div((int)n);
+        const int q = (int)n - img * pix, hh = f_npw.div(q);
+        oh = ah.base + hh;
+        ow = aw.base + (q - hh * aw.np);
+        return true;
+    }
+};
+
 // B of dgrad: k = tap * Og + o (tap = j * nr_w + i), n = (image, hh, ww) of the phase; dy
 // gathered into an MN-major stage, out-of-range rows and pixels read as zeros. Thread t owns
 // CPT columns (decoded once) and BK / RS rows per stage, like tgc_im2col. SWZ: a K-major
 // swizzled stage (the wgmma path) instead, each warp 8 consecutive columns x 4 rows (32
 // bytes of dy per row: as coalesced as a warp along one row, and the 32 shared-memory words
 // fall in 32 distinct banks of the swizzle); the warps side by side along n, then along k.
-template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol {
+template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol : tgc_dg_taps {
     static constexpr int L = SWZ ? 0 : 1;
     static constexpr int LD = BN + PAD;
     static constexpr int SIZE = SWZ ? BN * BK : BK * LD;
@@ -132,9 +181,7 @@ template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol 
         return NT >= BN ? t / BN : 0;
     }
     const char *dy;
-    long long K, OHW;
-    int OH, OW, Og, nsw, jsh, jsw;
-    tgc_fdiv f_og, f_ns;
+    long long OHW;
     long long cbase[CPT];
     int ch[CPT], cw[CPT];
     __device__ __forceinline__ void init(const char *dy_, const tgc_cg_geom &G, int gi, int Og_,
@@ -143,25 +190,12 @@ template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol 
                                          long long n0)
     {
         dy = dy_;
-        OH = (int)G.oh;
-        OW = (int)G.ow;
+        set(G, Og_, ah, aw);
         OHW = G.oh * G.ow;
-        Og = Og_;
-        nsw = aw.nr;
-        jsh = ah.js;
-        jsw = aw.js;
-        K = (long long)Og * ah.nr * aw.nr;
-        f_og.set(Og);
-        f_ns.set(nsw > 0 ? nsw : 1);
-        const long long pix = (long long)ah.np * aw.np, ntot = G.n * pix;
 #pragma unroll
         for (int c = 0; c < CPT; c++) {
-            long long n = n0 + col(c);
-            if (n < ntot) {
-                int img = f_pix.div((int)n), q = (int)n - img * (int)pix;
-                int hh = f_npw.div(q), ww = q - hh * aw.np;
-                ch[c] = ah.base + hh;
-                cw[c] = aw.base + ww;
+            int img;
+            if (pixel(n0 + col(c), G, ah, aw, f_pix, f_npw, img, ch[c], cw[c])) {
                 cbase[c] = ((long long)img * G.o + (long long)gi * Og) * OHW +
                            (long long)ch[c] * OW + cw[c];
             } else {
@@ -181,18 +215,9 @@ template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol 
         const int kr0 = row0();
 #pragma unroll 4
         for (int r = 0; r < BK / RS; r++) {
-            int k = kr0 + r * RS;
-            long long kk = k0 + k;
-            int rd = -(1 << 28), sd = 0;
-            long long koff = 0;
-            if (kk < K) {
-                int k32 = (int)kk;
-                int t = f_og.div(k32), o = k32 - t * Og;
-                int j = f_ns.div(t), i = t - j * nsw;
-                rd = -j * jsh;
-                sd = -i * jsw;
-                koff = (long long)o * OHW + (long long)rd * OW + sd;
-            }
+            int k = kr0 + r * RS, rd, sd, o;
+            tap_of(k0 + k, rd, sd, o);
+            const long long koff = (long long)o * OHW + (long long)rd * OW + sd;
 #pragma unroll
             for (int c = 0; c < CPT; c++) {
                 int oh = ch[c] + rd, ow = cw[c] + sd;
@@ -212,7 +237,8 @@ template <int ES, int BN, int BK, int NT, int PAD, int SWZ = 0> struct tgc_dcol 
 // pixel decoded once, in init); a warp reads 8 chunks (128 bytes) of each of 4 pixels. `vec`
 // (per call): dy 16-byte aligned, O and Og multiples of 4 (no chunk straddles a tap);
 // otherwise the chunk's 4 values are gathered one by one, each one's tap decoded.
-template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct tgc_dcol_cl {
+template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0>
+struct tgc_dcol_cl : tgc_dg_taps {
     static constexpr int L = L_;
     static constexpr int LD = L == 0 ? BK + PAD : BN + PAD;
     static constexpr int SIZE = SWZ ? BN * BK : (L == 0 ? BN : BK) * LD;
@@ -221,10 +247,8 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct t
                   "dcol_cl: fp32 chunks and threads");
     static_assert(!SWZ || L == 0, "dcol_cl: swizzled stages are K-major");
     const char *dy; // dy at channel gi * Og
-    long long K;
-    int OH, OW, O, Og, nsw, jsh, jsw;
+    int O;
     bool vec;
-    tgc_fdiv f_og, f_ns;
     int cpx[CPT]; // the row's pixel at tap 0, (image OH + oh) OW + ow (may leave dy: tested per tap)
     int ch[CPT], cw[CPT];
     __device__ __forceinline__ static int row(int i)
@@ -237,26 +261,13 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct t
                                          long long n0)
     {
         dy = dy_ + (long long)gi * Og_ * ES;
-        OH = (int)G.oh;
-        OW = (int)G.ow;
+        set(G, Og_, ah, aw);
         O = (int)G.o;
-        Og = Og_;
-        nsw = aw.nr;
-        jsh = ah.js;
-        jsw = aw.js;
-        K = (long long)Og * ah.nr * aw.nr;
-        f_og.set(Og);
-        f_ns.set(nsw > 0 ? nsw : 1);
         vec = (unsigned long long)dy % 16 == 0 && O % V == 0 && Og % V == 0;
-        const long long pix = (long long)ah.np * aw.np, ntot = G.n * pix;
 #pragma unroll
         for (int i = 0; i < CPT; i++) {
-            long long n = n0 + row(i);
-            if (n < ntot) {
-                int img = f_pix.div((int)n), q = (int)n - img * (int)pix;
-                int hh = f_npw.div(q), ww = q - hh * aw.np;
-                ch[i] = ah.base + hh;
-                cw[i] = aw.base + ww;
+            int img;
+            if (pixel(n0 + row(i), G, ah, aw, f_pix, f_npw, img, ch[i], cw[i])) {
                 cpx[i] = (img * OH + ch[i]) * OW + cw[i];
             } else {
                 ch[i] = -(1 << 28); // every tap out of bounds
@@ -268,19 +279,6 @@ template <int ES, int BN, int BK, int NT, int L_, int PAD, int SWZ = 0> struct t
     __device__ __forceinline__ static int off(int n, int k)
     {
         return SWZ ? tgc_sw_off<0, BN, BK, ES>(n, k) : (L == 0 ? n * LD + k : k * LD + n) * ES;
-    }
-    // the tap of k (its offsets in dy: rows rd, columns sd) and its o; rd out of range past K
-    __device__ __forceinline__ void tap_of(long long kk, int &rd, int &sd, int &o) const
-    {
-        rd = -(1 << 28);
-        sd = 0;
-        o = 0;
-        if (kk < K) {
-            int k32 = (int)kk, t = f_og.div(k32), j = f_ns.div(t);
-            o = k32 - t * Og;
-            rd = -j * jsh;
-            sd = -(t - j * nsw) * jsw;
-        }
     }
     __device__ __forceinline__ void load(char *s, long long k0) const
     {
@@ -655,7 +653,7 @@ template <class LA_, class LB_, int CL = 0> struct tgc_wg_prob {
     float *dw;
     long long M, N, K;
     int gi, Og, Cg;
-    tgc_fdiv f_ohw;
+    tgc_fdiv f_ohw, f_cg;
     __device__ __forceinline__ void setup(int z)
     {
         gi = z;
@@ -666,6 +664,7 @@ template <class LA_, class LB_, int CL = 0> struct tgc_wg_prob {
         K = G.n * G.oh * G.ow;
         long long ohw = G.oh * G.ow;
         f_ohw.set(ohw > 0 ? (int)ohw : 1);
+        f_cg.set(Cg);
     }
     __device__ __forceinline__ void loaders(long long m0, long long n0, LA &la, LB &lb) const
     {
@@ -685,9 +684,9 @@ template <class LA_, class LB_, int CL = 0> struct tgc_wg_prob {
     }
     __device__ __forceinline__ void out(long long m, long long n, float v) const
     {
-        if constexpr (CL) {
-            const long long khw = G.kh * G.kw, tap = n / Cg;
-            dw[(((long long)gi * Og + m) * Cg + (n - tap * Cg)) * khw + tap] = v;
+        if constexpr (CL) { // n < 2^31 (tgc_cuda_conv_grad_fits): a multiply-high division
+            const int nn = (int)n, tap = f_cg.div(nn);
+            dw[(((long long)gi * Og + m) * Cg + (nn - tap * Cg)) * (G.kh * G.kw) + tap] = v;
         } else {
             dw[((long long)gi * Og + m) * N + n] = v;
         }
